@@ -1,0 +1,578 @@
+/*
+ * The CPU backend: one device per CPU package (socket) found by hwloc.
+ *
+ * Each device owns a worker thread, bound to its package's cores with its
+ * memory policy bound to the package's NUMA node.  The worker is the device's
+ * in-order queue: kernels are enqueued as tasks and run there, one after the
+ * other, so two CPU devices compute at once just as two OpenCL queues do.
+ * The worker is also the master of an OpenMP team of one thread per core of
+ * the package; each team thread is pinned to its own core once, when the
+ * worker starts, and libgomp keeps reusing that team (same master, same
+ * size) for every parallel region the kernels in cpu/ open.  OpenBLAS runs
+ * single-threaded inside that team (see cpu/gemm.c), so the process never
+ * has more busy threads than cores, however many CPU devices work at once.
+ *
+ * Buffers are allocated bound to the package's NUMA node (falling back to
+ * plain aligned memory where the OS cannot bind, e.g. on a simulated
+ * topology); they are host memory, so mapping is zero-copy.
+ */
+#include <config.h>
+
+#include <hwloc.h>
+#include <omp.h>
+#include <pthread.h>
+#include <sched.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "backend.h"
+#include "cpu_kernels.h"
+#include "error.h"
+
+/* The topology, shared by every CPU device of the process. */
+static struct {
+    pthread_mutex_t lock;
+    hwloc_topology_t topo;
+    unsigned refs;
+} shared_topo = {PTHREAD_MUTEX_INITIALIZER, NULL, 0};
+
+typedef enum task_kind {
+    TASK_GEMM,
+    TASK_BINARY,
+    TASK_UNARY,
+    TASK_SOFTMAX,
+    TASK_REDUCE
+} task_kind;
+
+typedef struct task {
+    task_kind kind;
+    union {
+        sn_gemm_desc gemm;
+        sn_binary_desc binary;
+        sn_unary_desc unary;
+        sn_softmax_desc softmax;
+        sn_reduce_desc reduce;
+    } u;
+} task;
+
+typedef struct cpu_device {
+    hwloc_topology_t topo;
+    hwloc_cpuset_t cpuset;   /* the package's PUs */
+    hwloc_nodeset_t nodeset; /* its NUMA node(s) */
+    hwloc_cpuset_t *cores;   /* one cpuset per core, ncores of them */
+    unsigned ncores;
+    int membind_ok; /* hwloc_alloc_membind works here */
+
+    /* The queue: a ring of tasks, grown under the lock when full. */
+    pthread_mutex_t lock;
+    pthread_cond_t wake; /* worker: work arrived or quit */
+    pthread_cond_t idle; /* waiters: queue drained */
+    task *ring;
+    size_t cap, head, count;
+    atomic_size_t pending; /* tasks queued or running; read while spinning */
+    int running;           /* the worker is executing a task */
+    int quit;
+    pthread_t worker;
+    int worker_started;
+} cpu_device;
+
+static const sn_backend_ops cpu_ops;
+
+static float *view_ptr(sn_view v)
+{
+    return (float *)v.buf->host + v.offset;
+}
+
+static void run_task(const task *t)
+{
+    switch (t->kind) {
+    case TASK_GEMM:
+        sn_cpu_gemm(&t->u.gemm, view_ptr(t->u.gemm.a), view_ptr(t->u.gemm.b),
+                    view_ptr(t->u.gemm.c));
+        break;
+    case TASK_BINARY:
+        sn_cpu_binary(&t->u.binary, view_ptr(t->u.binary.a),
+                      view_ptr(t->u.binary.b), view_ptr(t->u.binary.c));
+        break;
+    case TASK_UNARY:
+        sn_cpu_unary(&t->u.unary, view_ptr(t->u.unary.x),
+                     view_ptr(t->u.unary.y));
+        break;
+    case TASK_SOFTMAX:
+        sn_cpu_softmax(&t->u.softmax, view_ptr(t->u.softmax.x),
+                       view_ptr(t->u.softmax.y));
+        break;
+    case TASK_REDUCE:
+        sn_cpu_reduce(&t->u.reduce, view_ptr(t->u.reduce.x),
+                      view_ptr(t->u.reduce.y));
+        break;
+    }
+}
+
+/* Bind the calling thread (worker and team) to the package, and each team
+ * thread to one core of it. */
+static void pin_team(cpu_device *cd)
+{
+    hwloc_set_cpubind(cd->topo, cd->cpuset, HWLOC_CPUBIND_THREAD);
+    if (hwloc_set_membind(cd->topo, cd->nodeset, HWLOC_MEMBIND_BIND,
+                          HWLOC_MEMBIND_THREAD | HWLOC_MEMBIND_BYNODESET) < 0)
+        sn_log(SHARDNET_LOG_DEBUG, "cpu: memory binding unavailable");
+    omp_set_dynamic(0);
+    omp_set_num_threads((int)cd->ncores);
+    if (cd->ncores > 1) {
+#pragma omp parallel num_threads((int)cd->ncores)
+        {
+            unsigned t = (unsigned)omp_get_thread_num();
+            hwloc_set_cpubind(cd->topo, cd->cores[t % cd->ncores],
+                              HWLOC_CPUBIND_THREAD);
+        }
+    }
+}
+
+/* How long an idle worker polls for the next task before it sleeps. */
+#define SPIN_NS 100000L
+
+static long elapsed_ns(const struct timespec *t0)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (t.tv_sec - t0->tv_sec) * 1000000000L + (t.tv_nsec - t0->tv_nsec);
+}
+
+static void spin_for_work(cpu_device *cd)
+{
+    struct timespec t0;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    while (atomic_load(&cd->pending) == 0 && elapsed_ns(&t0) < SPIN_NS)
+        sched_yield();
+}
+
+static void *worker_main(void *arg)
+{
+    cpu_device *cd = arg;
+    pin_team(cd);
+    pthread_mutex_lock(&cd->lock);
+    for (;;) {
+        while (cd->count == 0 && !cd->quit) {
+            /* Spin a little before sleeping: a kernel usually follows the
+             * last one within microseconds, and a condition-variable wake
+             * costs tens of them. */
+            pthread_mutex_unlock(&cd->lock);
+            spin_for_work(cd);
+            pthread_mutex_lock(&cd->lock);
+            if (cd->count == 0 && !cd->quit)
+                pthread_cond_wait(&cd->wake, &cd->lock);
+        }
+        if (cd->count == 0 && cd->quit)
+            break;
+        task t = cd->ring[cd->head];
+        cd->head = (cd->head + 1) % cd->cap;
+        cd->count--;
+        cd->running = 1;
+        pthread_mutex_unlock(&cd->lock);
+
+        run_task(&t);
+
+        pthread_mutex_lock(&cd->lock);
+        cd->running = 0;
+        atomic_fetch_sub(&cd->pending, 1);
+        if (cd->count == 0)
+            pthread_cond_broadcast(&cd->idle);
+    }
+    pthread_mutex_unlock(&cd->lock);
+    return NULL;
+}
+
+static shardnet_status enqueue(sn_device *dev, const task *t)
+{
+    cpu_device *cd = dev->impl;
+    pthread_mutex_lock(&cd->lock);
+    if (cd->count == cd->cap) {
+        size_t cap = cd->cap ? 2 * cd->cap : 64;
+        task *ring = malloc(cap * sizeof *ring);
+        if (!ring) {
+            pthread_mutex_unlock(&cd->lock);
+            return sn_error(SHARDNET_OUT_OF_MEMORY, "%s: task queue",
+                            dev->info.name);
+        }
+        for (size_t i = 0; i < cd->count; i++)
+            ring[i] = cd->ring[(cd->head + i) % cd->cap];
+        free(cd->ring);
+        cd->ring = ring;
+        cd->cap = cap;
+        cd->head = 0;
+    }
+    cd->ring[(cd->head + cd->count) % cd->cap] = *t;
+    cd->count++;
+    atomic_fetch_add(&cd->pending, 1);
+    pthread_cond_signal(&cd->wake);
+    pthread_mutex_unlock(&cd->lock);
+    return SHARDNET_OK;
+}
+
+static shardnet_status cpu_synchronize(sn_device *dev)
+{
+    cpu_device *cd = dev->impl;
+    pthread_mutex_lock(&cd->lock);
+    while (cd->count > 0 || cd->running)
+        pthread_cond_wait(&cd->idle, &cd->lock);
+    pthread_mutex_unlock(&cd->lock);
+    return SHARDNET_OK;
+}
+
+static shardnet_status cpu_gemm(sn_device *dev, const sn_gemm_desc *d)
+{
+    task t = {.kind = TASK_GEMM, .u.gemm = *d};
+    return enqueue(dev, &t);
+}
+
+static shardnet_status cpu_binary(sn_device *dev, const sn_binary_desc *d)
+{
+    task t = {.kind = TASK_BINARY, .u.binary = *d};
+    return enqueue(dev, &t);
+}
+
+static shardnet_status cpu_unary(sn_device *dev, const sn_unary_desc *d)
+{
+    task t = {.kind = TASK_UNARY, .u.unary = *d};
+    return enqueue(dev, &t);
+}
+
+static shardnet_status cpu_softmax(sn_device *dev, const sn_softmax_desc *d)
+{
+    task t = {.kind = TASK_SOFTMAX, .u.softmax = *d};
+    return enqueue(dev, &t);
+}
+
+static shardnet_status cpu_reduce(sn_device *dev, const sn_reduce_desc *d)
+{
+    task t = {.kind = TASK_REDUCE, .u.reduce = *d};
+    return enqueue(dev, &t);
+}
+
+/* Allocation granule: a cache line, and room for vector loads. */
+#define CPU_ALIGN 64
+
+static shardnet_status cpu_buffer_alloc(sn_device *dev, size_t bytes,
+                                        sn_buffer **out)
+{
+    cpu_device *cd = dev->impl;
+    size_t len = bytes ? bytes : 1;
+    sn_buffer *buf;
+    void *mem = NULL;
+
+    if (dev->info.max_alloc && bytes > dev->info.max_alloc)
+        return sn_error(SHARDNET_OUT_OF_MEMORY,
+                        "%s: buffer of %zu bytes exceeds the device's %llu",
+                        dev->info.name, bytes,
+                        (unsigned long long)dev->info.max_alloc);
+    buf = calloc(1, sizeof *buf);
+    if (!buf)
+        return sn_error(SHARDNET_OUT_OF_MEMORY, "%s: buffer", dev->info.name);
+    if (cd->membind_ok)
+        mem = hwloc_alloc_membind(cd->topo, len, cd->nodeset,
+                                  HWLOC_MEMBIND_BIND, HWLOC_MEMBIND_BYNODESET);
+    if (mem) {
+        buf->handle = buf; /* marks hwloc memory, freed with hwloc_free */
+    } else if (posix_memalign(&mem, CPU_ALIGN,
+                              (len + CPU_ALIGN - 1) / CPU_ALIGN * CPU_ALIGN)) {
+        free(buf);
+        return sn_error(SHARDNET_OUT_OF_MEMORY,
+                        "%s: cannot allocate %zu bytes", dev->info.name, bytes);
+    }
+    buf->dev = dev;
+    buf->size = bytes;
+    buf->host = mem;
+    *out = buf;
+    return SHARDNET_OK;
+}
+
+static void cpu_buffer_free(sn_buffer *buf)
+{
+    cpu_device *cd = buf->dev->impl;
+    /* A queued kernel may still use it: drain first (cheap when idle). */
+    cpu_synchronize(buf->dev);
+    if (buf->handle)
+        hwloc_free(cd->topo, buf->host, buf->size ? buf->size : 1);
+    else
+        free(buf->host);
+    free(buf);
+}
+
+static shardnet_status cpu_buffer_write(sn_buffer *buf, size_t offset,
+                                        const void *src, size_t bytes)
+{
+    cpu_synchronize(buf->dev); /* in order after queued kernels */
+    memcpy((char *)buf->host + offset, src, bytes);
+    return SHARDNET_OK;
+}
+
+static shardnet_status cpu_buffer_read(sn_buffer *buf, size_t offset,
+                                       void *dst, size_t bytes)
+{
+    cpu_synchronize(buf->dev);
+    memcpy(dst, (char *)buf->host + offset, bytes);
+    return SHARDNET_OK;
+}
+
+static shardnet_status cpu_buffer_map(sn_buffer *buf, size_t offset,
+                                      size_t bytes, int flags, void **ptr)
+{
+    cpu_synchronize(buf->dev);
+    *ptr = (char *)buf->host + offset;
+    return SHARDNET_OK;
+}
+
+static shardnet_status cpu_buffer_unmap(sn_buffer *buf, void *ptr)
+{
+    return SHARDNET_OK;
+}
+
+static void release_topology(void)
+{
+    pthread_mutex_lock(&shared_topo.lock);
+    if (shared_topo.refs && --shared_topo.refs == 0) {
+        hwloc_topology_destroy(shared_topo.topo);
+        shared_topo.topo = NULL;
+    }
+    pthread_mutex_unlock(&shared_topo.lock);
+}
+
+static void cpu_device_free(sn_device *dev)
+{
+    cpu_device *cd = dev->impl;
+    if (cd) {
+        if (cd->worker_started) {
+            pthread_mutex_lock(&cd->lock);
+            cd->quit = 1;
+            pthread_cond_signal(&cd->wake);
+            pthread_mutex_unlock(&cd->lock);
+            pthread_join(cd->worker, NULL);
+        }
+        pthread_mutex_destroy(&cd->lock);
+        pthread_cond_destroy(&cd->wake);
+        pthread_cond_destroy(&cd->idle);
+        free(cd->ring);
+        for (unsigned i = 0; i < cd->ncores; i++)
+            hwloc_bitmap_free(cd->cores[i]);
+        free(cd->cores);
+        hwloc_bitmap_free(cd->cpuset);
+        hwloc_bitmap_free(cd->nodeset);
+        free(cd);
+        release_topology();
+    }
+    free(dev);
+}
+
+static shardnet_status acquire_topology(hwloc_topology_t *out)
+{
+    shardnet_status st = SHARDNET_OK;
+    pthread_mutex_lock(&shared_topo.lock);
+    if (!shared_topo.topo) {
+        hwloc_topology_t topo;
+        if (hwloc_topology_init(&topo) < 0) {
+            st = sn_error(SHARDNET_DEVICE_ERROR, "hwloc: cannot initialise");
+            goto out;
+        }
+        /* No I/O discovery: hwloc's OpenCL/CUDA plugins would re-enter the
+         * ICD loader behind the OpenCL backend's back. */
+        hwloc_topology_set_io_types_filter(topo, HWLOC_TYPE_FILTER_KEEP_NONE);
+        if (hwloc_topology_load(topo) < 0) {
+            hwloc_topology_destroy(topo);
+            st = sn_error(SHARDNET_DEVICE_ERROR,
+                          "hwloc: cannot load the topology (HWLOC_SYNTHETIC "
+                          "or HWLOC_XMLFILE may be malformed)");
+            goto out;
+        }
+        shared_topo.topo = topo;
+    }
+    shared_topo.refs++;
+    *out = shared_topo.topo;
+out:
+    pthread_mutex_unlock(&shared_topo.lock);
+    return st;
+}
+
+/* Copy the first two words of OpenBLAS's configuration ("OpenBLAS 0.3.21"). */
+static void blas_version(char *out, size_t cap)
+{
+    extern char *openblas_get_config(void);
+    const char *cfg = openblas_get_config();
+    size_t n = 0;
+    int spaces = 0;
+    while (cfg && cfg[n] && n + 1 < cap) {
+        if (cfg[n] == ' ' && ++spaces == 2)
+            break;
+        n++;
+    }
+    memcpy(out, cfg ? cfg : "", n);
+    out[n] = '\0';
+}
+
+static const char *obj_info(hwloc_topology_t topo, hwloc_obj_t pkg,
+                            const char *name)
+{
+    const char *v = hwloc_obj_get_info_by_name(pkg, name);
+    if (!v)
+        v = hwloc_obj_get_info_by_name(hwloc_get_root_obj(topo), name);
+    return v;
+}
+
+static shardnet_status open_package(sn_device_list *list,
+                                    hwloc_topology_t topo, hwloc_obj_t pkg,
+                                    unsigned index)
+{
+    sn_device *dev = calloc(1, sizeof *dev);
+    cpu_device *cd = calloc(1, sizeof *cd);
+    shardnet_device_info *info;
+    hwloc_obj_t node = NULL;
+    char *list_str = NULL;
+    shardnet_status st;
+    int ncores;
+
+    if (!dev || !cd) {
+        free(dev);
+        free(cd);
+        return sn_error(SHARDNET_OUT_OF_MEMORY, "cpu device");
+    }
+    /* From here on cpu_device_free() owns the clean-up. */
+    dev->ops = &cpu_ops;
+    dev->impl = cd;
+    cd->topo = topo;
+    pthread_mutex_init(&cd->lock, NULL);
+    pthread_cond_init(&cd->wake, NULL);
+    pthread_cond_init(&cd->idle, NULL);
+    atomic_init(&cd->pending, 0);
+    cd->cpuset = hwloc_bitmap_dup(pkg->cpuset);
+    cd->nodeset = hwloc_bitmap_dup(pkg->nodeset);
+    if (!cd->cpuset || !cd->nodeset) {
+        st = sn_error(SHARDNET_OUT_OF_MEMORY, "cpu device");
+        goto error;
+    }
+    ncores = hwloc_get_nbobjs_inside_cpuset_by_type(topo, pkg->cpuset,
+                                                    HWLOC_OBJ_CORE);
+    if (ncores <= 0) /* no core level: count processing units */
+        ncores = hwloc_get_nbobjs_inside_cpuset_by_type(topo, pkg->cpuset,
+                                                        HWLOC_OBJ_PU);
+    if (ncores <= 0)
+        ncores = 1;
+    cd->cores = calloc((size_t)ncores, sizeof *cd->cores);
+    if (!cd->cores) {
+        st = sn_error(SHARDNET_OUT_OF_MEMORY, "cpu device");
+        goto error;
+    }
+    cd->ncores = (unsigned)ncores;
+    for (int i = 0; i < ncores; i++) {
+        hwloc_obj_t core = hwloc_get_obj_inside_cpuset_by_type(
+            topo, pkg->cpuset, HWLOC_OBJ_CORE, (unsigned)i);
+        if (!core)
+            core = hwloc_get_obj_inside_cpuset_by_type(topo, pkg->cpuset,
+                                                       HWLOC_OBJ_PU,
+                                                       (unsigned)i);
+        cd->cores[i] = hwloc_bitmap_dup(core ? core->cpuset : pkg->cpuset);
+        if (!cd->cores[i]) {
+            st = sn_error(SHARDNET_OUT_OF_MEMORY, "cpu device");
+            goto error;
+        }
+    }
+
+    info = &dev->info;
+    snprintf(info->name, sizeof info->name, "cpu:%u", index);
+    info->kind = SHARDNET_DEVICE_CPU;
+    info->index = index;
+    {
+        const char *model = obj_info(topo, pkg, "CPUModel");
+        const char *vendor = obj_info(topo, pkg, "CPUVendor");
+        snprintf(info->model, sizeof info->model, "%s",
+                 model ? model : "CPU package");
+        snprintf(info->vendor, sizeof info->vendor, "%s",
+                 vendor ? vendor : "unknown");
+    }
+    blas_version(info->driver, sizeof info->driver);
+    info->compute_units = cd->ncores;
+    info->numa_node = -1;
+    while ((node = hwloc_get_next_obj_by_type(topo, HWLOC_OBJ_NUMANODE,
+                                              node)) != NULL) {
+        if (!hwloc_bitmap_intersects(node->nodeset, pkg->nodeset))
+            continue;
+        if (info->numa_node < 0)
+            info->numa_node = (int)node->os_index;
+        info->global_mem += node->attr->numanode.local_memory;
+    }
+    if (info->global_mem == 0)
+        info->global_mem = hwloc_get_root_obj(topo)->total_memory;
+    info->max_alloc = info->global_mem;
+    info->host_unified = 1;
+    if (hwloc_bitmap_list_asprintf(&list_str, cd->cpuset) >= 0 && list_str) {
+        snprintf(info->cpuset, sizeof info->cpuset, "%s", list_str);
+        free(list_str);
+    }
+
+    /* Can this system bind memory?  (Not with every simulated topology.) */
+    {
+        const struct hwloc_topology_support *sup =
+            hwloc_topology_get_support(topo);
+        cd->membind_ok = sup->membind->alloc_membind && sup->membind->bind_membind;
+    }
+
+    if (pthread_create(&cd->worker, NULL, worker_main, cd) != 0) {
+        st = sn_error(SHARDNET_DEVICE_ERROR, "%s: cannot start worker thread",
+                      info->name);
+        goto error;
+    }
+    cd->worker_started = 1;
+    st = sn_device_list_push(list, dev);
+    if (st != SHARDNET_OK)
+        goto error;
+    return SHARDNET_OK;
+error:
+    cpu_device_free(dev);
+    return st;
+}
+
+shardnet_status sn_cpu_discover(sn_device_list *list)
+{
+    hwloc_topology_t topo;
+    shardnet_status st = acquire_topology(&topo);
+    int npkg;
+
+    if (st != SHARDNET_OK)
+        return st;
+    sn_cpu_gemm_init();
+    npkg = hwloc_get_nbobjs_by_type(topo, HWLOC_OBJ_PACKAGE);
+    if (npkg <= 0) {
+        /* Some virtual machines report no package: the machine is one. */
+        return open_package(list, topo, hwloc_get_root_obj(topo), 0);
+    }
+    for (int i = 0; i < npkg; i++) {
+        hwloc_obj_t pkg = hwloc_get_obj_by_type(topo, HWLOC_OBJ_PACKAGE,
+                                                (unsigned)i);
+        if (i > 0) /* each device holds one reference */
+            acquire_topology(&topo);
+        st = open_package(list, topo, pkg, (unsigned)i);
+        if (st != SHARDNET_OK) /* open_package released its reference */
+            return st;
+    }
+    return SHARDNET_OK;
+}
+
+static const sn_backend_ops cpu_ops = {
+    .abi = SN_BACKEND_ABI,
+    .kind = "cpu",
+    .device_free = cpu_device_free,
+    .buffer_alloc = cpu_buffer_alloc,
+    .buffer_free = cpu_buffer_free,
+    .buffer_write = cpu_buffer_write,
+    .buffer_read = cpu_buffer_read,
+    .buffer_map = cpu_buffer_map,
+    .buffer_unmap = cpu_buffer_unmap,
+    .gemm = cpu_gemm,
+    .binary = cpu_binary,
+    .unary = cpu_unary,
+    .softmax = cpu_softmax,
+    .reduce = cpu_reduce,
+    .synchronize = cpu_synchronize,
+};

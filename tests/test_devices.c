@@ -1,0 +1,222 @@
+/* Device discovery and device lists. */
+#include <config.h>
+
+#include <criterion/criterion.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "shardnet.h"
+
+static shardnet_context_t *ctx;
+
+static void setup(void)
+{
+    cr_assert_eq(shardnet_context_create(&ctx), SHARDNET_OK, "%s",
+                 shardnet_last_error());
+}
+
+static void teardown(void)
+{
+    shardnet_context_free(ctx);
+}
+
+TestSuite(devices, .init = setup, .fini = teardown);
+
+static size_t count_kind(shardnet_device_kind kind)
+{
+    size_t n = 0;
+    for (size_t i = 0; i < shardnet_device_count(ctx); i++) {
+        shardnet_device_info info;
+        cr_assert_eq(shardnet_device_get_info(ctx, i, &info), SHARDNET_OK);
+        n += info.kind == kind;
+    }
+    return n;
+}
+
+/* The simulated machine of the test suite: two packages of one core. */
+static int simulated_sockets(void)
+{
+    const char *s = getenv("HWLOC_SYNTHETIC");
+    return s && !strcmp(s, "pack:2 core:1 pu:1");
+}
+
+static int simulated_cl(void)
+{
+    const char *s = getenv("POCL_DEVICES");
+#ifdef SN_HAVE_OPENCL
+    return s && !strcmp(s, "pthread pthread");
+#else
+    (void)s;
+    return 0;
+#endif
+}
+
+Test(devices, one_cpu_device_per_package)
+{
+    size_t ncpu = count_kind(SHARDNET_DEVICE_CPU);
+    cr_assert_geq(ncpu, 1);
+    if (simulated_sockets()) {
+        cr_assert_eq(ncpu, 2);
+        for (unsigned i = 0; i < 2; i++) {
+            shardnet_device_info info;
+            char name[16];
+            cr_assert_eq(shardnet_device_get_info(ctx, i, &info), SHARDNET_OK);
+            snprintf(name, sizeof name, "cpu:%u", i);
+            cr_assert_str_eq(info.name, name);
+            cr_assert_eq(info.index, i);
+            cr_assert_eq(info.compute_units, 1);
+            cr_assert_gt(info.global_mem, 0);
+            cr_assert(info.host_unified);
+            cr_assert_geq(info.numa_node, 0);
+            cr_assert_str_eq(info.cpuset, i == 0 ? "0" : "1");
+            cr_assert(strstr(info.driver, "OpenBLAS"), "driver: %s",
+                      info.driver);
+        }
+    }
+}
+
+Test(devices, opencl_devices_follow_the_cpu_devices)
+{
+    size_t ncpu = count_kind(SHARDNET_DEVICE_CPU);
+    size_t ncl = count_kind(SHARDNET_DEVICE_OPENCL);
+#ifndef SN_HAVE_OPENCL
+    cr_assert_eq(ncl, 0, "built without OpenCL but found cl devices");
+#endif
+    if (simulated_cl())
+        cr_assert_eq(ncl, 2);
+    for (size_t i = 0; i < ncl; i++) {
+        shardnet_device_info info;
+        char name[16];
+        cr_assert_eq(shardnet_device_get_info(ctx, ncpu + i, &info),
+                     SHARDNET_OK);
+        snprintf(name, sizeof name, "cl:%zu", i);
+        cr_assert_str_eq(info.name, name);
+        cr_assert_eq(info.kind, SHARDNET_DEVICE_OPENCL);
+        cr_assert_neq(info.model[0], '\0');
+        cr_assert_neq(info.vendor[0], '\0');
+        cr_assert_neq(info.driver[0], '\0');
+        cr_assert_geq(info.compute_units, 1);
+        cr_assert_gt(info.global_mem, 0);
+        cr_assert_gt(info.max_alloc, 0);
+        cr_assert_leq(info.max_alloc, info.global_mem);
+        if (simulated_cl())
+            cr_assert(info.host_unified, "PoCL shares the host's memory");
+    }
+}
+
+Test(devices, info_rejects_an_index_out_of_range)
+{
+    shardnet_device_info info;
+    cr_assert_eq(shardnet_device_get_info(ctx, shardnet_device_count(ctx),
+                                          &info),
+                 SHARDNET_NO_DEVICE);
+    cr_assert(strstr(shardnet_last_error(), "out of range"));
+}
+
+/* Select and return the names joined by commas ("" on failure). */
+static shardnet_status names(const char *spec, char *out, size_t cap)
+{
+    size_t idx[16], n = 0;
+    shardnet_status st = shardnet_devices_select(ctx, spec, idx, 16, &n);
+    out[0] = '\0';
+    for (size_t i = 0; st == SHARDNET_OK && i < n; i++) {
+        shardnet_device_info info;
+        shardnet_device_get_info(ctx, idx[i], &info);
+        if (i)
+            strncat(out, ",", cap - strlen(out) - 1);
+        strncat(out, info.name, cap - strlen(out) - 1);
+    }
+    return st;
+}
+
+Test(devices, list_selects_kinds_names_and_all_in_order)
+{
+    char got[256];
+    cr_assert_eq(names("cpu", got, sizeof got), SHARDNET_OK);
+    if (simulated_sockets())
+        cr_assert_str_eq(got, "cpu:0,cpu:1");
+    cr_assert_eq(names("cpu:0", got, sizeof got), SHARDNET_OK);
+    cr_assert_str_eq(got, "cpu:0");
+    cr_assert_eq(names(" cpu:0 , cpu:0,cpu", got, sizeof got), SHARDNET_OK);
+    cr_assert_eq(strncmp(got, "cpu:0", 5), 0, "duplicates taken once: %s", got);
+    cr_assert_null(strstr(got + 1, "cpu:0"), "duplicates taken once: %s", got);
+    if (simulated_sockets() && simulated_cl()) {
+        cr_assert_eq(names("all", got, sizeof got), SHARDNET_OK);
+        cr_assert_str_eq(got, "cpu:0,cpu:1,cl:0,cl:1");
+        cr_assert_eq(names("cl:1,cpu:0", got, sizeof got), SHARDNET_OK);
+        cr_assert_str_eq(got, "cl:1,cpu:0");
+        cr_assert_eq(names("cl", got, sizeof got), SHARDNET_OK);
+        cr_assert_str_eq(got, "cl:0,cl:1");
+    }
+}
+
+Test(devices, environment_variable_gives_the_default_list)
+{
+    char got[256];
+    setenv("SHARDNET_DEVICES", "cpu:0", 1);
+    cr_assert_eq(names(NULL, got, sizeof got), SHARDNET_OK);
+    cr_assert_str_eq(got, "cpu:0");
+    cr_assert_eq(names("", got, sizeof got), SHARDNET_OK);
+    cr_assert_str_eq(got, "cpu:0");
+    setenv("SHARDNET_DEVICES", "tpu:0", 1);
+    cr_assert_eq(names(NULL, got, sizeof got), SHARDNET_NO_DEVICE);
+    unsetenv("SHARDNET_DEVICES");
+    cr_assert_eq(names(NULL, got, sizeof got), SHARDNET_OK);
+    cr_assert_str_neq(got, "");
+}
+
+Test(devices, invalid_lists_give_clear_errors)
+{
+    static const struct {
+        const char *spec, *needle;
+    } bad[] = {
+        {"gpu:0", "unknown device 'gpu:0'"},
+        {"cpu:99", "no device 'cpu:99'"},
+        {"cpu:", "expected a number"},
+        {"cpu:x", "expected a number"},
+        {"cpu:-1", "expected a number"},
+        {"cpu:0x1", "expected a number"},
+        {"cpu:99999999999999999999999", "expected a number"},
+        {"cpu:0,,cpu:0", "empty item"},
+        {"cpu:0,", "empty item"},
+        {",", "empty item"},
+        {":0", "unknown device"},
+        {"cuda", "no cuda devices"},
+        {"cuda:0", "no device 'cuda:0'"},
+    };
+    char got[256];
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        cr_assert_eq(names(bad[i].spec, got, sizeof got), SHARDNET_NO_DEVICE,
+                     "'%s' was accepted", bad[i].spec);
+        cr_assert(strstr(shardnet_last_error(), bad[i].needle),
+                  "'%s' gave '%s'", bad[i].spec, shardnet_last_error());
+    }
+}
+
+Test(devices, list_longer_than_the_array_is_reported)
+{
+    size_t idx[1], n = 0;
+    if (shardnet_device_count(ctx) < 2)
+        cr_skip_test("needs two devices");
+    cr_assert_eq(shardnet_devices_select(ctx, "all", idx, 1, &n),
+                 SHARDNET_INVALID_ARGUMENT);
+    cr_assert_eq(n, shardnet_device_count(ctx));
+}
+
+Test(devices, matmul_runs_on_every_device)
+{
+    const float a[6] = {1, 2, 3, 4, 5, 6};    /* 2x3 */
+    const float b[6] = {7, 8, 9, 10, 11, 12}; /* 3x2 */
+    const float want[4] = {58, 64, 139, 154};
+    for (size_t i = 0; i < shardnet_device_count(ctx); i++) {
+        float c[4] = {0};
+        cr_assert_eq(shardnet_matmul(ctx, i, 2, 2, 3, a, b, c), SHARDNET_OK,
+                     "device %zu: %s", i, shardnet_last_error());
+        for (int j = 0; j < 4; j++)
+            cr_assert_float_eq(c[j], want[j], 1e-4, "device %zu", i);
+    }
+    cr_assert_eq(shardnet_matmul(ctx, 999, 2, 2, 3, a, b, NULL),
+                 SHARDNET_NO_DEVICE);
+    cr_assert_eq(shardnet_matmul(ctx, 0, 0, 2, 3, a, b, (float *)want),
+                 SHARDNET_INVALID_ARGUMENT);
+}

@@ -1,0 +1,17 @@
+#!/bin/sh
+# `make bench`: the GEMM benchmarks, on this machine's own devices and on
+# the simulated two-socket, two-OpenCL-device machine of the test suite.
+# Usage: bench-run.sh BUILDDIR
+set -eu
+b=${1:-.}
+echo "== GEMM per device, native topology (OpenBLAS with the same threads)"
+"$b/tools/bench_gemm" --devices cpu
+echo
+echo "== GEMM per device, simulated: 2 packages x 1 core, 2 PoCL devices x 1 core"
+HWLOC_SYNTHETIC="pack:2 core:1 pu:1" HWLOC_THISSYSTEM=1 \
+POCL_DEVICES="pthread pthread" POCL_MAX_PTHREAD_COUNT=1 \
+    "$b/tools/bench_gemm" --devices all
+echo
+echo "== cpu:0 and cpu:1 at once, each pinned to its own core"
+HWLOC_SYNTHETIC="pack:2 core:1 pu:1" HWLOC_THISSYSTEM=1 \
+    "$b/tools/bench_gemm" --devices cpu --concurrent
