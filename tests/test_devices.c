@@ -2,6 +2,7 @@
 #include <config.h>
 
 #include <criterion/criterion.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -59,7 +60,7 @@ Test(devices, one_cpu_device_per_package)
         cr_assert_eq(ncpu, 2);
         for (unsigned i = 0; i < 2; i++) {
             shardnet_device_info info;
-            char name[16];
+            char name[32];
             cr_assert_eq(shardnet_device_get_info(ctx, i, &info), SHARDNET_OK);
             snprintf(name, sizeof name, "cpu:%u", i);
             cr_assert_str_eq(info.name, name);
@@ -86,7 +87,7 @@ Test(devices, opencl_devices_follow_the_cpu_devices)
         cr_assert_eq(ncl, 2);
     for (size_t i = 0; i < ncl; i++) {
         shardnet_device_info info;
-        char name[16];
+        char name[32];
         cr_assert_eq(shardnet_device_get_info(ctx, ncpu + i, &info),
                      SHARDNET_OK);
         snprintf(name, sizeof name, "cl:%zu", i);

@@ -6,6 +6,7 @@
 #include <config.h>
 
 #include <criterion/criterion.h>
+#include <stdio.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>

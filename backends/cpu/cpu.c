@@ -421,6 +421,26 @@ static const char *obj_info(hwloc_topology_t topo, hwloc_obj_t pkg,
     return v;
 }
 
+/* A simulated topology (HWLOC_SYNTHETIC) carries no CPU model: ask Linux. */
+static void cpuinfo_field(const char *key, char *out, size_t cap)
+{
+    FILE *f = fopen("/proc/cpuinfo", "r");
+    char line[256];
+    size_t klen = strlen(key);
+    if (!f)
+        return;
+    while (fgets(line, sizeof line, f)) {
+        char *colon = strchr(line, ':');
+        if (strncmp(line, key, klen) || !colon)
+            continue;
+        colon += 1 + (colon[1] == ' ');
+        colon[strcspn(colon, "\n")] = '\0';
+        snprintf(out, cap, "%s", colon);
+        break;
+    }
+    fclose(f);
+}
+
 static shardnet_status open_package(sn_device_list *list,
                                     hwloc_topology_t topo, hwloc_obj_t pkg,
                                     unsigned index)
@@ -490,6 +510,10 @@ static shardnet_status open_package(sn_device_list *list,
                  model ? model : "CPU package");
         snprintf(info->vendor, sizeof info->vendor, "%s",
                  vendor ? vendor : "unknown");
+        if (!model)
+            cpuinfo_field("model name", info->model, sizeof info->model);
+        if (!vendor)
+            cpuinfo_field("vendor_id", info->vendor, sizeof info->vendor);
     }
     blas_version(info->driver, sizeof info->driver);
     info->compute_units = cd->ncores;

@@ -4,7 +4,7 @@
 
 #include <stddef.h>
 
-/* One kernels_cl/*.cl file embedded at build time (kernels_cl/sources.c). */
+/* One kernels_cl/<name>.cl file, embedded at build time (sources.c). */
 typedef struct sn_cl_source {
     const char *name; /* file name, e.g. "elementwise.cl" */
     const char *text; /* NUL-terminated */

@@ -1,0 +1,190 @@
+/*
+ * Reductions and softmax along the middle axis of x viewed as
+ * (outer, len, inner).
+ *
+ * Two shapes of kernel, with the same first six arguments
+ * (len, x, x_off, y, y_off, flag):
+ *   *_row   inner == 1, the common case: one work-group per row
+ *           (get_group_id(0) = outer index), a power-of-two local size,
+ *           and `scratch`, one float of local memory per work-item.
+ *   *_axis  any inner: one work-item per (outer, inner) pair, two more
+ *           arguments n = outer * inner (the global size is rounded up)
+ *           and inner.
+ * The host checks that every index fits in a uint with room for one
+ * local size on top, so the strided loops never wrap.  Sums accumulate in
+ * float.
+ */
+
+/* Tree reductions over the work-group; every work-item gets the result. */
+#define GROUP_REDUCE(NAME, COMBINE)                                           \
+    float NAME(float v, __local float *scratch)                               \
+    {                                                                         \
+        uint lid = get_local_id(0);                                           \
+        scratch[lid] = v;                                                     \
+        barrier(CLK_LOCAL_MEM_FENCE);                                         \
+        for (uint h = get_local_size(0) / 2; h > 0; h /= 2) {                 \
+            if (lid < h)                                                      \
+                scratch[lid] = COMBINE(scratch[lid], scratch[lid + h]);       \
+            barrier(CLK_LOCAL_MEM_FENCE);                                     \
+        }                                                                     \
+        v = scratch[0];                                                       \
+        /* All have read scratch[0] before a later call overwrites it. */     \
+        barrier(CLK_LOCAL_MEM_FENCE);                                         \
+        return v;                                                             \
+    }
+
+#define COMBINE_SUM(a, b) ((a) + (b))
+#define COMBINE_MAX(a, b) fmax((a), (b))
+
+GROUP_REDUCE(group_sum, COMBINE_SUM)
+GROUP_REDUCE(group_max, COMBINE_MAX)
+
+/*
+ * y (outer, from y_off) = sum of each row of x (outer, len, from x_off),
+ * divided by len when mean is set.
+ */
+__kernel void reduce_sum_row(uint len, __global const float *x, uint x_off,
+                             __global float *y, uint y_off, int mean,
+                             __local float *scratch)
+{
+    uint row = (uint)get_group_id(0);
+    __global const float *xr = x + x_off + row * len;
+    float acc = 0.0f;
+
+    for (uint i = get_local_id(0); i < len; i += get_local_size(0))
+        acc += xr[i];
+    acc = group_sum(acc, scratch);
+    if (get_local_id(0) == 0)
+        y[y_off + row] = mean ? acc / (float)len : acc;
+}
+
+/* y (outer, from y_off) = largest element of each row of x (outer, len). */
+__kernel void reduce_max_row(uint len, __global const float *x, uint x_off,
+                             __global float *y, uint y_off, int unused,
+                             __local float *scratch)
+{
+    uint row = (uint)get_group_id(0);
+    __global const float *xr = x + x_off + row * len;
+    float acc = -INFINITY;
+
+    for (uint i = get_local_id(0); i < len; i += get_local_size(0))
+        acc = fmax(acc, xr[i]);
+    acc = group_max(acc, scratch);
+    if (get_local_id(0) == 0)
+        y[y_off + row] = acc;
+}
+
+/* y (outer, inner) = sum over len of x (outer, len, inner), / len if mean. */
+__kernel void reduce_sum_axis(uint len, __global const float *x, uint x_off,
+                              __global float *y, uint y_off, int mean, uint n,
+                              uint inner)
+{
+    size_t gid = get_global_id(0);
+    uint o, i;
+    __global const float *xc;
+    float acc = 0.0f;
+
+    if (gid >= n)
+        return;
+    o = (uint)gid / inner;
+    i = (uint)gid - o * inner;
+    xc = x + x_off + o * len * inner + i;
+    for (uint j = 0; j < len; j++)
+        acc += xc[j * inner];
+    y[y_off + (uint)gid] = mean ? acc / (float)len : acc;
+}
+
+/* y (outer, inner) = max over len of x (outer, len, inner). */
+__kernel void reduce_max_axis(uint len, __global const float *x, uint x_off,
+                              __global float *y, uint y_off, int unused,
+                              uint n, uint inner)
+{
+    size_t gid = get_global_id(0);
+    uint o, i;
+    __global const float *xc;
+    float acc = -INFINITY;
+
+    if (gid >= n)
+        return;
+    o = (uint)gid / inner;
+    i = (uint)gid - o * inner;
+    xc = x + x_off + o * len * inner + i;
+    for (uint j = 0; j < len; j++)
+        acc = fmax(acc, xc[j * inner]);
+    y[y_off + (uint)gid] = acc;
+}
+
+/*
+ * y (outer, len, from y_off) = softmax of each row of x (outer, len), or
+ * log-softmax when log_out is set.  y may be x: after the maximum (whose
+ * group reduction is a barrier), each work-item reads and writes only its
+ * own elements i = lid, lid + wg, ...
+ */
+__kernel void softmax_row(uint len, __global const float *x, uint x_off,
+                          __global float *y, uint y_off, int log_out,
+                          __local float *scratch)
+{
+    uint row = (uint)get_group_id(0);
+    uint lid = get_local_id(0), wg = get_local_size(0);
+    __global const float *xr = x + x_off + row * len;
+    __global float *yr = y + y_off + row * len;
+    float m = -INFINITY, sum = 0.0f;
+
+    for (uint i = lid; i < len; i += wg)
+        m = fmax(m, xr[i]);
+    m = group_max(m, scratch);
+    if (log_out) {
+        for (uint i = lid; i < len; i += wg)
+            sum += exp(xr[i] - m);
+        sum = group_sum(sum, scratch);
+        sum = log(sum);
+        for (uint i = lid; i < len; i += wg)
+            yr[i] = xr[i] - m - sum;
+    } else {
+        /* Keep exp(x - m) in y: one exp per element. */
+        for (uint i = lid; i < len; i += wg) {
+            float e = exp(xr[i] - m);
+            yr[i] = e;
+            sum += e;
+        }
+        sum = group_sum(sum, scratch);
+        for (uint i = lid; i < len; i += wg)
+            yr[i] /= sum;
+    }
+}
+
+/* Softmax (or log-softmax) of x (outer, len, inner) over len, into y. */
+__kernel void softmax_axis(uint len, __global const float *x, uint x_off,
+                           __global float *y, uint y_off, int log_out, uint n,
+                           uint inner)
+{
+    size_t gid = get_global_id(0);
+    uint o, i;
+    __global const float *xc;
+    __global float *yc;
+    float m = -INFINITY, sum = 0.0f;
+
+    if (gid >= n)
+        return;
+    o = (uint)gid / inner;
+    i = (uint)gid - o * inner;
+    xc = x + x_off + o * len * inner + i;
+    yc = y + y_off + o * len * inner + i;
+    for (uint j = 0; j < len; j++)
+        m = fmax(m, xc[j * inner]);
+    if (log_out) {
+        for (uint j = 0; j < len; j++)
+            sum += exp(xc[j * inner] - m);
+        sum = log(sum);
+        for (uint j = 0; j < len; j++)
+            yc[j * inner] = xc[j * inner] - m - sum;
+    } else {
+        for (uint j = 0; j < len; j++) {
+            float e = exp(xc[j * inner] - m);
+            yc[j * inner] = e;
+            sum += e;
+        }
+        for (uint j = 0; j < len; j++)
+            yc[j * inner] /= sum;
+    }
+}
