@@ -1,0 +1,211 @@
+/*
+ * GEMM on the CPU: OpenBLAS, single-threaded, inside the device's OpenMP team.
+ *
+ * Why not let OpenBLAS thread itself: the pthreads build of OpenBLAS has one
+ * thread pool for the whole process.  Two CPU devices (one per package)
+ * calling a multithreaded sgemm at the same time either serialise on the
+ * pool's lock or, where they do not, put 2 x ncores busy threads on the
+ * machine, and the pool's threads are not pinned to the caller's package.
+ *
+ * The scheme instead:
+ *  - sn_cpu_gemm_init() sets OpenBLAS to one thread, once per process
+ *    (pthread_once), so every OpenBLAS call runs on the thread that makes it
+ *    and several calls may run at once without sharing anything;
+ *  - the parallelism comes from the calling device's OpenMP team, which the
+ *    backend has already pinned to its package's cores: sn_cpu_gemm opens one
+ *    parallel region of omp_get_max_threads() threads, and each thread
+ *    computes its own block of C with single-threaded cblas_sgemm calls
+ *    (cblas_sgemv where the block is one row or one column of C).
+ *
+ * The partition.  The work is a list of "units" split evenly between the
+ * threads, each thread taking a contiguous run of them:
+ *  - batch items, when there are many of them (batch a multiple of the team
+ *    size, or at least four per thread, so that whole items balance);
+ *  - otherwise row blocks of C (8 rows each) or column blocks (16 columns),
+ *    counted over all batch items, so that a run may end in the middle of an
+ *    item.  The longer side of C is split, rows on a tie: columns for wide
+ *    C (always for M = 1, batch-1 inference: each thread then streams only
+ *    its own columns of B), rows otherwise.  On square problems the two
+ *    measured within 2% of each other and of OpenBLAS's own threading (rows
+ *    ahead at 2048^3; 2 cores, OpenBLAS 0.3.21).  Blocks are whole multiples
+ *    of the grain except the last, and the grain falls to 1 where a thread
+ *    would get fewer than four of them.
+ * One-row blocks (M = 1) go to sgemv, which streams B once: OpenBLAS 0.3.21's
+ * sgemm packs all of B first and was 3-4x slower there.
+ * Problems under 64^3 multiply-adds run on the calling thread alone, without
+ * opening a parallel region.
+ *
+ * Narrowing: m, n, k, lda, ldb, ldc and batch were checked to fit in int by
+ * lib/kernels.c (sn_gemm) before any backend sees them, and every block is a
+ * sub-range of those, so the (blasint) casts below cannot truncate.  There is
+ * deliberately no assert: the library never aborts.
+ *
+ * beta == 0: BLAS semantics make C write-only then (NaN in C is not
+ * propagated); OpenBLAS's sgemm honours this (tested with C full of NaN).
+ * For the sgemv path the row/column of C is zeroed first anyway, because
+ * some OpenBLAS releases scale y by beta with a multiply.
+ */
+#include <config.h>
+
+#include <omp.h>
+#include <pthread.h>
+#include <stddef.h>
+
+#include <cblas.h>
+
+#include "cpu_kernels.h"
+
+/* Below this many multiply-adds (per call, all batch items) one thread. */
+#define SERIAL_WORK (64.0 * 64.0 * 64.0)
+/* Block granularity: a multiple of the micro-kernels' tile sizes. */
+#define ROW_GRAIN 8
+#define COL_GRAIN 16
+
+static pthread_once_t blas_once = PTHREAD_ONCE_INIT;
+
+static void blas_single_threaded(void)
+{
+    openblas_set_num_threads(1);
+}
+
+void sn_cpu_gemm_init(void)
+{
+    pthread_once(&blas_once, blas_single_threaded);
+}
+
+/*
+ * C[item] rows [r0, r1) x columns [c0, c1) on the calling thread.
+ * a, b, c: the descriptor's matrices (batch item 0).
+ */
+static void gemm_block(const sn_gemm_desc *d, const float *a, const float *b,
+                       float *c, size_t item, size_t r0, size_t r1, size_t c0,
+                       size_t c1)
+{
+    const size_t m = r1 - r0, n = c1 - c0;
+    /* op(A) rows r0..: stored A is m x k (row r0) or k x m (column r0). */
+    const float *ab = a + item * d->stride_a + (d->trans_a ? r0 : r0 * d->lda);
+    /* op(B) columns c0..: stored B is k x n (column c0) or n x k (row c0). */
+    const float *bb = b + item * d->stride_b + (d->trans_b ? c0 * d->ldb : c0);
+    float *cb = c + item * d->stride_c + r0 * d->ldc + c0;
+    const blasint k = (blasint)d->k, lda = (blasint)d->lda,
+                  ldb = (blasint)d->ldb, ldc = (blasint)d->ldc;
+
+    if (m == 1) {
+        /* c (1 x n) = alpha * a (1 x k) * op(B) (k x n), i.e. y = op(B)^T x. */
+        const blasint inca = d->trans_a ? lda : 1;
+        if (d->beta == 0.0f)
+            for (size_t j = 0; j < n; j++)
+                cb[j] = 0.0f;
+        if (d->trans_b)
+            cblas_sgemv(CblasRowMajor, CblasNoTrans, (blasint)n, k, d->alpha,
+                        bb, ldb, ab, inca, d->beta, cb, 1);
+        else
+            cblas_sgemv(CblasRowMajor, CblasTrans, k, (blasint)n, d->alpha,
+                        bb, ldb, ab, inca, d->beta, cb, 1);
+        return;
+    }
+    if (n == 1) {
+        /* c (m x 1, stride ldc) = alpha * op(A) (m x k) * b (k x 1). */
+        const blasint incb = d->trans_b ? 1 : ldb;
+        if (d->beta == 0.0f)
+            for (size_t i = 0; i < m; i++)
+                cb[i * d->ldc] = 0.0f;
+        if (d->trans_a)
+            cblas_sgemv(CblasRowMajor, CblasTrans, k, (blasint)m, d->alpha,
+                        ab, lda, bb, incb, d->beta, cb, ldc);
+        else
+            cblas_sgemv(CblasRowMajor, CblasNoTrans, (blasint)m, k, d->alpha,
+                        ab, lda, bb, incb, d->beta, cb, ldc);
+        return;
+    }
+    cblas_sgemm(CblasRowMajor, d->trans_a ? CblasTrans : CblasNoTrans,
+                d->trans_b ? CblasTrans : CblasNoTrans, (blasint)m, (blasint)n,
+                k, d->alpha, ab, lda, bb, ldb, d->beta, cb, ldc);
+}
+
+/* How the work is cut: `per_item` units of `grain` rows or columns each. */
+typedef struct plan {
+    int split_rows; /* units are row blocks (else column blocks) */
+    size_t grain;   /* rows or columns per unit */
+    size_t per_item; /* units per batch item; 1 = whole items */
+    size_t units;    /* batch * per_item */
+} plan;
+
+static size_t ceil_div(size_t a, size_t b)
+{
+    return a / b + (a % b != 0);
+}
+
+static plan make_plan(const sn_gemm_desc *d, size_t nthreads)
+{
+    plan p = {1, d->m, 1, d->batch};
+    size_t dim;
+
+    if (d->batch >= nthreads &&
+        (d->batch % nthreads == 0 || d->batch >= 4 * nthreads))
+        return p;
+    p.split_rows = d->m >= d->n;
+    dim = p.split_rows ? d->m : d->n;
+    p.grain = p.split_rows ? ROW_GRAIN : COL_GRAIN;
+    /* Keep blocks aligned only where each thread gets several of them;
+     * otherwise the rounding would unbalance the team. */
+    if (dim / nthreads < 4 * p.grain)
+        p.grain = 1;
+    p.per_item = ceil_div(dim, p.grain);
+    p.units = d->batch * p.per_item;
+    return p;
+}
+
+/* Units [u0, u1) of the plan, one BLAS call per batch item touched. */
+static void run_units(const sn_gemm_desc *d, const plan *p, const float *a,
+                      const float *b, float *c, size_t u0, size_t u1)
+{
+    const size_t dim = p->split_rows ? d->m : d->n;
+
+    while (u0 < u1) {
+        size_t item = u0 / p->per_item, first = u0 % p->per_item;
+        size_t last = p->per_item - first < u1 - u0 ? p->per_item
+                                                    : first + (u1 - u0);
+        size_t lo = first * p->grain, hi = last * p->grain;
+        if (hi > dim)
+            hi = dim;
+        if (p->per_item == 1)
+            gemm_block(d, a, b, c, item, 0, d->m, 0, d->n);
+        else if (p->split_rows)
+            gemm_block(d, a, b, c, item, lo, hi, 0, d->n);
+        else
+            gemm_block(d, a, b, c, item, 0, d->m, lo, hi);
+        u0 += last - first;
+    }
+}
+
+void sn_cpu_gemm(const sn_gemm_desc *d, const float *a, const float *b,
+                 float *c)
+{
+    const size_t nthreads = (size_t)omp_get_max_threads();
+    const double work = (double)d->m * (double)d->n * (double)d->k *
+                        (double)d->batch;
+    plan p;
+
+    /* Idempotent and cheap: protects against a caller that skipped init. */
+    sn_cpu_gemm_init();
+    if (d->m == 0 || d->n == 0)
+        return;
+    if (nthreads > 1 && work >= SERIAL_WORK) {
+        p = make_plan(d, nthreads);
+        if (p.units > 1) {
+#pragma omp parallel
+            {
+                const size_t t = (size_t)omp_get_thread_num();
+                const size_t nt = (size_t)omp_get_num_threads();
+                /* Even split of p.units without forming units * t. */
+                const size_t q = p.units / nt, r = p.units % nt;
+                const size_t u0 = q * t + (t < r ? t : r);
+                run_units(d, &p, a, b, c, u0, u0 + q + (t < r));
+            }
+            return;
+        }
+    }
+    for (size_t item = 0; item < d->batch; item++)
+        gemm_block(d, a, b, c, item, 0, d->m, 0, d->n);
+}

@@ -1,0 +1,263 @@
+/*
+ * Softmax and reductions over the middle axis of x viewed as
+ * (outer, len, inner).
+ *
+ * Two layouts, both vectorised:
+ *  - inner == 1: each output reduces one contiguous row of len floats;
+ *  - inner > 1: the len rows of one outer slice are accumulated element-wise
+ *    into a vector of inner floats, one tile of TILE columns at a time so
+ *    that the accumulators stay in L1; the inner loop runs along inner.
+ * Work units (an outer index, or an outer index and a column tile) are
+ * shared between the OpenMP team when x is larger than PARALLEL_MIN.
+ *
+ * Accumulation is in float, and the order is fixed (it does not depend on
+ * the thread count or the vector width):
+ *  - inner > 1: each output sums its len values in order r = 0, 1, ...,
+ *    exactly as the plain C reference does;
+ *  - inner == 1, SUM / MEAN: LANES partial sums, partial l taking the values
+ *    r = l, l + LANES, ... in order, then the partials added in order
+ *    0..LANES-1, then the tail (len % LANES values) in order;
+ *  - softmax sums exp() one value at a time in order r = 0, 1, ... in both
+ *    layouts (expf is scalar anyway), so it matches the reference exactly.
+ * MAX (and the softmax's max) is exact in any order; it propagates NaN.
+ * MEAN is the float sum divided by len.  Softmax is stabilised by the
+ * maximum: y = exp(x - max) / sum, log-softmax y = (x - max) - log(sum).
+ * Softmax may run in place (y == x); a reduction's y must not overlap x.
+ */
+#include <config.h>
+
+#include <math.h>
+#include <omp.h>
+#include <stddef.h>
+
+#include "cpu_kernels.h"
+
+/* Below this many input elements one thread is faster than a team. */
+#define PARALLEL_MIN 32768
+/* Columns of inner per work unit when inner > 1 (two 1 KiB accumulators). */
+#define TILE 256
+/* Partial sums per row when inner == 1 (one AVX-512 register). */
+#define LANES 16
+
+/* max(m, v) that keeps a NaN once seen; vectorises to compare + blend. */
+static inline float max_nan(float m, float v)
+{
+    return (v > m || isnan(v)) ? v : m;
+}
+
+static int go_parallel(size_t elements, size_t units)
+{
+    return elements > PARALLEL_MIN && units > 1 && omp_get_max_threads() > 1;
+}
+
+/* ---- reductions ---------------------------------------------------------- */
+
+/* Sum of x[0..n) in the LANES-partials order documented above. */
+static float row_sum(const float *x, size_t n)
+{
+    float acc[LANES] = {0.0f};
+    size_t i = 0;
+    float s = 0.0f;
+
+    for (; i + LANES <= n; i += LANES) {
+#pragma omp simd
+        for (size_t l = 0; l < LANES; l++)
+            acc[l] += x[i + l];
+    }
+    for (size_t l = 0; l < LANES; l++)
+        s += acc[l];
+    for (; i < n; i++)
+        s += x[i];
+    return s;
+}
+
+/* Maximum of x[0..n), n >= 1, with LANES running maxima (any order gives
+ * the same result; the lanes only let the loop vectorise). */
+static float row_max(const float *x, size_t n)
+{
+    float acc[LANES], m = x[0];
+    size_t i = 0;
+
+    if (n >= LANES) {
+        for (size_t l = 0; l < LANES; l++)
+            acc[l] = x[l];
+        for (i = LANES; i + LANES <= n; i += LANES) {
+#pragma omp simd
+            for (size_t l = 0; l < LANES; l++)
+                acc[l] = max_nan(acc[l], x[i + l]);
+        }
+        for (size_t l = 0; l < LANES; l++)
+            m = max_nan(m, acc[l]);
+    }
+    for (; i < n; i++)
+        m = max_nan(m, x[i]);
+    return m;
+}
+
+/* y[0..w) = reduction over r of x[r * inner + 0..w): one tile of a slice. */
+static void tile_reduce(sn_reduce_op op, const float *x, size_t len,
+                        size_t inner, size_t w, float *y)
+{
+    for (size_t j = 0; j < w; j++)
+        y[j] = x[j];
+    for (size_t r = 1; r < len; r++) {
+        const float *row = x + r * inner;
+        if (op == SN_REDUCE_MAX) {
+#pragma omp simd
+            for (size_t j = 0; j < w; j++)
+                y[j] = max_nan(y[j], row[j]);
+        } else {
+#pragma omp simd
+            for (size_t j = 0; j < w; j++)
+                y[j] += row[j];
+        }
+    }
+    if (op == SN_REDUCE_MEAN) {
+        const float n = (float)len;
+#pragma omp simd
+        for (size_t j = 0; j < w; j++)
+            y[j] /= n;
+    }
+}
+
+/* Work unit u: outer index u / tiles, column tile u % tiles. */
+static void reduce_unit(const sn_reduce_desc *d, size_t tiles, const float *x,
+                        float *y, size_t u)
+{
+    const size_t o = u / tiles, j0 = (u % tiles) * TILE;
+    const float *xs = x + o * d->len * d->inner;
+
+    if (d->inner == 1) {
+        if (d->op == SN_REDUCE_MAX)
+            y[o] = row_max(xs, d->len);
+        else if (d->op == SN_REDUCE_SUM)
+            y[o] = row_sum(xs, d->len);
+        else
+            y[o] = row_sum(xs, d->len) / (float)d->len;
+        return;
+    }
+    tile_reduce(d->op, xs + j0, d->len, d->inner,
+                d->inner - j0 < TILE ? d->inner - j0 : TILE,
+                y + o * d->inner + j0);
+}
+
+void sn_cpu_reduce(const sn_reduce_desc *d, const float *x, float *y)
+{
+    const size_t tiles = d->inner == 1 ? 1 : (d->inner + TILE - 1) / TILE;
+    const size_t units = d->outer * tiles;
+
+    if (units == 0 || d->len == 0)
+        return;
+    if (go_parallel(d->outer * d->len * d->inner, units)) {
+#pragma omp parallel for schedule(static)
+        for (size_t u = 0; u < units; u++)
+            reduce_unit(d, tiles, x, y, u);
+    } else {
+        for (size_t u = 0; u < units; u++)
+            reduce_unit(d, tiles, x, y, u);
+    }
+}
+
+/* ---- softmax ------------------------------------------------------------- */
+
+static void softmax_row(const float *x, size_t n, int log_softmax, float *y)
+{
+    const float m = row_max(x, n);
+    float s = 0.0f;
+
+    if (log_softmax) {
+        for (size_t i = 0; i < n; i++)
+            s += expf(x[i] - m);
+        s = logf(s);
+#pragma omp simd
+        for (size_t i = 0; i < n; i++)
+            y[i] = (x[i] - m) - s;
+        return;
+    }
+    for (size_t i = 0; i < n; i++) {
+        const float e = expf(x[i] - m);
+        y[i] = e;
+        s += e;
+    }
+#pragma omp simd
+    for (size_t i = 0; i < n; i++)
+        y[i] /= s;
+}
+
+/* One tile of w columns of one slice: x, y point at row 0, column j0. */
+static void softmax_tile(const float *x, size_t len, size_t inner, size_t w,
+                         int log_softmax, float *y)
+{
+    float m[TILE], s[TILE];
+
+    for (size_t j = 0; j < w; j++) {
+        m[j] = x[j];
+        s[j] = 0.0f;
+    }
+    for (size_t r = 1; r < len; r++) {
+        const float *row = x + r * inner;
+#pragma omp simd
+        for (size_t j = 0; j < w; j++)
+            m[j] = max_nan(m[j], row[j]);
+    }
+    for (size_t r = 0; r < len; r++) {
+        const float *row = x + r * inner;
+        float *out = y + r * inner;
+        for (size_t j = 0; j < w; j++) {
+            const float e = expf(row[j] - m[j]);
+            if (!log_softmax)
+                out[j] = e;
+            s[j] += e;
+        }
+    }
+    if (log_softmax) {
+        for (size_t j = 0; j < w; j++)
+            s[j] = logf(s[j]);
+        for (size_t r = 0; r < len; r++) {
+            const float *row = x + r * inner;
+            float *out = y + r * inner;
+#pragma omp simd
+            for (size_t j = 0; j < w; j++)
+                out[j] = (row[j] - m[j]) - s[j];
+        }
+        return;
+    }
+    for (size_t r = 0; r < len; r++) {
+        float *out = y + r * inner;
+#pragma omp simd
+        for (size_t j = 0; j < w; j++)
+            out[j] /= s[j];
+    }
+}
+
+static void softmax_unit(const sn_softmax_desc *d, size_t tiles,
+                         const float *x, float *y, size_t u)
+{
+    const size_t o = u / tiles, j0 = (u % tiles) * TILE;
+    const size_t base = o * d->len * d->inner + j0;
+
+    if (d->inner == 1) {
+        softmax_row(x + base, d->len, d->log_softmax, y + base);
+        return;
+    }
+    softmax_tile(x + base, d->len, d->inner,
+                 d->inner - j0 < TILE ? d->inner - j0 : TILE, d->log_softmax,
+                 y + base);
+}
+
+void sn_cpu_softmax(const sn_softmax_desc *d, const float *x, float *y)
+{
+    const size_t tiles = d->inner == 1 ? 1 : (d->inner + TILE - 1) / TILE;
+    const size_t units = d->outer * tiles;
+
+    if (units == 0 || d->len == 0)
+        return;
+    if (go_parallel(d->outer * d->len * d->inner, units)) {
+#pragma omp parallel for schedule(static)
+        for (size_t u = 0; u < units; u++)
+            softmax_unit(d, tiles, x, y, u);
+    } else {
+        for (size_t u = 0; u < units; u++)
+            softmax_unit(d, tiles, x, y, u);
+    }
+}
