@@ -119,27 +119,33 @@ static double blas_run(shape s, const float *a, const float *b, float *c)
 
 /*
  * The backend's GEMM and OpenBLAS called directly with `threads` threads,
- * measured in alternating blocks of ~20 ms each so that both see the same
+ * measured in alternating blocks of ~0.25 s each so that both see the same
  * machine (this one is shared and noisy); medians of all runs of each.
+ * Between blocks both sides rest 0.2 s: OpenBLAS's pool and the device's
+ * OpenMP team each spin for a while after their last call, and a block
+ * must not run against the other side's spinning threads.
  */
 static void compare_with_blas(gemm_job *j, shape s, int threads,
                               const float *a, const float *b, float *c,
                               int repeat, double *t_backend, double *t_blas)
 {
     static double tb[4000], to[4000];
-    int nb = 0, no = 0, blocks = repeat < 10 ? 10 : repeat, per;
+    const struct timespec rest = {0, 200000000L};
+    int nb = 0, no = 0, blocks = repeat < 4 ? 4 : repeat, per;
     double est;
 
-    job_run(j);
     openblas_set_num_threads(threads);
     blas_run(s, a, b, c);
     est = blas_run(s, a, b, c);
     openblas_set_num_threads(1);
-    per = (int)(0.02 / (est > 1e-7 ? est : 1e-7));
-    per = per < 1 ? 1 : per > 200 ? 200 : per;
+    per = (int)(0.25 / blocks * 4 / (est > 1e-7 ? est : 1e-7));
+    per = per < 1 ? 1 : per > 1000 / blocks ? 1000 / blocks : per;
     for (int blk = 0; blk < blocks; blk++) {
+        nanosleep(&rest, NULL);
+        job_run(j); /* wake the team: not timed */
         for (int r = 0; r < per; r++)
             tb[nb++] = job_run(j);
+        nanosleep(&rest, NULL);
         openblas_set_num_threads(threads);
         blas_run(s, a, b, c); /* wake OpenBLAS's threads: not timed */
         for (int r = 0; r < per; r++)
@@ -153,10 +159,13 @@ static void compare_with_blas(gemm_job *j, shape s, int threads,
 static double time_openblas(shape s, int threads, const float *a,
                             const float *b, float *c, int repeat)
 {
-    double t[1000], start = now_s();
+    const struct timespec rest = {0, 200000000L};
+    double t[1000], start;
     int n = 0;
+    nanosleep(&rest, NULL); /* let the devices' teams stop spinning */
     openblas_set_num_threads(threads);
     blas_run(s, a, b, c);
+    start = now_s();
     while (n < repeat || (now_s() - start < 0.3 && n < 1000))
         t[n++] = blas_run(s, a, b, c);
     openblas_set_num_threads(1);
