@@ -1,5 +1,6 @@
 /*
- * Element-wise kernels on the CPU: binary ops with broadcasting, unary ops.
+ * Element-wise kernels on the CPU: binary ops with broadcasting, unary ops,
+ * where, the strided copy and gather.
  *
  * Binary ops first simplify the descriptor: dimensions of size 1 are dropped
  * and neighbours whose strides chain in both operands are merged (the same
@@ -19,16 +20,47 @@
  * reference does, built without -ffast-math, so results match it exactly;
  * sigmoid is 1 / (1 + expf(-x)); RELU passes NaN through.
  *
+ * The parameterised unary ops follow sn_unary_desc literally, with the
+ * comparisons ordered so that NaN stays NaN (LEAKY_RELU, HARD_SIGMOID and
+ * CLIP), GELU as 0.5 x (1 + erff(x / sqrt 2)) and GELU_TANH with tanhf;
+ * the constants are rounded to float once, as in the reference.
+ *
+ * Where walks its three operands like a binary op (same simplification,
+ * same per-thread ranges); a NaN condition counts as true (NaN != 0).
+ *
+ * The strided copy first brings the descriptor to a canonical form that
+ * visits the same (source, destination) pairs: size-1 dimensions dropped,
+ * negative destination strides flipped, dimensions sorted by decreasing
+ * destination stride, chained ones merged.  Then each unit of work is
+ *  - a row of the innermost dimension: memcpy when both strides are 1, a
+ *    fill when the source stride is 0 (Expand), a strided loop otherwise;
+ *  - or, for a transpose (writes contiguous along the innermost dimension,
+ *    reads contiguous along another), a panel of PANEL_ROWS source-contiguous
+ *    rows by the innermost dimension, copied in blocks of PANEL_COLS columns
+ *    so that each source cache line is loaded once per block.
+ * Units are shared between the threads in contiguous runs when the copy
+ * moves more than PARALLEL_MIN elements.
+ *
+ * Gather copies rows of `inner` floats (zeros for an index out of range
+ * after adding axis_len to a negative one), rows shared between threads.
+ *
  * Aliasing: y may be x for unary ops; c may be a or b only where that
  * operand is read at the output's own index (same shape, contiguous).
+ * The outputs of where, copy and gather must not overlap their inputs.
  */
 #include <config.h>
 
 #include <math.h>
 #include <omp.h>
 #include <stddef.h>
+#include <stdint.h>
+#include <string.h>
 
 #include "cpu_kernels.h"
+
+/* GELU's constants, rounded to float once: sqrt(2) and sqrt(2 / pi). */
+#define GELU_SQRT2 1.41421356237309505f
+#define GELU_SQRT_2_PI 0.797884560802865356f
 
 /* Below this many output elements one thread is faster than a team. */
 #define PARALLEL_MIN 32768
@@ -204,9 +236,12 @@ void sn_cpu_binary(const sn_binary_desc *d, const float *a, const float *b,
 }
 
 /* y[i] = op(x[i]) for i in [0, n).  No restrict: y may be x. */
-static void unary_range(sn_unary_op op, size_t n, const float *x, float *y)
+static void unary_range(const sn_unary_desc *d, size_t n, const float *x,
+                        float *y)
 {
-    switch (op) {
+    const float alpha = d->alpha, beta = d->beta;
+
+    switch (d->op) {
     case SN_UNARY_RELU:
 #pragma omp simd
         for (size_t i = 0; i < n; i++)
@@ -246,6 +281,37 @@ static void unary_range(sn_unary_op op, size_t n, const float *x, float *y)
         for (size_t i = 0; i < n; i++)
             y[i] = fabsf(x[i]);
         break;
+    case SN_UNARY_LEAKY_RELU:
+#pragma omp simd
+        for (size_t i = 0; i < n; i++)
+            y[i] = x[i] < 0.0f ? alpha * x[i] : x[i];
+        break;
+    case SN_UNARY_HARD_SIGMOID:
+#pragma omp simd
+        for (size_t i = 0; i < n; i++) {
+            const float v = alpha * x[i] + beta;
+            const float t = v > 1.0f ? 1.0f : v;
+            y[i] = t < 0.0f ? 0.0f : t;
+        }
+        break;
+    case SN_UNARY_CLIP:
+#pragma omp simd
+        for (size_t i = 0; i < n; i++) {
+            const float t = x[i] < alpha ? alpha : x[i];
+            y[i] = t > beta ? beta : t;
+        }
+        break;
+    case SN_UNARY_GELU:
+        for (size_t i = 0; i < n; i++)
+            y[i] = 0.5f * x[i] * (1.0f + erff(x[i] / GELU_SQRT2));
+        break;
+    case SN_UNARY_GELU_TANH:
+        for (size_t i = 0; i < n; i++) {
+            const float v = x[i];
+            y[i] = 0.5f * v *
+                   (1.0f + tanhf(GELU_SQRT_2_PI * (v + 0.044715f * v * v * v)));
+        }
+        break;
     case SN_UNARY_COUNT:
         break;
     }
@@ -259,9 +325,424 @@ void sn_cpu_unary(const sn_unary_desc *d, const float *x, float *y)
             size_t begin, end;
             thread_range(d->n, &begin, &end);
             if (begin < end)
-                unary_range(d->op, end - begin, x + begin, y + begin);
+                unary_range(d, end - begin, x + begin, y + begin);
         }
     } else {
-        unary_range(d->op, d->n, x, y);
+        unary_range(d, d->n, x, y);
+    }
+}
+
+/* ---- where ---------------------------------------------------------------- */
+
+/* A where descriptor with size-1 dimensions dropped and chained ones merged
+ * (chained in all three operands), as simplify() does for binary ops. */
+typedef struct wshape {
+    size_t rank, total;
+    size_t shape[SN_MAX_DIMS], sc[SN_MAX_DIMS], sx[SN_MAX_DIMS],
+        sy[SN_MAX_DIMS];
+} wshape;
+
+static void where_simplify(const sn_where_desc *d, wshape *s)
+{
+    size_t r = 0;
+
+    s->total = 1;
+    for (size_t j = 0; j < d->rank; j++) {
+        const size_t n = d->shape[j];
+        s->total *= n;
+        if (n == 1)
+            continue;
+        if (r > 0 && s->sc[r - 1] == d->stride_cond[j] * n &&
+            s->sx[r - 1] == d->stride_x[j] * n &&
+            s->sy[r - 1] == d->stride_y[j] * n) {
+            s->shape[r - 1] *= n;
+            s->sc[r - 1] = d->stride_cond[j];
+            s->sx[r - 1] = d->stride_x[j];
+            s->sy[r - 1] = d->stride_y[j];
+            continue;
+        }
+        s->shape[r] = n;
+        s->sc[r] = d->stride_cond[j];
+        s->sx[r] = d->stride_x[j];
+        s->sy[r] = d->stride_y[j];
+        r++;
+    }
+    if (r == 0) {
+        s->shape[0] = 1;
+        s->sc[0] = s->sx[0] = s->sy[0] = 0;
+        r = 1;
+    }
+    s->rank = r;
+}
+
+/* out[i] = c[i * sc] != 0 ? x[i * sx] : y[i * sy] for i in [0, n).  A NaN
+ * condition is true (NaN != 0). */
+static void where_row(size_t n, const float *c, size_t sc, const float *x,
+                      size_t sx, const float *y, size_t sy, float *out)
+{
+    if (sc == 1 && sx == 1 && sy == 1) {
+#pragma omp simd
+        for (size_t i = 0; i < n; i++)
+            out[i] = c[i] != 0.0f ? x[i] : y[i];
+    } else if (sc == 0) {
+        /* One condition for the whole row: a copy of x or of y. */
+        const float *v = c[0] != 0.0f ? x : y;
+        const size_t sv = c[0] != 0.0f ? sx : sy;
+        if (sv == 1)
+            memcpy(out, v, n * sizeof *out);
+        else
+            for (size_t i = 0; i < n; i++)
+                out[i] = v[i * sv];
+    } else {
+        for (size_t i = 0; i < n; i++)
+            out[i] = c[i * sc] != 0.0f ? x[i * sx] : y[i * sy];
+    }
+}
+
+/* Output elements [begin, end), row by row, like binary_range(). */
+static void where_range(const wshape *s, const float *c, const float *x,
+                        const float *y, float *out, size_t begin, size_t end)
+{
+    const size_t last = s->rank - 1, inner = s->shape[last];
+    size_t idx[SN_MAX_DIMS], oc = 0, ox = 0, oy = 0, rem = begin;
+
+    for (size_t j = s->rank; j-- > 0;) {
+        idx[j] = rem % s->shape[j];
+        rem /= s->shape[j];
+        oc += idx[j] * s->sc[j];
+        ox += idx[j] * s->sx[j];
+        oy += idx[j] * s->sy[j];
+    }
+    while (begin < end) {
+        size_t n = inner - idx[last];
+        if (n > end - begin)
+            n = end - begin;
+        where_row(n, c + oc, s->sc[last], x + ox, s->sx[last], y + oy,
+                  s->sy[last], out + begin);
+        begin += n;
+        idx[last] += n;
+        oc += n * s->sc[last];
+        ox += n * s->sx[last];
+        oy += n * s->sy[last];
+        for (size_t j = last; j > 0 && idx[j] == s->shape[j]; j--) {
+            oc -= s->shape[j] * s->sc[j];
+            ox -= s->shape[j] * s->sx[j];
+            oy -= s->shape[j] * s->sy[j];
+            idx[j] = 0;
+            idx[j - 1]++;
+            oc += s->sc[j - 1];
+            ox += s->sx[j - 1];
+            oy += s->sy[j - 1];
+        }
+    }
+}
+
+void sn_cpu_where(const sn_where_desc *d, const float *cond, const float *x,
+                  const float *y, float *out)
+{
+    wshape s;
+
+    where_simplify(d, &s);
+    if (s.total == 0)
+        return;
+    if (s.total > PARALLEL_MIN && omp_get_max_threads() > 1) {
+#pragma omp parallel
+        {
+            size_t begin, end;
+            thread_range(s.total, &begin, &end);
+            if (begin < end)
+                where_range(&s, cond, x, y, out, begin, end);
+        }
+    } else {
+        where_range(&s, cond, x, y, out, 0, s.total);
+    }
+}
+
+/* ---- strided copy --------------------------------------------------------- */
+
+/* A transpose panel is PANEL_ROWS elements along the dimension read
+ * contiguously (two cache lines of the source per column) by PANEL_COLS
+ * along the one written contiguously: 32 x 32 beat 16 x 64 and 64 x 16 on
+ * power-of-two strides (a 2048^2 transpose, where 64 source lines map to
+ * one L1 set), and matched them elsewhere (2 cores, AVX-512, noisy). */
+#define PANEL_ROWS 32
+#define PANEL_COLS 32
+
+/* A copy's shape and signed strides; also used for the grid of work units. */
+typedef struct cshape {
+    size_t rank;
+    size_t shape[SN_MAX_DIMS];
+    ptrdiff_t ss[SN_MAX_DIMS], ds[SN_MAX_DIMS];
+} cshape;
+
+/*
+ * Canonical form of a copy, the same set of (source, destination) pairs:
+ * size-1 dimensions dropped; a dimension with a negative destination stride
+ * walked backwards (both strides negated, both start offsets moved to its
+ * far end); dimensions ordered by decreasing destination stride, so that
+ * the innermost one writes most contiguously; chained neighbours merged.
+ * *so and *dso receive the moves of the start offsets, in elements.
+ */
+static void copy_simplify(const sn_copy_desc *d, cshape *s, ptrdiff_t *so,
+                          ptrdiff_t *dso)
+{
+    cshape t = {0};
+    size_t r = 0;
+
+    *so = *dso = 0;
+    for (size_t j = 0; j < d->rank; j++) {
+        const size_t n = d->shape[j];
+        ptrdiff_t ss = d->src_stride[j], ds = d->dst_stride[j];
+        size_t at;
+        if (n == 1)
+            continue;
+        if (ds < 0) {
+            *so += (ptrdiff_t)(n - 1) * ss;
+            *dso += (ptrdiff_t)(n - 1) * ds;
+            ss = -ss;
+            ds = -ds;
+        }
+        /* Insertion into t, kept sorted by decreasing ds (stable). */
+        for (at = t.rank; at > 0 && t.ds[at - 1] < ds; at--) {
+            t.shape[at] = t.shape[at - 1];
+            t.ss[at] = t.ss[at - 1];
+            t.ds[at] = t.ds[at - 1];
+        }
+        t.shape[at] = n;
+        t.ss[at] = ss;
+        t.ds[at] = ds;
+        t.rank++;
+    }
+    for (size_t j = 0; j < t.rank; j++) {
+        const ptrdiff_t n = (ptrdiff_t)t.shape[j];
+        if (r > 0 && s->ss[r - 1] == t.ss[j] * n &&
+            s->ds[r - 1] == t.ds[j] * n) {
+            s->shape[r - 1] *= t.shape[j];
+            s->ss[r - 1] = t.ss[j];
+            s->ds[r - 1] = t.ds[j];
+            continue;
+        }
+        s->shape[r] = t.shape[j];
+        s->ss[r] = t.ss[j];
+        s->ds[r] = t.ds[j];
+        r++;
+    }
+    if (r == 0) {
+        s->shape[0] = 1;
+        s->ss[0] = s->ds[0] = 0;
+        r = 1;
+    }
+    s->rank = r;
+}
+
+/* dst[i * ds] = src[i * ss] for i in [0, n). */
+static void copy_row(size_t n, const float *src, ptrdiff_t ss, float *dst,
+                     ptrdiff_t ds)
+{
+    if (ss == 1 && ds == 1) {
+        memcpy(dst, src, n * sizeof *dst);
+    } else if (ds == 1 && ss == 0) {
+        const float v = src[0];
+#pragma omp simd
+        for (size_t i = 0; i < n; i++)
+            dst[i] = v;
+    } else if (ds == 1) {
+        for (size_t i = 0; i < n; i++)
+            dst[i] = src[(ptrdiff_t)i * ss];
+    } else {
+        for (size_t i = 0; i < n; i++)
+            dst[(ptrdiff_t)i * ds] = src[(ptrdiff_t)i * ss];
+    }
+}
+
+/*
+ * A panel: rows [0, rows) of a dimension read contiguously (source stride
+ * sp = +-1, destination stride dp) by all n columns of the innermost
+ * dimension (source stride sl, destination stride 1).  Blocked by
+ * PANEL_COLS columns so that the source lines a block touches are loaded
+ * once for all its rows.
+ */
+static void copy_panel(size_t rows, size_t n, const float *src, ptrdiff_t sp,
+                       ptrdiff_t sl, float *dst, ptrdiff_t dp)
+{
+    for (size_t j0 = 0; j0 < n; j0 += PANEL_COLS) {
+        const size_t j1 = j0 + PANEL_COLS < n ? j0 + PANEL_COLS : n;
+        for (size_t i = 0; i < rows; i++) {
+            const float *s = src + (ptrdiff_t)i * sp;
+            float *o = dst + (ptrdiff_t)i * dp;
+            for (size_t j = j0; j < j1; j++)
+                o[j] = s[(ptrdiff_t)j * sl];
+        }
+    }
+}
+
+/* How a copy is cut: a grid of units over the outer dimensions, each unit
+ * one row (or one panel) of the inner ones. */
+typedef struct copy_plan {
+    cshape grid;   /* units: shape and strides of their first elements */
+    size_t units;  /* product of grid.shape */
+    int panel;     /* units are panels (else rows) */
+    size_t n;      /* innermost length */
+    ptrdiff_t ss, ds; /* innermost strides */
+    size_t prows;  /* panel: length of the contiguously read dimension */
+    ptrdiff_t sp, dp; /* panel: its strides */
+} copy_plan;
+
+static void copy_make_plan(const cshape *s, copy_plan *p)
+{
+    const size_t last = s->rank - 1;
+    size_t pick = last;
+
+    memset(p, 0, sizeof *p);
+    p->n = s->shape[last];
+    p->ss = s->ss[last];
+    p->ds = s->ds[last];
+    /* A transpose: writes contiguous along the innermost dimension, reads
+     * contiguous along another one. */
+    if (p->ds == 1 && p->ss != 1 && p->ss != -1 && p->ss != 0)
+        for (size_t j = 0; j < last; j++)
+            if (s->ss[j] == 1 || s->ss[j] == -1)
+                pick = j;
+    p->panel = pick != last;
+    for (size_t j = 0; j < last; j++) {
+        if (j == pick)
+            continue;
+        p->grid.shape[p->grid.rank] = s->shape[j];
+        p->grid.ss[p->grid.rank] = s->ss[j];
+        p->grid.ds[p->grid.rank] = s->ds[j];
+        p->grid.rank++;
+    }
+    if (p->panel) {
+        /* The picked dimension, cut into panels, becomes the grid's
+         * innermost dimension; the last panel may be short. */
+        p->prows = s->shape[pick];
+        p->sp = s->ss[pick];
+        p->dp = s->ds[pick];
+        p->grid.shape[p->grid.rank] = (p->prows + PANEL_ROWS - 1) / PANEL_ROWS;
+        p->grid.ss[p->grid.rank] = p->sp * PANEL_ROWS;
+        p->grid.ds[p->grid.rank] = p->dp * PANEL_ROWS;
+        p->grid.rank++;
+    }
+    p->units = 1;
+    for (size_t j = 0; j < p->grid.rank; j++)
+        p->units *= p->grid.shape[j];
+}
+
+/* Units [u0, u1) of the plan, walked with an index counter over the grid. */
+static void copy_units(const copy_plan *p, const float *src, float *dst,
+                       size_t u0, size_t u1)
+{
+    const cshape *g = &p->grid;
+    size_t idx[SN_MAX_DIMS] = {0}, rem = u0;
+    ptrdiff_t so = 0, dso = 0;
+
+    for (size_t j = g->rank; j-- > 0;) {
+        idx[j] = rem % g->shape[j];
+        rem /= g->shape[j];
+        so += (ptrdiff_t)idx[j] * g->ss[j];
+        dso += (ptrdiff_t)idx[j] * g->ds[j];
+    }
+    for (size_t u = u0; u < u1; u++) {
+        if (p->panel) {
+            const size_t first = idx[g->rank - 1] * PANEL_ROWS;
+            const size_t rows = p->prows - first < PANEL_ROWS
+                                    ? p->prows - first
+                                    : PANEL_ROWS;
+            copy_panel(rows, p->n, src + so, p->sp, p->ss, dst + dso, p->dp);
+        } else {
+            copy_row(p->n, src + so, p->ss, dst + dso, p->ds);
+        }
+        /* Next unit; a rank-0 grid has one unit only. */
+        for (size_t j = g->rank; j-- > 0;) {
+            so += g->ss[j];
+            dso += g->ds[j];
+            if (++idx[j] < g->shape[j])
+                break;
+            so -= (ptrdiff_t)g->shape[j] * g->ss[j];
+            dso -= (ptrdiff_t)g->shape[j] * g->ds[j];
+            idx[j] = 0;
+        }
+    }
+}
+
+void sn_cpu_copy(const sn_copy_desc *d, const float *src, float *dst)
+{
+    cshape s;
+    copy_plan p;
+    ptrdiff_t so, dso;
+    size_t total = 1;
+
+    for (size_t j = 0; j < d->rank; j++)
+        total *= d->shape[j];
+    if (total == 0)
+        return;
+    copy_simplify(d, &s, &so, &dso);
+    copy_make_plan(&s, &p);
+    src += so;
+    dst += dso;
+    if (total > PARALLEL_MIN && p.units > 1 && omp_get_max_threads() > 1) {
+#pragma omp parallel
+        {
+            const size_t t = (size_t)omp_get_thread_num();
+            const size_t nt = (size_t)omp_get_num_threads();
+            const size_t q = p.units / nt, r = p.units % nt;
+            const size_t u0 = q * t + (t < r ? t : r);
+            copy_units(&p, src, dst, u0, u0 + q + (t < r));
+        }
+    } else {
+        copy_units(&p, src, dst, 0, p.units);
+    }
+}
+
+/* ---- gather --------------------------------------------------------------- */
+
+/* Output rows [u0, u1) of (outer * nidx) rows of inner floats each. */
+static void gather_rows(const sn_gather_desc *d, const float *data,
+                        const int32_t *indices, float *out, size_t u0,
+                        size_t u1)
+{
+    const long long len = (long long)d->axis_len;
+    size_t o = u0 / d->nidx, j = u0 % d->nidx;
+
+    for (size_t u = u0; u < u1; u++) {
+        long long v = indices[j];
+        float *row = out + u * d->inner;
+        if (v < 0)
+            v += len;
+        if (v < 0 || v >= len) {
+            memset(row, 0, d->inner * sizeof *row);
+        } else {
+            const float *from = data + (o * d->axis_len + (size_t)v) * d->inner;
+            if (d->inner == 1)
+                row[0] = from[0];
+            else
+                memcpy(row, from, d->inner * sizeof *row);
+        }
+        if (++j == d->nidx) {
+            j = 0;
+            o++;
+        }
+    }
+}
+
+void sn_cpu_gather(const sn_gather_desc *d, const float *data,
+                   const int32_t *indices, float *out)
+{
+    const size_t rows = d->outer * d->nidx;
+
+    if (rows == 0 || d->inner == 0)
+        return;
+    if (rows * d->inner > PARALLEL_MIN && rows > 1 &&
+        omp_get_max_threads() > 1) {
+#pragma omp parallel
+        {
+            const size_t t = (size_t)omp_get_thread_num();
+            const size_t nt = (size_t)omp_get_num_threads();
+            const size_t q = rows / nt, r = rows % nt;
+            const size_t u0 = q * t + (t < r ? t : r);
+            gather_rows(d, data, indices, out, u0, u0 + q + (t < r));
+        }
+    } else {
+        gather_rows(d, data, indices, out, 0, rows);
     }
 }

@@ -40,6 +40,11 @@
  * sub-range of those, so the (blasint) casts below cannot truncate.  There is
  * deliberately no assert: the library never aborts.
  *
+ * The epilogue (bias, then RELU; see sn_gemm_desc) is applied by the thread
+ * that computed a block, to that block, right after its BLAS call, while the
+ * block is still in that core's cache; it costs no extra pass over C and
+ * needs no synchronisation, because blocks do not overlap.
+ *
  * beta == 0: BLAS semantics make C write-only then (NaN in C is not
  * propagated); OpenBLAS's sgemm honours this (tested with C full of NaN).
  * For the sgemv path the row/column of C is zeroed first anyway, because
@@ -74,12 +79,45 @@ void sn_cpu_gemm_init(void)
 }
 
 /*
- * C[item] rows [r0, r1) x columns [c0, c1) on the calling thread.
- * a, b, c: the descriptor's matrices (batch item 0).
+ * The epilogue on one block of C: cb (m x n, leading dimension ldc) is C's
+ * element (r0, c0).  bias: NULL, n floats per row (indexed by column) or m
+ * floats per column when bias_rows (indexed by row).
+ */
+static void epilogue(const sn_gemm_desc *d, const float *bias, float *cb,
+                     size_t m, size_t n, size_t r0, size_t c0)
+{
+    if (!bias && d->act == SN_ACT_NONE)
+        return;
+    for (size_t i = 0; i < m; i++) {
+        float *row = cb + i * d->ldc;
+        if (bias && d->bias_rows) {
+            const float v = bias[r0 + i];
+#pragma omp simd
+            for (size_t j = 0; j < n; j++)
+                row[j] += v;
+        } else if (bias) {
+            const float *bv = bias + c0;
+#pragma omp simd
+            for (size_t j = 0; j < n; j++)
+                row[j] += bv[j];
+        }
+        if (d->act == SN_ACT_RELU) {
+            /* The same expression as the RELU unary op: NaN passes. */
+#pragma omp simd
+            for (size_t j = 0; j < n; j++)
+                row[j] = row[j] < 0.0f ? 0.0f : row[j];
+        }
+    }
+}
+
+/*
+ * C[item] rows [r0, r1) x columns [c0, c1) on the calling thread, epilogue
+ * included.  a, b, c: the descriptor's matrices (batch item 0); bias: the
+ * resolved bias or NULL.
  */
 static void gemm_block(const sn_gemm_desc *d, const float *a, const float *b,
-                       float *c, size_t item, size_t r0, size_t r1, size_t c0,
-                       size_t c1)
+                       float *c, const float *bias, size_t item, size_t r0,
+                       size_t r1, size_t c0, size_t c1)
 {
     const size_t m = r1 - r0, n = c1 - c0;
     /* op(A) rows r0..: stored A is m x k (row r0) or k x m (column r0). */
@@ -102,9 +140,7 @@ static void gemm_block(const sn_gemm_desc *d, const float *a, const float *b,
         else
             cblas_sgemv(CblasRowMajor, CblasTrans, k, (blasint)n, d->alpha,
                         bb, ldb, ab, inca, d->beta, cb, 1);
-        return;
-    }
-    if (n == 1) {
+    } else if (n == 1) {
         /* c (m x 1, stride ldc) = alpha * op(A) (m x k) * b (k x 1). */
         const blasint incb = d->trans_b ? 1 : ldb;
         if (d->beta == 0.0f)
@@ -116,11 +152,13 @@ static void gemm_block(const sn_gemm_desc *d, const float *a, const float *b,
         else
             cblas_sgemv(CblasRowMajor, CblasNoTrans, (blasint)m, k, d->alpha,
                         ab, lda, bb, incb, d->beta, cb, ldc);
-        return;
+    } else {
+        cblas_sgemm(CblasRowMajor, d->trans_a ? CblasTrans : CblasNoTrans,
+                    d->trans_b ? CblasTrans : CblasNoTrans, (blasint)m,
+                    (blasint)n, k, d->alpha, ab, lda, bb, ldb, d->beta, cb,
+                    ldc);
     }
-    cblas_sgemm(CblasRowMajor, d->trans_a ? CblasTrans : CblasNoTrans,
-                d->trans_b ? CblasTrans : CblasNoTrans, (blasint)m, (blasint)n,
-                k, d->alpha, ab, lda, bb, ldb, d->beta, cb, ldc);
+    epilogue(d, bias, cb, m, n, r0, c0);
 }
 
 /* How the work is cut: `per_item` units of `grain` rows or columns each. */
@@ -158,7 +196,8 @@ static plan make_plan(const sn_gemm_desc *d, size_t nthreads)
 
 /* Units [u0, u1) of the plan, one BLAS call per batch item touched. */
 static void run_units(const sn_gemm_desc *d, const plan *p, const float *a,
-                      const float *b, float *c, size_t u0, size_t u1)
+                      const float *b, float *c, const float *bias, size_t u0,
+                      size_t u1)
 {
     const size_t dim = p->split_rows ? d->m : d->n;
 
@@ -170,17 +209,17 @@ static void run_units(const sn_gemm_desc *d, const plan *p, const float *a,
         if (hi > dim)
             hi = dim;
         if (p->per_item == 1)
-            gemm_block(d, a, b, c, item, 0, d->m, 0, d->n);
+            gemm_block(d, a, b, c, bias, item, 0, d->m, 0, d->n);
         else if (p->split_rows)
-            gemm_block(d, a, b, c, item, lo, hi, 0, d->n);
+            gemm_block(d, a, b, c, bias, item, lo, hi, 0, d->n);
         else
-            gemm_block(d, a, b, c, item, 0, d->m, lo, hi);
+            gemm_block(d, a, b, c, bias, item, 0, d->m, lo, hi);
         u0 += last - first;
     }
 }
 
 void sn_cpu_gemm(const sn_gemm_desc *d, const float *a, const float *b,
-                 float *c)
+                 float *c, const float *bias)
 {
     const size_t nthreads = (size_t)omp_get_max_threads();
     const double work = (double)d->m * (double)d->n * (double)d->k *
@@ -201,11 +240,11 @@ void sn_cpu_gemm(const sn_gemm_desc *d, const float *a, const float *b,
                 /* Even split of p.units without forming units * t. */
                 const size_t q = p.units / nt, r = p.units % nt;
                 const size_t u0 = q * t + (t < r ? t : r);
-                run_units(d, &p, a, b, c, u0, u0 + q + (t < r));
+                run_units(d, &p, a, b, c, bias, u0, u0 + q + (t < r));
             }
             return;
         }
     }
     for (size_t item = 0; item < d->batch; item++)
-        gemm_block(d, a, b, c, item, 0, d->m, 0, d->n);
+        gemm_block(d, a, b, c, bias, item, 0, d->m, 0, d->n);
 }

@@ -181,6 +181,174 @@ SHARDNET_API shardnet_status shardnet_matmul(shardnet_context_t *ctx,
                                              size_t k, const float *a,
                                              const float *b, float *c);
 
+/* ------------------------------------------------------------------------
+ * Models and sessions
+ * ---------------------------------------------------------------------- */
+
+/** Highest tensor rank shardnet handles. */
+#define SHARDNET_MAX_DIMS 8
+
+/** Element types (the numbers are ONNX's TensorProto.DataType). */
+typedef enum shardnet_dtype {
+    SHARDNET_DTYPE_UNDEFINED = 0,
+    SHARDNET_DTYPE_FLOAT32 = 1,
+    SHARDNET_DTYPE_UINT8 = 2,
+    SHARDNET_DTYPE_INT8 = 3,
+    SHARDNET_DTYPE_UINT16 = 4,
+    SHARDNET_DTYPE_INT16 = 5,
+    SHARDNET_DTYPE_INT32 = 6,
+    SHARDNET_DTYPE_INT64 = 7,
+    SHARDNET_DTYPE_BOOL = 9,
+    SHARDNET_DTYPE_FLOAT16 = 10,
+    SHARDNET_DTYPE_FLOAT64 = 11,
+    SHARDNET_DTYPE_UINT32 = 12,
+    SHARDNET_DTYPE_UINT64 = 13,
+    SHARDNET_DTYPE_BFLOAT16 = 16
+} shardnet_dtype;
+
+/** Bytes per element of \p dtype; 0 for types shardnet does not handle. */
+SHARDNET_API size_t shardnet_dtype_size(shardnet_dtype dtype);
+
+/** Name, type and shape of a model input or output, or of a result. */
+typedef struct shardnet_tensor_info {
+    const char *name;        /**< owned by the model or session */
+    shardnet_dtype dtype;
+    int rank;
+    int64_t dims[SHARDNET_MAX_DIMS]; /**< -1 where the model leaves it open */
+    const char *dim_names[SHARDNET_MAX_DIMS]; /**< symbolic names, or NULL */
+} shardnet_tensor_info;
+
+/** Opaque handle: an imported model (ONNX). */
+typedef struct shardnet_model shardnet_model_t;
+
+/**
+ * \brief Import an ONNX model (opsets 7 to 18).
+ *
+ * The file (and any external-data files beside it) is memory-mapped;
+ * weights are not copied until a session uploads them to its device.  The
+ * graph is checked (shapes, cycles, missing inputs) and simplified
+ * (constant folding, BatchNorm folded into Conv/Gemm, activations fused,
+ * dead nodes removed).  A model that uses operators shardnet lacks still
+ * loads, so that it can be inspected: shardnet_model_unsupported() lists
+ * them and shardnet_session_create() refuses it.
+ * \param[out] out  the model, released with shardnet_model_free().
+ * \return SHARDNET_IO_ERROR (unreadable file), SHARDNET_INVALID_ARGUMENT
+ *         (malformed model, with the node and reason in shardnet_last_error()).
+ */
+SHARDNET_API shardnet_status shardnet_model_load(const char *path,
+                                                 shardnet_model_t **out);
+
+/** \brief Release a model (after every session using it). NULL is ignored. */
+SHARDNET_API void shardnet_model_free(shardnet_model_t *model);
+
+/** \brief Number of inputs the caller binds (weights excluded). */
+SHARDNET_API size_t shardnet_model_input_count(const shardnet_model_t *model);
+/** \brief Number of outputs. */
+SHARDNET_API size_t shardnet_model_output_count(const shardnet_model_t *model);
+/** \brief Describe input \p index. */
+SHARDNET_API shardnet_status shardnet_model_input(const shardnet_model_t *model,
+                                                  size_t index,
+                                                  shardnet_tensor_info *info);
+/** \brief Describe output \p index. */
+SHARDNET_API shardnet_status shardnet_model_output(
+    const shardnet_model_t *model, size_t index, shardnet_tensor_info *info);
+
+/**
+ * \brief Summary of the model for people: the operators and how often each
+ * is used (after simplification), the number of parameters, the opset and
+ * producer, one item per line.
+ * \param buf, cap  receives the NUL-terminated text (truncated to cap).
+ * \return the length of the full text.
+ */
+SHARDNET_API size_t shardnet_model_describe(const shardnet_model_t *model,
+                                           char *buf, size_t cap);
+
+/** \brief Number of weights (elements of the initializers). */
+SHARDNET_API uint64_t shardnet_model_parameter_count(
+    const shardnet_model_t *model);
+
+/**
+ * \brief The operators of the model that shardnet cannot run, as
+ * "Op (node name), ...", or "" when it can run them all.
+ * \return the length of the full text.
+ */
+SHARDNET_API size_t shardnet_model_unsupported(const shardnet_model_t *model,
+                                              char *buf, size_t cap);
+
+/** Opaque handle: a model placed on devices, ready to run. */
+typedef struct shardnet_session shardnet_session_t;
+
+/**
+ * \brief Place a model on devices.
+ * \param devices  a device list (see shardnet_devices_select()); this
+ *                 version runs a model on one device.
+ * \param[out] out  the session, released with shardnet_session_free().
+ * \return SHARDNET_UNSUPPORTED listing every operator shardnet lacks.
+ */
+SHARDNET_API shardnet_status shardnet_session_create(shardnet_context_t *ctx,
+                                                     shardnet_model_t *model,
+                                                     const char *devices,
+                                                     shardnet_session_t **out);
+
+/** \brief Release a session. NULL is ignored. */
+SHARDNET_API void shardnet_session_free(shardnet_session_t *session);
+
+/**
+ * \brief Bind input \p index (model order) to caller memory.
+ *
+ * The data is read at each shardnet_session_run() and must stay valid until
+ * then.  Symbolic dimensions (a batch size) take the given sizes; a new
+ * shape re-plans the model on the next run (plans are cached per shape).
+ * \param dims  rank sizes; the data holds their product of elements.
+ */
+SHARDNET_API shardnet_status shardnet_session_set_input(
+    shardnet_session_t *session, size_t index, shardnet_dtype dtype, int rank,
+    const int64_t *dims, const void *data);
+
+/** \brief The index of the input called \p name, or SHARDNET_INVALID_ARGUMENT. */
+SHARDNET_API shardnet_status shardnet_session_input_index(
+    const shardnet_session_t *session, const char *name, size_t *index);
+
+/** \brief Run the model on the bound inputs; blocks until the outputs are
+ * on the host. */
+SHARDNET_API shardnet_status shardnet_session_run(shardnet_session_t *session);
+
+/**
+ * \brief Output \p index of the last run.
+ * \param[out] info  its name, type and shape.
+ * \param[out] data  host memory owned by the session, valid until the next
+ *                   run or shardnet_session_free().
+ */
+SHARDNET_API shardnet_status shardnet_session_output(
+    shardnet_session_t *session, size_t index, shardnet_tensor_info *info,
+    const void **data);
+
+/* ------------------------------------------------------------------------
+ * Tensor files
+ * ---------------------------------------------------------------------- */
+
+/** A tensor in host memory, as read from a file. */
+typedef struct shardnet_tensor {
+    shardnet_tensor_info info; /**< info.name: the file's tensor name or NULL */
+    void *data;                /**< owned; release with shardnet_tensor_release() */
+    size_t nbytes;
+} shardnet_tensor;
+
+/**
+ * \brief Read a tensor file: NumPy .npy, or an ONNX TensorProto .pb (the
+ * format of the ONNX test data), chosen by the file's extension.
+ * \param[out] out  filled on success; release with shardnet_tensor_release().
+ */
+SHARDNET_API shardnet_status shardnet_tensor_load(const char *path,
+                                                  shardnet_tensor *out);
+
+/** \brief Write a tensor as a NumPy .npy file (version 1.0, C order). */
+SHARDNET_API shardnet_status shardnet_tensor_save(
+    const char *path, const shardnet_tensor_info *info, const void *data);
+
+/** \brief Free what shardnet_tensor_load() allocated. NULL is ignored. */
+SHARDNET_API void shardnet_tensor_release(shardnet_tensor *tensor);
+
 #ifdef __cplusplus
 }
 #endif

@@ -99,24 +99,58 @@ BINARY_KERNELS(max, OP_MAX)
 BINARY_KERNELS(min, OP_MIN)
 BINARY_KERNELS(pow, OP_POW)
 
-/* ReLU maps NaN to 0, as x > 0 ? x : 0 does. */
-#define UN_RELU(x) fmax((x), 0.0f)
-#define UN_SIGMOID(x) (1.0f / (1.0f + exp(-(x))))
-#define UN_TANH(x) tanh(x)
-#define UN_ERF(x) erf(x)
-#define UN_EXP(x) exp(x)
-#define UN_LOG(x) log(x)
-#define UN_SQRT(x) sqrt(x)
-#define UN_NEG(x) (-(x))
-#define UN_ABS(x) fabs(x)
+/*
+ * Unary ops as OP(x, alpha, beta); only the parametric ones read alpha and
+ * beta.  ReLU, leaky ReLU, clip and hard sigmoid compare so that a NaN
+ * falls through unchanged (fmax would turn it into the other operand).
+ */
+#define UN_RELU(x, a, b) ((x) < 0.0f ? 0.0f : (x))
+#define UN_SIGMOID(x, a, b) (1.0f / (1.0f + exp(-(x))))
+#define UN_TANH(x, a, b) tanh(x)
+#define UN_ERF(x, a, b) erf(x)
+#define UN_EXP(x, a, b) exp(x)
+#define UN_LOG(x, a, b) log(x)
+#define UN_SQRT(x, a, b) sqrt(x)
+#define UN_NEG(x, a, b) (-(x))
+#define UN_ABS(x, a, b) fabs(x)
+#define UN_LEAKY_RELU(x, a, b) ((x) < 0.0f ? (a) * (x) : (x))
+#define UN_GELU(x, a, b) (0.5f * (x) * (1.0f + erf((x) / M_SQRT2_F)))
+/*
+ * 0.5 x (1 + tanh(u)) with u = sqrt(2 / pi) (x + 0.044715 x^3), computed as
+ * the equal x / (1 + exp(-2u)): 1 + tanh(u) cancels for negative x (30%
+ * off at x = -5 in float), this form does not.  Infinities and NaN come
+ * out as from the tanh form (-inf gives NaN, as -inf * 0 does).
+ */
+#define GELU_2K 1.5957691216057308f /* 2 sqrt(2 / pi) */
+#define UN_GELU_TANH(x, a, b)                                                 \
+    ((x) / (1.0f + exp(-GELU_2K * ((x) + 0.044715f * (x) * (x) * (x)))))
+
+/* min(max(x, lo), hi) */
+float un_clip(float x, float lo, float hi)
+{
+    float v = x < lo ? lo : x;
+    return v > hi ? hi : v;
+}
+#define UN_CLIP(x, a, b) un_clip((x), (a), (b))
+
+/* max(0, min(1, t)) */
+float un_hard_sigmoid(float x, float alpha, float beta)
+{
+    float t = alpha * x + beta;
+    t = t > 1.0f ? 1.0f : t;
+    return t < 0.0f ? 0.0f : t;
+}
+#define UN_HARD_SIGMOID(x, a, b) un_hard_sigmoid((x), (a), (b))
 
 /*
- * unary_NAME: y (n, from y_off) = op(x (n, from x_off)); x and y may be the
- * same memory.  The prefix keeps the names clear of the built-ins.
+ * unary_NAME: y (n, from y_off) = op(x (n, from x_off)) with the op's
+ * parameters alpha and beta; x and y may be the same memory.  The prefix
+ * keeps the names clear of the built-ins.
  */
 #define UNARY_KERNEL(NAME, OP)                                                \
     __kernel void unary_##NAME(uint n, __global const float *x, uint x_off,   \
-                               __global float *y, uint y_off)                 \
+                               __global float *y, uint y_off, float alpha,    \
+                               float beta)                                    \
     {                                                                         \
         size_t gid = get_global_id(0);                                        \
         uint i;                                                               \
@@ -125,7 +159,7 @@ BINARY_KERNELS(pow, OP_POW)
             return;                                                           \
         i = (uint)gid;                                                        \
         v = x[x_off + i];                                                     \
-        y[y_off + i] = OP(v);                                                 \
+        y[y_off + i] = OP(v, alpha, beta);                                    \
     }
 
 UNARY_KERNEL(relu, UN_RELU)
@@ -137,3 +171,40 @@ UNARY_KERNEL(log, UN_LOG)
 UNARY_KERNEL(sqrt, UN_SQRT)
 UNARY_KERNEL(neg, UN_NEG)
 UNARY_KERNEL(abs, UN_ABS)
+UNARY_KERNEL(leaky_relu, UN_LEAKY_RELU)
+UNARY_KERNEL(hard_sigmoid, UN_HARD_SIGMOID)
+UNARY_KERNEL(clip, UN_CLIP)
+UNARY_KERNEL(gelu, UN_GELU)
+UNARY_KERNEL(gelu_tanh, UN_GELU_TANH)
+
+/*
+ * The fused GEMM epilogue, run after CLBlast over C (batch, m, n) stored
+ * with leading dimension ldc and batch stride stride_c from c_off:
+ * C += bias, then ReLU when relu is set.  bias is n floats from bias_off
+ * (one per column), m floats (one per row) when bias_rows is set, or
+ * absent when has_bias is 0 (bias then points at any valid buffer).
+ * total = batch * m * n; the global size is rounded up.
+ */
+__kernel void gemm_epilogue(uint total, uint m, uint n, __global float *c,
+                            uint c_off, uint ldc, uint stride_c,
+                            __global const float *bias, uint bias_off,
+                            int has_bias, int bias_rows, int relu)
+{
+    size_t gid = get_global_id(0);
+    uint j, i, b, t, at;
+    float v;
+
+    if (gid >= total)
+        return;
+    t = (uint)gid / n;
+    j = (uint)gid - t * n;
+    b = t / m;
+    i = t - b * m;
+    at = c_off + b * stride_c + i * ldc + j;
+    v = c[at];
+    if (has_bias)
+        v += bias[bias_off + (bias_rows ? i : j)];
+    if (relu)
+        v = UN_RELU(v, 0.0f, 0.0f);
+    c[at] = v;
+}

@@ -1,6 +1,7 @@
 /*
  * Reductions and softmax along the middle axis of x viewed as
- * (outer, len, inner).
+ * (outer, len, inner), and layer normalisation (at the end, with its own
+ * arguments) over rows.
  *
  * Two shapes of kernel, with the same first six arguments
  * (len, x, x_off, y, y_off, flag):
@@ -186,5 +187,42 @@ __kernel void softmax_axis(uint len, __global const float *x, uint x_off,
         }
         for (uint j = 0; j < len; j++)
             yc[j * inner] /= sum;
+    }
+}
+
+/*
+ * Layer normalisation of each row of x (outer, len, from x_off) into y:
+ * y = (x - mean) / sqrt(var + epsilon) * scale + bias, var the biased
+ * variance, computed in two passes (the mean, then the mean square
+ * deviation) for accuracy.  scale and bias hold len floats from their
+ * offsets; has_bias 0 means no bias (bias then points at any valid
+ * buffer).  One work-group per row as in reduce_sum_row.  y may be x:
+ * each work-item writes only the elements it alone reads last.
+ */
+__kernel void layernorm_row(uint len, __global const float *x, uint x_off,
+                            __global float *y, uint y_off,
+                            __global const float *scale, uint scale_off,
+                            __global const float *bias, uint bias_off,
+                            int has_bias, float epsilon,
+                            __local float *scratch)
+{
+    uint row = (uint)get_group_id(0);
+    uint lid = get_local_id(0), wg = get_local_size(0);
+    __global const float *xr = x + x_off + row * len;
+    __global float *yr = y + y_off + row * len;
+    float mean = 0.0f, var = 0.0f, sd;
+
+    for (uint i = lid; i < len; i += wg)
+        mean += xr[i];
+    mean = group_sum(mean, scratch) / (float)len;
+    for (uint i = lid; i < len; i += wg) {
+        float dv = xr[i] - mean;
+        var += dv * dv;
+    }
+    var = group_sum(var, scratch) / (float)len;
+    sd = sqrt(var + epsilon);
+    for (uint i = lid; i < len; i += wg) {
+        float v = (xr[i] - mean) / sd * scale[scale_off + i];
+        yr[i] = has_bias ? v + bias[bias_off + i] : v;
     }
 }

@@ -25,7 +25,7 @@
 
 #include "shardnet.h"
 
-#define SN_BACKEND_ABI 1
+#define SN_BACKEND_ABI 2
 
 /** Highest tensor rank the element-wise kernels accept. */
 #define SN_MAX_DIMS 8
@@ -53,6 +53,18 @@ typedef struct sn_view {
  * dimensions lda/ldb/ldc (elements between rows as stored).  Batch item b of
  * A starts at a.offset + b * stride_a (stride 0 reuses one matrix).
  */
+typedef enum sn_act {
+    SN_ACT_NONE = 0,
+    SN_ACT_RELU = 1
+} sn_act;
+
+/*
+ * Fused epilogue (optional): after the product, C += bias, then C = act(C).
+ * bias.buf NULL means no bias; otherwise bias holds n floats added to every
+ * row (a Gemm/MatMul bias), or m floats added to every column when
+ * bias_rows is set (a convolution's per-output-channel bias, C being
+ * channels x pixels).  The same bias serves every batch item.
+ */
 typedef struct sn_gemm_desc {
     int trans_a, trans_b; /* non-zero: use the transpose of the stored matrix */
     size_t m, n, k;
@@ -61,6 +73,9 @@ typedef struct sn_gemm_desc {
     size_t lda, ldb, ldc;
     size_t batch;                        /* >= 1 */
     size_t stride_a, stride_b, stride_c; /* elements between batch items */
+    sn_view bias;
+    int bias_rows;
+    sn_act act;
 } sn_gemm_desc;
 
 #define SN_BINARY_OP_MAP(X) X(ADD, "add") X(SUB, "sub") X(MUL, "mul") X(DIV, "div") X(MAX, "max") X(MIN, "min") X(POW, "pow")
@@ -88,9 +103,20 @@ typedef struct sn_binary_desc {
     sn_view a, b, c;
 } sn_binary_desc;
 
+/*
+ * Unary ops; alpha and beta are the op's parameters:
+ *   LEAKY_RELU   x < 0 ? alpha * x : x
+ *   HARD_SIGMOID max(0, min(1, alpha * x + beta))
+ *   CLIP         min(max(x, alpha), beta)   (NaN stays NaN)
+ *   GELU         0.5 x (1 + erf(x / sqrt(2)))
+ *   GELU_TANH    0.5 x (1 + tanh(sqrt(2 / pi) (x + 0.044715 x^3)))
+ *   RELU         x > 0 ? x : 0 (NaN stays NaN); SIGMOID 1 / (1 + exp(-x))
+ */
 #define SN_UNARY_OP_MAP(X)                                                    \
     X(RELU, "relu") X(SIGMOID, "sigmoid") X(TANH, "tanh") X(ERF, "erf")       \
-    X(EXP, "exp") X(LOG, "log") X(SQRT, "sqrt") X(NEG, "neg") X(ABS, "abs")
+    X(EXP, "exp") X(LOG, "log") X(SQRT, "sqrt") X(NEG, "neg") X(ABS, "abs")   \
+    X(LEAKY_RELU, "leaky_relu") X(HARD_SIGMOID, "hard_sigmoid")               \
+    X(CLIP, "clip") X(GELU, "gelu") X(GELU_TANH, "gelu_tanh")
 
 typedef enum sn_unary_op {
 #define SN_ENUM_(name, str) SN_UNARY_##name,
@@ -104,6 +130,7 @@ typedef struct sn_unary_desc {
     sn_unary_op op;
     size_t n;
     sn_view x, y;
+    float alpha, beta;
 } sn_unary_desc;
 
 /*
@@ -132,6 +159,94 @@ typedef struct sn_reduce_desc {
     size_t outer, len, inner;
     sn_view x, y;
 } sn_reduce_desc;
+
+/*
+ * Where: out[i] = cond[ic] != 0 ? x[ix] : y[iy] over the output shape, each
+ * operand with its own broadcast strides (0 where broadcast), like
+ * sn_binary_desc.  cond holds floats (0.0f is false).  out is contiguous.
+ */
+typedef struct sn_where_desc {
+    size_t rank;
+    size_t shape[SN_MAX_DIMS];
+    size_t stride_cond[SN_MAX_DIMS];
+    size_t stride_x[SN_MAX_DIMS];
+    size_t stride_y[SN_MAX_DIMS];
+    sn_view cond, x, y, out;
+} sn_where_desc;
+
+/*
+ * Strided copy: dst[sum i_d * dst_stride[d]] = src[sum i_d * src_stride[d]]
+ * for every index (i_0 .. i_rank-1) of shape; views give element (0, ..., 0).
+ * Strides are signed (a Slice with negative steps), and a source stride of
+ * 0 repeats (Expand).  This one kernel moves data for Transpose, Slice,
+ * Concat, Split, Expand and plain copies.  dst elements must not overlap.
+ */
+typedef struct sn_copy_desc {
+    size_t rank;
+    size_t shape[SN_MAX_DIMS];
+    ptrdiff_t src_stride[SN_MAX_DIMS];
+    ptrdiff_t dst_stride[SN_MAX_DIMS];
+    sn_view src, dst;
+} sn_copy_desc;
+
+/*
+ * im2col for a 2-D convolution (a 1-D one has in_h = k_h = out_h = 1):
+ * src is (channels, in_h, in_w); dst is (channels * k_h * k_w, out_h * out_w)
+ * row-major, row (c, ky, kx) and column (oy, ox) holding
+ *   src[c, oy * stride_h + ky * dil_h - pad_top, ox * stride_w + kx * dil_w - pad_left]
+ * or 0 where that falls outside the input.
+ */
+typedef struct sn_im2col_desc {
+    size_t channels, in_h, in_w, out_h, out_w, k_h, k_w;
+    size_t stride_h, stride_w, dil_h, dil_w, pad_top, pad_left;
+    sn_view src, dst;
+} sn_im2col_desc;
+
+typedef enum sn_pool_op {
+    SN_POOL_MAX,
+    SN_POOL_AVG
+} sn_pool_op;
+
+/*
+ * 2-D pooling over `planes` planes (N * C), src (planes, in_h, in_w), dst
+ * (planes, out_h, out_w).  Window (oy, ox) covers input rows
+ * oy * stride_h - pad_top + ky * dil_h for ky < k_h (columns alike).  MAX
+ * ignores positions outside the input.  AVG divides by the number of
+ * positions inside the input, or with count_include_pad by the number
+ * inside the padded input [-pad_top, in_h + pad_bottom) x [-pad_left,
+ * in_w + pad_right) (a window that runs past that, in ceil mode, counts
+ * only the part inside).
+ */
+typedef struct sn_pool_desc {
+    sn_pool_op op;
+    int count_include_pad;
+    size_t planes, in_h, in_w, out_h, out_w, k_h, k_w;
+    size_t stride_h, stride_w, dil_h, dil_w;
+    size_t pad_top, pad_left, pad_bottom, pad_right;
+    sn_view src, dst;
+} sn_pool_desc;
+
+/*
+ * Layer normalisation over the last axis of x viewed as (outer, len):
+ * y = (x - mean) / sqrt(var + epsilon) * scale + bias, var the biased
+ * variance; scale has len floats, bias has len floats or bias.buf is NULL.
+ */
+typedef struct sn_layernorm_desc {
+    size_t outer, len;
+    float epsilon;
+    sn_view x, scale, bias, y;
+} sn_layernorm_desc;
+
+/*
+ * Gather along the middle axis of data viewed as (outer, axis_len, inner):
+ * out (outer, nidx, inner) = data[o, idx[j], i].  indices holds nidx int32
+ * values (the buffer stores them bit for bit; views count 4-byte elements);
+ * a negative index counts from the end; one still out of range gives 0.
+ */
+typedef struct sn_gather_desc {
+    size_t outer, axis_len, inner, nidx;
+    sn_view data, indices, out;
+} sn_gather_desc;
 
 /* Flags for buffer_map. */
 #define SN_MAP_READ 1
@@ -163,6 +278,12 @@ typedef struct sn_backend_ops {
     shardnet_status (*unary)(sn_device *dev, const sn_unary_desc *d);
     shardnet_status (*softmax)(sn_device *dev, const sn_softmax_desc *d);
     shardnet_status (*reduce)(sn_device *dev, const sn_reduce_desc *d);
+    shardnet_status (*where)(sn_device *dev, const sn_where_desc *d);
+    shardnet_status (*copy)(sn_device *dev, const sn_copy_desc *d);
+    shardnet_status (*im2col)(sn_device *dev, const sn_im2col_desc *d);
+    shardnet_status (*pool)(sn_device *dev, const sn_pool_desc *d);
+    shardnet_status (*layernorm)(sn_device *dev, const sn_layernorm_desc *d);
+    shardnet_status (*gather)(sn_device *dev, const sn_gather_desc *d);
 
     shardnet_status (*synchronize)(sn_device *dev);
 } sn_backend_ops;
@@ -205,6 +326,12 @@ shardnet_status sn_binary(sn_device *dev, const sn_binary_desc *d);
 shardnet_status sn_unary(sn_device *dev, const sn_unary_desc *d);
 shardnet_status sn_softmax(sn_device *dev, const sn_softmax_desc *d);
 shardnet_status sn_reduce(sn_device *dev, const sn_reduce_desc *d);
+shardnet_status sn_where(sn_device *dev, const sn_where_desc *d);
+shardnet_status sn_copy(sn_device *dev, const sn_copy_desc *d);
+shardnet_status sn_im2col(sn_device *dev, const sn_im2col_desc *d);
+shardnet_status sn_pool(sn_device *dev, const sn_pool_desc *d);
+shardnet_status sn_layernorm(sn_device *dev, const sn_layernorm_desc *d);
+shardnet_status sn_gather(sn_device *dev, const sn_gather_desc *d);
 shardnet_status sn_synchronize(sn_device *dev);
 
 /*

@@ -221,6 +221,13 @@ shardnet_status sn_gemm(sn_device *dev, const sn_gemm_desc *d)
         (st = check_view(dev, "gemm", "B", d->b, eb)) != SHARDNET_OK ||
         (st = check_view(dev, "gemm", "C", d->c, ec)) != SHARDNET_OK)
         return st;
+    if (d->bias.buf &&
+        (st = check_view(dev, "gemm", "bias", d->bias,
+                         d->bias_rows ? d->m : d->n)) != SHARDNET_OK)
+        return st;
+    if ((unsigned)d->act > SN_ACT_RELU)
+        return sn_error(SHARDNET_INVALID_ARGUMENT, "gemm on %s: bad activation",
+                        dev->info.name);
     return dev->ops->gemm(dev, d);
 }
 
@@ -322,6 +329,224 @@ shardnet_status sn_reduce(sn_device *dev, const sn_reduce_desc *d)
         (st = check_view(dev, sn_reduce_op_name(d->op), "y", d->y, out)))
         return st;
     return dev->ops->reduce(dev, d);
+}
+
+/* Elements spanned by `rank` dims of `shape` with unsigned strides (1 + the
+ * offset of the last element); 0 for an empty shape. */
+static int span_of(size_t rank, const size_t *shape, const size_t *stride,
+                   size_t *out)
+{
+    size_t e = 1, t;
+    for (size_t i = 0; i < rank; i++) {
+        if (shape[i] == 0) {
+            *out = 0;
+            return 1;
+        }
+        if (!mul_ok(shape[i] - 1, stride[i], &t) || !add_ok(e, t, &e))
+            return 0;
+    }
+    *out = e;
+    return 1;
+}
+
+shardnet_status sn_where(sn_device *dev, const sn_where_desc *d)
+{
+    shardnet_status st = check_device(dev, dev ? dev->ops->where : NULL, "where");
+    size_t total = 1, ec, ex, ey;
+    if (st != SHARDNET_OK)
+        return st;
+    if (!d || d->rank > SN_MAX_DIMS)
+        return sn_error(SHARDNET_INVALID_ARGUMENT, "where on %s: bad descriptor",
+                        dev->info.name);
+    for (size_t i = 0; i < d->rank; i++)
+        if (!mul_ok(total, d->shape[i], &total))
+            return sn_error(SHARDNET_INVALID_ARGUMENT,
+                            "where on %s: size overflows", dev->info.name);
+    if (total == 0)
+        return SHARDNET_OK;
+    if (!span_of(d->rank, d->shape, d->stride_cond, &ec) ||
+        !span_of(d->rank, d->shape, d->stride_x, &ex) ||
+        !span_of(d->rank, d->shape, d->stride_y, &ey))
+        return sn_error(SHARDNET_INVALID_ARGUMENT, "where on %s: size overflows",
+                        dev->info.name);
+    if ((st = check_view(dev, "where", "cond", d->cond, ec)) ||
+        (st = check_view(dev, "where", "x", d->x, ex)) ||
+        (st = check_view(dev, "where", "y", d->y, ey)) ||
+        (st = check_view(dev, "where", "out", d->out, total)))
+        return st;
+    return dev->ops->where(dev, d);
+}
+
+/* The lowest and highest element offsets a signed-stride walk reaches. */
+static int signed_extent(size_t rank, const size_t *shape,
+                         const ptrdiff_t *stride, long long *lo, long long *hi)
+{
+    long long l = 0, h = 0, t;
+    for (size_t i = 0; i < rank; i++) {
+        if (shape[i] > (size_t)LLONG_MAX ||
+            __builtin_mul_overflow((long long)shape[i] - 1,
+                                   (long long)stride[i], &t))
+            return 0;
+        if (t < 0 ? __builtin_add_overflow(l, t, &l)
+                  : __builtin_add_overflow(h, t, &h))
+            return 0;
+    }
+    *lo = l;
+    *hi = h;
+    return 1;
+}
+
+static shardnet_status check_strided(const sn_device *dev, const char *name,
+                                     sn_view v, size_t rank,
+                                     const size_t *shape,
+                                     const ptrdiff_t *stride)
+{
+    long long lo, hi;
+    shardnet_status st = check_view(dev, "copy", name, v, 0);
+    if (st != SHARDNET_OK)
+        return st;
+    if (!signed_extent(rank, shape, stride, &lo, &hi) ||
+        (lo < 0 && (unsigned long long)-lo > v.offset))
+        return sn_error(SHARDNET_INVALID_ARGUMENT,
+                        "copy on %s: %s reaches before its buffer", dev->info.name,
+                        name);
+    return check_view(dev, "copy", name,
+                      (sn_view){v.buf, v.offset - (size_t)-lo},
+                      (size_t)(hi - lo) + 1);
+}
+
+shardnet_status sn_copy(sn_device *dev, const sn_copy_desc *d)
+{
+    shardnet_status st = check_device(dev, dev ? dev->ops->copy : NULL, "copy");
+    if (st != SHARDNET_OK)
+        return st;
+    if (!d || d->rank > SN_MAX_DIMS)
+        return sn_error(SHARDNET_INVALID_ARGUMENT, "copy on %s: bad descriptor",
+                        dev->info.name);
+    for (size_t i = 0; i < d->rank; i++)
+        if (d->shape[i] == 0)
+            return SHARDNET_OK;
+    if ((st = check_strided(dev, "src", d->src, d->rank, d->shape,
+                            d->src_stride)) ||
+        (st = check_strided(dev, "dst", d->dst, d->rank, d->shape,
+                            d->dst_stride)))
+        return st;
+    return dev->ops->copy(dev, d);
+}
+
+/* The product of n sizes, checked; 0 on overflow with *ok cleared. */
+static size_t product(int *ok, size_t n, const size_t *v)
+{
+    size_t p = 1;
+    for (size_t i = 0; i < n; i++)
+        if (!mul_ok(p, v[i], &p))
+            *ok = 0;
+    return p;
+}
+
+shardnet_status sn_im2col(sn_device *dev, const sn_im2col_desc *d)
+{
+    shardnet_status st = check_device(dev, dev ? dev->ops->im2col : NULL,
+                                      "im2col");
+    int ok = 1;
+    if (st != SHARDNET_OK)
+        return st;
+    if (!d || !d->k_h || !d->k_w || !d->stride_h || !d->stride_w ||
+        !d->dil_h || !d->dil_w)
+        return sn_error(SHARDNET_INVALID_ARGUMENT,
+                        "im2col on %s: kernel, stride and dilation must be >= 1",
+                        dev->info.name);
+    size_t in_sz[] = {d->channels, d->in_h, d->in_w};
+    size_t out_sz[] = {d->channels, d->k_h, d->k_w, d->out_h, d->out_w};
+    size_t ein = product(&ok, 3, in_sz), eout = product(&ok, 5, out_sz);
+    if (!ok || d->in_h > INT_MAX || d->in_w > INT_MAX || d->pad_top > INT_MAX ||
+        d->pad_left > INT_MAX)
+        return sn_error(SHARDNET_INVALID_ARGUMENT, "im2col on %s: size overflows",
+                        dev->info.name);
+    if (eout == 0)
+        return SHARDNET_OK;
+    if ((st = check_view(dev, "im2col", "src", d->src, ein)) ||
+        (st = check_view(dev, "im2col", "dst", d->dst, eout)))
+        return st;
+    return dev->ops->im2col(dev, d);
+}
+
+shardnet_status sn_pool(sn_device *dev, const sn_pool_desc *d)
+{
+    shardnet_status st = check_device(dev, dev ? dev->ops->pool : NULL, "pool");
+    int ok = 1;
+    if (st != SHARDNET_OK)
+        return st;
+    if (!d || (d->op != SN_POOL_MAX && d->op != SN_POOL_AVG) || !d->k_h ||
+        !d->k_w || !d->stride_h || !d->stride_w || !d->dil_h || !d->dil_w)
+        return sn_error(SHARDNET_INVALID_ARGUMENT,
+                        "pool on %s: bad op, or kernel, stride or dilation 0",
+                        dev->info.name);
+    size_t in_sz[] = {d->planes, d->in_h, d->in_w};
+    size_t out_sz[] = {d->planes, d->out_h, d->out_w};
+    size_t ein = product(&ok, 3, in_sz), eout = product(&ok, 3, out_sz);
+    if (!ok || d->in_h > INT_MAX || d->in_w > INT_MAX || d->pad_top > INT_MAX ||
+        d->pad_left > INT_MAX || d->pad_bottom > INT_MAX ||
+        d->pad_right > INT_MAX)
+        return sn_error(SHARDNET_INVALID_ARGUMENT, "pool on %s: size overflows",
+                        dev->info.name);
+    if (eout == 0)
+        return SHARDNET_OK;
+    if ((st = check_view(dev, "pool", "src", d->src, ein)) ||
+        (st = check_view(dev, "pool", "dst", d->dst, eout)))
+        return st;
+    return dev->ops->pool(dev, d);
+}
+
+shardnet_status sn_layernorm(sn_device *dev, const sn_layernorm_desc *d)
+{
+    shardnet_status st = check_device(dev, dev ? dev->ops->layernorm : NULL,
+                                      "layer normalisation");
+    size_t n;
+    if (st != SHARDNET_OK)
+        return st;
+    if (!d || d->len == 0)
+        return sn_error(SHARDNET_INVALID_ARGUMENT,
+                        "layer normalisation on %s: empty axis", dev->info.name);
+    if (!mul_ok(d->outer, d->len, &n))
+        return sn_error(SHARDNET_INVALID_ARGUMENT,
+                        "layer normalisation on %s: size overflows",
+                        dev->info.name);
+    if (n == 0)
+        return SHARDNET_OK;
+    if ((st = check_view(dev, "layernorm", "x", d->x, n)) ||
+        (st = check_view(dev, "layernorm", "y", d->y, n)) ||
+        (st = check_view(dev, "layernorm", "scale", d->scale, d->len)) ||
+        (d->bias.buf &&
+         (st = check_view(dev, "layernorm", "bias", d->bias, d->len))))
+        return st;
+    return dev->ops->layernorm(dev, d);
+}
+
+shardnet_status sn_gather(sn_device *dev, const sn_gather_desc *d)
+{
+    shardnet_status st = check_device(dev, dev ? dev->ops->gather : NULL,
+                                      "gather");
+    int ok = 1;
+    if (st != SHARDNET_OK)
+        return st;
+    if (!d || d->axis_len == 0 || d->axis_len > INT_MAX)
+        return sn_error(SHARDNET_INVALID_ARGUMENT,
+                        "gather on %s: axis of %zu elements", dev->info.name,
+                        d ? d->axis_len : 0);
+    size_t in_sz[] = {d->outer, d->axis_len, d->inner};
+    size_t out_sz[] = {d->outer, d->nidx, d->inner};
+    size_t ein = product(&ok, 3, in_sz), eout = product(&ok, 3, out_sz);
+    if (!ok)
+        return sn_error(SHARDNET_INVALID_ARGUMENT, "gather on %s: size overflows",
+                        dev->info.name);
+    if (eout == 0)
+        return SHARDNET_OK;
+    if ((st = check_view(dev, "gather", "data", d->data, ein)) ||
+        (st = check_view(dev, "gather", "indices", d->indices, d->nidx)) ||
+        (st = check_view(dev, "gather", "out", d->out, eout)))
+        return st;
+    return dev->ops->gather(dev, d);
 }
 
 shardnet_status sn_synchronize(sn_device *dev)

@@ -5,18 +5,24 @@
  * define, no OpenMP, no BLAS, no vector tricks, so that it is obviously
  * correct by reading.  The functions take the descriptors of lib/backend.h
  * (their views are ignored) and plain pointers that already point at the
- * views' first elements.  GEMM accumulates in double and rounds once; the
- * other kernels compute in float with the same libm calls as the kernels.
+ * views' first elements.  GEMM accumulates in double and rounds once (the
+ * epilogue then adds the bias in float); layer normalisation computes in
+ * double; the other kernels compute in float with the same libm calls as
+ * the kernels.
  */
 #ifndef SN_TESTS_REF_H
 #define SN_TESTS_REF_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 #include "backend.h"
 
-/* C[b] = alpha * op(A[b]) * op(B[b]) + beta * C[b]; beta == 0 ignores C. */
-void ref_gemm(const sn_gemm_desc *d, const float *a, const float *b, float *c);
+/* C[b] = alpha * op(A[b]) * op(B[b]) + beta * C[b]; beta == 0 ignores C.
+ * Then the epilogue: C += bias (n floats, or m with d->bias_rows), unless
+ * bias is NULL, and RELU when d->act asks for it.  d->bias is ignored. */
+void ref_gemm(const sn_gemm_desc *d, const float *a, const float *b, float *c,
+              const float *bias);
 /* c (contiguous, d->shape) = a op b through d's broadcast strides. */
 void ref_binary(const sn_binary_desc *d, const float *a, const float *b,
                 float *c);
@@ -25,10 +31,26 @@ void ref_unary(const sn_unary_desc *d, const float *x, float *y);
 void ref_softmax(const sn_softmax_desc *d, const float *x, float *y);
 /* x: (outer, len, inner); y: (outer, inner). */
 void ref_reduce(const sn_reduce_desc *d, const float *x, float *y);
+/* out (contiguous, d->shape) = cond != 0 ? x : y through the strides. */
+void ref_where(const sn_where_desc *d, const float *cond, const float *x,
+               const float *y, float *out);
+/* src and dst point at element (0, ..., 0); strides may be negative. */
+void ref_copy(const sn_copy_desc *d, const float *src, float *dst);
+/* src (channels, in_h, in_w); dst (channels * k_h * k_w, out_h * out_w). */
+void ref_im2col(const sn_im2col_desc *d, const float *src, float *dst);
+/* src (planes, in_h, in_w); dst (planes, out_h, out_w).  An empty window
+ * gives -inf (MAX) or 0 / count (AVG); MAX propagates NaN. */
+void ref_pool(const sn_pool_desc *d, const float *src, float *dst);
+/* x, y (outer, len); scale, bias (len); bias may be NULL. */
+void ref_layernorm(const sn_layernorm_desc *d, const float *x,
+                   const float *scale, const float *bias, float *y);
+/* data (outer, axis_len, inner); indices (nidx); out (outer, nidx, inner). */
+void ref_gather(const sn_gather_desc *d, const float *data,
+                const int32_t *indices, float *out);
 
 /* The scalar op of one binary / unary kernel, as the reference applies it. */
 float ref_binary_op(sn_binary_op op, float x, float y);
-float ref_unary_op(sn_unary_op op, float x);
+float ref_unary_op(sn_unary_op op, float x, float alpha, float beta);
 
 /* x[0..n) = deterministic uniform values in [lo, hi) from seed (xorshift32). */
 void ref_fill_random(float *x, size_t n, unsigned seed, float lo, float hi);

@@ -6,7 +6,6 @@ bin=${SHARDNET_BIN:-./shardnet}
 fails=0
 passes=0
 out=$(mktemp) || exit 1
-trap 'rm -f "$out"' EXIT
 
 # expect STATUS PATTERN CMD...: run CMD, check its exit status and that its
 # output (stdout and stderr) contains PATTERN (a grep -E pattern).
@@ -38,6 +37,36 @@ expect 2 "unexpected argument" "$bin" devices extra
 expect 2 "bad --size" "$bin" matmul --size 0
 expect 2 "bad --size" "$bin" matmul --size 7x13
 expect 0 "cpu:0 .* ok" "$bin" matmul --devices cpu:0 --size 7x13x5 --repeat 1
+
+# Models: info and run on the committed fixture.
+src=${SHARDNET_SRCDIR:-.}
+mlp=$src/tests/fixtures/fashion_mlp.onnx
+tmpd=$(mktemp -d) || exit 1
+trap 'rm -f "$out"; rm -rf "$tmpd"' EXIT
+expect 0 "Usage: shardnet info" "$bin" info --help
+expect 0 "Usage: shardnet run" "$bin" run --help
+expect 0 "input input: float32 \[batch, 784\]" "$bin" info "$mlp"
+expect 0 "unsupported: none" "$bin" info "$mlp"
+expect 1 "No such file" "$bin" info "$tmpd/missing.onnx"
+expect 0 "wrote $tmpd/o/logits.npy" "$bin" run "$mlp" \
+    --input "$src/tests/fixtures/fashion_mlp_input.npy" --output-dir "$tmpd/o"
+expect 0 "wrote" "$bin" run "$mlp" \
+    --input "input=$src/tests/fixtures/fashion_mlp_input.npy" -b 100 \
+    --output-dir "$tmpd/o2"
+# Batches change GEMM blocking (not bit-identical; test_models checks the
+# values): the result must have the same shape, hence the same size.
+if [ "$(wc -c <"$tmpd/o/logits.npy")" = "$(wc -c <"$tmpd/o2/logits.npy")" ]; then
+    echo "ok: run in batches of 100 writes all 256 rows"
+    passes=$((passes + 1))
+else
+    echo "FAIL: run in batches of 100 wrote a different shape"
+    fails=$((fails + 1))
+fi
+expect 0 "throughput: .* rows/s" "$bin" run "$mlp" -b 8 -r 5
+expect 2 "no input 'nope'" "$bin" run "$mlp" --input "nope=$tmpd/x.npy"
+expect 1 "x.npy" "$bin" run "$mlp" --input "$tmpd/x.npy"
+expect 2 "bad --batch" "$bin" run "$mlp" --batch 0
+expect 2 "unknown device 'gpu:0'" "$bin" run "$mlp" -d gpu:0
 
 if [ "${HWLOC_SYNTHETIC:-}" = "pack:2 core:1 pu:1" ]; then
     expect 0 "^cpu:1 .* 1 .* 1 " "$bin" devices --devices cpu:1

@@ -8,6 +8,7 @@
 #include <criterion/criterion.h>
 #include <math.h>
 #include <omp.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -50,6 +51,8 @@ typedef struct gemm_case {
     int shared_b; /* stride_b = 0: every item uses the same B */
     float alpha, beta;
     int nan_c; /* C starts as NaN (with beta == 0 it must not leak) */
+    int bias;  /* 0: none; 1: n floats, one per column; 2: m, one per row */
+    sn_act act;
 } gemm_case;
 
 /* One gemm case, run with `threads` OpenMP threads; compares the whole of C,
@@ -64,9 +67,11 @@ static void check_gemm(const gemm_case *g, int threads)
         .alpha = g->alpha, .beta = g->beta,
         .lda = ac + g->pad, .ldb = bc + g->pad, .ldc = g->n + g->pad,
         .batch = g->batch,
+        .bias_rows = g->bias == 2,
+        .act = g->act,
     };
     size_t na, nb, nc;
-    float *a, *b, *got, *want;
+    float *a, *b, *got, *want, *bias = NULL;
     char msg[256];
     int bad;
 
@@ -88,18 +93,26 @@ static void check_gemm(const gemm_case *g, int threads)
     else
         ref_fill_random(got, nc, 37u + (unsigned)g->k, -1.0f, 1.0f);
     want = copy_floats(got, nc);
+    if (g->bias) {
+        const size_t nbias = g->bias == 2 ? g->m : g->n;
+        bias = alloc_floats(nbias);
+        ref_fill_random(bias, nbias, 41u, -1.0f, 1.0f);
+    }
 
     omp_set_num_threads(threads);
     sn_cpu_gemm_init();
-    sn_cpu_gemm(&d, a, b, got);
-    ref_gemm(&d, a, b, want);
+    sn_cpu_gemm(&d, a, b, got, bias);
+    ref_gemm(&d, a, b, want, bias);
 
     bad = ref_compare(got, want, nc, 1e-4f, 1e-4f, msg, sizeof msg);
     cr_assert_eq(bad, 0,
                  "gemm m=%zu n=%zu k=%zu ta=%d tb=%d pad=%zu batch=%zu "
-                 "shared_b=%d alpha=%g beta=%g nan_c=%d threads=%d: %s",
+                 "shared_b=%d alpha=%g beta=%g nan_c=%d bias=%d act=%d "
+                 "threads=%d: %s",
                  g->m, g->n, g->k, g->ta, g->tb, g->pad, g->batch, g->shared_b,
-                 (double)g->alpha, (double)g->beta, g->nan_c, threads, msg);
+                 (double)g->alpha, (double)g->beta, g->nan_c, g->bias,
+                 (int)g->act, threads, msg);
+    free(bias);
     free(a);
     free(b);
     free(got);
@@ -219,6 +232,36 @@ Test(cpu_gemm, overwrites_nan_in_c_when_beta_is_zero)
             check_gemm_all_teams(&g);
         }
     }
+}
+
+Test(cpu_gemm, adds_bias_per_column_or_per_row_then_applies_relu)
+{
+    /* sgemm blocks split by rows and by columns, and both sgemv paths. */
+    static const size_t shapes[][3] = {
+        {7, 13, 5}, {513, 257, 129}, {130, 300, 40}, {1, 300, 77}, {300, 1, 77}};
+    for (size_t i = 0; i < ARRAY_LEN(shapes); i++) {
+        for (int bias = 0; bias < 3; bias++) {
+            for (int act = 0; act < 2; act++) {
+                gemm_case g = {.m = shapes[i][0], .n = shapes[i][1],
+                               .k = shapes[i][2], .tb = (int)(i & 1),
+                               .pad = 2, .batch = 3, .alpha = 0.5f,
+                               .beta = act ? 0.0f : 0.25f, .nan_c = act,
+                               .bias = bias, .act = (sn_act)act};
+                check_gemm_all_teams(&g);
+            }
+        }
+    }
+}
+
+Test(cpu_gemm, applies_the_epilogue_to_every_batch_item_and_no_padding)
+{
+    /* Many small items: whole items per thread. */
+    gemm_case g = {.m = 9, .n = 17, .k = 40, .pad = 3, .batch = 16,
+                   .alpha = 1.0f, .bias = 2, .act = SN_ACT_RELU};
+    check_gemm_all_teams(&g);
+    g.bias = 1;
+    g.shared_b = 1;
+    check_gemm_all_teams(&g);
 }
 
 /* ---- binary -------------------------------------------------------------- */
@@ -472,11 +515,33 @@ static void fill_unary_input(sn_unary_op op, float *x, size_t n)
         x[2] = -1.0f;
 }
 
+/* Parameters that make each op non-trivial (others ignore them). */
+static void unary_params(sn_unary_desc *d)
+{
+    switch (d->op) {
+    case SN_UNARY_LEAKY_RELU:
+        d->alpha = 0.1f;
+        break;
+    case SN_UNARY_HARD_SIGMOID:
+        d->alpha = 0.2f;
+        d->beta = 0.5f;
+        break;
+    case SN_UNARY_CLIP:
+        d->alpha = -1.5f;
+        d->beta = 2.5f;
+        break;
+    default:
+        break;
+    }
+}
+
 static void check_unary(sn_unary_op op, size_t n, int in_place)
 {
     float *x = alloc_floats(n), *got = alloc_floats(n), *want = alloc_floats(n);
     sn_unary_desc d = {.op = op, .n = n};
     char msg[256];
+
+    unary_params(&d);
 
     fill_unary_input(op, x, n);
     ref_unary(&d, x, want);
@@ -526,6 +591,52 @@ Test(cpu_unary, handles_nan_and_infinities_like_the_reference)
         sn_cpu_unary(&d, x, got);
         cr_assert_eq(ref_compare(got, want, n, 2e-6f, 1e-7f, msg, sizeof msg),
                      0, "%s: %s", unary_name(d.op), msg);
+    }
+}
+
+Test(cpu_unary, parameterised_ops_follow_their_formulas)
+{
+    static const struct {
+        sn_unary_op op;
+        float alpha, beta;
+        float x[6], y[6];
+    } cases[] = {
+        {SN_UNARY_LEAKY_RELU, 0.01f, 0.0f,
+         {-2.0f, 3.0f, 0.0f, -0.5f, 1e-3f, NAN},
+         {-0.02f, 3.0f, 0.0f, -0.005f, 1e-3f, NAN}},
+        {SN_UNARY_HARD_SIGMOID, 0.2f, 0.5f,
+         {-10.0f, 10.0f, 0.0f, 1.0f, -2.5f, NAN},
+         {0.0f, 1.0f, 0.5f, 0.7f, 0.0f, NAN}},
+        {SN_UNARY_CLIP, -1.0f, 1.0f,
+         {-3.0f, 0.5f, 7.0f, -1.0f, INFINITY, NAN},
+         {-1.0f, 0.5f, 1.0f, -1.0f, 1.0f, NAN}},
+        /* min(max(x, 2), 1) is 1 whatever x is */
+        {SN_UNARY_CLIP, 2.0f, 1.0f,
+         {-3.0f, 0.5f, 7.0f, 1.5f, 2.0f, -INFINITY},
+         {1.0f, 1.0f, 1.0f, 1.0f, 1.0f, 1.0f}},
+        /* GELU(1) = Phi(1) = 0.841344746...; GELU_TANH(1) = 0.841191990... */
+        {SN_UNARY_GELU, 0.0f, 0.0f,
+         {0.0f, 1.0f, -1.0f, 10.0f, -10.0f, NAN},
+         {0.0f, 0.841344746f, -0.158655254f, 10.0f, 0.0f, NAN}},
+        {SN_UNARY_GELU_TANH, 0.0f, 0.0f,
+         {0.0f, 1.0f, -1.0f, 10.0f, -10.0f, NAN},
+         {0.0f, 0.841191990f, -0.158808009f, 10.0f, 0.0f, NAN}},
+    };
+    for (size_t i = 0; i < ARRAY_LEN(cases); i++) {
+        sn_unary_desc d = {.op = cases[i].op, .n = 6, .alpha = cases[i].alpha,
+                           .beta = cases[i].beta};
+        float got[6], want[6];
+        char msg[256];
+        sn_cpu_unary(&d, cases[i].x, got);
+        cr_assert_eq(ref_compare(got, cases[i].y, 6, 1e-6f, 1e-7f, msg,
+                                 sizeof msg),
+                     0, "%s(alpha=%g, beta=%g): %s", unary_name(d.op),
+                     (double)d.alpha, (double)d.beta, msg);
+        /* and the reference agrees with the hand-computed values */
+        ref_unary(&d, cases[i].x, want);
+        cr_assert_eq(ref_compare(want, cases[i].y, 6, 1e-6f, 1e-7f, msg,
+                                 sizeof msg),
+                     0, "reference %s: %s", unary_name(d.op), msg);
     }
 }
 
@@ -686,4 +797,534 @@ Test(cpu_reduce, max_is_nan_when_any_value_is_nan)
     sn_cpu_reduce(&d, x, y);
     cr_assert(!isnan(y[0]) && isnan(y[1]), "got %g %g", (double)y[0],
               (double)y[1]);
+}
+
+/* ---- where ---------------------------------------------------------------- */
+
+/* Numpy broadcasting of `count` contiguous shapes into out_shape and one
+ * stride array per operand (0 where broadcast); returns the output rank. */
+static size_t broadcast_n(size_t count, const size_t *ranks,
+                          const size_t *const *shapes, size_t *out_shape,
+                          size_t (*strides)[SN_MAX_DIMS])
+{
+    size_t rank = 0, acc[4] = {1, 1, 1, 1};
+
+    cr_assert_leq(count, 4);
+    for (size_t k = 0; k < count; k++)
+        rank = ranks[k] > rank ? ranks[k] : rank;
+    cr_assert_leq(rank, SN_MAX_DIMS);
+    for (size_t i = 0; i < rank; i++) {
+        const size_t j = rank - 1 - i;
+        size_t n = 1;
+        for (size_t k = 0; k < count; k++) {
+            size_t dk = i < ranks[k] ? shapes[k][ranks[k] - 1 - i] : 1;
+            cr_assert(dk == 1 || n == 1 || dk == n,
+                      "test bug: shapes do not broadcast");
+            n = dk > n ? dk : n;
+        }
+        out_shape[j] = n;
+        for (size_t k = 0; k < count; k++) {
+            size_t dk = i < ranks[k] ? shapes[k][ranks[k] - 1 - i] : 1;
+            strides[k][j] = dk == 1 ? 0 : acc[k];
+            acc[k] *= dk;
+        }
+    }
+    return rank;
+}
+
+/* out = where(cond, x, y) for three numpy-broadcast shapes; cond holds
+ * zeros, ones, other values and NaN (true). */
+static void check_where(size_t rc, const size_t *sc, size_t rx,
+                        const size_t *sx, size_t ry, const size_t *sy)
+{
+    const size_t ranks[] = {rc, rx, ry};
+    const size_t *const shapes[] = {sc, sx, sy};
+    size_t strides[3][SN_MAX_DIMS] = {{0}};
+    sn_where_desc d = {0};
+    size_t nc = product(rc, sc), nx = product(rx, sx), ny = product(ry, sy);
+    char msg[256];
+
+    d.rank = broadcast_n(3, ranks, shapes, d.shape, strides);
+    memcpy(d.stride_cond, strides[0], sizeof d.stride_cond);
+    memcpy(d.stride_x, strides[1], sizeof d.stride_x);
+    memcpy(d.stride_y, strides[2], sizeof d.stride_y);
+    const size_t n = product(d.rank, d.shape);
+    float *c = alloc_floats(nc), *x = alloc_floats(nx), *y = alloc_floats(ny);
+    float *got = alloc_floats(n), *want = alloc_floats(n);
+    ref_fill_random(c, nc, 61u, -1.0f, 2.0f);
+    for (size_t i = 0; i < nc; i++)
+        c[i] = c[i] < 0.0f ? 0.0f : c[i] < 1.0f ? 1.0f : c[i];
+    if (nc > 2)
+        c[2] = NAN;
+    if (nc > 3)
+        c[3] = -0.0f;
+    ref_fill_random(x, nx, 62u, -1.0f, 1.0f);
+    ref_fill_random(y, ny, 63u, 10.0f, 11.0f);
+    ref_where(&d, c, x, y, want);
+    for (size_t t = 0; t < ARRAY_LEN(team_sizes); t++) {
+        fill_value(got, n, NAN);
+        omp_set_num_threads(team_sizes[t]);
+        sn_cpu_where(&d, c, x, y, got);
+        cr_assert_eq(ref_compare(got, want, n, 0.0f, 0.0f, msg, sizeof msg),
+                     0, "where rank %zu/%zu/%zu -> %zu elements, threads=%d: %s",
+                     rc, rx, ry, n, team_sizes[t], msg);
+    }
+    free(c);
+    free(x);
+    free(y);
+    free(got);
+    free(want);
+}
+
+Test(cpu_where, selects_with_broadcasting_of_all_three_operands)
+{
+    static const size_t c1[] = {2, 1, 5}, x1[] = {3, 1}, s7[] = {7},
+                        c2[] = {4, 6}, c3[] = {40, 1, 1}, x3[] = {30, 1},
+                        y3[] = {100}, c4[] = {40, 30, 100},
+                        c5[] = {2, 1, 3, 1, 4}, x5[] = {5, 1, 1, 1},
+                        y5[] = {1, 3, 1, 4};
+    check_where(3, c1, 2, x1, 0, NULL);    /* y a scalar */
+    check_where(1, s7, 1, s7, 1, s7);      /* all contiguous */
+    check_where(0, NULL, 2, c2, 2, c2);    /* one condition for all */
+    check_where(2, c2, 0, NULL, 1, c2 + 1);
+    check_where(3, c3, 2, x3, 1, y3);      /* large: split between threads */
+    check_where(3, c4, 3, c4, 3, c4);
+    check_where(5, c5, 4, x5, 4, y5);
+}
+
+/* ---- strided copy --------------------------------------------------------- */
+
+/*
+ * One copy: src_len floats with the view at src_off, dst_len floats with
+ * the view at dst_off.  The whole destination buffer is compared, so what
+ * the copy must not touch (NaN before) is checked too.
+ */
+static void check_copy(const sn_copy_desc *d, size_t src_len, size_t src_off,
+                       size_t dst_len, size_t dst_off, const char *what)
+{
+    float *src = alloc_floats(src_len), *got = alloc_floats(dst_len);
+    float *want = alloc_floats(dst_len);
+    char msg[256];
+
+    ref_fill_random(src, src_len, 71u, -1.0f, 1.0f);
+    fill_value(want, dst_len, NAN);
+    ref_copy(d, src + src_off, want + dst_off);
+    for (size_t t = 0; t < ARRAY_LEN(team_sizes); t++) {
+        fill_value(got, dst_len, NAN);
+        omp_set_num_threads(team_sizes[t]);
+        sn_cpu_copy(d, src + src_off, got + dst_off);
+        cr_assert_eq(ref_compare(got, want, dst_len, 0.0f, 0.0f, msg,
+                                 sizeof msg),
+                     0, "copy %s, threads=%d: %s", what, team_sizes[t], msg);
+    }
+    free(src);
+    free(got);
+    free(want);
+}
+
+/* Contiguous strides of shape (rank dims). */
+static void contiguous(size_t rank, const size_t *shape, ptrdiff_t *stride)
+{
+    ptrdiff_t s = 1;
+    for (size_t j = rank; j-- > 0;) {
+        stride[j] = s;
+        s *= (ptrdiff_t)shape[j];
+    }
+}
+
+/* Transpose of a contiguous (n0, n1, n2) tensor by permutation perm: output
+ * dimension j is input dimension perm[j]. */
+static void check_transpose(const size_t *in_shape, const size_t *perm)
+{
+    ptrdiff_t in_stride[3];
+    sn_copy_desc d = {.rank = 3};
+    char what[96];
+
+    contiguous(3, in_shape, in_stride);
+    for (size_t j = 0; j < 3; j++) {
+        d.shape[j] = in_shape[perm[j]];
+        d.src_stride[j] = in_stride[perm[j]];
+    }
+    contiguous(3, d.shape, d.dst_stride);
+    snprintf(what, sizeof what, "transpose (%zu,%zu,%zu) by (%zu,%zu,%zu)",
+             in_shape[0], in_shape[1], in_shape[2], perm[0], perm[1], perm[2]);
+    check_copy(&d, product(3, in_shape), 0, product(3, in_shape), 0, what);
+}
+
+Test(cpu_copy, transposes_by_every_permutation_of_three_axes)
+{
+    static const size_t shapes[][3] = {{3, 5, 7}, {1, 4, 9}, {37, 65, 129},
+                                       {300, 2, 171}};
+    static const size_t perms[][3] = {{0, 1, 2}, {0, 2, 1}, {1, 0, 2},
+                                      {1, 2, 0}, {2, 0, 1}, {2, 1, 0}};
+    for (size_t s = 0; s < ARRAY_LEN(shapes); s++)
+        for (size_t p = 0; p < ARRAY_LEN(perms); p++)
+            check_transpose(shapes[s], perms[p]);
+}
+
+Test(cpu_copy, slices_with_negative_steps)
+{
+    /* src (10, 20): rows 8, 5, 2 and columns 19, 17, ..., 1. */
+    sn_copy_desc d = {.rank = 2, .shape = {3, 10}, .src_stride = {-60, -2},
+                      .dst_stride = {10, 1}};
+    check_copy(&d, 200, 8 * 20 + 19, 30, 0, "rows 8:0:-3, columns 19::-2");
+    /* A reversed contiguous range: x[::-1] of 100003 floats. */
+    sn_copy_desc r = {.rank = 1, .shape = {100003}, .src_stride = {-1},
+                      .dst_stride = {1}};
+    check_copy(&r, 100003, 100002, 100003, 0, "x[::-1]");
+    /* (50, 40, 30)[:, ::-1, 2:28:5] */
+    sn_copy_desc s3 = {.rank = 3, .shape = {50, 40, 6},
+                       .src_stride = {1200, -30, 5}, .dst_stride = {240, 6, 1}};
+    check_copy(&s3, 60000, 39 * 30 + 2, 12000, 0, "[:, ::-1, 2:28:5]");
+}
+
+Test(cpu_copy, writes_through_negative_destination_strides)
+{
+    /* dst[::-1, ::-1] = src: both strides negative, the view at the end. */
+    sn_copy_desc d = {.rank = 2, .shape = {70, 500}, .src_stride = {500, 1},
+                      .dst_stride = {-500, -1}};
+    check_copy(&d, 35000, 0, 35000, 34999, "into dst[::-1, ::-1]");
+}
+
+Test(cpu_copy, expands_with_zero_source_strides)
+{
+    sn_copy_desc col = {.rank = 2, .shape = {3, 4}, .src_stride = {1, 0},
+                        .dst_stride = {4, 1}};
+    sn_copy_desc row = {.rank = 2, .shape = {3, 4}, .src_stride = {0, 1},
+                        .dst_stride = {4, 1}};
+    sn_copy_desc scalar = {.rank = 3, .shape = {5, 6, 7}, .src_stride = {0},
+                           .dst_stride = {42, 7, 1}};
+    sn_copy_desc big = {.rank = 3, .shape = {64, 33, 40},
+                        .src_stride = {40, 0, 1},
+                        .dst_stride = {1320, 40, 1}};
+    check_copy(&col, 3, 0, 12, 0, "(3,1) to (3,4)");
+    check_copy(&row, 4, 0, 12, 0, "(1,4) to (3,4)");
+    check_copy(&scalar, 1, 0, 210, 0, "() to (5,6,7)");
+    check_copy(&big, 2560, 0, 84480, 0, "(64,1,40) to (64,33,40)");
+}
+
+Test(cpu_copy, places_blocks_for_concat_and_copies_plain_ranges)
+{
+    /* (4, 5) into columns 3..7 of (4, 10), leaving the rest alone. */
+    sn_copy_desc cat = {.rank = 2, .shape = {4, 5}, .src_stride = {5, 1},
+                        .dst_stride = {10, 1}};
+    sn_copy_desc plain = {.rank = 1, .shape = {100003}, .src_stride = {1},
+                          .dst_stride = {1}};
+    sn_copy_desc one = {.rank = 0};
+    sn_copy_desc ones = {.rank = 4, .shape = {1, 1, 1, 1}};
+    check_copy(&cat, 20, 0, 40, 3, "concat block");
+    check_copy(&plain, 100003, 0, 100003, 0, "plain copy");
+    check_copy(&one, 1, 0, 3, 1, "rank 0");
+    check_copy(&ones, 1, 0, 3, 1, "rank 4 of ones");
+}
+
+/* ---- gather --------------------------------------------------------------- */
+
+static void check_gather(size_t outer, size_t axis_len, size_t inner,
+                         const int32_t *idx, size_t nidx)
+{
+    const size_t nd = outer * axis_len * inner, no = outer * nidx * inner;
+    sn_gather_desc d = {.outer = outer, .axis_len = axis_len, .inner = inner,
+                        .nidx = nidx};
+    float *data = alloc_floats(nd), *got = alloc_floats(no);
+    float *want = alloc_floats(no);
+    char msg[256];
+
+    ref_fill_random(data, nd, 81u, -1.0f, 1.0f);
+    ref_gather(&d, data, idx, want);
+    for (size_t t = 0; t < ARRAY_LEN(team_sizes); t++) {
+        fill_value(got, no, NAN);
+        omp_set_num_threads(team_sizes[t]);
+        sn_cpu_gather(&d, data, idx, got);
+        cr_assert_eq(ref_compare(got, want, no, 0.0f, 0.0f, msg, sizeof msg),
+                     0, "gather (%zu,%zu,%zu) by %zu indices, threads=%d: %s",
+                     outer, axis_len, inner, nidx, team_sizes[t], msg);
+    }
+    free(data);
+    free(got);
+    free(want);
+}
+
+Test(cpu_gather, counts_negative_indices_from_the_end_and_zeroes_out_of_range)
+{
+    static const int32_t idx[] = {0, -1, 6, 7, -8, -7, 3, INT32_MIN,
+                                  INT32_MAX};
+    const size_t n = ARRAY_LEN(idx);
+    check_gather(3, 7, 5, idx, n);
+    check_gather(1, 7, 1, idx, n);
+    check_gather(4, 7, 1, idx, n);
+    check_gather(1, 7, 300, idx, n);
+}
+
+Test(cpu_gather, looks_up_embedding_rows_split_between_threads)
+{
+    enum { N = 500 };
+    int32_t idx[N];
+    for (size_t i = 0; i < N; i++)
+        idx[i] = (int32_t)((i * 7919) % 1000) - (i % 3 == 0 ? 1000 : 0);
+    check_gather(1, 1000, 256, idx, N);
+    check_gather(300, 1000, 1, idx, N);
+}
+
+/* ---- layer normalisation -------------------------------------------------- */
+
+static void check_layernorm(size_t outer, size_t len, int with_bias, float lo,
+                            float hi, float tol, int in_place)
+{
+    const size_t n = outer * len;
+    sn_layernorm_desc d = {.outer = outer, .len = len, .epsilon = 1e-5f};
+    float *x = alloc_floats(n), *got = alloc_floats(n), *want = alloc_floats(n);
+    float *scale = alloc_floats(len), *bias = NULL;
+    char msg[256];
+
+    ref_fill_random(x, n, 91u, lo, hi);
+    ref_fill_random(scale, len, 92u, 0.5f, 1.5f);
+    if (with_bias) {
+        bias = alloc_floats(len);
+        ref_fill_random(bias, len, 93u, -1.0f, 1.0f);
+    }
+    ref_layernorm(&d, x, scale, bias, want);
+    for (size_t t = 0; t < ARRAY_LEN(team_sizes); t++) {
+        omp_set_num_threads(team_sizes[t]);
+        if (in_place) {
+            memcpy(got, x, n * sizeof *got);
+            sn_cpu_layernorm(&d, got, scale, bias, got);
+        } else {
+            fill_value(got, n, NAN);
+            sn_cpu_layernorm(&d, x, scale, bias, got);
+        }
+        cr_assert_eq(ref_compare(got, want, n, tol, tol, msg, sizeof msg), 0,
+                     "layernorm (%zu,%zu) bias=%d x in [%g,%g) in_place=%d "
+                     "threads=%d: %s",
+                     outer, len, with_bias, (double)lo, (double)hi, in_place,
+                     team_sizes[t], msg);
+    }
+    free(x);
+    free(got);
+    free(want);
+    free(scale);
+    free(bias);
+}
+
+Test(cpu_layernorm, matches_the_double_reference_with_and_without_bias)
+{
+    static const size_t shapes[][2] = {{1, 1}, {3, 7}, {5, 768}, {64, 1000},
+                                       {2, 4097}, {300, 17}};
+    for (size_t s = 0; s < ARRAY_LEN(shapes); s++)
+        for (int b = 0; b < 2; b++)
+            check_layernorm(shapes[s][0], shapes[s][1], b, -2.0f, 3.0f, 1e-4f,
+                            0);
+}
+
+Test(cpu_layernorm, stays_accurate_when_the_mean_dwarfs_the_spread)
+{
+    /* x in [1000, 1001): var = 1/12 next to x^2 = 1e6; E[x^2] - mean^2 in
+     * float would lose every digit.  The float mean's rounding (~6e-5)
+     * bounds what two passes can do. */
+    check_layernorm(8, 1000, 1, 1000.0f, 1001.0f, 2e-3f, 0);
+}
+
+Test(cpu_layernorm, writes_in_place_when_y_is_x)
+{
+    check_layernorm(64, 1000, 1, -2.0f, 3.0f, 1e-4f, 1);
+}
+
+/* ---- im2col --------------------------------------------------------------- */
+
+/* The output size of a convolution / pooling axis, floor or ceil mode. */
+static size_t out_size(size_t in, size_t k, size_t stride, size_t dil,
+                       size_t pad0, size_t pad1, int ceil_mode)
+{
+    const size_t span = dil * (k - 1) + 1, padded = in + pad0 + pad1;
+    if (padded < span)
+        return 0;
+    return (padded - span + (ceil_mode ? stride - 1 : 0)) / stride + 1;
+}
+
+typedef struct conv_case {
+    size_t ch, in_h, in_w, k_h, k_w, s_h, s_w, d_h, d_w;
+    size_t pt, pl, pb, pr;
+} conv_case;
+
+static void check_im2col(const conv_case *c)
+{
+    sn_im2col_desc d = {
+        .channels = c->ch, .in_h = c->in_h, .in_w = c->in_w,
+        .k_h = c->k_h, .k_w = c->k_w, .stride_h = c->s_h, .stride_w = c->s_w,
+        .dil_h = c->d_h, .dil_w = c->d_w, .pad_top = c->pt, .pad_left = c->pl,
+    };
+    d.out_h = out_size(c->in_h, c->k_h, c->s_h, c->d_h, c->pt, c->pb, 0);
+    d.out_w = out_size(c->in_w, c->k_w, c->s_w, c->d_w, c->pl, c->pr, 0);
+    const size_t ns = c->ch * c->in_h * c->in_w;
+    const size_t nd = c->ch * c->k_h * c->k_w * d.out_h * d.out_w;
+    float *src = alloc_floats(ns), *got = alloc_floats(nd),
+          *want = alloc_floats(nd);
+    char msg[256];
+
+    cr_assert_gt(nd, 0, "test bug: empty im2col");
+    ref_fill_random(src, ns, 101u, -1.0f, 1.0f);
+    ref_im2col(&d, src, want);
+    for (size_t t = 0; t < ARRAY_LEN(team_sizes); t++) {
+        fill_value(got, nd, NAN);
+        omp_set_num_threads(team_sizes[t]);
+        sn_cpu_im2col(&d, src, got);
+        cr_assert_eq(ref_compare(got, want, nd, 0.0f, 0.0f, msg, sizeof msg),
+                     0,
+                     "im2col C=%zu in %zux%zu k %zux%zu stride %zu,%zu dil "
+                     "%zu,%zu pad %zu,%zu -> %zux%zu, threads=%d: %s",
+                     c->ch, c->in_h, c->in_w, c->k_h, c->k_w, c->s_h, c->s_w,
+                     c->d_h, c->d_w, c->pt, c->pl, d.out_h, d.out_w,
+                     team_sizes[t], msg);
+    }
+    free(src);
+    free(got);
+    free(want);
+}
+
+Test(cpu_im2col, matches_reference_with_pads_strides_and_dilations)
+{
+    static const conv_case cases[] = {
+        /* ch  ih  iw kh kw sh sw dh dw pt pl pb pr */
+        {3, 7, 9, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1},
+        {2, 11, 10, 3, 2, 2, 3, 2, 1, 2, 1, 0, 2},
+        {1, 5, 5, 5, 5, 1, 1, 1, 1, 0, 0, 0, 0},  /* one output */
+        {4, 3, 4, 3, 3, 1, 1, 2, 2, 3, 3, 3, 3},  /* taps in padding only */
+        {2, 6, 7, 1, 1, 2, 2, 1, 1, 0, 0, 0, 0},  /* 1x1, strided */
+        {5, 9, 13, 7, 7, 2, 2, 1, 1, 3, 3, 3, 3},
+        {16, 56, 56, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1}, /* split between threads */
+        {8, 30, 31, 3, 3, 2, 2, 3, 3, 4, 4, 4, 4},
+    };
+    for (size_t i = 0; i < ARRAY_LEN(cases); i++)
+        check_im2col(&cases[i]);
+}
+
+Test(cpu_im2col, handles_the_one_dimensional_case)
+{
+    static const conv_case cases[] = {
+        {3, 1, 50, 1, 5, 1, 3, 1, 2, 0, 2, 0, 2},
+        {1, 1, 7, 1, 3, 1, 1, 1, 1, 0, 1, 0, 1},
+        {64, 1, 1000, 1, 9, 1, 1, 1, 1, 0, 4, 0, 4},
+    };
+    for (size_t i = 0; i < ARRAY_LEN(cases); i++)
+        check_im2col(&cases[i]);
+}
+
+/* ---- pooling -------------------------------------------------------------- */
+
+typedef struct pool_case {
+    size_t planes, in_h, in_w, k_h, k_w, s_h, s_w, d_h, d_w;
+    size_t pt, pl, pb, pr;
+    int ceil_mode;
+} pool_case;
+
+static void check_pool(const pool_case *c, sn_pool_op op, int include_pad,
+                       float *nan_at)
+{
+    sn_pool_desc d = {
+        .op = op, .count_include_pad = include_pad, .planes = c->planes,
+        .in_h = c->in_h, .in_w = c->in_w, .k_h = c->k_h, .k_w = c->k_w,
+        .stride_h = c->s_h, .stride_w = c->s_w, .dil_h = c->d_h,
+        .dil_w = c->d_w, .pad_top = c->pt, .pad_left = c->pl,
+        .pad_bottom = c->pb, .pad_right = c->pr,
+    };
+    d.out_h = out_size(c->in_h, c->k_h, c->s_h, c->d_h, c->pt, c->pb,
+                       c->ceil_mode);
+    d.out_w = out_size(c->in_w, c->k_w, c->s_w, c->d_w, c->pl, c->pr,
+                       c->ceil_mode);
+    const size_t ns = c->planes * c->in_h * c->in_w;
+    const size_t nd = c->planes * d.out_h * d.out_w;
+    float *src = alloc_floats(ns), *got = alloc_floats(nd),
+          *want = alloc_floats(nd);
+    char msg[256];
+
+    cr_assert_gt(nd, 0, "test bug: empty pooling");
+    ref_fill_random(src, ns, 111u, -1.0f, 1.0f);
+    if (nan_at)
+        src[ns / 2] = NAN;
+    ref_pool(&d, src, want);
+    for (size_t t = 0; t < ARRAY_LEN(team_sizes); t++) {
+        fill_value(got, nd, 12345.0f);
+        omp_set_num_threads(team_sizes[t]);
+        sn_cpu_pool(&d, src, got);
+        cr_assert_eq(ref_compare(got, want, nd, 0.0f, 0.0f, msg, sizeof msg),
+                     0,
+                     "%s pool (include_pad=%d) P=%zu in %zux%zu k %zux%zu "
+                     "stride %zu,%zu dil %zu,%zu pad %zu,%zu,%zu,%zu ceil=%d "
+                     "-> %zux%zu, threads=%d: %s",
+                     op == SN_POOL_MAX ? "max" : "avg", include_pad, c->planes,
+                     c->in_h, c->in_w, c->k_h, c->k_w, c->s_h, c->s_w, c->d_h,
+                     c->d_w, c->pt, c->pl, c->pb, c->pr, c->ceil_mode, d.out_h,
+                     d.out_w, team_sizes[t], msg);
+    }
+    if (nan_at) /* the window holding the NaN: somewhere got NaN */
+        *nan_at = 0.0f;
+    for (size_t i = 0; nan_at && i < nd; i++)
+        if (isnan(got[i]))
+            *nan_at = 1.0f;
+    free(src);
+    free(got);
+    free(want);
+}
+
+static const pool_case pool_cases[] = {
+    /* P  ih  iw kh kw sh sw dh dw pt pl pb pr ceil */
+    {3, 7, 9, 3, 3, 2, 2, 1, 1, 1, 1, 1, 1, 0},
+    {2, 6, 6, 3, 3, 2, 2, 1, 1, 0, 0, 0, 0, 1},  /* ceil: last window runs past */
+    {2, 8, 8, 3, 3, 2, 2, 1, 1, 1, 1, 1, 1, 1},  /* ceil: past the padding too */
+    {2, 9, 10, 2, 3, 1, 2, 2, 2, 1, 2, 0, 1, 1}, /* dilation, uneven pads */
+    {1, 5, 5, 5, 5, 1, 1, 1, 1, 2, 2, 2, 2, 0},  /* windows mostly padding */
+    {4, 1, 50, 1, 4, 1, 3, 1, 1, 0, 1, 0, 2, 1}, /* one-dimensional */
+    {1, 4, 4, 4, 4, 1, 1, 1, 1, 0, 0, 0, 0, 0},  /* global */
+    {32, 56, 56, 3, 3, 2, 2, 1, 1, 1, 1, 1, 1, 0}, /* split between threads */
+};
+
+Test(cpu_pool, max_matches_reference_with_pads_ceil_windows_and_dilation)
+{
+    for (size_t i = 0; i < ARRAY_LEN(pool_cases); i++)
+        check_pool(&pool_cases[i], SN_POOL_MAX, 0, NULL);
+}
+
+Test(cpu_pool, avg_counts_padding_only_when_asked)
+{
+    for (size_t i = 0; i < ARRAY_LEN(pool_cases); i++)
+        for (int inc = 0; inc < 2; inc++)
+            check_pool(&pool_cases[i], SN_POOL_AVG, inc, NULL);
+}
+
+Test(cpu_pool, avg_divides_by_the_documented_counts)
+{
+    /* One plane of ones, 4 x 4, kernel 3, stride 2, pad 1 all round, ceil
+     * mode: out 3 x 3 (floor would give 2).  Rows of the windows: {-1,0,1},
+     * {1,2,3}, {3,4,5}: inside the input 2, 3, 1 rows; inside the padded
+     * input [-1, 5) 3, 3, 2 rows. */
+    float src[16], got[9];
+    const float ones_only[9] = {1, 1, 1, 1, 1, 1, 1, 1, 1};
+    static const float cnt_in[3] = {2, 3, 1}, cnt_pad[3] = {3, 3, 2};
+    sn_pool_desc d = {.op = SN_POOL_AVG, .planes = 1, .in_h = 4, .in_w = 4,
+                      .out_h = 3, .out_w = 3, .k_h = 3, .k_w = 3,
+                      .stride_h = 2, .stride_w = 2, .dil_h = 1, .dil_w = 1,
+                      .pad_top = 1, .pad_left = 1, .pad_bottom = 1,
+                      .pad_right = 1};
+    char msg[256];
+
+    fill_value(src, 16, 1.0f);
+    sn_cpu_pool(&d, src, got);
+    cr_assert_eq(ref_compare(got, ones_only, 9, 0.0f, 0.0f, msg, sizeof msg),
+                 0, "exclude pad: %s", msg);
+    d.count_include_pad = 1;
+    sn_cpu_pool(&d, src, got);
+    for (size_t y = 0; y < 3; y++)
+        for (size_t x = 0; x < 3; x++) {
+            float want = cnt_in[y] * cnt_in[x] / (cnt_pad[y] * cnt_pad[x]);
+            cr_assert_float_eq(got[y * 3 + x], want, 1e-6f,
+                               "(%zu, %zu): got %g, want %g", y, x,
+                               (double)got[y * 3 + x], (double)want);
+        }
+}
+
+Test(cpu_pool, max_propagates_nan)
+{
+    float seen = 0.0f;
+    check_pool(&pool_cases[0], SN_POOL_MAX, 0, &seen);
+    cr_assert(seen == 1.0f, "no output is NaN");
 }

@@ -77,14 +77,18 @@ static void expect_close(const sn_device *dev, const char *what,
 /*
  * One GEMM case: C (m x n, ldc) = alpha op(A) op(B) + beta C, with the
  * matrices placed at an offset inside larger buffers and leading dimensions
- * padded by `pad`, batched `batch` times (stride_b 0 when share_b).
+ * padded by `pad`, batched `batch` times (stride_b 0 when share_b); then
+ * the epilogue: bias_mode 0 none, 1 n floats (per column), 2 m floats (per
+ * row, bias_rows), and act.
  */
-static void gemm_case(sn_device *dev, size_t m, size_t n, size_t k, int ta,
-                      int tb, size_t batch, int share_b, size_t pad,
-                      float alpha, float beta)
+static void gemm_case_epilogue(sn_device *dev, size_t m, size_t n, size_t k,
+                               int ta, int tb, size_t batch, int share_b,
+                               size_t pad, float alpha, float beta,
+                               int bias_mode, sn_act act)
 {
     sn_gemm_desc d = {.trans_a = ta, .trans_b = tb, .m = m, .n = n, .k = k,
-                      .alpha = alpha, .beta = beta, .batch = batch};
+                      .alpha = alpha, .beta = beta, .batch = batch,
+                      .bias_rows = bias_mode == 2, .act = act};
     size_t ar = ta ? k : m, ac = ta ? m : k;
     size_t br = tb ? n : k, bc = tb ? k : n;
     const size_t off = 3;
@@ -119,24 +123,46 @@ static void gemm_case(sn_device *dev, size_t m, size_t n, size_t k, int ta,
     d.a = (sn_view){ba, off};
     d.b = (sn_view){bb, off};
     d.c = (sn_view){bc_, off};
+    /* The bias at an offset too, in a buffer of its own. */
+    const size_t nbias = bias_mode == 2 ? m : n, bias_off = 5;
+    float *bias = random_floats(bias_off + nbias, 4, -1, 1);
+    sn_buffer *bbias = NULL;
+    if (bias_mode) {
+        bbias = make_buffer(dev, bias, bias_off + nbias);
+        d.bias = (sn_view){bbias, bias_off};
+    }
     cr_assert_eq(sn_gemm(dev, &d), SHARDNET_OK, "%s: %s", dev->info.name,
                  shardnet_last_error());
     read_back(bc_, got, nc);
-    ref_gemm(&d, a + off, b + off, want + off);
+    ref_gemm(&d, a + off, b + off, want + off,
+             bias_mode ? bias + bias_off : NULL);
 
-    char what[128];
-    snprintf(what, sizeof what, "gemm %zux%zux%zu ta=%d tb=%d batch=%zu%s",
-             m, n, k, ta, tb, batch, share_b ? " (shared B)" : "");
+    char what[160];
+    snprintf(what, sizeof what,
+             "gemm %zux%zux%zu ta=%d tb=%d batch=%zu%s bias=%s act=%s", m, n,
+             k, ta, tb, batch, share_b ? " (shared B)" : "",
+             bias_mode == 2 ? "rows" : bias_mode ? "columns" : "none",
+             act == SN_ACT_RELU ? "relu" : "none");
     /* float sums of k products of values in [-1, 1] */
     expect_close(dev, what, got, want, nc, 1e-4f, 2e-6f * (float)k);
     sn_buffer_free(ba);
     sn_buffer_free(bb);
     sn_buffer_free(bc_);
+    sn_buffer_free(bbias);
     free(a);
     free(b);
     free(c);
+    free(bias);
     free(want);
     free(got);
+}
+
+static void gemm_case(sn_device *dev, size_t m, size_t n, size_t k, int ta,
+                      int tb, size_t batch, int share_b, size_t pad,
+                      float alpha, float beta)
+{
+    gemm_case_epilogue(dev, m, n, k, ta, tb, batch, share_b, pad, alpha, beta,
+                       0, SN_ACT_NONE);
 }
 
 Test(kernels, gemm_matches_reference_on_odd_shapes)
@@ -172,6 +198,25 @@ Test(kernels, gemm_batched_with_shared_and_separate_operands)
         gemm_case(dev, 7, 13, 5, 0, 0, 3, 0, 0, 1.0f, 0.0f);
         gemm_case(dev, 7, 13, 5, 1, 1, 4, 1, 2, 1.0f, 1.0f);
         gemm_case(dev, 33, 17, 65, 0, 1, 5, 1, 0, 2.0f, 0.0f);
+    }
+}
+
+Test(kernels, gemm_adds_bias_per_column_or_per_row_then_applies_relu)
+{
+    static const size_t shapes[][3] = {
+        {7, 13, 5}, {1, 300, 77}, {300, 1, 77}, {130, 70, 33}};
+    FOR_EACH_DEVICE(dev)
+    {
+        for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++)
+            for (int bias = 0; bias < 3; bias++)
+                for (int act = 0; act < 2; act++) {
+                    gemm_case_epilogue(dev, shapes[s][0], shapes[s][1],
+                                       shapes[s][2], 0, (int)(s & 1), 1, 0, 1,
+                                       1.0f, 0.0f, bias, (sn_act)act);
+                    gemm_case_epilogue(dev, shapes[s][0], shapes[s][1],
+                                       shapes[s][2], 1, 0, 3, 1, 0, 0.5f,
+                                       0.25f, bias, (sn_act)act);
+                }
     }
 }
 
@@ -236,6 +281,26 @@ Test(kernels, binary_ops_broadcast_like_numpy)
     }
 }
 
+/* Parameters that make each op non-trivial (the others ignore them). */
+static void unary_params(sn_unary_desc *d)
+{
+    switch (d->op) {
+    case SN_UNARY_LEAKY_RELU:
+        d->alpha = 0.1f;
+        break;
+    case SN_UNARY_HARD_SIGMOID:
+        d->alpha = 0.2f;
+        d->beta = 0.5f;
+        break;
+    case SN_UNARY_CLIP:
+        d->alpha = -1.5f;
+        d->beta = 2.5f;
+        break;
+    default:
+        break;
+    }
+}
+
 Test(kernels, unary_ops_match_libm)
 {
     const size_t n = 10007;
@@ -253,6 +318,7 @@ Test(kernels, unary_ops_match_libm)
             sn_buffer *bx = make_buffer(dev, in, n);
             sn_buffer *by = make_buffer(dev, NULL, n);
             sn_unary_desc d = {.op = op, .n = n, .x = {bx, 0}, .y = {by, 0}};
+            unary_params(&d);
             cr_assert_eq(sn_unary(dev, &d), SHARDNET_OK, "%s: %s",
                          dev->info.name, shardnet_last_error());
             read_back(by, got, n);
@@ -437,5 +503,387 @@ Test(kernels, mapped_buffers_see_device_writes)
         cr_assert_float_eq(back[0], 9.0f, 0);
         cr_assert_float_eq(back[1], 2.0f, 0);
         sn_buffer_free(b);
+    }
+}
+
+/* ---- the ONNX milestone's kernels ----------------------------------------- */
+
+/* A device buffer holding n int32 values, bit for bit. */
+static sn_buffer *make_index_buffer(sn_device *dev, const int32_t *x, size_t n)
+{
+    sn_buffer *b = NULL;
+    cr_assert_eq(sn_buffer_alloc(dev, n * sizeof *x, &b), SHARDNET_OK,
+                 "%s: %s", dev->info.name, shardnet_last_error());
+    cr_assert_eq(sn_buffer_write(b, 0, x, n * sizeof *x), SHARDNET_OK,
+                 "%s: %s", dev->info.name, shardnet_last_error());
+    return b;
+}
+
+/* Views start this many elements into their buffers. */
+#define VIEW_OFF 3
+
+/* out = where(cond, x, y), cond (2,1,5), x (3,1), y (5) or a scalar, and a
+ * large case with all three broadcast. */
+static void where_case(sn_device *dev, size_t rank, const size_t *shape,
+                       const size_t *sc, const size_t *sx, const size_t *sy,
+                       size_t nc, size_t nx, size_t ny)
+{
+    sn_where_desc d = {.rank = rank};
+    size_t n = 1;
+    for (size_t j = 0; j < rank; j++) {
+        d.shape[j] = shape[j];
+        d.stride_cond[j] = sc[j];
+        d.stride_x[j] = sx[j];
+        d.stride_y[j] = sy[j];
+        n *= shape[j];
+    }
+    float *c = random_floats(VIEW_OFF + nc, 51, -1.0f, 2.0f);
+    float *x = random_floats(VIEW_OFF + nx, 52, -1.0f, 1.0f);
+    float *y = random_floats(VIEW_OFF + ny, 53, 10.0f, 11.0f);
+    for (size_t i = 0; i < VIEW_OFF + nc; i++)
+        c[i] = c[i] < 0.0f ? 0.0f : c[i];
+    c[VIEW_OFF] = NAN; /* true */
+    float *want = malloc(n * sizeof *want), *got = malloc(n * sizeof *got);
+    cr_assert(want && got);
+    sn_buffer *bc = make_buffer(dev, c, VIEW_OFF + nc);
+    sn_buffer *bx = make_buffer(dev, x, VIEW_OFF + nx);
+    sn_buffer *by = make_buffer(dev, y, VIEW_OFF + ny);
+    sn_buffer *bo = make_buffer(dev, NULL, n);
+    d.cond = (sn_view){bc, VIEW_OFF};
+    d.x = (sn_view){bx, VIEW_OFF};
+    d.y = (sn_view){by, VIEW_OFF};
+    d.out = (sn_view){bo, 0};
+    cr_assert_eq(sn_where(dev, &d), SHARDNET_OK, "%s: %s", dev->info.name,
+                 shardnet_last_error());
+    read_back(bo, got, n);
+    ref_where(&d, c + VIEW_OFF, x + VIEW_OFF, y + VIEW_OFF, want);
+    expect_close(dev, "where", got, want, n, 0.0f, 0.0f);
+    sn_buffer_free(bc);
+    sn_buffer_free(bx);
+    sn_buffer_free(by);
+    sn_buffer_free(bo);
+    free(c);
+    free(x);
+    free(y);
+    free(want);
+    free(got);
+}
+
+Test(kernels, where_selects_with_broadcasting)
+{
+    FOR_EACH_DEVICE(dev)
+    {
+        /* cond (2,1,5), x (3,1), y (5) -> (2,3,5) */
+        static const size_t s1[] = {2, 3, 5}, c1[] = {5, 0, 1},
+                            x1[] = {0, 1, 0}, y1[] = {0, 0, 1};
+        where_case(dev, 3, s1, c1, x1, y1, 10, 3, 5);
+        /* cond (40,1,1), x (30,1), y scalar -> (40,30,100) */
+        static const size_t s2[] = {40, 30, 100}, c2[] = {1, 0, 0},
+                            x2[] = {0, 1, 0}, y2[] = {0, 0, 0};
+        where_case(dev, 3, s2, c2, x2, y2, 40, 30, 1);
+        /* all contiguous (7), and rank 0 */
+        static const size_t s3[] = {7}, o3[] = {1};
+        where_case(dev, 1, s3, o3, o3, o3, 7, 7, 7);
+        where_case(dev, 0, NULL, NULL, NULL, NULL, 1, 1, 1);
+    }
+}
+
+/* One copy on dev: the whole destination buffer (dst_len, NaN before) is
+ * compared, so what the copy must not touch is checked too. */
+static void copy_case(sn_device *dev, const sn_copy_desc *desc,
+                      size_t src_len, size_t src_off, size_t dst_len,
+                      size_t dst_off, const char *what)
+{
+    sn_copy_desc d = *desc;
+    float *src = random_floats(src_len, 61, -1.0f, 1.0f);
+    float *want = malloc(dst_len * sizeof *want);
+    float *got = malloc(dst_len * sizeof *got);
+    cr_assert(want && got);
+    for (size_t i = 0; i < dst_len; i++)
+        want[i] = NAN;
+    sn_buffer *bs = make_buffer(dev, src, src_len);
+    sn_buffer *bd = make_buffer(dev, want, dst_len);
+    d.src = (sn_view){bs, src_off};
+    d.dst = (sn_view){bd, dst_off};
+    cr_assert_eq(sn_copy(dev, &d), SHARDNET_OK, "%s: %s: %s", what,
+                 dev->info.name, shardnet_last_error());
+    read_back(bd, got, dst_len);
+    ref_copy(&d, src + src_off, want + dst_off);
+    expect_close(dev, what, got, want, dst_len, 0.0f, 0.0f);
+    sn_buffer_free(bs);
+    sn_buffer_free(bd);
+    free(src);
+    free(want);
+    free(got);
+}
+
+Test(kernels, copy_transposes_slices_and_expands)
+{
+    /* Transpose (37,65,129) -> (129,37,65): out dim j = in dim (2,0,1)[j]. */
+    const sn_copy_desc tr = {.rank = 3, .shape = {129, 37, 65},
+                             .src_stride = {1, 65 * 129, 129},
+                             .dst_stride = {37 * 65, 65, 1}};
+    const sn_copy_desc tr2 = {.rank = 3, .shape = {5, 3, 7},
+                              .src_stride = {1, 35, 5},
+                              .dst_stride = {21, 7, 1}};
+    /* src (10, 20)[8:0:-3, 19::-2] */
+    const sn_copy_desc sl = {.rank = 2, .shape = {3, 10},
+                             .src_stride = {-60, -2}, .dst_stride = {10, 1}};
+    /* (3,1) and a scalar expanded; a (4,5) block placed for a concat */
+    const sn_copy_desc ex = {.rank = 2, .shape = {3, 4}, .src_stride = {1, 0},
+                             .dst_stride = {4, 1}};
+    const sn_copy_desc ex0 = {.rank = 3, .shape = {50, 60, 70},
+                              .src_stride = {0, 0, 0},
+                              .dst_stride = {4200, 70, 1}};
+    const sn_copy_desc cat = {.rank = 2, .shape = {4, 5},
+                              .src_stride = {5, 1}, .dst_stride = {10, 1}};
+    /* written backwards: dst[::-1, ::-1] = src */
+    const sn_copy_desc rev = {.rank = 2, .shape = {70, 500},
+                              .src_stride = {500, 1},
+                              .dst_stride = {-500, -1}};
+    FOR_EACH_DEVICE(dev)
+    {
+        copy_case(dev, &tr, 37 * 65 * 129, 0, 37 * 65 * 129, 0,
+                  "transpose (2,0,1)");
+        copy_case(dev, &tr2, 105 + VIEW_OFF, VIEW_OFF, 105 + 2, 2,
+                  "small transpose at offsets");
+        copy_case(dev, &sl, 200, 8 * 20 + 19, 30, 0, "negative-step slice");
+        copy_case(dev, &ex, 3 + VIEW_OFF, VIEW_OFF, 12, 0, "expand (3,1)");
+        copy_case(dev, &ex0, 1, 0, 210000, 0, "expand a scalar");
+        copy_case(dev, &cat, 20, 0, 40, 3, "concat block");
+        copy_case(dev, &rev, 35000, 0, 35000, 34999, "reversed destination");
+    }
+}
+
+static void gather_case(sn_device *dev, size_t outer, size_t axis_len,
+                        size_t inner, const int32_t *idx, size_t nidx)
+{
+    const size_t nd = outer * axis_len * inner, no = outer * nidx * inner;
+    sn_gather_desc d = {.outer = outer, .axis_len = axis_len, .inner = inner,
+                        .nidx = nidx};
+    float *data = random_floats(VIEW_OFF + nd, 71, -1.0f, 1.0f);
+    int32_t *ibuf = malloc((VIEW_OFF + nidx) * sizeof *ibuf);
+    float *want = malloc(no * sizeof *want), *got = malloc(no * sizeof *got);
+    cr_assert(ibuf && want && got);
+    for (size_t i = 0; i < VIEW_OFF; i++)
+        ibuf[i] = 0;
+    memcpy(ibuf + VIEW_OFF, idx, nidx * sizeof *idx);
+    sn_buffer *bd = make_buffer(dev, data, VIEW_OFF + nd);
+    sn_buffer *bi = make_index_buffer(dev, ibuf, VIEW_OFF + nidx);
+    sn_buffer *bo = make_buffer(dev, NULL, no);
+    d.data = (sn_view){bd, VIEW_OFF};
+    d.indices = (sn_view){bi, VIEW_OFF};
+    d.out = (sn_view){bo, 0};
+    cr_assert_eq(sn_gather(dev, &d), SHARDNET_OK, "%s: %s", dev->info.name,
+                 shardnet_last_error());
+    read_back(bo, got, no);
+    ref_gather(&d, data + VIEW_OFF, idx, want);
+    char what[96];
+    snprintf(what, sizeof what, "gather (%zu,%zu,%zu) by %zu", outer,
+             axis_len, inner, nidx);
+    expect_close(dev, what, got, want, no, 0.0f, 0.0f);
+    sn_buffer_free(bd);
+    sn_buffer_free(bi);
+    sn_buffer_free(bo);
+    free(data);
+    free(ibuf);
+    free(want);
+    free(got);
+}
+
+Test(kernels, gather_counts_negative_indices_and_zeroes_out_of_range)
+{
+    static const int32_t idx[] = {0, -1, 6, 7, -8, -7, 3, INT32_MIN,
+                                  INT32_MAX};
+    const size_t n = sizeof idx / sizeof idx[0];
+    int32_t many[500];
+    for (size_t i = 0; i < 500; i++)
+        many[i] = (int32_t)((i * 7919) % 1000) - (i % 3 == 0 ? 1000 : 0);
+    FOR_EACH_DEVICE(dev)
+    {
+        gather_case(dev, 3, 7, 5, idx, n);
+        gather_case(dev, 4, 7, 1, idx, n);
+        gather_case(dev, 1, 1000, 256, many, 500);
+    }
+}
+
+static void layernorm_case(sn_device *dev, size_t outer, size_t len,
+                           int with_bias)
+{
+    const size_t n = outer * len;
+    sn_layernorm_desc d = {.outer = outer, .len = len, .epsilon = 1e-5f};
+    float *x = random_floats(VIEW_OFF + n, 81, -2.0f, 3.0f);
+    float *scale = random_floats(VIEW_OFF + len, 82, 0.5f, 1.5f);
+    float *bias = random_floats(VIEW_OFF + len, 83, -1.0f, 1.0f);
+    float *want = malloc(n * sizeof *want), *got = malloc(n * sizeof *got);
+    cr_assert(want && got);
+    sn_buffer *bx = make_buffer(dev, x, VIEW_OFF + n);
+    sn_buffer *bs = make_buffer(dev, scale, VIEW_OFF + len);
+    sn_buffer *bb = with_bias ? make_buffer(dev, bias, VIEW_OFF + len) : NULL;
+    sn_buffer *by = make_buffer(dev, NULL, n);
+    d.x = (sn_view){bx, VIEW_OFF};
+    d.scale = (sn_view){bs, VIEW_OFF};
+    d.bias = (sn_view){bb, VIEW_OFF};
+    d.y = (sn_view){by, 0};
+    cr_assert_eq(sn_layernorm(dev, &d), SHARDNET_OK, "%s: %s",
+                 dev->info.name, shardnet_last_error());
+    read_back(by, got, n);
+    ref_layernorm(&d, x + VIEW_OFF, scale + VIEW_OFF,
+                  with_bias ? bias + VIEW_OFF : NULL, want);
+    char what[96];
+    snprintf(what, sizeof what, "layernorm (%zu,%zu)%s", outer, len,
+             with_bias ? " with bias" : "");
+    /* float accumulation against the double reference */
+    expect_close(dev, what, got, want, n, 1e-4f, 1e-4f);
+    sn_buffer_free(bx);
+    sn_buffer_free(bs);
+    sn_buffer_free(bb);
+    sn_buffer_free(by);
+    free(x);
+    free(scale);
+    free(bias);
+    free(want);
+    free(got);
+}
+
+Test(kernels, layernorm_over_the_last_axis_with_and_without_bias)
+{
+    static const size_t shapes[][2] = {{1, 1}, {3, 7}, {5, 768}, {64, 1000}};
+    FOR_EACH_DEVICE(dev)
+    {
+        for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++)
+            for (int b = 0; b < 2; b++)
+                layernorm_case(dev, shapes[s][0], shapes[s][1], b);
+    }
+}
+
+/* Convolution / pooling geometry: channels or planes, input, kernel,
+ * strides, dilations, pads (top, left, bottom, right), ceil mode. */
+typedef struct window_case {
+    size_t ch, in_h, in_w, k_h, k_w, s_h, s_w, d_h, d_w, pt, pl, pb, pr;
+    int ceil_mode;
+} window_case;
+
+static size_t out_size(size_t in, size_t k, size_t stride, size_t dil,
+                       size_t pad0, size_t pad1, int ceil_mode)
+{
+    const size_t span = dil * (k - 1) + 1, padded = in + pad0 + pad1;
+    return (padded - span + (ceil_mode ? stride - 1 : 0)) / stride + 1;
+}
+
+static const window_case window_cases[] = {
+    /* ch ih  iw kh kw sh sw dh dw pt pl pb pr ceil */
+    {3, 7, 9, 3, 3, 2, 2, 1, 1, 1, 1, 1, 1, 0},
+    {2, 11, 10, 3, 2, 2, 3, 2, 1, 2, 1, 0, 2, 0},
+    {2, 8, 8, 3, 3, 2, 2, 1, 1, 1, 1, 1, 1, 1},   /* ceil: past the padding */
+    {2, 6, 6, 3, 3, 2, 2, 1, 1, 0, 0, 0, 0, 1},   /* ceil: past the input */
+    {2, 9, 10, 2, 3, 1, 2, 2, 2, 1, 2, 0, 1, 1},  /* dilation */
+    {4, 1, 50, 1, 5, 1, 3, 1, 2, 0, 2, 0, 2, 0},  /* one-dimensional */
+    {16, 56, 56, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 0},
+};
+
+static void im2col_case(sn_device *dev, const window_case *c)
+{
+    sn_im2col_desc d = {
+        .channels = c->ch, .in_h = c->in_h, .in_w = c->in_w,
+        .k_h = c->k_h, .k_w = c->k_w, .stride_h = c->s_h, .stride_w = c->s_w,
+        .dil_h = c->d_h, .dil_w = c->d_w, .pad_top = c->pt, .pad_left = c->pl,
+    };
+    /* im2col has no bottom / right pad: out_h and out_w say where to stop */
+    d.out_h = out_size(c->in_h, c->k_h, c->s_h, c->d_h, c->pt, c->pb,
+                       c->ceil_mode);
+    d.out_w = out_size(c->in_w, c->k_w, c->s_w, c->d_w, c->pl, c->pr,
+                       c->ceil_mode);
+    const size_t ns = c->ch * c->in_h * c->in_w;
+    const size_t nd = c->ch * c->k_h * c->k_w * d.out_h * d.out_w;
+    float *src = random_floats(VIEW_OFF + ns, 91, -1.0f, 1.0f);
+    float *want = malloc(nd * sizeof *want), *got = malloc(nd * sizeof *got);
+    cr_assert(want && got);
+    sn_buffer *bs = make_buffer(dev, src, VIEW_OFF + ns);
+    sn_buffer *bd = make_buffer(dev, NULL, VIEW_OFF + nd);
+    d.src = (sn_view){bs, VIEW_OFF};
+    d.dst = (sn_view){bd, VIEW_OFF};
+    cr_assert_eq(sn_im2col(dev, &d), SHARDNET_OK, "%s: %s", dev->info.name,
+                 shardnet_last_error());
+    cr_assert_eq(sn_synchronize(dev), SHARDNET_OK);
+    cr_assert_eq(sn_buffer_read(bd, VIEW_OFF * sizeof(float), got,
+                                nd * sizeof(float)),
+                 SHARDNET_OK);
+    ref_im2col(&d, src + VIEW_OFF, want);
+    char what[128];
+    snprintf(what, sizeof what, "im2col C=%zu %zux%zu k %zux%zu -> %zux%zu",
+             c->ch, c->in_h, c->in_w, c->k_h, c->k_w, d.out_h, d.out_w);
+    expect_close(dev, what, got, want, nd, 0.0f, 0.0f);
+    sn_buffer_free(bs);
+    sn_buffer_free(bd);
+    free(src);
+    free(want);
+    free(got);
+}
+
+Test(kernels, im2col_with_pads_strides_dilations_and_one_dimension)
+{
+    FOR_EACH_DEVICE(dev)
+    {
+        for (size_t i = 0; i < sizeof window_cases / sizeof window_cases[0];
+             i++)
+            im2col_case(dev, &window_cases[i]);
+    }
+}
+
+static void pool_case(sn_device *dev, const window_case *c, sn_pool_op op,
+                      int include_pad)
+{
+    sn_pool_desc d = {
+        .op = op, .count_include_pad = include_pad, .planes = c->ch,
+        .in_h = c->in_h, .in_w = c->in_w, .k_h = c->k_h, .k_w = c->k_w,
+        .stride_h = c->s_h, .stride_w = c->s_w, .dil_h = c->d_h,
+        .dil_w = c->d_w, .pad_top = c->pt, .pad_left = c->pl,
+        .pad_bottom = c->pb, .pad_right = c->pr,
+    };
+    d.out_h = out_size(c->in_h, c->k_h, c->s_h, c->d_h, c->pt, c->pb,
+                       c->ceil_mode);
+    d.out_w = out_size(c->in_w, c->k_w, c->s_w, c->d_w, c->pl, c->pr,
+                       c->ceil_mode);
+    const size_t ns = c->ch * c->in_h * c->in_w;
+    const size_t nd = c->ch * d.out_h * d.out_w;
+    float *src = random_floats(VIEW_OFF + ns, 101, -1.0f, 1.0f);
+    float *want = malloc(nd * sizeof *want), *got = malloc(nd * sizeof *got);
+    cr_assert(want && got);
+    sn_buffer *bs = make_buffer(dev, src, VIEW_OFF + ns);
+    sn_buffer *bd = make_buffer(dev, NULL, nd);
+    d.src = (sn_view){bs, VIEW_OFF};
+    d.dst = (sn_view){bd, 0};
+    cr_assert_eq(sn_pool(dev, &d), SHARDNET_OK, "%s: %s", dev->info.name,
+                 shardnet_last_error());
+    read_back(bd, got, nd);
+    ref_pool(&d, src + VIEW_OFF, want);
+    char what[160];
+    snprintf(what, sizeof what,
+             "%s pool%s P=%zu %zux%zu k %zux%zu s %zu,%zu d %zu,%zu "
+             "pads %zu,%zu,%zu,%zu -> %zux%zu",
+             op == SN_POOL_MAX ? "max" : "avg",
+             include_pad ? " (count_include_pad)" : "", c->ch, c->in_h,
+             c->in_w, c->k_h, c->k_w, c->s_h, c->s_w, c->d_h, c->d_w, c->pt,
+             c->pl, c->pb, c->pr, d.out_h, d.out_w);
+    /* MAX is exact; AVG may sum in another order */
+    expect_close(dev, what, got, want, nd, 1e-6f, 1e-6f);
+    sn_buffer_free(bs);
+    sn_buffer_free(bd);
+    free(src);
+    free(want);
+    free(got);
+}
+
+Test(kernels, pool_max_and_avg_with_pads_ceil_windows_and_dilation)
+{
+    FOR_EACH_DEVICE(dev)
+    {
+        for (size_t i = 0; i < sizeof window_cases / sizeof window_cases[0];
+             i++) {
+            pool_case(dev, &window_cases[i], SN_POOL_MAX, 0);
+            pool_case(dev, &window_cases[i], SN_POOL_AVG, 0);
+            pool_case(dev, &window_cases[i], SN_POOL_AVG, 1);
+        }
     }
 }

@@ -2,6 +2,8 @@
 #include <config.h>
 
 #include <errno.h>
+#include <stdint.h>
+#include <sys/stat.h>
 #include <getopt.h>
 #include <math.h>
 #include <stdio.h>
@@ -26,6 +28,8 @@ static void usage_main(FILE *out)
             "\n"
             "Commands:\n"
             "  devices   list the devices found on this machine\n"
+            "  info      describe an ONNX model: inputs, outputs, operators\n"
+            "  run       run an ONNX model on inputs from files\n"
             "  matmul    multiply two random matrices on each device and check\n"
             "            the result against a plain C product\n"
             "\n"
@@ -342,11 +346,404 @@ out:
     return rc;
 }
 
+
+static const char *dtype_name(shardnet_dtype t)
+{
+    switch (t) {
+    case SHARDNET_DTYPE_FLOAT32:
+        return "float32";
+    case SHARDNET_DTYPE_FLOAT64:
+        return "float64";
+    case SHARDNET_DTYPE_INT64:
+        return "int64";
+    case SHARDNET_DTYPE_INT32:
+        return "int32";
+    case SHARDNET_DTYPE_INT8:
+        return "int8";
+    case SHARDNET_DTYPE_UINT8:
+        return "uint8";
+    case SHARDNET_DTYPE_BOOL:
+        return "bool";
+    default:
+        return "?";
+    }
+}
+
+static void print_tensor_info(const char *prefix, const shardnet_tensor_info *t)
+{
+    printf("%s%s: %s [", prefix, t->name, dtype_name(t->dtype));
+    for (int i = 0; i < t->rank; i++) {
+        if (t->dims[i] >= 0)
+            printf("%s%lld", i ? ", " : "", (long long)t->dims[i]);
+        else
+            printf("%s%s", i ? ", " : "", t->dim_names[i] ? t->dim_names[i] : "?");
+    }
+    printf("]\n");
+}
+
+static void usage_info(FILE *out)
+{
+    fprintf(out,
+            "Usage: %s info MODEL\n"
+            "\n"
+            "Describe an ONNX model: its inputs and outputs (symbolic\n"
+            "dimensions by name), the operators it uses after simplification,\n"
+            "its parameter count, and the operators shardnet cannot run.\n"
+            "\n"
+            "  -h, --help   show this help\n",
+            prog);
+}
+
+static int cmd_info(int argc, char **argv)
+{
+    static const struct option opts[] = {{"help", no_argument, 0, 'h'},
+                                         {0, 0, 0, 0}};
+    shardnet_model_t *m;
+    shardnet_status st;
+    char text[8192];
+    int c;
+    while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
+        if (c == 'h') {
+            usage_info(stdout);
+            return 0;
+        }
+        usage_info(stderr);
+        return 2;
+    }
+    if (optind + 1 != argc) {
+        usage_info(stderr);
+        return 2;
+    }
+    st = shardnet_model_load(argv[optind], &m);
+    if (st != SHARDNET_OK)
+        return fail("loading the model", st);
+    printf("model: %s\n", argv[optind]);
+    for (size_t i = 0; i < shardnet_model_input_count(m); i++) {
+        shardnet_tensor_info t;
+        shardnet_model_input(m, i, &t);
+        print_tensor_info("input ", &t);
+    }
+    for (size_t i = 0; i < shardnet_model_output_count(m); i++) {
+        shardnet_tensor_info t;
+        shardnet_model_output(m, i, &t);
+        print_tensor_info("output ", &t);
+    }
+    shardnet_model_describe(m, text, sizeof text);
+    fputs(text, stdout);
+    shardnet_model_unsupported(m, text, sizeof text);
+    printf("unsupported: %s\n", *text ? text : "none");
+    shardnet_model_free(m);
+    return 0;
+}
+
+static void usage_run(FILE *out)
+{
+    fprintf(out,
+            "Usage: %s run MODEL [--devices LIST] [--input [NAME=]FILE]...\n"
+            "                    [--output-dir DIR] [--batch B] [--repeat N]\n"
+            "\n"
+            "Run an ONNX model.  Inputs come from .npy or ONNX .pb tensor\n"
+            "files; without NAME= they are taken in the model's input order.\n"
+            "Without any --input, inputs are random (for timing).  Each\n"
+            "output is written to DIR/<output name>.npy.\n"
+            "\n"
+            "  -d, --devices LIST   device to run on (default: SHARDNET_DEVICES,\n"
+            "                       else the first device)\n"
+            "  -i, --input SPEC     NAME=FILE or FILE; repeat for each input\n"
+            "  -o, --output-dir DIR write the outputs here (created if needed)\n"
+            "  -b, --batch B        run the inputs in batches of B rows (their\n"
+            "                       first dimension); with random inputs, the\n"
+            "                       size of symbolic dimensions (default 1)\n"
+            "  -r, --repeat N       run N times and print latency and\n"
+            "                       throughput (default 1)\n"
+            "  -h, --help           show this help\n",
+            prog);
+}
+
+/* Output names may hold '/' or ':'; keep file names tame. */
+static void safe_name(char *dst, size_t cap, const char *name)
+{
+    size_t i = 0;
+    for (; name[i] && i + 1 < cap; i++) {
+        char ch = name[i];
+        int ok = (ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') ||
+                 (ch >= '0' && ch <= '9') || ch == '-' || ch == '_' || ch == '.';
+        dst[i] = ok && !(i == 0 && ch == '.') ? ch : '_';
+    }
+    dst[i] = '\0';
+}
+
+static int cmp_dbl(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+#define MAX_IO 64
+
+static int cmd_run(int argc, char **argv)
+{
+    static const struct option opts[] = {
+        {"devices", required_argument, 0, 'd'},
+        {"input", required_argument, 0, 'i'},
+        {"output-dir", required_argument, 0, 'o'},
+        {"batch", required_argument, 0, 'b'},
+        {"repeat", required_argument, 0, 'r'},
+        {"help", no_argument, 0, 'h'},
+        {0, 0, 0, 0}};
+    const char *spec = NULL, *outdir = NULL, *specs[MAX_IO];
+    size_t nspecs = 0, nin, nout;
+    long batch = 0, repeat = 1;
+    shardnet_context_t *ctx = NULL;
+    shardnet_model_t *m = NULL;
+    shardnet_session_t *s = NULL;
+    shardnet_tensor in[MAX_IO];
+    void *outbuf[MAX_IO] = {0};
+    int given[MAX_IO] = {0};
+    size_t outbytes[MAX_IO] = {0};
+    shardnet_tensor_info outinfo[MAX_IO];
+    double *lat = NULL;
+    int c, rc = 1;
+    shardnet_status st;
+
+    memset(in, 0, sizeof in);
+    while ((c = getopt_long(argc, argv, "d:i:o:b:r:h", opts, NULL)) != -1) {
+        char *end;
+        switch (c) {
+        case 'd':
+            spec = optarg;
+            break;
+        case 'i':
+            if (nspecs == MAX_IO) {
+                fprintf(stderr, "%s run: too many inputs\n", prog);
+                return 2;
+            }
+            specs[nspecs++] = optarg;
+            break;
+        case 'o':
+            outdir = optarg;
+            break;
+        case 'b':
+            batch = strtol(optarg, &end, 10);
+            if (*end || batch < 1 || batch > (1L << 24)) {
+                fprintf(stderr, "%s run: bad --batch '%s'\n", prog, optarg);
+                return 2;
+            }
+            break;
+        case 'r':
+            repeat = strtol(optarg, &end, 10);
+            if (*end || repeat < 1 || repeat > 1000000) {
+                fprintf(stderr, "%s run: bad --repeat '%s'\n", prog, optarg);
+                return 2;
+            }
+            break;
+        case 'h':
+            usage_run(stdout);
+            return 0;
+        default:
+            usage_run(stderr);
+            return 2;
+        }
+    }
+    if (optind + 1 != argc) {
+        usage_run(stderr);
+        return 2;
+    }
+    if ((st = shardnet_model_load(argv[optind], &m)) != SHARDNET_OK)
+        return fail("loading the model", st);
+    nin = shardnet_model_input_count(m);
+    nout = shardnet_model_output_count(m);
+    if (nin > MAX_IO || nout > MAX_IO) {
+        fprintf(stderr, "%s run: the model has too many inputs or outputs\n",
+                prog);
+        goto out;
+    }
+    if ((st = shardnet_context_create(&ctx)) != SHARDNET_OK) {
+        fail("device discovery", st);
+        goto out;
+    }
+    if (!spec && !getenv("SHARDNET_DEVICES"))
+        spec = shardnet_device_count(ctx) ? "cpu:0" : NULL;
+    if ((st = shardnet_session_create(ctx, m, spec, &s)) != SHARDNET_OK) {
+        fail("creating the session", st);
+        rc = st == SHARDNET_NO_DEVICE ? 2 : 1;
+        goto out;
+    }
+
+    /* Inputs: from files (by name or in order), or random. */
+    for (size_t k = 0; k < nspecs; k++) {
+        const char *eq = strchr(specs[k], '=');
+        const char *file = eq ? eq + 1 : specs[k];
+        size_t idx = k;
+        if (eq) {
+            char name[1024];
+            snprintf(name, sizeof name, "%.*s", (int)(eq - specs[k]), specs[k]);
+            if ((st = shardnet_session_input_index(s, name, &idx))) {
+                fail("--input", st);
+                rc = 2;
+                goto out;
+            }
+        } else if (k >= nin) {
+            fprintf(stderr, "%s run: %zu inputs given, the model takes %zu\n",
+                    prog, nspecs, nin);
+            rc = 2;
+            goto out;
+        }
+        if (given[idx]) {
+            fprintf(stderr, "%s run: input %zu given twice\n", prog, idx);
+            rc = 2;
+            goto out;
+        }
+        if ((st = shardnet_tensor_load(file, &in[idx])) != SHARDNET_OK) {
+            fail(file, st);
+            goto out;
+        }
+        given[idx] = 1;
+    }
+    for (size_t k = 0; k < nin; k++) {
+        shardnet_tensor_info t;
+        size_t count = 1, es;
+        if (given[k])
+            continue;
+        shardnet_model_input(m, k, &t);
+        if (nspecs) {
+            fprintf(stderr, "%s run: no file for input '%s'\n", prog, t.name);
+            rc = 2;
+            goto out;
+        }
+        in[k].info = t;
+        in[k].info.name = NULL;
+        for (int d = 0; d < t.rank; d++) {
+            if (in[k].info.dims[d] < 0)
+                in[k].info.dims[d] = batch ? batch : 1;
+            count *= (size_t)in[k].info.dims[d];
+        }
+        es = shardnet_dtype_size(t.dtype);
+        if (!es) {
+            fprintf(stderr, "%s run: cannot make random data for input '%s'\n",
+                    prog, t.name);
+            goto out;
+        }
+        in[k].data = calloc(count ? count : 1, es);
+        in[k].nbytes = count * es;
+        if (!in[k].data)
+            goto out;
+        if (t.dtype == SHARDNET_DTYPE_FLOAT32)
+            for (size_t e = 0; e < count; e++)
+                ((float *)in[k].data)[e] = (float)rand() / (float)RAND_MAX;
+    }
+
+    /* Chunks of `batch` rows along the first dimension of every input. */
+    int64_t rows = nin && in[0].info.rank ? in[0].info.dims[0] : 1;
+    int64_t chunk = batch && batch < rows ? batch : rows;
+    for (size_t k = 1; k < nin; k++)
+        if (!in[k].info.rank || in[k].info.dims[0] != rows)
+            chunk = rows; /* inputs disagree on a batch: run them whole */
+    lat = calloc((size_t)repeat, sizeof *lat);
+    if (!lat)
+        goto out;
+    for (long r = 0; r < repeat; r++) {
+        double t0 = now_s();
+        for (int64_t row = 0; row < rows; row += chunk) {
+            int64_t take = rows - row < chunk ? rows - row : chunk;
+            for (size_t k = 0; k < nin; k++) {
+                int64_t dims[SHARDNET_MAX_DIMS];
+                size_t per = in[k].info.rank && rows
+                                 ? in[k].nbytes / (size_t)rows
+                                 : in[k].nbytes;
+                memcpy(dims, in[k].info.dims, sizeof dims);
+                if (chunk != rows)
+                    dims[0] = take;
+                st = shardnet_session_set_input(
+                    s, k, in[k].info.dtype, in[k].info.rank, dims,
+                    (const char *)in[k].data + (chunk != rows ? per * (size_t)row : 0));
+                if (st != SHARDNET_OK) {
+                    fail("binding an input", st);
+                    goto out;
+                }
+            }
+            if ((st = shardnet_session_run(s)) != SHARDNET_OK) {
+                fail("running the model", st);
+                goto out;
+            }
+            if (r > 0)
+                continue;
+            /* Gather each output's rows from every chunk. */
+            for (size_t o = 0; o < nout; o++) {
+                shardnet_tensor_info t;
+                const void *data;
+                shardnet_session_output(s, o, &t, &data);
+                size_t bytes = shardnet_dtype_size(t.dtype);
+                for (int d = 0; d < t.rank; d++)
+                    bytes *= (size_t)t.dims[d];
+                void *nb = realloc(outbuf[o], outbytes[o] + bytes + 1);
+                if (!nb)
+                    goto out;
+                outbuf[o] = nb;
+                memcpy((char *)nb + outbytes[o], data, bytes);
+                outbytes[o] += bytes;
+                if (row == 0)
+                    outinfo[o] = t;
+                else if (t.rank)
+                    outinfo[o].dims[0] += t.dims[0];
+            }
+        }
+        lat[r] = now_s() - t0;
+    }
+
+    if (outdir) {
+        if (mkdir(outdir, 0777) != 0 && errno != EEXIST) {
+            fprintf(stderr, "%s run: cannot create %s: %s\n", prog, outdir,
+                    strerror(errno));
+            goto out;
+        }
+        for (size_t o = 0; o < nout; o++) {
+            char name[512], path[4096];
+            safe_name(name, sizeof name, outinfo[o].name);
+            snprintf(path, sizeof path, "%s/%s.npy", outdir, name);
+            if ((st = shardnet_tensor_save(path, &outinfo[o], outbuf[o]))) {
+                fail(path, st);
+                goto out;
+            }
+            printf("wrote %s\n", path);
+        }
+    } else {
+        for (size_t o = 0; o < nout; o++)
+            print_tensor_info("output ", &outinfo[o]);
+    }
+    if (repeat > 1) {
+        double sum = 0;
+        for (long r = 0; r < repeat; r++)
+            sum += lat[r];
+        qsort(lat, (size_t)repeat, sizeof *lat, cmp_dbl);
+        double med = repeat % 2 ? lat[repeat / 2]
+                                : 0.5 * (lat[repeat / 2 - 1] + lat[repeat / 2]);
+        printf("runs: %ld of %lld rows in batches of %lld\n", repeat,
+               (long long)rows, (long long)chunk);
+        printf("latency per run: median %.3f ms, mean %.3f ms, min %.3f ms\n",
+               med * 1e3, sum / (double)repeat * 1e3, lat[0] * 1e3);
+        printf("throughput: %.1f rows/s (median)\n", (double)rows / med);
+    }
+    rc = 0;
+out:
+    for (size_t k = 0; k < MAX_IO; k++) {
+        shardnet_tensor_release(&in[k]);
+        free(outbuf[k]);
+    }
+    free(lat);
+    shardnet_session_free(s);
+    shardnet_context_free(ctx);
+    shardnet_model_free(m);
+    return rc;
+}
+
 static const struct {
     const char *name;
     command_fn fn;
 } commands[] = {
     {"devices", cmd_devices},
+    {"info", cmd_info},
+    {"run", cmd_run},
     {"matmul", cmd_matmul},
 };
 

@@ -44,7 +44,13 @@ typedef enum task_kind {
     TASK_BINARY,
     TASK_UNARY,
     TASK_SOFTMAX,
-    TASK_REDUCE
+    TASK_REDUCE,
+    TASK_WHERE,
+    TASK_COPY,
+    TASK_IM2COL,
+    TASK_POOL,
+    TASK_LAYERNORM,
+    TASK_GATHER
 } task_kind;
 
 typedef struct task {
@@ -55,6 +61,12 @@ typedef struct task {
         sn_unary_desc unary;
         sn_softmax_desc softmax;
         sn_reduce_desc reduce;
+        sn_where_desc where;
+        sn_copy_desc copy;
+        sn_im2col_desc im2col;
+        sn_pool_desc pool;
+        sn_layernorm_desc layernorm;
+        sn_gather_desc gather;
     } u;
 } task;
 
@@ -86,12 +98,24 @@ static float *view_ptr(sn_view v)
     return (float *)v.buf->host + v.offset;
 }
 
+/* An optional operand (a bias): NULL when the view has no buffer. */
+static const float *view_ptr_or_null(sn_view v)
+{
+    return v.buf ? view_ptr(v) : NULL;
+}
+
+/* Gather's indices: int32 stored bit for bit, the offset in 4-byte units. */
+static const int32_t *index_ptr(sn_view v)
+{
+    return (const int32_t *)v.buf->host + v.offset;
+}
+
 static void run_task(const task *t)
 {
     switch (t->kind) {
     case TASK_GEMM:
         sn_cpu_gemm(&t->u.gemm, view_ptr(t->u.gemm.a), view_ptr(t->u.gemm.b),
-                    view_ptr(t->u.gemm.c));
+                    view_ptr(t->u.gemm.c), view_ptr_or_null(t->u.gemm.bias));
         break;
     case TASK_BINARY:
         sn_cpu_binary(&t->u.binary, view_ptr(t->u.binary.a),
@@ -108,6 +132,34 @@ static void run_task(const task *t)
     case TASK_REDUCE:
         sn_cpu_reduce(&t->u.reduce, view_ptr(t->u.reduce.x),
                       view_ptr(t->u.reduce.y));
+        break;
+    case TASK_WHERE:
+        sn_cpu_where(&t->u.where, view_ptr(t->u.where.cond),
+                     view_ptr(t->u.where.x), view_ptr(t->u.where.y),
+                     view_ptr(t->u.where.out));
+        break;
+    case TASK_COPY:
+        sn_cpu_copy(&t->u.copy, view_ptr(t->u.copy.src),
+                    view_ptr(t->u.copy.dst));
+        break;
+    case TASK_IM2COL:
+        sn_cpu_im2col(&t->u.im2col, view_ptr(t->u.im2col.src),
+                      view_ptr(t->u.im2col.dst));
+        break;
+    case TASK_POOL:
+        sn_cpu_pool(&t->u.pool, view_ptr(t->u.pool.src),
+                    view_ptr(t->u.pool.dst));
+        break;
+    case TASK_LAYERNORM:
+        sn_cpu_layernorm(&t->u.layernorm, view_ptr(t->u.layernorm.x),
+                         view_ptr(t->u.layernorm.scale),
+                         view_ptr_or_null(t->u.layernorm.bias),
+                         view_ptr(t->u.layernorm.y));
+        break;
+    case TASK_GATHER:
+        sn_cpu_gather(&t->u.gather, view_ptr(t->u.gather.data),
+                      index_ptr(t->u.gather.indices),
+                      view_ptr(t->u.gather.out));
         break;
     }
 }
@@ -263,6 +315,43 @@ static shardnet_status cpu_softmax(sn_device *dev, const sn_softmax_desc *d)
 static shardnet_status cpu_reduce(sn_device *dev, const sn_reduce_desc *d)
 {
     task t = {.kind = TASK_REDUCE, .u.reduce = *d};
+    return enqueue(dev, &t);
+}
+
+static shardnet_status cpu_where(sn_device *dev, const sn_where_desc *d)
+{
+    task t = {.kind = TASK_WHERE, .u.where = *d};
+    return enqueue(dev, &t);
+}
+
+static shardnet_status cpu_copy(sn_device *dev, const sn_copy_desc *d)
+{
+    task t = {.kind = TASK_COPY, .u.copy = *d};
+    return enqueue(dev, &t);
+}
+
+static shardnet_status cpu_im2col(sn_device *dev, const sn_im2col_desc *d)
+{
+    task t = {.kind = TASK_IM2COL, .u.im2col = *d};
+    return enqueue(dev, &t);
+}
+
+static shardnet_status cpu_pool(sn_device *dev, const sn_pool_desc *d)
+{
+    task t = {.kind = TASK_POOL, .u.pool = *d};
+    return enqueue(dev, &t);
+}
+
+static shardnet_status cpu_layernorm(sn_device *dev,
+                                     const sn_layernorm_desc *d)
+{
+    task t = {.kind = TASK_LAYERNORM, .u.layernorm = *d};
+    return enqueue(dev, &t);
+}
+
+static shardnet_status cpu_gather(sn_device *dev, const sn_gather_desc *d)
+{
+    task t = {.kind = TASK_GATHER, .u.gather = *d};
     return enqueue(dev, &t);
 }
 
@@ -497,6 +586,14 @@ static shardnet_status open_package(sn_device_list *list,
         st = sn_error(SHARDNET_OUT_OF_MEMORY, "cpu device");
         goto error;
     }
+    {
+        /* SHARDNET_CPU_THREADS caps each CPU device's team (benchmarks,
+         * sharing the machine); the first cores of the package are used. */
+        const char *cap = getenv("SHARDNET_CPU_THREADS");
+        long v = cap ? strtol(cap, NULL, 10) : 0;
+        if (v > 0 && v < ncores)
+            ncores = (int)v;
+    }
     cd->ncores = (unsigned)ncores;
     for (int i = 0; i < ncores; i++) {
         hwloc_obj_t core = hwloc_get_obj_inside_cpuset_by_type(
@@ -611,5 +708,11 @@ static const sn_backend_ops cpu_ops = {
     .unary = cpu_unary,
     .softmax = cpu_softmax,
     .reduce = cpu_reduce,
+    .where = cpu_where,
+    .copy = cpu_copy,
+    .im2col = cpu_im2col,
+    .pool = cpu_pool,
+    .layernorm = cpu_layernorm,
+    .gather = cpu_gather,
     .synchronize = cpu_synchronize,
 };

@@ -5,12 +5,14 @@
  * Each device has its own context and one in-order command queue.  Kernels
  * are enqueued without waiting and without events; buffer_write/read block
  * and so come after everything enqueued before them; synchronize is
- * clFinish.  GEMM goes to CLBlast, everything else to the kernels of
- * kernels_cl/, whose programs are built per device on first use (through
+ * clFinish.  GEMM goes to CLBlast (its bias / ReLU epilogue to a kernel),
+ * contiguous copies to clEnqueueCopyBuffer, everything else to the kernels
+ * of kernels_cl/, whose programs are built per device on first use (through
  * program.c and its binary cache) and whose cl_kernel objects are kept.
  *
  * Kernels index with uint: before narrowing, every index a kernel can form
- * (view offset + elements spanned) is checked against IDX_LIMIT.
+ * (view offset + elements spanned) is checked against IDX_LIMIT.  The
+ * strided copy sums its signed offsets in long instead.
  */
 #include <config.h>
 
@@ -40,9 +42,9 @@
  * this, so that the driver can pick a sensible local size. */
 #define GLOBAL_ROUND 64
 
-enum { PROG_ELEMENTWISE, PROG_REDUCE, PROG_COUNT };
-static const char *const prog_files[PROG_COUNT] = {"elementwise.cl",
-                                                   "reduce.cl"};
+enum { PROG_ELEMENTWISE, PROG_REDUCE, PROG_DATA, PROG_CONV, PROG_COUNT };
+static const char *const prog_files[PROG_COUNT] = {
+    "elementwise.cl", "reduce.cl", "data.cl", "conv.cl"};
 
 /* The four kernels of each binary op (see elementwise.cl). */
 enum { BIN_SAME, BIN_SCALAR_A, BIN_SCALAR_B, BIN_BCAST, BIN_VARIANTS };
@@ -57,11 +59,37 @@ enum {
     K_MAX_AXIS,
     K_SOFTMAX_ROW,
     K_SOFTMAX_AXIS,
+    K_LAYERNORM_ROW,
     K_REDUCE_COUNT
 };
 static const char *const reduce_kernels[K_REDUCE_COUNT] = {
     "reduce_sum_row",  "reduce_max_row", "reduce_sum_axis",
-    "reduce_max_axis", "softmax_row",    "softmax_axis"};
+    "reduce_max_axis", "softmax_row",    "softmax_axis",
+    "layernorm_row"};
+
+/* The ops with one kernel each, one work-item per output element. */
+enum {
+    K_GEMM_EPILOGUE,
+    K_COPY,
+    K_WHERE,
+    K_GATHER,
+    K_IM2COL,
+    K_POOL_MAX,
+    K_POOL_AVG,
+    K_SINGLE_COUNT
+};
+static const struct {
+    int prog;
+    const char *name;
+} single_kernels[K_SINGLE_COUNT] = {
+    [K_GEMM_EPILOGUE] = {PROG_ELEMENTWISE, "gemm_epilogue"},
+    [K_COPY] = {PROG_DATA, "copy_strided"},
+    [K_WHERE] = {PROG_DATA, "where_bcast"},
+    [K_GATHER] = {PROG_DATA, "gather_axis"},
+    [K_IM2COL] = {PROG_CONV, "im2col"},
+    [K_POOL_MAX] = {PROG_CONV, "pool_max"},
+    [K_POOL_AVG] = {PROG_CONV, "pool_avg"},
+};
 
 typedef struct cl_dev {
     cl_device_id id;
@@ -79,6 +107,7 @@ typedef struct cl_dev {
     cl_kernel unary[SN_UNARY_COUNT];
     cl_kernel reduce[K_REDUCE_COUNT];
     size_t reduce_wg[K_REDUCE_COUNT]; /* CL_KERNEL_WORK_GROUP_SIZE */
+    cl_kernel single[K_SINGLE_COUNT];
 } cl_dev;
 
 /* One outstanding buffer_map. */
@@ -258,6 +287,23 @@ static shardnet_status launch(sn_device *dev, cl_kernel k, const char *what,
     return SHARDNET_OK;
 }
 
+/* Kernel k of single_kernels over n elements (n <= IDX_LIMIT). */
+static shardnet_status run_single(sn_device *dev, int k, const char *what,
+                                  const karg *args, cl_uint nargs, size_t n)
+{
+    cl_dev *cd = dev->impl;
+    shardnet_status st;
+
+    pthread_mutex_lock(&cd->lock);
+    st = get_kernel(cd, &cd->single[k], single_kernels[k].prog,
+                    single_kernels[k].name);
+    if (st == SHARDNET_OK)
+        st = launch(dev, cd->single[k], what, args, nargs,
+                    round_up(n, GLOBAL_ROUND), 0);
+    pthread_mutex_unlock(&cd->lock);
+    return st;
+}
+
 /* --- devices ----------------------------------------------------------- */
 
 static void cl_device_free(sn_device *dev)
@@ -277,6 +323,9 @@ static void cl_device_free(sn_device *dev)
         for (int k = 0; k < K_REDUCE_COUNT; k++)
             if (cd->reduce[k])
                 clReleaseKernel(cd->reduce[k]);
+        for (int k = 0; k < K_SINGLE_COUNT; k++)
+            if (cd->single[k])
+                clReleaseKernel(cd->single[k]);
         for (int p = 0; p < PROG_COUNT; p++)
             if (cd->programs[p])
                 clReleaseProgram(cd->programs[p]);
@@ -651,7 +700,8 @@ static shardnet_status gemm_loop(sn_device *dev, const sn_gemm_desc *d)
     return SHARDNET_OK;
 }
 
-static shardnet_status cl_gemm(sn_device *dev, const sn_gemm_desc *d)
+/* The product alone: CLBlast, batched where it can. */
+static shardnet_status gemm_product(sn_device *dev, const sn_gemm_desc *d)
 {
     cl_dev *cd = dev->impl;
     CLBlastTranspose ta = d->trans_a ? CLBlastTransposeYes : CLBlastTransposeNo;
@@ -675,6 +725,64 @@ static shardnet_status cl_gemm(sn_device *dev, const sn_gemm_desc *d)
         return gemm_loop(dev, d);
     }
     return clblast_error(dev, "CLBlastSgemmStridedBatched", d, s);
+}
+
+/* Elements of C from c.offset that the batch spans (lib/kernels.c has
+ * checked that this does not overflow). */
+static size_t gemm_c_extent(const sn_gemm_desc *d)
+{
+    return (d->batch - 1) * d->stride_c + (d->m - 1) * d->ldc + d->n;
+}
+
+/* C += bias, then ReLU, over every batch item: one work-item per element.
+ * The caller has checked the indices (epilogue_fits). */
+static shardnet_status gemm_epilogue(sn_device *dev, const sn_gemm_desc *d)
+{
+    /* total <= the C extent: stride_c >= m * ldc when batch > 1. */
+    size_t total = d->batch * d->m * d->n;
+    cl_uint utotal = (cl_uint)total, m = (cl_uint)d->m, n = (cl_uint)d->n,
+            c_off = (cl_uint)d->c.offset, ldc = (cl_uint)d->ldc,
+            stride_c = d->batch > 1 ? (cl_uint)d->stride_c : 0,
+            bias_off = d->bias.buf ? (cl_uint)d->bias.offset : 0;
+    cl_int has_bias = d->bias.buf != NULL, bias_rows = d->bias_rows != 0,
+           relu = d->act == SN_ACT_RELU;
+    cl_mem c = d->c.buf->handle;
+    /* Without a bias the kernel never reads it; any buffer will do. */
+    cl_mem bias = d->bias.buf ? d->bias.buf->handle : c;
+    karg args[] = {ARG(utotal),   ARG(m),        ARG(n),
+                   ARG(c),        ARG(c_off),    ARG(ldc),
+                   ARG(stride_c), ARG(bias),     ARG(bias_off),
+                   ARG(has_bias), ARG(bias_rows), ARG(relu)};
+
+    return run_single(dev, K_GEMM_EPILOGUE, "gemm epilogue", args, 12,
+                      total);
+}
+
+/* Every index the epilogue forms fits a kernel uint (checked before the
+ * product runs, so that a refusal leaves C untouched). */
+static shardnet_status epilogue_fits(const sn_device *dev,
+                                     const sn_gemm_desc *d)
+{
+    size_t ec = gemm_c_extent(d), eb = d->bias_rows ? d->m : d->n;
+
+    if (!fits_idx(d->c.offset, ec))
+        return too_large(dev, "gemm epilogue", "C", d->c.offset, ec);
+    if (d->bias.buf && !fits_idx(d->bias.offset, eb))
+        return too_large(dev, "gemm epilogue", "bias", d->bias.offset, eb);
+    return SHARDNET_OK;
+}
+
+static shardnet_status cl_gemm(sn_device *dev, const sn_gemm_desc *d)
+{
+    int epilogue = d->bias.buf != NULL || d->act != SN_ACT_NONE;
+    shardnet_status st;
+
+    if (epilogue && (st = epilogue_fits(dev, d)) != SHARDNET_OK)
+        return st;
+    st = gemm_product(dev, d);
+    if (st == SHARDNET_OK && epilogue)
+        st = gemm_epilogue(dev, d);
+    return st;
 }
 
 /* --- element-wise ------------------------------------------------------ */
@@ -769,6 +877,7 @@ static shardnet_status cl_unary(sn_device *dev, const sn_unary_desc *d)
     cl_dev *cd = dev->impl;
     const char *what = sn_unary_op_name(d->op);
     cl_uint n, x_off, y_off;
+    cl_float alpha = d->alpha, beta = d->beta;
     cl_mem x = d->x.buf->handle, y = d->y.buf->handle;
     char name[64];
     shardnet_status st;
@@ -782,11 +891,12 @@ static shardnet_status cl_unary(sn_device *dev, const sn_unary_desc *d)
     y_off = (cl_uint)d->y.offset;
     snprintf(name, sizeof name, "unary_%s", what);
     {
-        karg args[] = {ARG(n), ARG(x), ARG(x_off), ARG(y), ARG(y_off)};
+        karg args[] = {ARG(n),     ARG(x),     ARG(x_off), ARG(y),
+                       ARG(y_off), ARG(alpha), ARG(beta)};
         pthread_mutex_lock(&cd->lock);
         st = get_kernel(cd, &cd->unary[d->op], PROG_ELEMENTWISE, name);
         if (st == SHARDNET_OK)
-            st = launch(dev, cd->unary[d->op], what, args, 5,
+            st = launch(dev, cd->unary[d->op], what, args, 7,
                         round_up(d->n, GLOBAL_ROUND), 0);
         pthread_mutex_unlock(&cd->lock);
     }
@@ -918,6 +1028,437 @@ static shardnet_status cl_reduce(sn_device *dev, const sn_reduce_desc *d)
                            d->inner, d->x, d->y, d->op == SN_REDUCE_MEAN);
 }
 
+/* --- layer normalisation ----------------------------------------------- */
+
+static shardnet_status cl_layernorm(sn_device *dev,
+                                    const sn_layernorm_desc *d)
+{
+    const char *what = "layer normalisation";
+    cl_dev *cd = dev->impl;
+    size_t total, wg;
+    cl_uint len, x_off, y_off, scale_off, bias_off;
+    cl_int has_bias = d->bias.buf != NULL;
+    cl_float eps = d->epsilon;
+    cl_mem x = d->x.buf->handle, y = d->y.buf->handle,
+           scale = d->scale.buf->handle;
+    /* Without a bias the kernel never reads it; any buffer will do. */
+    cl_mem bias = has_bias ? d->bias.buf->handle : scale;
+    shardnet_status st;
+
+    if ((st = axis_extent(dev, what, d->outer, d->len, 1, &total)) !=
+        SHARDNET_OK)
+        return st;
+    if (total == 0)
+        return SHARDNET_OK;
+    if (!fits_idx(d->x.offset, total))
+        return too_large(dev, what, "x", d->x.offset, total);
+    if (!fits_idx(d->y.offset, total))
+        return too_large(dev, what, "y", d->y.offset, total);
+    if (!fits_idx(d->scale.offset, d->len))
+        return too_large(dev, what, "scale", d->scale.offset, d->len);
+    if (has_bias && !fits_idx(d->bias.offset, d->len))
+        return too_large(dev, what, "bias", d->bias.offset, d->len);
+    len = (cl_uint)d->len;
+    x_off = (cl_uint)d->x.offset;
+    y_off = (cl_uint)d->y.offset;
+    scale_off = (cl_uint)d->scale.offset;
+    bias_off = has_bias ? (cl_uint)d->bias.offset : 0;
+
+    pthread_mutex_lock(&cd->lock);
+    st = get_kernel(cd, &cd->reduce[K_LAYERNORM_ROW], PROG_REDUCE,
+                    reduce_kernels[K_LAYERNORM_ROW]);
+    wg = st == SHARDNET_OK ? row_local_size(cd, K_LAYERNORM_ROW, d->len) : 1;
+    if (st == SHARDNET_OK && d->outer > SIZE_MAX / wg) /* 32-bit size_t */
+        st = too_large(dev, what, "x", 0, total);
+    if (st == SHARDNET_OK) {
+        karg args[] = {ARG(len),       ARG(x),    ARG(x_off),
+                       ARG(y),         ARG(y_off), ARG(scale),
+                       ARG(scale_off), ARG(bias), ARG(bias_off),
+                       ARG(has_bias),  ARG(eps),  {wg * sizeof(float), NULL}};
+        st = launch(dev, cd->reduce[K_LAYERNORM_ROW], what, args, 12,
+                    d->outer * wg, wg);
+    }
+    pthread_mutex_unlock(&cd->lock);
+    return st;
+}
+
+/* --- data movement ----------------------------------------------------- */
+
+/*
+ * One operand of a broadcast kernel: check that every index it reaches
+ * over `shape` (n > 0 elements) fits a uint, then narrow its strides into
+ * *out (stride 0 for dimensions of size 1, whose stride is never used).
+ */
+static shardnet_status bcast_operand(const sn_device *dev, const char *what,
+                                     const char *name, sn_view v, size_t rank,
+                                     const size_t *shape,
+                                     const size_t *stride, cl_uint8 *out)
+{
+    size_t extent = 1, t;
+
+    for (size_t i = 0; i < rank; i++)
+        if (shape[i] > 1 &&
+            (__builtin_mul_overflow(shape[i] - 1, stride[i], &t) ||
+             __builtin_add_overflow(extent, t, &extent)))
+            return sn_error(SHARDNET_INVALID_ARGUMENT,
+                            "%s on %s: size overflows", what, dev->info.name);
+    if (!fits_idx(v.offset, extent))
+        return too_large(dev, what, name, v.offset, extent);
+    /* (shape - 1) * stride < extent <= IDX_LIMIT */
+    for (int i = 0; i < 8; i++)
+        out->s[i] = (size_t)i < rank && shape[i] > 1 ? (cl_uint)stride[i] : 0;
+    return SHARDNET_OK;
+}
+
+static shardnet_status cl_where(sn_device *dev, const sn_where_desc *d)
+{
+    const char *what = "where";
+    size_t n = 1;
+    cl_uint8 shape, sc, sx, sy;
+    cl_uint un, c_off, x_off, y_off, o_off, rank;
+    cl_mem cond = d->cond.buf->handle, x = d->x.buf->handle,
+           y = d->y.buf->handle, out = d->out.buf->handle;
+    shardnet_status st;
+
+    if (d->rank > SN_MAX_DIMS)
+        return sn_error(SHARDNET_INVALID_ARGUMENT, "%s on %s: rank %zu",
+                        what, dev->info.name, d->rank);
+    for (size_t i = 0; i < d->rank; i++)
+        if (__builtin_mul_overflow(n, d->shape[i], &n))
+            return sn_error(SHARDNET_INVALID_ARGUMENT,
+                            "%s on %s: size overflows", what, dev->info.name);
+    if (n == 0)
+        return SHARDNET_OK;
+    if (!fits_idx(d->out.offset, n))
+        return too_large(dev, what, "out", d->out.offset, n);
+    if ((st = bcast_operand(dev, what, "cond", d->cond, d->rank, d->shape,
+                            d->stride_cond, &sc)) != SHARDNET_OK ||
+        (st = bcast_operand(dev, what, "x", d->x, d->rank, d->shape,
+                            d->stride_x, &sx)) != SHARDNET_OK ||
+        (st = bcast_operand(dev, what, "y", d->y, d->rank, d->shape,
+                            d->stride_y, &sy)) != SHARDNET_OK)
+        return st;
+    /* Every dimension is at most n <= IDX_LIMIT. */
+    for (int i = 0; i < 8; i++)
+        shape.s[i] = (size_t)i < d->rank ? (cl_uint)d->shape[i] : 1;
+    un = (cl_uint)n;
+    c_off = (cl_uint)d->cond.offset;
+    x_off = (cl_uint)d->x.offset;
+    y_off = (cl_uint)d->y.offset;
+    o_off = (cl_uint)d->out.offset;
+    rank = (cl_uint)d->rank;
+    {
+        karg args[] = {ARG(un),    ARG(cond),  ARG(c_off), ARG(x),
+                       ARG(x_off), ARG(y),     ARG(y_off), ARG(out),
+                       ARG(o_off), ARG(rank),  ARG(shape), ARG(sc),
+                       ARG(sx),    ARG(sy)};
+        return run_single(dev, K_WHERE, what, args, 14, n);
+    }
+}
+
+/*
+ * The copy's shape simplified: dimensions of size 1 dropped, and each
+ * dimension merged into the one outside it where that one's stride is
+ * exactly this one's span, in both source and destination.  The element
+ * order, and so every (src, dst) pair, is unchanged.
+ */
+typedef struct copy_shape {
+    size_t rank, n; /* n: elements */
+    size_t shape[SN_MAX_DIMS];
+    ptrdiff_t src[SN_MAX_DIMS], dst[SN_MAX_DIMS];
+} copy_shape;
+
+static int chains(ptrdiff_t outer, ptrdiff_t inner, size_t len)
+{
+    ptrdiff_t span;
+    return len <= PTRDIFF_MAX &&
+           !__builtin_mul_overflow(inner, (ptrdiff_t)len, &span) &&
+           span == outer;
+}
+
+/* 0 when the element count overflows. */
+static int copy_simplify(const sn_copy_desc *d, copy_shape *cs)
+{
+    cs->rank = 0;
+    cs->n = 1;
+    for (size_t i = 0; i < d->rank; i++)
+        if (d->shape[i] == 0) {
+            cs->n = 0;
+            return 1;
+        }
+    for (size_t i = 0; i < d->rank; i++) {
+        size_t len = d->shape[i], r = cs->rank;
+        if (__builtin_mul_overflow(cs->n, len, &cs->n))
+            return 0;
+        if (len == 1)
+            continue;
+        if (r > 0 && chains(cs->src[r - 1], d->src_stride[i], len) &&
+            chains(cs->dst[r - 1], d->dst_stride[i], len)) {
+            cs->shape[r - 1] *= len; /* <= n, no overflow */
+            cs->src[r - 1] = d->src_stride[i];
+            cs->dst[r - 1] = d->dst_stride[i];
+            continue;
+        }
+        cs->shape[r] = len;
+        cs->src[r] = d->src_stride[i];
+        cs->dst[r] = d->dst_stride[i];
+        cs->rank++;
+    }
+    return 1;
+}
+
+static shardnet_status cl_copy(sn_device *dev, const sn_copy_desc *d)
+{
+    cl_dev *cd = dev->impl;
+    const char *what = "copy";
+    copy_shape cs;
+    cl_uint8 shape;
+    cl_long8 ss, ds;
+    cl_uint un, rank;
+    cl_ulong src_off = d->src.offset, dst_off = d->dst.offset;
+    cl_mem src = d->src.buf->handle, dst = d->dst.buf->handle;
+
+    if (d->rank > SN_MAX_DIMS)
+        return sn_error(SHARDNET_INVALID_ARGUMENT, "%s on %s: rank %zu",
+                        what, dev->info.name, d->rank);
+    if (!copy_simplify(d, &cs))
+        return sn_error(SHARDNET_INVALID_ARGUMENT, "%s on %s: size overflows",
+                        what, dev->info.name);
+    if (cs.n == 0)
+        return SHARDNET_OK;
+    if (cs.rank == 0 || (cs.rank == 1 && cs.src[0] == 1 && cs.dst[0] == 1)) {
+        /* Contiguous on both sides.  lib/kernels.c checked both ranges
+         * against their buffers, so the byte counts do not overflow. */
+        size_t so = d->src.offset, dso = d->dst.offset;
+        int same = d->src.buf == d->dst.buf;
+        cl_int err;
+        if (same && so == dso)
+            return SHARDNET_OK;
+        /* Overlapping ranges (which clEnqueueCopyBuffer refuses) go to
+         * the kernel below. */
+        if (!same || so + cs.n <= dso || dso + cs.n <= so) {
+            err = clEnqueueCopyBuffer(cd->queue, src, dst, so * sizeof(float),
+                                      dso * sizeof(float),
+                                      cs.n * sizeof(float), 0, NULL, NULL);
+            if (err != CL_SUCCESS)
+                return sn_error(cl_status(err),
+                                "%s on %s: clEnqueueCopyBuffer of %zu "
+                                "elements failed: %s",
+                                what, dev->info.name, cs.n,
+                                sn_cl_error_name(err));
+            return SHARDNET_OK;
+        }
+    }
+    if (cs.n > IDX_LIMIT)
+        return too_large(dev, what, "dst", d->dst.offset, cs.n);
+    /* Every dimension is at most n; offsets and strides go as 64 bits. */
+    for (int i = 0; i < 8; i++) {
+        int used = (size_t)i < cs.rank;
+        shape.s[i] = used ? (cl_uint)cs.shape[i] : 1;
+        ss.s[i] = used ? (cl_long)cs.src[i] : 0;
+        ds.s[i] = used ? (cl_long)cs.dst[i] : 0;
+    }
+    un = (cl_uint)cs.n;
+    rank = (cl_uint)cs.rank;
+    {
+        karg args[] = {ARG(un),  ARG(rank),    ARG(shape),
+                       ARG(src), ARG(src_off), ARG(ss),
+                       ARG(dst), ARG(dst_off), ARG(ds)};
+        return run_single(dev, K_COPY, what, args, 9, cs.n);
+    }
+}
+
+static shardnet_status cl_gather(sn_device *dev, const sn_gather_desc *d)
+{
+    const char *what = "gather";
+    size_t n, ein;
+    cl_uint un, data_off, idx_off, out_off, nidx, inner;
+    cl_int axis_len;
+    cl_mem data = d->data.buf->handle, idx = d->indices.buf->handle,
+           out = d->out.buf->handle;
+
+    if (__builtin_mul_overflow(d->outer, d->nidx, &n) ||
+        __builtin_mul_overflow(n, d->inner, &n) ||
+        __builtin_mul_overflow(d->outer, d->axis_len, &ein) ||
+        __builtin_mul_overflow(ein, d->inner, &ein))
+        return sn_error(SHARDNET_INVALID_ARGUMENT, "%s on %s: size overflows",
+                        what, dev->info.name);
+    if (n == 0)
+        return SHARDNET_OK;
+    if (d->axis_len > INT_MAX)
+        return sn_error(SHARDNET_INVALID_ARGUMENT,
+                        "%s on %s: axis of %zu elements", what,
+                        dev->info.name, d->axis_len);
+    if (!fits_idx(d->out.offset, n))
+        return too_large(dev, what, "out", d->out.offset, n);
+    if (!fits_idx(d->data.offset, ein))
+        return too_large(dev, what, "data", d->data.offset, ein);
+    if (!fits_idx(d->indices.offset, d->nidx))
+        return too_large(dev, what, "indices", d->indices.offset, d->nidx);
+    /* nidx and inner are at most n. */
+    un = (cl_uint)n;
+    data_off = (cl_uint)d->data.offset;
+    idx_off = (cl_uint)d->indices.offset;
+    out_off = (cl_uint)d->out.offset;
+    nidx = (cl_uint)d->nidx;
+    inner = (cl_uint)d->inner;
+    axis_len = (cl_int)d->axis_len;
+    {
+        karg args[] = {ARG(un),      ARG(data), ARG(data_off), ARG(idx),
+                       ARG(idx_off), ARG(out),  ARG(out_off),  ARG(axis_len),
+                       ARG(nidx),    ARG(inner)};
+        return run_single(dev, K_GATHER, what, args, 10, n);
+    }
+}
+
+/* --- convolution helpers ----------------------------------------------- */
+
+/*
+ * One spatial axis of a window op, checked so that conv.cl can work in
+ * int: every input coordinate a window reaches lies in [-pad_begin,
+ * (out - 1) * stride + (k - 1) * dil - pad_begin] and in + pad_end is
+ * formed too, so all of these must fit.  A stride or dilation that is
+ * never multiplied by a non-zero index (out or k of 1) is passed as 1.
+ */
+static int conv_axis(size_t in, size_t out, size_t k, size_t stride,
+                     size_t dil, size_t pad_begin, size_t pad_end,
+                     cl_int *o_stride, cl_int *o_dil)
+{
+    size_t a, b, reach, end;
+
+    if (in > INT_MAX || out > INT_MAX || k > INT_MAX ||
+        pad_begin > INT_MAX || pad_end > INT_MAX ||
+        __builtin_mul_overflow(out - 1, stride, &a) ||
+        __builtin_mul_overflow(k - 1, dil, &b) ||
+        __builtin_add_overflow(a, b, &reach) || reach > INT_MAX ||
+        __builtin_add_overflow(in, pad_end, &end) || end > INT_MAX)
+        return 0;
+    /* stride <= reach when out > 1, dil <= reach when k > 1 */
+    *o_stride = out > 1 ? (cl_int)stride : 1;
+    *o_dil = k > 1 ? (cl_int)dil : 1;
+    return 1;
+}
+
+/*
+ * The geometry vectors of conv.cl:
+ *   g  = (in_h, in_w, out_h, out_w, k_h, k_w, stride_h, stride_w)
+ *   g2 = (dil_h, dil_w, pad_top, pad_left, pad_bottom, pad_right, 0, 0)
+ */
+static shardnet_status conv_geometry(const sn_device *dev, const char *what,
+                                     const size_t in[2], const size_t out[2],
+                                     const size_t k[2], const size_t stride[2],
+                                     const size_t dil[2],
+                                     const size_t pad_begin[2],
+                                     const size_t pad_end[2], cl_int8 *g,
+                                     cl_int8 *g2)
+{
+    cl_int s[2], dl[2];
+
+    for (int a = 0; a < 2; a++)
+        if (!conv_axis(in[a], out[a], k[a], stride[a], dil[a], pad_begin[a],
+                       pad_end[a], &s[a], &dl[a]))
+            return sn_error(SHARDNET_INVALID_ARGUMENT,
+                            "%s on %s: the window geometry (input %zu x %zu, "
+                            "output %zu x %zu, kernel %zu x %zu) reaches "
+                            "coordinates beyond the OpenCL kernels' int range",
+                            what, dev->info.name, in[0], in[1], out[0],
+                            out[1], k[0], k[1]);
+    for (int a = 0; a < 2; a++) {
+        g->s[0 + a] = (cl_int)in[a];
+        g->s[2 + a] = (cl_int)out[a];
+        g->s[4 + a] = (cl_int)k[a];
+        g->s[6 + a] = s[a];
+        g2->s[0 + a] = dl[a];
+        g2->s[2 + a] = (cl_int)pad_begin[a];
+        g2->s[4 + a] = (cl_int)pad_end[a];
+        g2->s[6 + a] = 0;
+    }
+    return SHARDNET_OK;
+}
+
+static shardnet_status cl_im2col(sn_device *dev, const sn_im2col_desc *d)
+{
+    const char *what = "im2col";
+    const size_t in[2] = {d->in_h, d->in_w}, out[2] = {d->out_h, d->out_w},
+                 k[2] = {d->k_h, d->k_w},
+                 stride[2] = {d->stride_h, d->stride_w},
+                 dil[2] = {d->dil_h, d->dil_w},
+                 pad[2] = {d->pad_top, d->pad_left}, none[2] = {0, 0};
+    size_t n, ein;
+    cl_int8 g, g2;
+    cl_uint un, src_off, dst_off;
+    cl_mem src = d->src.buf->handle, dst = d->dst.buf->handle;
+    shardnet_status st;
+
+    if (__builtin_mul_overflow(d->channels, d->k_h, &n) ||
+        __builtin_mul_overflow(n, d->k_w, &n) ||
+        __builtin_mul_overflow(n, d->out_h, &n) ||
+        __builtin_mul_overflow(n, d->out_w, &n) ||
+        __builtin_mul_overflow(d->channels, d->in_h, &ein) ||
+        __builtin_mul_overflow(ein, d->in_w, &ein))
+        return sn_error(SHARDNET_INVALID_ARGUMENT, "%s on %s: size overflows",
+                        what, dev->info.name);
+    if (n == 0)
+        return SHARDNET_OK;
+    if (!fits_idx(d->dst.offset, n))
+        return too_large(dev, what, "dst", d->dst.offset, n);
+    if (!fits_idx(d->src.offset, ein))
+        return too_large(dev, what, "src", d->src.offset, ein);
+    if ((st = conv_geometry(dev, what, in, out, k, stride, dil, pad, none, &g,
+                            &g2)) != SHARDNET_OK)
+        return st;
+    un = (cl_uint)n;
+    src_off = (cl_uint)d->src.offset;
+    dst_off = (cl_uint)d->dst.offset;
+    {
+        karg args[] = {ARG(un),      ARG(src), ARG(src_off), ARG(dst),
+                       ARG(dst_off), ARG(g),   ARG(g2)};
+        return run_single(dev, K_IM2COL, what, args, 7, n);
+    }
+}
+
+static shardnet_status cl_pool(sn_device *dev, const sn_pool_desc *d)
+{
+    const char *what = d->op == SN_POOL_MAX ? "max pool" : "average pool";
+    const size_t in[2] = {d->in_h, d->in_w}, out[2] = {d->out_h, d->out_w},
+                 k[2] = {d->k_h, d->k_w},
+                 stride[2] = {d->stride_h, d->stride_w},
+                 dil[2] = {d->dil_h, d->dil_w},
+                 pad_begin[2] = {d->pad_top, d->pad_left},
+                 pad_end[2] = {d->pad_bottom, d->pad_right};
+    size_t n, ein;
+    cl_int8 g, g2;
+    cl_uint un, src_off, dst_off;
+    cl_int include_pad = d->count_include_pad != 0;
+    cl_mem src = d->src.buf->handle, dst = d->dst.buf->handle;
+    shardnet_status st;
+
+    if (__builtin_mul_overflow(d->planes, d->out_h, &n) ||
+        __builtin_mul_overflow(n, d->out_w, &n) ||
+        __builtin_mul_overflow(d->planes, d->in_h, &ein) ||
+        __builtin_mul_overflow(ein, d->in_w, &ein))
+        return sn_error(SHARDNET_INVALID_ARGUMENT, "%s on %s: size overflows",
+                        what, dev->info.name);
+    if (n == 0)
+        return SHARDNET_OK;
+    if (!fits_idx(d->dst.offset, n))
+        return too_large(dev, what, "dst", d->dst.offset, n);
+    if (!fits_idx(d->src.offset, ein))
+        return too_large(dev, what, "src", d->src.offset, ein);
+    if ((st = conv_geometry(dev, what, in, out, k, stride, dil, pad_begin,
+                            pad_end, &g, &g2)) != SHARDNET_OK)
+        return st;
+    un = (cl_uint)n;
+    src_off = (cl_uint)d->src.offset;
+    dst_off = (cl_uint)d->dst.offset;
+    {
+        karg args[] = {ARG(un),      ARG(src), ARG(src_off), ARG(dst),
+                       ARG(dst_off), ARG(g),   ARG(g2),      ARG(include_pad)};
+        return run_single(dev, d->op == SN_POOL_MAX ? K_POOL_MAX : K_POOL_AVG,
+                          what, args, 8, n);
+    }
+}
+
 static const sn_backend_ops cl_ops = {
     .abi = SN_BACKEND_ABI,
     .kind = "cl",
@@ -933,5 +1474,11 @@ static const sn_backend_ops cl_ops = {
     .unary = cl_unary,
     .softmax = cl_softmax,
     .reduce = cl_reduce,
+    .where = cl_where,
+    .copy = cl_copy,
+    .im2col = cl_im2col,
+    .pool = cl_pool,
+    .layernorm = cl_layernorm,
+    .gather = cl_gather,
     .synchronize = cl_synchronize,
 };

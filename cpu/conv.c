@@ -1,0 +1,259 @@
+/*
+ * Convolution helpers on the CPU: im2col (a convolution then being one GEMM
+ * per image, weights (out_ch, ch * k_h * k_w) times the im2col matrix) and
+ * 2-D max / average pooling.
+ *
+ * Both kernels reduce every window to index ranges before touching data:
+ * for one output row and one kernel tap, the output columns whose input
+ * column lies inside the image form one contiguous range (span()), so the
+ * inner loops run without bounds tests, as a memcpy where the stride is 1,
+ * and the padding is written with memset.  Positions are computed in
+ * signed 64-bit arithmetic; lib/kernels.c bounded the image sizes and pads
+ * by INT_MAX, and position() caps products of unbounded strides and
+ * dilations, so nothing overflows whatever the descriptor holds.
+ *
+ * im2col: one work unit per (dst row, output row), i.e. out_w floats of
+ * dst, in dst order; a thread takes a contiguous run of units.
+ *
+ * Pooling: one work unit per (plane, output row).  MAX starts from -inf and
+ * propagates NaN (like the reductions); AVG sums the window in row-major
+ * tap order, in float, exactly as the plain C reference does, and divides
+ * by the count the descriptor defines (positions inside the input, or with
+ * count_include_pad inside the padded input).  A window with no position
+ * inside the input (only possible with inconsistent descriptors) gives
+ * -inf for MAX and 0 / count for AVG (NaN when the count is 0 too).
+ */
+#include <config.h>
+
+#include <math.h>
+#include <omp.h>
+#include <stddef.h>
+#include <string.h>
+
+#include "cpu_kernels.h"
+
+/* Below this many output elements (times the window, for pooling) one
+ * thread is faster than a team. */
+#define PARALLEL_MIN 32768
+
+/*
+ * i * step - pad, or `cap` where i * step overflows or lands at or past
+ * cap + pad: a position past the end, which is all the callers need to
+ * know.  pad and cap are at most about 2^32 (see above).
+ */
+static long long position(size_t i, size_t step, size_t pad, long long cap)
+{
+    size_t p;
+    if (__builtin_mul_overflow(i, step, &p) || p >= (size_t)cap + pad)
+        return cap;
+    return (long long)p - (long long)pad;
+}
+
+static unsigned long long ceil_div(unsigned long long a, size_t b)
+{
+    return a / b + (a % b != 0);
+}
+
+/* [*first, *last): the j in [0, n) with lo <= base + j * step < hi, for
+ * step >= 1 (the range is contiguous because step is positive). */
+static void span(long long base, size_t step, long long lo, long long hi,
+                 size_t n, size_t *first, size_t *last)
+{
+    unsigned long long f = 0, l;
+
+    if (base >= hi) {
+        *first = *last = 0;
+        return;
+    }
+    if (base < lo)
+        f = ceil_div((unsigned long long)(lo - base), step);
+    l = ceil_div((unsigned long long)(hi - base), step);
+    if (l > n)
+        l = n;
+    if (f > l)
+        f = l;
+    *first = (size_t)f;
+    *last = (size_t)l;
+}
+
+/* This thread's share [*u0, *u1) of n units, contiguous and balanced. */
+static void share(size_t n, size_t *u0, size_t *u1)
+{
+    const size_t t = (size_t)omp_get_thread_num();
+    const size_t nt = (size_t)omp_get_num_threads();
+    const size_t q = n / nt, r = n % nt;
+
+    *u0 = q * t + (t < r ? t : r);
+    *u1 = *u0 + q + (t < r);
+}
+
+/* ---- im2col -------------------------------------------------------------- */
+
+/*
+ * Units [u0, u1) of im2col, unit u = dst row u / out_h (channel c, tap ky,
+ * kx), output row u % out_h.  src: (channels, in_h, in_w); dst: (channels *
+ * k_h * k_w, out_h * out_w).
+ */
+static void im2col_units(const sn_im2col_desc *d, const float *src,
+                         float *dst, size_t u0, size_t u1)
+{
+    const size_t taps = d->k_h * d->k_w, plane = d->in_h * d->in_w;
+    const long long in_h = (long long)d->in_h, in_w = (long long)d->in_w;
+
+    while (u0 < u1) {
+        const size_t row = u0 / d->out_h, c = row / taps;
+        const size_t ky = row % taps / d->k_w, kx = row % taps % d->k_w;
+        const size_t oy_end = (row + 1) * d->out_h < u1 ? (row + 1) * d->out_h
+                                                        : u1;
+        /* Input row / column of output (0, 0) for this tap. */
+        const long long by = position(ky, d->dil_h, d->pad_top, in_h);
+        const long long bx = position(kx, d->dil_w, d->pad_left, in_w);
+        const float *img = src + c * plane;
+        size_t y0, y1, x0, x1;
+
+        span(by, d->stride_h, 0, in_h, d->out_h, &y0, &y1);
+        span(bx, d->stride_w, 0, in_w, d->out_w, &x0, &x1);
+        for (size_t oy = u0 % d->out_h; u0 < oy_end; u0++, oy++) {
+            float *out = dst + u0 * d->out_w; /* dst row `row`, row oy */
+            if (oy < y0 || oy >= y1 || x0 == x1) {
+                memset(out, 0, d->out_w * sizeof *out);
+                continue;
+            }
+            /* Inside [y0, y1) and [x0, x1) the positions are in the image. */
+            const float *in =
+                img + (size_t)(by + (long long)(oy * d->stride_h)) * d->in_w;
+            memset(out, 0, x0 * sizeof *out);
+            memset(out + x1, 0, (d->out_w - x1) * sizeof *out);
+            if (d->stride_w == 1) {
+                memcpy(out + x0, in + (bx + (long long)x0),
+                       (x1 - x0) * sizeof *out);
+            } else {
+                for (size_t ox = x0; ox < x1; ox++)
+                    out[ox] = in[bx + (long long)(ox * d->stride_w)];
+            }
+        }
+    }
+}
+
+void sn_cpu_im2col(const sn_im2col_desc *d, const float *src, float *dst)
+{
+    const size_t units = d->channels * d->k_h * d->k_w * d->out_h;
+
+    if (units == 0 || d->out_w == 0)
+        return;
+    if (units * d->out_w > PARALLEL_MIN && units > 1 &&
+        omp_get_max_threads() > 1) {
+#pragma omp parallel
+        {
+            size_t u0, u1;
+            share(units, &u0, &u1);
+            im2col_units(d, src, dst, u0, u1);
+        }
+    } else {
+        im2col_units(d, src, dst, 0, units);
+    }
+}
+
+/* ---- pooling ------------------------------------------------------------- */
+
+/* A window along one axis: taps [first, last) inside the input, `count`
+ * taps that the divisor counts, and the input position of tap 0. */
+typedef struct window {
+    size_t first, last, count;
+    long long base;
+} window;
+
+/*
+ * The window of output index o along an axis with `in` inputs, k taps,
+ * stride, dilation and pads.  `span_all` is (k - 1) * dil (or SIZE_MAX when
+ * that overflows): a window whose taps are all inside skips the divisions.
+ */
+static window axis_window(size_t o, size_t in, size_t k, size_t stride,
+                          size_t dil, size_t pad0, size_t pad1,
+                          size_t span_all, int include_pad)
+{
+    const long long end = (long long)in, pad_end = end + (long long)pad1;
+    window w;
+
+    w.base = position(o, stride, pad0, pad_end);
+    if (w.base >= 0 && span_all < in && (size_t)w.base < in - span_all) {
+        w.first = 0;
+        w.last = w.count = k;
+        return w;
+    }
+    span(w.base, dil, 0, end, k, &w.first, &w.last);
+    w.count = w.last - w.first;
+    if (include_pad) {
+        size_t f, l;
+        span(w.base, dil, -(long long)pad0, pad_end, k, &f, &l);
+        w.count = l - f;
+    }
+    return w;
+}
+
+static size_t tap_extent(size_t k, size_t dil)
+{
+    size_t e;
+    return __builtin_mul_overflow(k - 1, dil, &e) ? (size_t)-1 : e;
+}
+
+/* Units [u0, u1) of pooling, unit u = plane u / out_h, output row
+ * u % out_h.  src: (planes, in_h, in_w); dst: (planes, out_h, out_w). */
+static void pool_units(const sn_pool_desc *d, const float *src, float *dst,
+                       size_t u0, size_t u1)
+{
+    const size_t ext_h = tap_extent(d->k_h, d->dil_h);
+    const size_t ext_w = tap_extent(d->k_w, d->dil_w);
+    const int avg = d->op == SN_POOL_AVG;
+
+    for (size_t u = u0; u < u1; u++) {
+        const float *img = src + u / d->out_h * d->in_h * d->in_w;
+        float *out = dst + u * d->out_w;
+        const window wy = axis_window(u % d->out_h, d->in_h, d->k_h,
+                                      d->stride_h, d->dil_h, d->pad_top,
+                                      d->pad_bottom, ext_h,
+                                      d->count_include_pad);
+        for (size_t ox = 0; ox < d->out_w; ox++) {
+            const window wx = axis_window(ox, d->in_w, d->k_w, d->stride_w,
+                                          d->dil_w, d->pad_left,
+                                          d->pad_right, ext_w,
+                                          d->count_include_pad);
+            float acc = avg ? 0.0f : -INFINITY;
+            for (size_t ky = wy.first; ky < wy.last; ky++) {
+                /* Taps in [first, last) lie inside the image. */
+                const float *in =
+                    img + (size_t)(wy.base + (long long)(ky * d->dil_h)) *
+                              d->in_w;
+                for (size_t kx = wx.first; kx < wx.last; kx++) {
+                    const float v =
+                        in[wx.base + (long long)(kx * d->dil_w)];
+                    if (avg)
+                        acc += v;
+                    else if (v > acc || isnan(v))
+                        acc = v; /* once NaN, nothing is larger */
+                }
+            }
+            out[ox] = avg ? acc / (float)(wy.count * wx.count) : acc;
+        }
+    }
+}
+
+void sn_cpu_pool(const sn_pool_desc *d, const float *src, float *dst)
+{
+    const size_t units = d->planes * d->out_h;
+    const double work = (double)units * (double)d->out_w * (double)d->k_h *
+                        (double)d->k_w;
+
+    if (units == 0 || d->out_w == 0)
+        return;
+    if (work > PARALLEL_MIN && units > 1 && omp_get_max_threads() > 1) {
+#pragma omp parallel
+        {
+            size_t u0, u1;
+            share(units, &u0, &u1);
+            pool_units(d, src, dst, u0, u1);
+        }
+    } else {
+        pool_units(d, src, dst, 0, units);
+    }
+}

@@ -1,0 +1,432 @@
+/* The public model and session API over the graph, passes and plans. */
+#include <config.h>
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "exec.h"
+
+/* Plans kept per session, one per input shape seen recently. */
+#define PLAN_CACHE 4
+
+struct shardnet_model {
+    sn_graph *g;
+};
+
+struct shardnet_session {
+    shardnet_model_t *model;
+    sn_device *dev;
+    sn_weights *w;
+    sn_binding *inputs;
+    int *bound;
+    sn_plan *plans[PLAN_CACHE]; /* most recently used first */
+    sn_plan *last;              /* the plan of the last run */
+};
+
+size_t shardnet_dtype_size(shardnet_dtype dtype)
+{
+    switch (dtype) {
+    case SHARDNET_DTYPE_FLOAT32:
+    case SHARDNET_DTYPE_UINT8:
+    case SHARDNET_DTYPE_INT8:
+    case SHARDNET_DTYPE_INT32:
+    case SHARDNET_DTYPE_INT64:
+    case SHARDNET_DTYPE_BOOL:
+    case SHARDNET_DTYPE_FLOAT64:
+    case SHARDNET_DTYPE_UINT16:
+    case SHARDNET_DTYPE_INT16:
+    case SHARDNET_DTYPE_UINT32:
+    case SHARDNET_DTYPE_UINT64:
+    case SHARDNET_DTYPE_FLOAT16:
+    case SHARDNET_DTYPE_BFLOAT16:
+        return sn_dtype_size((sn_dtype)dtype);
+    default:
+        return 0;
+    }
+}
+
+shardnet_status shardnet_model_load(const char *path, shardnet_model_t **out)
+{
+    shardnet_model_t *m;
+    shardnet_status st;
+    if (!path || !out)
+        return sn_error(SHARDNET_INVALID_ARGUMENT, "model: NULL argument");
+    *out = NULL;
+    sn_error_clear();
+    m = calloc(1, sizeof *m);
+    if (!m)
+        return sn_error(SHARDNET_OUT_OF_MEMORY, "model");
+    if ((st = sn_onnx_load(path, &m->g)) != SHARDNET_OK ||
+        (st = sn_graph_sort(m->g)) != SHARDNET_OK ||
+        (st = sn_passes_run(m->g)) != SHARDNET_OK) {
+        if (strncmp(shardnet_last_error(), path, strlen(path)))
+            sn_error_prefix(st, "%s", path);
+        shardnet_model_free(m);
+        return st;
+    }
+    *out = m;
+    return SHARDNET_OK;
+}
+
+void shardnet_model_free(shardnet_model_t *model)
+{
+    if (!model)
+        return;
+    sn_graph_free(model->g);
+    free(model);
+}
+
+size_t shardnet_model_input_count(const shardnet_model_t *model)
+{
+    return model ? model->g->ninputs : 0;
+}
+
+size_t shardnet_model_output_count(const shardnet_model_t *model)
+{
+    return model ? model->g->noutputs : 0;
+}
+
+static void fill_info(const sn_value *v, shardnet_tensor_info *info)
+{
+    memset(info, 0, sizeof *info);
+    info->name = v->name;
+    info->dtype = (shardnet_dtype)v->dtype;
+    info->rank = v->rank;
+    for (int i = 0; i < v->rank && i < SHARDNET_MAX_DIMS; i++) {
+        info->dims[i] = v->dims[i];
+        info->dim_names[i] = v->dim_param[i];
+    }
+}
+
+shardnet_status shardnet_model_input(const shardnet_model_t *model,
+                                     size_t index, shardnet_tensor_info *info)
+{
+    if (!model || !info || index >= model->g->ninputs)
+        return sn_error(SHARDNET_INVALID_ARGUMENT, "no model input %zu", index);
+    fill_info(&model->g->values[model->g->inputs[index]], info);
+    return SHARDNET_OK;
+}
+
+shardnet_status shardnet_model_output(const shardnet_model_t *model,
+                                      size_t index, shardnet_tensor_info *info)
+{
+    if (!model || !info || index >= model->g->noutputs)
+        return sn_error(SHARDNET_INVALID_ARGUMENT, "no model output %zu",
+                        index);
+    fill_info(&model->g->values[model->g->outputs[index]], info);
+    return SHARDNET_OK;
+}
+
+uint64_t shardnet_model_parameter_count(const shardnet_model_t *model)
+{
+    uint64_t n = 0;
+    int *used;
+    const sn_graph *g;
+    if (!model)
+        return 0;
+    g = model->g;
+    /* Count the constants live nodes read (folded ones included). */
+    used = calloc(g->nvalues + 1, sizeof *used);
+    if (!used)
+        return 0;
+    for (size_t i = 0; i < g->nnodes; i++) {
+        const sn_node *nd = &g->nodes[i];
+        if (nd->dead)
+            continue;
+        for (size_t j = 0; j < nd->ninputs; j++)
+            if (nd->inputs[j] >= 0 &&
+                (g->values[nd->inputs[j]].flags & SN_VALUE_CONST) &&
+                !used[nd->inputs[j]]++)
+                n += (uint64_t)sn_value_elements(&g->values[nd->inputs[j]]);
+    }
+    free(used);
+    return n;
+}
+
+/* snprintf that appends to buf and keeps counting past cap. */
+static void add(char *buf, size_t cap, size_t *len, const char *fmt, ...)
+    SN_PRINTF(4, 5);
+static void add(char *buf, size_t cap, size_t *len, const char *fmt, ...)
+{
+    va_list ap;
+    int n;
+    va_start(ap, fmt);
+    n = vsnprintf(*len < cap ? buf + *len : NULL, *len < cap ? cap - *len : 0,
+                  fmt, ap);
+    va_end(ap);
+    if (n > 0)
+        *len += (size_t)n;
+}
+
+size_t shardnet_model_unsupported(const shardnet_model_t *model, char *buf,
+                                  size_t cap)
+{
+    size_t len = 0;
+    if (buf && cap)
+        buf[0] = '\0';
+    if (!model)
+        return 0;
+    for (size_t i = 0; i < model->g->nnodes; i++) {
+        const sn_node *n = &model->g->nodes[i];
+        if (n->dead || sn_op_find(n->domain, n->op_type))
+            continue;
+        add(buf, cap, &len, "%s%s%s%s (node '%s')", len ? ", " : "",
+            n->domain[0] ? n->domain : "", n->domain[0] ? "." : "",
+            n->op_type, n->name);
+    }
+    return len;
+}
+
+size_t shardnet_model_describe(const shardnet_model_t *model, char *buf,
+                               size_t cap)
+{
+    const sn_graph *g;
+    size_t len = 0, live = 0;
+    if (buf && cap)
+        buf[0] = '\0';
+    if (!model)
+        return 0;
+    g = model->g;
+    add(buf, cap, &len, "opset: %lld\n", (long long)g->opset);
+    add(buf, cap, &len, "producer: %s\n", g->producer ? g->producer : "");
+    add(buf, cap, &len, "parameters: %llu\n",
+        (unsigned long long)shardnet_model_parameter_count(model));
+    for (size_t i = 0; i < g->nnodes; i++)
+        live += !g->nodes[i].dead;
+    add(buf, cap, &len, "nodes: %zu\n", live);
+    add(buf, cap, &len, "ops:");
+    for (size_t i = 0; i < g->nnodes; i++) {
+        const sn_node *n = &g->nodes[i];
+        size_t count = 0, j;
+        if (n->dead)
+            continue;
+        for (j = 0; j < i; j++) /* first live node of this op_type? */
+            if (!g->nodes[j].dead && !strcmp(g->nodes[j].op_type, n->op_type))
+                break;
+        if (j < i)
+            continue;
+        for (j = i; j < g->nnodes; j++)
+            count += !g->nodes[j].dead && !strcmp(g->nodes[j].op_type,
+                                                  n->op_type);
+        add(buf, cap, &len, " %s x%zu", n->op_type, count);
+    }
+    add(buf, cap, &len, "\n");
+    return len;
+}
+
+shardnet_status shardnet_session_create(shardnet_context_t *ctx,
+                                        shardnet_model_t *model,
+                                        const char *devices,
+                                        shardnet_session_t **out)
+{
+    shardnet_session_t *s;
+    size_t idx[2], n = 0;
+    shardnet_status st;
+    char unsupported[1024];
+
+    if (!ctx || !model || !out)
+        return sn_error(SHARDNET_INVALID_ARGUMENT, "session: NULL argument");
+    *out = NULL;
+    if (shardnet_model_unsupported(model, unsupported, sizeof unsupported))
+        return sn_error(SHARDNET_UNSUPPORTED, "unsupported operators: %s",
+                        unsupported);
+    st = shardnet_devices_select(ctx, devices, idx, 2, &n);
+    if (st == SHARDNET_INVALID_ARGUMENT || (st == SHARDNET_OK && n > 1))
+        return sn_error(SHARDNET_UNSUPPORTED,
+                        "device list '%s' names %zu devices; this version "
+                        "runs a model on one device",
+                        devices ? devices : "", n);
+    if (st != SHARDNET_OK)
+        return st;
+    s = calloc(1, sizeof *s);
+    if (!s)
+        return sn_error(SHARDNET_OUT_OF_MEMORY, "session");
+    s->model = model;
+    s->dev = sn_context_device(ctx, idx[0]);
+    s->inputs = calloc(model->g->ninputs + 1, sizeof *s->inputs);
+    s->bound = calloc(model->g->ninputs + 1, sizeof *s->bound);
+    if (!s->inputs || !s->bound ||
+        (st = sn_weights_new(model->g, s->dev, &s->w)) != SHARDNET_OK) {
+        shardnet_session_free(s);
+        return st ? st : sn_error(SHARDNET_OUT_OF_MEMORY, "session");
+    }
+    *out = s;
+    return SHARDNET_OK;
+}
+
+void shardnet_session_free(shardnet_session_t *session)
+{
+    if (!session)
+        return;
+    for (int i = 0; i < PLAN_CACHE; i++)
+        sn_plan_free(session->plans[i]);
+    sn_weights_free(session->w);
+    free(session->inputs);
+    free(session->bound);
+    free(session);
+}
+
+shardnet_status shardnet_session_input_index(const shardnet_session_t *session,
+                                             const char *name, size_t *index)
+{
+    const sn_graph *g;
+    if (!session || !name || !index)
+        return sn_error(SHARDNET_INVALID_ARGUMENT, "input index: NULL");
+    g = session->model->g;
+    for (size_t i = 0; i < g->ninputs; i++)
+        if (!strcmp(g->values[g->inputs[i]].name, name)) {
+            *index = i;
+            return SHARDNET_OK;
+        }
+    return sn_error(SHARDNET_INVALID_ARGUMENT, "the model has no input '%s'",
+                    name);
+}
+
+shardnet_status shardnet_session_set_input(shardnet_session_t *session,
+                                           size_t index, shardnet_dtype dtype,
+                                           int rank, const int64_t *dims,
+                                           const void *data)
+{
+    sn_binding *b;
+    size_t count = 1, es = shardnet_dtype_size(dtype);
+    if (!session || index >= session->model->g->ninputs)
+        return sn_error(SHARDNET_INVALID_ARGUMENT, "no input %zu", index);
+    if (!es || rank < 0 || rank > SHARDNET_MAX_DIMS || (rank && !dims))
+        return sn_error(SHARDNET_INVALID_ARGUMENT,
+                        "input %zu: bad type or rank", index);
+    for (int i = 0; i < rank; i++)
+        if (dims[i] < 0 ||
+            __builtin_mul_overflow(count, (size_t)dims[i], &count) ||
+            count > (size_t)SN_MAX_ELEMENTS)
+            return sn_error(SHARDNET_INVALID_ARGUMENT,
+                            "input %zu: bad dimension %d", index, i);
+    if (!data && count) /* an empty tensor needs no data */
+        return sn_error(SHARDNET_INVALID_ARGUMENT, "input %zu: NULL data",
+                        index);
+    b = &session->inputs[index];
+    b->dtype = (sn_dtype)dtype;
+    b->rank = rank;
+    memset(b->dims, 0, sizeof b->dims);
+    for (int i = 0; i < rank; i++)
+        b->dims[i] = dims[i];
+    b->data = data ? data : "";
+    b->nbytes = count * es;
+    session->bound[index] = 1;
+    return SHARDNET_OK;
+}
+
+shardnet_status shardnet_session_run(shardnet_session_t *session)
+{
+    sn_graph *g;
+    sn_plan *p = NULL;
+    int at = -1;
+    shardnet_status st;
+    if (!session)
+        return sn_error(SHARDNET_INVALID_ARGUMENT, "run: NULL session");
+    g = session->model->g;
+    for (size_t i = 0; i < g->ninputs; i++)
+        if (!session->bound[i])
+            return sn_error(SHARDNET_INVALID_ARGUMENT,
+                            "input '%s' is not bound",
+                            g->values[g->inputs[i]].name);
+    for (int i = 0; i < PLAN_CACHE && session->plans[i]; i++)
+        if (sn_plan_matches(session->plans[i], session->inputs)) {
+            p = session->plans[i];
+            at = i;
+            break;
+        }
+    if (!p) {
+        if ((st = sn_plan_build(g, session->w, session->inputs, &p)) !=
+            SHARDNET_OK)
+            return st;
+        sn_plan_free(session->plans[PLAN_CACHE - 1]);
+        at = PLAN_CACHE - 1;
+    }
+    /* Move to the front of the cache. */
+    memmove(&session->plans[1], &session->plans[0],
+            (size_t)at * sizeof session->plans[0]);
+    session->plans[0] = p;
+    session->last = p;
+    return sn_plan_run(p, session->inputs);
+}
+
+shardnet_status shardnet_session_output(shardnet_session_t *session,
+                                        size_t index,
+                                        shardnet_tensor_info *info,
+                                        const void **data)
+{
+    const sn_host_tensor *t;
+    if (!session || !session->last)
+        return sn_error(SHARDNET_INVALID_ARGUMENT,
+                        "output: the session has not run");
+    t = sn_plan_output(session->last, index);
+    if (!t)
+        return sn_error(SHARDNET_INVALID_ARGUMENT, "no output %zu", index);
+    if (info) {
+        memset(info, 0, sizeof *info);
+        info->name = t->name;
+        info->dtype = (shardnet_dtype)t->dtype;
+        info->rank = t->rank;
+        memcpy(info->dims, t->dims, (size_t)t->rank * sizeof t->dims[0]);
+    }
+    if (data)
+        *data = t->data;
+    return SHARDNET_OK;
+}
+
+shardnet_status shardnet_tensor_load(const char *path, shardnet_tensor *out)
+{
+    sn_host_tensor t = {0};
+    shardnet_status st;
+    if (!path || !out)
+        return sn_error(SHARDNET_INVALID_ARGUMENT, "tensor: NULL argument");
+    memset(out, 0, sizeof *out);
+    if ((st = sn_tensor_load(path, &t)) != SHARDNET_OK)
+        return st;
+    if (!shardnet_dtype_size((shardnet_dtype)t.dtype)) {
+        sn_host_tensor_free(&t);
+        return sn_error(SHARDNET_UNSUPPORTED, "%s: tensors of type %s are not "
+                        "supported", path, sn_dtype_name(t.dtype));
+    }
+    out->info.name = t.name; /* released with the tensor */
+    out->info.dtype = (shardnet_dtype)t.dtype;
+    out->info.rank = t.rank;
+    memcpy(out->info.dims, t.dims, sizeof out->info.dims);
+    out->data = t.data;
+    out->nbytes = t.nbytes;
+    return SHARDNET_OK;
+}
+
+void shardnet_tensor_release(shardnet_tensor *tensor)
+{
+    if (!tensor)
+        return;
+    free((char *)tensor->info.name);
+    free(tensor->data);
+    memset(tensor, 0, sizeof *tensor);
+}
+
+shardnet_status shardnet_tensor_save(const char *path,
+                                     const shardnet_tensor_info *info,
+                                     const void *data)
+{
+    sn_host_tensor t = {0};
+    size_t count = 1;
+    if (!path || !info || !data || info->rank < 0 ||
+        info->rank > SHARDNET_MAX_DIMS || !shardnet_dtype_size(info->dtype))
+        return sn_error(SHARDNET_INVALID_ARGUMENT, "tensor save: bad argument");
+    for (int i = 0; i < info->rank; i++) {
+        if (info->dims[i] < 0)
+            return sn_error(SHARDNET_INVALID_ARGUMENT,
+                            "tensor save: negative dimension");
+        count *= (size_t)info->dims[i];
+    }
+    t.dtype = (sn_dtype)info->dtype;
+    t.rank = info->rank;
+    memcpy(t.dims, info->dims, (size_t)info->rank * sizeof t.dims[0]);
+    t.data = (void *)data;
+    t.nbytes = count * shardnet_dtype_size(info->dtype);
+    return sn_tensor_save_npy(path, &t);
+}

@@ -1,0 +1,720 @@
+/*
+ * The operator table, shared helpers, and the element-wise and shape
+ * operators.  Integer tensors (shapes, axes, indices) are computed on the
+ * host when the model is planned; float tensors live on the device.
+ */
+#include <config.h>
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ops.h"
+
+int sn_axis(int64_t axis, int rank)
+{
+    if (axis < -rank || axis >= rank)
+        return -1;
+    return (int)(axis < 0 ? axis + rank : axis);
+}
+
+int sn_broadcast_shape(int ra, const int64_t *a, int rb, const int64_t *b,
+                       int *rank, int64_t *out)
+{
+    int r = ra > rb ? ra : rb;
+    for (int i = 0; i < r; i++) {
+        int64_t da = i < ra ? a[ra - 1 - i] : 1;
+        int64_t db = i < rb ? b[rb - 1 - i] : 1;
+        if (da != db && da != 1 && db != 1)
+            return 0;
+        out[r - 1 - i] = da == 1 ? db : da;
+    }
+    *rank = r;
+    return 1;
+}
+
+void sn_strides(int rank, const int64_t *dims, int64_t *strides)
+{
+    int64_t s = 1;
+    for (int i = rank - 1; i >= 0; i--) {
+        strides[i] = s;
+        s *= dims[i];
+    }
+}
+
+shardnet_status sn_host_ints(const sn_node *n, const sn_rt *rt,
+                             const char *what, int64_t *out, size_t cap,
+                             size_t *count)
+{
+    size_t c;
+    if (!rt->host)
+        return sn_node_error(n, SHARDNET_UNSUPPORTED,
+                             "%s must be known when the model is planned "
+                             "(a constant or an integer input), not computed "
+                             "on the device",
+                             what);
+    c = sn_rt_elements(rt);
+    if (c > cap)
+        return sn_node_error(n, SHARDNET_INVALID_ARGUMENT,
+                             "%s has %zu values, at most %zu allowed", what, c,
+                             cap);
+    for (size_t i = 0; i < c; i++)
+        out[i] = sn_rt_get_int(rt, i);
+    *count = c;
+    return SHARDNET_OK;
+}
+
+shardnet_status sn_emit_broadcast_copy(sn_lower *L, const sn_node *n,
+                                       sn_rt *src, int rank,
+                                       const int64_t *dims, sn_view dst)
+{
+    sn_step s = {.kind = SN_STEP_COPY};
+    int64_t sstr[SN_MAX_DIMS], dstr[SN_MAX_DIMS];
+    shardnet_status st = sn_dev_view(L, n, src, &s.u.copy.src);
+    if (st != SHARDNET_OK)
+        return st;
+    sn_strides(src->rank, src->dims, sstr);
+    sn_strides(rank, dims, dstr);
+    s.u.copy.dst = dst;
+    s.u.copy.rank = (size_t)rank;
+    for (int i = 0; i < rank; i++) {
+        int j = i - (rank - src->rank); /* src dimension, right-aligned */
+        s.u.copy.shape[i] = (size_t)dims[i];
+        s.u.copy.dst_stride[i] = (ptrdiff_t)dstr[i];
+        s.u.copy.src_stride[i] =
+            j < 0 || src->dims[j] == 1 ? 0 : (ptrdiff_t)sstr[j];
+    }
+    return sn_emit(L, n, &s);
+}
+
+/* --- aliases: Identity, Dropout, Reshape, Flatten, Squeeze, Unsqueeze --- */
+
+SN_LOWER(sn_lower_identity)
+{
+    sn_rt *x = sn_in(L, n, 0), *ratio = sn_in(L, n, 1);
+    sn_rt *training = sn_in(L, n, 2);
+    shardnet_status st;
+    /* In training mode a ratio of 0 still drops nothing. */
+    int drops = ratio ? !ratio->host || sn_rt_get_double(ratio, 0) != 0.0
+                      : sn_attr_float(n, "ratio", 0.5f) != 0.0f;
+    if (training && (!training->host || sn_rt_get_int(training, 0)) && drops)
+        return sn_node_error(n, SHARDNET_UNSUPPORTED,
+                             "training_mode is not supported: shardnet runs "
+                             "inference, where dropout passes its input on");
+    st = sn_out_alias(L, n, 0, x, x->rank, x->dims);
+    if (st != SHARDNET_OK)
+        return st;
+    /* Dropout's optional mask: all true in inference. */
+    if (n->noutputs > 1 && n->outputs[1] >= 0) {
+        size_t c = sn_rt_elements(x);
+        unsigned char *m = malloc(c ? c : 1);
+        if (!m)
+            return sn_error(SHARDNET_OUT_OF_MEMORY, "dropout mask");
+        memset(m, 1, c);
+        return sn_out_host(L, n, 1, SN_DT_BOOL, x->rank, x->dims, m);
+    }
+    return SHARDNET_OK;
+}
+
+SN_LOWER(sn_lower_reshape)
+{
+    sn_rt *x = sn_in(L, n, 0), *shape_in = sn_in(L, n, 1);
+    int64_t shape[SN_MAX_DIMS + 1];
+    size_t rank = 0, known = 1;
+    int infer = -1;
+    int allowzero = (int)sn_attr_int(n, "allowzero", 0);
+    shardnet_status st;
+
+    if (shape_in) {
+        st = sn_host_ints(n, shape_in, "the target shape", shape,
+                          SN_MAX_DIMS, &rank);
+        if (st != SHARDNET_OK)
+            return st;
+    } else {
+        const sn_attr *a = sn_node_attr(n, "shape");
+        if (!a || a->type != SN_ATTR_INTS || a->count > SN_MAX_DIMS)
+            return sn_node_error(n, SHARDNET_INVALID_ARGUMENT,
+                                 "needs a shape input or attribute of at "
+                                 "most %d values",
+                                 SN_MAX_DIMS);
+        rank = a->count;
+        memcpy(shape, a->ints, rank * sizeof *shape);
+    }
+    for (size_t i = 0; i < rank; i++) {
+        if (shape[i] == 0 && !allowzero) {
+            if ((int)i >= x->rank)
+                return sn_node_error(n, SHARDNET_INVALID_ARGUMENT,
+                                     "0 in the shape at %zu copies a "
+                                     "dimension the input lacks",
+                                     i);
+            shape[i] = x->dims[i];
+        }
+        if (shape[i] == -1) {
+            if (infer >= 0)
+                return sn_node_error(n, SHARDNET_INVALID_ARGUMENT,
+                                     "more than one -1 in the shape");
+            infer = (int)i;
+            continue;
+        }
+        if (shape[i] < 0)
+            return sn_node_error(n, SHARDNET_INVALID_ARGUMENT,
+                                 "negative dimension %lld in the shape",
+                                 (long long)shape[i]);
+        known *= (size_t)shape[i];
+    }
+    if (infer >= 0) {
+        if (known == 0 || sn_rt_elements(x) % known)
+            return sn_node_error(n, SHARDNET_INVALID_ARGUMENT,
+                                 "cannot infer the -1 dimension: %zu "
+                                 "elements into blocks of %zu",
+                                 sn_rt_elements(x), known);
+        shape[infer] = (int64_t)(sn_rt_elements(x) / known);
+    }
+    return sn_out_alias(L, n, 0, x, (int)rank, shape);
+}
+
+SN_LOWER(sn_lower_flatten)
+{
+    sn_rt *x = sn_in(L, n, 0);
+    int64_t axis = sn_attr_int(n, "axis", 1), d[2] = {1, 1};
+    if (axis < 0)
+        axis += x->rank;
+    if (axis < 0 || axis > x->rank)
+        return sn_node_error(n, SHARDNET_INVALID_ARGUMENT,
+                             "axis %lld out of range for rank %d",
+                             (long long)sn_attr_int(n, "axis", 1), x->rank);
+    for (int i = 0; i < x->rank; i++)
+        d[i < axis ? 0 : 1] *= x->dims[i];
+    return sn_out_alias(L, n, 0, x, 2, d);
+}
+
+/* The axes of Squeeze/Unsqueeze: an attribute before opset 13, an input
+ * from then on. */
+static shardnet_status axes_of(sn_lower *L, const sn_node *n, int64_t *axes,
+                               size_t *count, int *given)
+{
+    sn_rt *in = sn_in(L, n, 1);
+    const sn_attr *a = sn_node_attr(n, "axes");
+    *given = 1;
+    if (in)
+        return sn_host_ints(n, in, "axes", axes, SN_MAX_DIMS, count);
+    if (a && a->type == SN_ATTR_INTS) {
+        if (a->count > SN_MAX_DIMS)
+            return sn_node_error(n, SHARDNET_INVALID_ARGUMENT,
+                                 "too many axes");
+        memcpy(axes, a->ints, a->count * sizeof *axes);
+        *count = a->count;
+        return SHARDNET_OK;
+    }
+    *given = 0;
+    *count = 0;
+    return SHARDNET_OK;
+}
+
+SN_LOWER(sn_lower_squeeze)
+{
+    sn_rt *x = sn_in(L, n, 0);
+    int64_t axes[SN_MAX_DIMS], out[SN_MAX_DIMS];
+    size_t naxes;
+    int given, drop[SN_MAX_DIMS] = {0}, r = 0;
+    shardnet_status st = axes_of(L, n, axes, &naxes, &given);
+    if (st != SHARDNET_OK)
+        return st;
+    for (size_t i = 0; i < naxes; i++) {
+        int a = sn_axis(axes[i], x->rank);
+        if (a < 0 || x->dims[a] != 1)
+            return sn_node_error(n, SHARDNET_INVALID_ARGUMENT,
+                                 "axis %lld is not a dimension of size 1",
+                                 (long long)axes[i]);
+        drop[a] = 1;
+    }
+    for (int i = 0; i < x->rank; i++) {
+        if (given ? drop[i] : x->dims[i] == 1)
+            continue;
+        out[r++] = x->dims[i];
+    }
+    return sn_out_alias(L, n, 0, x, r, out);
+}
+
+SN_LOWER(sn_lower_unsqueeze)
+{
+    sn_rt *x = sn_in(L, n, 0);
+    int64_t axes[SN_MAX_DIMS], out[SN_MAX_DIMS];
+    size_t naxes;
+    int given, ins[SN_MAX_DIMS] = {0}, rank, j = 0;
+    shardnet_status st = axes_of(L, n, axes, &naxes, &given);
+    if (st != SHARDNET_OK)
+        return st;
+    rank = x->rank + (int)naxes;
+    if (!given || rank > SN_MAX_DIMS)
+        return sn_node_error(n, SHARDNET_INVALID_ARGUMENT,
+                             given ? "result would have rank above %d"
+                                   : "needs axes (at most %d dimensions)",
+                             SN_MAX_DIMS);
+    for (size_t i = 0; i < naxes; i++) {
+        int a = sn_axis(axes[i], rank);
+        if (a < 0 || ins[a])
+            return sn_node_error(n, SHARDNET_INVALID_ARGUMENT,
+                                 "axis %lld out of range or repeated",
+                                 (long long)axes[i]);
+        ins[a] = 1;
+    }
+    for (int i = 0; i < rank; i++)
+        out[i] = ins[i] ? 1 : x->dims[j++];
+    return sn_out_alias(L, n, 0, x, rank, out);
+}
+
+/* --- host-side values: Shape, Constant, Cast --------------------------- */
+
+SN_LOWER(sn_lower_shape)
+{
+    sn_rt *x = sn_in(L, n, 0);
+    int64_t start = sn_attr_int(n, "start", 0);
+    int64_t end = sn_attr_int(n, "end", x->rank);
+    int64_t *d, len;
+    if (start < 0)
+        start += x->rank;
+    if (end < 0)
+        end += x->rank;
+    start = start < 0 ? 0 : start > x->rank ? x->rank : start;
+    end = end < 0 ? 0 : end > x->rank ? x->rank : end;
+    len = end > start ? end - start : 0;
+    d = malloc((size_t)(len ? len : 1) * sizeof *d);
+    if (!d)
+        return sn_error(SHARDNET_OUT_OF_MEMORY, "shape");
+    for (int64_t i = 0; i < len; i++)
+        d[i] = x->dims[start + i];
+    return sn_out_host(L, n, 0, SN_DT_INT64, 1, &len, d);
+}
+
+SN_LOWER(sn_lower_constant)
+{
+    const sn_attr *a = n->nattrs ? &n->attrs[0] : NULL;
+    for (size_t i = 0; i < n->nattrs; i++)
+        if (!strncmp(n->attrs[i].name, "value", 5))
+            a = &n->attrs[i];
+    if (!a)
+        return sn_node_error(n, SHARDNET_INVALID_ARGUMENT, "has no value");
+    if (!strcmp(a->name, "value") && a->type == SN_ATTR_TENSOR &&
+        a->tensor >= 0) {
+        const sn_value *v = &L->g->values[a->tensor];
+        size_t bytes = v->nbytes;
+        void *d = malloc(bytes ? bytes : 1);
+        if (!d)
+            return sn_error(SHARDNET_OUT_OF_MEMORY, "constant");
+        memcpy(d, v->data, bytes);
+        return sn_out_host(L, n, 0, v->dtype, v->rank, v->dims, d);
+    }
+    if (!strcmp(a->name, "value_float") || !strcmp(a->name, "value_int")) {
+        int isf = a->name[6] == 'f';
+        void *d = malloc(8);
+        if (!d)
+            return sn_error(SHARDNET_OUT_OF_MEMORY, "constant");
+        if (isf)
+            *(float *)d = a->f;
+        else
+            *(int64_t *)d = a->i;
+        return sn_out_host(L, n, 0, isf ? SN_DT_FLOAT : SN_DT_INT64, 0, NULL,
+                           d);
+    }
+    if ((!strcmp(a->name, "value_floats") && a->type == SN_ATTR_FLOATS) ||
+        (!strcmp(a->name, "value_ints") && a->type == SN_ATTR_INTS)) {
+        int isf = a->type == SN_ATTR_FLOATS;
+        int64_t len = (int64_t)a->count;
+        size_t es = isf ? sizeof(float) : sizeof(int64_t);
+        void *d = malloc(a->count ? a->count * es : 1);
+        if (!d)
+            return sn_error(SHARDNET_OUT_OF_MEMORY, "constant");
+        memcpy(d, isf ? (void *)a->floats : (void *)a->ints, a->count * es);
+        return sn_out_host(L, n, 0, isf ? SN_DT_FLOAT : SN_DT_INT64, 1, &len,
+                           d);
+    }
+    return sn_node_error(n, SHARDNET_UNSUPPORTED,
+                         "constant attribute '%s' is not supported", a->name);
+}
+
+/* Write value v (as double or int64 per source kind) as type t at p[i]. */
+static void store(sn_dtype t, void *p, size_t i, double dv, int64_t iv,
+                  int is_int)
+{
+    switch (t) {
+    case SN_DT_FLOAT:
+        ((float *)p)[i] = is_int ? (float)iv : (float)dv;
+        break;
+    case SN_DT_DOUBLE:
+        ((double *)p)[i] = is_int ? (double)iv : dv;
+        break;
+    case SN_DT_INT64:
+        ((int64_t *)p)[i] = is_int ? iv : (int64_t)dv;
+        break;
+    case SN_DT_INT32:
+        ((int32_t *)p)[i] = (int32_t)(is_int ? iv : (int64_t)dv);
+        break;
+    case SN_DT_INT16:
+        ((int16_t *)p)[i] = (int16_t)(is_int ? iv : (int64_t)dv);
+        break;
+    case SN_DT_INT8:
+        ((int8_t *)p)[i] = (int8_t)(is_int ? iv : (int64_t)dv);
+        break;
+    case SN_DT_UINT8:
+        ((uint8_t *)p)[i] = (uint8_t)(is_int ? iv : (int64_t)dv);
+        break;
+    case SN_DT_UINT16:
+        ((uint16_t *)p)[i] = (uint16_t)(is_int ? iv : (int64_t)dv);
+        break;
+    case SN_DT_UINT32:
+        ((uint32_t *)p)[i] = (uint32_t)(is_int ? iv : (int64_t)dv);
+        break;
+    case SN_DT_UINT64:
+        ((uint64_t *)p)[i] = (uint64_t)(is_int ? iv : (int64_t)dv);
+        break;
+    case SN_DT_BOOL:
+        ((uint8_t *)p)[i] = is_int ? iv != 0 : dv != 0.0;
+        break;
+    case SN_DT_FLOAT16:
+        ((uint16_t *)p)[i] = sn_float_to_half(is_int ? (float)iv : (float)dv);
+        break;
+    case SN_DT_BFLOAT16:
+        ((uint16_t *)p)[i] = sn_float_to_bf16(is_int ? (float)iv : (float)dv);
+        break;
+    default:
+        break;
+    }
+}
+
+static int is_float_type(sn_dtype t)
+{
+    return t == SN_DT_FLOAT || t == SN_DT_DOUBLE || t == SN_DT_FLOAT16 ||
+           t == SN_DT_BFLOAT16;
+}
+
+/* Is node n's output 0 a graph output that no other node reads? */
+static int consumed_only_as_output(const sn_lower *L, const sn_node *n)
+{
+    int v = n->outputs[0];
+    if (v < 0 || !(L->g->values[v].flags & SN_VALUE_OUTPUT))
+        return 0;
+    for (size_t i = 0; i < L->g->nnodes; i++) {
+        const sn_node *m = &L->g->nodes[i];
+        if (m->dead)
+            continue;
+        for (size_t j = 0; j < m->ninputs; j++)
+            if (m->inputs[j] == v)
+                return 0;
+    }
+    return 1;
+}
+
+SN_LOWER(sn_lower_cast)
+{
+    sn_rt *x = sn_in(L, n, 0);
+    sn_dtype to = (sn_dtype)sn_attr_int(n, "to", SN_DT_UNDEFINED);
+    size_t es = sn_dtype_size(to), c = sn_rt_elements(x);
+    if (!es || to == SN_DT_STRING || x->dtype == SN_DT_STRING)
+        return sn_node_error(n, SHARDNET_UNSUPPORTED,
+                             "cast to type %s is not supported",
+                             sn_dtype_name(to));
+    if (x->host) {
+        void *d = malloc(c ? c * es : 1);
+        if (!d)
+            return sn_error(SHARDNET_OUT_OF_MEMORY, "cast");
+        for (size_t i = 0; i < c; i++) {
+            if (is_float_type(x->dtype))
+                store(to, d, i, sn_rt_get_double(x, i), 0, 0);
+            else
+                store(to, d, i, 0, sn_rt_get_int(x, i), 1);
+        }
+        return sn_out_host(L, n, 0, to, x->rank, x->dims, d);
+    }
+    /* Device tensors are float32: a cast to a float type is a relabel; a
+     * cast to anything else is only done where the result leaves the model
+     * (converted when read back), since nothing here computes on it. */
+    if (to == SN_DT_FLOAT || to == SN_DT_DOUBLE || consumed_only_as_output(L, n)) {
+        shardnet_status st = sn_out_alias(L, n, 0, x, x->rank, x->dims);
+        if (st == SHARDNET_OK)
+            L->rt[n->outputs[0]].dtype = to;
+        return st;
+    }
+    return sn_node_error(n, SHARDNET_UNSUPPORTED,
+                         "cast of a tensor computed on the device to %s is "
+                         "not supported",
+                         sn_dtype_name(to));
+}
+
+/* --- element-wise binary ops -------------------------------------------- */
+
+static const struct {
+    const char *name;
+    sn_binary_op op;
+} binary_ops[] = {{"Add", SN_BINARY_ADD}, {"Sub", SN_BINARY_SUB},
+                  {"Mul", SN_BINARY_MUL}, {"Div", SN_BINARY_DIV},
+                  {"Pow", SN_BINARY_POW}, {"Max", SN_BINARY_MAX},
+                  {"Min", SN_BINARY_MIN}};
+
+static int64_t int_op(sn_binary_op op, int64_t a, int64_t b)
+{
+    switch (op) {
+    case SN_BINARY_ADD:
+        return (int64_t)((uint64_t)a + (uint64_t)b);
+    case SN_BINARY_SUB:
+        return (int64_t)((uint64_t)a - (uint64_t)b);
+    case SN_BINARY_MUL:
+        return (int64_t)((uint64_t)a * (uint64_t)b);
+    case SN_BINARY_DIV:
+        return b == 0 || (a == INT64_MIN && b == -1) ? 0 : a / b;
+    case SN_BINARY_MAX:
+        return a > b ? a : b;
+    case SN_BINARY_MIN:
+        return a < b ? a : b;
+    case SN_BINARY_POW: {
+        int64_t r = 1;
+        for (int64_t i = 0; i < b && i < 64; i++)
+            r *= a;
+        return b < 0 ? 0 : r;
+    }
+    default:
+        return 0;
+    }
+}
+
+static double float_op(sn_binary_op op, double a, double b)
+{
+    switch (op) {
+    case SN_BINARY_ADD:
+        return a + b;
+    case SN_BINARY_SUB:
+        return a - b;
+    case SN_BINARY_MUL:
+        return a * b;
+    case SN_BINARY_DIV:
+        return a / b;
+    case SN_BINARY_MAX:
+        return fmax(a, b);
+    case SN_BINARY_MIN:
+        return fmin(a, b);
+    case SN_BINARY_POW:
+        return pow(a, b);
+    default:
+        return 0;
+    }
+}
+
+/* Shape arithmetic on the host: both inputs known. */
+static shardnet_status fold_binary(sn_lower *L, const sn_node *n,
+                                   sn_binary_op op, sn_rt *a, sn_rt *b,
+                                   int rank, const int64_t *dims)
+{
+    int64_t sa[SN_MAX_DIMS], sb[SN_MAX_DIMS], idx[SN_MAX_DIMS] = {0};
+    int64_t out_count = 1;
+    sn_dtype t = a->dtype;
+    size_t es = sn_dtype_size(t);
+    void *d;
+    for (int i = 0; i < rank; i++)
+        out_count *= dims[i];
+    d = malloc(out_count ? (size_t)out_count * es : 1);
+    if (!d)
+        return sn_error(SHARDNET_OUT_OF_MEMORY, "folding");
+    sn_strides(a->rank, a->dims, sa);
+    sn_strides(b->rank, b->dims, sb);
+    for (int64_t k = 0; k < out_count; k++) {
+        size_t ia = 0, ib = 0;
+        for (int i = 0; i < rank; i++) {
+            int ja = i - (rank - a->rank), jb = i - (rank - b->rank);
+            if (ja >= 0 && a->dims[ja] != 1)
+                ia += (size_t)(idx[i] * sa[ja]);
+            if (jb >= 0 && b->dims[jb] != 1)
+                ib += (size_t)(idx[i] * sb[jb]);
+        }
+        if (is_float_type(t))
+            store(t, d, (size_t)k,
+                  float_op(op, sn_rt_get_double(a, ia),
+                           sn_rt_get_double(b, ib)),
+                  0, 0);
+        else
+            store(t, d, (size_t)k, 0,
+                  int_op(op, sn_rt_get_int(a, ia), sn_rt_get_int(b, ib)), 1);
+        for (int i = rank - 1; i >= 0 && ++idx[i] == dims[i]; i--)
+            idx[i] = 0;
+    }
+    return sn_out_host(L, n, 0, t, rank, dims, d);
+}
+
+/* Emit c = a op b on the device with numpy broadcasting into `out`. */
+static shardnet_status emit_binary(sn_lower *L, const sn_node *n,
+                                   sn_binary_op op, sn_rt *a, sn_rt *b,
+                                   sn_view out)
+{
+    sn_step s = {.kind = SN_STEP_BINARY};
+    size_t da[SN_MAX_DIMS], db[SN_MAX_DIMS];
+    shardnet_status st;
+    for (int i = 0; i < a->rank; i++)
+        da[i] = (size_t)a->dims[i];
+    for (int i = 0; i < b->rank; i++)
+        db[i] = (size_t)b->dims[i];
+    s.u.binary.op = op;
+    if ((st = sn_binary_broadcast(&s.u.binary, (size_t)a->rank, da,
+                                  (size_t)b->rank, db)) != SHARDNET_OK)
+        return sn_node_error(n, st, "%s", shardnet_last_error());
+    if ((st = sn_dev_view(L, n, a, &s.u.binary.a)) != SHARDNET_OK ||
+        (st = sn_dev_view(L, n, b, &s.u.binary.b)) != SHARDNET_OK)
+        return st;
+    s.u.binary.c = out;
+    return sn_emit(L, n, &s);
+}
+
+SN_LOWER(sn_lower_binary)
+{
+    sn_rt *a = sn_in(L, n, 0), *b = sn_in(L, n, 1), *out;
+    int64_t dims[SN_MAX_DIMS];
+    int rank;
+    sn_binary_op op = SN_BINARY_ADD;
+    shardnet_status st;
+
+    for (size_t i = 0; i < sizeof binary_ops / sizeof binary_ops[0]; i++)
+        if (!strcmp(n->op_type, binary_ops[i].name))
+            op = binary_ops[i].op;
+    if (!sn_broadcast_shape(a->rank, a->dims, b->rank, b->dims, &rank, dims))
+        return sn_node_error(n, SHARDNET_INVALID_ARGUMENT,
+                             "input shapes cannot be broadcast together");
+    if (a->host && b->host && !is_float_type(a->dtype))
+        return fold_binary(L, n, op, a, b, rank, dims);
+    if (a->host && b->host && sn_rt_elements(a) <= 64 &&
+        sn_rt_elements(b) <= 64)
+        return fold_binary(L, n, op, a, b, rank, dims);
+    if ((st = sn_out_device(L, n, 0, rank, dims, &out)) != SHARDNET_OK)
+        return st;
+    out->dtype = a->dtype; /* computed in float32, read back as this */
+    return emit_binary(L, n, op, a, b, out->view);
+}
+
+/* --- element-wise unary ops --------------------------------------------- */
+
+static const struct {
+    const char *name;
+    sn_unary_op op;
+    float alpha, beta; /* defaults of the op's attributes */
+} unary_ops[] = {
+    {"Relu", SN_UNARY_RELU, 0, 0},
+    {"Sigmoid", SN_UNARY_SIGMOID, 0, 0},
+    {"Tanh", SN_UNARY_TANH, 0, 0},
+    {"Erf", SN_UNARY_ERF, 0, 0},
+    {"Exp", SN_UNARY_EXP, 0, 0},
+    {"Log", SN_UNARY_LOG, 0, 0},
+    {"Sqrt", SN_UNARY_SQRT, 0, 0},
+    {"Neg", SN_UNARY_NEG, 0, 0},
+    {"Abs", SN_UNARY_ABS, 0, 0},
+    {"LeakyRelu", SN_UNARY_LEAKY_RELU, 0.01f, 0},
+    {"HardSigmoid", SN_UNARY_HARD_SIGMOID, 0.2f, 0.5f},
+    {"Gelu", SN_UNARY_GELU, 0, 0},
+    {"Clip", SN_UNARY_CLIP, -INFINITY, INFINITY},
+};
+
+/* Clip's bounds: attributes before opset 11, optional inputs after. */
+static shardnet_status clip_bound(sn_lower *L, const sn_node *n, size_t i,
+                                  const char *attr, float *v, sn_rt **dev)
+{
+    sn_rt *in = sn_in(L, n, i);
+    *dev = NULL;
+    if (!in) {
+        *v = sn_attr_float(n, attr, *v);
+        return SHARDNET_OK;
+    }
+    if (sn_rt_elements(in) != 1)
+        return sn_node_error(n, SHARDNET_INVALID_ARGUMENT,
+                             "the %s bound must be a scalar", attr);
+    if (in->host)
+        *v = (float)sn_rt_get_double(in, 0);
+    else
+        *dev = in; /* computed on the device: a MAX/MIN step */
+    return SHARDNET_OK;
+}
+
+SN_LOWER(sn_lower_unary)
+{
+    sn_rt *x = sn_in(L, n, 0), *out, *lo_dev = NULL, *hi_dev = NULL;
+    sn_step s = {.kind = SN_STEP_UNARY};
+    shardnet_status st;
+    size_t k = 0;
+
+    while (strcmp(unary_ops[k].name, n->op_type))
+        k++;
+    s.u.unary.op = unary_ops[k].op;
+    s.u.unary.alpha = sn_attr_float(n, "alpha", unary_ops[k].alpha);
+    s.u.unary.beta = sn_attr_float(n, "beta", unary_ops[k].beta);
+    if (s.u.unary.op == SN_UNARY_GELU &&
+        !strcmp(sn_attr_string(n, "approximate", "none"), "tanh"))
+        s.u.unary.op = SN_UNARY_GELU_TANH;
+    if (s.u.unary.op == SN_UNARY_CLIP) {
+        s.u.unary.alpha = -INFINITY;
+        s.u.unary.beta = INFINITY;
+        if ((st = clip_bound(L, n, 1, "min", &s.u.unary.alpha, &lo_dev)) ||
+            (st = clip_bound(L, n, 2, "max", &s.u.unary.beta, &hi_dev)))
+            return st;
+    }
+    if ((st = sn_out_device(L, n, 0, x->rank, x->dims, &out)) != SHARDNET_OK)
+        return st;
+    out->dtype = x->dtype; /* computed in float32, read back as this */
+    if ((st = sn_dev_view(L, n, x, &s.u.unary.x)) != SHARDNET_OK)
+        return st;
+    s.u.unary.y = out->view;
+    s.u.unary.n = sn_rt_elements(x);
+    if ((st = sn_emit(L, n, &s)) != SHARDNET_OK)
+        return st;
+    /* Bounds only known on the device: clamp with broadcast MAX / MIN. */
+    if (lo_dev && (st = emit_binary(L, n, SN_BINARY_MAX, out, lo_dev,
+                                    out->view)) != SHARDNET_OK)
+        return st;
+    if (hi_dev && (st = emit_binary(L, n, SN_BINARY_MIN, out, hi_dev,
+                                    out->view)) != SHARDNET_OK)
+        return st;
+    return SHARDNET_OK;
+}
+
+/* --- the table ------------------------------------------------------------ */
+
+static const sn_op_def op_table[] = {
+    {"Identity", 1, 1, sn_lower_identity},
+    {"Dropout", 1, 3, sn_lower_identity},
+    {"Reshape", 1, 2, sn_lower_reshape},
+    {"Flatten", 1, 1, sn_lower_flatten},
+    {"Squeeze", 1, 2, sn_lower_squeeze},
+    {"Unsqueeze", 1, 2, sn_lower_unsqueeze},
+    {"Shape", 1, 1, sn_lower_shape},
+    {"Constant", 0, 0, sn_lower_constant},
+    {"Cast", 1, 1, sn_lower_cast},
+    {"Add", 2, 2, sn_lower_binary},
+    {"Sub", 2, 2, sn_lower_binary},
+    {"Mul", 2, 2, sn_lower_binary},
+    {"Div", 2, 2, sn_lower_binary},
+    {"Pow", 2, 2, sn_lower_binary},
+    {"Relu", 1, 1, sn_lower_unary},
+    {"Sigmoid", 1, 1, sn_lower_unary},
+    {"Tanh", 1, 1, sn_lower_unary},
+    {"Erf", 1, 1, sn_lower_unary},
+    {"Exp", 1, 1, sn_lower_unary},
+    {"Log", 1, 1, sn_lower_unary},
+    {"Sqrt", 1, 1, sn_lower_unary},
+    {"Neg", 1, 1, sn_lower_unary},
+    {"Abs", 1, 1, sn_lower_unary},
+    {"LeakyRelu", 1, 1, sn_lower_unary},
+    {"HardSigmoid", 1, 1, sn_lower_unary},
+    {"Gelu", 1, 1, sn_lower_unary},
+    {"Clip", 1, 3, sn_lower_unary},
+    {"Gemm", 2, 3, sn_lower_gemm},
+    {"MatMul", 2, 2, sn_lower_matmul},
+    {"Softmax", 1, 1, sn_lower_softmax},
+    {"LogSoftmax", 1, 1, sn_lower_softmax},
+};
+
+const sn_op_def *sn_op_find(const char *domain, const char *op_type)
+{
+    if (domain && *domain && strcmp(domain, "ai.onnx"))
+        return NULL;
+    for (size_t i = 0; i < sizeof op_table / sizeof op_table[0]; i++)
+        if (!strcmp(op_table[i].op_type, op_type))
+            return &op_table[i];
+    for (size_t i = 0; i < sn_ops_more_count; i++)
+        if (!strcmp(sn_ops_more[i].op_type, op_type))
+            return &sn_ops_more[i];
+    return NULL;
+}

@@ -1,0 +1,56 @@
+/*
+ * Operators (private): the lowering functions of lib/ops_*.c and helpers
+ * they share.  The table mapping op_type to them is in lib/ops.c.
+ *
+ * A lowering function reads its inputs with sn_in(), checks attributes and
+ * shapes (every error names the node and says why), then either folds on
+ * the host (sn_out_host: shape arithmetic on integer tensors) or emits
+ * kernel steps on the device (sn_out_device / sn_out_alias + sn_emit).
+ */
+#ifndef SN_OPS_H
+#define SN_OPS_H
+
+#include "exec.h"
+
+#define SN_LOWER(name) shardnet_status name(sn_lower *L, const sn_node *n)
+
+/* Normalise an axis in [-rank, rank) to [0, rank); -1 if out of range. */
+int sn_axis(int64_t axis, int rank);
+/* Numpy-broadcast two shapes into out (rank max(ra, rb)); 0 on mismatch. */
+int sn_broadcast_shape(int ra, const int64_t *a, int rb, const int64_t *b,
+                       int *rank, int64_t *out);
+/* Row-major strides (elements) of a shape. */
+void sn_strides(int rank, const int64_t *dims, int64_t *strides);
+/* Copy src (any layout on device) broadcast into a fresh output: used by
+ * Expand, Gemm's C, ... ; src_dims right-aligned against dims. */
+shardnet_status sn_emit_broadcast_copy(sn_lower *L, const sn_node *n,
+                                       sn_rt *src, int rank,
+                                       const int64_t *dims, sn_view dst);
+/* The integer values of a host input (shape, axes, ...), at most cap. */
+shardnet_status sn_host_ints(const sn_node *n, const sn_rt *rt,
+                             const char *what, int64_t *out, size_t cap,
+                             size_t *count);
+
+/* lib/ops.c: element-wise, shape and tensor manipulation. */
+SN_LOWER(sn_lower_identity);
+SN_LOWER(sn_lower_reshape);
+SN_LOWER(sn_lower_flatten);
+SN_LOWER(sn_lower_squeeze);
+SN_LOWER(sn_lower_unsqueeze);
+SN_LOWER(sn_lower_shape);
+SN_LOWER(sn_lower_constant);
+SN_LOWER(sn_lower_cast);
+SN_LOWER(sn_lower_binary);
+SN_LOWER(sn_lower_unary);
+
+/* lib/ops_nn.c: linear algebra and neural-network layers. */
+SN_LOWER(sn_lower_gemm);
+SN_LOWER(sn_lower_matmul);
+SN_LOWER(sn_lower_softmax);
+
+/* lib/ops_more.c: convolution, pooling, normalisation, reductions and data
+ * movement (Transpose, Concat, Split, Slice, Gather, Expand, Where, ...). */
+extern const sn_op_def sn_ops_more[];
+extern const size_t sn_ops_more_count;
+
+#endif /* SN_OPS_H */

@@ -1,0 +1,270 @@
+/*
+ * Whole models from PyTorch (tests/fixtures, made by the tools/ scripts) on every
+ * device, through the public API, against PyTorch's outputs.
+ */
+#include <config.h>
+
+#include <criterion/criterion.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "shardnet.h"
+
+static shardnet_context_t *ctx;
+
+static void setup(void)
+{
+    cr_assert_eq(shardnet_context_create(&ctx), SHARDNET_OK, "%s",
+                 shardnet_last_error());
+}
+
+static void teardown(void)
+{
+    shardnet_context_free(ctx);
+}
+
+TestSuite(models, .init = setup, .fini = teardown, .timeout = 600);
+
+static void fixture(char *out, size_t cap, const char *name)
+{
+    const char *src = getenv("SHARDNET_SRCDIR");
+    snprintf(out, cap, "%s/tests/fixtures/%s", src ? src : ".", name);
+}
+
+static shardnet_model_t *load_model(const char *name)
+{
+    char path[4096];
+    shardnet_model_t *m = NULL;
+    fixture(path, sizeof path, name);
+    cr_assert_eq(shardnet_model_load(path, &m), SHARDNET_OK, "%s",
+                 shardnet_last_error());
+    return m;
+}
+
+static void load_tensor(const char *name, shardnet_tensor *t)
+{
+    char path[4096];
+    fixture(path, sizeof path, name);
+    cr_assert_eq(shardnet_tensor_load(path, t), SHARDNET_OK, "%s",
+                 shardnet_last_error());
+}
+
+/* Rows [row0, row0 + rows) of `in` through the session; compares with the
+ * same rows of `want` within atol + rtol * |want|. */
+static void run_rows(shardnet_session_t *s, const char *dev,
+                     const shardnet_tensor *in, const shardnet_tensor *want,
+                     int64_t row0, int64_t rows, float atol, float rtol)
+{
+    int64_t dims[SHARDNET_MAX_DIMS];
+    size_t in_row = in->nbytes / (size_t)in->info.dims[0];
+    size_t out_row = want->nbytes / (size_t)want->info.dims[0] / sizeof(float);
+    shardnet_tensor_info info;
+    const void *got;
+    memcpy(dims, in->info.dims, sizeof dims);
+    dims[0] = rows;
+    cr_assert_eq(shardnet_session_set_input(s, 0, in->info.dtype,
+                                            in->info.rank, dims,
+                                            (const char *)in->data +
+                                                (size_t)row0 * in_row),
+                 SHARDNET_OK, "%s", shardnet_last_error());
+    cr_assert_eq(shardnet_session_run(s), SHARDNET_OK, "%s: %s", dev,
+                 shardnet_last_error());
+    cr_assert_eq(shardnet_session_output(s, 0, &info, &got), SHARDNET_OK);
+    cr_assert_eq(info.rank, want->info.rank);
+    cr_assert_eq(info.dims[0], rows);
+    const float *g = got, *w = (const float *)want->data + (size_t)row0 * out_row;
+    size_t bad = 0, first = 0;
+    for (size_t i = 0; i < (size_t)rows * out_row; i++)
+        if (!(fabsf(g[i] - w[i]) <= atol + rtol * fabsf(w[i])) && !bad++)
+            first = i;
+    cr_expect_eq(bad, 0,
+                 "%s, rows %lld+%lld: %zu values off; first at %zu: %.7g, "
+                 "PyTorch %.7g",
+                 dev, (long long)row0, (long long)rows, bad, first,
+                 (double)g[first], (double)w[first]);
+}
+
+/* Every device of the context, by name. */
+#define FOR_EACH_DEVICE(dv)                                                   \
+    for (size_t dv##_i = 0; dv##_i < shardnet_device_count(ctx); dv##_i++)   \
+        for (const char *dv = device_name(dv##_i); dv; dv = NULL)
+
+static const char *device_name(size_t i)
+{
+    static shardnet_device_info info;
+    cr_assert_eq(shardnet_device_get_info(ctx, i, &info), SHARDNET_OK);
+    return info.name;
+}
+
+Test(models, fashion_mlp_matches_pytorch_on_every_device)
+{
+    shardnet_model_t *m = load_model("fashion_mlp.onnx");
+    shardnet_tensor in, want;
+    load_tensor("fashion_mlp_input.npy", &in);
+    load_tensor("fashion_mlp_logits.npy", &want);
+    FOR_EACH_DEVICE(dev)
+    {
+        shardnet_session_t *s = NULL;
+        cr_assert_eq(shardnet_session_create(ctx, m, dev, &s), SHARDNET_OK,
+                     "%s", shardnet_last_error());
+        /* The batch size is chosen at run time: whole, one row, odd. */
+        run_rows(s, dev, &in, &want, 0, 256, 1e-4f, 0);
+        run_rows(s, dev, &in, &want, 5, 1, 1e-4f, 0);
+        run_rows(s, dev, &in, &want, 100, 7, 1e-4f, 0);
+        run_rows(s, dev, &in, &want, 0, 256, 1e-4f, 0); /* cached plan */
+        shardnet_session_free(s);
+    }
+    shardnet_tensor_release(&in);
+    shardnet_tensor_release(&want);
+    shardnet_model_free(m);
+}
+
+Test(models, fashion_mlp_classifies_the_fixture_images)
+{
+    shardnet_model_t *m = load_model("fashion_mlp.onnx");
+    shardnet_session_t *s = NULL;
+    shardnet_tensor in, labels;
+    shardnet_tensor_info info;
+    const void *out;
+    load_tensor("fashion_mlp_input.npy", &in);
+    load_tensor("fashion_mlp_labels.npy", &labels);
+    cr_assert_eq(shardnet_session_create(ctx, m, "cpu:0", &s), SHARDNET_OK);
+    cr_assert_eq(shardnet_session_set_input(s, 0, in.info.dtype, in.info.rank,
+                                            in.info.dims, in.data),
+                 SHARDNET_OK);
+    cr_assert_eq(shardnet_session_run(s), SHARDNET_OK, "%s",
+                 shardnet_last_error());
+    cr_assert_eq(shardnet_session_output(s, 0, &info, &out), SHARDNET_OK);
+    size_t correct = 0, n = (size_t)info.dims[0];
+    const float *logits = out;
+    for (size_t r = 0; r < n; r++) {
+        int best = 0;
+        for (int c = 1; c < 10; c++)
+            if (logits[r * 10 + c] > logits[r * 10 + best])
+                best = c;
+        correct += best == ((const int64_t *)labels.data)[r];
+    }
+    cr_expect_geq(correct * 100, n * 88, "accuracy %zu of %zu", correct, n);
+    shardnet_session_free(s);
+    shardnet_tensor_release(&in);
+    shardnet_tensor_release(&labels);
+    shardnet_model_free(m);
+}
+
+static void model_on_every_device(const char *model, const char *input,
+                                  const char *output, float atol, float rtol)
+{
+    shardnet_model_t *m = load_model(model);
+    shardnet_tensor in, want;
+    load_tensor(input, &in);
+    load_tensor(output, &want);
+    FOR_EACH_DEVICE(dev)
+    {
+        shardnet_session_t *s = NULL;
+        cr_assert_eq(shardnet_session_create(ctx, m, dev, &s), SHARDNET_OK,
+                     "%s", shardnet_last_error());
+        run_rows(s, dev, &in, &want, 0, in.info.dims[0], atol, rtol);
+        run_rows(s, dev, &in, &want, 1, 1, atol, rtol);
+        shardnet_session_free(s);
+    }
+    shardnet_tensor_release(&in);
+    shardnet_tensor_release(&want);
+    shardnet_model_free(m);
+}
+
+Test(models, small_cnn_matches_pytorch_on_every_device)
+{
+    model_on_every_device("small_cnn.onnx", "small_cnn_input.npy",
+                          "small_cnn_output.npy", 1e-4f, 1e-4f);
+}
+
+Test(models, small_transformer_matches_pytorch_on_every_device)
+{
+    model_on_every_device("small_transformer.onnx",
+                          "small_transformer_input.npy",
+                          "small_transformer_output.npy", 1e-4f, 1e-4f);
+}
+
+Test(models, info_describes_inputs_outputs_and_ops)
+{
+    shardnet_model_t *m = load_model("fashion_mlp.onnx");
+    shardnet_tensor_info t;
+    char text[1024];
+    cr_assert_eq(shardnet_model_input_count(m), 1);
+    cr_assert_eq(shardnet_model_input(m, 0, &t), SHARDNET_OK);
+    cr_assert_str_eq(t.name, "input");
+    cr_assert_eq(t.rank, 2);
+    cr_assert_eq(t.dims[0], -1);
+    cr_assert_str_eq(t.dim_names[0], "batch");
+    cr_assert_eq(t.dims[1], 784);
+    cr_assert_eq(shardnet_model_parameter_count(m),
+                 784 * 512 + 512 + 512 * 512 + 512 + 512 * 10 + 10);
+    shardnet_model_describe(m, text, sizeof text);
+    cr_assert(strstr(text, "Gemm x3"), "%s", text);
+    cr_assert_eq(shardnet_model_unsupported(m, text, sizeof text), 0);
+    shardnet_model_free(m);
+}
+
+Test(models, unsupported_operators_are_all_named_before_running)
+{
+    shardnet_model_t *m = NULL;
+    shardnet_session_t *s = NULL;
+    char text[1024];
+    const char *p = "/usr/share/libonnx-testdata/data/node/test_lstm_defaults/"
+                    "model.onnx";
+    if (shardnet_model_load(p, &m) != SHARDNET_OK)
+        cr_skip_test("ONNX test data not installed (libonnx-testdata)");
+    cr_assert_gt(shardnet_model_unsupported(m, text, sizeof text), 0);
+    cr_assert(strstr(text, "LSTM"), "%s", text);
+    cr_assert_eq(shardnet_session_create(ctx, m, "cpu:0", &s),
+                 SHARDNET_UNSUPPORTED);
+    cr_assert(strstr(shardnet_last_error(), "LSTM"), "%s",
+              shardnet_last_error());
+    shardnet_model_free(m);
+}
+
+Test(models, wrong_inputs_give_clear_errors)
+{
+    shardnet_model_t *m = load_model("fashion_mlp.onnx");
+    shardnet_session_t *s = NULL;
+    float x[3 * 100] = {0};
+    int64_t bad_dims[2] = {3, 100};
+    cr_assert_eq(shardnet_session_create(ctx, m, "cpu:0", &s), SHARDNET_OK);
+    cr_assert_eq(shardnet_session_run(s), SHARDNET_INVALID_ARGUMENT);
+    cr_assert(strstr(shardnet_last_error(), "not bound"));
+    cr_assert_eq(shardnet_session_set_input(s, 0, SHARDNET_DTYPE_FLOAT32, 2,
+                                            bad_dims, x),
+                 SHARDNET_OK);
+    cr_assert_eq(shardnet_session_run(s), SHARDNET_INVALID_ARGUMENT);
+    cr_assert(strstr(shardnet_last_error(), "dimension 1 is 784"), "%s",
+              shardnet_last_error());
+    cr_assert_eq(shardnet_session_set_input(s, 0, SHARDNET_DTYPE_INT64, 2,
+                                            bad_dims, x),
+                 SHARDNET_OK);
+    cr_assert_eq(shardnet_session_run(s), SHARDNET_INVALID_ARGUMENT);
+    cr_assert(strstr(shardnet_last_error(), "is float"), "%s",
+              shardnet_last_error());
+    cr_assert_eq(shardnet_session_set_input(s, 1, SHARDNET_DTYPE_FLOAT32, 2,
+                                            bad_dims, x),
+                 SHARDNET_INVALID_ARGUMENT);
+    shardnet_session_free(s);
+    cr_assert_eq(shardnet_session_create(ctx, m, "cpu:0,cpu:0,gpu:1", &s),
+                 SHARDNET_NO_DEVICE);
+    shardnet_model_free(m);
+}
+
+Test(models, missing_or_corrupt_model_files_fail_cleanly)
+{
+    shardnet_model_t *m = NULL;
+    cr_assert_neq(shardnet_model_load("/nonexistent/model.onnx", &m),
+                  SHARDNET_OK);
+    cr_assert_null(m);
+    cr_assert(strstr(shardnet_last_error(), "/nonexistent/model.onnx"), "%s",
+              shardnet_last_error());
+    char path[4096];
+    fixture(path, sizeof path, "fashion_mlp_input.npy"); /* not a model */
+    cr_assert_eq(shardnet_model_load(path, &m), SHARDNET_INVALID_ARGUMENT);
+    cr_assert_null(m);
+}

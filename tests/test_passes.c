@@ -1,0 +1,180 @@
+/*
+ * Graph passes, each on its own: what it changes in the graph, and that the
+ * model computes the same thing after it (a plan of the untouched graph
+ * against a plan of the transformed one, on cpu:0).
+ */
+#include <config.h>
+
+#include <criterion/criterion.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "exec.h"
+#include "shardnet.h"
+
+static shardnet_context_t *ctx;
+
+static void setup(void)
+{
+    cr_assert_eq(shardnet_context_create(&ctx), SHARDNET_OK, "%s",
+                 shardnet_last_error());
+}
+
+static void teardown(void)
+{
+    shardnet_context_free(ctx);
+}
+
+TestSuite(passes, .init = setup, .fini = teardown, .timeout = 300);
+
+static sn_graph *load_sorted(const char *name)
+{
+    char path[4096];
+    const char *src = getenv("SHARDNET_SRCDIR");
+    sn_graph *g = NULL;
+    snprintf(path, sizeof path, "%s/tests/fixtures/%s", src ? src : ".", name);
+    cr_assert_eq(sn_onnx_load(path, &g), SHARDNET_OK, "%s",
+                 shardnet_last_error());
+    cr_assert_eq(sn_graph_sort(g), SHARDNET_OK, "%s", shardnet_last_error());
+    return g;
+}
+
+static size_t live_ops(const sn_graph *g, const char *op)
+{
+    size_t n = 0;
+    for (size_t i = 0; i < g->nnodes; i++)
+        n += !g->nodes[i].dead && !strcmp(g->nodes[i].op_type, op);
+    return n;
+}
+
+/* Run graph g on cpu:0 with a deterministic input whose symbolic
+ * dimensions are `batch`; returns output 0 (malloc'ed) and its size. */
+static float *run_graph(sn_graph *g, int64_t batch, size_t *count)
+{
+    sn_device *dev = sn_context_device(ctx, 0);
+    sn_weights *w = NULL;
+    sn_plan *p = NULL;
+    sn_binding b = {.dtype = SN_DT_FLOAT};
+    const sn_value *in = &g->values[g->inputs[0]];
+    size_t n = 1;
+    b.rank = in->rank;
+    for (int i = 0; i < in->rank; i++) {
+        b.dims[i] = in->dims[i] >= 0 ? in->dims[i] : batch;
+        n *= (size_t)b.dims[i];
+    }
+    float *x = malloc(n * sizeof *x);
+    for (size_t i = 0; i < n; i++)
+        x[i] = (float)((i * 7919) % 1000) / 500.0f - 1.0f;
+    b.data = x;
+    b.nbytes = n * sizeof *x;
+    cr_assert_eq(sn_weights_new(g, dev, &w), SHARDNET_OK);
+    cr_assert_eq(sn_plan_build(g, w, &b, &p), SHARDNET_OK, "%s",
+                 shardnet_last_error());
+    cr_assert_eq(sn_plan_run(p, &b), SHARDNET_OK, "%s", shardnet_last_error());
+    const sn_host_tensor *t = sn_plan_output(p, 0);
+    float *out = malloc(t->nbytes);
+    memcpy(out, t->data, t->nbytes);
+    *count = t->nbytes / sizeof(float);
+    sn_plan_free(p);
+    sn_weights_free(w);
+    free(x);
+    return out;
+}
+
+static void expect_same(const float *a, const float *b, size_t n, float tol)
+{
+    for (size_t i = 0; i < n; i++)
+        cr_assert(fabsf(a[i] - b[i]) <= tol * (1.0f + fabsf(b[i])),
+                  "element %zu: %.9g after the pass, %.9g before", i,
+                  (double)a[i], (double)b[i]);
+}
+
+Test(passes, fold_batchnorm_merges_it_into_the_convolution)
+{
+    sn_graph *g = load_sorted("small_cnn.onnx");
+    size_t n0, n1, folded;
+    float *before = run_graph(g, 2, &n0);
+    cr_assert_eq(live_ops(g, "BatchNormalization"), 2);
+    cr_assert_eq(sn_pass_fold_batchnorm(g, &folded), SHARDNET_OK);
+    cr_assert_eq(folded, 2);
+    cr_assert_eq(live_ops(g, "BatchNormalization"), 0);
+    cr_assert_eq(live_ops(g, "Conv"), 2);
+    float *after = run_graph(g, 2, &n1);
+    cr_assert_eq(n0, n1);
+    /* Weights were rescaled: the rounding differs, the maths does not. */
+    expect_same(after, before, n0, 1e-5f);
+    free(before);
+    free(after);
+    sn_graph_free(g);
+}
+
+Test(passes, fuse_activation_moves_relu_into_the_gemm_bit_exactly)
+{
+    sn_graph *g = load_sorted("fashion_mlp.onnx");
+    size_t n0, n1, fused;
+    float *before = run_graph(g, 3, &n0);
+    cr_assert_eq(live_ops(g, "Relu"), 2);
+    cr_assert_eq(sn_pass_fuse_activation(g, &fused), SHARDNET_OK);
+    cr_assert_eq(fused, 2);
+    cr_assert_eq(live_ops(g, "Relu"), 0);
+    size_t with_attr = 0;
+    for (size_t i = 0; i < g->nnodes; i++)
+        with_attr += !g->nodes[i].dead &&
+                     !strcmp(sn_attr_string(&g->nodes[i], "activation", ""),
+                             "Relu");
+    cr_assert_eq(with_attr, 2);
+    float *after = run_graph(g, 3, &n1);
+    cr_assert_eq(n0, n1);
+    cr_assert_eq(memcmp(before, after, n0 * sizeof *before), 0,
+                 "fusing changed the result");
+    free(before);
+    free(after);
+    sn_graph_free(g);
+}
+
+Test(passes, fold_constants_turns_constant_nodes_into_values)
+{
+    sn_graph *g = load_sorted("small_transformer.onnx");
+    size_t n0, n1, folded;
+    float *before = run_graph(g, 2, &n0);
+    size_t constants = live_ops(g, "Constant");
+    cr_assert_gt(constants, 0);
+    cr_assert_eq(sn_pass_fold_constants(g, &folded), SHARDNET_OK);
+    cr_assert_geq(folded, constants);
+    cr_assert_eq(live_ops(g, "Constant"), 0);
+    float *after = run_graph(g, 2, &n1);
+    cr_assert_eq(n0, n1);
+    cr_assert_eq(memcmp(before, after, n0 * sizeof *before), 0);
+    free(before);
+    free(after);
+    sn_graph_free(g);
+}
+
+Test(passes, remove_dead_drops_nodes_nothing_reads)
+{
+    sn_graph *g = load_sorted("fashion_mlp.onnx");
+    size_t removed, n0, n1;
+    float *before = run_graph(g, 2, &n0);
+    /* A Relu on the input whose result nobody uses, and one after it. */
+    int in = g->inputs[0];
+    int v1 = sn_graph_add_value(g, "unused_1");
+    int v2 = sn_graph_add_value(g, "unused_2");
+    cr_assert(v1 >= 0 && v2 >= 0);
+    cr_assert_geq(sn_graph_add_node(g, "dead_1", "Relu", "", &in, 1, &v1, 1),
+                  0);
+    cr_assert_geq(sn_graph_add_node(g, "dead_2", "Sigmoid", "", &v1, 1, &v2, 1),
+                  0);
+    cr_assert_eq(sn_graph_sort(g), SHARDNET_OK, "%s", shardnet_last_error());
+    cr_assert_eq(live_ops(g, "Sigmoid"), 1);
+    cr_assert_eq(sn_pass_remove_dead(g, &removed), SHARDNET_OK);
+    cr_assert_eq(removed, 2);
+    cr_assert_eq(live_ops(g, "Sigmoid"), 0);
+    cr_assert_eq(live_ops(g, "Relu"), 2, "the live Relus must stay");
+    float *after = run_graph(g, 2, &n1);
+    cr_assert_eq(memcmp(before, after, n0 * sizeof *before), 0);
+    free(before);
+    free(after);
+    sn_graph_free(g);
+}
