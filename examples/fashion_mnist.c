@@ -17,6 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 static double now_s(void)
 {
@@ -75,6 +76,13 @@ int main(int argc, char **argv)
     shardnet_status st;
     int rc = 1;
 
+    /* OpenBLAS may have taken slower kernels than this CPU deserves; the
+     * choice is made at load time, so start again with the right ones. */
+    const char *hint = shardnet_blas_coretype_hint();
+    if (hint && !getenv("SHARDNET_NO_REEXEC")) {
+        setenv("OPENBLAS_CORETYPE", hint, 1);
+        execv("/proc/self/exe", argv);
+    }
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--devices") && i + 1 < argc)
             devices = argv[++i];

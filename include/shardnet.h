@@ -100,6 +100,21 @@ typedef void (*shardnet_log_fn)(shardnet_log_level level, const char *msg,
 SHARDNET_API void shardnet_set_log(shardnet_log_fn fn, shardnet_log_level level,
                                    void *user);
 
+/**
+ * \brief The OpenBLAS kernels this CPU deserves, when OpenBLAS chose older
+ * ones.
+ *
+ * OpenBLAS picks its kernels when it is loaded, from a table that may not
+ * know a newer CPU: on CPUs with AVX-512 it can fall back to its AVX2
+ * ("Haswell") kernels, at half the speed.  The choice can only be changed
+ * before the process starts, through the environment variable
+ * OPENBLAS_CORETYPE; the `shardnet` tool re-executes itself with it.
+ * \return "SkylakeX" when this CPU has AVX-512 (F, BW, DQ, VL), OpenBLAS
+ *         runs AVX2 or older kernels, and OPENBLAS_CORETYPE is not set;
+ *         otherwise NULL.
+ */
+SHARDNET_API const char *shardnet_blas_coretype_hint(void);
+
 /** Kind of compute device. */
 typedef enum shardnet_device_kind {
     SHARDNET_DEVICE_CPU = 0,    /**< one CPU package (socket), "cpu:N" */

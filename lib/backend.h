@@ -76,6 +76,9 @@ typedef struct sn_gemm_desc {
     sn_view bias;
     int bias_rows;
     sn_act act;
+    /* B's contents never change while its buffer lives (a weight): a
+     * backend may keep a repacked copy of it, keyed by buffer and layout. */
+    int b_const;
 } sn_gemm_desc;
 
 #define SN_BINARY_OP_MAP(X) X(ADD, "add") X(SUB, "sub") X(MUL, "mul") X(DIV, "div") X(MAX, "max") X(MIN, "min") X(POW, "pow")

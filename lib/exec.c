@@ -393,6 +393,13 @@ shardnet_status sn_dev_view(sn_lower *L, const sn_node *n, sn_rt *rt,
     return SHARDNET_OK;
 }
 
+int sn_rt_is_weight(const sn_lower *L, const sn_rt *rt)
+{
+    long vi = value_index(L, rt);
+    return L->plan && rt->on_device && L->plan->w->f32[vi] &&
+           rt->view.buf == L->plan->w->f32[vi];
+}
+
 shardnet_status sn_dev_indices(sn_lower *L, const sn_node *n, sn_rt *rt,
                                sn_view *out)
 {

@@ -120,6 +120,9 @@ shardnet_status sn_out_host(sn_lower *L, const sn_node *n, size_t i,
  * from bool/integer/double types) into a weight buffer on first use. */
 shardnet_status sn_dev_view(sn_lower *L, const sn_node *n, sn_rt *rt,
                             sn_view *out);
+/* Is rt's device data a graph constant's shared, never-rewritten weight
+ * buffer (after sn_dev_view)? */
+int sn_rt_is_weight(const sn_lower *L, const sn_rt *rt);
 /* The device view of rt's data as int32 indices (uploads and converts). */
 shardnet_status sn_dev_indices(sn_lower *L, const sn_node *n, sn_rt *rt,
                                sn_view *out);

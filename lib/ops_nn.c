@@ -46,6 +46,7 @@ SN_LOWER(sn_lower_gemm)
     if ((st = sn_dev_view(L, n, a, &s.u.gemm.a)) != SHARDNET_OK ||
         (st = sn_dev_view(L, n, b, &s.u.gemm.b)) != SHARDNET_OK)
         return st;
+    s.u.gemm.b_const = sn_rt_is_weight(L, b); /* uploaded once, never rewritten */
     if (c && beta != 0.0f) {
         int64_t cd[2] = {1, 1};
         int r;
@@ -129,7 +130,8 @@ SN_LOWER(sn_lower_matmul)
     s.u.gemm = (sn_gemm_desc){.m = (size_t)m, .n = (size_t)nn, .k = (size_t)k,
                               .alpha = 1.0f, .lda = (size_t)k,
                               .ldb = (size_t)nn, .ldc = (size_t)nn,
-                              .batch = 1, .act = fused_act(n)};
+                              .batch = 1, .act = fused_act(n),
+                              .b_const = sn_rt_is_weight(L, b)};
     int b_batched = 0;
     for (int i = 0; i < br - 2; i++)
         b_batched |= bd[i] != 1;

@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "shardnet.h"
 
@@ -747,8 +748,24 @@ static const struct {
     {"matmul", cmd_matmul},
 };
 
+/*
+ * OpenBLAS chooses its kernels when it is loaded; on a CPU it does not know
+ * it may take kernels of half the speed (see shardnet_blas_coretype_hint).
+ * Start again, once, with the right ones.  SHARDNET_NO_REEXEC=1 disables.
+ */
+static void choose_blas_kernels(char **argv)
+{
+    const char *hint = shardnet_blas_coretype_hint();
+    if (!hint || getenv("SHARDNET_NO_REEXEC"))
+        return;
+    setenv("OPENBLAS_CORETYPE", hint, 1);
+    execv("/proc/self/exe", argv);
+    unsetenv("OPENBLAS_CORETYPE"); /* exec failed: carry on as we are */
+}
+
 int main(int argc, char **argv)
 {
+    choose_blas_kernels(argv);
     if (argc < 2) {
         usage_main(stderr);
         return 2;

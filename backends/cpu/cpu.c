@@ -26,6 +26,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <time.h>
 
 #include "backend.h"
@@ -691,6 +692,30 @@ shardnet_status sn_cpu_discover(sn_device_list *list)
             return st;
     }
     return SHARDNET_OK;
+}
+
+const char *shardnet_blas_coretype_hint(void)
+{
+    extern char *openblas_get_corename(void);
+    const char *core = openblas_get_corename();
+    static const char *const older[] = {"Haswell", "Zen", "Sandybridge",
+                                        "Nehalem", "Core2", "Prescott"};
+    int is_older = 0;
+    if (getenv("OPENBLAS_CORETYPE") || !core)
+        return NULL;
+#if defined(__GNUC__) && (defined(__x86_64__) || defined(__i386__))
+    __builtin_cpu_init(); /* a shared library may run before libgcc's */
+    if (!__builtin_cpu_supports("avx512f") ||
+        !__builtin_cpu_supports("avx512bw") ||
+        !__builtin_cpu_supports("avx512dq") ||
+        !__builtin_cpu_supports("avx512vl"))
+        return NULL;
+#else
+    return NULL;
+#endif
+    for (size_t i = 0; i < sizeof older / sizeof older[0]; i++)
+        is_older |= !strcasecmp(core, older[i]);
+    return is_older ? "SkylakeX" : NULL;
 }
 
 static const sn_backend_ops cpu_ops = {
