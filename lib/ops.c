@@ -333,9 +333,8 @@ SN_LOWER(sn_lower_constant)
                          "constant attribute '%s' is not supported", a->name);
 }
 
-/* Write value v (as double or int64 per source kind) as type t at p[i]. */
-static void store(sn_dtype t, void *p, size_t i, double dv, int64_t iv,
-                  int is_int)
+void sn_store_value(sn_dtype t, void *p, size_t i, double dv, int64_t iv,
+                    int is_int)
 {
     switch (t) {
     case SN_DT_FLOAT:
@@ -420,9 +419,9 @@ SN_LOWER(sn_lower_cast)
             return sn_error(SHARDNET_OUT_OF_MEMORY, "cast");
         for (size_t i = 0; i < c; i++) {
             if (is_float_type(x->dtype))
-                store(to, d, i, sn_rt_get_double(x, i), 0, 0);
+                sn_store_value(to, d, i, sn_rt_get_double(x, i), 0, 0);
             else
-                store(to, d, i, 0, sn_rt_get_int(x, i), 1);
+                sn_store_value(to, d, i, 0, sn_rt_get_int(x, i), 1);
         }
         return sn_out_host(L, n, 0, to, x->rank, x->dims, d);
     }
@@ -526,12 +525,12 @@ static shardnet_status fold_binary(sn_lower *L, const sn_node *n,
                 ib += (size_t)(idx[i] * sb[jb]);
         }
         if (is_float_type(t))
-            store(t, d, (size_t)k,
+            sn_store_value(t, d, (size_t)k,
                   float_op(op, sn_rt_get_double(a, ia),
                            sn_rt_get_double(b, ib)),
                   0, 0);
         else
-            store(t, d, (size_t)k, 0,
+            sn_store_value(t, d, (size_t)k, 0,
                   int_op(op, sn_rt_get_int(a, ia), sn_rt_get_int(b, ib)), 1);
         for (int i = rank - 1; i >= 0 && ++idx[i] == dims[i]; i--)
             idx[i] = 0;

@@ -31,6 +31,10 @@ shardnet_status sn_host_ints(const sn_node *n, const sn_rt *rt,
                              const char *what, int64_t *out, size_t cap,
                              size_t *count);
 
+/* Store a value (dv, or iv when is_int) as type t at element i of p. */
+void sn_store_value(sn_dtype t, void *p, size_t i, double dv, int64_t iv,
+                    int is_int);
+
 /* lib/ops.c: element-wise, shape and tensor manipulation. */
 SN_LOWER(sn_lower_identity);
 SN_LOWER(sn_lower_reshape);

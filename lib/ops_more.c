@@ -182,49 +182,6 @@ static void host_strided(void *dst, const void *src, size_t es, int rank,
     }
 }
 
-/* Store a value (double, or int64 when is_int) as type t at p[i]. */
-static void put_value(sn_dtype t, void *p, size_t i, double dv, int64_t iv,
-                      int is_int)
-{
-    switch (t) {
-    case SN_DT_FLOAT:
-        ((float *)p)[i] = is_int ? (float)iv : (float)dv;
-        break;
-    case SN_DT_DOUBLE:
-        ((double *)p)[i] = is_int ? (double)iv : dv;
-        break;
-    case SN_DT_INT64:
-        ((int64_t *)p)[i] = is_int ? iv : (int64_t)dv;
-        break;
-    case SN_DT_INT32:
-        ((int32_t *)p)[i] = (int32_t)(is_int ? iv : (int64_t)dv);
-        break;
-    case SN_DT_INT16:
-        ((int16_t *)p)[i] = (int16_t)(is_int ? iv : (int64_t)dv);
-        break;
-    case SN_DT_INT8:
-        ((int8_t *)p)[i] = (int8_t)(is_int ? iv : (int64_t)dv);
-        break;
-    case SN_DT_UINT8:
-        ((uint8_t *)p)[i] = (uint8_t)(is_int ? iv : (int64_t)dv);
-        break;
-    case SN_DT_UINT16:
-        ((uint16_t *)p)[i] = (uint16_t)(is_int ? iv : (int64_t)dv);
-        break;
-    case SN_DT_UINT32:
-        ((uint32_t *)p)[i] = (uint32_t)(is_int ? iv : (int64_t)dv);
-        break;
-    case SN_DT_UINT64:
-        ((uint64_t *)p)[i] = (uint64_t)(is_int ? iv : (int64_t)dv);
-        break;
-    case SN_DT_BOOL:
-        ((uint8_t *)p)[i] = is_int ? iv != 0 : dv != 0.0;
-        break;
-    default:
-        break;
-    }
-}
-
 /*
  * One copy step: dst[sum i * dst_stride] = src[sum i * src_stride] over
  * shape.  Dimensions of size 1 are dropped and dimensions that are
@@ -1784,12 +1741,12 @@ static shardnet_status host_reduce(sn_lower *L, const sn_node *n,
     }
     for (size_t k = 0; k < ocount; k++) {
         if (op == SN_REDUCE_MEAN)
-            put_value(x->dtype, d, k,
+            sn_store_value(x->dtype, d, k,
                       (isint ? (double)ia[k] : fa[k]) / (double)cnt, 0, 0);
         else if (isint)
-            put_value(x->dtype, d, k, 0, ia[k], 1);
+            sn_store_value(x->dtype, d, k, 0, ia[k], 1);
         else
-            put_value(x->dtype, d, k, fa[k], 0, 0);
+            sn_store_value(x->dtype, d, k, fa[k], 0, 0);
     }
     free(ia);
     free(fa);
