@@ -1,0 +1,534 @@
+/* Host-staged collectives, checked bit for bit against a host reference. */
+#include <config.h>
+
+#include <criterion/criterion.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "backend.h"
+#include "collective.h"
+#include "error.h"
+
+static shardnet_context_t *ctx;
+
+static void setup(void)
+{
+    cr_assert_eq(shardnet_context_create(&ctx), SHARDNET_OK, "%s",
+                 shardnet_last_error());
+}
+
+static void teardown(void)
+{
+    shardnet_context_free(ctx);
+}
+
+TestSuite(collectives, .init = setup, .fini = teardown, .timeout = 300);
+
+/* The mixes of DESIGN.md's simulated machine. */
+static const char *const groups[][4] = {
+    {"cpu:0", "cl:0", NULL, NULL},
+    {"cpu:0", "cpu:1", "cl:1", NULL},
+    {"cpu:0", "cpu:1", "cl:0", "cl:1"},
+};
+#define NGROUPS (sizeof groups / sizeof groups[0])
+
+static const size_t sizes[] = {1, 7, 1000, ((size_t)1 << 20) + 3};
+#define NSIZES (sizeof sizes / sizeof sizes[0])
+
+/* Staging modes: mapped where possible (default chunk), and every device
+ * copied through staging with small chunks (many pipeline steps). */
+static const sn_comm_opts modes[] = {
+    {.chunk_bytes = 0, .no_map = 0},
+    {.chunk_bytes = 64 * 1024, .no_map = 1},
+};
+#define NMODES (sizeof modes / sizeof modes[0])
+
+static size_t group_size(size_t g)
+{
+    size_t n = 0;
+    while (n < 4 && groups[g][n])
+        n++;
+    return n;
+}
+
+static sn_device *find_device(const char *name)
+{
+    sn_device *d;
+    for (size_t i = 0; (d = sn_context_device(ctx, i)) != NULL; i++)
+        if (!strcmp(d->info.name, name))
+            return d;
+    return NULL;
+}
+
+/* Fills devs for group g, or skips the test when a device is absent. */
+static size_t get_group(size_t g, sn_device **devs)
+{
+    size_t n = group_size(g);
+    for (size_t r = 0; r < n; r++) {
+        devs[r] = find_device(groups[g][r]);
+        if (!devs[r])
+            cr_skip_test("device %s is absent (run under make check's "
+                         "simulated devices)",
+                         groups[g][r]);
+    }
+    return n;
+}
+
+/* Values of mixed magnitude, so that the order of a sum shows in its bits. */
+static void fill(float *x, size_t count, uint32_t seed)
+{
+    uint32_t s = seed * 2654435761u + 12345u;
+    for (size_t i = 0; i < count; i++) {
+        s = s * 1664525u + 1013904223u;
+        float v = (float)(s >> 8) / (float)(1u << 24) - 0.5f;
+        x[i] = v * (float)(1u << ((s >> 3) % 12));
+    }
+}
+
+static float *floats(size_t count)
+{
+    float *p = malloc((count ? count : 1) * sizeof(float));
+    cr_assert(p, "out of memory");
+    return p;
+}
+
+/* A device buffer of pad + count + pad floats; the view starts after pad. */
+#define PAD 5
+static sn_view upload(sn_device *dev, const float *x, size_t count)
+{
+    sn_buffer *b = NULL;
+    size_t total = count + 2 * PAD;
+    float *init = floats(total);
+    cr_assert_eq(sn_buffer_alloc(dev, total * sizeof(float), &b), SHARDNET_OK,
+                 "%s", shardnet_last_error());
+    for (size_t i = 0; i < total; i++)
+        init[i] = -7.0f;
+    if (x)
+        memcpy(init + PAD, x, count * sizeof(float));
+    cr_assert_eq(sn_buffer_write(b, 0, init, total * sizeof(float)),
+                 SHARDNET_OK, "%s", shardnet_last_error());
+    free(init);
+    return (sn_view){.buf = b, .offset = PAD};
+}
+
+/* Reads the view back and checks the padding around it is untouched. */
+static float *download(sn_view v, size_t count)
+{
+    size_t total = count + 2 * PAD;
+    float *all = floats(total);
+    float *x = floats(count);
+    cr_assert_eq(sn_buffer_read(v.buf, 0, all, total * sizeof(float)),
+                 SHARDNET_OK, "%s", shardnet_last_error());
+    for (size_t i = 0; i < PAD; i++) {
+        cr_assert_eq(all[i], -7.0f, "padding before the view was written");
+        cr_assert_eq(all[PAD + count + i], -7.0f,
+                     "padding after the view was written");
+    }
+    memcpy(x, all + PAD, count * sizeof(float));
+    free(all);
+    return x;
+}
+
+static void expect_same(const float *got, const float *want, size_t count,
+                        const char *what, const char *dev, size_t n,
+                        size_t size, size_t mode)
+{
+    for (size_t i = 0; i < count; i++)
+        if (memcmp(&got[i], &want[i], sizeof(float)) != 0)
+            cr_assert_fail("%s on %zu devices, size %zu, mode %zu: %s element "
+                           "%zu is %.9g, want %.9g",
+                           what, n, size, mode, dev, i, got[i], want[i]);
+}
+
+static sn_comm *make_comm(sn_device **devs, size_t n, size_t mode)
+{
+    sn_comm *comm = NULL;
+    cr_assert_eq(sn_comm_create(devs, n, &modes[mode], &comm), SHARDNET_OK,
+                 "%s", shardnet_last_error());
+    return comm;
+}
+
+/* Uneven counts with a zero: rank 1 contributes nothing. */
+static void uneven(size_t n, size_t size, size_t *counts, size_t *off)
+{
+    off[0] = 0;
+    for (size_t r = 0; r < n; r++) {
+        counts[r] = r == 1 ? 0 : size + r * 3 + (r == 2 ? size / 2 : 0);
+        off[r + 1] = off[r] + counts[r];
+    }
+}
+
+Test(collectives, allreduce_equals_rank_order_host_sum_bit_for_bit)
+{
+    for (size_t g = 0; g < NGROUPS; g++)
+        for (size_t s = 0; s < NSIZES; s++)
+            for (size_t m = 0; m < NMODES; m++) {
+                sn_device *devs[4];
+                size_t n = get_group(g, devs), count = sizes[s];
+                sn_view v[4];
+                float *x[4], *want = floats(count);
+                sn_comm *comm = make_comm(devs, n, m);
+                for (size_t r = 0; r < n; r++) {
+                    x[r] = floats(count);
+                    fill(x[r], count, (uint32_t)(r + 1));
+                    v[r] = upload(devs[r], x[r], count);
+                }
+                for (size_t i = 0; i < count; i++) {
+                    float acc = x[0][i];
+                    for (size_t r = 1; r < n; r++)
+                        acc += x[r][i];
+                    want[i] = acc;
+                }
+                cr_assert_eq(sn_allreduce(comm, v, count), SHARDNET_OK, "%s",
+                             shardnet_last_error());
+                for (size_t r = 0; r < n; r++) {
+                    float *got = download(v[r], count);
+                    expect_same(got, want, count, "all-reduce",
+                                devs[r]->info.name, n, count, m);
+                    free(got);
+                    sn_buffer_free(v[r].buf);
+                    free(x[r]);
+                }
+                free(want);
+                sn_comm_free(comm);
+            }
+}
+
+Test(collectives, allgather_concatenates_uneven_counts_in_rank_order)
+{
+    for (size_t g = 0; g < NGROUPS; g++)
+        for (size_t s = 0; s < NSIZES; s++)
+            for (size_t m = 0; m < NMODES; m++) {
+                sn_device *devs[4];
+                size_t n = get_group(g, devs), counts[4], off[5];
+                sn_view send[4], recv[4];
+                sn_comm *comm = make_comm(devs, n, m);
+                uneven(n, sizes[s], counts, off);
+                size_t total = off[n];
+                float *want = floats(total);
+                for (size_t r = 0; r < n; r++) {
+                    fill(want + off[r], counts[r], (uint32_t)(r + 7));
+                    send[r] = upload(devs[r], want + off[r], counts[r]);
+                    recv[r] = upload(devs[r], NULL, total);
+                }
+                cr_assert_eq(sn_allgather(comm, send, counts, recv),
+                             SHARDNET_OK, "%s", shardnet_last_error());
+                for (size_t r = 0; r < n; r++) {
+                    float *got = download(recv[r], total);
+                    expect_same(got, want, total, "all-gather",
+                                devs[r]->info.name, n, sizes[s], m);
+                    free(got);
+                    sn_buffer_free(send[r].buf);
+                    sn_buffer_free(recv[r].buf);
+                }
+                free(want);
+                sn_comm_free(comm);
+            }
+}
+
+Test(collectives, allgather_in_place_keeps_each_ranks_own_part)
+{
+    sn_device *devs[4];
+    size_t n = get_group(2, devs), counts[4], off[5];
+    for (size_t m = 0; m < NMODES; m++) {
+        sn_comm *comm = make_comm(devs, n, m);
+        sn_view send[4], recv[4];
+        uneven(n, 100000, counts, off);
+        float *want = floats(off[n]);
+        fill(want, off[n], 3);
+        float *init = floats(off[n]);
+        for (size_t r = 0; r < n; r++) {
+            /* Only the rank's own part is there; the gather fills the rest. */
+            memset(init, 0, off[n] * sizeof(float));
+            memcpy(init + off[r], want + off[r], counts[r] * sizeof(float));
+            recv[r] = upload(devs[r], init, off[n]);
+            send[r] = (sn_view){recv[r].buf, recv[r].offset + off[r]};
+        }
+        free(init);
+        cr_assert_eq(sn_allgather(comm, send, counts, recv), SHARDNET_OK,
+                     "%s", shardnet_last_error());
+        for (size_t r = 0; r < n; r++) {
+            float *got = download(recv[r], off[n]);
+            expect_same(got, want, off[n], "in-place all-gather",
+                        devs[r]->info.name, n, 100000, m);
+            free(got);
+            sn_buffer_free(recv[r].buf);
+        }
+        free(want);
+        sn_comm_free(comm);
+    }
+}
+
+Test(collectives, reduce_scatter_gives_each_rank_its_slice_of_the_sum)
+{
+    for (size_t g = 0; g < NGROUPS; g++)
+        for (size_t s = 0; s < NSIZES; s++)
+            for (size_t m = 0; m < NMODES; m++) {
+                sn_device *devs[4];
+                size_t n = get_group(g, devs), counts[4], off[5];
+                sn_view send[4], recv[4];
+                float *x[4];
+                sn_comm *comm = make_comm(devs, n, m);
+                uneven(n, sizes[s], counts, off);
+                size_t total = off[n];
+                float *want = floats(total);
+                for (size_t r = 0; r < n; r++) {
+                    x[r] = floats(total);
+                    fill(x[r], total, (uint32_t)(r + 11));
+                    send[r] = upload(devs[r], x[r], total);
+                    recv[r] = upload(devs[r], NULL, counts[r]);
+                }
+                for (size_t i = 0; i < total; i++) {
+                    float acc = x[0][i];
+                    for (size_t r = 1; r < n; r++)
+                        acc += x[r][i];
+                    want[i] = acc;
+                }
+                cr_assert_eq(sn_reduce_scatter(comm, send, counts, recv),
+                             SHARDNET_OK, "%s", shardnet_last_error());
+                for (size_t r = 0; r < n; r++) {
+                    float *got = download(recv[r], counts[r]);
+                    expect_same(got, want + off[r], counts[r],
+                                "reduce-scatter", devs[r]->info.name, n,
+                                sizes[s], m);
+                    free(got);
+                    float *sent = download(send[r], total);
+                    expect_same(sent, x[r], total, "reduce-scatter input",
+                                devs[r]->info.name, n, sizes[s], m);
+                    free(sent);
+                    sn_buffer_free(send[r].buf);
+                    sn_buffer_free(recv[r].buf);
+                    free(x[r]);
+                }
+                free(want);
+                sn_comm_free(comm);
+            }
+}
+
+Test(collectives, broadcast_copies_the_root_to_every_rank)
+{
+    for (size_t g = 0; g < NGROUPS; g++)
+        for (size_t s = 0; s < NSIZES; s++)
+            for (size_t m = 0; m < NMODES; m++) {
+                sn_device *devs[4];
+                size_t n = get_group(g, devs), count = sizes[s];
+                size_t root = (g + s + m) % n;
+                sn_view v[4];
+                float *want = floats(count);
+                sn_comm *comm = make_comm(devs, n, m);
+                fill(want, count, 99);
+                for (size_t r = 0; r < n; r++)
+                    v[r] = upload(devs[r], r == root ? want : NULL, count);
+                cr_assert_eq(sn_broadcast(comm, v, count, root), SHARDNET_OK,
+                             "%s", shardnet_last_error());
+                for (size_t r = 0; r < n; r++) {
+                    float *got = download(v[r], count);
+                    expect_same(got, want, count, "broadcast",
+                                devs[r]->info.name, n, count, m);
+                    free(got);
+                    sn_buffer_free(v[r].buf);
+                }
+                free(want);
+                sn_comm_free(comm);
+            }
+}
+
+Test(collectives, sendrecv_copies_between_every_pair_of_ranks)
+{
+    sn_device *devs[4];
+    size_t n = get_group(2, devs);
+    for (size_t m = 0; m < NMODES; m++) {
+        sn_comm *comm = make_comm(devs, n, m);
+        for (size_t s = 0; s < NSIZES; s++)
+            for (size_t a = 0; a < n; a++)
+                for (size_t b = 0; b < n; b++) {
+                    size_t count = sizes[s];
+                    float *want = floats(count);
+                    fill(want, count, (uint32_t)(a * 4 + b));
+                    sn_view src = upload(devs[a], want, count);
+                    sn_view dst = upload(devs[b], NULL, count);
+                    cr_assert_eq(sn_sendrecv(comm, a, src, b, dst, count),
+                                 SHARDNET_OK, "%s", shardnet_last_error());
+                    float *got = download(dst, count);
+                    expect_same(got, want, count, "send/recv",
+                                devs[b]->info.name, n, count, m);
+                    free(got);
+                    free(want);
+                    sn_buffer_free(src.buf);
+                    sn_buffer_free(dst.buf);
+                }
+        sn_comm_free(comm);
+    }
+}
+
+Test(collectives, one_rank_comm_leaves_data_as_is)
+{
+    sn_device *devs[4];
+    get_group(0, devs);
+    sn_comm *comm = make_comm(devs, 1, 1);
+    float x[7];
+    fill(x, 7, 5);
+    sn_view v = upload(devs[0], x, 7);
+    cr_assert_eq(sn_allreduce(comm, &v, 7), SHARDNET_OK, "%s",
+                 shardnet_last_error());
+    float *got = download(v, 7);
+    expect_same(got, x, 7, "all-reduce", devs[0]->info.name, 1, 7, 1);
+    free(got);
+    sn_buffer_free(v.buf);
+    sn_comm_free(comm);
+}
+
+static void expect_error(shardnet_status st, const char *needle)
+{
+    cr_assert_eq(st, SHARDNET_INVALID_ARGUMENT, "want an invalid argument");
+    cr_assert(strstr(shardnet_last_error(), needle),
+              "message '%s' lacks '%s'", shardnet_last_error(), needle);
+}
+
+Test(collectives, create_rejects_empty_oversized_and_repeated_groups)
+{
+    sn_device *devs[SN_COMM_MAX + 1];
+    sn_comm *comm = NULL;
+    get_group(0, devs);
+    expect_error(sn_comm_create(devs, 0, NULL, &comm), "0 devices");
+    cr_assert_null(comm);
+    for (size_t r = 1; r <= SN_COMM_MAX; r++)
+        devs[r] = devs[0];
+    expect_error(sn_comm_create(devs, SN_COMM_MAX + 1, NULL, &comm),
+                 "1 to 16");
+    expect_error(sn_comm_create(devs, 2, NULL, &comm), "distinct devices");
+}
+
+Test(collectives, rejects_views_on_the_wrong_device_or_too_small)
+{
+    sn_device *devs[4];
+    get_group(0, devs);
+    sn_comm *comm = make_comm(devs, 2, 0);
+    sn_view v[2] = {upload(devs[0], NULL, 10), upload(devs[1], NULL, 10)};
+    sn_view swapped[2] = {v[1], v[0]};
+    size_t counts[2] = {4, 6}, bad_counts[2] = {4, 12};
+    sn_view small[2] = {upload(devs[0], NULL, 4), upload(devs[1], NULL, 6)};
+
+    expect_error(sn_allreduce(comm, swapped, 10), "rank 0 is cpu:0");
+    expect_error(sn_allreduce(comm, v, 16), "outside a buffer");
+    expect_error(sn_broadcast(comm, v, 10, 2), "root 2");
+    expect_error(sn_sendrecv(comm, 0, v[0], 3, v[1], 1), "ranks 0 -> 3");
+    cr_assert_eq(sn_allgather(comm, small, counts, v), SHARDNET_OK, "%s",
+                 shardnet_last_error());
+    /* send[1] holds 6 (+ padding) floats, not 12. */
+    expect_error(sn_allgather(comm, small, bad_counts, v), "outside a buffer");
+    expect_error(sn_reduce_scatter(comm, small, counts, v),
+                 "outside a buffer");
+    for (size_t r = 0; r < 2; r++) {
+        sn_buffer_free(v[r].buf);
+        sn_buffer_free(small[r].buf);
+    }
+    sn_comm_free(comm);
+}
+
+Test(collectives, rejects_input_and_output_that_overlap_out_of_place)
+{
+    sn_device *devs[4];
+    get_group(0, devs);
+    sn_comm *comm = make_comm(devs, 2, 0);
+    sn_view big[2] = {upload(devs[0], NULL, 20), upload(devs[1], NULL, 20)};
+    sn_view send[2] = {big[0], big[1]};
+    sn_view recv[2] = {{big[0].buf, big[0].offset + 1}, big[1]};
+    size_t counts[2] = {4, 4};
+    expect_error(sn_allgather(comm, send, counts, recv), "overlap");
+    expect_error(sn_sendrecv(comm, 0, send[0], 0, recv[0], 8), "overlap");
+    for (size_t r = 0; r < 2; r++)
+        sn_buffer_free(big[r].buf);
+    sn_comm_free(comm);
+}
+
+/* A device whose reads fail once armed: a stand-in for a lost GPU. */
+static int fake_fail;
+
+static shardnet_status fake_alloc(sn_device *dev, size_t bytes,
+                                  sn_buffer **out)
+{
+    sn_buffer *b = calloc(1, sizeof *b);
+    cr_assert(b);
+    b->dev = dev;
+    b->size = bytes;
+    b->host = calloc(1, bytes ? bytes : 1);
+    *out = b;
+    return SHARDNET_OK;
+}
+
+static void fake_free(sn_buffer *b)
+{
+    free(b->host);
+    free(b);
+}
+
+static shardnet_status fake_write(sn_buffer *b, size_t off, const void *src,
+                                  size_t bytes)
+{
+    memcpy((char *)b->host + off, src, bytes);
+    return SHARDNET_OK;
+}
+
+static shardnet_status fake_read(sn_buffer *b, size_t off, void *dst,
+                                 size_t bytes)
+{
+    if (fake_fail && off > 0)
+        return sn_error(SHARDNET_DEVICE_ERROR, "fake:0: the device is lost");
+    memcpy(dst, (char *)b->host + off, bytes);
+    return SHARDNET_OK;
+}
+
+static const sn_backend_ops fake_ops = {
+    .abi = SN_BACKEND_ABI,
+    .kind = "fake",
+    .buffer_alloc = fake_alloc,
+    .buffer_free = fake_free,
+    .buffer_write = fake_write,
+    .buffer_read = fake_read,
+};
+
+Test(collectives, device_failure_aborts_with_its_error_and_comm_recovers)
+{
+    sn_device *devs[4];
+    sn_device fake = {.ops = &fake_ops};
+    size_t count = 300000;
+    get_group(1, devs);
+    snprintf(fake.info.name, sizeof fake.info.name, "fake:0");
+    devs[3] = &fake;
+    sn_comm_opts opts = {.chunk_bytes = 64 * 1024};
+    sn_comm *comm = NULL;
+    cr_assert_eq(sn_comm_create(devs, 4, &opts, &comm), SHARDNET_OK, "%s",
+                 shardnet_last_error());
+    sn_view v[4];
+    float *x = floats(count);
+    fill(x, count, 1);
+    for (size_t r = 0; r < 4; r++)
+        v[r] = upload(devs[r], x, count);
+
+    fake_fail = 1;
+    cr_assert_eq(sn_allreduce(comm, v, count), SHARDNET_DEVICE_ERROR);
+    cr_assert(strstr(shardnet_last_error(), "the device is lost"),
+              "message: %s", shardnet_last_error());
+    cr_assert_eq(sn_broadcast(comm, v, count, 3), SHARDNET_DEVICE_ERROR);
+
+    fake_fail = 0; /* the same comm works again */
+    for (size_t r = 0; r < 4; r++)
+        cr_assert_eq(sn_buffer_write(v[r].buf, PAD * sizeof(float), x,
+                                     count * sizeof(float)),
+                     SHARDNET_OK);
+    cr_assert_eq(sn_allreduce(comm, v, count), SHARDNET_OK, "%s",
+                 shardnet_last_error());
+    float *got = download(v[3], count);
+    for (size_t i = 0; i < count; i++) {
+        float want = ((x[i] + x[i]) + x[i]) + x[i];
+        cr_assert_eq(got[i], want, "element %zu", i);
+    }
+    free(got);
+    for (size_t r = 0; r < 4; r++)
+        sn_buffer_free(v[r].buf);
+    free(x);
+    sn_comm_free(comm);
+}
