@@ -16,6 +16,30 @@ void sn_cpu_gemm_init(void);
 /* bias: NULL, or the resolved d->bias (see sn_gemm_desc's epilogue). */
 void sn_cpu_gemm(const sn_gemm_desc *d, const float *a, const float *b,
                  float *c, const float *bias);
+
+/*
+ * The AVX-512 SGEMM (cpu/sgemm_avx512.c), B packed into 32-column panels.
+ * _available: the CPU has AVX-512 F/BW/DQ/VL (checked once) and
+ * SHARDNET_CPU_SGEMM is not "blas".  _supports: available, and d is a shape
+ * it takes (trans_a = 0, k > 0, one B for all batch items).  _worth: it is
+ * faster than the OpenBLAS path for d, B packed already (b_packed) or packed
+ * per call.  sn_cpu_sgemm_avx512 packs B per call (returns 0, computing
+ * nothing, when out of memory); _packed uses pb, made by sn_cpu_pack_b from
+ * the same d's ldb, trans_b, k, n.
+ */
+typedef struct sn_cpu_packed_b sn_cpu_packed_b;
+int sn_cpu_sgemm_avx512_available(void);
+int sn_cpu_sgemm_avx512_supports(const sn_gemm_desc *d);
+int sn_cpu_sgemm_avx512_worth(const sn_gemm_desc *d, int b_packed);
+sn_cpu_packed_b *sn_cpu_packed_b_alloc(size_t k, size_t n);
+void sn_cpu_packed_b_free(sn_cpu_packed_b *p);
+void sn_cpu_pack_b(sn_cpu_packed_b *p, const sn_gemm_desc *d, const float *b);
+int sn_cpu_sgemm_avx512(const sn_gemm_desc *d, const float *a, const float *b,
+                        float *c, const float *bias);
+void sn_cpu_sgemm_avx512_packed(const sn_gemm_desc *d, const float *a,
+                                const sn_cpu_packed_b *pb, float *c,
+                                const float *bias);
+
 void sn_cpu_binary(const sn_binary_desc *d, const float *a, const float *b,
                    float *c);
 void sn_cpu_unary(const sn_unary_desc *d, const float *x, float *y);

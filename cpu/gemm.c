@@ -45,6 +45,13 @@
  * block is still in that core's cache; it costs no extra pass over C and
  * needs no synchronisation, because blocks do not overlap.
  *
+ * AVX-512: on CPUs with AVX-512 F/BW/DQ/VL, cpu/sgemm_avx512.c's kernel
+ * (B packed into 32-column panels) takes the call instead where it is
+ * faster (sn_cpu_sgemm_avx512_worth, with the measurements): here only when
+ * packing B per call still pays; the backend (backends/cpu/cpu.c) keeps
+ * packed copies of constant B (b_const) and calls the kernel on them
+ * directly.  SHARDNET_CPU_SGEMM=blas turns it off.
+ *
  * beta == 0: BLAS semantics make C write-only then (NaN in C is not
  * propagated); OpenBLAS's sgemm honours this (tested with C full of NaN).
  * For the sgemv path the row/column of C is zeroed first anyway, because
@@ -229,6 +236,12 @@ void sn_cpu_gemm(const sn_gemm_desc *d, const float *a, const float *b,
     /* Idempotent and cheap: protects against a caller that skipped init. */
     sn_cpu_gemm_init();
     if (d->m == 0 || d->n == 0)
+        return;
+    /* The AVX-512 kernel packs B per call here (cached copies of constant
+     * B: backends/cpu/cpu.c); see sn_cpu_sgemm_avx512_worth for where it
+     * wins. */
+    if (sn_cpu_sgemm_avx512_supports(d) && sn_cpu_sgemm_avx512_worth(d, 0) &&
+        sn_cpu_sgemm_avx512(d, a, b, c, bias))
         return;
     if (nthreads > 1 && work >= SERIAL_WORK) {
         p = make_plan(d, nthreads);

@@ -39,6 +39,7 @@ struct sn_buffer {
     size_t size;  /* bytes */
     void *host;   /* cpu backend: the memory itself; NULL on others */
     void *handle; /* backend object (cl_mem on OpenCL) */
+    void *own_host; /* cpu backend: host's own memory while it is lent */
 };
 
 /** A float tensor's first element: buffer + offset in elements. */
@@ -275,6 +276,10 @@ typedef struct sn_backend_ops {
     shardnet_status (*buffer_map)(sn_buffer *buf, size_t offset, size_t bytes,
                                   int flags, void **ptr);
     shardnet_status (*buffer_unmap)(sn_buffer *buf, void *ptr);
+    /* Optional, for buffers that are host memory: until called again with
+     * NULL, the buffer's storage is the caller's `ptr` (buf->size bytes,
+     * any alignment), so that inputs need no copy.  Ordered like a write. */
+    shardnet_status (*buffer_lend)(sn_buffer *buf, void *ptr);
 
     shardnet_status (*gemm)(sn_device *dev, const sn_gemm_desc *d);
     shardnet_status (*binary)(sn_device *dev, const sn_binary_desc *d);

@@ -1019,17 +1019,51 @@ static void from_float(sn_dtype t, const float *src, void *dst, size_t count)
     }
 }
 
+static void return_inputs(sn_plan *p);
+static shardnet_status run_and_read(sn_plan *p);
+
 shardnet_status sn_plan_run(sn_plan *p, const sn_binding *inputs)
 {
     shardnet_status st;
     sn_graph *g = p->g;
 
-    for (size_t i = 0; i < g->ninputs; i++)
-        if (p->input_buf[i] &&
-            (st = sn_buffer_write(p->input_buf[i], 0, inputs[i].data,
-                                  inputs[i].nbytes)) != SHARDNET_OK)
+    /* Inputs: lent to the device where its buffers are host memory (no
+     * copy), else written into the staging buffers. */
+    int lend = p->dev->ops->buffer_lend != NULL;
+    for (size_t i = 0; i < g->ninputs; i++) {
+        if (!p->input_buf[i])
+            continue;
+        st = lend && inputs[i].nbytes
+                 ? p->dev->ops->buffer_lend(p->input_buf[i],
+                                            (void *)inputs[i].data)
+                 : sn_buffer_write(p->input_buf[i], 0, inputs[i].data,
+                                   inputs[i].nbytes);
+        if (st != SHARDNET_OK) {
+            return_inputs(p);
             return sn_error_prefix(st, "input '%s'",
                                    g->values[g->inputs[i]].name);
+        }
+    }
+    st = run_and_read(p);
+    return_inputs(p);
+    return st;
+}
+
+/* Give lent input memory back to the staging buffers. */
+static void return_inputs(sn_plan *p)
+{
+    if (!p->dev->ops->buffer_lend)
+        return;
+    for (size_t i = 0; i < p->g->ninputs; i++)
+        if (p->input_buf[i])
+            p->dev->ops->buffer_lend(p->input_buf[i], NULL);
+}
+
+/* Launch the steps, wait, and read the outputs back. */
+static shardnet_status run_and_read(sn_plan *p)
+{
+    shardnet_status st;
+    sn_graph *g = p->g;
     for (size_t s = 0; s < p->nsteps; s++) {
         if ((st = launch(p->dev, &p->steps[s])) != SHARDNET_OK) {
             const sn_node *n = &g->nodes[p->steps[s].node];

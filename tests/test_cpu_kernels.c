@@ -53,6 +53,10 @@ typedef struct gemm_case {
     int nan_c; /* C starts as NaN (with beta == 0 it must not leak) */
     int bias;  /* 0: none; 1: n floats, one per column; 2: m, one per row */
     sn_act act;
+    int b_const; /* sets the descriptor's b_const */
+    /* 0: sn_cpu_gemm; 1: the AVX-512 kernel packing B per call;
+     * 2: the AVX-512 kernel on a B packed beforehand (sn_cpu_pack_b). */
+    int kernel;
 } gemm_case;
 
 /* One gemm case, run with `threads` OpenMP threads; compares the whole of C,
@@ -69,6 +73,7 @@ static void check_gemm(const gemm_case *g, int threads)
         .batch = g->batch,
         .bias_rows = g->bias == 2,
         .act = g->act,
+        .b_const = g->b_const,
     };
     size_t na, nb, nc;
     float *a, *b, *got, *want, *bias = NULL;
@@ -101,17 +106,28 @@ static void check_gemm(const gemm_case *g, int threads)
 
     omp_set_num_threads(threads);
     sn_cpu_gemm_init();
-    sn_cpu_gemm(&d, a, b, got, bias);
+    if (g->kernel == 0) {
+        sn_cpu_gemm(&d, a, b, got, bias);
+    } else if (g->kernel == 1) {
+        cr_assert(sn_cpu_sgemm_avx512(&d, a, b, got, bias),
+                  "sn_cpu_sgemm_avx512: out of memory");
+    } else {
+        sn_cpu_packed_b *pb = sn_cpu_packed_b_alloc(d.k, d.n);
+        cr_assert_not_null(pb, "sn_cpu_packed_b_alloc: out of memory");
+        sn_cpu_pack_b(pb, &d, b);
+        sn_cpu_sgemm_avx512_packed(&d, a, pb, got, bias);
+        sn_cpu_packed_b_free(pb);
+    }
     ref_gemm(&d, a, b, want, bias);
 
     bad = ref_compare(got, want, nc, 1e-4f, 1e-4f, msg, sizeof msg);
     cr_assert_eq(bad, 0,
                  "gemm m=%zu n=%zu k=%zu ta=%d tb=%d pad=%zu batch=%zu "
                  "shared_b=%d alpha=%g beta=%g nan_c=%d bias=%d act=%d "
-                 "threads=%d: %s",
+                 "b_const=%d kernel=%d threads=%d: %s",
                  g->m, g->n, g->k, g->ta, g->tb, g->pad, g->batch, g->shared_b,
                  (double)g->alpha, (double)g->beta, g->nan_c, g->bias,
-                 (int)g->act, threads, msg);
+                 (int)g->act, g->b_const, g->kernel, threads, msg);
     free(bias);
     free(a);
     free(b);
@@ -1327,4 +1343,89 @@ Test(cpu_pool, max_propagates_nan)
     float seen = 0.0f;
     check_pool(&pool_cases[0], SN_POOL_MAX, 0, &seen);
     cr_assert(seen == 1.0f, "no output is NaN");
+}
+
+/* ---- the AVX-512 SGEMM (cpu/sgemm_avx512.c), called directly ------------- */
+
+/* Shapes off the kernel's blocking (12 x 32 tiles, K blocks of <= 256):
+ * N < 32 and N <= 16 (the half-width tile), K = 1, K just over a block,
+ * M = 1 (the one-row kernel) and M = 12k + 1..11 remainders. */
+static const size_t avx512_shapes[][3] = {
+    {1, 1, 1},    {7, 13, 5},    {13, 31, 1},  {25, 33, 257}, {1, 10, 512},
+    {1, 47, 300}, {64, 10, 129}, {12, 32, 256}, {130, 70, 520}, {3, 17, 7}};
+
+Test(cpu_sgemm_avx512, matches_reference_on_odd_shapes_packed_or_not)
+{
+    if (!sn_cpu_sgemm_avx512_available())
+        cr_skip_test("no AVX-512 on this CPU (or SHARDNET_CPU_SGEMM=blas)");
+    for (size_t i = 0; i < ARRAY_LEN(avx512_shapes); i++)
+        for (int tb = 0; tb < 2; tb++)
+            for (int kernel = 1; kernel <= 2; kernel++) {
+                gemm_case g = {.m = avx512_shapes[i][0],
+                               .n = avx512_shapes[i][1],
+                               .k = avx512_shapes[i][2], .tb = tb,
+                               .pad = (size_t)kernel * 3 - 3, .batch = 1,
+                               .alpha = 1.0f, .b_const = kernel == 2,
+                               .kernel = kernel};
+                check_gemm_all_teams(&g);
+            }
+}
+
+Test(cpu_sgemm_avx512, applies_bias_relu_alpha_and_beta_in_registers)
+{
+    if (!sn_cpu_sgemm_avx512_available())
+        cr_skip_test("no AVX-512 on this CPU (or SHARDNET_CPU_SGEMM=blas)");
+    for (size_t i = 0; i < ARRAY_LEN(avx512_shapes); i++)
+        for (int tb = 0; tb < 2; tb++)
+            for (int bias = 0; bias <= 2; bias++)
+                for (int beta = 0; beta < 2; beta++) {
+                    /* beta 0: C starts as NaN, which must not leak. */
+                    gemm_case g = {.m = avx512_shapes[i][0],
+                                   .n = avx512_shapes[i][1],
+                                   .k = avx512_shapes[i][2], .tb = tb,
+                                   .pad = 1, .batch = 1,
+                                   .alpha = beta ? 0.75f : 1.0f,
+                                   .beta = beta ? 0.5f : 0.0f,
+                                   .nan_c = !beta, .bias = bias,
+                                   .act = (i + (size_t)bias) % 2
+                                              ? SN_ACT_RELU
+                                              : SN_ACT_NONE,
+                                   .b_const = beta, .kernel = 1 + beta};
+                    check_gemm_all_teams(&g);
+                    g.kernel = 2 - beta;
+                    g.act = g.act == SN_ACT_RELU ? SN_ACT_NONE : SN_ACT_RELU;
+                    check_gemm_all_teams(&g);
+                }
+}
+
+Test(cpu_sgemm_avx512, computes_batches_sharing_one_packed_b)
+{
+    if (!sn_cpu_sgemm_avx512_available())
+        cr_skip_test("no AVX-512 on this CPU (or SHARDNET_CPU_SGEMM=blas)");
+    for (int kernel = 1; kernel <= 2; kernel++)
+        for (int tb = 0; tb < 2; tb++) {
+            gemm_case g = {.m = 29, .n = 45, .k = 70, .tb = tb, .pad = 2,
+                           .batch = 3, .shared_b = 1, .alpha = 1.0f,
+                           .bias = 1, .act = SN_ACT_RELU,
+                           .b_const = 1, .kernel = kernel};
+            check_gemm_all_teams(&g);
+        }
+}
+
+Test(cpu_sgemm_avx512, sn_cpu_gemm_takes_it_only_where_it_supports_the_shape)
+{
+    sn_gemm_desc d = {.m = 1024, .n = 10, .k = 512, .batch = 1};
+    if (!sn_cpu_sgemm_avx512_available())
+        cr_skip_test("no AVX-512 on this CPU (or SHARDNET_CPU_SGEMM=blas)");
+    cr_assert(sn_cpu_sgemm_avx512_supports(&d));
+    d.trans_a = 1;
+    cr_expect_not(sn_cpu_sgemm_avx512_supports(&d), "trans_a goes to BLAS");
+    d.trans_a = 0;
+    d.batch = 2;
+    d.stride_b = 5;
+    cr_expect_not(sn_cpu_sgemm_avx512_supports(&d), "one B per item");
+    d.stride_b = 0;
+    cr_expect(sn_cpu_sgemm_avx512_supports(&d));
+    d.k = 0;
+    cr_expect_not(sn_cpu_sgemm_avx512_supports(&d), "K = 0");
 }

@@ -90,7 +90,21 @@ typedef struct cpu_device {
     int quit;
     pthread_t worker;
     int worker_started;
+
+    /* Packed copies of constant GEMM B operands (b_const), for the AVX-512
+     * SGEMM: made on first use on the worker, dropped when their buffer is
+     * freed.  The lock orders the worker against cpu_buffer_free. */
+    pthread_mutex_t pack_lock;
+    struct packed_entry *packs;
 } cpu_device;
+
+typedef struct packed_entry {
+    const sn_buffer *buf;
+    size_t offset, ldb, k, n;
+    int trans_b;
+    sn_cpu_packed_b *pb;
+    struct packed_entry *next;
+} packed_entry;
 
 static const sn_backend_ops cpu_ops;
 
@@ -111,10 +125,74 @@ static const int32_t *index_ptr(sn_view v)
     return (const int32_t *)v.buf->host + v.offset;
 }
 
-static void run_task(const task *t)
+/* The packed copy of d's constant B, made now if missing; NULL where the
+ * AVX-512 kernel does not take d or memory is short. */
+static const sn_cpu_packed_b *packed_b(cpu_device *cd, const sn_gemm_desc *d)
 {
+    packed_entry *e;
+    sn_cpu_packed_b *pb = NULL;
+
+    if (!d->b_const || !sn_cpu_sgemm_avx512_supports(d) ||
+        !sn_cpu_sgemm_avx512_worth(d, 1))
+        return NULL;
+    pthread_mutex_lock(&cd->pack_lock);
+    for (e = cd->packs; e; e = e->next)
+        if (e->buf == d->b.buf && e->offset == d->b.offset &&
+            e->ldb == d->ldb && e->trans_b == !!d->trans_b && e->k == d->k &&
+            e->n == d->n) {
+            pb = e->pb;
+            break;
+        }
+    pthread_mutex_unlock(&cd->pack_lock);
+    if (pb)
+        return pb;
+    /* Packed outside the lock: only this worker adds entries, and the
+     * buffer cannot be freed while its task runs (cpu_buffer_free drains). */
+    e = malloc(sizeof *e);
+    pb = e ? sn_cpu_packed_b_alloc(d->k, d->n) : NULL;
+    if (!pb) {
+        free(e);
+        return NULL;
+    }
+    sn_cpu_pack_b(pb, d, view_ptr(d->b));
+    *e = (packed_entry){d->b.buf, d->b.offset, d->ldb, d->k, d->n,
+                        !!d->trans_b, pb, NULL};
+    pthread_mutex_lock(&cd->pack_lock);
+    e->next = cd->packs;
+    cd->packs = e;
+    pthread_mutex_unlock(&cd->pack_lock);
+    return pb;
+}
+
+/* Drops the packed copies of buf's contents (every one where buf is NULL). */
+static void drop_packed(cpu_device *cd, const sn_buffer *buf)
+{
+    packed_entry **pe, *e;
+    pthread_mutex_lock(&cd->pack_lock);
+    for (pe = &cd->packs; (e = *pe);) {
+        if (!buf || e->buf == buf) {
+            *pe = e->next;
+            sn_cpu_packed_b_free(e->pb);
+            free(e);
+        } else {
+            pe = &e->next;
+        }
+    }
+    pthread_mutex_unlock(&cd->pack_lock);
+}
+
+static void run_task(cpu_device *cd, const task *t)
+{
+    const sn_cpu_packed_b *pb;
+
     switch (t->kind) {
     case TASK_GEMM:
+        if ((pb = packed_b(cd, &t->u.gemm))) {
+            sn_cpu_sgemm_avx512_packed(&t->u.gemm, view_ptr(t->u.gemm.a), pb,
+                                       view_ptr(t->u.gemm.c),
+                                       view_ptr_or_null(t->u.gemm.bias));
+            break;
+        }
         sn_cpu_gemm(&t->u.gemm, view_ptr(t->u.gemm.a), view_ptr(t->u.gemm.b),
                     view_ptr(t->u.gemm.c), view_ptr_or_null(t->u.gemm.bias));
         break;
@@ -227,7 +305,7 @@ static void *worker_main(void *arg)
         cd->running = 1;
         pthread_mutex_unlock(&cd->lock);
 
-        run_task(&t);
+        run_task(cd, &t);
 
         pthread_mutex_lock(&cd->lock);
         cd->running = 0;
@@ -398,10 +476,12 @@ static void cpu_buffer_free(sn_buffer *buf)
     cpu_device *cd = buf->dev->impl;
     /* A queued kernel may still use it: drain first (cheap when idle). */
     cpu_synchronize(buf->dev);
+    drop_packed(cd, buf);
+    void *mem = buf->own_host ? buf->own_host : buf->host; /* not a loan */
     if (buf->handle)
-        hwloc_free(cd->topo, buf->host, buf->size ? buf->size : 1);
+        hwloc_free(cd->topo, mem, buf->size ? buf->size : 1);
     else
-        free(buf->host);
+        free(mem);
     free(buf);
 }
 
@@ -434,6 +514,20 @@ static shardnet_status cpu_buffer_unmap(sn_buffer *buf, void *ptr)
     return SHARDNET_OK;
 }
 
+static shardnet_status cpu_buffer_lend(sn_buffer *buf, void *ptr)
+{
+    cpu_synchronize(buf->dev); /* queued kernels still use the old memory */
+    if (ptr) {
+        if (!buf->own_host)
+            buf->own_host = buf->host;
+        buf->host = ptr;
+    } else if (buf->own_host) {
+        buf->host = buf->own_host;
+        buf->own_host = NULL;
+    }
+    return SHARDNET_OK;
+}
+
 static void release_topology(void)
 {
     pthread_mutex_lock(&shared_topo.lock);
@@ -459,6 +553,8 @@ static void cpu_device_free(sn_device *dev)
         pthread_cond_destroy(&cd->wake);
         pthread_cond_destroy(&cd->idle);
         free(cd->ring);
+        drop_packed(cd, NULL);
+        pthread_mutex_destroy(&cd->pack_lock);
         for (unsigned i = 0; i < cd->ncores; i++)
             hwloc_bitmap_free(cd->cores[i]);
         free(cd->cores);
@@ -566,6 +662,7 @@ static shardnet_status open_package(sn_device_list *list,
     dev->impl = cd;
     cd->topo = topo;
     pthread_mutex_init(&cd->lock, NULL);
+    pthread_mutex_init(&cd->pack_lock, NULL);
     pthread_cond_init(&cd->wake, NULL);
     pthread_cond_init(&cd->idle, NULL);
     atomic_init(&cd->pending, 0);
@@ -728,6 +825,7 @@ static const sn_backend_ops cpu_ops = {
     .buffer_read = cpu_buffer_read,
     .buffer_map = cpu_buffer_map,
     .buffer_unmap = cpu_buffer_unmap,
+    .buffer_lend = cpu_buffer_lend,
     .gemm = cpu_gemm,
     .binary = cpu_binary,
     .unary = cpu_unary,

@@ -1,0 +1,595 @@
+/*
+ * An AVX-512 SGEMM for the CPU backend, with B packed into column panels.
+ *
+ * Layout of a packed B (op(B), k x n): panels of NR = 32 columns; panel p
+ * holds columns [32p, 32p + 32) as k rows of 32 contiguous floats (64-byte
+ * aligned), zero-padded past column n.  A K block [k0, k0 + kc) of a panel
+ * is therefore one contiguous run of kc * 32 floats.
+ *
+ * Micro-kernel: MR = 12 rows x 32 columns of C in 24 zmm accumulators; per
+ * k step two aligned loads of B and 12 broadcasts of A, read in place from
+ * A's rows (trans_a = 0 only; trans_a goes to OpenBLAS).  Remainder rows use
+ * the same kernel instantiated for MR = 1..11; one-row C (M = 1, batch-1
+ * inference) has its own kernel with the K loop unrolled four ways, so that
+ * eight independent accumulators hide the FMA latency.  Column edges use
+ * masked loads and stores.
+ *
+ * Blocking: K is split into even blocks of at most KC (so a 32-column B
+ * block, kc x 32 floats, stays in L1 while MR-row tiles of A stream past),
+ * rows into blocks of MC (an MC x kc block of A stays in L2 across the
+ * panels).  The first K block writes C = alpha * AB + beta * C (beta == 0:
+ * C is write-only, NaN in C does not propagate), later blocks add
+ * alpha * AB to C, and the last applies the epilogue (bias per column or per
+ * row, then RELU: x < 0 ? 0 : x, NaN passes) on the tile in registers before
+ * the store.
+ *
+ * Threading follows cpu/gemm.c: one parallel region over the device's team;
+ * column panels are split between the threads where C is wider than tall
+ * (M = 1, M = 64 x N = 512), row blocks of MR otherwise.  Per-call packing
+ * is shared by the team (omp for over the panels, then the barrier).
+ *
+ * The functions carry target attributes, so the rest of the build stays
+ * generic; sn_cpu_sgemm_avx512_available() checks the CPU at run time.
+ */
+#include <config.h>
+
+#include <omp.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cpu_kernels.h"
+
+#if defined(__GNUC__) && defined(__x86_64__)
+#define SN_HAVE_AVX512_SGEMM 1
+#include <immintrin.h>
+#define AVX512 __attribute__((target("avx512f,avx512bw,avx512dq,avx512vl")))
+#else
+#define SN_HAVE_AVX512_SGEMM 0
+#endif
+
+#define NR 32
+#define MR 12
+#define KC 256
+#define MC 96
+
+struct sn_cpu_packed_b {
+    size_t k, n, npanels;
+    float *data; /* npanels * k * NR floats */
+};
+
+static size_t ceil_div(size_t a, size_t b)
+{
+    return a / b + (a % b != 0);
+}
+
+int sn_cpu_sgemm_avx512_available(void)
+{
+#if SN_HAVE_AVX512_SGEMM
+    static int cached = -1;
+    int v = __atomic_load_n(&cached, __ATOMIC_RELAXED);
+    if (v < 0) {
+        const char *env = getenv("SHARDNET_CPU_SGEMM");
+        __builtin_cpu_init();
+        v = __builtin_cpu_supports("avx512f") &&
+            __builtin_cpu_supports("avx512bw") &&
+            __builtin_cpu_supports("avx512dq") &&
+            __builtin_cpu_supports("avx512vl") &&
+            !(env && !strcmp(env, "blas"));
+        __atomic_store_n(&cached, v, __ATOMIC_RELAXED);
+    }
+    return v;
+#else
+    return 0;
+#endif
+}
+
+int sn_cpu_sgemm_avx512_supports(const sn_gemm_desc *d)
+{
+    return sn_cpu_sgemm_avx512_available() && !d->trans_a &&
+           (d->batch == 1 || d->stride_b == 0) && d->k > 0;
+}
+
+sn_cpu_packed_b *sn_cpu_packed_b_alloc(size_t k, size_t n)
+{
+    sn_cpu_packed_b *p = calloc(1, sizeof *p);
+    size_t bytes;
+    if (!p)
+        return NULL;
+    p->k = k;
+    p->n = n;
+    p->npanels = ceil_div(n, NR);
+    bytes = p->npanels * (k ? k : 1) * NR * sizeof(float);
+    p->data = aligned_alloc(64, (bytes + 63) / 64 * 64);
+    if (!p->data) {
+        free(p);
+        return NULL;
+    }
+    return p;
+}
+
+void sn_cpu_packed_b_free(sn_cpu_packed_b *p)
+{
+    if (p) {
+        free(p->data);
+        free(p);
+    }
+}
+
+static void pack_panel(sn_cpu_packed_b *p, const float *b, size_t ldb,
+                       int trans_b, size_t pi);
+
+/* Pack panel `pi` of op(B) (b: batch item 0's B, descriptor's ldb/trans_b),
+ * portable version. */
+static void pack_panel_c(sn_cpu_packed_b *p, const float *b, size_t ldb,
+                       int trans_b, size_t pi)
+{
+    const size_t j0 = pi * NR, k = p->k;
+    const size_t nc = p->n - j0 < NR ? p->n - j0 : NR;
+    float *dst = p->data + pi * k * NR;
+
+    if (!trans_b) {
+        for (size_t kk = 0; kk < k; kk++) {
+            const float *src = b + kk * ldb + j0;
+            float *o = dst + kk * NR;
+            size_t j = 0;
+            for (; j < nc; j++)
+                o[j] = src[j];
+            for (; j < NR; j++)
+                o[j] = 0.0f;
+        }
+    } else {
+        /* op(B)(kk, j) = B(j, kk): column j of the panel is row j0 + j. */
+        if (nc < NR)
+            memset(dst, 0, k * NR * sizeof *dst);
+        for (size_t kb = 0; kb < k; kb += 64) {
+            const size_t ke = kb + 64 < k ? kb + 64 : k;
+            for (size_t j = 0; j < nc; j++) {
+                const float *src = b + (j0 + j) * ldb;
+                for (size_t kk = kb; kk < ke; kk++)
+                    dst[kk * NR + j] = src[kk];
+            }
+        }
+    }
+}
+
+void sn_cpu_pack_b(sn_cpu_packed_b *p, const sn_gemm_desc *d, const float *b)
+{
+    for (size_t pi = 0; pi < p->npanels; pi++)
+        pack_panel(p, b, d->ldb, d->trans_b, pi);
+}
+
+#if SN_HAVE_AVX512_SGEMM
+
+typedef struct tile_args {
+    const float *a; /* A(r, k0) */
+    size_t lda;
+    const float *b; /* packed block: kc x NR */
+    size_t kc;
+    float *c; /* C(r, c0) */
+    size_t ldc;
+    __mmask16 m0, m1; /* columns c0..c0+15, c0+16..c0+31 */
+    int first, last;
+    float alpha, beta;
+    const float *bias_col; /* bias + c0, or NULL */
+    const float *bias_row; /* bias + r, or NULL */
+    int relu;
+} tile_args;
+
+/* The store phase of one row: v0/v1 hold A B for the row. */
+static inline __attribute__((always_inline)) AVX512 void
+store_row(const tile_args *t, size_t i, __m512 v0, __m512 v1)
+{
+    float *cr = t->c + i * t->ldc;
+    const __m512 al = _mm512_set1_ps(t->alpha);
+    v0 = _mm512_mul_ps(v0, al);
+    v1 = _mm512_mul_ps(v1, al);
+    if (!t->first) {
+        v0 = _mm512_add_ps(v0, _mm512_maskz_loadu_ps(t->m0, cr));
+        v1 = _mm512_add_ps(v1, _mm512_maskz_loadu_ps(t->m1, cr + 16));
+    } else if (t->beta != 0.0f) {
+        const __m512 be = _mm512_set1_ps(t->beta);
+        v0 = _mm512_fmadd_ps(be, _mm512_maskz_loadu_ps(t->m0, cr), v0);
+        v1 = _mm512_fmadd_ps(be, _mm512_maskz_loadu_ps(t->m1, cr + 16), v1);
+    }
+    if (t->last) {
+        if (t->bias_col) {
+            v0 = _mm512_add_ps(v0, _mm512_maskz_loadu_ps(t->m0, t->bias_col));
+            v1 = _mm512_add_ps(v1,
+                               _mm512_maskz_loadu_ps(t->m1, t->bias_col + 16));
+        } else if (t->bias_row) {
+            const __m512 bv = _mm512_set1_ps(t->bias_row[i]);
+            v0 = _mm512_add_ps(v0, bv);
+            v1 = _mm512_add_ps(v1, bv);
+        }
+        if (t->relu) {
+            const __m512 z = _mm512_setzero_ps();
+            v0 = _mm512_mask_mov_ps(v0, _mm512_cmp_ps_mask(v0, z, _CMP_LT_OQ),
+                                    z);
+            v1 = _mm512_mask_mov_ps(v1, _mm512_cmp_ps_mask(v1, z, _CMP_LT_OQ),
+                                    z);
+        }
+    }
+    _mm512_mask_storeu_ps(cr, t->m0, v0);
+    _mm512_mask_storeu_ps(cr + 16, t->m1, v1);
+}
+
+static inline __attribute__((always_inline)) AVX512 void
+tile_mr(const int mr, const int halves, const tile_args *t)
+{
+    __m512 acc0[MR], acc1[MR];
+    const float *a = t->a, *b = t->b;
+    const size_t lda = t->lda;
+
+#pragma GCC unroll 12
+    for (int i = 0; i < mr; i++) {
+        acc0[i] = _mm512_setzero_ps();
+        acc1[i] = _mm512_setzero_ps();
+    }
+    for (size_t kk = 0; kk < t->kc; kk++) {
+        const __m512 b0 = _mm512_load_ps(b);
+        const __m512 b1 = halves == 2 ? _mm512_load_ps(b + 16) : b0;
+#pragma GCC unroll 12
+        for (int i = 0; i < mr; i++) {
+            const __m512 av = _mm512_set1_ps(a[i * lda]);
+            acc0[i] = _mm512_fmadd_ps(av, b0, acc0[i]);
+            if (halves == 2)
+                acc1[i] = _mm512_fmadd_ps(av, b1, acc1[i]);
+        }
+        a++;
+        b += NR;
+    }
+#pragma GCC unroll 12
+    for (int i = 0; i < mr; i++)
+        store_row(t, (size_t)i, acc0[i], acc1[i]);
+}
+
+/* One row: K unrolled by four, eight accumulators. */
+static inline __attribute__((always_inline)) AVX512 void
+tile_1(const int halves, const tile_args *t)
+{
+    __m512 s0 = _mm512_setzero_ps(), s1 = s0, s2 = s0, s3 = s0, s4 = s0,
+           s5 = s0, s6 = s0, s7 = s0;
+    const float *a = t->a, *b = t->b;
+    size_t kk = 0;
+    for (; kk + 4 <= t->kc; kk += 4, a += 4, b += 4 * NR) {
+        s0 = _mm512_fmadd_ps(_mm512_set1_ps(a[0]), _mm512_load_ps(b), s0);
+        if (halves == 2)
+            s1 = _mm512_fmadd_ps(_mm512_set1_ps(a[0]), _mm512_load_ps(b + 16),
+                                 s1);
+        s2 = _mm512_fmadd_ps(_mm512_set1_ps(a[1]), _mm512_load_ps(b + 32), s2);
+        if (halves == 2)
+            s3 = _mm512_fmadd_ps(_mm512_set1_ps(a[1]), _mm512_load_ps(b + 48),
+                                 s3);
+        s4 = _mm512_fmadd_ps(_mm512_set1_ps(a[2]), _mm512_load_ps(b + 64), s4);
+        if (halves == 2)
+            s5 = _mm512_fmadd_ps(_mm512_set1_ps(a[2]), _mm512_load_ps(b + 80),
+                                 s5);
+        s6 = _mm512_fmadd_ps(_mm512_set1_ps(a[3]), _mm512_load_ps(b + 96), s6);
+        if (halves == 2)
+            s7 = _mm512_fmadd_ps(_mm512_set1_ps(a[3]),
+                                 _mm512_load_ps(b + 112), s7);
+    }
+    for (; kk < t->kc; kk++, a++, b += NR) {
+        s0 = _mm512_fmadd_ps(_mm512_set1_ps(a[0]), _mm512_load_ps(b), s0);
+        if (halves == 2)
+            s1 = _mm512_fmadd_ps(_mm512_set1_ps(a[0]), _mm512_load_ps(b + 16),
+                                 s1);
+    }
+    s0 = _mm512_add_ps(_mm512_add_ps(s0, s2), _mm512_add_ps(s4, s6));
+    s1 = _mm512_add_ps(_mm512_add_ps(s1, s3), _mm512_add_ps(s5, s7));
+    store_row(t, 0, s0, s1);
+}
+
+/* halves: 2 for 17..32 columns, 1 for at most 16 (the N = 10 classifier). */
+static AVX512 void tile_any(int mr, int halves, const tile_args *t)
+{
+#define SN_TILE_CASES(h)                                                      \
+    switch (mr) {                                                             \
+    case 12: tile_mr(12, h, t); break;                                        \
+    case 11: tile_mr(11, h, t); break;                                        \
+    case 10: tile_mr(10, h, t); break;                                        \
+    case 9: tile_mr(9, h, t); break;                                          \
+    case 8: tile_mr(8, h, t); break;                                          \
+    case 7: tile_mr(7, h, t); break;                                          \
+    case 6: tile_mr(6, h, t); break;                                          \
+    case 5: tile_mr(5, h, t); break;                                          \
+    case 4: tile_mr(4, h, t); break;                                          \
+    case 3: tile_mr(3, h, t); break;                                          \
+    case 2: tile_mr(2, h, t); break;                                          \
+    default: tile_1(h, t); break;                                             \
+    }
+    if (halves == 2)
+        SN_TILE_CASES(2)
+    else
+        SN_TILE_CASES(1)
+#undef SN_TILE_CASES
+}
+
+/* Rows [r0, r1) x panels [p0, p1) of one batch item, on this thread. */
+static AVX512 void sgemm_block(const sn_gemm_desc *d, const float *a,
+                               const sn_cpu_packed_b *pb, float *c,
+                               const float *bias, size_t r0, size_t r1,
+                               size_t p0, size_t p1)
+{
+    const size_t k = d->k;
+    /* One row: no reuse of B, so no K blocking (B streams once). */
+    const size_t nkb = r1 - r0 == 1 ? 1 : ceil_div(k, KC);
+    const size_t kc_even = ceil_div(k, nkb);
+    tile_args t;
+
+    t.lda = d->lda;
+    t.ldc = d->ldc;
+    t.alpha = d->alpha;
+    t.beta = d->beta;
+    t.relu = d->act == SN_ACT_RELU;
+    for (size_t k0 = 0; k0 < k; k0 += kc_even) {
+        const size_t kc = k - k0 < kc_even ? k - k0 : kc_even;
+        t.kc = kc;
+        t.first = k0 == 0;
+        t.last = k0 + kc == k;
+        for (size_t m0 = r0; m0 < r1; m0 += MC) {
+            const size_t m1 = r1 - m0 < MC ? r1 : m0 + MC;
+            for (size_t p = p0; p < p1; p++) {
+                const size_t c0 = p * NR;
+                const size_t nc = d->n - c0 < NR ? d->n - c0 : NR;
+                t.m0 = nc >= 16 ? 0xffff : (__mmask16)((1u << nc) - 1u);
+                t.m1 = nc <= 16 ? 0
+                       : nc >= 32 ? 0xffff
+                                  : (__mmask16)((1u << (nc - 16)) - 1u);
+                t.b = pb->data + p * k * NR + k0 * NR;
+                t.bias_col = bias && !d->bias_rows ? bias + c0 : NULL;
+                for (size_t i = m0; i < m1; i += MR) {
+                    const size_t mr = m1 - i < MR ? m1 - i : MR;
+                    t.a = a + i * d->lda + k0;
+                    t.c = c + i * d->ldc + c0;
+                    t.bias_row = bias && d->bias_rows ? bias + i : NULL;
+                    tile_any((int)mr, nc > 16 ? 2 : 1, &t);
+                }
+            }
+        }
+    }
+}
+
+/* 16 x 16 transpose: r[j] holds 16 floats of row j; out[x] gets column x. */
+static inline __attribute__((always_inline)) AVX512 void
+transpose16(const __m512 *r, __m512 *out)
+{
+    __m512 t[16], u[16];
+    for (int i = 0; i < 8; i++) {
+        t[2 * i] = _mm512_unpacklo_ps(r[2 * i], r[2 * i + 1]);
+        t[2 * i + 1] = _mm512_unpackhi_ps(r[2 * i], r[2 * i + 1]);
+    }
+    for (int i = 0; i < 4; i++) {
+        const __m512d a0 = _mm512_castps_pd(t[4 * i]),
+                      a1 = _mm512_castps_pd(t[4 * i + 1]),
+                      a2 = _mm512_castps_pd(t[4 * i + 2]),
+                      a3 = _mm512_castps_pd(t[4 * i + 3]);
+        u[4 * i] = _mm512_castpd_ps(_mm512_unpacklo_pd(a0, a2));
+        u[4 * i + 1] = _mm512_castpd_ps(_mm512_unpackhi_pd(a0, a2));
+        u[4 * i + 2] = _mm512_castpd_ps(_mm512_unpacklo_pd(a1, a3));
+        u[4 * i + 3] = _mm512_castpd_ps(_mm512_unpackhi_pd(a1, a3));
+    }
+    /* u[4g + c], lane l: rows 4g..4g+3 of column 4l + c. */
+    for (int c = 0; c < 4; c++) {
+        const __m512 v0 = _mm512_shuffle_f32x4(u[c], u[4 + c], 0x44),
+                     v1 = _mm512_shuffle_f32x4(u[c], u[4 + c], 0xEE),
+                     v2 = _mm512_shuffle_f32x4(u[8 + c], u[12 + c], 0x44),
+                     v3 = _mm512_shuffle_f32x4(u[8 + c], u[12 + c], 0xEE);
+        out[c] = _mm512_shuffle_f32x4(v0, v2, 0x88);
+        out[4 + c] = _mm512_shuffle_f32x4(v0, v2, 0xDD);
+        out[8 + c] = _mm512_shuffle_f32x4(v1, v3, 0x88);
+        out[12 + c] = _mm512_shuffle_f32x4(v1, v3, 0xDD);
+    }
+}
+
+static AVX512 void pack_panel_avx512(sn_cpu_packed_b *p, const float *b,
+                                     size_t ldb, int trans_b, size_t pi)
+{
+    const size_t j0 = pi * NR, k = p->k;
+    const size_t nc = p->n - j0 < NR ? p->n - j0 : NR;
+    const __mmask16 m0 = nc >= 16 ? 0xffff : (__mmask16)((1u << nc) - 1u);
+    const __mmask16 m1 = nc <= 16   ? 0
+                         : nc >= 32 ? 0xffff
+                                    : (__mmask16)((1u << (nc - 16)) - 1u);
+    float *dst = p->data + pi * k * NR;
+
+    if (!trans_b) {
+        for (size_t kk = 0; kk < k; kk++) {
+            const float *src = b + kk * ldb + j0;
+            _mm512_store_ps(dst + kk * NR, _mm512_maskz_loadu_ps(m0, src));
+            _mm512_store_ps(dst + kk * NR + 16,
+                            _mm512_maskz_loadu_ps(m1, src + 16));
+        }
+        return;
+    }
+    /* op(B)(kk, j) = B(j0 + j, kk): 16 x 16 blocks, transposed. */
+    for (size_t kk = 0; kk < k; kk += 16) {
+        const size_t kn = k - kk < 16 ? k - kk : 16;
+        const __mmask16 km = kn == 16 ? 0xffff : (__mmask16)((1u << kn) - 1u);
+        for (size_t h = 0; h < 2; h++) {
+            __m512 r[16], out[16];
+            for (size_t j = 0; j < 16; j++) {
+                const size_t jj = h * 16 + j;
+                r[j] = jj < nc ? _mm512_maskz_loadu_ps(
+                                     km, b + (j0 + jj) * ldb + kk)
+                               : _mm512_setzero_ps();
+            }
+            transpose16(r, out);
+            for (size_t x = 0; x < kn; x++)
+                _mm512_store_ps(dst + (kk + x) * NR + h * 16, out[x]);
+        }
+    }
+}
+
+#endif /* SN_HAVE_AVX512_SGEMM */
+
+static void pack_panel(sn_cpu_packed_b *p, const float *b, size_t ldb,
+                       int trans_b, size_t pi)
+{
+#if SN_HAVE_AVX512_SGEMM
+    if (sn_cpu_sgemm_avx512_available()) {
+        pack_panel_avx512(p, b, ldb, trans_b, pi);
+        return;
+    }
+#endif
+    pack_panel_c(p, b, ldb, trans_b, pi);
+}
+
+/*
+ * The whole gemm (every batch item) with a packed B (batch item 0's, or the
+ * only one: the caller checked sn_cpu_sgemm_avx512_supports).  b: the raw B
+ * when pb must be packed here (pack != 0), else unused.
+ */
+static void sgemm_run(const sn_gemm_desc *d, const float *a, const float *b,
+                      sn_cpu_packed_b *pb, int pack, float *c,
+                      const float *bias)
+{
+#if SN_HAVE_AVX512_SGEMM
+    const size_t nthreads = (size_t)omp_get_max_threads();
+    const double work = (double)d->m * (double)d->n * (double)d->k *
+                        (double)d->batch;
+    const int par = nthreads > 1 && work >= 64.0 * 64.0 * 64.0;
+
+#pragma omp parallel if (par)
+    {
+        const size_t t = (size_t)omp_get_thread_num();
+        const size_t nt = (size_t)omp_get_num_threads();
+        /* Split rows (in MR blocks) when C is at least as tall as wide and
+         * there are enough blocks; otherwise panels. */
+        const size_t rblocks = ceil_div(d->m, MR);
+        const int split_rows = d->m >= d->n && rblocks >= nt;
+        const size_t units = split_rows ? rblocks : pb->npanels;
+        const size_t q = units / nt, r = units % nt;
+        const size_t u0 = q * t + (t < r ? t : r), u1 = u0 + q + (t < r);
+
+        if (pack) {
+            if (split_rows) {
+#pragma omp for schedule(static)
+                for (size_t pi = 0; pi < pb->npanels; pi++)
+                    pack_panel(pb, b, d->ldb, d->trans_b, pi);
+            } else {
+                /* Each thread packs the panels it computes. */
+                for (size_t pi = u0; pi < u1; pi++)
+                    pack_panel(pb, b, d->ldb, d->trans_b, pi);
+            }
+        }
+        if (u0 < u1)
+            for (size_t item = 0; item < d->batch; item++) {
+                const float *ai = a + item * d->stride_a;
+                float *ci = c + item * d->stride_c;
+                if (split_rows) {
+                    const size_t r0 = u0 * MR;
+                    const size_t r1 = u1 * MR < d->m ? u1 * MR : d->m;
+                    sgemm_block(d, ai, pb, ci, bias, r0, r1, 0, pb->npanels);
+                } else {
+                    sgemm_block(d, ai, pb, ci, bias, 0, d->m, u0, u1);
+                }
+            }
+    }
+#else
+    (void)d; (void)a; (void)b; (void)pb; (void)pack; (void)c; (void)bias;
+#endif
+}
+
+void sn_cpu_sgemm_avx512_packed(const sn_gemm_desc *d, const float *a,
+                                const sn_cpu_packed_b *pb, float *c,
+                                const float *bias)
+{
+    if (d->m == 0 || d->n == 0)
+        return;
+    sgemm_run(d, a, NULL, (sn_cpu_packed_b *)pb, 0, c, bias);
+}
+
+int sn_cpu_sgemm_avx512(const sn_gemm_desc *d, const float *a, const float *b,
+                        float *c, const float *bias)
+{
+    sn_cpu_packed_b *pb;
+    if (d->m == 0 || d->n == 0)
+        return 1;
+    pb = sn_cpu_packed_b_alloc(d->k, d->n);
+    if (!pb)
+        return 0;
+    sgemm_run(d, a, b, pb, 1, c, bias);
+    sn_cpu_packed_b_free(pb);
+    return 1;
+}
+
+/*
+ * OpenBLAS's "small matrix" SGEMM (its SkylakeX-family kernels only: the
+ * Haswell/Zen ones have none) skips packing and is the fastest thing on this
+ * machine for small A B^T.  gemm.c calls it, per thread, for blocks of
+ * m_t x n_t where OpenBLAS 0.3.21's permit function (column-major, so A B^T
+ * is its "TN" case) takes the block: m_t n_t k <= 100^3, m_t n_t <= 1200,
+ * k >= 32.  m_t or n_t = 1 goes to sgemv instead.
+ */
+static int blas_small_kernel_wins(const sn_gemm_desc *d)
+{
+    static int skx = -1;
+    size_t nt = (size_t)omp_get_max_threads(), mt = d->m, ntc = d->n;
+    int v = __atomic_load_n(&skx, __ATOMIC_RELAXED);
+    if (v < 0) {
+        extern char *openblas_get_corename(void);
+        const char *core = openblas_get_corename();
+        v = core && (!strcmp(core, "SkylakeX") || !strcmp(core, "Cooperlake") ||
+                     !strcmp(core, "SapphireRapids"));
+        __atomic_store_n(&skx, v, __ATOMIC_RELAXED);
+    }
+    if (!v || !d->trans_b || d->trans_a || d->k < 32)
+        return 0;
+    if (nt > 1 && (double)d->m * (double)d->n * (double)d->k *
+                          (double)d->batch >= 64.0 * 64.0 * 64.0) {
+        if (d->m >= d->n)
+            mt = ceil_div(d->m, nt);
+        else
+            ntc = ceil_div(d->n, nt);
+    }
+    return mt >= 2 && ntc >= 2 && mt * ntc <= 1200 &&
+           (double)mt * (double)ntc * (double)d->k <= 1e6;
+}
+
+/*
+ * Where this kernel beats the OpenBLAS path (gemm.c), measured on a 2-vCPU
+ * AMD EPYC with AVX-512 (OpenBLAS 0.3.21, OPENBLAS_CORETYPE=SkylakeX, its
+ * fastest kernels here; GFLOP/s, ours on a packed B / ours packing per call
+ * / OpenBLAS):
+ *   1 thread:
+ *   M x N x K         transB=1           transB=0
+ *   1 x 512 x 784     56 / 5 / 48        61 / 8 / 45
+ *   4 x 512 x 784     187 / 35 / 38      187 / 57 / 39
+ *   16 x 512 x 784    232 / 97 / 106     227 / 135 / 111
+ *   64 x 512 x 784    241 / 182 / 186    237 / 204 / 190
+ *   256 x 512 x 784   243 / 225 / 228    238 / 230 / 226
+ *   1024 x 512 x 512  246 / 239 / 232    244 / 240 / 233
+ *   1 x 10 x 512      20 / 4 / 46        20 / 3 / 14
+ *   64 x 10 x 512     118 / 83 / 182     118 / 101 / 103
+ *   128 x 10 x 512    124 / 101 / 64     124 / 117 / 110
+ *   1024 x 10 x 512   117 / 114 / 69     117 / 113 / 68
+ *   2 threads:
+ *   4 x 512 x 784     312 / 74 / 327     369 / 115 / 334
+ *   64 x 512 x 784    478 / 356 / 314    477 / 397 / 351
+ *   1024 x 512 x 512  484 / 465 / 447    486 / 473 / 460
+ *   128 x 10 x 512    207 / 137 / 275    209 / 155 / 191
+ * The OpenBLAS wins are its sgemv for 1 x 10 (B^T) and its small-matrix
+ * kernel (blas_small_kernel_wins);
+ * under OPENBLAS_CORETYPE=Haswell (this machine's default environment)
+ * there is none and OpenBLAS is slower everywhere (e.g. 64 x 512 x 784:
+ * 1 thread ~105 GFLOP/s).  So: on a packed B (a constant B, packed once)
+ * ours except where the small kernel takes the call; packing per call pays
+ * for N > 16 from M = 4 (B not transposed: a plain copy) or M = 512
+ * (transposed: 16 x 16 transposes), for N <= 16 from M = 128.
+ */
+int sn_cpu_sgemm_avx512_worth(const sn_gemm_desc *d, int b_packed)
+{
+    if (blas_small_kernel_wins(d))
+        return 0;
+    /* One row of C times a narrow B^T: OpenBLAS's sgemv does n dot products
+     * on B's rows; ours would stream a 32-wide panel for n <= 16 columns. */
+    if (d->m == 1 && d->n <= 16 && d->trans_b)
+        return 0;
+    if (b_packed)
+        return 1;
+    if (d->n <= 16)
+        return d->m >= 128;
+    return d->m >= (d->trans_b ? 512u : 4u);
+}
