@@ -295,8 +295,8 @@ typedef struct shardnet_session shardnet_session_t;
 
 /**
  * \brief Place a model on devices.
- * \param devices  a device list (see shardnet_devices_select()); this
- *                 version runs a model on one device.
+ * \param devices  a device list (see shardnet_devices_select()) naming one
+ *                 device; for several, see shardnet_session_create_with().
  * \param[out] out  the session, released with shardnet_session_free().
  * \return SHARDNET_UNSUPPORTED listing every operator shardnet lacks.
  */
@@ -304,6 +304,28 @@ SHARDNET_API shardnet_status shardnet_session_create(shardnet_context_t *ctx,
                                                      shardnet_model_t *model,
                                                      const char *devices,
                                                      shardnet_session_t **out);
+
+/** How a session spreads a model over several devices. */
+typedef struct shardnet_session_options {
+    /**
+     * "none": one device runs everything (the default with one device);
+     * "layer": contiguous ranges of the model's layers become pipeline
+     * stages, one per listed device in order, cut where the measured
+     * device speeds balance them; the batch flows through in micro-batches.
+     */
+    const char *split;
+    /** Layer split: micro-batches per run; 0 = one per device. */
+    size_t micro_batches;
+} shardnet_session_options;
+
+/**
+ * \brief shardnet_session_create() with options (NULL = defaults).
+ * \return SHARDNET_UNSUPPORTED for a split this version lacks ("tensor",
+ *         "auto"), or several devices without a split.
+ */
+SHARDNET_API shardnet_status shardnet_session_create_with(
+    shardnet_context_t *ctx, shardnet_model_t *model, const char *devices,
+    const shardnet_session_options *options, shardnet_session_t **out);
 
 /** \brief Release a session. NULL is ignored. */
 SHARDNET_API void shardnet_session_free(shardnet_session_t *session);

@@ -1112,6 +1112,11 @@ static shardnet_status run_and_read(sn_plan *p)
     return SHARDNET_OK;
 }
 
+const sn_rt *sn_plan_value(const sn_plan *p, size_t v)
+{
+    return v < p->g->nvalues ? &p->rt[v] : NULL;
+}
+
 const sn_host_tensor *sn_plan_output(const sn_plan *p, size_t i)
 {
     return i < p->g->noutputs ? &p->outputs[i] : NULL;

@@ -187,6 +187,8 @@ int sn_plan_matches(const sn_plan *p, const sn_binding *inputs);
 shardnet_status sn_plan_run(sn_plan *p, const sn_binding *inputs);
 /* Output i (g->outputs order) of the last run. */
 const sn_host_tensor *sn_plan_output(const sn_plan *p, size_t i);
+/* What the plan knows of graph value v (shape, type). */
+const sn_rt *sn_plan_value(const sn_plan *p, size_t v);
 size_t sn_plan_steps(const sn_plan *p);
 size_t sn_plan_arena_bytes(const sn_plan *p);
 size_t sn_plan_weight_bytes(const sn_plan *p);

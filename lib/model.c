@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "exec.h"
+#include "pipeline.h"
 
 /* Plans kept per session, one per input shape seen recently. */
 #define PLAN_CACHE 4
@@ -15,9 +16,16 @@ struct shardnet_model {
     sn_graph *g;
 };
 
+/* Devices a layer split may use. */
+#define MAX_SPLIT 16
+
 struct shardnet_session {
     shardnet_model_t *model;
     sn_device *dev;
+    sn_device *devs[MAX_SPLIT]; /* layer split: stage devices in order */
+    size_t ndev;
+    size_t micro;
+    sn_pipeline *pipe;          /* layer split, made at the first run */
     sn_weights *w;
     sn_binding *inputs;
     int *bound;
@@ -221,30 +229,50 @@ shardnet_status shardnet_session_create(shardnet_context_t *ctx,
                                         const char *devices,
                                         shardnet_session_t **out)
 {
+    return shardnet_session_create_with(ctx, model, devices, NULL, out);
+}
+
+shardnet_status shardnet_session_create_with(
+    shardnet_context_t *ctx, shardnet_model_t *model, const char *devices,
+    const shardnet_session_options *options, shardnet_session_t **out)
+{
     shardnet_session_t *s;
-    size_t idx[2], n = 0;
+    size_t idx[MAX_SPLIT], n = 0;
     shardnet_status st;
     char unsupported[1024];
+    const char *split = options && options->split ? options->split : "none";
+    int layer = !strcmp(split, "layer");
 
     if (!ctx || !model || !out)
         return sn_error(SHARDNET_INVALID_ARGUMENT, "session: NULL argument");
     *out = NULL;
+    if (!layer && strcmp(split, "none"))
+        return sn_error(!strcmp(split, "tensor") || !strcmp(split, "auto")
+                            ? SHARDNET_UNSUPPORTED
+                            : SHARDNET_INVALID_ARGUMENT,
+                        "split '%s' is not available (this version has "
+                        "'none' and 'layer')",
+                        split);
     if (shardnet_model_unsupported(model, unsupported, sizeof unsupported))
         return sn_error(SHARDNET_UNSUPPORTED, "unsupported operators: %s",
                         unsupported);
-    st = shardnet_devices_select(ctx, devices, idx, 2, &n);
-    if (st == SHARDNET_INVALID_ARGUMENT || (st == SHARDNET_OK && n > 1))
-        return sn_error(SHARDNET_UNSUPPORTED,
-                        "device list '%s' names %zu devices; this version "
-                        "runs a model on one device",
-                        devices ? devices : "", n);
+    st = shardnet_devices_select(ctx, devices, idx, MAX_SPLIT, &n);
     if (st != SHARDNET_OK)
         return st;
+    if (n > 1 && !layer)
+        return sn_error(SHARDNET_UNSUPPORTED,
+                        "device list '%s' names %zu devices: choose a split "
+                        "('layer'), or name one device",
+                        devices ? devices : "", n);
     s = calloc(1, sizeof *s);
     if (!s)
         return sn_error(SHARDNET_OUT_OF_MEMORY, "session");
     s->model = model;
     s->dev = sn_context_device(ctx, idx[0]);
+    for (size_t i = 0; i < n; i++)
+        s->devs[i] = sn_context_device(ctx, idx[i]);
+    s->ndev = layer ? n : 1;
+    s->micro = options ? options->micro_batches : 0;
     s->inputs = calloc(model->g->ninputs + 1, sizeof *s->inputs);
     s->bound = calloc(model->g->ninputs + 1, sizeof *s->bound);
     if (!s->inputs || !s->bound ||
@@ -262,6 +290,7 @@ void shardnet_session_free(shardnet_session_t *session)
         return;
     for (int i = 0; i < PLAN_CACHE; i++)
         sn_plan_free(session->plans[i]);
+    sn_pipeline_free(session->pipe);
     sn_weights_free(session->w);
     free(session->inputs);
     free(session->bound);
@@ -331,6 +360,13 @@ shardnet_status shardnet_session_run(shardnet_session_t *session)
             return sn_error(SHARDNET_INVALID_ARGUMENT,
                             "input '%s' is not bound",
                             g->values[g->inputs[i]].name);
+    if (session->ndev > 1) {
+        if (!session->pipe &&
+            (st = sn_pipeline_create(g, session->devs, session->ndev,
+                                     session->inputs, NULL, &session->pipe)))
+            return st;
+        return sn_pipeline_run(session->pipe, session->inputs, session->micro);
+    }
     for (int i = 0; i < PLAN_CACHE && session->plans[i]; i++)
         if (sn_plan_matches(session->plans[i], session->inputs)) {
             p = session->plans[i];
@@ -358,10 +394,11 @@ shardnet_status shardnet_session_output(shardnet_session_t *session,
                                         const void **data)
 {
     const sn_host_tensor *t;
-    if (!session || !session->last)
+    if (!session || (!session->last && !session->pipe))
         return sn_error(SHARDNET_INVALID_ARGUMENT,
                         "output: the session has not run");
-    t = sn_plan_output(session->last, index);
+    t = session->pipe ? sn_pipeline_output(session->pipe, index)
+                      : sn_plan_output(session->last, index);
     if (!t)
         return sn_error(SHARDNET_INVALID_ARGUMENT, "no output %zu", index);
     if (info) {

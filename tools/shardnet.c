@@ -442,6 +442,7 @@ static void usage_run(FILE *out)
     fprintf(out,
             "Usage: %s run MODEL [--devices LIST] [--input [NAME=]FILE]...\n"
             "                    [--output-dir DIR] [--batch B] [--repeat N]\n"
+            "                    [--split none|layer] [--micro-batches M]\n"
             "\n"
             "Run an ONNX model.  Inputs come from .npy or ONNX .pb tensor\n"
             "files; without NAME= they are taken in the model's input order.\n"
@@ -457,6 +458,11 @@ static void usage_run(FILE *out)
             "                       size of symbolic dimensions (default 1)\n"
             "  -r, --repeat N       run N times and print latency and\n"
             "                       throughput (default 1)\n"
+            "  -s, --split S        none (one device, the default) or layer:\n"
+            "                       pipeline stages over the listed devices,\n"
+            "                       cut to balance their measured speeds\n"
+            "  -m, --micro-batches M  layer split: micro-batches per batch\n"
+            "                       (default: one per device)\n"
             "  -h, --help           show this help\n",
             prog);
 }
@@ -490,8 +496,11 @@ static int cmd_run(int argc, char **argv)
         {"output-dir", required_argument, 0, 'o'},
         {"batch", required_argument, 0, 'b'},
         {"repeat", required_argument, 0, 'r'},
+        {"split", required_argument, 0, 's'},
+        {"micro-batches", required_argument, 0, 'm'},
         {"help", no_argument, 0, 'h'},
         {0, 0, 0, 0}};
+    shardnet_session_options sopts = {NULL, 0};
     const char *spec = NULL, *outdir = NULL, *specs[MAX_IO];
     size_t nspecs = 0, nin, nout;
     long batch = 0, repeat = 1;
@@ -508,9 +517,22 @@ static int cmd_run(int argc, char **argv)
     shardnet_status st;
 
     memset(in, 0, sizeof in);
-    while ((c = getopt_long(argc, argv, "d:i:o:b:r:h", opts, NULL)) != -1) {
+    while ((c = getopt_long(argc, argv, "d:i:o:b:r:s:m:h", opts, NULL)) != -1) {
         char *end;
         switch (c) {
+        case 's':
+            sopts.split = optarg;
+            break;
+        case 'm': {
+            long v = strtol(optarg, &end, 10);
+            if (*end || v < 1 || v > 65536) {
+                fprintf(stderr, "%s run: bad --micro-batches '%s'\n", prog,
+                        optarg);
+                return 2;
+            }
+            sopts.micro_batches = (size_t)v;
+            break;
+        }
         case 'd':
             spec = optarg;
             break;
@@ -565,7 +587,8 @@ static int cmd_run(int argc, char **argv)
     }
     if (!spec && !getenv("SHARDNET_DEVICES"))
         spec = shardnet_device_count(ctx) ? "cpu:0" : NULL;
-    if ((st = shardnet_session_create(ctx, m, spec, &s)) != SHARDNET_OK) {
+    if ((st = shardnet_session_create_with(ctx, m, spec, &sopts, &s)) !=
+        SHARDNET_OK) {
         fail("creating the session", st);
         rc = st == SHARDNET_NO_DEVICE ? 2 : 1;
         goto out;

@@ -1,0 +1,715 @@
+/* Layer split: stages, the cut planner and the micro-batch pipeline.  See
+ * pipeline.h. */
+#include <config.h>
+
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "pipeline.h"
+
+/* Plans kept per stage, one per micro-batch shape. */
+#define STAGE_PLANS 3
+/* Host staging bandwidth assumed between stages (bytes/s), and the cost of
+ * one kernel launch (s), until device profiles measure them. */
+#define XFER_BW 5e9
+#define LAUNCH_S 5e-6
+
+typedef struct stage {
+    sn_graph *g;        /* the stage's own graph */
+    sn_device *dev;
+    sn_weights *w;
+    sn_plan *plans[STAGE_PLANS];
+    int *in_parent;     /* per stage input: parent value index */
+    int *out_parent;    /* per stage output: parent value index */
+    pthread_t thread;
+} stage;
+
+struct sn_pipeline {
+    sn_graph *g;
+    size_t nstages;
+    stage *st;
+    size_t nlive;
+    size_t *start; /* first live node of each stage */
+
+    /* One run: micro-batch bookkeeping, shared by the stage threads. */
+    pthread_mutex_t lock;
+    pthread_cond_t cond;
+    size_t *done;      /* micro-batches finished per stage */
+    int failed;
+    shardnet_status fail_st;
+    char fail_msg[1024];
+    const sn_binding *inputs;
+    size_t micro, rows, chunk;
+    sn_host_tensor **vals; /* [micro][parent value]: boundary values */
+    sn_host_tensor *outputs;
+};
+
+/* --- stage graphs -------------------------------------------------------- */
+
+static int copy_attr(sn_attr *d, const sn_attr *a, const int *map)
+{
+    memset(d, 0, sizeof *d);
+    d->name = strdup(a->name);
+    d->type = a->type;
+    d->i = a->i;
+    d->f = a->f;
+    d->count = a->count;
+    d->tensor = a->tensor >= 0 ? map[a->tensor] : -1;
+    if (!d->name || (a->s && !(d->s = strdup(a->s))))
+        return 0;
+    if (a->ints) {
+        if (!(d->ints = malloc(a->count * sizeof *d->ints + 1)))
+            return 0;
+        memcpy(d->ints, a->ints, a->count * sizeof *d->ints);
+    }
+    if (a->floats) {
+        if (!(d->floats = malloc(a->count * sizeof *d->floats + 1)))
+            return 0;
+        memcpy(d->floats, a->floats, a->count * sizeof *d->floats);
+    }
+    if (a->strings) {
+        if (!(d->strings = calloc(a->count + 1, sizeof *d->strings)))
+            return 0;
+        for (size_t i = 0; i < a->count; i++)
+            if (a->strings[i] && !(d->strings[i] = strdup(a->strings[i])))
+                return 0;
+    }
+    return 1;
+}
+
+/* Add parent value v to sub (metadata; constant data is borrowed). */
+static int add_value(sn_graph *sub, const sn_graph *g, int v, int *map)
+{
+    const sn_value *pv = &g->values[v];
+    int s = sn_graph_add_value(sub, pv->name);
+    if (s < 0)
+        return 0;
+    sn_value *sv = &sub->values[s];
+    sv->dtype = pv->dtype;
+    sv->rank = pv->rank;
+    memcpy(sv->dims, pv->dims, sizeof sv->dims);
+    if (pv->flags & SN_VALUE_CONST) {
+        sv->flags |= SN_VALUE_CONST;
+        sv->data = pv->data;
+        sv->nbytes = pv->nbytes;
+    }
+    map[v] = s;
+    return 1;
+}
+
+/*
+ * The graph of live nodes order[a..b): its inputs are what it reads and
+ * does not produce (constants excepted); its outputs what it produces and
+ * later nodes or the model's outputs read.
+ */
+static shardnet_status build_stage(const sn_graph *g, const size_t *order,
+                                   size_t nlive, size_t a, size_t b,
+                                   stage *st)
+{
+    int *map = malloc(g->nvalues * sizeof *map);
+    unsigned char *mine = calloc(g->nnodes + 1, 1);
+    unsigned char *later = calloc(g->nvalues + 1, 1);
+    sn_graph *sub = sn_graph_new();
+    size_t nin = 0, nout = 0;
+    shardnet_status st_ = SHARDNET_OK;
+
+    if (!map || !mine || !later || !sub)
+        goto oom;
+    for (size_t i = 0; i < g->nvalues; i++)
+        map[i] = -1;
+    for (size_t i = a; i < b; i++)
+        mine[order[i]] = 1;
+    for (size_t i = b; i < nlive; i++) {
+        const sn_node *n = &g->nodes[order[i]];
+        for (size_t j = 0; j < n->ninputs; j++)
+            if (n->inputs[j] >= 0)
+                later[n->inputs[j]] = 1;
+    }
+    for (size_t i = 0; i < g->noutputs; i++)
+        later[g->outputs[i]] = 1;
+    sub->opset = g->opset;
+    sub->ir_version = g->ir_version;
+    sub->inputs = malloc((g->nvalues + 1) * sizeof *sub->inputs);
+    sub->outputs = malloc((g->nvalues + 1) * sizeof *sub->outputs);
+    st->in_parent = malloc((g->nvalues + 1) * sizeof *st->in_parent);
+    st->out_parent = malloc((g->nvalues + 1) * sizeof *st->out_parent);
+    if (!sub->inputs || !sub->outputs || !st->in_parent || !st->out_parent)
+        goto oom;
+
+    /* Values read from outside: constants come along, the rest are inputs. */
+    for (size_t i = a; i < b; i++) {
+        const sn_node *n = &g->nodes[order[i]];
+        for (size_t j = 0; j < n->ninputs + n->nattrs; j++) {
+            int v = j < n->ninputs ? n->inputs[j]
+                                   : n->attrs[j - n->ninputs].tensor;
+            if (v < 0 || map[v] >= 0)
+                continue;
+            int p = g->values[v].producer;
+            if (!(g->values[v].flags & SN_VALUE_CONST) && p >= 0 && mine[p])
+                continue; /* produced here: added with its node */
+            if (!add_value(sub, g, v, map))
+                goto oom;
+            if (!(g->values[v].flags & SN_VALUE_CONST)) {
+                sub->values[map[v]].flags |= SN_VALUE_INPUT;
+                sub->inputs[nin] = map[v];
+                st->in_parent[nin++] = v;
+            }
+        }
+        for (size_t j = 0; j < n->noutputs; j++) {
+            int v = n->outputs[j];
+            if (v < 0 || map[v] >= 0)
+                continue;
+            if (!add_value(sub, g, v, map))
+                goto oom;
+            if (later[v]) {
+                sub->values[map[v]].flags |= SN_VALUE_OUTPUT;
+                sub->outputs[nout] = map[v];
+                st->out_parent[nout++] = v;
+            }
+        }
+    }
+    sub->ninputs = nin;
+    sub->noutputs = nout;
+
+    for (size_t i = a; i < b; i++) {
+        const sn_node *n = &g->nodes[order[i]];
+        int in[64], out[16];
+        if (n->ninputs > 64 || n->noutputs > 16) {
+            st_ = sn_error(SHARDNET_UNSUPPORTED,
+                           "node '%s' has too many inputs to split", n->name);
+            goto fail;
+        }
+        for (size_t j = 0; j < n->ninputs; j++)
+            in[j] = n->inputs[j] >= 0 ? map[n->inputs[j]] : -1;
+        for (size_t j = 0; j < n->noutputs; j++)
+            out[j] = n->outputs[j] >= 0 ? map[n->outputs[j]] : -1;
+        int k = sn_graph_add_node(sub, n->name, n->op_type, n->domain, in,
+                                  n->ninputs, out, n->noutputs);
+        if (k < 0)
+            goto oom;
+        sn_node *sn = &sub->nodes[k];
+        if (n->nattrs) {
+            sn->attrs = calloc(n->nattrs, sizeof *sn->attrs);
+            if (!sn->attrs)
+                goto oom;
+            for (size_t j = 0; j < n->nattrs; j++) {
+                sn->nattrs = j + 1;
+                if (!copy_attr(&sn->attrs[j], &n->attrs[j], map))
+                    goto oom;
+            }
+        }
+    }
+    if ((st_ = sn_graph_sort(sub)) != SHARDNET_OK)
+        goto fail;
+    st->g = sub;
+    free(map);
+    free(mine);
+    free(later);
+    return SHARDNET_OK;
+oom:
+    st_ = sn_error(SHARDNET_OUT_OF_MEMORY, "building a pipeline stage");
+fail:
+    sn_graph_free(sub);
+    free(map);
+    free(mine);
+    free(later);
+    return st_;
+}
+
+/* --- costs and cuts ---------------------------------------------------- */
+
+/* Work of one node in flops (GEMM-like ops) or elements touched. */
+static double node_work(const sn_graph *g, const sn_plan *p, const sn_node *n)
+{
+    const sn_rt *o = n->noutputs && n->outputs[0] >= 0
+                         ? sn_plan_value(p, (size_t)n->outputs[0])
+                         : NULL;
+    const sn_rt *a = n->ninputs && n->inputs[0] >= 0
+                         ? sn_plan_value(p, (size_t)n->inputs[0])
+                         : NULL;
+    const sn_rt *w = n->ninputs > 1 && n->inputs[1] >= 0
+                         ? sn_plan_value(p, (size_t)n->inputs[1])
+                         : NULL;
+    double out = o && o->known ? (double)sn_rt_elements(o) : 0.0;
+    (void)g;
+    if (!strcmp(n->op_type, "MatMul") && a && a->known && a->rank)
+        return 2.0 * out * (double)a->dims[a->rank - 1];
+    if (!strcmp(n->op_type, "Gemm") && a && a->known && a->rank == 2)
+        return 2.0 * out *
+               (double)(sn_attr_int(n, "transA", 0) ? a->dims[0] : a->dims[1]);
+    if (!strcmp(n->op_type, "Conv") && w && w->known && w->rank > 1)
+        return 2.0 * out * (double)sn_rt_elements(w) / (double)w->dims[0];
+    return out; /* element-wise and data movement: about one op per output */
+}
+
+/* GEMM speed of a device in flops/s, measured once on a 256^3 product. */
+static double device_speed(sn_device *dev)
+{
+    enum { N = 256 };
+    sn_buffer *a = NULL, *b = NULL, *c = NULL;
+    double best = 1e30;
+    float *x = malloc(N * N * sizeof *x);
+    if (!x)
+        return 1e9;
+    for (size_t i = 0; i < N * N; i++)
+        x[i] = (float)(i % 17) * 0.01f;
+    if (sn_buffer_alloc(dev, N * N * 4, &a) || sn_buffer_alloc(dev, N * N * 4, &b) ||
+        sn_buffer_alloc(dev, N * N * 4, &c) || sn_buffer_write(a, 0, x, N * N * 4) ||
+        sn_buffer_write(b, 0, x, N * N * 4))
+        goto out;
+    sn_gemm_desc d = {.m = N, .n = N, .k = N, .alpha = 1, .lda = N, .ldb = N,
+                      .ldc = N, .batch = 1, .a = {a, 0}, .b = {b, 0}, .c = {c, 0}};
+    for (int r = 0; r < 4; r++) { /* the first run builds kernels */
+        struct timespec t0, t1;
+        clock_gettime(CLOCK_MONOTONIC, &t0);
+        if (sn_gemm(dev, &d) || sn_synchronize(dev))
+            goto out;
+        clock_gettime(CLOCK_MONOTONIC, &t1);
+        double t = (double)(t1.tv_sec - t0.tv_sec) +
+                   1e-9 * (double)(t1.tv_nsec - t0.tv_nsec);
+        if (r && t < best)
+            best = t;
+    }
+out:
+    sn_error_clear();
+    sn_buffer_free(a);
+    sn_buffer_free(b);
+    sn_buffer_free(c);
+    free(x);
+    return best < 1e30 ? 2.0 * N * N * N / best : 1e9;
+}
+
+/*
+ * Cuts minimising the slowest stage.  best[s][i]: the smallest possible
+ * bottleneck when stages 0..s take live nodes [0, i).
+ */
+static shardnet_status plan_cuts(const double *work, const double *xfer,
+                                 size_t nlive, const double *speed,
+                                 size_t ns, size_t *start)
+{
+    double *pre = calloc(nlive + 1, sizeof *pre);
+    double *best = malloc(ns * (nlive + 1) * sizeof *best);
+    size_t *arg = malloc(ns * (nlive + 1) * sizeof *arg);
+    if (!pre || !best || !arg) {
+        free(pre);
+        free(best);
+        free(arg);
+        return sn_error(SHARDNET_OUT_OF_MEMORY, "planning the layer split");
+    }
+    for (size_t i = 0; i < nlive; i++)
+        pre[i + 1] = pre[i] + work[i];
+#define COST(s, j, i)                                                         \
+    ((pre[i] - pre[j]) / speed[s] + LAUNCH_S * (double)((i) - (j)) +          \
+     ((j) ? xfer[j] : 0.0))
+    for (size_t s = 0; s < ns; s++)
+        for (size_t i = 0; i <= nlive; i++) {
+            best[s * (nlive + 1) + i] = 1e300;
+            if (i < s + 1)
+                continue;
+            if (s == 0) {
+                best[i] = COST(0, 0, i);
+                arg[i] = 0;
+                continue;
+            }
+            for (size_t j = s; j < i; j++) {
+                double prev = best[(s - 1) * (nlive + 1) + j];
+                double c = COST(s, j, i);
+                double v = prev > c ? prev : c;
+                if (v < best[s * (nlive + 1) + i]) {
+                    best[s * (nlive + 1) + i] = v;
+                    arg[s * (nlive + 1) + i] = j;
+                }
+            }
+        }
+#undef COST
+    size_t i = nlive;
+    for (size_t s = ns; s-- > 0;) {
+        start[s] = arg[s * (nlive + 1) + i];
+        i = start[s];
+    }
+    free(pre);
+    free(best);
+    free(arg);
+    return SHARDNET_OK;
+}
+
+shardnet_status sn_pipeline_create(sn_graph *g, sn_device *const *devs,
+                                   size_t ndev, const sn_binding *inputs,
+                                   const size_t *cuts, sn_pipeline **out)
+{
+    sn_pipeline *p = calloc(1, sizeof *p);
+    size_t *order = NULL;
+    double *work = NULL, *xfer = NULL, *speed = NULL;
+    shardnet_status st = SHARDNET_OK;
+    *out = NULL;
+    if (!p)
+        return sn_error(SHARDNET_OUT_OF_MEMORY, "pipeline");
+    p->g = g;
+    pthread_mutex_init(&p->lock, NULL);
+    pthread_cond_init(&p->cond, NULL);
+    order = malloc((g->nnodes + 1) * sizeof *order);
+    if (!order)
+        goto oom;
+    for (size_t i = 0; i < g->nnodes; i++)
+        if (!g->nodes[i].dead)
+            order[p->nlive++] = i;
+    p->nstages = ndev < p->nlive ? ndev : p->nlive;
+    if (p->nstages == 0) {
+        st = sn_error(SHARDNET_INVALID_ARGUMENT,
+                      "layer split: no devices, or a model without nodes");
+        goto fail;
+    }
+    p->st = calloc(p->nstages, sizeof *p->st);
+    p->start = calloc(p->nstages + 1, sizeof *p->start);
+    if (!p->st || !p->start)
+        goto oom;
+
+    if (cuts) {
+        p->start[0] = 0;
+        for (size_t s = 1; s < p->nstages; s++) {
+            p->start[s] = cuts[s - 1];
+            if (p->start[s] <= p->start[s - 1] || p->start[s] >= p->nlive) {
+                st = sn_error(SHARDNET_INVALID_ARGUMENT,
+                              "layer split: cut %zu at node %zu is out of "
+                              "order or range (%zu nodes)",
+                              s, cuts[s - 1], p->nlive);
+                goto fail;
+            }
+        }
+    } else {
+        /* Costs from the shapes a plan on the first device infers. */
+        sn_weights *w = NULL;
+        sn_plan *shape_plan = NULL;
+        if ((st = sn_weights_new(g, devs[0], &w)) != SHARDNET_OK ||
+            (st = sn_plan_build(g, w, inputs, &shape_plan)) != SHARDNET_OK) {
+            sn_weights_free(w);
+            goto fail;
+        }
+        work = calloc(p->nlive + 1, sizeof *work);
+        xfer = calloc(p->nlive + 1, sizeof *xfer);
+        speed = calloc(p->nstages, sizeof *speed);
+        if (!work || !xfer || !speed) {
+            sn_plan_free(shape_plan);
+            sn_weights_free(w);
+            goto oom;
+        }
+        for (size_t i = 0; i < p->nlive; i++) {
+            const sn_node *n = &g->nodes[order[i]];
+            work[i] = node_work(g, shape_plan, n);
+            /* Bytes crossing a cut before node i: values produced before
+             * it and read at or after it (an upper bound: inputs count). */
+            for (size_t k = i; k < p->nlive && k < i + 64; k++) {
+                const sn_node *m = &g->nodes[order[k]];
+                for (size_t j = 0; j < m->ninputs; j++) {
+                    int v = m->inputs[j];
+                    if (v < 0 || (g->values[v].flags & SN_VALUE_CONST))
+                        continue;
+                    int pr = g->values[v].producer;
+                    const sn_rt *r = sn_plan_value(shape_plan, (size_t)v);
+                    if ((pr < 0 || pr < (int)order[i]) && r && r->known)
+                        xfer[i] += 4.0 * (double)sn_rt_elements(r) / XFER_BW;
+                }
+            }
+        }
+        sn_plan_free(shape_plan);
+        sn_weights_free(w);
+        for (size_t s = 0; s < p->nstages; s++)
+            speed[s] = device_speed(devs[s]);
+        if ((st = plan_cuts(work, xfer, p->nlive, speed, p->nstages,
+                            p->start)) != SHARDNET_OK)
+            goto fail;
+    }
+    p->start[p->nstages] = p->nlive;
+    for (size_t s = 0; s < p->nstages; s++) {
+        p->st[s].dev = devs[s];
+        if ((st = build_stage(g, order, p->nlive, p->start[s],
+                              p->start[s + 1], &p->st[s])) != SHARDNET_OK ||
+            (st = sn_weights_new(p->st[s].g, devs[s], &p->st[s].w)) !=
+                SHARDNET_OK)
+            goto fail;
+    }
+    p->outputs = calloc(g->noutputs + 1, sizeof *p->outputs);
+    if (!p->outputs)
+        goto oom;
+    free(order);
+    free(work);
+    free(xfer);
+    free(speed);
+    *out = p;
+    return SHARDNET_OK;
+oom:
+    st = sn_error(SHARDNET_OUT_OF_MEMORY, "pipeline");
+fail:
+    free(order);
+    free(work);
+    free(xfer);
+    free(speed);
+    sn_pipeline_free(p);
+    return st;
+}
+
+void sn_pipeline_free(sn_pipeline *p)
+{
+    if (!p)
+        return;
+    for (size_t s = 0; p->st && s < p->nstages; s++) {
+        for (int k = 0; k < STAGE_PLANS; k++)
+            sn_plan_free(p->st[s].plans[k]);
+        sn_weights_free(p->st[s].w);
+        sn_graph_free(p->st[s].g);
+        free(p->st[s].in_parent);
+        free(p->st[s].out_parent);
+    }
+    free(p->st);
+    free(p->start);
+    for (size_t i = 0; p->outputs && i < p->g->noutputs; i++)
+        free(p->outputs[i].data);
+    free(p->outputs);
+    pthread_mutex_destroy(&p->lock);
+    pthread_cond_destroy(&p->cond);
+    free(p);
+}
+
+size_t sn_pipeline_stages(const sn_pipeline *p)
+{
+    return p->nstages;
+}
+
+size_t sn_pipeline_stage_start(const sn_pipeline *p, size_t s)
+{
+    return s <= p->nstages ? p->start[s] : p->nlive;
+}
+
+size_t sn_pipeline_live_nodes(const sn_pipeline *p)
+{
+    return p->nlive;
+}
+
+const sn_host_tensor *sn_pipeline_output(const sn_pipeline *p, size_t i)
+{
+    return i < p->g->noutputs ? &p->outputs[i] : NULL;
+}
+
+/* --- running ------------------------------------------------------------- */
+
+static int graph_input_slot(const sn_graph *g, int v)
+{
+    for (size_t i = 0; i < g->ninputs; i++)
+        if (g->inputs[i] == v)
+            return (int)i;
+    return -1;
+}
+
+/* Micro-batch j's binding of parent value v for a stage input. */
+static int bind_input(sn_pipeline *p, size_t j, int v, sn_binding *b)
+{
+    int slot = graph_input_slot(p->g, v);
+    if (slot >= 0) {
+        const sn_binding *in = &p->inputs[slot];
+        *b = *in;
+        if (p->micro > 1 && in->rank > 0 && (size_t)in->dims[0] == p->rows) {
+            size_t row = in->nbytes / p->rows;
+            size_t first = j * p->chunk;
+            size_t take = p->rows - first < p->chunk ? p->rows - first
+                                                      : p->chunk;
+            b->dims[0] = (int64_t)take;
+            b->data = (const char *)in->data + first * row;
+            b->nbytes = take * row;
+        }
+        return 1;
+    }
+    const sn_host_tensor *t = &p->vals[j][v];
+    if (!t->data && t->nbytes)
+        return 0;
+    b->dtype = t->dtype;
+    b->rank = t->rank;
+    memcpy(b->dims, t->dims, sizeof b->dims);
+    b->data = t->data ? t->data : "";
+    b->nbytes = t->nbytes;
+    return 1;
+}
+
+static shardnet_status run_stage(sn_pipeline *p, size_t s, size_t j)
+{
+    stage *st = &p->st[s];
+    sn_binding b[64];
+    sn_plan *plan = NULL;
+    shardnet_status rc;
+    int at = STAGE_PLANS - 1;
+    if (st->g->ninputs > 64)
+        return sn_error(SHARDNET_UNSUPPORTED, "stage %zu has too many inputs", s);
+    for (size_t i = 0; i < st->g->ninputs; i++)
+        if (!bind_input(p, j, st->in_parent[i], &b[i]))
+            return sn_error(SHARDNET_INTERNAL, "stage %zu: missing input", s);
+    for (int k = 0; k < STAGE_PLANS && st->plans[k]; k++)
+        if (sn_plan_matches(st->plans[k], b)) {
+            plan = st->plans[k];
+            at = k;
+            break;
+        }
+    if (!plan) {
+        if ((rc = sn_plan_build(st->g, st->w, b, &plan)) != SHARDNET_OK)
+            return sn_error_prefix(rc, "stage %zu on %s", s,
+                                   st->dev->info.name);
+        sn_plan_free(st->plans[STAGE_PLANS - 1]);
+    }
+    memmove(&st->plans[1], &st->plans[0], (size_t)at * sizeof st->plans[0]);
+    st->plans[0] = plan;
+    if ((rc = sn_plan_run(plan, b)) != SHARDNET_OK)
+        return sn_error_prefix(rc, "stage %zu on %s", s, st->dev->info.name);
+    /* Keep what later stages read, for this micro-batch. */
+    for (size_t i = 0; i < st->g->noutputs; i++) {
+        const sn_host_tensor *t = sn_plan_output(plan, i);
+        sn_host_tensor *d = &p->vals[j][st->out_parent[i]];
+        free(d->data);
+        *d = *t;
+        d->name = NULL;
+        d->data = malloc(t->nbytes ? t->nbytes : 1);
+        if (!d->data)
+            return sn_error(SHARDNET_OUT_OF_MEMORY, "pipeline values");
+        memcpy(d->data, t->data, t->nbytes);
+    }
+    return SHARDNET_OK;
+}
+
+typedef struct stage_arg {
+    sn_pipeline *p;
+    size_t s;
+} stage_arg;
+
+static void *stage_main(void *arg)
+{
+    stage_arg *a = arg;
+    sn_pipeline *p = a->p;
+    size_t s = a->s;
+    for (size_t j = 0; j < p->micro; j++) {
+        pthread_mutex_lock(&p->lock);
+        while (!p->failed && s > 0 && p->done[s - 1] <= j)
+            pthread_cond_wait(&p->cond, &p->lock);
+        int stop = p->failed;
+        pthread_mutex_unlock(&p->lock);
+        if (stop)
+            break;
+        shardnet_status rc = run_stage(p, s, j);
+        pthread_mutex_lock(&p->lock);
+        if (rc != SHARDNET_OK && !p->failed) {
+            p->failed = 1;
+            p->fail_st = rc;
+            snprintf(p->fail_msg, sizeof p->fail_msg, "%s",
+                     shardnet_last_error());
+        }
+        p->done[s] = j + 1;
+        pthread_cond_broadcast(&p->cond);
+        pthread_mutex_unlock(&p->lock);
+        if (rc != SHARDNET_OK)
+            break;
+    }
+    return NULL;
+}
+
+/* Output i: the micro-batches' pieces concatenated along the batch, or,
+ * for an output without the batch dimension, the first micro-batch's. */
+static shardnet_status gather_output(sn_pipeline *p, size_t i)
+{
+    int v = p->g->outputs[i];
+    sn_host_tensor *o = &p->outputs[i];
+    const sn_host_tensor *first = &p->vals[0][v];
+    int batched = p->micro > 1 && first->rank > 0 &&
+                  (size_t)first->dims[0] <= p->chunk;
+    size_t parts = batched ? p->micro : 1, bytes = 0, at = 0;
+    for (size_t j = 0; j < parts; j++)
+        bytes += p->vals[j][v].nbytes;
+    free(o->data);
+    o->data = malloc(bytes ? bytes : 1);
+    if (!o->data)
+        return sn_error(SHARDNET_OUT_OF_MEMORY, "pipeline outputs");
+    o->name = p->g->values[v].name;
+    o->dtype = first->dtype;
+    o->rank = first->rank;
+    memcpy(o->dims, first->dims, sizeof o->dims);
+    o->nbytes = bytes;
+    for (size_t j = 0; j < parts; j++) {
+        const sn_host_tensor *t = &p->vals[j][v];
+        if (t->nbytes)
+            memcpy((char *)o->data + at, t->data, t->nbytes);
+        at += t->nbytes;
+        if (j && o->rank > 0)
+            o->dims[0] += t->dims[0];
+    }
+    return SHARDNET_OK;
+}
+
+shardnet_status sn_pipeline_run(sn_pipeline *p, const sn_binding *inputs,
+                                size_t micro)
+{
+    sn_graph *g = p->g;
+    stage_arg args[64];
+    shardnet_status st = SHARDNET_OK;
+    size_t started = 0;
+
+    if (p->nstages > 64)
+        return sn_error(SHARDNET_UNSUPPORTED, "more than 64 stages");
+    /* The batch: the first dimension of the first input that has one. */
+    p->rows = 1;
+    for (size_t i = 0; i < g->ninputs; i++)
+        if (inputs[i].rank > 0) {
+            p->rows = (size_t)inputs[i].dims[0];
+            break;
+        }
+    p->micro = micro ? micro : p->nstages;
+    if (p->micro > p->rows)
+        p->micro = p->rows ? p->rows : 1;
+    p->chunk = (p->rows + p->micro - 1) / p->micro;
+    p->micro = p->chunk ? (p->rows + p->chunk - 1) / p->chunk : 1;
+    if (!p->micro)
+        p->micro = 1;
+    p->inputs = inputs;
+    p->failed = 0;
+    p->done = calloc(p->nstages, sizeof *p->done);
+    p->vals = calloc(p->micro, sizeof *p->vals);
+    if (!p->done || !p->vals) {
+        st = sn_error(SHARDNET_OUT_OF_MEMORY, "pipeline");
+        goto out;
+    }
+    for (size_t j = 0; j < p->micro; j++)
+        if (!(p->vals[j] = calloc(g->nvalues + 1, sizeof *p->vals[j]))) {
+            st = sn_error(SHARDNET_OUT_OF_MEMORY, "pipeline");
+            goto out;
+        }
+    for (size_t s = 0; s < p->nstages; s++) {
+        args[s] = (stage_arg){p, s};
+        if (pthread_create(&p->st[s].thread, NULL, stage_main, &args[s])) {
+            pthread_mutex_lock(&p->lock);
+            p->failed = 1;
+            p->fail_st = sn_error(SHARDNET_INTERNAL, "cannot start a stage");
+            snprintf(p->fail_msg, sizeof p->fail_msg, "cannot start a stage");
+            pthread_cond_broadcast(&p->cond);
+            pthread_mutex_unlock(&p->lock);
+            break;
+        }
+        started++;
+    }
+    for (size_t s = 0; s < started; s++)
+        pthread_join(p->st[s].thread, NULL);
+    if (p->failed) {
+        st = sn_error(p->fail_st, "%s", p->fail_msg);
+        goto out;
+    }
+    for (size_t i = 0; i < g->noutputs; i++)
+        if ((st = gather_output(p, i)) != SHARDNET_OK)
+            goto out;
+out:
+    for (size_t j = 0; p->vals && j < p->micro; j++) {
+        for (size_t v = 0; p->vals[j] && v < g->nvalues; v++)
+            free(p->vals[j][v].data);
+        free(p->vals[j]);
+    }
+    free(p->vals);
+    p->vals = NULL;
+    free(p->done);
+    p->done = NULL;
+    return st;
+}

@@ -1,0 +1,50 @@
+/*
+ * Layer split (private): a model cut into contiguous stages of its
+ * topological order, one stage per device, with the batch cut into
+ * micro-batches that flow through the stages at once (a pipeline).
+ *
+ * Each stage is a graph of its own (the nodes of its range; its inputs are
+ * the values it reads from earlier stages or from the model's inputs; its
+ * outputs are the values later stages or the model's outputs read) with its
+ * own plans on its device.  Values cross stages through host memory.  One
+ * thread per stage runs micro-batch j once the stage before it has
+ * finished micro-batch j.
+ *
+ * Cuts come from a dynamic programme over the live nodes (PipeDream's
+ * partitioner for a chain of heterogeneous devices in the given order): it
+ * minimises the slowest stage, a stage costing its nodes' work divided by
+ * the device's measured GEMM speed, plus a launch overhead per node, plus
+ * the bytes entering it divided by the host staging bandwidth.
+ */
+#ifndef SN_PIPELINE_H
+#define SN_PIPELINE_H
+
+#include "exec.h"
+
+typedef struct sn_pipeline sn_pipeline;
+
+/*
+ * Cut graph g (sorted, passes run) across devs[0..ndev) for inputs shaped
+ * like `inputs` (one binding per g->inputs entry; used to estimate costs).
+ * cuts: NULL to let the planner choose, else ndev - 1 indices into the live
+ * nodes (stage s starts at cuts[s - 1]).
+ */
+shardnet_status sn_pipeline_create(sn_graph *g, sn_device *const *devs,
+                                   size_t ndev, const sn_binding *inputs,
+                                   const size_t *cuts, sn_pipeline **out);
+void sn_pipeline_free(sn_pipeline *p);
+
+/* Run on inputs, the batch (first dimension of the inputs) cut into
+ * `micro` micro-batches (0: one per stage). */
+shardnet_status sn_pipeline_run(sn_pipeline *p, const sn_binding *inputs,
+                                size_t micro);
+/* Output i of the last run. */
+const sn_host_tensor *sn_pipeline_output(const sn_pipeline *p, size_t i);
+
+size_t sn_pipeline_stages(const sn_pipeline *p);
+/* First live node (index into the sorted live nodes) of stage s, and the
+ * number of live nodes. */
+size_t sn_pipeline_stage_start(const sn_pipeline *p, size_t s);
+size_t sn_pipeline_live_nodes(const sn_pipeline *p);
+
+#endif /* SN_PIPELINE_H */
