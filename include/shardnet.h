@@ -308,10 +308,13 @@ SHARDNET_API shardnet_status shardnet_session_create(shardnet_context_t *ctx,
 /** How a session spreads a model over several devices. */
 typedef struct shardnet_session_options {
     /**
-     * "none": one device runs everything (the default with one device);
+     * NULL: "none" with one device, "auto" with several.
+     * "none": one device runs everything;
      * "layer": contiguous ranges of the model's layers become pipeline
      * stages, one per listed device in order, cut where the measured
-     * device speeds balance them; the batch flows through in micro-batches.
+     * device speeds balance them; the batch flows through in micro-batches;
+     * "auto": at the first run, the cost model estimates one device (each
+     * listed one) and the layer split, and the fastest estimate is used.
      */
     const char *split;
     /** Layer split: micro-batches per run; 0 = one per device. */
@@ -320,12 +323,21 @@ typedef struct shardnet_session_options {
 
 /**
  * \brief shardnet_session_create() with options (NULL = defaults).
- * \return SHARDNET_UNSUPPORTED for a split this version lacks ("tensor",
- *         "auto"), or several devices without a split.
+ * \return SHARDNET_UNSUPPORTED for a split this version lacks ("tensor"),
+ *         SHARDNET_INVALID_ARGUMENT for several devices with split "none".
  */
 SHARDNET_API shardnet_status shardnet_session_create_with(
     shardnet_context_t *ctx, shardnet_model_t *model, const char *devices,
     const shardnet_session_options *options, shardnet_session_t **out);
+
+/**
+ * \brief The plan alternatives and their estimated times for the bound
+ * inputs (one device, each listed device; the layer split and its stages),
+ * the choice, and what the session runs, one item per line.
+ * \return the length of the full text.
+ */
+SHARDNET_API size_t shardnet_session_describe(shardnet_session_t *session,
+                                             char *buf, size_t cap);
 
 /** \brief Release a session. NULL is ignored. */
 SHARDNET_API void shardnet_session_free(shardnet_session_t *session);

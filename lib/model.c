@@ -22,8 +22,10 @@ struct shardnet_model {
 struct shardnet_session {
     shardnet_model_t *model;
     sn_device *dev;
-    sn_device *devs[MAX_SPLIT]; /* layer split: stage devices in order */
-    size_t ndev;
+    sn_device *devs[MAX_SPLIT]; /* the listed devices, in order */
+    size_t nlisted;
+    size_t ndev;                /* devices in use: 1, or all for layer */
+    int choose;                 /* split "auto": decide at the first run */
     size_t micro;
     sn_pipeline *pipe;          /* layer split, made at the first run */
     sn_weights *w;
@@ -240,18 +242,18 @@ shardnet_status shardnet_session_create_with(
     size_t idx[MAX_SPLIT], n = 0;
     shardnet_status st;
     char unsupported[1024];
-    const char *split = options && options->split ? options->split : "none";
-    int layer = !strcmp(split, "layer");
+    const char *split = options && options->split ? options->split : NULL;
+    int layer, autosplit;
 
     if (!ctx || !model || !out)
         return sn_error(SHARDNET_INVALID_ARGUMENT, "session: NULL argument");
     *out = NULL;
-    if (!layer && strcmp(split, "none"))
-        return sn_error(!strcmp(split, "tensor") || !strcmp(split, "auto")
-                            ? SHARDNET_UNSUPPORTED
-                            : SHARDNET_INVALID_ARGUMENT,
+    if (split && strcmp(split, "none") && strcmp(split, "layer") &&
+        strcmp(split, "auto"))
+        return sn_error(!strcmp(split, "tensor") ? SHARDNET_UNSUPPORTED
+                                                 : SHARDNET_INVALID_ARGUMENT,
                         "split '%s' is not available (this version has "
-                        "'none' and 'layer')",
+                        "'none', 'layer' and 'auto')",
                         split);
     if (shardnet_model_unsupported(model, unsupported, sizeof unsupported))
         return sn_error(SHARDNET_UNSUPPORTED, "unsupported operators: %s",
@@ -259,10 +261,15 @@ shardnet_status shardnet_session_create_with(
     st = shardnet_devices_select(ctx, devices, idx, MAX_SPLIT, &n);
     if (st != SHARDNET_OK)
         return st;
-    if (n > 1 && !layer)
-        return sn_error(SHARDNET_UNSUPPORTED,
-                        "device list '%s' names %zu devices: choose a split "
-                        "('layer'), or name one device",
+    /* Several devices default to "auto"; "none" needs exactly one. */
+    if (!split)
+        split = n > 1 ? "auto" : "none";
+    layer = !strcmp(split, "layer");
+    autosplit = !strcmp(split, "auto");
+    if (n > 1 && !layer && !autosplit)
+        return sn_error(SHARDNET_INVALID_ARGUMENT,
+                        "device list '%s' names %zu devices but the split is "
+                        "'none': name one device, or split 'layer' or 'auto'",
                         devices ? devices : "", n);
     s = calloc(1, sizeof *s);
     if (!s)
@@ -271,7 +278,9 @@ shardnet_status shardnet_session_create_with(
     s->dev = sn_context_device(ctx, idx[0]);
     for (size_t i = 0; i < n; i++)
         s->devs[i] = sn_context_device(ctx, idx[i]);
+    s->nlisted = n;
     s->ndev = layer ? n : 1;
+    s->choose = autosplit && n > 1;
     s->micro = options ? options->micro_batches : 0;
     s->inputs = calloc(model->g->ninputs + 1, sizeof *s->inputs);
     s->bound = calloc(model->g->ninputs + 1, sizeof *s->bound);
@@ -360,6 +369,27 @@ shardnet_status shardnet_session_run(shardnet_session_t *session)
             return sn_error(SHARDNET_INVALID_ARGUMENT,
                             "input '%s' is not bound",
                             g->values[g->inputs[i]].name);
+    if (session->choose) {
+        /* "auto": one device or a layer split, whichever the cost model
+         * says is faster for these inputs. */
+        int use_layer;
+        size_t best;
+        if ((st = sn_split_choose(g, session->devs, session->nlisted,
+                                  session->inputs, session->micro, &use_layer,
+                                  &best, NULL, 0)) != SHARDNET_OK)
+            return st;
+        session->choose = 0;
+        if (use_layer) {
+            session->ndev = session->nlisted;
+        } else if (session->devs[best] != session->dev) {
+            sn_weights *w;
+            if ((st = sn_weights_new(g, session->devs[best], &w)))
+                return st;
+            sn_weights_free(session->w);
+            session->w = w;
+            session->dev = session->devs[best];
+        }
+    }
     if (session->ndev > 1) {
         if (!session->pipe &&
             (st = sn_pipeline_create(g, session->devs, session->ndev,
@@ -466,4 +496,43 @@ shardnet_status shardnet_tensor_save(const char *path,
     t.data = (void *)data;
     t.nbytes = count * shardnet_dtype_size(info->dtype);
     return sn_tensor_save_npy(path, &t);
+}
+
+size_t shardnet_session_describe(shardnet_session_t *session, char *buf,
+                                 size_t cap)
+{
+    char text[8192];
+    int use_layer;
+    size_t best, len;
+    const sn_graph *g;
+    if (buf && cap)
+        buf[0] = '\0';
+    if (!session)
+        return 0;
+    g = session->model->g;
+    for (size_t i = 0; i < g->ninputs; i++)
+        if (!session->bound[i]) {
+            snprintf(buf, cap, "bind the inputs first: plans depend on their "
+                               "shapes\n");
+            return strlen(buf ? buf : "");
+        }
+    if (sn_split_choose(session->model->g, session->devs, session->nlisted,
+                        session->inputs, session->micro, &use_layer, &best,
+                        text, sizeof text) != SHARDNET_OK)
+        snprintf(text, sizeof text, "no estimate: %s\n", shardnet_last_error());
+    len = strlen(text);
+    if (session->choose)
+        len += (size_t)snprintf(text + len, sizeof text - len,
+                                "running: decided at the first run (auto)\n");
+    else if (session->ndev > 1)
+        len += (size_t)snprintf(text + len, sizeof text - len,
+                                "running: layer split over %zu devices\n",
+                                session->ndev);
+    else
+        len += (size_t)snprintf(text + len, sizeof text - len,
+                                "running: none, on %s\n",
+                                session->dev->info.name);
+    if (buf && cap)
+        snprintf(buf, cap, "%s", text);
+    return len;
 }

@@ -245,8 +245,39 @@ static double node_work(const sn_graph *g, const sn_plan *p, const sn_node *n)
     return out; /* element-wise and data movement: about one op per output */
 }
 
-/* GEMM speed of a device in flops/s, measured once on a 256^3 product. */
+/* GEMM speed of a device in flops/s, measured once per device on a 256^3
+ * product and remembered for the process. */
+static double measure_speed(sn_device *dev);
+
 static double device_speed(sn_device *dev)
+{
+    static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+    static struct {
+        const sn_device *dev;
+        char name[16];
+        double speed;
+    } cache[32];
+    static size_t n;
+    double v = 0;
+    pthread_mutex_lock(&lock);
+    for (size_t i = 0; i < n; i++)
+        if (cache[i].dev == dev && !strcmp(cache[i].name, dev->info.name))
+            v = cache[i].speed;
+    pthread_mutex_unlock(&lock);
+    if (v > 0)
+        return v;
+    v = measure_speed(dev);
+    pthread_mutex_lock(&lock);
+    if (n < 32) {
+        cache[n].dev = dev;
+        snprintf(cache[n].name, sizeof cache[n].name, "%s", dev->info.name);
+        cache[n++].speed = v;
+    }
+    pthread_mutex_unlock(&lock);
+    return v;
+}
+
+static double measure_speed(sn_device *dev)
 {
     enum { N = 256 };
     sn_buffer *a = NULL, *b = NULL, *c = NULL;
@@ -336,13 +367,154 @@ static shardnet_status plan_cuts(const double *work, const double *xfer,
     return SHARDNET_OK;
 }
 
+/* The cost model's inputs for a graph, its input shapes and devices. */
+typedef struct costs {
+    size_t nlive;
+    double *work;  /* per live node: flops or elements */
+    double *xfer;  /* per live node: seconds to move what crosses a cut
+                      just before it */
+    double *speed; /* per device: GEMM flops/s */
+} costs;
+
+static void free_costs(costs *c)
+{
+    free(c->work);
+    free(c->xfer);
+    free(c->speed);
+}
+
+static shardnet_status measure_costs(sn_graph *g, sn_device *const *devs,
+                                     size_t ndev, const sn_binding *inputs,
+                                     costs *c)
+{
+    sn_weights *w = NULL;
+    sn_plan *shape_plan = NULL;
+    size_t *order = malloc((g->nnodes + 1) * sizeof *order);
+    shardnet_status st;
+    memset(c, 0, sizeof *c);
+    if (!order)
+        return sn_error(SHARDNET_OUT_OF_MEMORY, "cost model");
+    for (size_t i = 0; i < g->nnodes; i++)
+        if (!g->nodes[i].dead)
+            order[c->nlive++] = i;
+    /* Shapes: those a plan on the first device infers. */
+    if ((st = sn_weights_new(g, devs[0], &w)) != SHARDNET_OK ||
+        (st = sn_plan_build(g, w, inputs, &shape_plan)) != SHARDNET_OK) {
+        sn_weights_free(w);
+        free(order);
+        return st;
+    }
+    c->work = calloc(c->nlive + 1, sizeof *c->work);
+    c->xfer = calloc(c->nlive + 1, sizeof *c->xfer);
+    c->speed = calloc(ndev + 1, sizeof *c->speed);
+    if (!c->work || !c->xfer || !c->speed) {
+        st = sn_error(SHARDNET_OUT_OF_MEMORY, "cost model");
+        goto out;
+    }
+    for (size_t i = 0; i < c->nlive; i++) {
+        const sn_node *n = &g->nodes[order[i]];
+        c->work[i] = node_work(g, shape_plan, n);
+        /* Bytes crossing a cut before node i: values produced before it
+         * (or model inputs) that it or the next nodes read. */
+        for (size_t k = i; k < c->nlive && k < i + 64; k++) {
+            const sn_node *m = &g->nodes[order[k]];
+            for (size_t j = 0; j < m->ninputs; j++) {
+                int v = m->inputs[j];
+                if (v < 0 || (g->values[v].flags & SN_VALUE_CONST))
+                    continue;
+                int pr = g->values[v].producer;
+                const sn_rt *r = sn_plan_value(shape_plan, (size_t)v);
+                if ((pr < 0 || pr < (int)order[i]) && r && r->known)
+                    c->xfer[i] += 4.0 * (double)sn_rt_elements(r) / XFER_BW;
+            }
+        }
+    }
+    for (size_t d = 0; d < ndev; d++)
+        c->speed[d] = device_speed(devs[d]);
+    st = SHARDNET_OK;
+out:
+    sn_plan_free(shape_plan);
+    sn_weights_free(w);
+    free(order);
+    if (st != SHARDNET_OK)
+        free_costs(c);
+    return st;
+}
+
+/* Estimated seconds of stage s over live nodes [a, b). */
+static double stage_time(const costs *c, size_t s, size_t a, size_t b)
+{
+    double t = LAUNCH_S * (double)(b - a) + (a ? c->xfer[a] : 0.0);
+    for (size_t i = a; i < b; i++)
+        t += c->work[i] / c->speed[s];
+    return t;
+}
+
+shardnet_status sn_split_choose(sn_graph *g, sn_device *const *devs,
+                                size_t ndev, const sn_binding *inputs,
+                                size_t micro, int *use_layer,
+                                size_t *best_dev, char *report, size_t cap)
+{
+    costs c;
+    size_t start[65], len = 0;
+    shardnet_status st;
+    if (ndev < 1 || ndev > 64)
+        return sn_error(SHARDNET_INVALID_ARGUMENT, "split: 1 to 64 devices");
+    if ((st = measure_costs(g, devs, ndev, inputs, &c)) != SHARDNET_OK)
+        return st;
+    size_t ns = ndev < c.nlive ? ndev : c.nlive;
+    if (report && cap)
+        report[0] = '\0';
+#define SAY(...)                                                              \
+    do {                                                                      \
+        if (report && len < cap)                                              \
+            len += (size_t)snprintf(report + len, cap - len, __VA_ARGS__);    \
+    } while (0)
+    double best_none = 1e300;
+    *best_dev = 0;
+    for (size_t d = 0; d < ndev; d++) {
+        double t = stage_time(&c, d, 0, c.nlive);
+        SAY("none on %s: estimated %.3f ms (GEMM speed %.1f GFLOP/s)\n",
+            devs[d]->info.name, t * 1e3, c.speed[d] * 1e-9);
+        if (t < best_none) {
+            best_none = t;
+            *best_dev = d;
+        }
+    }
+    double layer = 1e300;
+    if (ns > 1 && (st = plan_cuts(c.work, c.xfer, c.nlive, c.speed, ns,
+                                  start)) == SHARDNET_OK) {
+        double bottleneck = 0;
+        size_t m = micro ? micro : ns;
+        start[ns] = c.nlive;
+        for (size_t s = 0; s < ns; s++) {
+            double t = stage_time(&c, s, start[s], start[s + 1]);
+            SAY("layer stage %zu on %s: nodes %zu-%zu, estimated %.3f ms "
+                "per batch\n",
+                s, devs[s]->info.name, start[s], start[s + 1] - 1, t * 1e3);
+            if (t > bottleneck)
+                bottleneck = t;
+        }
+        /* m micro-batches through ns stages: the slowest stage's share,
+         * m + ns - 1 times. */
+        layer = bottleneck / (double)m * (double)(m + ns - 1);
+        SAY("layer over %zu devices, %zu micro-batches: estimated %.3f ms\n",
+            ns, m, layer * 1e3);
+    }
+    *use_layer = layer < best_none;
+    SAY("choice: %s (estimated %.3f ms)\n",
+        *use_layer ? "layer" : "none", (*use_layer ? layer : best_none) * 1e3);
+#undef SAY
+    free_costs(&c);
+    return st == SHARDNET_OK ? SHARDNET_OK : st;
+}
+
 shardnet_status sn_pipeline_create(sn_graph *g, sn_device *const *devs,
                                    size_t ndev, const sn_binding *inputs,
                                    const size_t *cuts, sn_pipeline **out)
 {
     sn_pipeline *p = calloc(1, sizeof *p);
     size_t *order = NULL;
-    double *work = NULL, *xfer = NULL, *speed = NULL;
     shardnet_status st = SHARDNET_OK;
     *out = NULL;
     if (!p)
@@ -380,46 +552,14 @@ shardnet_status sn_pipeline_create(sn_graph *g, sn_device *const *devs,
             }
         }
     } else {
-        /* Costs from the shapes a plan on the first device infers. */
-        sn_weights *w = NULL;
-        sn_plan *shape_plan = NULL;
-        if ((st = sn_weights_new(g, devs[0], &w)) != SHARDNET_OK ||
-            (st = sn_plan_build(g, w, inputs, &shape_plan)) != SHARDNET_OK) {
-            sn_weights_free(w);
+        costs cm;
+        if ((st = measure_costs(g, devs, p->nstages, inputs, &cm)) !=
+            SHARDNET_OK)
             goto fail;
-        }
-        work = calloc(p->nlive + 1, sizeof *work);
-        xfer = calloc(p->nlive + 1, sizeof *xfer);
-        speed = calloc(p->nstages, sizeof *speed);
-        if (!work || !xfer || !speed) {
-            sn_plan_free(shape_plan);
-            sn_weights_free(w);
-            goto oom;
-        }
-        for (size_t i = 0; i < p->nlive; i++) {
-            const sn_node *n = &g->nodes[order[i]];
-            work[i] = node_work(g, shape_plan, n);
-            /* Bytes crossing a cut before node i: values produced before
-             * it and read at or after it (an upper bound: inputs count). */
-            for (size_t k = i; k < p->nlive && k < i + 64; k++) {
-                const sn_node *m = &g->nodes[order[k]];
-                for (size_t j = 0; j < m->ninputs; j++) {
-                    int v = m->inputs[j];
-                    if (v < 0 || (g->values[v].flags & SN_VALUE_CONST))
-                        continue;
-                    int pr = g->values[v].producer;
-                    const sn_rt *r = sn_plan_value(shape_plan, (size_t)v);
-                    if ((pr < 0 || pr < (int)order[i]) && r && r->known)
-                        xfer[i] += 4.0 * (double)sn_rt_elements(r) / XFER_BW;
-                }
-            }
-        }
-        sn_plan_free(shape_plan);
-        sn_weights_free(w);
-        for (size_t s = 0; s < p->nstages; s++)
-            speed[s] = device_speed(devs[s]);
-        if ((st = plan_cuts(work, xfer, p->nlive, speed, p->nstages,
-                            p->start)) != SHARDNET_OK)
+        st = plan_cuts(cm.work, cm.xfer, cm.nlive, cm.speed, p->nstages,
+                       p->start);
+        free_costs(&cm);
+        if (st != SHARDNET_OK)
             goto fail;
     }
     p->start[p->nstages] = p->nlive;
@@ -435,18 +575,12 @@ shardnet_status sn_pipeline_create(sn_graph *g, sn_device *const *devs,
     if (!p->outputs)
         goto oom;
     free(order);
-    free(work);
-    free(xfer);
-    free(speed);
     *out = p;
     return SHARDNET_OK;
 oom:
     st = sn_error(SHARDNET_OUT_OF_MEMORY, "pipeline");
 fail:
     free(order);
-    free(work);
-    free(xfer);
-    free(speed);
     sn_pipeline_free(p);
     return st;
 }

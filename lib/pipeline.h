@@ -34,6 +34,17 @@ shardnet_status sn_pipeline_create(sn_graph *g, sn_device *const *devs,
                                    const size_t *cuts, sn_pipeline **out);
 void sn_pipeline_free(sn_pipeline *p);
 
+/*
+ * The planner's choice between one device and a layer split over all of
+ * devs, from the cost model: *use_layer, or else *best_dev (index into
+ * devs), and a readable account of every alternative's estimate in report
+ * (may be NULL).
+ */
+shardnet_status sn_split_choose(sn_graph *g, sn_device *const *devs,
+                                size_t ndev, const sn_binding *inputs,
+                                size_t micro, int *use_layer,
+                                size_t *best_dev, char *report, size_t cap);
+
 /* Run on inputs, the batch (first dimension of the inputs) cut into
  * `micro` micro-batches (0: one per stage). */
 shardnet_status sn_pipeline_run(sn_pipeline *p, const sn_binding *inputs,

@@ -68,7 +68,23 @@ expect 1 "x.npy" "$bin" run "$mlp" --input "$tmpd/x.npy"
 expect 2 "bad --batch" "$bin" run "$mlp" --batch 0
 expect 2 "unknown device 'gpu:0'" "$bin" run "$mlp" -d gpu:0
 
+expect 0 "Usage: shardnet plan" "$bin" plan --help
+expect 0 "choice: none" "$bin" plan "$mlp" -d cpu:0 -b 4
+expect 2 "split 'diagonal' is not available" "$bin" plan "$mlp" -s diagonal
+
 if [ "${HWLOC_SYNTHETIC:-}" = "pack:2 core:1 pu:1" ]; then
+    expect 0 "running: layer split over 2 devices" "$bin" plan "$mlp" \
+        -d cpu:0,cpu:1 -s layer -b 64
+    expect 0 "wrote" "$bin" run "$mlp" -d cpu:0,cpu:1 --split layer \
+        --micro-batches 4 --input "$src/tests/fixtures/fashion_mlp_input.npy" \
+        --output-dir "$tmpd/o3"
+    if cmp -s "$tmpd/o/logits.npy" "$tmpd/o3/logits.npy"; then
+        echo "ok: layer split on two cpu devices writes the same logits"
+        passes=$((passes + 1))
+    else
+        echo "FAIL: layer split wrote other logits than one device"
+        fails=$((fails + 1))
+    fi
     expect 0 "^cpu:1 .* 1 .* 1 " "$bin" devices --devices cpu:1
     if "$bin" devices | grep -q "^cl:"; then
         # The acceptance listing: cpu:0 cpu:1 cl:0 cl:1, in that order.

@@ -196,8 +196,44 @@ Test(layer_split, unknown_splits_and_lists_without_one_are_refused)
     cr_assert_eq(shardnet_session_create_with(ctx, m, "cpu:0", &odd, &s),
                  SHARDNET_INVALID_ARGUMENT);
     cr_assert(strstr(shardnet_last_error(), "diagonal"));
+    shardnet_session_options none = {"none", 0};
     if (have("cpu:0,cpu:1"))
-        cr_assert_eq(shardnet_session_create(ctx, m, "cpu:0,cpu:1", &s),
-                     SHARDNET_UNSUPPORTED);
+        cr_assert_eq(shardnet_session_create_with(ctx, m, "cpu:0,cpu:1", &none,
+                                                  &s),
+                     SHARDNET_INVALID_ARGUMENT);
+    shardnet_model_free(m);
+}
+
+Test(layer_split, auto_keeps_one_device_when_a_slow_one_would_slow_it_down)
+{
+    char path[4096], text[8192];
+    shardnet_model_t *m = NULL;
+    shardnet_session_t *s = NULL;
+    shardnet_tensor in;
+    if (!have("cpu:0,cl:0"))
+        cr_skip_test("needs cpu:0 and cl:0");
+    fixture(path, sizeof path, "fashion_mlp.onnx");
+    cr_assert_eq(shardnet_model_load(path, &m), SHARDNET_OK);
+    fixture(path, sizeof path, "fashion_mlp_input.npy");
+    cr_assert_eq(shardnet_tensor_load(path, &in), SHARDNET_OK);
+    /* Several devices and no split: "auto". */
+    cr_assert_eq(shardnet_session_create(ctx, m, "cpu:0,cl:0", &s),
+                 SHARDNET_OK, "%s", shardnet_last_error());
+    cr_assert_eq(shardnet_session_set_input(s, 0, in.info.dtype, in.info.rank,
+                                            in.info.dims, in.data),
+                 SHARDNET_OK);
+    shardnet_session_describe(s, text, sizeof text);
+    cr_assert(strstr(text, "none on cpu:0: estimated"), "%s", text);
+    cr_assert(strstr(text, "none on cl:0: estimated"), "%s", text);
+    cr_assert(strstr(text, "layer over 2 devices"), "%s", text);
+    /* PoCL on one core runs GEMM an order of magnitude slower than the
+     * CPU backend: splitting onto it would make the model slower. */
+    cr_assert(strstr(text, "choice: none"), "%s", text);
+    cr_assert_eq(shardnet_session_run(s), SHARDNET_OK, "%s",
+                 shardnet_last_error());
+    shardnet_session_describe(s, text, sizeof text);
+    cr_assert(strstr(text, "running: none, on cpu:0"), "%s", text);
+    shardnet_session_free(s);
+    shardnet_tensor_release(&in);
     shardnet_model_free(m);
 }

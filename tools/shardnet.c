@@ -31,6 +31,8 @@ static void usage_main(FILE *out)
             "  devices   list the devices found on this machine\n"
             "  info      describe an ONNX model: inputs, outputs, operators\n"
             "  run       run an ONNX model on inputs from files\n"
+            "  plan      show how a model would be split across devices, with\n"
+            "            estimated and measured times\n"
             "  matmul    multiply two random matrices on each device and check\n"
             "            the result against a plain C product\n"
             "\n"
@@ -458,9 +460,11 @@ static void usage_run(FILE *out)
             "                       size of symbolic dimensions (default 1)\n"
             "  -r, --repeat N       run N times and print latency and\n"
             "                       throughput (default 1)\n"
-            "  -s, --split S        none (one device, the default) or layer:\n"
-            "                       pipeline stages over the listed devices,\n"
-            "                       cut to balance their measured speeds\n"
+            "  -s, --split S        none (one device), layer (pipeline\n"
+            "                       stages over the listed devices, cut to\n"
+            "                       balance their measured speeds) or auto\n"
+            "                       (the faster estimate; the default with\n"
+            "                       several devices)\n"
             "  -m, --micro-batches M  layer split: micro-batches per batch\n"
             "                       (default: one per device)\n"
             "  -h, --help           show this help\n",
@@ -761,6 +765,138 @@ out:
     return rc;
 }
 
+static void usage_plan(FILE *out)
+{
+    fprintf(out,
+            "Usage: %s plan MODEL [--devices LIST] [--split S] [--batch B]\n"
+            "\n"
+            "Show how the model would run on the listed devices: the\n"
+            "estimated time of one device (each of them) and of the layer\n"
+            "split with its stages, and the choice; then run one batch of\n"
+            "random inputs that way and report the time it took.\n"
+            "\n"
+            "  -d, --devices LIST   devices (default: all, or SHARDNET_DEVICES)\n"
+            "  -s, --split S        none, layer or auto (default: auto with\n"
+            "                       several devices)\n"
+            "  -b, --batch B        size of symbolic dimensions (default 1)\n"
+            "  -m, --micro-batches M  layer split: micro-batches per batch\n"
+            "  -h, --help           show this help\n",
+            prog);
+}
+
+static int cmd_plan(int argc, char **argv)
+{
+    static const struct option opts[] = {
+        {"devices", required_argument, 0, 'd'},
+        {"split", required_argument, 0, 's'},
+        {"batch", required_argument, 0, 'b'},
+        {"micro-batches", required_argument, 0, 'm'},
+        {"help", no_argument, 0, 'h'},
+        {0, 0, 0, 0}};
+    shardnet_session_options sopts = {NULL, 0};
+    const char *spec = NULL;
+    long batch = 1;
+    shardnet_context_t *ctx = NULL;
+    shardnet_model_t *m = NULL;
+    shardnet_session_t *s = NULL;
+    void *data[MAX_IO] = {0};
+    char text[16384];
+    int c, rc = 1;
+    shardnet_status st;
+
+    while ((c = getopt_long(argc, argv, "d:s:b:m:h", opts, NULL)) != -1) {
+        char *end;
+        switch (c) {
+        case 'd':
+            spec = optarg;
+            break;
+        case 's':
+            sopts.split = optarg;
+            break;
+        case 'b':
+            batch = strtol(optarg, &end, 10);
+            if (*end || batch < 1 || batch > (1L << 24)) {
+                fprintf(stderr, "%s plan: bad --batch '%s'\n", prog, optarg);
+                return 2;
+            }
+            break;
+        case 'm':
+            sopts.micro_batches = (size_t)strtoul(optarg, &end, 10);
+            if (*end || !sopts.micro_batches) {
+                fprintf(stderr, "%s plan: bad --micro-batches '%s'\n", prog,
+                        optarg);
+                return 2;
+            }
+            break;
+        case 'h':
+            usage_plan(stdout);
+            return 0;
+        default:
+            usage_plan(stderr);
+            return 2;
+        }
+    }
+    if (optind + 1 != argc) {
+        usage_plan(stderr);
+        return 2;
+    }
+    if ((st = shardnet_model_load(argv[optind], &m)) != SHARDNET_OK)
+        return fail("loading the model", st);
+    if ((st = shardnet_context_create(&ctx)) != SHARDNET_OK) {
+        fail("device discovery", st);
+        goto out;
+    }
+    if ((st = shardnet_session_create_with(ctx, m, spec, &sopts, &s))) {
+        fail("creating the session", st);
+        rc = st == SHARDNET_NO_DEVICE || st == SHARDNET_INVALID_ARGUMENT ? 2 : 1;
+        goto out;
+    }
+    size_t nin = shardnet_model_input_count(m);
+    for (size_t k = 0; k < nin && k < MAX_IO; k++) {
+        shardnet_tensor_info t;
+        size_t count = 1;
+        shardnet_model_input(m, k, &t);
+        for (int d = 0; d < t.rank; d++) {
+            if (t.dims[d] < 0)
+                t.dims[d] = batch;
+            count *= (size_t)t.dims[d];
+        }
+        data[k] = calloc(count ? count : 1, shardnet_dtype_size(t.dtype) + 1);
+        if (!data[k] ||
+            (st = shardnet_session_set_input(s, k, t.dtype, t.rank, t.dims,
+                                             data[k])) != SHARDNET_OK) {
+            fail("binding inputs", st);
+            goto out;
+        }
+    }
+    shardnet_session_describe(s, text, sizeof text);
+    fputs(text, stdout);
+    double t0 = now_s();
+    if ((st = shardnet_session_run(s)) != SHARDNET_OK) {
+        fail("running the model", st);
+        goto out;
+    }
+    double t1 = now_s();
+    if ((st = shardnet_session_run(s)) != SHARDNET_OK) {
+        fail("running the model", st);
+        goto out;
+    }
+    double t2 = now_s();
+    shardnet_session_describe(s, text, sizeof text);
+    char *last = strstr(text, "running:");
+    printf("%s", last ? last : "");
+    printf("measured: first run %.3f ms (plans, uploads), second %.3f ms\n",
+           (t1 - t0) * 1e3, (t2 - t1) * 1e3);
+    rc = 0;
+out:
+    for (size_t k = 0; k < MAX_IO; k++)
+        free(data[k]);
+    shardnet_session_free(s);
+    shardnet_context_free(ctx);
+    shardnet_model_free(m);
+    return rc;
+}
+
 static const struct {
     const char *name;
     command_fn fn;
@@ -768,6 +904,7 @@ static const struct {
     {"devices", cmd_devices},
     {"info", cmd_info},
     {"run", cmd_run},
+    {"plan", cmd_plan},
     {"matmul", cmd_matmul},
 };
 
