@@ -373,6 +373,24 @@ SHARDNET_API shardnet_status shardnet_session_output(
     const void **data);
 
 /* ------------------------------------------------------------------------
+ * Traces
+ * ---------------------------------------------------------------------- */
+
+/**
+ * \brief Start recording what every device does (process-wide): kernels,
+ * transfers, pipeline micro-batches.  While recording, each kernel is
+ * waited for, so runs are slower.
+ */
+SHARDNET_API shardnet_status shardnet_trace_start(void);
+
+/**
+ * \brief Stop recording and write the trace to \p path (NULL: discard) as
+ * Chrome trace-event JSON, one track per device; open it in Perfetto or
+ * chrome://tracing.
+ */
+SHARDNET_API shardnet_status shardnet_trace_stop(const char *path);
+
+/* ------------------------------------------------------------------------
  * Tensor files
  * ---------------------------------------------------------------------- */
 

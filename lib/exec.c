@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "exec.h"
+#include "trace.h"
 
 /* Float inputs of at most this many elements are known on the host too. */
 #define SMALL_INPUT 64
@@ -1030,6 +1031,7 @@ shardnet_status sn_plan_run(sn_plan *p, const sn_binding *inputs)
     /* Inputs: lent to the device where its buffers are host memory (no
      * copy), else written into the staging buffers. */
     int lend = p->dev->ops->buffer_lend != NULL;
+    double t0 = sn_trace_on() ? sn_trace_now() : 0;
     for (size_t i = 0; i < g->ninputs; i++) {
         if (!p->input_buf[i])
             continue;
@@ -1044,6 +1046,10 @@ shardnet_status sn_plan_run(sn_plan *p, const sn_binding *inputs)
                                    g->values[g->inputs[i]].name);
         }
     }
+    if (sn_trace_on())
+        sn_trace_add(p->dev->info.name, "transfer",
+                     lend ? "inputs (lent)" : "inputs to device", t0,
+                     sn_trace_now());
     st = run_and_read(p);
     return_inputs(p);
     return st;
@@ -1064,15 +1070,25 @@ static shardnet_status run_and_read(sn_plan *p)
 {
     shardnet_status st;
     sn_graph *g = p->g;
+    int tracing = sn_trace_on();
     for (size_t s = 0; s < p->nsteps; s++) {
+        const sn_node *n = &g->nodes[p->steps[s].node];
+        double t0 = tracing ? sn_trace_now() : 0;
         if ((st = launch(p->dev, &p->steps[s])) != SHARDNET_OK) {
-            const sn_node *n = &g->nodes[p->steps[s].node];
             sn_synchronize(p->dev);
             return sn_error_prefix(st, "node '%s' (%s)", n->name, n->op_type);
+        }
+        if (tracing) { /* wait, so that the kernel's time is its own */
+            char name[96];
+            sn_synchronize(p->dev);
+            snprintf(name, sizeof name, "%s %s", n->op_type, n->name);
+            sn_trace_add(p->dev->info.name, "kernel", name, t0,
+                         sn_trace_now());
         }
     }
     if ((st = sn_synchronize(p->dev)) != SHARDNET_OK)
         return st;
+    double t_out = tracing ? sn_trace_now() : 0;
     for (size_t i = 0; i < g->noutputs; i++) {
         const sn_rt *rt = &p->rt[g->outputs[i]];
         sn_host_tensor *t = &p->outputs[i];
@@ -1109,6 +1125,9 @@ static shardnet_status run_and_read(sn_plan *p)
                 return st;
         }
     }
+    if (tracing)
+        sn_trace_add(p->dev->info.name, "transfer", "outputs to host", t_out,
+                     sn_trace_now());
     return SHARDNET_OK;
 }
 

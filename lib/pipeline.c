@@ -9,6 +9,7 @@
 #include <time.h>
 
 #include "pipeline.h"
+#include "trace.h"
 
 /* Plans kept per stage, one per micro-batch shape. */
 #define STAGE_PLANS 3
@@ -727,7 +728,14 @@ static void *stage_main(void *arg)
         pthread_mutex_unlock(&p->lock);
         if (stop)
             break;
+        double t0 = sn_trace_on() ? sn_trace_now() : 0;
         shardnet_status rc = run_stage(p, s, j);
+        if (sn_trace_on()) {
+            char name[64];
+            snprintf(name, sizeof name, "micro-batch %zu (stage %zu)", j, s);
+            sn_trace_add(p->st[s].dev->info.name, "micro-batch", name, t0,
+                         sn_trace_now());
+        }
         pthread_mutex_lock(&p->lock);
         if (rc != SHARDNET_OK && !p->failed) {
             p->failed = 1;

@@ -78,6 +78,18 @@ if [ "${HWLOC_SYNTHETIC:-}" = "pack:2 core:1 pu:1" ]; then
     expect 0 "wrote" "$bin" run "$mlp" -d cpu:0,cpu:1 --split layer \
         --micro-batches 4 --input "$src/tests/fixtures/fashion_mlp_input.npy" \
         --output-dir "$tmpd/o3"
+    expect 0 "wrote trace" "$bin" run "$mlp" -d cpu:0,cpu:1 --split layer \
+        -m 3 -b 12 --trace "$tmpd/trace.json"
+    if grep -q '"traceEvents"' "$tmpd/trace.json" &&
+       grep -q '"name":"cpu:1"' "$tmpd/trace.json" &&
+       grep -q '"cat":"micro-batch","name":"micro-batch 2 (stage 1)"' "$tmpd/trace.json" &&
+       grep -q '"cat":"kernel","name":"Gemm' "$tmpd/trace.json"; then
+        echo "ok: the trace has a track per device, micro-batches and kernels"
+        passes=$((passes + 1))
+    else
+        echo "FAIL: the trace lacks tracks, micro-batches or kernels"
+        fails=$((fails + 1))
+    fi
     if cmp -s "$tmpd/o/logits.npy" "$tmpd/o3/logits.npy"; then
         echo "ok: layer split on two cpu devices writes the same logits"
         passes=$((passes + 1))

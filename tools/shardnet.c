@@ -444,7 +444,8 @@ static void usage_run(FILE *out)
     fprintf(out,
             "Usage: %s run MODEL [--devices LIST] [--input [NAME=]FILE]...\n"
             "                    [--output-dir DIR] [--batch B] [--repeat N]\n"
-            "                    [--split none|layer] [--micro-batches M]\n"
+            "                    [--split none|layer|auto] [--micro-batches M]\n"
+            "                    [--trace FILE]\n"
             "\n"
             "Run an ONNX model.  Inputs come from .npy or ONNX .pb tensor\n"
             "files; without NAME= they are taken in the model's input order.\n"
@@ -467,6 +468,9 @@ static void usage_run(FILE *out)
             "                       several devices)\n"
             "  -m, --micro-batches M  layer split: micro-batches per batch\n"
             "                       (default: one per device)\n"
+            "  -t, --trace FILE     write a Chrome trace (Perfetto,\n"
+            "                       chrome://tracing) of the runs: one track\n"
+            "                       per device; kernels are waited for\n"
             "  -h, --help           show this help\n",
             prog);
 }
@@ -502,10 +506,11 @@ static int cmd_run(int argc, char **argv)
         {"repeat", required_argument, 0, 'r'},
         {"split", required_argument, 0, 's'},
         {"micro-batches", required_argument, 0, 'm'},
+        {"trace", required_argument, 0, 't'},
         {"help", no_argument, 0, 'h'},
         {0, 0, 0, 0}};
     shardnet_session_options sopts = {NULL, 0};
-    const char *spec = NULL, *outdir = NULL, *specs[MAX_IO];
+    const char *spec = NULL, *outdir = NULL, *specs[MAX_IO], *trace = NULL;
     size_t nspecs = 0, nin, nout;
     long batch = 0, repeat = 1;
     shardnet_context_t *ctx = NULL;
@@ -521,9 +526,12 @@ static int cmd_run(int argc, char **argv)
     shardnet_status st;
 
     memset(in, 0, sizeof in);
-    while ((c = getopt_long(argc, argv, "d:i:o:b:r:s:m:h", opts, NULL)) != -1) {
+    while ((c = getopt_long(argc, argv, "d:i:o:b:r:s:m:t:h", opts, NULL)) != -1) {
         char *end;
         switch (c) {
+        case 't':
+            trace = optarg;
+            break;
         case 's':
             sopts.split = optarg;
             break;
@@ -670,6 +678,8 @@ static int cmd_run(int argc, char **argv)
     lat = calloc((size_t)repeat, sizeof *lat);
     if (!lat)
         goto out;
+    if (trace)
+        shardnet_trace_start();
     for (long r = 0; r < repeat; r++) {
         double t0 = now_s();
         for (int64_t row = 0; row < rows; row += chunk) {
@@ -719,6 +729,13 @@ static int cmd_run(int argc, char **argv)
         lat[r] = now_s() - t0;
     }
 
+    if (trace) {
+        if ((st = shardnet_trace_stop(trace)) != SHARDNET_OK) {
+            fail("writing the trace", st);
+            goto out;
+        }
+        printf("wrote trace %s\n", trace);
+    }
     if (outdir) {
         if (mkdir(outdir, 0777) != 0 && errno != EEXIST) {
             fprintf(stderr, "%s run: cannot create %s: %s\n", prog, outdir,
@@ -754,6 +771,8 @@ static int cmd_run(int argc, char **argv)
     }
     rc = 0;
 out:
+    if (trace && rc)
+        shardnet_trace_stop(NULL);
     for (size_t k = 0; k < MAX_IO; k++) {
         shardnet_tensor_release(&in[k]);
         free(outbuf[k]);
