@@ -509,7 +509,13 @@ static shardnet_status fold_binary(sn_lower *L, const sn_node *n,
     size_t es = sn_dtype_size(t);
     void *d;
     for (int i = 0; i < rank; i++)
-        out_count *= dims[i];
+        if (__builtin_mul_overflow(out_count, dims[i], &out_count))
+            out_count = INT64_MAX;
+    if ((uint64_t)out_count > SN_MAX_HOST_FOLD / es)
+        return sn_node_error(n, SHARDNET_INVALID_ARGUMENT,
+                             "folding on the host would need more than %zu "
+                             "MiB",
+                             SN_MAX_HOST_FOLD >> 20);
     d = malloc(out_count ? (size_t)out_count * es : 1);
     if (!d)
         return sn_error(SHARDNET_OUT_OF_MEMORY, "folding");

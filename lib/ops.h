@@ -31,6 +31,10 @@ shardnet_status sn_host_ints(const sn_node *n, const sn_rt *rt,
                              const char *what, int64_t *out, size_t cap,
                              size_t *count);
 
+/* Largest tensor computed on the host when folding (bytes): a hostile
+ * model's shape arithmetic must not make the host allocate without bound. */
+#define SN_MAX_HOST_FOLD ((size_t)256 << 20)
+
 /* Store a value (dv, or iv when is_int) as type t at element i of p. */
 void sn_store_value(sn_dtype t, void *p, size_t i, double dv, int64_t iv,
                     int is_int);

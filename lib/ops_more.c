@@ -103,9 +103,13 @@ static shardnet_status host_elem_size(const sn_node *n, sn_dtype t,
 }
 
 /* malloc for count elements of es bytes (at least one byte). */
+/* Host memory for a folded tensor; NULL beyond SN_MAX_HOST_FOLD. */
 static void *host_alloc(size_t count, size_t es)
 {
-    return malloc(count && es ? count * es : 1);
+    size_t bytes;
+    if (__builtin_mul_overflow(count, es, &bytes) || bytes > SN_MAX_HOST_FOLD)
+        return NULL;
+    return malloc(bytes ? bytes : 1);
 }
 
 /*
@@ -1900,7 +1904,10 @@ static SN_LOWER(lower_constant_of_shape)
         val = v->data;
     }
     if (!(d = host_alloc(count, es)))
-        return sn_error(SHARDNET_OUT_OF_MEMORY, "constant of shape");
+        return sn_node_error(n, SHARDNET_OUT_OF_MEMORY,
+                             "%zu elements: more than the %zu MiB a tensor "
+                             "computed on the host may take, or no memory",
+                             count, SN_MAX_HOST_FOLD >> 20);
     if (val)
         for (size_t i = 0; i < count; i++)
             memcpy(d + i * es, val, es);

@@ -68,6 +68,9 @@ expect 1 "x.npy" "$bin" run "$mlp" --input "$tmpd/x.npy"
 expect 2 "bad --batch" "$bin" run "$mlp" --batch 0
 expect 2 "unknown device 'gpu:0'" "$bin" run "$mlp" -d gpu:0
 
+# A model asking the host for 40 GB of constant: a clear error, no attempt.
+huge=$src/tests/onnx_cases/huge_constant_of_shape.onnx
+expect 1 "ConstantOfShape.*more than the 256 MiB" "$bin" run "$huge" -d cpu:0
 expect 0 "Usage: shardnet plan" "$bin" plan --help
 expect 0 "choice: none" "$bin" plan "$mlp" -d cpu:0 -b 4
 expect 2 "split 'diagonal' is not available" "$bin" plan "$mlp" -s diagonal

@@ -82,7 +82,22 @@ def npy():
                                   version=(3, 0))
 
 
+def huge_constant_of_shape():
+    """ConstantOfShape asking for 100000 x 100000 floats (40 GB): the
+    loader must refuse it clearly instead of trying (tests/test_cli.sh)."""
+    shape = numpy_helper.from_array(np.array([100000, 100000], dtype=np.int64),
+                                    "shape")
+    node = helper.make_node("ConstantOfShape", ["shape"], ["y"])
+    graph = helper.make_graph(
+        [node], "g", [], [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
+        [shape])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+    onnx.save(model, os.path.join(HERE, "huge_constant_of_shape.onnx"))
+
+
 if __name__ == "__main__":
     initializers_ir3()
     external()
     npy()
+
+    huge_constant_of_shape()
