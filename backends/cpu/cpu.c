@@ -367,72 +367,25 @@ static shardnet_status cpu_synchronize(sn_device *dev)
     return SHARDNET_OK;
 }
 
-static shardnet_status cpu_gemm(sn_device *dev, const sn_gemm_desc *d)
-{
-    task t = {.kind = TASK_GEMM, .u.gemm = *d};
-    return enqueue(dev, &t);
-}
+/* Kernels are tasks on the device's queue: the descriptor is copied in. */
+#define CPU_KERNEL(fn, desc, kind_, member)                                   \
+    static shardnet_status fn(sn_device *dev, const desc *d)                  \
+    {                                                                         \
+        task t = {.kind = kind_, .u.member = *d};                             \
+        return enqueue(dev, &t);                                              \
+    }
 
-static shardnet_status cpu_binary(sn_device *dev, const sn_binary_desc *d)
-{
-    task t = {.kind = TASK_BINARY, .u.binary = *d};
-    return enqueue(dev, &t);
-}
-
-static shardnet_status cpu_unary(sn_device *dev, const sn_unary_desc *d)
-{
-    task t = {.kind = TASK_UNARY, .u.unary = *d};
-    return enqueue(dev, &t);
-}
-
-static shardnet_status cpu_softmax(sn_device *dev, const sn_softmax_desc *d)
-{
-    task t = {.kind = TASK_SOFTMAX, .u.softmax = *d};
-    return enqueue(dev, &t);
-}
-
-static shardnet_status cpu_reduce(sn_device *dev, const sn_reduce_desc *d)
-{
-    task t = {.kind = TASK_REDUCE, .u.reduce = *d};
-    return enqueue(dev, &t);
-}
-
-static shardnet_status cpu_where(sn_device *dev, const sn_where_desc *d)
-{
-    task t = {.kind = TASK_WHERE, .u.where = *d};
-    return enqueue(dev, &t);
-}
-
-static shardnet_status cpu_copy(sn_device *dev, const sn_copy_desc *d)
-{
-    task t = {.kind = TASK_COPY, .u.copy = *d};
-    return enqueue(dev, &t);
-}
-
-static shardnet_status cpu_im2col(sn_device *dev, const sn_im2col_desc *d)
-{
-    task t = {.kind = TASK_IM2COL, .u.im2col = *d};
-    return enqueue(dev, &t);
-}
-
-static shardnet_status cpu_pool(sn_device *dev, const sn_pool_desc *d)
-{
-    task t = {.kind = TASK_POOL, .u.pool = *d};
-    return enqueue(dev, &t);
-}
-
-static shardnet_status cpu_layernorm(sn_device *dev,
-                                     const sn_layernorm_desc *d)
-{
-    task t = {.kind = TASK_LAYERNORM, .u.layernorm = *d};
-    return enqueue(dev, &t);
-}
-
-static shardnet_status cpu_gather(sn_device *dev, const sn_gather_desc *d)
-{
-    task t = {.kind = TASK_GATHER, .u.gather = *d};
-    return enqueue(dev, &t);
-}
+CPU_KERNEL(cpu_gemm, sn_gemm_desc, TASK_GEMM, gemm)
+CPU_KERNEL(cpu_binary, sn_binary_desc, TASK_BINARY, binary)
+CPU_KERNEL(cpu_unary, sn_unary_desc, TASK_UNARY, unary)
+CPU_KERNEL(cpu_softmax, sn_softmax_desc, TASK_SOFTMAX, softmax)
+CPU_KERNEL(cpu_reduce, sn_reduce_desc, TASK_REDUCE, reduce)
+CPU_KERNEL(cpu_where, sn_where_desc, TASK_WHERE, where)
+CPU_KERNEL(cpu_copy, sn_copy_desc, TASK_COPY, copy)
+CPU_KERNEL(cpu_im2col, sn_im2col_desc, TASK_IM2COL, im2col)
+CPU_KERNEL(cpu_pool, sn_pool_desc, TASK_POOL, pool)
+CPU_KERNEL(cpu_layernorm, sn_layernorm_desc, TASK_LAYERNORM, layernorm)
+CPU_KERNEL(cpu_gather, sn_gather_desc, TASK_GATHER, gather)
 
 /* Allocation granule: a cache line, and room for vector loads. */
 #define CPU_ALIGN 64
