@@ -319,6 +319,12 @@ typedef struct shardnet_session_options {
     const char *split;
     /** Layer split: micro-batches per run; 0 = one per device. */
     size_t micro_batches;
+    /**
+     * A plan file written by shardnet_session_save_plan() (NULL: none): it
+     * fixes the split, the devices (used when the devices argument is NULL
+     * or empty), the micro-batches and the layer split's cuts.
+     */
+    const char *plan_file;
 } shardnet_session_options;
 
 /**
@@ -338,6 +344,17 @@ SHARDNET_API shardnet_status shardnet_session_create_with(
  */
 SHARDNET_API size_t shardnet_session_describe(shardnet_session_t *session,
                                              char *buf, size_t cap);
+
+/**
+ * \brief Write the plan the session runs (after a run: "auto" decides then)
+ * as a small text file: the split, the devices, the micro-batches and the
+ * layer split's cuts (indices of the first node of each stage after the
+ * first, in the model's sorted, simplified node order), one "key value"
+ * per line.  It can be edited and given back through
+ * shardnet_session_options.plan_file.
+ */
+SHARDNET_API shardnet_status shardnet_session_save_plan(
+    shardnet_session_t *session, const char *path);
 
 /** \brief Release a session. NULL is ignored. */
 SHARDNET_API void shardnet_session_free(shardnet_session_t *session);

@@ -27,6 +27,8 @@ struct shardnet_session {
     size_t ndev;                /* devices in use: 1, or all for layer */
     int choose;                 /* split "auto": decide at the first run */
     size_t micro;
+    size_t cuts[MAX_SPLIT];     /* from a plan file: the layer split's cuts */
+    int have_cuts;
     sn_pipeline *pipe;          /* layer split, made at the first run */
     sn_weights *w;
     sn_binding *inputs;
@@ -234,6 +236,68 @@ shardnet_status shardnet_session_create(shardnet_context_t *ctx,
     return shardnet_session_create_with(ctx, model, devices, NULL, out);
 }
 
+/* What a plan file says. */
+typedef struct plan_file {
+    char split[16];
+    char devices[512];
+    size_t micro;
+    size_t cuts[MAX_SPLIT];
+    size_t ncuts;
+    int have_cuts;
+} plan_file;
+
+static shardnet_status read_plan(const char *path, plan_file *pf)
+{
+    FILE *f = fopen(path, "r");
+    char line[1024];
+    int lineno = 0;
+    memset(pf, 0, sizeof *pf);
+    if (!f)
+        return sn_error(SHARDNET_IO_ERROR, "cannot read plan %s", path);
+    while (fgets(line, sizeof line, f)) {
+        char key[32], rest[1000];
+        lineno++;
+        if (line[0] == '#' || line[strspn(line, " \t\r\n")] == '\0')
+            continue;
+        if (sscanf(line, "%31s %999[^\r\n]", key, rest) != 2)
+            goto bad;
+        if (!strcmp(key, "split")) {
+            snprintf(pf->split, sizeof pf->split, "%.15s", rest);
+        } else if (!strcmp(key, "devices")) {
+            snprintf(pf->devices, sizeof pf->devices, "%.511s", rest);
+        } else if (!strcmp(key, "micro_batches")) {
+            char *end;
+            unsigned long v = strtoul(rest, &end, 10);
+            if (*end || v > 65536)
+                goto bad;
+            pf->micro = v;
+        } else if (!strcmp(key, "cuts")) {
+            char *p = rest, *end;
+            pf->have_cuts = 1;
+            while (*p) {
+                unsigned long v = strtoul(p, &end, 10);
+                if (end == p || pf->ncuts == MAX_SPLIT)
+                    goto bad;
+                pf->cuts[pf->ncuts++] = v;
+                p = end + strspn(end, " ,\t");
+            }
+        } else {
+            goto bad;
+        }
+    }
+    fclose(f);
+    if (!pf->split[0] || !pf->devices[0])
+        return sn_error(SHARDNET_INVALID_ARGUMENT,
+                        "plan %s: needs 'split' and 'devices' lines", path);
+    return SHARDNET_OK;
+bad:
+    fclose(f);
+    return sn_error(SHARDNET_INVALID_ARGUMENT,
+                    "plan %s, line %d: expected 'split', 'devices', "
+                    "'micro_batches' or 'cuts' and a value: %s",
+                    path, lineno, line);
+}
+
 shardnet_status shardnet_session_create_with(
     shardnet_context_t *ctx, shardnet_model_t *model, const char *devices,
     const shardnet_session_options *options, shardnet_session_t **out)
@@ -244,10 +308,19 @@ shardnet_status shardnet_session_create_with(
     char unsupported[1024];
     const char *split = options && options->split ? options->split : NULL;
     int layer, autosplit;
+    plan_file pf;
+    int from_file = options && options->plan_file;
 
     if (!ctx || !model || !out)
         return sn_error(SHARDNET_INVALID_ARGUMENT, "session: NULL argument");
     *out = NULL;
+    if (from_file) {
+        if ((st = read_plan(options->plan_file, &pf)) != SHARDNET_OK)
+            return st;
+        split = pf.split;
+        if (!devices || !*devices)
+            devices = pf.devices;
+    }
     if (split && strcmp(split, "none") && strcmp(split, "layer") &&
         strcmp(split, "auto"))
         return sn_error(!strcmp(split, "tensor") ? SHARDNET_UNSUPPORTED
@@ -282,6 +355,21 @@ shardnet_status shardnet_session_create_with(
     s->ndev = layer ? n : 1;
     s->choose = autosplit && n > 1;
     s->micro = options ? options->micro_batches : 0;
+    if (from_file) {
+        if (!s->micro)
+            s->micro = pf.micro;
+        if (pf.have_cuts) {
+            if (!layer || pf.ncuts + 1 != n) {
+                free(s);
+                return sn_error(SHARDNET_INVALID_ARGUMENT,
+                                "plan %s: %zu cuts for a '%s' split over %zu "
+                                "devices (a layer split needs devices - 1)",
+                                options->plan_file, pf.ncuts, split, n);
+            }
+            memcpy(s->cuts, pf.cuts, pf.ncuts * sizeof pf.cuts[0]);
+            s->have_cuts = 1;
+        }
+    }
     s->inputs = calloc(model->g->ninputs + 1, sizeof *s->inputs);
     s->bound = calloc(model->g->ninputs + 1, sizeof *s->bound);
     if (!s->inputs || !s->bound ||
@@ -393,7 +481,9 @@ shardnet_status shardnet_session_run(shardnet_session_t *session)
     if (session->ndev > 1) {
         if (!session->pipe &&
             (st = sn_pipeline_create(g, session->devs, session->ndev,
-                                     session->inputs, NULL, &session->pipe)))
+                                     session->inputs,
+                                     session->have_cuts ? session->cuts : NULL,
+                                     &session->pipe)))
             return st;
         return sn_pipeline_run(session->pipe, session->inputs, session->micro);
     }
@@ -535,4 +625,43 @@ size_t shardnet_session_describe(shardnet_session_t *session, char *buf,
     if (buf && cap)
         snprintf(buf, cap, "%s", text);
     return len;
+}
+
+shardnet_status shardnet_session_save_plan(shardnet_session_t *session,
+                                           const char *path)
+{
+    FILE *f;
+    if (!session || !path)
+        return sn_error(SHARDNET_INVALID_ARGUMENT, "save plan: NULL argument");
+    if (session->choose)
+        return sn_error(SHARDNET_INVALID_ARGUMENT,
+                        "save plan: the split is chosen at the first run; "
+                        "run the session once first");
+    if (session->ndev > 1 && !session->pipe)
+        return sn_error(SHARDNET_INVALID_ARGUMENT,
+                        "save plan: the layer split is cut at the first run; "
+                        "run the session once first");
+    f = fopen(path, "w");
+    if (!f)
+        return sn_error(SHARDNET_IO_ERROR, "cannot write plan %s", path);
+    fprintf(f, "# shardnet plan (shardnet_session_save_plan); edit freely\n");
+    fprintf(f, "split %s\n", session->ndev > 1 ? "layer" : "none");
+    fprintf(f, "devices ");
+    if (session->ndev > 1)
+        for (size_t i = 0; i < session->ndev; i++)
+            fprintf(f, "%s%s", i ? "," : "", session->devs[i]->info.name);
+    else
+        fprintf(f, "%s", session->dev->info.name);
+    fprintf(f, "\n");
+    if (session->ndev > 1) {
+        fprintf(f, "micro_batches %zu\n",
+                session->micro ? session->micro : session->ndev);
+        fprintf(f, "cuts");
+        for (size_t s = 1; s < sn_pipeline_stages(session->pipe); s++)
+            fprintf(f, " %zu", sn_pipeline_stage_start(session->pipe, s));
+        fprintf(f, "\n");
+    }
+    if (fclose(f) != 0)
+        return sn_error(SHARDNET_IO_ERROR, "cannot write plan %s", path);
+    return SHARDNET_OK;
 }

@@ -93,6 +93,26 @@ if [ "${HWLOC_SYNTHETIC:-}" = "pack:2 core:1 pu:1" ]; then
         echo "FAIL: the trace lacks tracks, micro-batches or kernels"
         fails=$((fails + 1))
     fi
+    # Plans are data: save one, edit its cut, run it.
+    expect 0 "wrote plan" "$bin" plan "$mlp" -d cpu:0,cpu:1 -s layer -b 16 \
+        --save "$tmpd/plan.txt"
+    expect 0 "^cuts [0-9]" cat "$tmpd/plan.txt"
+    sed 's/^cuts .*/cuts 2/' "$tmpd/plan.txt" >"$tmpd/plan2.txt"
+    expect 0 "wrote" "$bin" run "$mlp" --plan "$tmpd/plan2.txt" \
+        --input "$src/tests/fixtures/fashion_mlp_input.npy" \
+        --output-dir "$tmpd/o4"
+    if cmp -s "$tmpd/o/logits.npy" "$tmpd/o4/logits.npy"; then
+        echo "ok: an edited plan file runs and gives the one-device logits"
+        passes=$((passes + 1))
+    else
+        echo "FAIL: the edited plan gave other logits"
+        fails=$((fails + 1))
+    fi
+    printf 'split layer\ndevices cpu:0,cpu:1\ncuts 7\n' >"$tmpd/plan3.txt"
+    expect 1 "cut 1 at node 7 is out of order or range" "$bin" run "$mlp" \
+        --plan "$tmpd/plan3.txt" -b 4
+    printf 'split layer\nbogus 1\n' >"$tmpd/plan4.txt"
+    expect 1 "line 2: expected" "$bin" run "$mlp" --plan "$tmpd/plan4.txt"
     if cmp -s "$tmpd/o/logits.npy" "$tmpd/o3/logits.npy"; then
         echo "ok: layer split on two cpu devices writes the same logits"
         passes=$((passes + 1))

@@ -47,7 +47,7 @@ static float *run(shardnet_model_t *m, const shardnet_tensor *in,
                   const char *devices, const char *split, size_t micro,
                   size_t *count)
 {
-    shardnet_session_options o = {split, micro};
+    shardnet_session_options o = {.split = split, .micro_batches = micro};
     shardnet_session_t *s = NULL;
     shardnet_tensor_info info;
     const void *out;
@@ -188,7 +188,8 @@ Test(layer_split, unknown_splits_and_lists_without_one_are_refused)
     char path[4096];
     shardnet_model_t *m = NULL;
     shardnet_session_t *s = NULL;
-    shardnet_session_options tensor = {"tensor", 0}, odd = {"diagonal", 0};
+    shardnet_session_options tensor = {.split = "tensor"};
+    shardnet_session_options odd = {.split = "diagonal"};
     fixture(path, sizeof path, "fashion_mlp.onnx");
     cr_assert_eq(shardnet_model_load(path, &m), SHARDNET_OK);
     cr_assert_eq(shardnet_session_create_with(ctx, m, "cpu:0", &tensor, &s),
@@ -196,7 +197,7 @@ Test(layer_split, unknown_splits_and_lists_without_one_are_refused)
     cr_assert_eq(shardnet_session_create_with(ctx, m, "cpu:0", &odd, &s),
                  SHARDNET_INVALID_ARGUMENT);
     cr_assert(strstr(shardnet_last_error(), "diagonal"));
-    shardnet_session_options none = {"none", 0};
+    shardnet_session_options none = {.split = "none"};
     if (have("cpu:0,cpu:1"))
         cr_assert_eq(shardnet_session_create_with(ctx, m, "cpu:0,cpu:1", &none,
                                                   &s),

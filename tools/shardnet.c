@@ -445,7 +445,7 @@ static void usage_run(FILE *out)
             "Usage: %s run MODEL [--devices LIST] [--input [NAME=]FILE]...\n"
             "                    [--output-dir DIR] [--batch B] [--repeat N]\n"
             "                    [--split none|layer|auto] [--micro-batches M]\n"
-            "                    [--trace FILE]\n"
+            "                    [--trace FILE] [--plan FILE]\n"
             "\n"
             "Run an ONNX model.  Inputs come from .npy or ONNX .pb tensor\n"
             "files; without NAME= they are taken in the model's input order.\n"
@@ -468,6 +468,8 @@ static void usage_run(FILE *out)
             "                       several devices)\n"
             "  -m, --micro-batches M  layer split: micro-batches per batch\n"
             "                       (default: one per device)\n"
+            "  -p, --plan FILE      run as a plan saved by 'shardnet plan\n"
+            "                       --save' says (split, devices, cuts)\n"
             "  -t, --trace FILE     write a Chrome trace (Perfetto,\n"
             "                       chrome://tracing) of the runs: one track\n"
             "                       per device; kernels are waited for\n"
@@ -507,9 +509,10 @@ static int cmd_run(int argc, char **argv)
         {"split", required_argument, 0, 's'},
         {"micro-batches", required_argument, 0, 'm'},
         {"trace", required_argument, 0, 't'},
+        {"plan", required_argument, 0, 'p'},
         {"help", no_argument, 0, 'h'},
         {0, 0, 0, 0}};
-    shardnet_session_options sopts = {NULL, 0};
+    shardnet_session_options sopts = {.split = NULL};
     const char *spec = NULL, *outdir = NULL, *specs[MAX_IO], *trace = NULL;
     size_t nspecs = 0, nin, nout;
     long batch = 0, repeat = 1;
@@ -526,11 +529,15 @@ static int cmd_run(int argc, char **argv)
     shardnet_status st;
 
     memset(in, 0, sizeof in);
-    while ((c = getopt_long(argc, argv, "d:i:o:b:r:s:m:t:h", opts, NULL)) != -1) {
+    while ((c = getopt_long(argc, argv, "d:i:o:b:r:s:m:t:p:h", opts, NULL)) !=
+           -1) {
         char *end;
         switch (c) {
         case 't':
             trace = optarg;
+            break;
+        case 'p':
+            sopts.plan_file = optarg;
             break;
         case 's':
             sopts.split = optarg;
@@ -597,7 +604,7 @@ static int cmd_run(int argc, char **argv)
         fail("device discovery", st);
         goto out;
     }
-    if (!spec && !getenv("SHARDNET_DEVICES"))
+    if (!spec && !getenv("SHARDNET_DEVICES") && !sopts.plan_file)
         spec = shardnet_device_count(ctx) ? "cpu:0" : NULL;
     if ((st = shardnet_session_create_with(ctx, m, spec, &sopts, &s)) !=
         SHARDNET_OK) {
@@ -788,6 +795,7 @@ static void usage_plan(FILE *out)
 {
     fprintf(out,
             "Usage: %s plan MODEL [--devices LIST] [--split S] [--batch B]\n"
+            "                     [--save FILE]\n"
             "\n"
             "Show how the model would run on the listed devices: the\n"
             "estimated time of one device (each of them) and of the layer\n"
@@ -799,6 +807,8 @@ static void usage_plan(FILE *out)
             "                       several devices)\n"
             "  -b, --batch B        size of symbolic dimensions (default 1)\n"
             "  -m, --micro-batches M  layer split: micro-batches per batch\n"
+            "  -S, --save FILE      write the plan chosen (split, devices,\n"
+            "                       cuts) for 'shardnet run --plan FILE'\n"
             "  -h, --help           show this help\n",
             prog);
 }
@@ -810,10 +820,11 @@ static int cmd_plan(int argc, char **argv)
         {"split", required_argument, 0, 's'},
         {"batch", required_argument, 0, 'b'},
         {"micro-batches", required_argument, 0, 'm'},
+        {"save", required_argument, 0, 'S'},
         {"help", no_argument, 0, 'h'},
         {0, 0, 0, 0}};
-    shardnet_session_options sopts = {NULL, 0};
-    const char *spec = NULL;
+    shardnet_session_options sopts = {.split = NULL};
+    const char *spec = NULL, *save = NULL;
     long batch = 1;
     shardnet_context_t *ctx = NULL;
     shardnet_model_t *m = NULL;
@@ -823,9 +834,12 @@ static int cmd_plan(int argc, char **argv)
     int c, rc = 1;
     shardnet_status st;
 
-    while ((c = getopt_long(argc, argv, "d:s:b:m:h", opts, NULL)) != -1) {
+    while ((c = getopt_long(argc, argv, "d:s:b:m:S:h", opts, NULL)) != -1) {
         char *end;
         switch (c) {
+        case 'S':
+            save = optarg;
+            break;
         case 'd':
             spec = optarg;
             break;
@@ -911,6 +925,13 @@ static int cmd_plan(int argc, char **argv)
     printf("measured: first run %.3f ms (plans, uploads), then median of 9 "
            "runs %.3f ms\n",
            (t1 - t0) * 1e3, runs[4] * 1e3);
+    if (save) {
+        if ((st = shardnet_session_save_plan(s, save)) != SHARDNET_OK) {
+            fail("saving the plan", st);
+            goto out;
+        }
+        printf("wrote plan %s\n", save);
+    }
     rc = 0;
 out:
     for (size_t k = 0; k < MAX_IO; k++)
