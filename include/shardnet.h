@@ -313,6 +313,10 @@ typedef struct shardnet_session_options {
      * "layer": contiguous ranges of the model's layers become pipeline
      * stages, one per listed device in order, cut where the measured
      * device speeds balance them; the batch flows through in micro-batches;
+     * "tensor": a perceptron (a chain of Gemm layers) sharded across the
+     * devices in Megatron pairs: a column-parallel layer, then a
+     * row-parallel one whose partial sums an all-reduce combines; feature
+     * slices follow the devices' measured speeds;
      * "auto": at the first run, the cost model estimates one device (each
      * listed one) and the layer split, and the fastest estimate is used.
      */
@@ -329,8 +333,9 @@ typedef struct shardnet_session_options {
 
 /**
  * \brief shardnet_session_create() with options (NULL = defaults).
- * \return SHARDNET_UNSUPPORTED for a split this version lacks ("tensor"),
- *         SHARDNET_INVALID_ARGUMENT for several devices with split "none".
+ * \return SHARDNET_INVALID_ARGUMENT for an unknown split, or several
+ *         devices with split "none".  A model the tensor split cannot shard
+ *         fails at its first run with SHARDNET_UNSUPPORTED.
  */
 SHARDNET_API shardnet_status shardnet_session_create_with(
     shardnet_context_t *ctx, shardnet_model_t *model, const char *devices,

@@ -8,6 +8,7 @@
 
 #include "exec.h"
 #include "pipeline.h"
+#include "tensor_split.h"
 
 /* Plans kept per session, one per input shape seen recently. */
 #define PLAN_CACHE 4
@@ -30,6 +31,8 @@ struct shardnet_session {
     size_t cuts[MAX_SPLIT];     /* from a plan file: the layer split's cuts */
     int have_cuts;
     sn_pipeline *pipe;          /* layer split, made at the first run */
+    int tensor;                 /* split "tensor" */
+    sn_tensor_split *ts;        /* made at the first run */
     sn_weights *w;
     sn_binding *inputs;
     int *bound;
@@ -322,11 +325,10 @@ shardnet_status shardnet_session_create_with(
             devices = pf.devices;
     }
     if (split && strcmp(split, "none") && strcmp(split, "layer") &&
-        strcmp(split, "auto"))
-        return sn_error(!strcmp(split, "tensor") ? SHARDNET_UNSUPPORTED
-                                                 : SHARDNET_INVALID_ARGUMENT,
+        strcmp(split, "auto") && strcmp(split, "tensor"))
+        return sn_error(SHARDNET_INVALID_ARGUMENT,
                         "split '%s' is not available (this version has "
-                        "'none', 'layer' and 'auto')",
+                        "'none', 'layer', 'tensor' and 'auto')",
                         split);
     if (shardnet_model_unsupported(model, unsupported, sizeof unsupported))
         return sn_error(SHARDNET_UNSUPPORTED, "unsupported operators: %s",
@@ -339,7 +341,8 @@ shardnet_status shardnet_session_create_with(
         split = n > 1 ? "auto" : "none";
     layer = !strcmp(split, "layer");
     autosplit = !strcmp(split, "auto");
-    if (n > 1 && !layer && !autosplit)
+    int tensor = !strcmp(split, "tensor");
+    if (n > 1 && !layer && !autosplit && !tensor)
         return sn_error(SHARDNET_INVALID_ARGUMENT,
                         "device list '%s' names %zu devices but the split is "
                         "'none': name one device, or split 'layer' or 'auto'",
@@ -352,7 +355,8 @@ shardnet_status shardnet_session_create_with(
     for (size_t i = 0; i < n; i++)
         s->devs[i] = sn_context_device(ctx, idx[i]);
     s->nlisted = n;
-    s->ndev = layer ? n : 1;
+    s->ndev = layer || (tensor && n > 1) ? n : 1;
+    s->tensor = tensor && n > 1;
     s->choose = autosplit && n > 1;
     s->micro = options ? options->micro_batches : 0;
     if (from_file) {
@@ -388,6 +392,7 @@ void shardnet_session_free(shardnet_session_t *session)
     for (int i = 0; i < PLAN_CACHE; i++)
         sn_plan_free(session->plans[i]);
     sn_pipeline_free(session->pipe);
+    sn_tensor_split_free(session->ts);
     sn_weights_free(session->w);
     free(session->inputs);
     free(session->bound);
@@ -478,6 +483,20 @@ shardnet_status shardnet_session_run(shardnet_session_t *session)
             session->dev = session->devs[best];
         }
     }
+    if (session->tensor) {
+        if (g->ninputs != 1)
+            return sn_error(SHARDNET_UNSUPPORTED,
+                            "tensor split: the model must have one input");
+        if (!session->ts) {
+            double speed[MAX_SPLIT];
+            for (size_t d = 0; d < session->ndev; d++)
+                speed[d] = sn_device_speed(session->devs[d]);
+            if ((st = sn_tensor_split_create(g, session->devs, session->ndev,
+                                             speed, &session->ts)))
+                return st;
+        }
+        return sn_tensor_split_run(session->ts, &session->inputs[0]);
+    }
     if (session->ndev > 1) {
         if (!session->pipe &&
             (st = sn_pipeline_create(g, session->devs, session->ndev,
@@ -514,11 +533,14 @@ shardnet_status shardnet_session_output(shardnet_session_t *session,
                                         const void **data)
 {
     const sn_host_tensor *t;
-    if (!session || (!session->last && !session->pipe))
+    if (!session || (!session->last && !session->pipe && !session->ts))
         return sn_error(SHARDNET_INVALID_ARGUMENT,
                         "output: the session has not run");
-    t = session->pipe ? sn_pipeline_output(session->pipe, index)
-                      : sn_plan_output(session->last, index);
+    if (session->ts)
+        t = index == 0 ? sn_tensor_split_output(session->ts) : NULL;
+    else
+        t = session->pipe ? sn_pipeline_output(session->pipe, index)
+                          : sn_plan_output(session->last, index);
     if (!t)
         return sn_error(SHARDNET_INVALID_ARGUMENT, "no output %zu", index);
     if (info) {

@@ -250,7 +250,7 @@ static double node_work(const sn_graph *g, const sn_plan *p, const sn_node *n)
  * product and remembered for the process. */
 static double measure_speed(sn_device *dev);
 
-static double device_speed(sn_device *dev)
+double sn_device_speed(sn_device *dev)
 {
     static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
     static struct {
@@ -431,7 +431,7 @@ static shardnet_status measure_costs(sn_graph *g, sn_device *const *devs,
         }
     }
     for (size_t d = 0; d < ndev; d++)
-        c->speed[d] = device_speed(devs[d]);
+        c->speed[d] = sn_device_speed(devs[d]);
     st = SHARDNET_OK;
 out:
     sn_plan_free(shape_plan);

@@ -53,6 +53,8 @@ shardnet_status sn_pipeline_run(sn_pipeline *p, const sn_binding *inputs,
 const sn_host_tensor *sn_pipeline_output(const sn_pipeline *p, size_t i);
 
 size_t sn_pipeline_stages(const sn_pipeline *p);
+/* A device's GEMM speed in flops/s, measured once (256^3) and remembered. */
+double sn_device_speed(sn_device *dev);
 /* First live node (index into the sorted live nodes) of stage s, and the
  * number of live nodes. */
 size_t sn_pipeline_stage_start(const sn_pipeline *p, size_t s);
