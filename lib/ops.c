@@ -544,27 +544,41 @@ static shardnet_status fold_binary(sn_lower *L, const sn_node *n,
     return sn_out_host(L, n, 0, t, rank, dims, d);
 }
 
-/* Emit c = a op b on the device with numpy broadcasting into `out`. */
+/* One binary step c = a op b with numpy broadcasting. */
+shardnet_status sn_emit_binary(sn_lower *L, const sn_node *n,
+                               sn_binary_op op, int ra, const int64_t *da,
+                               sn_view a, int rb, const int64_t *db, sn_view b,
+                               sn_view c)
+{
+    sn_step s = {.kind = SN_STEP_BINARY};
+    size_t sa[SN_MAX_DIMS], sb[SN_MAX_DIMS];
+    shardnet_status st;
+    for (int i = 0; i < ra; i++)
+        sa[i] = (size_t)da[i];
+    for (int i = 0; i < rb; i++)
+        sb[i] = (size_t)db[i];
+    s.u.binary.op = op;
+    if ((st = sn_binary_broadcast(&s.u.binary, (size_t)ra, sa, (size_t)rb,
+                                  sb)) != SHARDNET_OK)
+        return sn_node_error(n, st, "%s", shardnet_last_error());
+    s.u.binary.a = a;
+    s.u.binary.b = b;
+    s.u.binary.c = c;
+    return sn_emit(L, n, &s);
+}
+
+/* Emit out = a op b for two values, uploading them as needed. */
 static shardnet_status emit_binary(sn_lower *L, const sn_node *n,
                                    sn_binary_op op, sn_rt *a, sn_rt *b,
                                    sn_view out)
 {
-    sn_step s = {.kind = SN_STEP_BINARY};
-    size_t da[SN_MAX_DIMS], db[SN_MAX_DIMS];
+    sn_view va, vb;
     shardnet_status st;
-    for (int i = 0; i < a->rank; i++)
-        da[i] = (size_t)a->dims[i];
-    for (int i = 0; i < b->rank; i++)
-        db[i] = (size_t)b->dims[i];
-    s.u.binary.op = op;
-    if ((st = sn_binary_broadcast(&s.u.binary, (size_t)a->rank, da,
-                                  (size_t)b->rank, db)) != SHARDNET_OK)
-        return sn_node_error(n, st, "%s", shardnet_last_error());
-    if ((st = sn_dev_view(L, n, a, &s.u.binary.a)) != SHARDNET_OK ||
-        (st = sn_dev_view(L, n, b, &s.u.binary.b)) != SHARDNET_OK)
+    if ((st = sn_dev_view(L, n, a, &va)) != SHARDNET_OK ||
+        (st = sn_dev_view(L, n, b, &vb)) != SHARDNET_OK)
         return st;
-    s.u.binary.c = out;
-    return sn_emit(L, n, &s);
+    return sn_emit_binary(L, n, op, a->rank, a->dims, va, b->rank, b->dims,
+                          vb, out);
 }
 
 SN_LOWER(sn_lower_binary)

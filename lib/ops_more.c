@@ -227,39 +227,6 @@ static shardnet_status emit_copy(sn_lower *L, const sn_node *n, sn_view src,
     return sn_emit(L, n, &s);
 }
 
-/* One binary step c = a op b with numpy broadcasting. */
-static shardnet_status emit_binary_views(sn_lower *L, const sn_node *n,
-                                         sn_binary_op op, int ra,
-                                         const int64_t *da, sn_view a, int rb,
-                                         const int64_t *db, sn_view b,
-                                         sn_view c)
-{
-    sn_step s = {.kind = SN_STEP_BINARY};
-    size_t sa[SN_MAX_DIMS], sb[SN_MAX_DIMS];
-    shardnet_status st;
-    for (int i = 0; i < ra; i++)
-        sa[i] = (size_t)da[i];
-    for (int i = 0; i < rb; i++)
-        sb[i] = (size_t)db[i];
-    s.u.binary.op = op;
-    if ((st = sn_binary_broadcast(&s.u.binary, (size_t)ra, sa, (size_t)rb,
-                                  sb)) != SHARDNET_OK)
-        return sn_node_error(n, st, "%s", shardnet_last_error());
-    s.u.binary.a = a;
-    s.u.binary.b = b;
-    s.u.binary.c = c;
-    return sn_emit(L, n, &s);
-}
-
-/* Upload `count` floats computed on the host (malloc'ed; taken). */
-static shardnet_status upload_floats(sn_lower *L, const sn_node *n,
-                                     size_t slot, float *data, size_t count,
-                                     sn_view *out)
-{
-    (void)slot;
-    return sn_dev_upload(L, n, data, count, out);
-}
-
 /* --- convolution and pooling windows ------------------------------------- */
 
 /* Geometry of a window along the nd (1 to 3) spatial axes. */
@@ -520,7 +487,7 @@ static SN_LOWER(lower_conv)
     }
     if (split_bias) {
         int64_t o3[3] = {nimg, m, (int64_t)ohw}, b2[2] = {m, 1};
-        if ((st = emit_binary_views(L, n, SN_BINARY_ADD, 3, o3, out->view, 2,
+        if ((st = sn_emit_binary(L, n, SN_BINARY_ADD, 3, o3, out->view, 2,
                                     b2, vb, out->view)) != SHARDNET_OK)
             return st;
         if (act == SN_ACT_RELU) {
@@ -773,9 +740,9 @@ static shardnet_status batchnorm_training(sn_lower *L, const sn_node *n)
     sn_view srcs[2] = {vx, diff}, dsts[2] = {mean, var};
     for (int pass = 0; pass < 2; pass++) {
         if (pass == 1 &&
-            ((st = emit_binary_views(L, n, SN_BINARY_SUB, r, x->dims, vx,
+            ((st = sn_emit_binary(L, n, SN_BINARY_SUB, r, x->dims, vx,
                                      r - 1, cd, mean, diff)) ||
-             (st = emit_binary_views(L, n, SN_BINARY_MUL, r, x->dims, diff, r,
+             (st = sn_emit_binary(L, n, SN_BINARY_MUL, r, x->dims, diff, r,
                                      x->dims, diff, out->view))))
             return st;
         s.u.reduce = (sn_reduce_desc){.op = SN_REDUCE_MEAN,
@@ -798,26 +765,26 @@ static shardnet_status batchnorm_training(sn_lower *L, const sn_node *n)
             continue;
         sn_view stat = i ? var : mean, in = vp[2 + i];
         if ((st = sn_out_device(L, n, slot, 1, &c, &o)) != SHARDNET_OK ||
-            (st = emit_binary_views(L, n, SN_BINARY_MUL, 1, &c, in, 1, &one,
+            (st = sn_emit_binary(L, n, SN_BINARY_MUL, 1, &c, in, 1, &one,
                                     kmom, o->view)) ||
-            (st = emit_binary_views(L, n, SN_BINARY_MUL, 1, &c, stat, 1, &one,
+            (st = sn_emit_binary(L, n, SN_BINARY_MUL, 1, &c, stat, 1, &one,
                                     krest, nc)) ||
-            (st = emit_binary_views(L, n, SN_BINARY_ADD, 1, &c, o->view, 1, &c,
+            (st = sn_emit_binary(L, n, SN_BINARY_ADD, 1, &c, o->view, 1, &c,
                                     nc, o->view)))
             return st;
         o->dtype = x->dtype;
     }
     /* a = scale / sqrt(var + eps); y = diff * a + B */
-    if ((st = emit_binary_views(L, n, SN_BINARY_ADD, 1, &c, var, 1, &one, keps,
+    if ((st = sn_emit_binary(L, n, SN_BINARY_ADD, 1, &c, var, 1, &one, keps,
                                 var)) ||
         (st = emit_unary_view(L, n, SN_UNARY_SQRT, (size_t)c, var, var)) ||
-        (st = emit_binary_views(L, n, SN_BINARY_DIV, 1, &c, vp[0], 1, &c, var,
+        (st = sn_emit_binary(L, n, SN_BINARY_DIV, 1, &c, vp[0], 1, &c, var,
                                 var)) ||
-        (st = emit_binary_views(L, n, SN_BINARY_MUL, r, x->dims, diff, r - 1,
+        (st = sn_emit_binary(L, n, SN_BINARY_MUL, r, x->dims, diff, r - 1,
                                 cd, var, out->view)))
         return st;
     out->dtype = x->dtype;
-    return emit_binary_views(L, n, SN_BINARY_ADD, r, x->dims, out->view, r - 1,
+    return sn_emit_binary(L, n, SN_BINARY_ADD, r, x->dims, out->view, r - 1,
                              cd, vp[1], out->view);
 }
 
@@ -877,7 +844,7 @@ static SN_LOWER(lower_batchnorm)
         if (!e)
             return sn_error(SHARDNET_OUT_OF_MEMORY, "batch normalisation");
         *e = eps;
-        if ((st = upload_floats(L, n, 0, e, 1, &ve)) != SHARDNET_OK ||
+        if ((st = sn_dev_upload(L, n, e, 1, &ve)) != SHARDNET_OK ||
             (st = sn_out_device(L, n, 0, x->rank, x->dims, &out)) ||
             (st = sn_dev_view(L, n, x, &vx)) != SHARDNET_OK ||
             (st = sn_dev_view(L, n, p[0], &vs)) != SHARDNET_OK ||
@@ -890,17 +857,17 @@ static SN_LOWER(lower_batchnorm)
         if (sn_rt_elements(out) == 0)
             return SHARDNET_OK;
         int r = x->rank;
-        if ((st = emit_binary_views(L, n, SN_BINARY_ADD, 1, &c, vvar, 1, &one,
+        if ((st = sn_emit_binary(L, n, SN_BINARY_ADD, 1, &c, vvar, 1, &one,
                                     ve, tmp)) ||
             (st = emit_unary_view(L, n, SN_UNARY_SQRT, (size_t)c, tmp, tmp)) ||
-            (st = emit_binary_views(L, n, SN_BINARY_DIV, 1, &c, vs, 1, &c, tmp,
+            (st = sn_emit_binary(L, n, SN_BINARY_DIV, 1, &c, vs, 1, &c, tmp,
                                     tmp)) ||
-            (st = emit_binary_views(L, n, SN_BINARY_SUB, r, x->dims, vx, r - 1,
+            (st = sn_emit_binary(L, n, SN_BINARY_SUB, r, x->dims, vx, r - 1,
                                     cd, vmean, out->view)) ||
-            (st = emit_binary_views(L, n, SN_BINARY_MUL, r, x->dims,
+            (st = sn_emit_binary(L, n, SN_BINARY_MUL, r, x->dims,
                                     out->view, r - 1, cd, tmp, out->view)))
             return st;
-        return emit_binary_views(L, n, SN_BINARY_ADD, r, x->dims, out->view,
+        return sn_emit_binary(L, n, SN_BINARY_ADD, r, x->dims, out->view,
                                  r - 1, cd, vbias, out->view);
     }
     a = malloc(((size_t)c ? (size_t)c : 1) * sizeof *a);
@@ -917,11 +884,11 @@ static SN_LOWER(lower_batchnorm)
         bb[i] = (float)(sn_rt_get_double(p[1], i) -
                         sn_rt_get_double(p[2], i) * s);
     }
-    if ((st = upload_floats(L, n, 0, a, (size_t)c, &va)) != SHARDNET_OK) {
+    if ((st = sn_dev_upload(L, n, a, (size_t)c, &va)) != SHARDNET_OK) {
         free(bb);
         return st;
     }
-    if ((st = upload_floats(L, n, 0, bb, (size_t)c, &vb)) != SHARDNET_OK)
+    if ((st = sn_dev_upload(L, n, bb, (size_t)c, &vb)) != SHARDNET_OK)
         return st;
     if ((st = sn_out_device(L, n, 0, x->rank, x->dims, &out)) != SHARDNET_OK)
         return st;
@@ -930,10 +897,10 @@ static SN_LOWER(lower_batchnorm)
         return SHARDNET_OK;
     if ((st = sn_dev_view(L, n, x, &vx)) != SHARDNET_OK)
         return st;
-    if ((st = emit_binary_views(L, n, SN_BINARY_MUL, x->rank, x->dims, vx,
+    if ((st = sn_emit_binary(L, n, SN_BINARY_MUL, x->rank, x->dims, vx,
                                 x->rank - 1, cd, va, out->view)))
         return st;
-    return emit_binary_views(L, n, SN_BINARY_ADD, x->rank, x->dims, out->view,
+    return sn_emit_binary(L, n, SN_BINARY_ADD, x->rank, x->dims, out->view,
                              x->rank - 1, cd, vb, out->view);
 }
 
@@ -985,7 +952,7 @@ static shardnet_status norm_param(sn_lower *L, const sn_node *n, sn_rt *p,
             idx[i] = 0;
         }
     }
-    return upload_floats(L, n, 0, f, len, out);
+    return sn_dev_upload(L, n, f, len, out);
 }
 
 /*
@@ -1032,18 +999,18 @@ static shardnet_status norm_stats(sn_lower *L, const sn_node *n, sn_rt *x,
         return st;
     sn_view eps = ce, mhalf = {ce.buf, ce.offset + 1};
     if ((st = sn_scratch(L, outer * len, &diff)) != SHARDNET_OK ||
-        (st = emit_binary_views(L, n, SN_BINARY_SUB, 2, od2, vx, 2, md2,
+        (st = sn_emit_binary(L, n, SN_BINARY_SUB, 2, od2, vx, 2, md2,
                                 vmean, diff)) ||
-        (st = emit_binary_views(L, n, SN_BINARY_MUL, 2, od2, diff, 2, od2,
+        (st = sn_emit_binary(L, n, SN_BINARY_MUL, 2, od2, diff, 2, od2,
                                 diff, diff)))
         return st;
     s.u.reduce.x = diff;
     s.u.reduce.y = vinv;
     if ((st = sn_emit(L, n, &s)) ||
-        (st = emit_binary_views(L, n, SN_BINARY_ADD, 1, &ol, vinv, 1, &one,
+        (st = sn_emit_binary(L, n, SN_BINARY_ADD, 1, &ol, vinv, 1, &one,
                                 eps, vinv)))
         return st;
-    return emit_binary_views(L, n, SN_BINARY_POW, 1, &ol, vinv, 1, &one,
+    return sn_emit_binary(L, n, SN_BINARY_POW, 1, &ol, vinv, 1, &one,
                              mhalf, vinv);
 }
 
@@ -1088,7 +1055,7 @@ static SN_LOWER(lower_layernorm)
             return sn_error(SHARDNET_OUT_OF_MEMORY, "layer normalisation");
         c2[0] = s.u.layernorm.epsilon;
         c2[1] = -0.5f;
-        if ((st = upload_floats(L, n, 0, c2, 2, &ce)) != SHARDNET_OK)
+        if ((st = sn_dev_upload(L, n, c2, 2, &ce)) != SHARDNET_OK)
             return st;
     }
     if ((st = sn_out_device(L, n, 0, x->rank, x->dims, &out)) != SHARDNET_OK)
