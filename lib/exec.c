@@ -931,6 +931,31 @@ error:
     return st;
 }
 
+shardnet_status sn_plan_cache_get(sn_plan **cache, size_t n, sn_graph *g,
+                                  sn_weights *w, const sn_binding *inputs,
+                                  sn_plan **out)
+{
+    sn_plan *p = NULL;
+    size_t at = n - 1;
+    shardnet_status st;
+    for (size_t i = 0; i < n && cache[i]; i++)
+        if (sn_plan_matches(cache[i], inputs)) {
+            p = cache[i];
+            at = i;
+            break;
+        }
+    if (!p) {
+        if ((st = sn_plan_build(g, w, inputs, &p)) != SHARDNET_OK)
+            return st;
+        sn_plan_free(cache[n - 1]);
+    }
+    /* Most recently used first. */
+    memmove(&cache[1], &cache[0], at * sizeof cache[0]);
+    cache[0] = p;
+    *out = p;
+    return SHARDNET_OK;
+}
+
 int sn_plan_matches(const sn_plan *p, const sn_binding *inputs)
 {
     for (size_t i = 0; i < p->g->ninputs; i++) {

@@ -180,6 +180,11 @@ void sn_weights_free(sn_weights *w);
  */
 shardnet_status sn_plan_build(sn_graph *g, sn_weights *w,
                               const sn_binding *inputs, sn_plan **out);
+/* The plan for these inputs from a most-recently-used cache of n plans
+ * (NULL slots at the end), built (evicting the oldest) when none fits. */
+shardnet_status sn_plan_cache_get(sn_plan **cache, size_t n, sn_graph *g,
+                                  sn_weights *w, const sn_binding *inputs,
+                                  sn_plan **out);
 /* Does this plan fit these inputs (shapes, and values of host inputs)? */
 int sn_plan_matches(const sn_plan *p, const sn_binding *inputs);
 /* Run the plan; outputs land in host tensors owned by the plan, valid until

@@ -452,7 +452,6 @@ shardnet_status shardnet_session_run(shardnet_session_t *session)
 {
     sn_graph *g;
     sn_plan *p = NULL;
-    int at = -1;
     shardnet_status st;
     if (!session)
         return sn_error(SHARDNET_INVALID_ARGUMENT, "run: NULL session");
@@ -506,23 +505,9 @@ shardnet_status shardnet_session_run(shardnet_session_t *session)
             return st;
         return sn_pipeline_run(session->pipe, session->inputs, session->micro);
     }
-    for (int i = 0; i < PLAN_CACHE && session->plans[i]; i++)
-        if (sn_plan_matches(session->plans[i], session->inputs)) {
-            p = session->plans[i];
-            at = i;
-            break;
-        }
-    if (!p) {
-        if ((st = sn_plan_build(g, session->w, session->inputs, &p)) !=
-            SHARDNET_OK)
-            return st;
-        sn_plan_free(session->plans[PLAN_CACHE - 1]);
-        at = PLAN_CACHE - 1;
-    }
-    /* Move to the front of the cache. */
-    memmove(&session->plans[1], &session->plans[0],
-            (size_t)at * sizeof session->plans[0]);
-    session->plans[0] = p;
+    if ((st = sn_plan_cache_get(session->plans, PLAN_CACHE, g, session->w,
+                                session->inputs, &p)) != SHARDNET_OK)
+        return st;
     session->last = p;
     return sn_plan_run(p, session->inputs);
 }

@@ -314,60 +314,6 @@ out:
     return best < 1e30 ? 2.0 * N * N * N / best : 1e9;
 }
 
-/*
- * Cuts minimising the slowest stage.  best[s][i]: the smallest possible
- * bottleneck when stages 0..s take live nodes [0, i).
- */
-static shardnet_status plan_cuts(const double *work, const double *xfer,
-                                 size_t nlive, const double *speed,
-                                 size_t ns, size_t *start)
-{
-    double *pre = calloc(nlive + 1, sizeof *pre);
-    double *best = malloc(ns * (nlive + 1) * sizeof *best);
-    size_t *arg = malloc(ns * (nlive + 1) * sizeof *arg);
-    if (!pre || !best || !arg) {
-        free(pre);
-        free(best);
-        free(arg);
-        return sn_error(SHARDNET_OUT_OF_MEMORY, "planning the layer split");
-    }
-    for (size_t i = 0; i < nlive; i++)
-        pre[i + 1] = pre[i] + work[i];
-#define COST(s, j, i)                                                         \
-    ((pre[i] - pre[j]) / speed[s] + LAUNCH_S * (double)((i) - (j)) +          \
-     ((j) ? xfer[j] : 0.0))
-    for (size_t s = 0; s < ns; s++)
-        for (size_t i = 0; i <= nlive; i++) {
-            best[s * (nlive + 1) + i] = 1e300;
-            if (i < s + 1)
-                continue;
-            if (s == 0) {
-                best[i] = COST(0, 0, i);
-                arg[i] = 0;
-                continue;
-            }
-            for (size_t j = s; j < i; j++) {
-                double prev = best[(s - 1) * (nlive + 1) + j];
-                double c = COST(s, j, i);
-                double v = prev > c ? prev : c;
-                if (v < best[s * (nlive + 1) + i]) {
-                    best[s * (nlive + 1) + i] = v;
-                    arg[s * (nlive + 1) + i] = j;
-                }
-            }
-        }
-#undef COST
-    size_t i = nlive;
-    for (size_t s = ns; s-- > 0;) {
-        start[s] = arg[s * (nlive + 1) + i];
-        i = start[s];
-    }
-    free(pre);
-    free(best);
-    free(arg);
-    return SHARDNET_OK;
-}
-
 /* The cost model's inputs for a graph, its input shapes and devices. */
 typedef struct costs {
     size_t nlive;
@@ -375,10 +321,12 @@ typedef struct costs {
     double *xfer;  /* per live node: seconds to move what crosses a cut
                       just before it */
     double *speed; /* per device: GEMM flops/s */
+    double *pre;   /* prefix sums of work: pre[i] = work[0] + ... work[i-1] */
 } costs;
 
 static void free_costs(costs *c)
 {
+    free(c->pre);
     free(c->work);
     free(c->xfer);
     free(c->speed);
@@ -408,7 +356,8 @@ static shardnet_status measure_costs(sn_graph *g, sn_device *const *devs,
     c->work = calloc(c->nlive + 1, sizeof *c->work);
     c->xfer = calloc(c->nlive + 1, sizeof *c->xfer);
     c->speed = calloc(ndev + 1, sizeof *c->speed);
-    if (!c->work || !c->xfer || !c->speed) {
+    c->pre = calloc(c->nlive + 1, sizeof *c->pre);
+    if (!c->work || !c->xfer || !c->speed || !c->pre) {
         st = sn_error(SHARDNET_OUT_OF_MEMORY, "cost model");
         goto out;
     }
@@ -430,6 +379,8 @@ static shardnet_status measure_costs(sn_graph *g, sn_device *const *devs,
             }
         }
     }
+    for (size_t i = 0; i < c->nlive; i++)
+        c->pre[i + 1] = c->pre[i] + c->work[i];
     for (size_t d = 0; d < ndev; d++)
         c->speed[d] = sn_device_speed(devs[d]);
     st = SHARDNET_OK;
@@ -442,13 +393,56 @@ out:
     return st;
 }
 
-/* Estimated seconds of stage s over live nodes [a, b). */
+/* Estimated seconds of stage s over live nodes [a, b): its work at the
+ * device's speed, a launch per node, and what enters it across a cut. */
 static double stage_time(const costs *c, size_t s, size_t a, size_t b)
 {
-    double t = LAUNCH_S * (double)(b - a) + (a ? c->xfer[a] : 0.0);
-    for (size_t i = a; i < b; i++)
-        t += c->work[i] / c->speed[s];
-    return t;
+    return (c->pre[b] - c->pre[a]) / c->speed[s] +
+           LAUNCH_S * (double)(b - a) + (a ? c->xfer[a] : 0.0);
+}
+
+/*
+ * Cuts minimising the slowest stage.  best[s][i]: the smallest possible
+ * bottleneck when stages 0..s take live nodes [0, i).
+ */
+static shardnet_status plan_cuts(const costs *c, size_t ns, size_t *start)
+{
+    size_t nl = c->nlive;
+    double *best = malloc(ns * (nl + 1) * sizeof *best);
+    size_t *arg = malloc(ns * (nl + 1) * sizeof *arg);
+    if (!best || !arg) {
+        free(best);
+        free(arg);
+        return sn_error(SHARDNET_OUT_OF_MEMORY, "planning the layer split");
+    }
+    for (size_t s = 0; s < ns; s++)
+        for (size_t i = 0; i <= nl; i++) {
+            best[s * (nl + 1) + i] = 1e300;
+            if (i < s + 1)
+                continue;
+            if (s == 0) {
+                best[i] = stage_time(c, 0, 0, i);
+                arg[i] = 0;
+                continue;
+            }
+            for (size_t j = s; j < i; j++) {
+                double prev = best[(s - 1) * (nl + 1) + j];
+                double t = stage_time(c, s, j, i);
+                double v = prev > t ? prev : t;
+                if (v < best[s * (nl + 1) + i]) {
+                    best[s * (nl + 1) + i] = v;
+                    arg[s * (nl + 1) + i] = j;
+                }
+            }
+        }
+    size_t i = nl;
+    for (size_t s = ns; s-- > 0;) {
+        start[s] = arg[s * (nl + 1) + i];
+        i = start[s];
+    }
+    free(best);
+    free(arg);
+    return SHARDNET_OK;
 }
 
 shardnet_status sn_split_choose(sn_graph *g, sn_device *const *devs,
@@ -483,8 +477,7 @@ shardnet_status sn_split_choose(sn_graph *g, sn_device *const *devs,
         }
     }
     double layer = 1e300;
-    if (ns > 1 && (st = plan_cuts(c.work, c.xfer, c.nlive, c.speed, ns,
-                                  start)) == SHARDNET_OK) {
+    if (ns > 1 && (st = plan_cuts(&c, ns, start)) == SHARDNET_OK) {
         double bottleneck = 0;
         size_t m = micro ? micro : ns;
         start[ns] = c.nlive;
@@ -557,8 +550,7 @@ shardnet_status sn_pipeline_create(sn_graph *g, sn_device *const *devs,
         if ((st = measure_costs(g, devs, p->nstages, inputs, &cm)) !=
             SHARDNET_OK)
             goto fail;
-        st = plan_cuts(cm.work, cm.xfer, cm.nlive, cm.speed, p->nstages,
-                       p->start);
+        st = plan_cuts(&cm, p->nstages, p->start);
         free_costs(&cm);
         if (st != SHARDNET_OK)
             goto fail;
@@ -673,26 +665,14 @@ static shardnet_status run_stage(sn_pipeline *p, size_t s, size_t j)
     sn_binding b[64];
     sn_plan *plan = NULL;
     shardnet_status rc;
-    int at = STAGE_PLANS - 1;
     if (st->g->ninputs > 64)
         return sn_error(SHARDNET_UNSUPPORTED, "stage %zu has too many inputs", s);
     for (size_t i = 0; i < st->g->ninputs; i++)
         if (!bind_input(p, j, st->in_parent[i], &b[i]))
             return sn_error(SHARDNET_INTERNAL, "stage %zu: missing input", s);
-    for (int k = 0; k < STAGE_PLANS && st->plans[k]; k++)
-        if (sn_plan_matches(st->plans[k], b)) {
-            plan = st->plans[k];
-            at = k;
-            break;
-        }
-    if (!plan) {
-        if ((rc = sn_plan_build(st->g, st->w, b, &plan)) != SHARDNET_OK)
-            return sn_error_prefix(rc, "stage %zu on %s", s,
-                                   st->dev->info.name);
-        sn_plan_free(st->plans[STAGE_PLANS - 1]);
-    }
-    memmove(&st->plans[1], &st->plans[0], (size_t)at * sizeof st->plans[0]);
-    st->plans[0] = plan;
+    if ((rc = sn_plan_cache_get(st->plans, STAGE_PLANS, st->g, st->w, b,
+                                &plan)) != SHARDNET_OK)
+        return sn_error_prefix(rc, "stage %zu on %s", s, st->dev->info.name);
     if ((rc = sn_plan_run(plan, b)) != SHARDNET_OK)
         return sn_error_prefix(rc, "stage %zu on %s", s, st->dev->info.name);
     /* Keep what later stages read, for this micro-batch. */
