@@ -535,6 +535,30 @@ static shardnet_status run(sn_comm *c)
     for (size_t s = 0; s < SLOTS; s++)
         c->src[s] = NULL;
 
+    /* Every device shares memory with the host: this thread maps, reduces
+     * and unmaps by itself; waking helpers would cost more than it saves. */
+    int all_mapped = 1;
+    for (size_t r = 0; r < c->n; r++)
+        all_mapped &= c->w[r].mapped;
+    if (all_mapped) {
+        size_t r_mapped = 0;
+        for (; r_mapped < c->n && st == SHARDNET_OK; r_mapped++)
+            st = map_views(&c->w[r_mapped]);
+        for (size_t i = 0; i < c->nchunks && st == SHARDNET_OK; i++)
+            st = c->mode == JOB_REDUCE
+                     ? compute_reduce(c, i, c->transport->processes > 1)
+                     : compute_gather(c, i);
+        for (size_t r = 0; r < r_mapped; r++) {
+            shardnet_status st2 = unmap_views(&c->w[r]);
+            if (st == SHARDNET_OK)
+                st = st2;
+        }
+        if (st != SHARDNET_OK)
+            return sn_error_prefix(st, "%s over %zu devices", op_name(c->op),
+                                   c->n);
+        return SHARDNET_OK;
+    }
+
     pthread_mutex_lock(&c->mu);
     c->finished = 0;
     c->job++;

@@ -41,6 +41,8 @@ struct sn_plan {
     sn_binding *bound;      /* shapes (and host data) it was built for */
     void **bound_data;      /* copies of the host inputs' data */
     sn_host_tensor *outputs;
+    sn_coll_hook coll_hook; /* runs SN_STEP_COLLECTIVE steps */
+    void *coll_ctx;
 };
 
 /* --- errors ------------------------------------------------------------ */
@@ -611,6 +613,9 @@ static size_t step_views(sn_step *s, sn_view **v)
         v[0] = &s->u.gather.data, v[1] = &s->u.gather.indices;
         v[2] = &s->u.gather.out;
         return 3;
+    case SN_STEP_COLLECTIVE:
+        v[0] = &s->u.coll.send, v[1] = &s->u.coll.recv;
+        return 2;
     }
     return 0;
 }
@@ -995,6 +1000,8 @@ static shardnet_status launch(sn_device *dev, sn_step *s)
         return sn_layernorm(dev, &s->u.layernorm);
     case SN_STEP_GATHER:
         return sn_gather(dev, &s->u.gather);
+    case SN_STEP_COLLECTIVE:
+        break; /* run by run_and_read through the hook */
     }
     return sn_error(SHARDNET_INTERNAL, "unknown step kind");
 }
@@ -1099,6 +1106,20 @@ static shardnet_status run_and_read(sn_plan *p)
     for (size_t s = 0; s < p->nsteps; s++) {
         const sn_node *n = &g->nodes[p->steps[s].node];
         double t0 = tracing ? sn_trace_now() : 0;
+        if (p->steps[s].kind == SN_STEP_COLLECTIVE) {
+            if (!p->coll_hook) {
+                sn_synchronize(p->dev);
+                return sn_error(SHARDNET_UNSUPPORTED,
+                                "node '%s' (%s): a collective outside a "
+                                "tensor split",
+                                n->name, n->op_type);
+            }
+            if ((st = sn_synchronize(p->dev)) != SHARDNET_OK ||
+                (st = p->coll_hook(p->coll_ctx, &p->steps[s].u.coll)) !=
+                    SHARDNET_OK)
+                return st;
+            continue;
+        }
         if ((st = launch(p->dev, &p->steps[s])) != SHARDNET_OK) {
             sn_synchronize(p->dev);
             return sn_error_prefix(st, "node '%s' (%s)", n->name, n->op_type);
@@ -1154,6 +1175,12 @@ static shardnet_status run_and_read(sn_plan *p)
         sn_trace_add(p->dev->info.name, "transfer", "outputs to host", t_out,
                      sn_trace_now());
     return SHARDNET_OK;
+}
+
+void sn_plan_set_collective(sn_plan *p, sn_coll_hook hook, void *ctx)
+{
+    p->coll_hook = hook;
+    p->coll_ctx = ctx;
 }
 
 const sn_rt *sn_plan_value(const sn_plan *p, size_t v)

@@ -53,8 +53,29 @@ typedef enum sn_step_kind {
     SN_STEP_IM2COL,
     SN_STEP_POOL,
     SN_STEP_LAYERNORM,
-    SN_STEP_GATHER
+    SN_STEP_GATHER,
+    SN_STEP_COLLECTIVE
 } sn_step_kind;
+
+/* A collective among the devices of a tensor split (lib/shard.c): every
+ * device's plan holds the same sequence of them; the plan stops its queue
+ * at each one and hands it to the hook set with sn_plan_set_collective(). */
+typedef enum sn_coll_kind {
+    SN_COLL_ALLREDUCE,
+    SN_COLL_ALLGATHER,
+    SN_COLL_REDUCE_SCATTER
+} sn_coll_kind;
+
+#define SN_COLL_MAX 16 /* = SN_COMM_MAX */
+
+typedef struct sn_coll_desc {
+    sn_coll_kind kind;
+    size_t n;                    /* participants */
+    size_t counts[SN_COLL_MAX];  /* floats per rank (all-gather's pieces,
+                                    reduce-scatter's results); all-reduce:
+                                    counts[0] = the whole count */
+    sn_view send, recv;          /* all-reduce: in place, send == recv */
+} sn_coll_desc;
 
 typedef struct sn_step {
     sn_step_kind kind;
@@ -71,6 +92,7 @@ typedef struct sn_step {
         sn_pool_desc pool;
         sn_layernorm_desc layernorm;
         sn_gather_desc gather;
+        sn_coll_desc coll;
     } u;
 } sn_step;
 
@@ -190,6 +212,12 @@ int sn_plan_matches(const sn_plan *p, const sn_binding *inputs);
 /* Run the plan; outputs land in host tensors owned by the plan, valid until
  * the next run or free. */
 shardnet_status sn_plan_run(sn_plan *p, const sn_binding *inputs);
+/* The hook that runs the plan's collective steps (called on the thread
+ * running the plan, after the device's queue has drained; must block until
+ * the collective is done on every device).  A plan without one fails at its
+ * first collective step. */
+typedef shardnet_status (*sn_coll_hook)(void *ctx, const sn_coll_desc *d);
+void sn_plan_set_collective(sn_plan *p, sn_coll_hook hook, void *ctx);
 /* Output i (g->outputs order) of the last run. */
 const sn_host_tensor *sn_plan_output(const sn_plan *p, size_t i);
 /* What the plan knows of graph value v (shape, type). */

@@ -682,3 +682,34 @@ out:
     free(sorted);
     return st;
 }
+
+int sn_attr_copy(sn_attr *d, const sn_attr *a, const int *map)
+{
+    memset(d, 0, sizeof *d);
+    d->name = strdup(a->name);
+    d->type = a->type;
+    d->i = a->i;
+    d->f = a->f;
+    d->count = a->count;
+    d->tensor = a->tensor >= 0 ? map[a->tensor] : -1;
+    if (!d->name || (a->s && !(d->s = strdup(a->s))))
+        return 0;
+    if (a->ints) {
+        if (!(d->ints = malloc(a->count * sizeof *d->ints + 1)))
+            return 0;
+        memcpy(d->ints, a->ints, a->count * sizeof *d->ints);
+    }
+    if (a->floats) {
+        if (!(d->floats = malloc(a->count * sizeof *d->floats + 1)))
+            return 0;
+        memcpy(d->floats, a->floats, a->count * sizeof *d->floats);
+    }
+    if (a->strings) {
+        if (!(d->strings = calloc(a->count + 1, sizeof *d->strings)))
+            return 0;
+        for (size_t i = 0; i < a->count; i++)
+            if (a->strings[i] && !(d->strings[i] = strdup(a->strings[i])))
+                return 0;
+    }
+    return 1;
+}

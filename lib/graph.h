@@ -191,6 +191,10 @@ int sn_graph_add_node(sn_graph *g, const char *name, const char *op_type,
  * attribute is added to n.
  */
 sn_attr *sn_node_add_attr(sn_node *n, const char *name, sn_attr_type type);
+/* Deep copy of attribute a into d (zeroed first); a TENSOR attribute's
+ * value index goes through map (-1 stays -1).  0 when out of memory (d
+ * then holds what was copied, for sn_graph_free() to release). */
+int sn_attr_copy(sn_attr *d, const sn_attr *a, const int *map);
 /* Record a mapping for sn_graph_free() to unmap; -1 when out of memory
  * (error set; the caller still owns the mapping). */
 int sn_graph_add_mapping(sn_graph *g, void *addr, size_t len);

@@ -8,6 +8,7 @@
 
 #include "exec.h"
 #include "pipeline.h"
+#include "profile.h"
 #include "tensor_split.h"
 
 /* Plans kept per session, one per input shape seen recently. */
@@ -32,7 +33,9 @@ struct shardnet_session {
     int have_cuts;
     sn_pipeline *pipe;          /* layer split, made at the first run */
     int tensor;                 /* split "tensor" */
-    sn_tensor_split *ts;        /* made at the first run */
+    sn_tensor_split *ts;        /* made at the first run (per input shape) */
+    sn_strategy *strat;         /* from a plan file: forced strategies */
+    size_t nstrat;
     sn_weights *w;
     sn_binding *inputs;
     int *bound;
@@ -247,6 +250,8 @@ typedef struct plan_file {
     size_t cuts[MAX_SPLIT];
     size_t ncuts;
     int have_cuts;
+    sn_strategy *strat; /* malloc'ed */
+    size_t nstrat;
 } plan_file;
 
 static shardnet_status read_plan(const char *path, plan_file *pf)
@@ -284,33 +289,65 @@ static shardnet_status read_plan(const char *path, plan_file *pf)
                 pf->cuts[pf->ncuts++] = v;
                 p = end + strspn(end, " ,\t");
             }
+        } else if (!strcmp(key, "strategy")) {
+            /* strategy NODE ((1,2),(2,1)) */
+            char node[256];
+            int used = 0;
+            shardnet_status st;
+            if (sscanf(rest, "%255s %n", node, &used) != 1 || !rest[used])
+                goto bad;
+            sn_strategy *ns =
+                realloc(pf->strat, (pf->nstrat + 1) * sizeof *ns);
+            if (!ns) {
+                fclose(f);
+                return sn_error(SHARDNET_OUT_OF_MEMORY, "plan %s", path);
+            }
+            pf->strat = ns;
+            if ((st = sn_strategy_parse(rest + used,
+                                        &pf->strat[pf->nstrat])) !=
+                SHARDNET_OK) {
+                fclose(f);
+                free(pf->strat);
+                pf->strat = NULL;
+                return sn_error_prefix(st, "plan %s, line %d", path, lineno);
+            }
+            snprintf(pf->strat[pf->nstrat++].node, sizeof ns->node, "%s",
+                     node);
         } else {
             goto bad;
         }
     }
     fclose(f);
-    if (!pf->split[0] || !pf->devices[0])
+    if (!pf->split[0] || !pf->devices[0]) {
+        free(pf->strat);
+        pf->strat = NULL;
         return sn_error(SHARDNET_INVALID_ARGUMENT,
                         "plan %s: needs 'split' and 'devices' lines", path);
+    }
     return SHARDNET_OK;
 bad:
     fclose(f);
+    free(pf->strat);
+    pf->strat = NULL;
     return sn_error(SHARDNET_INVALID_ARGUMENT,
                     "plan %s, line %d: expected 'split', 'devices', "
-                    "'micro_batches' or 'cuts' and a value: %s",
+                    "'micro_batches', 'cuts' or 'strategy' and a value: %s",
                     path, lineno, line);
 }
+
+static shardnet_status session_create(shardnet_context_t *ctx,
+                                      shardnet_model_t *model,
+                                      const char *devices, const char *split,
+                                      const shardnet_session_options *options,
+                                      plan_file *pfp,
+                                      shardnet_session_t **out);
 
 shardnet_status shardnet_session_create_with(
     shardnet_context_t *ctx, shardnet_model_t *model, const char *devices,
     const shardnet_session_options *options, shardnet_session_t **out)
 {
-    shardnet_session_t *s;
-    size_t idx[MAX_SPLIT], n = 0;
     shardnet_status st;
-    char unsupported[1024];
     const char *split = options && options->split ? options->split : NULL;
-    int layer, autosplit;
     plan_file pf;
     int from_file = options && options->plan_file;
 
@@ -324,6 +361,36 @@ shardnet_status shardnet_session_create_with(
         if (!devices || !*devices)
             devices = pf.devices;
     }
+    if (from_file && pf.nstrat && strcmp(split, "tensor")) {
+        free(pf.strat);
+        return sn_error(SHARDNET_INVALID_ARGUMENT,
+                        "plan %s: strategies are for split 'tensor', not "
+                        "'%s'",
+                        options->plan_file, split);
+    }
+    st = session_create(ctx, model, devices, split, options,
+                        from_file ? &pf : NULL, out);
+    if (from_file && st != SHARDNET_OK)
+        free(pf.strat);
+    return st;
+}
+
+static shardnet_status session_create(shardnet_context_t *ctx,
+                                      shardnet_model_t *model,
+                                      const char *devices, const char *split,
+                                      const shardnet_session_options *options,
+                                      plan_file *pfp,
+                                      shardnet_session_t **out)
+{
+    shardnet_session_t *s;
+    size_t idx[MAX_SPLIT], n = 0;
+    shardnet_status st;
+    char unsupported[1024];
+    int layer, autosplit;
+    int from_file = pfp != NULL;
+    plan_file pf;
+    if (pfp)
+        pf = *pfp;
     if (split && strcmp(split, "none") && strcmp(split, "layer") &&
         strcmp(split, "auto") && strcmp(split, "tensor"))
         return sn_error(SHARDNET_INVALID_ARGUMENT,
@@ -381,6 +448,10 @@ shardnet_status shardnet_session_create_with(
         shardnet_session_free(s);
         return st ? st : sn_error(SHARDNET_OUT_OF_MEMORY, "session");
     }
+    if (from_file) {
+        s->strat = pf.strat; /* taken */
+        s->nstrat = pf.nstrat;
+    }
     *out = s;
     return SHARDNET_OK;
 }
@@ -393,6 +464,7 @@ void shardnet_session_free(shardnet_session_t *session)
         sn_plan_free(session->plans[i]);
     sn_pipeline_free(session->pipe);
     sn_tensor_split_free(session->ts);
+    free(session->strat);
     sn_weights_free(session->w);
     free(session->inputs);
     free(session->bound);
@@ -448,6 +520,82 @@ shardnet_status shardnet_session_set_input(shardnet_session_t *session,
     return SHARDNET_OK;
 }
 
+enum { SPLIT_NONE, SPLIT_LAYER, SPLIT_TENSOR };
+
+static shardnet_status make_tensor_split(shardnet_session_t *session,
+                                         const sn_strategy *strat,
+                                         size_t nstrat, sn_tensor_split **out)
+{
+    double speed[MAX_SPLIT];
+    for (size_t d = 0; d < session->nlisted; d++)
+        speed[d] = sn_device_speed(session->devs[d]);
+    return sn_tensor_split_create(session->model->g, session->devs,
+                                  session->nlisted, speed, session->inputs,
+                                  strat, nstrat, out);
+}
+
+/*
+ * The cost model's choice among one device, a layer split and a tensor
+ * split over all listed devices, with every estimate told in report (may
+ * be NULL).  *ts: the tensor split that was built to estimate it (NULL if
+ * it could not be); the caller owns it.
+ */
+static shardnet_status choose_split(shardnet_session_t *session, char *report,
+                                    size_t cap, int *kind, size_t *best,
+                                    sn_tensor_split **ts)
+{
+    int use_layer;
+    double est, t_est = 1e300;
+    shardnet_status st;
+    size_t len;
+    *ts = NULL;
+    if ((st = sn_split_choose(session->model->g, session->devs,
+                              session->nlisted, session->inputs,
+                              session->micro, &use_layer, best, &est, report,
+                              cap)) != SHARDNET_OK)
+        return st;
+    *kind = use_layer ? SPLIT_LAYER : SPLIT_NONE;
+    len = report ? strlen(report) : 0;
+    if (session->nlisted > 1) {
+        if (make_tensor_split(session, NULL, 0, ts) == SHARDNET_OK) {
+            double bytes;
+            size_t nc = sn_tensor_split_collectives(*ts, &bytes);
+            t_est = sn_tensor_split_estimate(*ts);
+            if (report && len < cap)
+                len += (size_t)snprintf(
+                    report + len, cap - len,
+                    "tensor over %zu devices: estimated %.3f ms (%zu "
+                    "collectives, %.2f MB moved per run)\n",
+                    session->nlisted, t_est * 1e3, nc, bytes / 1e6);
+        } else {
+            if (report && len < cap)
+                len += (size_t)snprintf(report + len, cap - len,
+                                        "tensor: not possible: %s\n",
+                                        shardnet_last_error());
+            sn_error_clear();
+        }
+    }
+    if (t_est < est) {
+        *kind = SPLIT_TENSOR;
+        est = t_est;
+    } else {
+        sn_tensor_split_free(*ts);
+        *ts = NULL;
+    }
+    if (report && len < cap)
+        snprintf(report + len, cap - len,
+                 "choice: %s (estimated %.3f ms)%s\n",
+                 *kind == SPLIT_TENSOR  ? "tensor"
+                 : *kind == SPLIT_LAYER ? "layer"
+                                        : "none",
+                 est * 1e3,
+                 *kind == SPLIT_NONE && session->nlisted > 1
+                     ? ": splitting would be slower than the fastest device "
+                       "alone"
+                     : "");
+    return SHARDNET_OK;
+}
+
 shardnet_status shardnet_session_run(shardnet_session_t *session)
 {
     sn_graph *g;
@@ -462,16 +610,20 @@ shardnet_status shardnet_session_run(shardnet_session_t *session)
                             "input '%s' is not bound",
                             g->values[g->inputs[i]].name);
     if (session->choose) {
-        /* "auto": one device or a layer split, whichever the cost model
-         * says is faster for these inputs. */
-        int use_layer;
+        /* "auto": one device, a layer split or a tensor split, whichever
+         * the cost model says is fastest for these inputs. */
+        int kind;
         size_t best;
-        if ((st = sn_split_choose(g, session->devs, session->nlisted,
-                                  session->inputs, session->micro, &use_layer,
-                                  &best, NULL, 0)) != SHARDNET_OK)
+        sn_tensor_split *ts = NULL;
+        if ((st = choose_split(session, NULL, 0, &kind, &best, &ts)) !=
+            SHARDNET_OK)
             return st;
         session->choose = 0;
-        if (use_layer) {
+        if (kind == SPLIT_TENSOR) {
+            session->tensor = 1;
+            session->ndev = session->nlisted;
+            session->ts = ts;
+        } else if (kind == SPLIT_LAYER) {
             session->ndev = session->nlisted;
         } else if (session->devs[best] != session->dev) {
             sn_weights *w;
@@ -483,18 +635,16 @@ shardnet_status shardnet_session_run(shardnet_session_t *session)
         }
     }
     if (session->tensor) {
-        if (g->ninputs != 1)
-            return sn_error(SHARDNET_UNSUPPORTED,
-                            "tensor split: the model must have one input");
-        if (!session->ts) {
-            double speed[MAX_SPLIT];
-            for (size_t d = 0; d < session->ndev; d++)
-                speed[d] = sn_device_speed(session->devs[d]);
-            if ((st = sn_tensor_split_create(g, session->devs, session->ndev,
-                                             speed, &session->ts)))
-                return st;
+        if (session->ts && !sn_tensor_split_matches(session->ts,
+                                                    session->inputs)) {
+            sn_tensor_split_free(session->ts); /* another input shape */
+            session->ts = NULL;
         }
-        return sn_tensor_split_run(session->ts, &session->inputs[0]);
+        if (!session->ts &&
+            (st = make_tensor_split(session, session->strat, session->nstrat,
+                                    &session->ts)) != SHARDNET_OK)
+            return st;
+        return sn_tensor_split_run(session->ts, session->inputs);
     }
     if (session->ndev > 1) {
         if (!session->pipe &&
@@ -521,8 +671,8 @@ shardnet_status shardnet_session_output(shardnet_session_t *session,
     if (!session || (!session->last && !session->pipe && !session->ts))
         return sn_error(SHARDNET_INVALID_ARGUMENT,
                         "output: the session has not run");
-    if (session->ts)
-        t = index == 0 ? sn_tensor_split_output(session->ts) : NULL;
+    if (session->tensor && session->ts)
+        t = sn_tensor_split_output(session->ts, index);
     else
         t = session->pipe ? sn_pipeline_output(session->pipe, index)
                           : sn_plan_output(session->last, index);
@@ -598,10 +748,11 @@ shardnet_status shardnet_tensor_save(const char *path,
 size_t shardnet_session_describe(shardnet_session_t *session, char *buf,
                                  size_t cap)
 {
-    char text[8192];
-    int use_layer;
+    char text[16384];
+    int kind;
     size_t best, len;
     const sn_graph *g;
+    sn_tensor_split *ts = NULL;
     if (buf && cap)
         buf[0] = '\0';
     if (!session)
@@ -613,14 +764,17 @@ size_t shardnet_session_describe(shardnet_session_t *session, char *buf,
                                "shapes\n");
             return strlen(buf ? buf : "");
         }
-    if (sn_split_choose(session->model->g, session->devs, session->nlisted,
-                        session->inputs, session->micro, &use_layer, &best,
-                        text, sizeof text) != SHARDNET_OK)
+    if (choose_split(session, text, sizeof text, &kind, &best, &ts) !=
+        SHARDNET_OK)
         snprintf(text, sizeof text, "no estimate: %s\n", shardnet_last_error());
     len = strlen(text);
     if (session->choose)
         len += (size_t)snprintf(text + len, sizeof text - len,
                                 "running: decided at the first run (auto)\n");
+    else if (session->tensor)
+        len += (size_t)snprintf(text + len, sizeof text - len,
+                                "running: tensor split over %zu devices\n",
+                                session->nlisted);
     else if (session->ndev > 1)
         len += (size_t)snprintf(text + len, sizeof text - len,
                                 "running: layer split over %zu devices\n",
@@ -629,6 +783,14 @@ size_t shardnet_session_describe(shardnet_session_t *session, char *buf,
         len += (size_t)snprintf(text + len, sizeof text - len,
                                 "running: none, on %s\n",
                                 session->dev->info.name);
+    /* What a tensor split cuts, when it runs or would be chosen. */
+    const sn_tensor_split *show = session->tensor && session->ts ? session->ts
+                                  : kind == SPLIT_TENSOR ? ts
+                                                         : NULL;
+    if (show && len < sizeof text)
+        sn_tensor_split_describe(show, text, sizeof text);
+    sn_tensor_split_free(ts);
+    len = strlen(text);
     if (buf && cap)
         snprintf(buf, cap, "%s", text);
     return len;
@@ -644,15 +806,18 @@ shardnet_status shardnet_session_save_plan(shardnet_session_t *session,
         return sn_error(SHARDNET_INVALID_ARGUMENT,
                         "save plan: the split is chosen at the first run; "
                         "run the session once first");
-    if (session->ndev > 1 && !session->pipe)
+    if ((session->tensor && !session->ts) ||
+        (!session->tensor && session->ndev > 1 && !session->pipe))
         return sn_error(SHARDNET_INVALID_ARGUMENT,
-                        "save plan: the layer split is cut at the first run; "
+                        "save plan: the split is made at the first run; "
                         "run the session once first");
     f = fopen(path, "w");
     if (!f)
         return sn_error(SHARDNET_IO_ERROR, "cannot write plan %s", path);
     fprintf(f, "# shardnet plan (shardnet_session_save_plan); edit freely\n");
-    fprintf(f, "split %s\n", session->ndev > 1 ? "layer" : "none");
+    fprintf(f, "split %s\n", session->tensor     ? "tensor"
+                             : session->ndev > 1 ? "layer"
+                                                 : "none");
     fprintf(f, "devices ");
     if (session->ndev > 1)
         for (size_t i = 0; i < session->ndev; i++)
@@ -660,7 +825,17 @@ shardnet_status shardnet_session_save_plan(shardnet_session_t *session,
     else
         fprintf(f, "%s", session->dev->info.name);
     fprintf(f, "\n");
-    if (session->ndev > 1) {
+    if (session->tensor) {
+        const sn_strategy *ss;
+        size_t ns = sn_tensor_split_strategies(session->ts, &ss);
+        fprintf(f, "# per operator, MindSpore's notation: one tuple per "
+                   "input, the parts\n# each dimension is cut into\n");
+        for (size_t i = 0; i < ns; i++) {
+            char t[256];
+            sn_strategy_format(&ss[i], t, sizeof t);
+            fprintf(f, "strategy %s %s\n", ss[i].node, t);
+        }
+    } else if (session->ndev > 1) {
         fprintf(f, "micro_batches %zu\n",
                 session->micro ? session->micro : session->ndev);
         fprintf(f, "cuts");

@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "ops.h"
+#include "tensor_split.h"
 
 int sn_axis(int64_t axis, int rank)
 {
@@ -727,6 +728,12 @@ static const sn_op_def op_table[] = {
 
 const sn_op_def *sn_op_find(const char *domain, const char *op_type)
 {
+    /* The tensor split's own node (lib/shard.c); a model file using it
+     * fails at run time: its plan has no devices to meet. */
+    if (domain && !strcmp(domain, "ai.shardnet"))
+        return strcmp(op_type, sn_shard_collective_op.op_type)
+                   ? NULL
+                   : &sn_shard_collective_op;
     if (domain && *domain && strcmp(domain, "ai.onnx"))
         return NULL;
     for (size_t i = 0; i < sizeof op_table / sizeof op_table[0]; i++)

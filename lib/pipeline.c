@@ -9,14 +9,11 @@
 #include <time.h>
 
 #include "pipeline.h"
+#include "profile.h"
 #include "trace.h"
 
 /* Plans kept per stage, one per micro-batch shape. */
 #define STAGE_PLANS 3
-/* Host staging bandwidth assumed between stages (bytes/s), and the cost of
- * one kernel launch (s), until device profiles measure them. */
-#define XFER_BW 5e9
-#define LAUNCH_S 5e-6
 
 typedef struct stage {
     sn_graph *g;        /* the stage's own graph */
@@ -49,37 +46,6 @@ struct sn_pipeline {
 };
 
 /* --- stage graphs -------------------------------------------------------- */
-
-static int copy_attr(sn_attr *d, const sn_attr *a, const int *map)
-{
-    memset(d, 0, sizeof *d);
-    d->name = strdup(a->name);
-    d->type = a->type;
-    d->i = a->i;
-    d->f = a->f;
-    d->count = a->count;
-    d->tensor = a->tensor >= 0 ? map[a->tensor] : -1;
-    if (!d->name || (a->s && !(d->s = strdup(a->s))))
-        return 0;
-    if (a->ints) {
-        if (!(d->ints = malloc(a->count * sizeof *d->ints + 1)))
-            return 0;
-        memcpy(d->ints, a->ints, a->count * sizeof *d->ints);
-    }
-    if (a->floats) {
-        if (!(d->floats = malloc(a->count * sizeof *d->floats + 1)))
-            return 0;
-        memcpy(d->floats, a->floats, a->count * sizeof *d->floats);
-    }
-    if (a->strings) {
-        if (!(d->strings = calloc(a->count + 1, sizeof *d->strings)))
-            return 0;
-        for (size_t i = 0; i < a->count; i++)
-            if (a->strings[i] && !(d->strings[i] = strdup(a->strings[i])))
-                return 0;
-    }
-    return 1;
-}
 
 /* Add parent value v to sub (metadata; constant data is borrowed). */
 static int add_value(sn_graph *sub, const sn_graph *g, int v, int *map)
@@ -198,7 +164,7 @@ static shardnet_status build_stage(const sn_graph *g, const size_t *order,
                 goto oom;
             for (size_t j = 0; j < n->nattrs; j++) {
                 sn->nattrs = j + 1;
-                if (!copy_attr(&sn->attrs[j], &n->attrs[j], map))
+                if (!sn_attr_copy(&sn->attrs[j], &n->attrs[j], map))
                     goto oom;
             }
         }
@@ -223,7 +189,7 @@ fail:
 /* --- costs and cuts ---------------------------------------------------- */
 
 /* Work of one node in flops (GEMM-like ops) or elements touched. */
-static double node_work(const sn_graph *g, const sn_plan *p, const sn_node *n)
+double sn_node_work(const sn_graph *g, const sn_plan *p, const sn_node *n)
 {
     const sn_rt *o = n->noutputs && n->outputs[0] >= 0
                          ? sn_plan_value(p, (size_t)n->outputs[0])
@@ -246,74 +212,6 @@ static double node_work(const sn_graph *g, const sn_plan *p, const sn_node *n)
     return out; /* element-wise and data movement: about one op per output */
 }
 
-/* GEMM speed of a device in flops/s, measured once per device on a 256^3
- * product and remembered for the process. */
-static double measure_speed(sn_device *dev);
-
-double sn_device_speed(sn_device *dev)
-{
-    static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
-    static struct {
-        const sn_device *dev;
-        char name[16];
-        double speed;
-    } cache[32];
-    static size_t n;
-    double v = 0;
-    pthread_mutex_lock(&lock);
-    for (size_t i = 0; i < n; i++)
-        if (cache[i].dev == dev && !strcmp(cache[i].name, dev->info.name))
-            v = cache[i].speed;
-    pthread_mutex_unlock(&lock);
-    if (v > 0)
-        return v;
-    v = measure_speed(dev);
-    pthread_mutex_lock(&lock);
-    if (n < 32) {
-        cache[n].dev = dev;
-        snprintf(cache[n].name, sizeof cache[n].name, "%s", dev->info.name);
-        cache[n++].speed = v;
-    }
-    pthread_mutex_unlock(&lock);
-    return v;
-}
-
-static double measure_speed(sn_device *dev)
-{
-    enum { N = 256 };
-    sn_buffer *a = NULL, *b = NULL, *c = NULL;
-    double best = 1e30;
-    float *x = malloc(N * N * sizeof *x);
-    if (!x)
-        return 1e9;
-    for (size_t i = 0; i < N * N; i++)
-        x[i] = (float)(i % 17) * 0.01f;
-    if (sn_buffer_alloc(dev, N * N * 4, &a) || sn_buffer_alloc(dev, N * N * 4, &b) ||
-        sn_buffer_alloc(dev, N * N * 4, &c) || sn_buffer_write(a, 0, x, N * N * 4) ||
-        sn_buffer_write(b, 0, x, N * N * 4))
-        goto out;
-    sn_gemm_desc d = {.m = N, .n = N, .k = N, .alpha = 1, .lda = N, .ldb = N,
-                      .ldc = N, .batch = 1, .a = {a, 0}, .b = {b, 0}, .c = {c, 0}};
-    for (int r = 0; r < 4; r++) { /* the first run builds kernels */
-        struct timespec t0, t1;
-        clock_gettime(CLOCK_MONOTONIC, &t0);
-        if (sn_gemm(dev, &d) || sn_synchronize(dev))
-            goto out;
-        clock_gettime(CLOCK_MONOTONIC, &t1);
-        double t = (double)(t1.tv_sec - t0.tv_sec) +
-                   1e-9 * (double)(t1.tv_nsec - t0.tv_nsec);
-        if (r && t < best)
-            best = t;
-    }
-out:
-    sn_error_clear();
-    sn_buffer_free(a);
-    sn_buffer_free(b);
-    sn_buffer_free(c);
-    free(x);
-    return best < 1e30 ? 2.0 * N * N * N / best : 1e9;
-}
-
 /* The cost model's inputs for a graph, its input shapes and devices. */
 typedef struct costs {
     size_t nlive;
@@ -322,10 +220,13 @@ typedef struct costs {
                       just before it */
     double *speed; /* per device: GEMM flops/s */
     double *pre;   /* prefix sums of work: pre[i] = work[0] + ... work[i-1] */
+    double *launch; /* per device: seconds per kernel launch */
+    double bw;      /* bytes/s across a cut: the slowest device's staging */
 } costs;
 
 static void free_costs(costs *c)
 {
+    free(c->launch);
     free(c->pre);
     free(c->work);
     free(c->xfer);
@@ -357,13 +258,22 @@ static shardnet_status measure_costs(sn_graph *g, sn_device *const *devs,
     c->xfer = calloc(c->nlive + 1, sizeof *c->xfer);
     c->speed = calloc(ndev + 1, sizeof *c->speed);
     c->pre = calloc(c->nlive + 1, sizeof *c->pre);
-    if (!c->work || !c->xfer || !c->speed || !c->pre) {
+    c->launch = calloc(ndev + 1, sizeof *c->launch);
+    if (!c->work || !c->xfer || !c->speed || !c->pre || !c->launch) {
         st = sn_error(SHARDNET_OUT_OF_MEMORY, "cost model");
         goto out;
     }
+    c->bw = 1e30;
+    for (size_t d = 0; d < ndev; d++) {
+        const sn_profile *pr = sn_device_profile(devs[d]);
+        c->speed[d] = pr->gemm_flops;
+        c->launch[d] = pr->launch_s;
+        if (sn_profile_staging_bw(pr) < c->bw)
+            c->bw = sn_profile_staging_bw(pr);
+    }
     for (size_t i = 0; i < c->nlive; i++) {
         const sn_node *n = &g->nodes[order[i]];
-        c->work[i] = node_work(g, shape_plan, n);
+        c->work[i] = sn_node_work(g, shape_plan, n);
         /* Bytes crossing a cut before node i: values produced before it
          * (or model inputs) that it or the next nodes read. */
         for (size_t k = i; k < c->nlive && k < i + 64; k++) {
@@ -375,14 +285,12 @@ static shardnet_status measure_costs(sn_graph *g, sn_device *const *devs,
                 int pr = g->values[v].producer;
                 const sn_rt *r = sn_plan_value(shape_plan, (size_t)v);
                 if ((pr < 0 || pr < (int)order[i]) && r && r->known)
-                    c->xfer[i] += 4.0 * (double)sn_rt_elements(r) / XFER_BW;
+                    c->xfer[i] += 4.0 * (double)sn_rt_elements(r) / c->bw;
             }
         }
     }
     for (size_t i = 0; i < c->nlive; i++)
         c->pre[i + 1] = c->pre[i] + c->work[i];
-    for (size_t d = 0; d < ndev; d++)
-        c->speed[d] = sn_device_speed(devs[d]);
     st = SHARDNET_OK;
 out:
     sn_plan_free(shape_plan);
@@ -398,7 +306,7 @@ out:
 static double stage_time(const costs *c, size_t s, size_t a, size_t b)
 {
     return (c->pre[b] - c->pre[a]) / c->speed[s] +
-           LAUNCH_S * (double)(b - a) + (a ? c->xfer[a] : 0.0);
+           c->launch[s] * (double)(b - a) + (a ? c->xfer[a] : 0.0);
 }
 
 /*
@@ -448,7 +356,8 @@ static shardnet_status plan_cuts(const costs *c, size_t ns, size_t *start)
 shardnet_status sn_split_choose(sn_graph *g, sn_device *const *devs,
                                 size_t ndev, const sn_binding *inputs,
                                 size_t micro, int *use_layer,
-                                size_t *best_dev, char *report, size_t cap)
+                                size_t *best_dev, double *est, char *report,
+                                size_t cap)
 {
     costs c;
     size_t start[65], len = 0;
@@ -496,8 +405,8 @@ shardnet_status sn_split_choose(sn_graph *g, sn_device *const *devs,
             ns, m, layer * 1e3);
     }
     *use_layer = layer < best_none;
-    SAY("choice: %s (estimated %.3f ms)\n",
-        *use_layer ? "layer" : "none", (*use_layer ? layer : best_none) * 1e3);
+    if (est)
+        *est = *use_layer ? layer : best_none;
 #undef SAY
     free_costs(&c);
     return st == SHARDNET_OK ? SHARDNET_OK : st;

@@ -37,13 +37,15 @@ void sn_pipeline_free(sn_pipeline *p);
 /*
  * The planner's choice between one device and a layer split over all of
  * devs, from the cost model: *use_layer, or else *best_dev (index into
- * devs), and a readable account of every alternative's estimate in report
- * (may be NULL).
+ * devs), the chosen alternative's estimated seconds in *est (may be NULL),
+ * and a readable account of every alternative's estimate in report (may be
+ * NULL).
  */
 shardnet_status sn_split_choose(sn_graph *g, sn_device *const *devs,
                                 size_t ndev, const sn_binding *inputs,
                                 size_t micro, int *use_layer,
-                                size_t *best_dev, char *report, size_t cap);
+                                size_t *best_dev, double *est, char *report,
+                                size_t cap);
 
 /* Run on inputs, the batch (first dimension of the inputs) cut into
  * `micro` micro-batches (0: one per stage). */
@@ -53,8 +55,9 @@ shardnet_status sn_pipeline_run(sn_pipeline *p, const sn_binding *inputs,
 const sn_host_tensor *sn_pipeline_output(const sn_pipeline *p, size_t i);
 
 size_t sn_pipeline_stages(const sn_pipeline *p);
-/* A device's GEMM speed in flops/s, measured once (256^3) and remembered. */
-double sn_device_speed(sn_device *dev);
+/* Work of node n under plan p: flops for GEMM-like ops, else about one
+ * per output element. */
+double sn_node_work(const sn_graph *g, const sn_plan *p, const sn_node *n);
 /* First live node (index into the sorted live nodes) of stage s, and the
  * number of live nodes. */
 size_t sn_pipeline_stage_start(const sn_pipeline *p, size_t s);

@@ -120,6 +120,31 @@ if [ "${HWLOC_SYNTHETIC:-}" = "pack:2 core:1 pu:1" ]; then
         echo "FAIL: layer split wrote other logits than one device"
         fails=$((fails + 1))
     fi
+    # Tensor split from the command line, its plan saved with strategies.
+    expect 0 "/fc2/Gemm \(Gemm\) \(\(1,2\),\(1,2\)\): row-parallel" \
+        "$bin" plan "$mlp" -d cpu:0,cpu:1 -s tensor -b 16 \
+        --save "$tmpd/tplan.txt"
+    expect 0 "^strategy /fc1/Gemm \(\(1,1\),\(2,1\)\)" cat "$tmpd/tplan.txt"
+    expect 0 "wrote" "$bin" run "$mlp" --plan "$tmpd/tplan.txt" \
+        --input "$src/tests/fixtures/fashion_mlp_input.npy" --output-dir "$tmpd/o5"
+    # Device profiles: measured once, then read from the cache folder; a
+    # damaged cache is measured again.
+    pdir="$tmpd/profiles"
+    expect 0 "profile of cpu:0: GEMM" env SHARDNET_CACHE_DIR="$pdir" \
+        SHARDNET_LOG=info "$bin" plan "$mlp" -d cpu:0,cpu:1 -b 4
+    expect 0 "^cpu:1[|]cpu[|]" cat "$pdir/profiles-1.txt"
+    if env SHARDNET_CACHE_DIR="$pdir" SHARDNET_LOG=info "$bin" plan "$mlp" \
+        -d cpu:0,cpu:1 -b 4 2>&1 | grep -q "profile of"; then
+        echo "FAIL: the cached profiles were measured again"
+        fails=$((fails + 1))
+    else
+        echo "ok: a second process reads the profiles from the cache"
+        passes=$((passes + 1))
+    fi
+    sed 's/\t.*/\tgarbage/' "$pdir/profiles-1.txt" >"$pdir/p" &&
+        mv "$pdir/p" "$pdir/profiles-1.txt"
+    expect 0 "profile of cpu:0: GEMM" env SHARDNET_CACHE_DIR="$pdir" \
+        SHARDNET_LOG=info "$bin" plan "$mlp" -d cpu:0,cpu:1 -b 4
     expect 0 "^cpu:1 .* 1 .* 1 " "$bin" devices --devices cpu:1
     if "$bin" devices | grep -q "^cl:"; then
         # The acceptance listing: cpu:0 cpu:1 cl:0 cl:1, in that order.

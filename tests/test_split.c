@@ -1,7 +1,8 @@
 /*
- * Layer split: every fixture model cut into pipeline stages over 2, 3 and
- * 4 devices gives the single-device answer - bit for bit when all stages
- * run on the same backend, within 1e-4 relative when backends mix.
+ * Splits: every fixture model cut into pipeline stages over 2, 3 and 4
+ * devices gives the single-device answer - bit for bit when all stages run
+ * on the same backend, within 1e-4 relative when backends mix; sharded by
+ * tensor (and under "auto") within 1e-4 relative.
  */
 #include <config.h>
 
@@ -10,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "pipeline.h"
 #include "shardnet.h"
@@ -71,7 +73,10 @@ static float *run(shardnet_model_t *m, const shardnet_tensor *in,
     return copy;
 }
 
-static void equivalence(const char *model, const char *input)
+/* Each device set's split answer against its reference device alone:
+ * layer split bit-exact on one backend, the rest within 1e-4 relative. */
+static void equivalence_split(const char *model, const char *input,
+                              const char *split)
 {
     static const struct {
         const char *devices, *reference;
@@ -97,12 +102,13 @@ static void equivalence(const char *model, const char *input)
         if (!have(sets[k].devices))
             continue;
         size_t n0, n1;
+        int layer = !strcmp(split, "layer");
         float *want = run(m, &in, sets[k].reference, "none", 0, &n0);
-        for (size_t micro = 1; micro <= 3; micro += 2) {
-            float *got = run(m, &in, sets[k].devices, "layer", micro, &n1);
+        for (size_t micro = 1; micro <= (layer ? 3u : 1u); micro += 2) {
+            float *got = run(m, &in, sets[k].devices, split, micro, &n1);
             cr_assert_eq(n0, n1);
             for (size_t i = 0; i < n0; i++) {
-                if (sets[k].exact)
+                if (sets[k].exact && layer)
                     cr_assert_eq(memcmp(&got[i], &want[i], sizeof *got), 0,
                                  "%s on %s (%zu micro-batches): element %zu "
                                  "is %.9g, %s alone gives %.9g",
@@ -112,10 +118,11 @@ static void equivalence(const char *model, const char *input)
                 else
                     cr_assert(fabsf(got[i] - want[i]) <=
                                   1e-4f * (1.0f + fabsf(want[i])),
-                              "%s on %s: element %zu is %.9g, %s alone "
-                              "gives %.9g",
-                              model, sets[k].devices, i, (double)got[i],
-                              sets[k].reference, (double)want[i]);
+                              "%s, split %s on %s: element %zu is %.9g, %s "
+                              "alone gives %.9g",
+                              model, split, sets[k].devices, i,
+                              (double)got[i], sets[k].reference,
+                              (double)want[i]);
             }
             free(got);
         }
@@ -125,6 +132,11 @@ static void equivalence(const char *model, const char *input)
     cr_assert_gt(ran, 0, "no device set available");
     shardnet_tensor_release(&in);
     shardnet_model_free(m);
+}
+
+static void equivalence(const char *model, const char *input)
+{
+    equivalence_split(model, input, "layer");
 }
 
 Test(layer_split, mlp_gives_the_single_device_answer)
@@ -257,63 +269,243 @@ Test(layer_split, auto_keeps_one_device_when_a_slow_one_would_slow_it_down)
 
 TestSuite(tensor_split, .init = setup, .fini = teardown, .timeout = 600);
 
-/* Tensor split (Megatron pairs on a chain of Gemm layers): the MLP's
- * answer on 2 to 4 devices, mixed backends included. */
-Test(tensor_split, perceptron_matches_one_device_within_rounding)
+/* Tensor split: Megatron column/row pairs, convolutions by output channel,
+ * attention by heads; 2 to 4 devices, backends mixed. */
+Test(tensor_split, mlp_matches_one_device_within_rounding)
 {
-    static const char *const sets[] = {"cpu:0,cpu:1", "cpu:0,cl:0",
-                                       "cpu:0,cpu:1,cl:1",
-                                       "cpu:0,cpu:1,cl:0,cl:1"};
+    equivalence_split("fashion_mlp.onnx", "fashion_mlp_input.npy", "tensor");
+}
+
+Test(tensor_split, cnn_matches_one_device_within_rounding)
+{
+    equivalence_split("small_cnn.onnx", "small_cnn_input.npy", "tensor");
+}
+
+Test(tensor_split, transformer_matches_one_device_within_rounding)
+{
+    equivalence_split("small_transformer.onnx", "small_transformer_input.npy",
+                      "tensor");
+}
+
+/* "auto" picks none, layer or tensor: whichever, the same answer. */
+Test(tensor_split, auto_matches_one_device_on_every_model)
+{
+    equivalence_split("fashion_mlp.onnx", "fashion_mlp_input.npy", "auto");
+    equivalence_split("small_cnn.onnx", "small_cnn_input.npy", "auto");
+    equivalence_split("small_transformer.onnx", "small_transformer_input.npy",
+                      "auto");
+}
+
+/* A session on the model with its input bound; the description. */
+static shardnet_session_t *session_on(shardnet_model_t **m, const char *model,
+                                      const char *input, const char *devices,
+                                      const shardnet_session_options *o,
+                                      shardnet_tensor *in)
+{
+    char path[4096];
+    shardnet_session_t *s = NULL;
+    fixture(path, sizeof path, model);
+    cr_assert_eq(shardnet_model_load(path, m), SHARDNET_OK);
+    fixture(path, sizeof path, input);
+    cr_assert_eq(shardnet_tensor_load(path, in), SHARDNET_OK);
+    cr_assert_eq(shardnet_session_create_with(ctx, *m, devices, o, &s),
+                 SHARDNET_OK, "%s", shardnet_last_error());
+    cr_assert_eq(shardnet_session_set_input(s, 0, in->info.dtype,
+                                            in->info.rank, in->info.dims,
+                                            in->data),
+                 SHARDNET_OK);
+    return s;
+}
+
+/* The layouts the walk chooses: Megatron pairs in the MLP, heads in the
+ * transformer's attention with one row-parallel projection, channels in the
+ * CNN. */
+Test(tensor_split, describes_what_each_layer_does)
+{
+    static const struct {
+        const char *model, *input, *want[4];
+    } cases[] = {
+        {"fashion_mlp.onnx", "fashion_mlp_input.npy",
+         {"/fc1/Gemm (Gemm) ((1,1),(2,1)): column-parallel",
+          "/fc2/Gemm (Gemm) ((1,2),(1,2)): row-parallel", "reduce-scatter",
+          NULL}},
+        {"small_transformer.onnx", "small_transformer_input.npy",
+         {"/q/MatMul (MatMul) ((1,1,1),(1,2)): column-parallel",
+          "/v/MatMul (MatMul) ((1,1,1),(1,2)): column-parallel",
+          "/proj/MatMul (MatMul) ((1,1,2),(2,1)): row-parallel", NULL}},
+        {"small_cnn.onnx", "small_cnn_input.npy",
+         {"/conv1/Conv (Conv) ((1,1,1,1),(2,1,1,1)): output channels cut",
+          NULL}},
+    };
+    shardnet_session_options o = {.split = "tensor"};
+    if (!have("cpu:0,cpu:1"))
+        cr_skip_test("needs two cpu devices");
+    for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
+        shardnet_model_t *m;
+        shardnet_tensor in;
+        char text[16384];
+        shardnet_session_t *s = session_on(&m, cases[k].model, cases[k].input,
+                                           "cpu:0,cpu:1", &o, &in);
+        cr_assert_eq(shardnet_session_run(s), SHARDNET_OK, "%s",
+                     shardnet_last_error());
+        shardnet_session_describe(s, text, sizeof text);
+        cr_assert(strstr(text, "running: tensor split over 2 devices"), "%s",
+                  text);
+        for (size_t j = 0; cases[k].want[j]; j++)
+            cr_assert(strstr(text, cases[k].want[j]), "%s: no '%s' in\n%s",
+                      cases[k].model, cases[k].want[j], text);
+        shardnet_session_free(s);
+        shardnet_tensor_release(&in);
+        shardnet_model_free(m);
+    }
+}
+
+static void write_file(const char *path, const char *text)
+{
+    FILE *f = fopen(path, "w");
+    cr_assert(f);
+    fputs(text, f);
+    fclose(f);
+}
+
+/* Strategies in a plan file, MindSpore's notation, force each layer's cut:
+ * here the MLP entirely row-parallel, and a data-parallel first layer. */
+Test(tensor_split, plan_file_strategies_force_the_cut)
+{
+    static const struct {
+        const char *plan, *want;
+    } cases[] = {
+        {"split tensor\ndevices cpu:0,cpu:1\n"
+         "strategy /fc1/Gemm ((1,2),(1,2))\n"
+         "strategy /fc2/Gemm ((1,2),(1,2))\n",
+         "/fc1/Gemm (Gemm) ((1,2),(1,2)): row-parallel"},
+        {"split tensor\ndevices cpu:0,cpu:1\n"
+         "strategy /fc1/Gemm ((2,1),(1,1))\n",
+         "/fc1/Gemm (Gemm) ((2,1),(1,1)): data-parallel"},
+        {"split tensor\ndevices cpu:0,cpu:1\n"
+         "strategy /fc1/Gemm ((1,1),(1,1))\n",
+         "/fc1/Gemm (Gemm) ((1,1),(1,1)): whole on every device"},
+    };
+    char plan[] = "/tmp/shardnet-test-plan-XXXXXX";
+    int fd = mkstemp(plan);
+    cr_assert(fd >= 0);
+    close(fd);
+    if (!have("cpu:0,cpu:1"))
+        cr_skip_test("needs two cpu devices");
+    shardnet_model_t *m0;
+    shardnet_tensor in0;
+    shardnet_session_options none = {.split = "none"};
+    shardnet_session_t *ref = session_on(&m0, "fashion_mlp.onnx",
+                                         "fashion_mlp_input.npy", "cpu:0",
+                                         &none, &in0);
+    const void *wantp;
+    shardnet_tensor_info info;
+    cr_assert_eq(shardnet_session_run(ref), SHARDNET_OK);
+    cr_assert_eq(shardnet_session_output(ref, 0, &info, &wantp), SHARDNET_OK);
+    const float *want = wantp;
+    size_t count = (size_t)(info.dims[0] * info.dims[1]);
+    for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
+        shardnet_model_t *m;
+        shardnet_tensor in;
+        char text[16384];
+        const void *got;
+        write_file(plan, cases[k].plan);
+        shardnet_session_options o = {.plan_file = plan};
+        shardnet_session_t *s = session_on(&m, "fashion_mlp.onnx",
+                                           "fashion_mlp_input.npy", NULL, &o,
+                                           &in);
+        cr_assert_eq(shardnet_session_run(s), SHARDNET_OK, "%s",
+                     shardnet_last_error());
+        shardnet_session_describe(s, text, sizeof text);
+        cr_assert(strstr(text, cases[k].want), "no '%s' in\n%s",
+                  cases[k].want, text);
+        cr_assert_eq(shardnet_session_output(s, 0, NULL, &got), SHARDNET_OK);
+        for (size_t i = 0; i < count; i++)
+            cr_assert(fabsf(((const float *)got)[i] - want[i]) <=
+                          1e-4f * (1.0f + fabsf(want[i])),
+                      "plan %zu: element %zu", k, i);
+        /* Saved and read back: the same strategies. */
+        cr_assert_eq(shardnet_session_save_plan(s, plan), SHARDNET_OK);
+        shardnet_session_t *s2 = NULL;
+        cr_assert_eq(shardnet_session_create_with(ctx, m, NULL, &o, &s2),
+                     SHARDNET_OK, "%s", shardnet_last_error());
+        cr_assert_eq(shardnet_session_set_input(s2, 0, in.info.dtype,
+                                                in.info.rank, in.info.dims,
+                                                in.data),
+                     SHARDNET_OK);
+        cr_assert_eq(shardnet_session_run(s2), SHARDNET_OK, "%s",
+                     shardnet_last_error());
+        char text2[16384];
+        shardnet_session_describe(s2, text2, sizeof text2);
+        cr_assert(strstr(text2, cases[k].want), "saved plan lost '%s':\n%s",
+                  cases[k].want, text2);
+        shardnet_session_free(s2);
+        shardnet_session_free(s);
+        shardnet_tensor_release(&in);
+        shardnet_model_free(m);
+    }
+    shardnet_session_free(ref);
+    shardnet_tensor_release(&in0);
+    shardnet_model_free(m0);
+    unlink(plan);
+}
+
+/* Strategies that cannot be taken are refused with the reason. */
+Test(tensor_split, bad_strategies_are_refused_clearly)
+{
+    static const struct {
+        const char *plan, *why;
+        shardnet_status at_create; /* else at the first run */
+    } cases[] = {
+        {"split tensor\ndevices cpu:0,cpu:1\nstrategy /fc1/Gemm ((1,2)\n",
+         "expected tuples", SHARDNET_INVALID_ARGUMENT},
+        {"split tensor\ndevices cpu:0,cpu:1\nstrategy /fc1/Gemm ((1,0),(1,1))\n",
+         "expected tuples", SHARDNET_INVALID_ARGUMENT},
+        {"split layer\ndevices cpu:0,cpu:1\nstrategy /fc1/Gemm ((1,2),(2,1))\n",
+         "strategies are for split 'tensor'", SHARDNET_INVALID_ARGUMENT},
+        {"split tensor\ndevices cpu:0,cpu:1\nstrategy nosuch ((1,2),(2,1))\n",
+         "no such node", SHARDNET_OK},
+        {"split tensor\ndevices cpu:0,cpu:1\n"
+         "strategy /fc1/Gemm ((2,2),(2,1))\n",
+         "cuts one dimension", SHARDNET_OK},
+        {"split tensor\ndevices cpu:0,cpu:1\n"
+         "strategy /fc1/Gemm ((1,1,1),(2,1))\n",
+         "cuts one dimension", SHARDNET_OK},
+    };
+    char plan[] = "/tmp/shardnet-test-plan-XXXXXX";
+    int fd = mkstemp(plan);
+    cr_assert(fd >= 0);
+    close(fd);
+    if (!have("cpu:0,cpu:1"))
+        cr_skip_test("needs two cpu devices");
     char path[4096];
     shardnet_model_t *m = NULL;
     shardnet_tensor in;
-    size_t ran = 0;
     fixture(path, sizeof path, "fashion_mlp.onnx");
     cr_assert_eq(shardnet_model_load(path, &m), SHARDNET_OK);
     fixture(path, sizeof path, "fashion_mlp_input.npy");
     cr_assert_eq(shardnet_tensor_load(path, &in), SHARDNET_OK);
-    size_t n0, n1;
-    float *want = run(m, &in, "cpu:0", "none", 0, &n0);
-    for (size_t k = 0; k < sizeof sets / sizeof sets[0]; k++) {
-        if (!have(sets[k]))
-            continue;
-        float *got = run(m, &in, sets[k], "tensor", 0, &n1);
-        cr_assert_eq(n0, n1);
-        for (size_t i = 0; i < n0; i++)
-            cr_assert(fabsf(got[i] - want[i]) <= 1e-4f * (1.0f + fabsf(want[i])),
-                      "%s: element %zu is %.9g, cpu:0 alone gives %.9g",
-                      sets[k], i, (double)got[i], (double)want[i]);
-        free(got);
-        ran++;
+    for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
+        shardnet_session_t *s = NULL;
+        shardnet_session_options o = {.plan_file = plan};
+        write_file(plan, cases[k].plan);
+        shardnet_status st = shardnet_session_create_with(ctx, m, NULL, &o, &s);
+        if (cases[k].at_create != SHARDNET_OK) {
+            cr_assert_eq(st, cases[k].at_create, "plan %zu", k);
+        } else {
+            cr_assert_eq(st, SHARDNET_OK, "%s", shardnet_last_error());
+            cr_assert_eq(shardnet_session_set_input(s, 0, in.info.dtype,
+                                                    in.info.rank, in.info.dims,
+                                                    in.data),
+                         SHARDNET_OK);
+            cr_assert_eq(shardnet_session_run(s), SHARDNET_INVALID_ARGUMENT,
+                         "plan %zu", k);
+        }
+        cr_assert(strstr(shardnet_last_error(), cases[k].why),
+                  "plan %zu: '%s'", k, shardnet_last_error());
+        shardnet_session_free(s);
     }
-    cr_assert_gt(ran, 0);
-    free(want);
     shardnet_tensor_release(&in);
     shardnet_model_free(m);
-}
-
-Test(tensor_split, other_models_are_refused_clearly)
-{
-    char path[4096];
-    shardnet_model_t *m = NULL;
-    shardnet_session_t *s = NULL;
-    shardnet_session_options o = {.split = "tensor"};
-    shardnet_tensor in;
-    if (!have("cpu:0,cpu:1"))
-        cr_skip_test("needs two devices");
-    fixture(path, sizeof path, "small_cnn.onnx");
-    cr_assert_eq(shardnet_model_load(path, &m), SHARDNET_OK);
-    fixture(path, sizeof path, "small_cnn_input.npy");
-    cr_assert_eq(shardnet_tensor_load(path, &in), SHARDNET_OK);
-    cr_assert_eq(shardnet_session_create_with(ctx, m, "cpu:0,cpu:1", &o, &s),
-                 SHARDNET_OK);
-    cr_assert_eq(shardnet_session_set_input(s, 0, in.info.dtype, in.info.rank,
-                                            in.info.dims, in.data),
-                 SHARDNET_OK);
-    cr_assert_eq(shardnet_session_run(s), SHARDNET_UNSUPPORTED);
-    cr_assert(strstr(shardnet_last_error(), "chains of Gemm layers"), "%s",
-              shardnet_last_error());
-    shardnet_session_free(s);
-    shardnet_tensor_release(&in);
-    shardnet_model_free(m);
+    unlink(plan);
 }

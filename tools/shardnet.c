@@ -970,9 +970,35 @@ static void choose_blas_kernels(char **argv)
     unsetenv("OPENBLAS_CORETYPE"); /* exec failed: carry on as we are */
 }
 
+static void log_stderr(shardnet_log_level level, const char *msg, void *user)
+{
+    static const char *const names[] = {"error", "warn", "info", "debug"};
+    (void)user;
+    fprintf(stderr, "%s: %s: %s\n", prog,
+            (unsigned)level < 4 ? names[level] : "log", msg);
+}
+
+/* SHARDNET_LOG=error|warn|info|debug prints the library's log. */
+static void setup_log(void)
+{
+    static const char *const names[] = {"error", "warn", "info", "debug"};
+    const char *e = getenv("SHARDNET_LOG");
+    if (!e || !*e)
+        return;
+    for (int i = 0; i < 4; i++)
+        if (!strcmp(e, names[i])) {
+            shardnet_set_log(log_stderr, (shardnet_log_level)i, NULL);
+            return;
+        }
+    fprintf(stderr, "%s: SHARDNET_LOG='%s' is not error, warn, info or "
+                    "debug; ignored\n",
+            prog, e);
+}
+
 int main(int argc, char **argv)
 {
     choose_blas_kernels(argv);
+    setup_log();
     if (argc < 2) {
         usage_main(stderr);
         return 2;

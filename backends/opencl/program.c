@@ -36,6 +36,7 @@
 
 #include "error.h"
 #include "program.h"
+#include "profile.h"
 
 #define CACHE_MAGIC "SNCLBIN1"
 #define CACHE_PATH_MAX 4096
@@ -246,49 +247,6 @@ static int cache_key(cl_device_id device, const char *text, size_t len,
     return ok;
 }
 
-/* mkdir -p; 0 on success (the folder exists afterwards). */
-static int make_dirs(char *path)
-{
-    struct stat sb;
-    for (char *p = path + 1; *p; p++) {
-        if (*p != '/')
-            continue;
-        *p = '\0';
-        if (mkdir(path, 0700) != 0 && errno != EEXIST) {
-            *p = '/';
-            return -1;
-        }
-        *p = '/';
-    }
-    if (mkdir(path, 0700) != 0 && errno != EEXIST)
-        return -1;
-    return stat(path, &sb) == 0 && S_ISDIR(sb.st_mode) ? 0 : -1;
-}
-
-/* The cache folder, created if needed; 0 when there is none to use. */
-static int cache_dir(char *dir, size_t cap)
-{
-    const char *env = getenv("SHARDNET_CACHE_DIR");
-    int w;
-    if (env && *env) {
-        w = snprintf(dir, cap, "%s", env);
-    } else if ((env = getenv("XDG_CACHE_HOME")) && *env) {
-        w = snprintf(dir, cap, "%s/shardnet", env);
-    } else if ((env = getenv("HOME")) && *env) {
-        w = snprintf(dir, cap, "%s/.cache/shardnet", env);
-    } else {
-        return 0;
-    }
-    if (w < 0 || (size_t)w >= cap)
-        return 0;
-    if (make_dirs(dir) != 0) {
-        sn_log(SHARDNET_LOG_DEBUG, "OpenCL binary cache %s unusable: %s", dir,
-               strerror(errno));
-        return 0;
-    }
-    return 1;
-}
-
 /* The program held by a cache file, or NULL if there is no usable one. */
 static cl_program load_cached(cl_context ctx, cl_device_id device,
                               const char *label, const char *path,
@@ -495,7 +453,7 @@ shardnet_status sn_cl_program_build(cl_context ctx, cl_device_id device,
     st = load_source(label, name, &owned, &text, &len);
     if (st != SHARDNET_OK)
         return st;
-    if (cache_key(device, text, len, &key) && cache_dir(dir, sizeof dir)) {
+    if (cache_key(device, text, len, &key) && sn_cache_dir(dir, sizeof dir)) {
         snprintf(path, sizeof path, "%s/%016" PRIx64 ".bin", dir, key);
         cache = 1;
         prog = load_cached(ctx, device, label, path, key);
