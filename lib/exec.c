@@ -43,6 +43,9 @@ struct sn_plan {
     sn_host_tensor *outputs;
     sn_coll_hook coll_hook; /* runs SN_STEP_COLLECTIVE steps */
     void *coll_ctx;
+    double *node_time;      /* set: each step waited for, its seconds
+                               added here by graph node */
+    sn_weights *own_w;      /* weights freed with the plan, or NULL */
 };
 
 /* --- errors ------------------------------------------------------------ */
@@ -1105,7 +1108,7 @@ static shardnet_status run_and_read(sn_plan *p)
     int tracing = sn_trace_on();
     for (size_t s = 0; s < p->nsteps; s++) {
         const sn_node *n = &g->nodes[p->steps[s].node];
-        double t0 = tracing ? sn_trace_now() : 0;
+        double t0 = tracing || p->node_time ? sn_trace_now() : 0;
         if (p->steps[s].kind == SN_STEP_COLLECTIVE) {
             if (!p->coll_hook) {
                 sn_synchronize(p->dev);
@@ -1123,6 +1126,11 @@ static shardnet_status run_and_read(sn_plan *p)
         if ((st = launch(p->dev, &p->steps[s])) != SHARDNET_OK) {
             sn_synchronize(p->dev);
             return sn_error_prefix(st, "node '%s' (%s)", n->name, n->op_type);
+        }
+        if (p->node_time) {
+            if ((st = sn_synchronize(p->dev)) != SHARDNET_OK)
+                return st;
+            p->node_time[p->steps[s].node] += sn_trace_now() - t0;
         }
         if (tracing) { /* wait, so that the kernel's time is its own */
             char name[96];
@@ -1175,6 +1183,22 @@ static shardnet_status run_and_read(sn_plan *p)
         sn_trace_add(p->dev->info.name, "transfer", "outputs to host", t_out,
                      sn_trace_now());
     return SHARDNET_OK;
+}
+
+shardnet_status sn_plan_time_nodes(sn_plan *p, const sn_binding *inputs,
+                                   double *node_time)
+{
+    for (size_t i = 0; i < p->g->nnodes; i++)
+        node_time[i] = 0;
+    p->node_time = node_time;
+    shardnet_status st = sn_plan_run(p, inputs);
+    p->node_time = NULL;
+    return st;
+}
+
+void sn_plan_attach_weights(sn_plan *p, sn_weights *w)
+{
+    p->own_w = w;
 }
 
 void sn_plan_set_collective(sn_plan *p, sn_coll_hook hook, void *ctx)
@@ -1233,6 +1257,7 @@ void sn_plan_free(sn_plan *p)
     for (size_t i = 0; p->outputs && i < p->g->noutputs; i++)
         free(p->outputs[i].data);
     free(p->outputs);
+    sn_weights_free(p->own_w);
     free(p);
 }
 

@@ -784,9 +784,10 @@ size_t shardnet_session_describe(shardnet_session_t *session, char *buf,
                                 "running: none, on %s\n",
                                 session->dev->info.name);
     /* What a tensor split cuts, when it runs or would be chosen. */
-    const sn_tensor_split *show = session->tensor && session->ts ? session->ts
-                                  : kind == SPLIT_TENSOR ? ts
-                                                         : NULL;
+    const sn_tensor_split *show =
+        session->tensor && session->ts               ? session->ts
+        : session->choose && kind == SPLIT_TENSOR ? ts
+                                                  : NULL;
     if (show && len < sizeof text)
         sn_tensor_split_describe(show, text, sizeof text);
     sn_tensor_split_free(ts);

@@ -212,54 +212,98 @@ double sn_node_work(const sn_graph *g, const sn_plan *p, const sn_node *n)
     return out; /* element-wise and data movement: about one op per output */
 }
 
-/* The cost model's inputs for a graph, its input shapes and devices. */
+/*
+ * The cost model's inputs for a graph, its input shapes and devices: every
+ * live node timed on every device (a plan of the whole graph run on each,
+ * waiting for each step: the best of three runs), and what a cut costs.
+ */
+#define TIMED_RUNS 3
 typedef struct costs {
-    size_t nlive;
-    double *work;  /* per live node: flops or elements */
+    size_t nlive, ndev;
     double *xfer;  /* per live node: seconds to move what crosses a cut
                       just before it */
-    double *speed; /* per device: GEMM flops/s */
-    double *pre;   /* prefix sums of work: pre[i] = work[0] + ... work[i-1] */
-    double *launch; /* per device: seconds per kernel launch */
-    double bw;      /* bytes/s across a cut: the slowest device's staging */
+    double *speed; /* per device: GEMM flops/s (for the report) */
+    double *pre;   /* [d * (nlive + 1) + i]: seconds of live nodes [0, i)
+                      on device d */
+    double bw;     /* bytes/s across a cut: the slowest device's staging */
 } costs;
 
 static void free_costs(costs *c)
 {
-    free(c->launch);
     free(c->pre);
-    free(c->work);
     free(c->xfer);
     free(c->speed);
+}
+
+shardnet_status sn_time_nodes(sn_graph *g, sn_device *dev,
+                              const sn_binding *inputs, double *best);
+
+/* Seconds per graph node of the whole graph on dev (best of runs). */
+static shardnet_status time_nodes(sn_graph *g, sn_device *dev,
+                                  const sn_binding *inputs, double *best,
+                                  sn_plan **keep)
+{
+    sn_weights *w = NULL;
+    sn_plan *p = NULL;
+    double *t = calloc(g->nnodes + 1, sizeof *t);
+    shardnet_status st;
+    if (!t)
+        return sn_error(SHARDNET_OUT_OF_MEMORY, "cost model");
+    if ((st = sn_weights_new(g, dev, &w)) != SHARDNET_OK ||
+        (st = sn_plan_build(g, w, inputs, &p)) != SHARDNET_OK)
+        goto out;
+    for (size_t i = 0; i < g->nnodes; i++)
+        best[i] = 1e30;
+    for (int r = 0; r < TIMED_RUNS; r++) {
+        if ((st = sn_plan_time_nodes(p, inputs, t)) != SHARDNET_OK)
+            goto out;
+        for (size_t i = 0; i < g->nnodes; i++)
+            if (t[i] < best[i])
+                best[i] = t[i];
+    }
+out:
+    free(t);
+    if (st == SHARDNET_OK && keep) {
+        *keep = p; /* the caller frees it before the weights: kept alive by
+                      the returned weights below */
+        p = NULL;
+    }
+    sn_plan_free(p);
+    if (keep && *keep)
+        sn_plan_attach_weights(*keep, w);
+    else
+        sn_weights_free(w);
+    return st;
+}
+
+shardnet_status sn_time_nodes(sn_graph *g, sn_device *dev,
+                              const sn_binding *inputs, double *best)
+{
+    return time_nodes(g, dev, inputs, best, NULL);
 }
 
 static shardnet_status measure_costs(sn_graph *g, sn_device *const *devs,
                                      size_t ndev, const sn_binding *inputs,
                                      costs *c)
 {
-    sn_weights *w = NULL;
     sn_plan *shape_plan = NULL;
     size_t *order = malloc((g->nnodes + 1) * sizeof *order);
-    shardnet_status st;
+    double *t = malloc((g->nnodes + 1) * sizeof *t);
+    shardnet_status st = SHARDNET_OK;
     memset(c, 0, sizeof *c);
-    if (!order)
+    if (!order || !t) {
+        free(order);
+        free(t);
         return sn_error(SHARDNET_OUT_OF_MEMORY, "cost model");
+    }
     for (size_t i = 0; i < g->nnodes; i++)
         if (!g->nodes[i].dead)
             order[c->nlive++] = i;
-    /* Shapes: those a plan on the first device infers. */
-    if ((st = sn_weights_new(g, devs[0], &w)) != SHARDNET_OK ||
-        (st = sn_plan_build(g, w, inputs, &shape_plan)) != SHARDNET_OK) {
-        sn_weights_free(w);
-        free(order);
-        return st;
-    }
-    c->work = calloc(c->nlive + 1, sizeof *c->work);
+    c->ndev = ndev;
     c->xfer = calloc(c->nlive + 1, sizeof *c->xfer);
     c->speed = calloc(ndev + 1, sizeof *c->speed);
-    c->pre = calloc(c->nlive + 1, sizeof *c->pre);
-    c->launch = calloc(ndev + 1, sizeof *c->launch);
-    if (!c->work || !c->xfer || !c->speed || !c->pre || !c->launch) {
+    c->pre = calloc(ndev * (c->nlive + 1) + 1, sizeof *c->pre);
+    if (!c->xfer || !c->speed || !c->pre) {
         st = sn_error(SHARDNET_OUT_OF_MEMORY, "cost model");
         goto out;
     }
@@ -267,13 +311,30 @@ static shardnet_status measure_costs(sn_graph *g, sn_device *const *devs,
     for (size_t d = 0; d < ndev; d++) {
         const sn_profile *pr = sn_device_profile(devs[d]);
         c->speed[d] = pr->gemm_flops;
-        c->launch[d] = pr->launch_s;
         if (sn_profile_staging_bw(pr) < c->bw)
             c->bw = sn_profile_staging_bw(pr);
+        /* The same device twice (a stage list may repeat one) is timed
+         * once. */
+        size_t same = d;
+        for (size_t e = 0; e < d; e++)
+            if (devs[e] == devs[d])
+                same = e;
+        double *pre = &c->pre[d * (c->nlive + 1)];
+        if (same != d) {
+            memcpy(pre, &c->pre[same * (c->nlive + 1)],
+                   (c->nlive + 1) * sizeof *pre);
+            continue;
+        }
+        if ((st = time_nodes(g, devs[d], inputs, t,
+                             d == 0 ? &shape_plan : NULL)) != SHARDNET_OK) {
+            st = sn_error_prefix(st, "timing the model on %s",
+                                 devs[d]->info.name);
+            goto out;
+        }
+        for (size_t i = 0; i < c->nlive; i++)
+            pre[i + 1] = pre[i] + t[order[i]];
     }
     for (size_t i = 0; i < c->nlive; i++) {
-        const sn_node *n = &g->nodes[order[i]];
-        c->work[i] = sn_node_work(g, shape_plan, n);
         /* Bytes crossing a cut before node i: values produced before it
          * (or model inputs) that it or the next nodes read. */
         for (size_t k = i; k < c->nlive && k < i + 64; k++) {
@@ -289,24 +350,21 @@ static shardnet_status measure_costs(sn_graph *g, sn_device *const *devs,
             }
         }
     }
-    for (size_t i = 0; i < c->nlive; i++)
-        c->pre[i + 1] = c->pre[i] + c->work[i];
-    st = SHARDNET_OK;
 out:
     sn_plan_free(shape_plan);
-    sn_weights_free(w);
     free(order);
+    free(t);
     if (st != SHARDNET_OK)
         free_costs(c);
     return st;
 }
 
-/* Estimated seconds of stage s over live nodes [a, b): its work at the
- * device's speed, a launch per node, and what enters it across a cut. */
+/* Estimated seconds of stage s over live nodes [a, b): its nodes' measured
+ * times on the stage's device, and what enters it across a cut. */
 static double stage_time(const costs *c, size_t s, size_t a, size_t b)
 {
-    return (c->pre[b] - c->pre[a]) / c->speed[s] +
-           c->launch[s] * (double)(b - a) + (a ? c->xfer[a] : 0.0);
+    const double *pre = &c->pre[s * (c->nlive + 1)];
+    return pre[b] - pre[a] + (a ? c->xfer[a] : 0.0);
 }
 
 /*

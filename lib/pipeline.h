@@ -55,6 +55,11 @@ shardnet_status sn_pipeline_run(sn_pipeline *p, const sn_binding *inputs,
 const sn_host_tensor *sn_pipeline_output(const sn_pipeline *p, size_t i);
 
 size_t sn_pipeline_stages(const sn_pipeline *p);
+/* Seconds each node of graph g takes on dev for these inputs (a plan of
+ * the whole graph, run waiting for each step, best of three runs), in
+ * best[0 .. g->nnodes). */
+shardnet_status sn_time_nodes(sn_graph *g, sn_device *dev,
+                              const sn_binding *inputs, double *best);
 /* Work of node n under plan p: flops for GEMM-like ops, else about one
  * per output element. */
 double sn_node_work(const sn_graph *g, const sn_plan *p, const sn_node *n);

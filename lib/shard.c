@@ -89,6 +89,10 @@ typedef struct bld {
     sn_strategy *chosen;
     size_t nchosen, cap_chosen;
     shardnet_status why; /* why to_layout() failed, when not memory */
+    int *origin;         /* per device-graph node: the model's node, -1 */
+    size_t norigin, cap_origin;
+    double *full_time;   /* see sn_tensor_split */
+    double *full_work;
 } bld;
 
 /* --- the run-time side ---------------------------------------------------- */
@@ -123,6 +127,10 @@ struct sn_tensor_split {
     size_t ncoll;
     double coll_bytes, coll_time;
     double estimate;
+    int *origin;           /* per device-graph node: the model's node */
+    double *full_time;     /* [d * g->nnodes + i]: model node i timed
+                              whole on device d */
+    double *full_work;     /* per model node: its work whole */
 
     /* rendezvous and workers */
     pthread_mutex_t lock;
@@ -401,6 +409,15 @@ static int add_node(bld *b, const sn_node *like, const char *op,
     char name[SN_MAX_NAME + 32];
     snprintf(name, sizeof name, "%s#%u", like ? like->name : op,
              ++b->counter);
+    if (b->norigin == b->cap_origin) {
+        size_t cap = b->cap_origin ? 2 * b->cap_origin : 64;
+        int *o = realloc(b->origin, cap * sizeof *o);
+        if (!o)
+            return -1;
+        b->origin = o;
+        b->cap_origin = cap;
+    }
+    b->origin[b->norigin++] = like ? (int)(like - b->g->nodes) : -1;
     for (size_t d = 0; d < b->n; d++) {
         int k = sn_graph_add_node(b->sub[d], like ? like->name : name, op,
                                   domain, in, nin, out, nout);
@@ -1741,15 +1758,31 @@ static double estimate(sn_tensor_split *t)
     for (size_t d = 0; d < t->n; d++) {
         double work = 0, launches = 0;
         const sn_graph *sg = t->sub[d];
+        const sn_profile *p = sn_device_profile(t->dev[d]);
         for (size_t i = 0; i < sg->nnodes; i++) {
             const sn_node *nd = &sg->nodes[i];
             if (nd->dead || !strcmp(nd->domain, "ai.shardnet"))
                 continue;
-            work += sn_node_work(sg, t->plan[d], nd);
+            double w = sn_node_work(sg, t->plan[d], nd);
+            int o = t->origin[i];
+            if (o >= 0 && t->full_work[o] > 0) {
+                /* the model's node, measured whole, times this device's
+                 * share of its work */
+                work += t->full_time[d * t->g->nnodes + (size_t)o] * w /
+                        t->full_work[o];
+                continue;
+            }
+            /* added nodes (slices, activations after a sum): products at
+             * the device's GEMM speed, the rest about eight bytes per
+             * output element at its staging bandwidth */
+            if (!strcmp(nd->op_type, "MatMul") ||
+                !strcmp(nd->op_type, "Gemm") || !strcmp(nd->op_type, "Conv"))
+                work += w / p->gemm_flops;
+            else
+                work += 8.0 * w / sn_profile_staging_bw(p);
             launches += 1;
         }
-        const sn_profile *p = sn_device_profile(t->dev[d]);
-        double s = work / p->gemm_flops + p->launch_s * launches;
+        double s = work + p->launch_s * launches;
         if (s > worst)
             worst = s;
     }
@@ -1796,6 +1829,25 @@ shardnet_status sn_tensor_split_create(sn_graph *g, sn_device *const *devs,
     if ((st = sn_weights_new(g, devs[0], &w0)) != SHARDNET_OK ||
         (st = sn_plan_build(g, w0, inputs, &b.shape)) != SHARDNET_OK)
         goto fail;
+    /* Every node timed whole on every device: the estimate scales these
+     * by each device's share of the work. */
+    b.full_time = calloc(ndev * g->nnodes + 1, sizeof *b.full_time);
+    b.full_work = calloc(g->nnodes + 1, sizeof *b.full_work);
+    if (!b.full_time || !b.full_work) {
+        st = oom();
+        goto fail;
+    }
+    for (size_t i = 0; i < g->nnodes; i++)
+        if (!g->nodes[i].dead)
+            b.full_work[i] = sn_node_work(g, b.shape, &g->nodes[i]);
+    for (size_t d = 0; d < ndev; d++)
+        if ((st = sn_time_nodes(g, devs[d], inputs,
+                                &b.full_time[d * g->nnodes])) !=
+            SHARDNET_OK) {
+            st = sn_error_prefix(st, "tensor split: timing on %s",
+                                 devs[d]->info.name);
+            goto fail;
+        }
     say(&b, "tensor split over %zu devices:", ndev);
     for (size_t d = 0; d < ndev; d++)
         say(&b, " %s (%.1f GFLOP/s)", devs[d]->info.name, speed[d] * 1e-9);
@@ -1824,6 +1876,12 @@ shardnet_status sn_tensor_split_create(sn_graph *g, sn_device *const *devs,
     t->chosen = b.chosen;
     t->nchosen = b.nchosen;
     b.chosen = NULL;
+    t->origin = b.origin;
+    b.origin = NULL;
+    t->full_time = b.full_time;
+    b.full_time = NULL;
+    t->full_work = b.full_work;
+    b.full_work = NULL;
     t->bound = calloc(g->ninputs + 1, sizeof *t->bound);
     t->out = calloc(g->noutputs + 1, sizeof *t->out);
     if (!t->bound || !t->out) {
@@ -1879,6 +1937,9 @@ fail:
     free(b.strat_used);
     free(b.desc);
     free(b.chosen);
+    free(b.origin);
+    free(b.full_time);
+    free(b.full_work);
     return st;
 }
 
@@ -1908,6 +1969,9 @@ void sn_tensor_split_free(sn_tensor_split *t)
     free(t->out);
     free(t->desc);
     free(t->chosen);
+    free(t->origin);
+    free(t->full_time);
+    free(t->full_work);
     free(t);
 }
 

@@ -247,20 +247,32 @@ Test(layer_split, auto_keeps_one_device_when_a_slow_one_would_slow_it_down)
     t_cl = strtod(p + strlen("none on cl:0: estimated "), NULL);
     cr_assert((p = strstr(text, "micro-batches: estimated ")), "%s", text);
     t_layer = strtod(p + strlen("micro-batches: estimated "), NULL);
-    cr_assert(t_cpu > 0 && t_cl > 0 && t_layer > 0, "%s", text);
+    cr_assert((p = strstr(text, "tensor over 2 devices: estimated ")), "%s",
+              text);
+    double t_tensor = strtod(p + strlen("tensor over 2 devices: estimated "),
+                             NULL);
+    cr_assert(t_cpu > 0 && t_cl > 0 && t_layer > 0 && t_tensor > 0, "%s",
+              text);
     /* ...and the fastest estimate is taken.  (Here PoCL on one core runs
      * GEMM an order of magnitude slower than the CPU backend, so in an
      * optimised build the choice is one device: cpu:0.) */
-    int layer = t_layer < t_cpu && t_layer < t_cl;
+    double t_none = t_cpu < t_cl ? t_cpu : t_cl;
+    int layer = t_layer < t_none && t_layer <= t_tensor;
+    int tensor = !layer && t_tensor < t_none;
     const char *dev = t_cpu <= t_cl ? "cpu:0" : "cl:0";
-    cr_assert(strstr(text, layer ? "choice: layer" : "choice: none"), "%s",
-              text);
+    cr_assert(strstr(text, layer    ? "choice: layer"
+                           : tensor ? "choice: tensor"
+                                    : "choice: none"),
+              "%s", text);
     cr_assert_eq(shardnet_session_run(s), SHARDNET_OK, "%s",
                  shardnet_last_error());
     shardnet_session_describe(s, text, sizeof text);
     char running[64];
-    snprintf(running, sizeof running, layer ? "running: layer split"
-                                            : "running: none, on %s", dev);
+    snprintf(running, sizeof running,
+             layer    ? "running: layer split"
+             : tensor ? "running: tensor split"
+                      : "running: none, on %s",
+             dev);
     cr_assert(strstr(text, running), "%s", text);
     shardnet_session_free(s);
     shardnet_tensor_release(&in);
