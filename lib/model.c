@@ -838,7 +838,8 @@ shardnet_status shardnet_session_save_plan(shardnet_session_t *session,
         }
     } else if (session->ndev > 1) {
         fprintf(f, "micro_batches %zu\n",
-                session->micro ? session->micro : session->ndev);
+                session->micro ? session->micro
+                               : sn_pipeline_micro(session->pipe));
         fprintf(f, "cuts");
         for (size_t s = 1; s < sn_pipeline_stages(session->pipe); s++)
             fprintf(f, " %zu", sn_pipeline_stage_start(session->pipe, s));

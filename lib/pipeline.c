@@ -411,6 +411,22 @@ static shardnet_status plan_cuts(const costs *c, size_t ns, size_t *start)
     return SHARDNET_OK;
 }
 
+size_t sn_pipeline_micro(const sn_pipeline *p)
+{
+    return p->micro;
+}
+
+size_t sn_pipeline_default_micro(size_t rows, size_t stages)
+{
+    /* Enough micro-batches that the pipeline's fill and drain (stages - 1
+     * of them) cost little, few enough that each keeps eight rows or more
+     * for the kernels to work on. */
+    size_t m = rows / 8;
+    if (m > 8 * stages)
+        m = 8 * stages;
+    return m > stages ? m : stages;
+}
+
 shardnet_status sn_split_choose(sn_graph *g, sn_device *const *devs,
                                 size_t ndev, const sn_binding *inputs,
                                 size_t micro, int *use_layer,
@@ -446,7 +462,10 @@ shardnet_status sn_split_choose(sn_graph *g, sn_device *const *devs,
     double layer = 1e300;
     if (ns > 1 && (st = plan_cuts(&c, ns, start)) == SHARDNET_OK) {
         double bottleneck = 0;
-        size_t m = micro ? micro : ns;
+        size_t rows = inputs[0].rank > 0 ? (size_t)inputs[0].dims[0] : 1;
+        size_t m = micro ? micro : sn_pipeline_default_micro(rows, ns);
+        if (m > rows)
+            m = rows ? rows : 1;
         start[ns] = c.nlive;
         for (size_t s = 0; s < ns; s++) {
             double t = stage_time(&c, s, start[s], start[s + 1]);
@@ -748,7 +767,7 @@ shardnet_status sn_pipeline_run(sn_pipeline *p, const sn_binding *inputs,
             p->rows = (size_t)inputs[i].dims[0];
             break;
         }
-    p->micro = micro ? micro : p->nstages;
+    p->micro = micro ? micro : sn_pipeline_default_micro(p->rows, p->nstages);
     if (p->micro > p->rows)
         p->micro = p->rows ? p->rows : 1;
     p->chunk = (p->rows + p->micro - 1) / p->micro;

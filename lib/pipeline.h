@@ -47,8 +47,13 @@ shardnet_status sn_split_choose(sn_graph *g, sn_device *const *devs,
                                 size_t *best_dev, double *est, char *report,
                                 size_t cap);
 
+/* Micro-batches of the last run. */
+size_t sn_pipeline_micro(const sn_pipeline *p);
+/* Micro-batches when none are asked for: rows / 8, at least one per stage
+ * and at most eight per stage. */
+size_t sn_pipeline_default_micro(size_t rows, size_t stages);
 /* Run on inputs, the batch (first dimension of the inputs) cut into
- * `micro` micro-batches (0: one per stage). */
+ * `micro` micro-batches (0: sn_pipeline_default_micro()). */
 shardnet_status sn_pipeline_run(sn_pipeline *p, const sn_binding *inputs,
                                 size_t micro);
 /* Output i of the last run. */
