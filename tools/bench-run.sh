@@ -18,3 +18,6 @@ HWLOC_SYNTHETIC="pack:2 core:1 pu:1" HWLOC_THISSYSTEM=1 \
 echo
 echo "== Fashion-MNIST MLP on cpu:0 against ONNX Runtime"
 "$(dirname "$0")/bench-mlp.sh" "$b"
+echo
+echo "== Splits over two simulated sockets of one core"
+"$(dirname "$0")/bench-split.sh" "$b"
