@@ -2091,6 +2091,41 @@ void sn_strategy_format(const sn_strategy *s, char *buf, size_t cap)
 
 /* --- the collective op --------------------------------------------------- */
 
+/*
+ * Copies between a tensor [outer, total, inner] (full) and the same data
+ * grouped by rank, rank r's [outer, cnt[r], inner] block at outer * pre[r]
+ * * inner (blocks): to_blocks = 1 gathers full into blocks, 0 the reverse.
+ */
+static shardnet_status regroup(sn_lower *L, const sn_node *n, sn_view full,
+                               sn_view blocks, size_t outer, size_t inner,
+                               const size_t *cnt, const size_t *pre,
+                               size_t ranks, int to_blocks)
+{
+    size_t total = pre[ranks - 1] + cnt[ranks - 1];
+    for (size_t r = 0; r < ranks; r++) {
+        if (!cnt[r])
+            continue;
+        sn_step c = {.kind = SN_STEP_COPY};
+        sn_view f = full, bl = blocks;
+        ptrdiff_t fs = (ptrdiff_t)(total * inner),
+                  bs = (ptrdiff_t)(cnt[r] * inner);
+        f.offset += pre[r] * inner;
+        bl.offset += outer * pre[r] * inner;
+        c.u.copy.rank = 2;
+        c.u.copy.shape[0] = outer;
+        c.u.copy.shape[1] = cnt[r] * inner;
+        c.u.copy.src_stride[0] = to_blocks ? fs : bs;
+        c.u.copy.dst_stride[0] = to_blocks ? bs : fs;
+        c.u.copy.src_stride[1] = c.u.copy.dst_stride[1] = 1;
+        c.u.copy.src = to_blocks ? f : bl;
+        c.u.copy.dst = to_blocks ? bl : f;
+        shardnet_status st = sn_emit(L, n, &c);
+        if (st != SHARDNET_OK)
+            return st;
+    }
+    return SHARDNET_OK;
+}
+
 static shardnet_status lower_collective(sn_lower *L, const sn_node *n)
 {
     sn_rt *x = sn_in(L, n, 0);
@@ -2157,24 +2192,9 @@ static shardnet_status lower_collective(sn_lower *L, const sn_node *n)
     if ((st = sn_scratch(L, outer * total * inner, &blocks)) != SHARDNET_OK)
         return st;
     if (!gather) {
-        for (size_t r = 0; r < ca->count; r++) {
-            if (!cnt[r])
-                continue;
-            sn_step c = {.kind = SN_STEP_COPY};
-            c.u.copy.rank = 2;
-            c.u.copy.shape[0] = outer;
-            c.u.copy.shape[1] = cnt[r] * inner;
-            c.u.copy.src_stride[0] = (ptrdiff_t)(total * inner);
-            c.u.copy.src_stride[1] = 1;
-            c.u.copy.dst_stride[0] = (ptrdiff_t)(cnt[r] * inner);
-            c.u.copy.dst_stride[1] = 1;
-            c.u.copy.src = xv;
-            c.u.copy.src.offset += pre[r] * inner;
-            c.u.copy.dst = blocks;
-            c.u.copy.dst.offset += outer * pre[r] * inner;
-            if ((st = sn_emit(L, n, &c)) != SHARDNET_OK)
-                return st;
-        }
+        if ((st = regroup(L, n, xv, blocks, outer, inner, cnt, pre,
+                          ca->count, 1)) != SHARDNET_OK)
+            return st;
         d->send = blocks;
         d->recv = y->view;
         return sn_emit(L, n, &s);
@@ -2183,25 +2203,8 @@ static shardnet_status lower_collective(sn_lower *L, const sn_node *n)
     d->recv = blocks;
     if ((st = sn_emit(L, n, &s)) != SHARDNET_OK)
         return st;
-    for (size_t r = 0; r < ca->count; r++) {
-        if (!cnt[r])
-            continue;
-        sn_step c = {.kind = SN_STEP_COPY};
-        c.u.copy.rank = 2;
-        c.u.copy.shape[0] = outer;
-        c.u.copy.shape[1] = cnt[r] * inner;
-        c.u.copy.src_stride[0] = (ptrdiff_t)(cnt[r] * inner);
-        c.u.copy.src_stride[1] = 1;
-        c.u.copy.dst_stride[0] = (ptrdiff_t)(total * inner);
-        c.u.copy.dst_stride[1] = 1;
-        c.u.copy.src = blocks;
-        c.u.copy.src.offset += outer * pre[r] * inner;
-        c.u.copy.dst = y->view;
-        c.u.copy.dst.offset += pre[r] * inner;
-        if ((st = sn_emit(L, n, &c)) != SHARDNET_OK)
-            return st;
-    }
-    return SHARDNET_OK;
+    return regroup(L, n, y->view, blocks, outer, inner, cnt, pre, ca->count,
+                   0);
 }
 
 const sn_op_def sn_shard_collective_op = {"ShardCollective", 1, 1,

@@ -372,6 +372,17 @@ Test(tensor_split, describes_what_each_layer_does)
     }
 }
 
+/* A fresh file for plans (skips the test without two cpu devices). */
+static void temp_plan(char plan[64])
+{
+    if (!have("cpu:0,cpu:1"))
+        cr_skip_test("needs two cpu devices");
+    snprintf(plan, 64, "/tmp/shardnet-test-plan-XXXXXX");
+    int fd = mkstemp(plan);
+    cr_assert(fd >= 0);
+    close(fd);
+}
+
 static void write_file(const char *path, const char *text)
 {
     FILE *f = fopen(path, "w");
@@ -398,12 +409,8 @@ Test(tensor_split, plan_file_strategies_force_the_cut)
          "strategy /fc1/Gemm ((1,1),(1,1))\n",
          "/fc1/Gemm (Gemm) ((1,1),(1,1)): whole on every device"},
     };
-    char plan[] = "/tmp/shardnet-test-plan-XXXXXX";
-    int fd = mkstemp(plan);
-    cr_assert(fd >= 0);
-    close(fd);
-    if (!have("cpu:0,cpu:1"))
-        cr_skip_test("needs two cpu devices");
+    char plan[64];
+    temp_plan(plan);
     shardnet_model_t *m0;
     shardnet_tensor in0;
     shardnet_session_options none = {.split = "none"};
@@ -484,12 +491,8 @@ Test(tensor_split, bad_strategies_are_refused_clearly)
          "strategy /fc1/Gemm ((1,1,1),(2,1))\n",
          "cuts one dimension", SHARDNET_OK},
     };
-    char plan[] = "/tmp/shardnet-test-plan-XXXXXX";
-    int fd = mkstemp(plan);
-    cr_assert(fd >= 0);
-    close(fd);
-    if (!have("cpu:0,cpu:1"))
-        cr_skip_test("needs two cpu devices");
+    char plan[64];
+    temp_plan(plan);
     char path[4096];
     shardnet_model_t *m = NULL;
     shardnet_tensor in;
