@@ -596,6 +596,33 @@ static shardnet_status choose_split(shardnet_session_t *session, char *report,
     return SHARDNET_OK;
 }
 
+/* Make the session run as chosen (auto decides once); takes ts. */
+static shardnet_status apply_choice(shardnet_session_t *session, int kind,
+                                    size_t best, sn_tensor_split *ts)
+{
+    if (kind == SPLIT_TENSOR) {
+        session->choose = 0;
+        session->tensor = 1;
+        session->ndev = session->nlisted;
+        session->ts = ts;
+        return SHARDNET_OK;
+    }
+    sn_tensor_split_free(ts);
+    if (kind == SPLIT_LAYER) {
+        session->ndev = session->nlisted;
+    } else if (session->devs[best] != session->dev) {
+        sn_weights *w;
+        shardnet_status st;
+        if ((st = sn_weights_new(session->model->g, session->devs[best], &w)))
+            return st;
+        sn_weights_free(session->w);
+        session->w = w;
+        session->dev = session->devs[best];
+    }
+    session->choose = 0;
+    return SHARDNET_OK;
+}
+
 shardnet_status shardnet_session_run(shardnet_session_t *session)
 {
     sn_graph *g;
@@ -616,23 +643,9 @@ shardnet_status shardnet_session_run(shardnet_session_t *session)
         size_t best;
         sn_tensor_split *ts = NULL;
         if ((st = choose_split(session, NULL, 0, &kind, &best, &ts)) !=
-            SHARDNET_OK)
+                SHARDNET_OK ||
+            (st = apply_choice(session, kind, best, ts)) != SHARDNET_OK)
             return st;
-        session->choose = 0;
-        if (kind == SPLIT_TENSOR) {
-            session->tensor = 1;
-            session->ndev = session->nlisted;
-            session->ts = ts;
-        } else if (kind == SPLIT_LAYER) {
-            session->ndev = session->nlisted;
-        } else if (session->devs[best] != session->dev) {
-            sn_weights *w;
-            if ((st = sn_weights_new(g, session->devs[best], &w)))
-                return st;
-            sn_weights_free(session->w);
-            session->w = w;
-            session->dev = session->devs[best];
-        }
     }
     if (session->tensor) {
         if (session->ts && !sn_tensor_split_matches(session->ts,
@@ -765,8 +778,14 @@ size_t shardnet_session_describe(shardnet_session_t *session, char *buf,
             return strlen(buf ? buf : "");
         }
     if (choose_split(session, text, sizeof text, &kind, &best, &ts) !=
-        SHARDNET_OK)
+        SHARDNET_OK) {
         snprintf(text, sizeof text, "no estimate: %s\n", shardnet_last_error());
+    } else if (session->choose) {
+        /* "auto" decides here, so the run does what this text says. */
+        if (apply_choice(session, kind, best, ts) != SHARDNET_OK)
+            sn_error_clear(); /* the first run will try again */
+        ts = NULL; /* taken */
+    }
     len = strlen(text);
     if (session->choose)
         len += (size_t)snprintf(text + len, sizeof text - len,
@@ -785,9 +804,7 @@ size_t shardnet_session_describe(shardnet_session_t *session, char *buf,
                                 session->dev->info.name);
     /* What a tensor split cuts, when it runs or would be chosen. */
     const sn_tensor_split *show =
-        session->tensor && session->ts               ? session->ts
-        : session->choose && kind == SPLIT_TENSOR ? ts
-                                                  : NULL;
+        session->tensor && session->ts ? session->ts : NULL;
     if (show && len < sizeof text)
         sn_tensor_split_describe(show, text, sizeof text);
     sn_tensor_split_free(ts);
