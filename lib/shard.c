@@ -409,6 +409,11 @@ static int add_node(bld *b, const sn_node *like, const char *op,
     char name[SN_MAX_NAME + 32];
     snprintf(name, sizeof name, "%s#%u", like ? like->name : op,
              ++b->counter);
+    for (size_t j = 0; like && j < like->nattrs; j++)
+        if (like->attrs[j].type == SN_ATTR_TENSOR &&
+            like->attrs[j].tensor >= 0 &&
+            const_r(b, like->attrs[j].tensor) < 0)
+            return -1;
     if (b->norigin == b->cap_origin) {
         size_t cap = b->cap_origin ? 2 * b->cap_origin : 64;
         int *o = realloc(b->origin, cap * sizeof *o);
@@ -434,23 +439,15 @@ static int add_node(bld *b, const sn_node *like, const char *op,
             const sn_attr *a = &like->attrs[j];
             if (drop && !strcmp(a->name, drop))
                 continue;
-            if (a->type == SN_ATTR_TENSOR && a->tensor >= 0 &&
-                const_r(b, a->tensor) < 0)
+            /* A TENSOR attribute names a constant: this graph's copy of it
+             * (made before the loop). */
+            sn_attr plain = *a;
+            plain.tensor = -1;
+            sn_attr *d_attr = &sn->attrs[sn->nattrs++];
+            if (!sn_attr_copy(d_attr, &plain, NULL))
                 return -1;
-            int map1[1];
-            const int *map = NULL;
-            if (a->type == SN_ATTR_TENSOR && a->tensor >= 0) {
-                /* sn_attr_copy maps through an array indexed by value */
-                map1[0] = b->vi[a->tensor].cnst_r;
-                sn_attr tmp = *a;
-                tmp.tensor = 0;
-                map = map1;
-                if (!sn_attr_copy(&sn->attrs[sn->nattrs++], &tmp, map))
-                    return -1;
-                continue;
-            }
-            if (!sn_attr_copy(&sn->attrs[sn->nattrs++], a, NULL))
-                return -1;
+            if (a->type == SN_ATTR_TENSOR && a->tensor >= 0)
+                d_attr->tensor = b->vi[a->tensor].cnst_r;
         }
     }
     return idx;
@@ -791,6 +788,28 @@ static shardnet_status strategy_mode(const bld *b, const sn_node *n,
 }
 
 /*
+ * Node n's output v was computed as partial sums into `part` (its fused
+ * Relu left out): convert them to layout t, then apply the Relu; v ends up
+ * as the Relu's output in layout t.
+ */
+static shardnet_status relu_after_sum(bld *b, const sn_node *n, int part,
+                                      lay t)
+{
+    int v = n->outputs[0], out;
+    lay lp = lay_p();
+    remember(b, v, part, &lp); /* for to_layout: v as partial sums */
+    int x = to_layout(b, v, &t);
+    b->vi[v].nv = 0;           /* v is the Relu's output, made below */
+    if (x < 0)
+        return failed(b);
+    if ((out = out_value(b, n, 0)) < 0 ||
+        add_node(b, NULL, "Relu", "", &x, 1, &out, 1, NULL) < 0)
+        return oom();
+    remember(b, v, out, &t);
+    return SHARDNET_OK;
+}
+
+/*
  * A product with a constant weight: Gemm (A, B, C) or MatMul (A, B) with
  * B 2-D.  Column-parallel (output features cut), row-parallel (the reduced
  * dimension cut, partial sums out), data-parallel (A's rows cut, weight
@@ -811,7 +830,7 @@ static shardnet_status linear(bld *b, const sn_node *n, int *handled)
         return SHARDNET_OK;
     int tb = gemm && sn_attr_int(n, "transB", 0);
     int k_axis_w = tb ? 1 : 0, n_axis_w = tb ? 0 : 1;
-    size_t K = (size_t)wv->dims[k_axis_w], N = (size_t)wv->dims[n_axis_w];
+    size_t N = (size_t)wv->dims[n_axis_w];
     int ra = fa->rank, last = ra - 1;
     /* A bias C must be a vector over N (or [1, N]) to be cut. */
     const sn_value *cv = C >= 0 ? &b->g->values[C] : NULL;
@@ -824,8 +843,6 @@ static shardnet_status linear(bld *b, const sn_node *n, int *handled)
     const sn_strategy *s = find_strategy(b, n);
     shardnet_status st;
     if (s) {
-        size_t rw = 2;
-        (void)rw;
         if ((st = strategy_mode(b, n, s, ra, 2, k_axis_w, n_axis_w, &mode,
                                 &daxis)) != SHARDNET_OK)
             return st;
@@ -891,7 +908,6 @@ static shardnet_status linear(bld *b, const sn_node *n, int *handled)
         snprintf(how, sizeof how, "row-parallel: reduced dimension cut, "
                                   "partial sums");
         strategy_text(b, text, sizeof text, ranks, last, 2, k_axis_w);
-        (void)K;
     } else {
         lay ld;
         if (la->kind == LAY_S && la->axis == daxis) {
@@ -924,19 +940,7 @@ static shardnet_status linear(bld *b, const sn_node *n, int *handled)
         if (part < 0 || add_node(b, n, n->op_type, n->domain, in,
                                  n->ninputs, &part, 1, drop) < 0)
             return oom();
-        int v = n->outputs[0];
-        lay lp = lay_p();
-        remember(b, v, part, &lp); /* temporarily: v as partial sums */
-        lay t = p_target(b, v);
-        int x = to_layout(b, v, &t);
-        if (x < 0)
-            return oom();
-        b->vi[v].nv = 0;
-        out = out_value(b, n, 0);
-        if (out < 0 || add_node(b, NULL, "Relu", "", &x, 1, &out, 1, NULL) < 0)
-            return oom();
-        remember(b, v, out, &t);
-        return SHARDNET_OK;
+        return relu_after_sum(b, n, part, p_target(b, n->outputs[0]));
     }
     if ((out = out_value(b, n, 0)) < 0 ||
         add_node(b, n, n->op_type, n->domain, in, n->ninputs, &out, 1,
@@ -988,7 +992,7 @@ static shardnet_status conv(bld *b, const sn_node *n, int *handled)
     } else {
         mode = M_COL;
     }
-    int in[3] = {X, W, B}, out;
+    int in[3] = {X, W, B};
     size_t gcnt[MAXD]; /* groups per device */
     lay lo, lin;
     int partial = 0;
@@ -1093,18 +1097,8 @@ static shardnet_status conv(bld *b, const sn_node *n, int *handled)
     for (size_t d = 0; d < b->n; d++)
         if (set_int_attr(b, k, d, "group", (int64_t)gcnt[d]))
             return oom();
-    if (partial && act) {
-        lay lp = lay_p();
-        remember(b, v, target, &lp);
-        lay t = lay_r();
-        int x = to_layout(b, v, &t);
-        b->vi[v].nv = 0;
-        if (x < 0 || (out = out_value(b, n, 0)) < 0 ||
-            add_node(b, NULL, "Relu", "", &x, 1, &out, 1, NULL) < 0)
-            return oom();
-        remember(b, v, out, &t);
-        return SHARDNET_OK;
-    }
+    if (partial && act)
+        return relu_after_sum(b, n, target, lay_r());
     remember(b, v, target, &lo);
     return SHARDNET_OK;
 }
