@@ -45,7 +45,6 @@ struct sn_plan {
     void *coll_ctx;
     double *node_time;      /* set: each step waited for, its seconds
                                added here by graph node */
-    sn_weights *own_w;      /* weights freed with the plan, or NULL */
 };
 
 /* --- errors ------------------------------------------------------------ */
@@ -1196,11 +1195,6 @@ shardnet_status sn_plan_time_nodes(sn_plan *p, const sn_binding *inputs,
     return st;
 }
 
-void sn_plan_attach_weights(sn_plan *p, sn_weights *w)
-{
-    p->own_w = w;
-}
-
 void sn_plan_set_collective(sn_plan *p, sn_coll_hook hook, void *ctx)
 {
     p->coll_hook = hook;
@@ -1257,7 +1251,6 @@ void sn_plan_free(sn_plan *p)
     for (size_t i = 0; p->outputs && i < p->g->noutputs; i++)
         free(p->outputs[i].data);
     free(p->outputs);
-    sn_weights_free(p->own_w);
     free(p);
 }
 

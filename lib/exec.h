@@ -218,8 +218,6 @@ shardnet_status sn_plan_run(sn_plan *p, const sn_binding *inputs);
  * first collective step. */
 typedef shardnet_status (*sn_coll_hook)(void *ctx, const sn_coll_desc *d);
 void sn_plan_set_collective(sn_plan *p, sn_coll_hook hook, void *ctx);
-/* Hand the plan its weights, to be freed with it. */
-void sn_plan_attach_weights(sn_plan *p, sn_weights *w);
 /* Run the plan waiting for each step, its seconds summed per graph node in
  * node_time[0 .. g->nnodes) (the profile the layer split's planner cuts
  * by). */

@@ -189,7 +189,9 @@ sn_graph *sn_graph_new(void)
         sn_error(SHARDNET_OUT_OF_MEMORY, "out of memory creating a graph");
         return NULL;
     }
+    static unsigned long next_id;
     g->opset = 0;
+    g->id = __atomic_add_fetch(&next_id, 1, __ATOMIC_RELAXED);
     return g;
 }
 

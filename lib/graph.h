@@ -146,6 +146,7 @@ typedef struct sn_graph {
     /* Name -> value index, private to graph.c: add values only through
      * sn_graph_add_value() and never rename one in place. */
     struct sn_name_index *name_index;
+    unsigned long id; /* unique in the process (caches key on it) */
 } sn_graph;
 
 /* Limits that keep a hostile file from asking for absurd work. */

@@ -62,7 +62,8 @@ const sn_host_tensor *sn_pipeline_output(const sn_pipeline *p, size_t i);
 size_t sn_pipeline_stages(const sn_pipeline *p);
 /* Seconds each node of graph g takes on dev for these inputs (a plan of
  * the whole graph, run waiting for each step, best of three runs), in
- * best[0 .. g->nnodes). */
+ * best[0 .. g->nnodes).  Measured once per graph, device and input shapes
+ * in a process; asked again, the same figures come back. */
 shardnet_status sn_time_nodes(sn_graph *g, sn_device *dev,
                               const sn_binding *inputs, double *best);
 /* Work of node n under plan p: flops for GEMM-like ops, else about one
