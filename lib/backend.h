@@ -294,6 +294,13 @@ typedef struct sn_backend_ops {
     shardnet_status (*gather)(sn_device *dev, const sn_gather_desc *d);
 
     shardnet_status (*synchronize)(sn_device *dev);
+
+    /* Optional: with on, run the calling host thread near the device (a
+     * CPU device: on its package), for the threads that drive one device
+     * each in a split; otherwise such a thread, polling for its kernels,
+     * lands on a core another device computes on.  With !on, give the
+     * thread back the binding it had before. */
+    void (*bind_thread)(sn_device *dev, int on);
 } sn_backend_ops;
 
 /** One device, owned by the context that discovered it. */
@@ -341,6 +348,9 @@ shardnet_status sn_pool(sn_device *dev, const sn_pool_desc *d);
 shardnet_status sn_layernorm(sn_device *dev, const sn_layernorm_desc *d);
 shardnet_status sn_gather(sn_device *dev, const sn_gather_desc *d);
 shardnet_status sn_synchronize(sn_device *dev);
+/* The calling thread drives dev from now on (bind_thread, if any); with
+ * !on, the thread's earlier binding comes back. */
+void sn_bind_thread(sn_device *dev, int on);
 
 /*
  * Fill d->rank, d->shape, d->stride_a, d->stride_b for c = a op b with numpy

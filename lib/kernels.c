@@ -558,6 +558,12 @@ shardnet_status sn_synchronize(sn_device *dev)
     return dev->ops->synchronize(dev);
 }
 
+void sn_bind_thread(sn_device *dev, int on)
+{
+    if (dev && dev->ops && dev->ops->bind_thread)
+        dev->ops->bind_thread(dev, on);
+}
+
 shardnet_status sn_binary_broadcast(sn_binary_desc *d, size_t rank_a,
                                     const size_t *shape_a, size_t rank_b,
                                     const size_t *shape_b)

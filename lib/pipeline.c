@@ -738,6 +738,7 @@ static void *stage_main(void *arg)
     stage_arg *a = arg;
     sn_pipeline *p = a->p;
     size_t s = a->s;
+    sn_bind_thread(p->st[s].dev, 1);
     for (size_t j = 0; j < p->micro; j++) {
         pthread_mutex_lock(&p->lock);
         while (!p->failed && s > 0 && p->done[s - 1] <= j)
@@ -767,6 +768,7 @@ static void *stage_main(void *arg)
         if (rc != SHARDNET_OK)
             break;
     }
+    sn_bind_thread(p->st[s].dev, 0);
     return NULL;
 }
 

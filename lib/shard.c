@@ -1660,12 +1660,14 @@ static void *worker_main(void *arg)
     worker *w = arg;
     sn_tensor_split *t = w->t;
     unsigned seen = 0;
+    sn_bind_thread(t->dev[w->rank], 1);
     for (;;) {
         pthread_mutex_lock(&t->lock);
         while (!t->quit && t->job == seen)
             pthread_cond_wait(&t->cond, &t->lock);
         if (t->quit) {
             pthread_mutex_unlock(&t->lock);
+            sn_bind_thread(t->dev[w->rank], 0);
             return NULL;
         }
         seen = t->job;
@@ -1696,7 +1698,10 @@ shardnet_status sn_tensor_split_run(sn_tensor_split *t, const sn_binding *in)
     t->job++;
     pthread_cond_broadcast(&t->cond);
     pthread_mutex_unlock(&t->lock);
+    /* The caller drives device 0 for the run, then gets its binding back. */
+    sn_bind_thread(t->dev[0], 1);
     st = run_rank(t, 0);
+    sn_bind_thread(t->dev[0], 0);
     pthread_mutex_lock(&t->lock);
     while (t->done < t->n - 1)
         pthread_cond_wait(&t->cond, &t->lock);

@@ -317,9 +317,69 @@ static void *worker_main(void *arg)
     return NULL;
 }
 
+/*
+ * A host thread that drives one device of a split (a pipeline stage, a
+ * tensor-split rank) binds itself to the device's package and runs the
+ * device's kernels itself, in order, instead of queueing them for the
+ * worker: on a package of one core a queue would make the driving thread
+ * and the worker take turns on that core, and each hand-off costs a
+ * scheduler round trip.  The thread's team (its OpenMP threads) is pinned
+ * like the worker's.  Its earlier binding and team size come back when it
+ * lets go.
+ */
+static _Thread_local cpu_device *driving;
+static shardnet_status cpu_synchronize(sn_device *dev);
+static _Thread_local hwloc_bitmap_t saved_binding;
+static _Thread_local int saved_threads;
+
+static void cpu_bind_thread(sn_device *dev, int on)
+{
+    cpu_device *cd = dev->impl;
+    if (!on) {
+        if (driving != cd)
+            return;
+        driving = NULL;
+        omp_set_num_threads(saved_threads);
+        if (saved_binding) {
+            hwloc_set_cpubind(cd->topo, saved_binding, HWLOC_CPUBIND_THREAD);
+            if (cd->ncores > 1) {
+#pragma omp parallel num_threads((int)cd->ncores)
+                hwloc_set_cpubind(cd->topo, saved_binding,
+                                  HWLOC_CPUBIND_THREAD);
+            }
+            hwloc_bitmap_free(saved_binding);
+            saved_binding = NULL;
+        }
+        return;
+    }
+    if (driving)
+        return; /* one device per thread */
+    cpu_synchronize(dev); /* what was queued before runs first */
+    saved_threads = omp_get_max_threads();
+    if ((saved_binding = hwloc_bitmap_alloc()) &&
+        hwloc_get_cpubind(cd->topo, saved_binding, HWLOC_CPUBIND_THREAD) < 0) {
+        hwloc_bitmap_free(saved_binding);
+        saved_binding = NULL;
+    }
+    pin_team(cd);
+    driving = cd;
+}
+
 static shardnet_status enqueue(sn_device *dev, const task *t)
 {
     cpu_device *cd = dev->impl;
+    if (driving == cd) {
+        /* Counted as pending, so that a synchronize from another thread (a
+         * collective mapping this device's buffer) waits for it. */
+        atomic_fetch_add(&cd->pending, 1);
+        run_task(cd, t);
+        if (atomic_fetch_sub(&cd->pending, 1) == 1) {
+            pthread_mutex_lock(&cd->lock);
+            pthread_cond_broadcast(&cd->idle);
+            pthread_mutex_unlock(&cd->lock);
+        }
+        return SHARDNET_OK;
+    }
     pthread_mutex_lock(&cd->lock);
     if (cd->count == cd->cap) {
         size_t cap = cd->cap ? 2 * cd->cap : 64;
@@ -361,7 +421,7 @@ static shardnet_status cpu_synchronize(sn_device *dev)
     while (atomic_load(&cd->pending) != 0 && elapsed_ns(&t0) < SYNC_SPIN_NS)
         sched_yield();
     pthread_mutex_lock(&cd->lock);
-    while (cd->count > 0 || cd->running)
+    while (cd->count > 0 || cd->running || atomic_load(&cd->pending) != 0)
         pthread_cond_wait(&cd->idle, &cd->lock);
     pthread_mutex_unlock(&cd->lock);
     return SHARDNET_OK;
@@ -791,4 +851,5 @@ static const sn_backend_ops cpu_ops = {
     .layernorm = cpu_layernorm,
     .gather = cpu_gather,
     .synchronize = cpu_synchronize,
+    .bind_thread = cpu_bind_thread,
 };
