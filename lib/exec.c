@@ -1105,9 +1105,12 @@ static shardnet_status run_and_read(sn_plan *p)
     shardnet_status st;
     sn_graph *g = p->g;
     int tracing = sn_trace_on();
+    double node_t0 = 0; /* timing nodes: when the current node began */
     for (size_t s = 0; s < p->nsteps; s++) {
         const sn_node *n = &g->nodes[p->steps[s].node];
         double t0 = tracing || p->node_time ? sn_trace_now() : 0;
+        if (p->node_time && (s == 0 || p->steps[s - 1].node != p->steps[s].node))
+            node_t0 = t0;
         if (p->steps[s].kind == SN_STEP_COLLECTIVE) {
             if (!p->coll_hook) {
                 sn_synchronize(p->dev);
@@ -1126,10 +1129,14 @@ static shardnet_status run_and_read(sn_plan *p)
             sn_synchronize(p->dev);
             return sn_error_prefix(st, "node '%s' (%s)", n->name, n->op_type);
         }
-        if (p->node_time) {
+        /* A node's time: from its first step to the end of its last (one
+         * wait per node, not per step: a batched MatMul may be hundreds
+         * of small launches). */
+        if (p->node_time && (s + 1 == p->nsteps ||
+                             p->steps[s + 1].node != p->steps[s].node)) {
             if ((st = sn_synchronize(p->dev)) != SHARDNET_OK)
                 return st;
-            p->node_time[p->steps[s].node] += sn_trace_now() - t0;
+            p->node_time[p->steps[s].node] += sn_trace_now() - node_t0;
         }
         if (tracing) { /* wait, so that the kernel's time is its own */
             char name[96];

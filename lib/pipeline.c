@@ -22,7 +22,10 @@ typedef struct stage {
     sn_plan *plans[STAGE_PLANS];
     int *in_parent;     /* per stage input: parent value index */
     int *out_parent;    /* per stage output: parent value index */
+    struct sn_pipeline *p;
+    size_t index;
     pthread_t thread;
+    int started;
 } stage;
 
 struct sn_pipeline {
@@ -41,9 +44,20 @@ struct sn_pipeline {
     char fail_msg[1024];
     const sn_binding *inputs;
     size_t micro, rows, chunk;
-    sn_host_tensor **vals; /* [micro][parent value]: boundary values */
+    sn_host_tensor **vals; /* [micro][parent value]: boundary values, their
+                              memory kept from run to run */
+    size_t **cap;          /* [micro][parent value]: bytes allocated */
+    size_t nvals;          /* micro-batches vals has room for */
     sn_host_tensor *outputs;
+    size_t *out_cap;
+
+    /* Stage threads, started by the first run and parked between runs. */
+    unsigned job;          /* bumped to start a run */
+    size_t finished;       /* stages done with the current run */
+    int quit, started;
 };
+
+static void stop_stages(sn_pipeline *p);
 
 /* --- stage graphs -------------------------------------------------------- */
 
@@ -250,13 +264,17 @@ static shardnet_status time_nodes(sn_graph *g, sn_device *dev,
         goto out;
     for (size_t i = 0; i < g->nnodes; i++)
         best[i] = 1e30;
+    /* Driven the way a split drives it: by a thread of its own, bound to
+     * it (a CPU device then runs the kernels on that thread). */
+    sn_bind_thread(dev, 1);
     for (int r = 0; r < TIMED_RUNS; r++) {
         if ((st = sn_plan_time_nodes(p, inputs, t)) != SHARDNET_OK)
-            goto out;
+            break;
         for (size_t i = 0; i < g->nnodes; i++)
             if (t[i] < best[i])
                 best[i] = t[i];
     }
+    sn_bind_thread(dev, 0);
 out:
     free(t);
     sn_plan_free(p);
@@ -603,7 +621,8 @@ shardnet_status sn_pipeline_create(sn_graph *g, sn_device *const *devs,
             goto fail;
     }
     p->outputs = calloc(g->noutputs + 1, sizeof *p->outputs);
-    if (!p->outputs)
+    p->out_cap = calloc(g->noutputs + 1, sizeof *p->out_cap);
+    if (!p->outputs || !p->out_cap)
         goto oom;
     free(order);
     *out = p;
@@ -620,6 +639,17 @@ void sn_pipeline_free(sn_pipeline *p)
 {
     if (!p)
         return;
+    stop_stages(p);
+    for (size_t j = 0; j < p->nvals; j++) {
+        for (size_t v = 0; v < p->g->nvalues; v++)
+            free(p->vals[j][v].data);
+        free(p->vals[j]);
+        free(p->cap[j]);
+    }
+    free(p->vals);
+    free(p->cap);
+    free(p->done);
+    free(p->out_cap);
     for (size_t s = 0; p->st && s < p->nstages; s++) {
         for (int k = 0; k < STAGE_PLANS; k++)
             sn_plan_free(p->st[s].plans[k]);
@@ -717,28 +747,28 @@ static shardnet_status run_stage(sn_pipeline *p, size_t s, size_t j)
     for (size_t i = 0; i < st->g->noutputs; i++) {
         const sn_host_tensor *t = sn_plan_output(plan, i);
         sn_host_tensor *d = &p->vals[j][st->out_parent[i]];
-        free(d->data);
+        size_t *cap = &p->cap[j][st->out_parent[i]];
+        void *data = d->data;
+        if (!data || *cap < t->nbytes) {
+            free(data);
+            if (!(data = malloc(t->nbytes ? t->nbytes : 1))) {
+                d->data = NULL;
+                *cap = 0;
+                return sn_error(SHARDNET_OUT_OF_MEMORY, "pipeline values");
+            }
+            *cap = t->nbytes;
+        }
         *d = *t;
         d->name = NULL;
-        d->data = malloc(t->nbytes ? t->nbytes : 1);
-        if (!d->data)
-            return sn_error(SHARDNET_OUT_OF_MEMORY, "pipeline values");
+        d->data = data;
         memcpy(d->data, t->data, t->nbytes);
     }
     return SHARDNET_OK;
 }
 
-typedef struct stage_arg {
-    sn_pipeline *p;
-    size_t s;
-} stage_arg;
-
-static void *stage_main(void *arg)
+/* One run's micro-batches through stage s. */
+static void run_micro_batches(sn_pipeline *p, size_t s)
 {
-    stage_arg *a = arg;
-    sn_pipeline *p = a->p;
-    size_t s = a->s;
-    sn_bind_thread(p->st[s].dev, 1);
     for (size_t j = 0; j < p->micro; j++) {
         pthread_mutex_lock(&p->lock);
         while (!p->failed && s > 0 && p->done[s - 1] <= j)
@@ -768,6 +798,33 @@ static void *stage_main(void *arg)
         if (rc != SHARDNET_OK)
             break;
     }
+}
+
+/* A stage's thread: bound to its device for its whole life, it runs each
+ * run's micro-batches and parks in between. */
+static void *stage_main(void *arg)
+{
+    stage *me = arg;
+    sn_pipeline *p = me->p;
+    size_t s = me->index;
+    unsigned seen = 0;
+    sn_bind_thread(p->st[s].dev, 1);
+    for (;;) {
+        pthread_mutex_lock(&p->lock);
+        while (!p->quit && p->job == seen)
+            pthread_cond_wait(&p->cond, &p->lock);
+        if (p->quit) {
+            pthread_mutex_unlock(&p->lock);
+            break;
+        }
+        seen = p->job;
+        pthread_mutex_unlock(&p->lock);
+        run_micro_batches(p, s);
+        pthread_mutex_lock(&p->lock);
+        p->finished++;
+        pthread_cond_broadcast(&p->cond);
+        pthread_mutex_unlock(&p->lock);
+    }
     sn_bind_thread(p->st[s].dev, 0);
     return NULL;
 }
@@ -784,10 +841,13 @@ static shardnet_status gather_output(sn_pipeline *p, size_t i)
     size_t parts = batched ? p->micro : 1, bytes = 0, at = 0;
     for (size_t j = 0; j < parts; j++)
         bytes += p->vals[j][v].nbytes;
-    free(o->data);
-    o->data = malloc(bytes ? bytes : 1);
-    if (!o->data)
-        return sn_error(SHARDNET_OUT_OF_MEMORY, "pipeline outputs");
+    if (!o->data || p->out_cap[i] < bytes) {
+        free(o->data);
+        p->out_cap[i] = 0;
+        if (!(o->data = malloc(bytes ? bytes : 1)))
+            return sn_error(SHARDNET_OUT_OF_MEMORY, "pipeline outputs");
+        p->out_cap[i] = bytes;
+    }
     o->name = p->g->values[v].name;
     o->dtype = first->dtype;
     o->rank = first->rank;
@@ -804,16 +864,51 @@ static shardnet_status gather_output(sn_pipeline *p, size_t i)
     return SHARDNET_OK;
 }
 
+/* Room for n micro-batches' boundary values (kept from run to run). */
+static shardnet_status reserve_vals(sn_pipeline *p, size_t n)
+{
+    if (n <= p->nvals)
+        return SHARDNET_OK;
+    sn_host_tensor **v = realloc(p->vals, n * sizeof *v);
+    if (v)
+        p->vals = v;
+    size_t **c = realloc(p->cap, n * sizeof *c);
+    if (c)
+        p->cap = c;
+    if (!v || !c)
+        return sn_error(SHARDNET_OUT_OF_MEMORY, "pipeline");
+    for (; p->nvals < n; p->nvals++) {
+        p->vals[p->nvals] = calloc(p->g->nvalues + 1, sizeof **p->vals);
+        p->cap[p->nvals] = calloc(p->g->nvalues + 1, sizeof **p->cap);
+        if (!p->vals[p->nvals] || !p->cap[p->nvals]) {
+            free(p->vals[p->nvals]);
+            free(p->cap[p->nvals]);
+            return sn_error(SHARDNET_OUT_OF_MEMORY, "pipeline");
+        }
+    }
+    return SHARDNET_OK;
+}
+
+/* Stop and join the stage threads. */
+static void stop_stages(sn_pipeline *p)
+{
+    pthread_mutex_lock(&p->lock);
+    p->quit = 1;
+    pthread_cond_broadcast(&p->cond);
+    pthread_mutex_unlock(&p->lock);
+    for (size_t s = 0; p->st && s < p->nstages; s++)
+        if (p->st[s].started) {
+            pthread_join(p->st[s].thread, NULL);
+            p->st[s].started = 0;
+        }
+}
+
 shardnet_status sn_pipeline_run(sn_pipeline *p, const sn_binding *inputs,
                                 size_t micro)
 {
     sn_graph *g = p->g;
-    stage_arg args[64];
-    shardnet_status st = SHARDNET_OK;
-    size_t started = 0;
+    shardnet_status st;
 
-    if (p->nstages > 64)
-        return sn_error(SHARDNET_UNSUPPORTED, "more than 64 stages");
     /* The batch: the first dimension of the first input that has one. */
     p->rows = 1;
     for (size_t i = 0; i < g->ninputs; i++)
@@ -828,50 +923,38 @@ shardnet_status sn_pipeline_run(sn_pipeline *p, const sn_binding *inputs,
     p->micro = p->chunk ? (p->rows + p->chunk - 1) / p->chunk : 1;
     if (!p->micro)
         p->micro = 1;
+    if ((st = reserve_vals(p, p->micro)) != SHARDNET_OK)
+        return st;
+    if (!p->done && !(p->done = calloc(p->nstages, sizeof *p->done)))
+        return sn_error(SHARDNET_OUT_OF_MEMORY, "pipeline");
+    if (!p->started) {
+        for (size_t s = 0; s < p->nstages; s++) {
+            p->st[s].p = p;
+            p->st[s].index = s;
+            if (pthread_create(&p->st[s].thread, NULL, stage_main,
+                               &p->st[s])) {
+                stop_stages(p);
+                p->quit = 0;
+                return sn_error(SHARDNET_INTERNAL, "cannot start a stage");
+            }
+            p->st[s].started = 1;
+        }
+        p->started = 1;
+    }
+    pthread_mutex_lock(&p->lock);
     p->inputs = inputs;
     p->failed = 0;
-    p->done = calloc(p->nstages, sizeof *p->done);
-    p->vals = calloc(p->micro, sizeof *p->vals);
-    if (!p->done || !p->vals) {
-        st = sn_error(SHARDNET_OUT_OF_MEMORY, "pipeline");
-        goto out;
-    }
-    for (size_t j = 0; j < p->micro; j++)
-        if (!(p->vals[j] = calloc(g->nvalues + 1, sizeof *p->vals[j]))) {
-            st = sn_error(SHARDNET_OUT_OF_MEMORY, "pipeline");
-            goto out;
-        }
-    for (size_t s = 0; s < p->nstages; s++) {
-        args[s] = (stage_arg){p, s};
-        if (pthread_create(&p->st[s].thread, NULL, stage_main, &args[s])) {
-            pthread_mutex_lock(&p->lock);
-            p->failed = 1;
-            p->fail_st = sn_error(SHARDNET_INTERNAL, "cannot start a stage");
-            snprintf(p->fail_msg, sizeof p->fail_msg, "cannot start a stage");
-            pthread_cond_broadcast(&p->cond);
-            pthread_mutex_unlock(&p->lock);
-            break;
-        }
-        started++;
-    }
-    for (size_t s = 0; s < started; s++)
-        pthread_join(p->st[s].thread, NULL);
-    if (p->failed) {
-        st = sn_error(p->fail_st, "%s", p->fail_msg);
-        goto out;
-    }
+    p->finished = 0;
+    memset(p->done, 0, p->nstages * sizeof *p->done);
+    p->job++;
+    pthread_cond_broadcast(&p->cond);
+    while (p->finished < p->nstages)
+        pthread_cond_wait(&p->cond, &p->lock);
+    pthread_mutex_unlock(&p->lock);
+    if (p->failed)
+        return sn_error(p->fail_st, "%s", p->fail_msg);
     for (size_t i = 0; i < g->noutputs; i++)
         if ((st = gather_output(p, i)) != SHARDNET_OK)
-            goto out;
-out:
-    for (size_t j = 0; p->vals && j < p->micro; j++) {
-        for (size_t v = 0; p->vals[j] && v < g->nvalues; v++)
-            free(p->vals[j][v].data);
-        free(p->vals[j]);
-    }
-    free(p->vals);
-    p->vals = NULL;
-    free(p->done);
-    p->done = NULL;
-    return st;
+            return st;
+    return SHARDNET_OK;
 }

@@ -35,10 +35,13 @@
 
 #include <ctype.h>
 #include <pthread.h>
+#include <sched.h>
+#include <stdatomic.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "collective.h"
 #include "pipeline.h"
@@ -93,6 +96,7 @@ typedef struct bld {
     size_t norigin, cap_origin;
     double *full_time;   /* see sn_tensor_split */
     double *full_work;
+    lay *out_lay;        /* per model output: its layout on the devices */
 } bld;
 
 /* --- the run-time side ---------------------------------------------------- */
@@ -131,6 +135,8 @@ struct sn_tensor_split {
     double *full_time;     /* [d * g->nnodes + i]: model node i timed
                               whole on device d */
     double *full_work;     /* per model node: its work whole */
+    lay *out_lay;          /* per model output: R, or cut (S) and put
+                              together on the host from every device */
 
     /* rendezvous and workers */
     pthread_mutex_t lock;
@@ -144,7 +150,13 @@ struct sn_tensor_split {
     sn_coll_desc pend[MAXD];
     shardnet_status coll_st;
     char coll_msg[1024];
-    int abort;             /* a device failed: the others stop */
+    atomic_int abort;      /* a device failed: the others stop */
+    /* Devices that all share host memory run collectives together: each
+     * maps its own buffers, and after a barrier each computes its share. */
+    int coop;
+    atomic_size_t bar_count;
+    atomic_uint bar_gen;
+    float *send_p[MAXD], *recv_p[MAXD];
     worker wk[MAXD];
     rank_ctx ctx[MAXD];    /* the collective hook's argument per device */
 };
@@ -1530,10 +1542,19 @@ static shardnet_status build(bld *b)
                             "strategy for node '%s': no such node (or it "
                             "was folded away)",
                             b->strat[i].node);
-    /* The model's outputs: whole on every device. */
+    /* The model's outputs: a cut output stays cut, and each device writes
+     * its piece into the host result (no all-gather: only the host needs
+     * it whole); partial sums are reduce-scattered first. */
     for (size_t i = 0; i < g->noutputs; i++) {
-        lay r = lay_r();
-        int k = to_layout(b, g->outputs[i], &r);
+        const lay *cur = layout_of(b, g->outputs[i]);
+        const sn_rt *fs = full(b, g->outputs[i]);
+        lay want = cur->kind == LAY_S ? *cur
+                   : cur->kind == LAY_P ? p_target(b, g->outputs[i])
+                                        : lay_r();
+        if (!fs)
+            want = lay_r();
+        int k = to_layout(b, g->outputs[i], &want);
+        b->out_lay[i] = want;
         if (k < 0)
             return failed(b);
         for (size_t d = 0; d < b->n; d++) {
@@ -1597,11 +1618,170 @@ static shardnet_status run_collective(sn_tensor_split *t)
     return st;
 }
 
+/* --- collectives between devices that share host memory -------------------- */
+
+/* How long a device waiting at a barrier polls before it sleeps. */
+#define BARRIER_SPIN_NS 200000L
+
+static long since_ns(const struct timespec *t0)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (t.tv_sec - t0->tv_sec) * 1000000000L + (t.tv_nsec - t0->tv_nsec);
+}
+
+/* Wait until every device has come here; 0 when another device failed.
+ * The devices run on their own cores, so a short poll usually sees the
+ * last one arrive, cheaper than a sleep and a wake-up. */
+static int barrier(sn_tensor_split *t)
+{
+    unsigned gen = atomic_load(&t->bar_gen);
+    if (atomic_fetch_add(&t->bar_count, 1) + 1 == t->n) {
+        atomic_store(&t->bar_count, 0);
+        pthread_mutex_lock(&t->lock);
+        atomic_fetch_add(&t->bar_gen, 1);
+        pthread_cond_broadcast(&t->cond);
+        pthread_mutex_unlock(&t->lock);
+        return 1;
+    }
+    struct timespec t0;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    while (atomic_load(&t->bar_gen) == gen && !atomic_load(&t->abort) &&
+           since_ns(&t0) < BARRIER_SPIN_NS)
+        sched_yield();
+    pthread_mutex_lock(&t->lock);
+    while (atomic_load(&t->bar_gen) == gen && !atomic_load(&t->abort))
+        pthread_cond_wait(&t->cond, &t->lock);
+    pthread_mutex_unlock(&t->lock);
+    return atomic_load(&t->bar_gen) != gen;
+}
+
+static shardnet_status map_view(sn_view v, size_t count, float **p)
+{
+    void *ptr = NULL;
+    *p = NULL;
+    if (!count)
+        return SHARDNET_OK;
+    shardnet_status st = sn_buffer_map(v.buf, v.offset * sizeof(float),
+                                       count * sizeof(float),
+                                       SN_MAP_READ | SN_MAP_WRITE, &ptr);
+    *p = ptr;
+    return st;
+}
+
+/* [lo, hi) of count floats for rank r of n, in 16-float blocks. */
+static void share_of(size_t count, size_t r, size_t n, size_t *lo, size_t *hi)
+{
+    size_t blocks = (count + 15) / 16;
+    size_t a = blocks * r / n, b = blocks * (r + 1) / n;
+    *lo = a * 16 < count ? a * 16 : count;
+    *hi = b * 16 < count ? b * 16 : count;
+}
+
+/* Device r's part of a collective: sums run in rank order, as in
+ * sn_allreduce, so the results match it bit for bit. */
+static void coop_share(sn_tensor_split *t, size_t r, const sn_coll_desc *d)
+{
+    size_t n = t->n, lo, hi, pre = 0;
+    switch (d->kind) {
+    case SN_COLL_ALLREDUCE:
+        share_of(d->counts[0], r, n, &lo, &hi);
+        for (size_t i = lo; i < hi; i++) {
+            float s = t->send_p[0][i];
+            for (size_t q = 1; q < n; q++)
+                s += t->send_p[q][i];
+            for (size_t q = 0; q < n; q++)
+                t->send_p[q][i] = s;
+        }
+        break;
+    case SN_COLL_REDUCE_SCATTER:
+        for (size_t q = 0; q < r; q++)
+            pre += d->counts[q];
+        for (size_t i = 0; i < d->counts[r]; i++) {
+            float s = t->send_p[0][pre + i];
+            for (size_t q = 1; q < n; q++)
+                s += t->send_p[q][pre + i];
+            t->recv_p[r][i] = s;
+        }
+        break;
+    default: /* all-gather: this device's piece into every device's result */
+        for (size_t q = 0; q < r; q++)
+            pre += d->counts[q];
+        for (size_t q = 0; q < n && d->counts[r]; q++)
+            if (t->recv_p[q] + pre != t->send_p[r])
+                memcpy(t->recv_p[q] + pre, t->send_p[r],
+                       d->counts[r] * sizeof(float));
+        break;
+    }
+}
+
+static shardnet_status coop_collective(sn_tensor_split *t, size_t r,
+                                       const sn_coll_desc *d)
+{
+    shardnet_status st = SHARDNET_OK, st2;
+    size_t total = 0;
+    double t0 = sn_trace_on() ? sn_trace_now() : 0;
+    for (size_t q = 0; q < t->n; q++)
+        total += d->counts[q];
+    size_t nsend = d->kind == SN_COLL_ALLREDUCE ? d->counts[0]
+                   : d->kind == SN_COLL_ALLGATHER ? d->counts[r] : total;
+    size_t nrecv = d->kind == SN_COLL_ALLREDUCE ? 0
+                   : d->kind == SN_COLL_ALLGATHER ? total : d->counts[r];
+    t->pend[r] = *d;
+    if ((st = map_view(d->send, nsend, &t->send_p[r])) == SHARDNET_OK)
+        st = map_view(d->recv, nrecv, &t->recv_p[r]);
+    if (st != SHARDNET_OK) {
+        atomic_store(&t->abort, 1);
+        pthread_mutex_lock(&t->lock);
+        pthread_cond_broadcast(&t->cond);
+        pthread_mutex_unlock(&t->lock);
+    }
+    if (!barrier(t) || st != SHARDNET_OK)
+        goto unmap;
+    /* Everyone's buffers are mapped and their descriptions agree? */
+    for (size_t q = 0; q < t->n; q++)
+        if (t->pend[q].kind != d->kind ||
+            (d->kind != SN_COLL_ALLREDUCE && t->pend[q].n != t->n) ||
+            memcmp(t->pend[q].counts, d->counts, t->n * sizeof d->counts[0]))
+            st = sn_error(SHARDNET_INTERNAL,
+                          "tensor split: devices disagree on a collective");
+    if (st == SHARDNET_OK)
+        coop_share(t, r, d);
+    /* Nobody reuses its buffers while another device still reads them. */
+    if (!barrier(t) && st == SHARDNET_OK)
+        st = sn_error(SHARDNET_INTERNAL,
+                      "tensor split: stopped, another device failed");
+unmap:
+    if (t->send_p[r] && (st2 = sn_buffer_unmap(d->send.buf, t->send_p[r])) !=
+                            SHARDNET_OK && st == SHARDNET_OK)
+        st = st2;
+    if (t->recv_p[r] && (st2 = sn_buffer_unmap(d->recv.buf, t->recv_p[r])) !=
+                            SHARDNET_OK && st == SHARDNET_OK)
+        st = st2;
+    t->send_p[r] = t->recv_p[r] = NULL;
+    if (st == SHARDNET_OK && atomic_load(&t->abort))
+        st = sn_error(SHARDNET_INTERNAL,
+                      "tensor split: stopped, another device failed");
+    if (sn_trace_on()) {
+        char name[96];
+        snprintf(name, sizeof name, "%s %zu floats",
+                 d->kind == SN_COLL_ALLREDUCE ? "all-reduce"
+                 : d->kind == SN_COLL_ALLGATHER ? "all-gather"
+                                                : "reduce-scatter",
+                 d->kind == SN_COLL_ALLREDUCE ? d->counts[0] : total);
+        sn_trace_add(t->dev[r]->info.name, "collective", name, t0,
+                     sn_trace_now());
+    }
+    return st;
+}
+
 static shardnet_status rendezvous(void *ctx, const sn_coll_desc *d)
 {
     rank_ctx *rc = ctx;
     sn_tensor_split *t = rc->t;
     shardnet_status st;
+    if (t->coop)
+        return coop_collective(t, rc->rank, d);
     pthread_mutex_lock(&t->lock);
     if (t->abort) {
         pthread_mutex_unlock(&t->lock);
@@ -1638,11 +1818,41 @@ static shardnet_status rendezvous(void *ctx, const sn_coll_desc *d)
     return SHARDNET_OK;
 }
 
+/* Device r's piece of each cut output, copied into the host result. */
+static shardnet_status put_pieces(sn_tensor_split *t, size_t r)
+{
+    for (size_t i = 0; i < t->g->noutputs; i++) {
+        const lay *l = &t->out_lay[i];
+        sn_host_tensor *o = &t->out[i];
+        const sn_host_tensor *piece = sn_plan_output(t->plan[r], i);
+        if (l->kind != LAY_S || !piece->nbytes)
+            continue;
+        size_t es = sn_dtype_size(o->dtype), pre = 0;
+        for (size_t q = 0; q < r; q++)
+            pre += l->cnt[q];
+        size_t outer = prod(o->dims, 0, l->axis),
+               inner = prod(o->dims, l->axis + 1, o->rank) * es,
+               len = (size_t)o->dims[l->axis];
+        if (piece->nbytes != outer * l->cnt[r] * inner)
+            return sn_error(SHARDNET_INTERNAL,
+                            "tensor split: output '%s' on %s is %zu bytes, "
+                            "not its share", o->name, t->dev[r]->info.name,
+                            piece->nbytes);
+        for (size_t k = 0; k < outer; k++)
+            memcpy((char *)o->data + (k * len + pre) * inner,
+                   (const char *)piece->data + k * l->cnt[r] * inner,
+                   l->cnt[r] * inner);
+    }
+    return SHARDNET_OK;
+}
+
 /* Device r's part of a run; on failure the others are told to stop. */
 static shardnet_status run_rank(sn_tensor_split *t, size_t r)
 {
     double t0 = sn_trace_on() ? sn_trace_now() : 0;
     shardnet_status st = sn_plan_run(t->plan[r], t->in);
+    if (st == SHARDNET_OK)
+        st = put_pieces(t, r);
     if (sn_trace_on())
         sn_trace_add(t->dev[r]->info.name, "shard", "tensor-split run", t0,
                      sn_trace_now());
@@ -1693,6 +1903,7 @@ shardnet_status sn_tensor_split_run(sn_tensor_split *t, const sn_binding *in)
     pthread_mutex_lock(&t->lock);
     t->in = in;
     t->abort = 0;
+    atomic_store(&t->bar_count, 0);
     t->arrived = 0;
     t->done = 0;
     t->job++;
@@ -1712,10 +1923,11 @@ shardnet_status sn_tensor_split_run(sn_tensor_split *t, const sn_binding *in)
         if (t->wk[r].st != SHARDNET_OK)
             return sn_error(t->wk[r].st, "on %s: %s", t->dev[r]->info.name,
                             t->wk[r].msg);
-    for (size_t i = 0; i < t->g->noutputs; i++) {
-        t->out[i] = *sn_plan_output(t->plan[0], i);
-        t->out[i].name = t->g->values[t->g->outputs[i]].name;
-    }
+    for (size_t i = 0; i < t->g->noutputs; i++)
+        if (t->out_lay[i].kind != LAY_S) {
+            t->out[i] = *sn_plan_output(t->plan[0], i);
+            t->out[i].name = t->g->values[t->g->outputs[i]].name;
+        }
     return SHARDNET_OK;
 }
 
@@ -1797,6 +2009,7 @@ shardnet_status sn_tensor_split_create(sn_graph *g, sn_device *const *devs,
 {
     sn_tensor_split *t = NULL;
     sn_weights *w0 = NULL;
+    sn_host_tensor *out_full = NULL;
     bld b;
     shardnet_status st;
     *out = NULL;
@@ -1817,7 +2030,8 @@ shardnet_status sn_tensor_split_create(sn_graph *g, sn_device *const *devs,
     b.nstrat = nstrategies;
     b.vi = calloc(g->nvalues + 1, sizeof *b.vi);
     b.strat_used = calloc(nstrategies + 1, 1);
-    if (!b.vi || !b.strat_used) {
+    b.out_lay = calloc(g->noutputs + 1, sizeof *b.out_lay);
+    if (!b.vi || !b.strat_used || !b.out_lay) {
         st = oom();
         goto fail;
     }
@@ -1853,6 +2067,25 @@ shardnet_status sn_tensor_split_create(sn_graph *g, sn_device *const *devs,
     say(&b, "\n");
     if ((st = build(&b)) != SHARDNET_OK)
         goto fail;
+    /* Host results of the cut outputs, put together from the pieces. */
+    if (!(out_full = calloc(g->noutputs + 1, sizeof *out_full))) {
+        st = oom();
+        goto fail;
+    }
+    for (size_t i = 0; i < g->noutputs; i++) {
+        const sn_rt *fs = full(&b, g->outputs[i]);
+        if (b.out_lay[i].kind != LAY_S)
+            continue;
+        out_full[i].dtype = fs->dtype;
+        out_full[i].rank = fs->rank;
+        memcpy(out_full[i].dims, fs->dims, sizeof out_full[i].dims);
+        out_full[i].nbytes = sn_rt_elements(fs) * sn_dtype_size(fs->dtype);
+        out_full[i].name = g->values[g->outputs[i]].name;
+        if (!(out_full[i].data = malloc(out_full[i].nbytes + 1))) {
+            st = oom();
+            goto fail;
+        }
+    }
     sn_plan_free(b.shape);
     b.shape = NULL;
     sn_weights_free(w0);
@@ -1881,9 +2114,12 @@ shardnet_status sn_tensor_split_create(sn_graph *g, sn_device *const *devs,
     b.full_time = NULL;
     t->full_work = b.full_work;
     b.full_work = NULL;
+    t->out_lay = b.out_lay;
+    b.out_lay = NULL;
+    t->out = out_full;
+    out_full = NULL;
     t->bound = calloc(g->ninputs + 1, sizeof *t->bound);
-    t->out = calloc(g->noutputs + 1, sizeof *t->out);
-    if (!t->bound || !t->out) {
+    if (!t->bound) {
         st = oom();
         goto fail_t;
     }
@@ -1904,6 +2140,12 @@ shardnet_status sn_tensor_split_create(sn_graph *g, sn_device *const *devs,
         t->ctx[d].rank = d;
         sn_plan_set_collective(t->plan[d], rendezvous, &t->ctx[d]);
     }
+    /* SHARDNET_STAGED_COLLECTIVES=1 forces the staged engine (tests). */
+    const char *staged = getenv("SHARDNET_STAGED_COLLECTIVES");
+    t->coop = !(staged && *staged && strcmp(staged, "0"));
+    for (size_t d = 0; d < ndev; d++)
+        if (!devs[d]->info.host_unified || !devs[d]->ops->buffer_map)
+            t->coop = 0;
     t->desc = b.desc;
     b.desc = NULL;
     t->estimate = estimate(t);
@@ -1939,6 +2181,10 @@ fail:
     free(b.origin);
     free(b.full_time);
     free(b.full_work);
+    free(b.out_lay);
+    for (size_t i = 0; out_full && i < g->noutputs; i++)
+        free(out_full[i].data);
+    free(out_full);
     return st;
 }
 
@@ -1965,7 +2211,11 @@ void sn_tensor_split_free(sn_tensor_split *t)
     pthread_mutex_destroy(&t->lock);
     pthread_cond_destroy(&t->cond);
     free(t->bound);
+    for (size_t i = 0; t->out && t->out_lay && i < t->g->noutputs; i++)
+        if (t->out_lay[i].kind == LAY_S)
+            free(t->out[i].data);
     free(t->out);
+    free(t->out_lay);
     free(t->desc);
     free(t->chosen);
     free(t->origin);

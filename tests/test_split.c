@@ -299,6 +299,45 @@ Test(tensor_split, transformer_matches_one_device_within_rounding)
                       "tensor");
 }
 
+/* Devices that share host memory run the collectives together, each on its
+ * own share; the staged engine (lib/collective.c) runs them from one
+ * thread.  Both sum in rank order: the same answer bit for bit. */
+Test(tensor_split, shared_memory_and_staged_collectives_agree_exactly)
+{
+    static const char *const models[][2] = {
+        {"fashion_mlp.onnx", "fashion_mlp_input.npy"},
+        {"small_cnn.onnx", "small_cnn_input.npy"},
+        {"small_transformer.onnx", "small_transformer_input.npy"},
+    };
+    static const char *const sets[] = {"cpu:0,cpu:1", "cpu:0,cpu:1,cl:0"};
+    char path[4096];
+    for (size_t k = 0; k < 3; k++)
+        for (size_t d = 0; d < 2; d++) {
+            shardnet_model_t *m = NULL;
+            shardnet_tensor in;
+            size_t n0, n1;
+            if (!have(sets[d]))
+                continue;
+            fixture(path, sizeof path, models[k][0]);
+            cr_assert_eq(shardnet_model_load(path, &m), SHARDNET_OK);
+            fixture(path, sizeof path, models[k][1]);
+            cr_assert_eq(shardnet_tensor_load(path, &in), SHARDNET_OK);
+            unsetenv("SHARDNET_STAGED_COLLECTIVES");
+            float *shared = run(m, &in, sets[d], "tensor", 0, &n0);
+            setenv("SHARDNET_STAGED_COLLECTIVES", "1", 1);
+            float *staged = run(m, &in, sets[d], "tensor", 0, &n1);
+            unsetenv("SHARDNET_STAGED_COLLECTIVES");
+            cr_assert_eq(n0, n1);
+            cr_assert_eq(memcmp(shared, staged, n0 * sizeof *shared), 0,
+                         "%s on %s: the two collective paths differ",
+                         models[k][0], sets[d]);
+            free(shared);
+            free(staged);
+            shardnet_tensor_release(&in);
+            shardnet_model_free(m);
+        }
+}
+
 /* "auto" picks none, layer or tensor: whichever, the same answer. */
 Test(tensor_split, auto_matches_one_device_on_every_model)
 {
