@@ -348,6 +348,10 @@ shardnet_status sn_pool(sn_device *dev, const sn_pool_desc *d);
 shardnet_status sn_layernorm(sn_device *dev, const sn_layernorm_desc *d);
 shardnet_status sn_gather(sn_device *dev, const sn_gather_desc *d);
 shardnet_status sn_synchronize(sn_device *dev);
+/* Bytes the planner may use on dev: its memory, capped by
+ * SHARDNET_MEMORY_LIMIT (bytes, or with a K, M or G suffix) when set;
+ * 0 when unknown. */
+uint64_t sn_device_memory(const sn_device *dev);
 /* The calling thread drives dev from now on (bind_thread, if any); with
  * !on, the thread's earlier binding comes back. */
 void sn_bind_thread(sn_device *dev, int on);

@@ -560,13 +560,17 @@ static shardnet_status choose_split(shardnet_session_t *session, char *report,
         if (make_tensor_split(session, NULL, 0, ts) == SHARDNET_OK) {
             double bytes;
             size_t nc = sn_tensor_split_collectives(*ts, &bytes);
+            const char *full = sn_tensor_split_overflow(*ts);
             t_est = sn_tensor_split_estimate(*ts);
             if (report && len < cap)
                 len += (size_t)snprintf(
                     report + len, cap - len,
                     "tensor over %zu devices: estimated %.3f ms (%zu "
-                    "collectives, %.2f MB moved per run)\n",
-                    session->nlisted, t_est * 1e3, nc, bytes / 1e6);
+                    "collectives, %.2f MB moved per run)%s%s\n",
+                    session->nlisted, t_est * 1e3, nc, bytes / 1e6,
+                    full ? ": does not fit on " : "", full ? full : "");
+            if (full)
+                t_est = 1e300;
         } else {
             if (report && len < cap)
                 len += (size_t)snprintf(report + len, cap - len,

@@ -240,12 +240,21 @@ typedef struct costs {
     double *pre;   /* [d * (nlive + 1) + i]: seconds of live nodes [0, i)
                       on device d */
     double bw;     /* bytes/s across a cut: the slowest device's staging */
+    double *xbytes; /* per live node: bytes crossing a cut just before it */
+    double *wpre;  /* per live node i: weight bytes first read by live
+                      nodes [0, i) */
+    double arena;  /* activation bytes of the whole graph, whole batch */
+    double *limit; /* per device: bytes it has (global memory) */
+    size_t rows;   /* the batch */
 } costs;
 
 static void free_costs(costs *c)
 {
     free(c->pre);
     free(c->xfer);
+    free(c->xbytes);
+    free(c->wpre);
+    free(c->limit);
     free(c->speed);
 }
 
@@ -267,6 +276,11 @@ static shardnet_status time_nodes(sn_graph *g, sn_device *dev,
     /* Driven the way a split drives it: by a thread of its own, bound to
      * it (a CPU device then runs the kernels on that thread). */
     sn_bind_thread(dev, 1);
+    /* A first run untimed: weights packed on first use, arena pages. */
+    if ((st = sn_plan_run(p, inputs)) != SHARDNET_OK) {
+        sn_bind_thread(dev, 0);
+        goto out;
+    }
     for (int r = 0; r < TIMED_RUNS; r++) {
         if ((st = sn_plan_time_nodes(p, inputs, t)) != SHARDNET_OK)
             break;
@@ -367,15 +381,24 @@ static shardnet_status measure_costs(sn_graph *g, sn_device *const *devs,
             order[c->nlive++] = i;
     c->ndev = ndev;
     c->xfer = calloc(c->nlive + 1, sizeof *c->xfer);
+    c->xbytes = calloc(c->nlive + 1, sizeof *c->xbytes);
+    c->wpre = calloc(c->nlive + 1, sizeof *c->wpre);
+    c->limit = calloc(ndev + 1, sizeof *c->limit);
     c->speed = calloc(ndev + 1, sizeof *c->speed);
     c->pre = calloc(ndev * (c->nlive + 1) + 1, sizeof *c->pre);
-    if (!c->xfer || !c->speed || !c->pre) {
+    if (!c->xfer || !c->xbytes || !c->wpre || !c->limit || !c->speed ||
+        !c->pre) {
         st = sn_error(SHARDNET_OUT_OF_MEMORY, "cost model");
         goto out;
     }
     c->bw = 1e30;
+    c->rows = g->ninputs && inputs[0].rank > 0 ? (size_t)inputs[0].dims[0]
+                                                : 1;
     for (size_t d = 0; d < ndev; d++) {
         const sn_profile *pr = sn_device_profile(devs[d]);
+        c->limit[d] = sn_device_memory(devs[d])
+                          ? (double)sn_device_memory(devs[d])
+                          : 1e300;
         c->speed[d] = pr->gemm_flops;
         if (sn_profile_staging_bw(pr) < c->bw)
             c->bw = sn_profile_staging_bw(pr);
@@ -415,10 +438,38 @@ static shardnet_status measure_costs(sn_graph *g, sn_device *const *devs,
                 int pr = g->values[v].producer;
                 const sn_rt *r = sn_plan_value(shape_plan, (size_t)v);
                 if ((pr < 0 || pr < (int)order[i]) && r && r->known)
-                    c->xfer[i] += 4.0 * (double)sn_rt_elements(r) / c->bw;
+                    c->xbytes[i] += (double)sn_rt_elements(r) *
+                                    (double)sn_dtype_size(r->dtype);
             }
         }
+        c->xfer[i] = c->xbytes[i] / c->bw;
     }
+    /* Weights: each constant counted at the first live node reading it
+     * (a stage holds the weights its nodes read). */
+    {
+        unsigned char *seen = calloc(g->nvalues + 1, 1);
+        if (!seen) {
+            st = sn_error(SHARDNET_OUT_OF_MEMORY, "cost model");
+            goto out;
+        }
+        for (size_t i = 0; i < c->nlive; i++) {
+            const sn_node *m = &g->nodes[order[i]];
+            double w = 0;
+            for (size_t j = 0; j < m->ninputs; j++) {
+                int v = m->inputs[j];
+                if (v < 0 || !(g->values[v].flags & SN_VALUE_CONST) || seen[v])
+                    continue;
+                seen[v] = 1;
+                const sn_rt *r = sn_plan_value(shape_plan, (size_t)v);
+                if (r && r->known)
+                    w += (double)sn_rt_elements(r) *
+                         (double)sn_dtype_size(r->dtype);
+            }
+            c->wpre[i + 1] = c->wpre[i] + w;
+        }
+        free(seen);
+    }
+    c->arena = (double)sn_plan_arena_bytes(shape_plan);
 out:
     sn_plan_free(shape_plan);
     sn_weights_free(w0);
@@ -437,11 +488,29 @@ static double stage_time(const costs *c, size_t s, size_t a, size_t b)
     return pre[b] - pre[a] + (a ? c->xfer[a] : 0.0);
 }
 
+/* Estimated device bytes of stage s over live nodes [a, b) with m
+ * micro-batches: the weights its nodes read, and activations at most the
+ * whole graph's for one micro-batch. */
+static double stage_memory(const costs *c, size_t a, size_t b, size_t m)
+{
+    return c->wpre[b] - c->wpre[a] + c->arena / (double)(m ? m : 1);
+}
+
+/* stage_time, or "never" when the stage does not fit its device. */
+static double stage_cost(const costs *c, size_t s, size_t a, size_t b,
+                         size_t m)
+{
+    if (stage_memory(c, a, b, m) > c->limit[s])
+        return 1e300;
+    return stage_time(c, s, a, b);
+}
+
 /*
  * Cuts minimising the slowest stage.  best[s][i]: the smallest possible
  * bottleneck when stages 0..s take live nodes [0, i).
  */
-static shardnet_status plan_cuts(const costs *c, size_t ns, size_t *start)
+static shardnet_status plan_cuts(const costs *c, size_t ns, size_t m,
+                                 size_t *start)
 {
     size_t nl = c->nlive;
     double *best = malloc(ns * (nl + 1) * sizeof *best);
@@ -451,19 +520,22 @@ static shardnet_status plan_cuts(const costs *c, size_t ns, size_t *start)
         free(arg);
         return sn_error(SHARDNET_OUT_OF_MEMORY, "planning the layer split");
     }
+    for (size_t k = 0; k < ns * (nl + 1); k++) {
+        best[k] = 1e300;
+        arg[k] = 0;
+    }
     for (size_t s = 0; s < ns; s++)
         for (size_t i = 0; i <= nl; i++) {
-            best[s * (nl + 1) + i] = 1e300;
             if (i < s + 1)
                 continue;
             if (s == 0) {
-                best[i] = stage_time(c, 0, 0, i);
+                best[i] = stage_cost(c, 0, 0, i, m);
                 arg[i] = 0;
                 continue;
             }
             for (size_t j = s; j < i; j++) {
                 double prev = best[(s - 1) * (nl + 1) + j];
-                double t = stage_time(c, s, j, i);
+                double t = stage_cost(c, s, j, i, m);
                 double v = prev > t ? prev : t;
                 if (v < best[s * (nl + 1) + i]) {
                     best[s * (nl + 1) + i] = v;
@@ -472,6 +544,12 @@ static shardnet_status plan_cuts(const costs *c, size_t ns, size_t *start)
             }
         }
     size_t i = nl;
+    if (best[(ns - 1) * (nl + 1) + nl] >= 1e300) {
+        free(best);
+        free(arg);
+        return sn_error(SHARDNET_OUT_OF_MEMORY,
+                        "layer split: no cut fits the devices' memory");
+    }
     for (size_t s = ns; s-- > 0;) {
         start[s] = arg[s * (nl + 1) + i];
         i = start[s];
@@ -522,41 +600,65 @@ shardnet_status sn_split_choose(sn_graph *g, sn_device *const *devs,
     *best_dev = 0;
     for (size_t d = 0; d < ndev; d++) {
         double t = stage_time(&c, d, 0, c.nlive);
-        SAY("none on %s: estimated %.3f ms (GEMM speed %.1f GFLOP/s)\n",
-            devs[d]->info.name, t * 1e3, c.speed[d] * 1e-9);
+        double mem = stage_memory(&c, 0, c.nlive, 1);
+        SAY("none on %s: estimated %.3f ms (GEMM speed %.1f GFLOP/s), "
+            "memory %.2f MB of %.0f MB",
+            devs[d]->info.name, t * 1e3, c.speed[d] * 1e-9, mem / 1e6,
+            c.limit[d] / 1e6);
+        if (mem > c.limit[d]) {
+            SAY(": does not fit\n");
+            continue;
+        }
+        SAY("\n");
         if (t < best_none) {
             best_none = t;
             *best_dev = d;
         }
     }
     double layer = 1e300;
-    if (ns > 1 && (st = plan_cuts(&c, ns, start)) == SHARDNET_OK) {
-        double bottleneck = 0;
-        size_t rows = inputs[0].rank > 0 ? (size_t)inputs[0].dims[0] : 1;
-        size_t m = micro ? micro : sn_pipeline_default_micro(rows, ns);
-        if (m > rows)
-            m = rows ? rows : 1;
-        start[ns] = c.nlive;
-        for (size_t s = 0; s < ns; s++) {
-            double t = stage_time(&c, s, start[s], start[s + 1]);
-            SAY("layer stage %zu on %s: nodes %zu-%zu, estimated %.3f ms "
-                "per batch\n",
-                s, devs[s]->info.name, start[s], start[s + 1] - 1, t * 1e3);
-            if (t > bottleneck)
-                bottleneck = t;
+    if (ns > 1) {
+        double bottleneck = 0, moved = 0;
+        size_t m = micro ? micro : sn_pipeline_default_micro(c.rows, ns);
+        if (m > c.rows)
+            m = c.rows ? c.rows : 1;
+        if (plan_cuts(&c, ns, m, start) != SHARDNET_OK) {
+            SAY("layer: not possible: %s\n", shardnet_last_error());
+            sn_error_clear();
+        } else {
+            start[ns] = c.nlive;
+            for (size_t s = 0; s < ns; s++) {
+                double t = stage_time(&c, s, start[s], start[s + 1]);
+                SAY("layer stage %zu on %s: nodes %zu-%zu, estimated %.3f ms "
+                    "per batch, memory %.2f MB\n",
+                    s, devs[s]->info.name, start[s], start[s + 1] - 1,
+                    t * 1e3,
+                    stage_memory(&c, start[s], start[s + 1], m) / 1e6);
+                if (t > bottleneck)
+                    bottleneck = t;
+                if (s)
+                    moved += c.xbytes[start[s]];
+            }
+            /* m micro-batches through ns stages: the slowest stage's
+             * share, m + ns - 1 times. */
+            layer = bottleneck / (double)m * (double)(m + ns - 1);
+            /* Each boundary value leaves one device and enters the next. */
+            SAY("layer over %zu devices, %zu micro-batches: estimated %.3f ms "
+                "(%.2f MB moved per run)\n",
+                ns, m, layer * 1e3, 2.0 * moved / 1e6);
         }
-        /* m micro-batches through ns stages: the slowest stage's share,
-         * m + ns - 1 times. */
-        layer = bottleneck / (double)m * (double)(m + ns - 1);
-        SAY("layer over %zu devices, %zu micro-batches: estimated %.3f ms\n",
-            ns, m, layer * 1e3);
+    }
+    if (best_none >= 1e300 && layer >= 1e300) {
+        free_costs(&c);
+        return sn_error(SHARDNET_OUT_OF_MEMORY,
+                        "the model fits neither one of the devices nor a "
+                        "layer split of them");
     }
     *use_layer = layer < best_none;
     if (est)
         *est = *use_layer ? layer : best_none;
 #undef SAY
     free_costs(&c);
-    return st == SHARDNET_OK ? SHARDNET_OK : st;
+    return SHARDNET_OK;
 }
 
 shardnet_status sn_pipeline_create(sn_graph *g, sn_device *const *devs,
@@ -606,7 +708,9 @@ shardnet_status sn_pipeline_create(sn_graph *g, sn_device *const *devs,
         if ((st = measure_costs(g, devs, p->nstages, inputs, &cm)) !=
             SHARDNET_OK)
             goto fail;
-        st = plan_cuts(&cm, p->nstages, p->start);
+        st = plan_cuts(&cm, p->nstages,
+                       sn_pipeline_default_micro(cm.rows, p->nstages),
+                       p->start);
         free_costs(&cm);
         if (st != SHARDNET_OK)
             goto fail;

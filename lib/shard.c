@@ -2249,6 +2249,18 @@ size_t sn_tensor_split_strategies(const sn_tensor_split *t,
     return t->nchosen;
 }
 
+const char *sn_tensor_split_overflow(const sn_tensor_split *t)
+{
+    for (size_t d = 0; d < t->n; d++) {
+        uint64_t have = sn_device_memory(t->dev[d]);
+        size_t need = sn_plan_weight_bytes(t->plan[d]) +
+                      sn_plan_arena_bytes(t->plan[d]);
+        if (have && need > have)
+            return t->dev[d]->info.name;
+    }
+    return NULL;
+}
+
 double sn_tensor_split_estimate(const sn_tensor_split *t)
 {
     return t->estimate;

@@ -64,6 +64,9 @@ size_t sn_tensor_split_strategies(const sn_tensor_split *t,
 /* Estimated seconds per run: the slowest device's work at its speed plus
  * launch costs, plus the collectives at the measured host bandwidth. */
 double sn_tensor_split_estimate(const sn_tensor_split *t);
+/* The first device whose shard (weights and activations) exceeds its
+ * memory, or NULL when every shard fits. */
+const char *sn_tensor_split_overflow(const sn_tensor_split *t);
 /* Collectives per run and the float bytes they move. */
 size_t sn_tensor_split_collectives(const sn_tensor_split *t, double *bytes);
 

@@ -93,6 +93,15 @@ if [ "${HWLOC_SYNTHETIC:-}" = "pack:2 core:1 pu:1" ]; then
         echo "FAIL: the trace lacks tracks, micro-batches or kernels"
         fails=$((fails + 1))
     fi
+    # Memory limits: with 4 MiB per device the MLP at batch 1024 (6.9 MB
+    # whole) fits no device alone, and the planner splits it by layer; with
+    # 1 MiB nothing fits, and it says so.
+    expect 0 "none on cpu:0: .*: does not fit" env SHARDNET_MEMORY_LIMIT=4M \
+        "$bin" plan "$mlp" -d cpu:0,cpu:1 -b 1024
+    expect 0 "choice: layer" env SHARDNET_MEMORY_LIMIT=4M \
+        "$bin" plan "$mlp" -d cpu:0,cpu:1 -b 1024
+    expect 1 "fits neither one of the devices nor a layer split" \
+        env SHARDNET_MEMORY_LIMIT=1M "$bin" plan "$mlp" -d cpu:0,cpu:1 -b 1024
     # Plans are data: save one, edit its cut, run it.
     expect 0 "wrote plan" "$bin" plan "$mlp" -d cpu:0,cpu:1 -s layer -b 16 \
         --save "$tmpd/plan.txt"
