@@ -31,6 +31,9 @@ struct shardnet_session {
     size_t micro;
     size_t cuts[MAX_SPLIT];     /* from a plan file: the layer split's cuts */
     int have_cuts;
+    size_t groups[MAX_SPLIT];   /* hybrid split: devices per stage */
+    size_t ngroups;             /* 0: a layer split (one device a stage) */
+    int hybrid_default;         /* groups not given: the planner's */
     sn_pipeline *pipe;          /* layer split, made at the first run */
     int tensor;                 /* split "tensor" */
     sn_tensor_split *ts;        /* made at the first run (per input shape) */
@@ -250,6 +253,8 @@ typedef struct plan_file {
     size_t cuts[MAX_SPLIT];
     size_t ncuts;
     int have_cuts;
+    size_t groups[MAX_SPLIT];
+    size_t ngroups;
     sn_strategy *strat; /* malloc'ed */
     size_t nstrat;
 } plan_file;
@@ -287,6 +292,16 @@ static shardnet_status read_plan(const char *path, plan_file *pf)
                 if (end == p || pf->ncuts == MAX_SPLIT)
                     goto bad;
                 pf->cuts[pf->ncuts++] = v;
+                p = end + strspn(end, " ,\t");
+            }
+        } else if (!strcmp(key, "groups")) {
+            char *p = rest, *end;
+            while (*p) {
+                unsigned long v = strtoul(p, &end, 10);
+                if (end == p || v == 0 || v > MAX_SPLIT ||
+                    pf->ngroups == MAX_SPLIT)
+                    goto bad;
+                pf->groups[pf->ngroups++] = v;
                 p = end + strspn(end, " ,\t");
             }
         } else if (!strcmp(key, "strategy")) {
@@ -392,10 +407,11 @@ static shardnet_status session_create(shardnet_context_t *ctx,
     if (pfp)
         pf = *pfp;
     if (split && strcmp(split, "none") && strcmp(split, "layer") &&
-        strcmp(split, "auto") && strcmp(split, "tensor"))
+        strcmp(split, "auto") && strcmp(split, "tensor") &&
+        strcmp(split, "hybrid"))
         return sn_error(SHARDNET_INVALID_ARGUMENT,
                         "split '%s' is not available (this version has "
-                        "'none', 'layer', 'tensor' and 'auto')",
+                        "'none', 'layer', 'tensor', 'hybrid' and 'auto')",
                         split);
     if (shardnet_model_unsupported(model, unsupported, sizeof unsupported))
         return sn_error(SHARDNET_UNSUPPORTED, "unsupported operators: %s",
@@ -406,9 +422,14 @@ static shardnet_status session_create(shardnet_context_t *ctx,
     /* Several devices default to "auto"; "none" needs exactly one. */
     if (!split)
         split = n > 1 ? "auto" : "none";
-    layer = !strcmp(split, "layer");
+    int hybrid = !strcmp(split, "hybrid");
+    layer = !strcmp(split, "layer") || hybrid;
     autosplit = !strcmp(split, "auto");
     int tensor = !strcmp(split, "tensor");
+    if (hybrid && n < 3)
+        return sn_error(SHARDNET_INVALID_ARGUMENT,
+                        "a hybrid split needs three devices or more (it "
+                        "tensor-splits stages across groups of them)");
     if (n > 1 && !layer && !autosplit && !tensor)
         return sn_error(SHARDNET_INVALID_ARGUMENT,
                         "device list '%s' names %zu devices but the split is "
@@ -429,17 +450,40 @@ static shardnet_status session_create(shardnet_context_t *ctx,
     if (from_file) {
         if (!s->micro)
             s->micro = pf.micro;
-        if (pf.have_cuts) {
-            if (!layer || pf.ncuts + 1 != n) {
+        if (pf.ngroups) {
+            size_t total = 0;
+            for (size_t u = 0; u < pf.ngroups; u++)
+                total += pf.groups[u];
+            if (!hybrid || total != n || pf.ngroups < 2) {
                 free(s);
                 return sn_error(SHARDNET_INVALID_ARGUMENT,
-                                "plan %s: %zu cuts for a '%s' split over %zu "
-                                "devices (a layer split needs devices - 1)",
-                                options->plan_file, pf.ncuts, split, n);
+                                "plan %s: groups of %zu devices in all for a "
+                                "'%s' split over %zu devices (a hybrid split "
+                                "needs two groups or more covering the list)",
+                                options->plan_file, total, split, n);
+            }
+            memcpy(s->groups, pf.groups, pf.ngroups * sizeof pf.groups[0]);
+            s->ngroups = pf.ngroups;
+        }
+        if (pf.have_cuts) {
+            size_t stages = s->ngroups ? s->ngroups : n;
+            if (!layer || pf.ncuts + 1 != stages) {
+                free(s);
+                return sn_error(SHARDNET_INVALID_ARGUMENT,
+                                "plan %s: %zu cuts for a '%s' split of %zu "
+                                "stages (it needs stages - 1)",
+                                options->plan_file, pf.ncuts, split, stages);
             }
             memcpy(s->cuts, pf.cuts, pf.ncuts * sizeof pf.cuts[0]);
             s->have_cuts = 1;
         }
+    }
+    if (hybrid && !s->ngroups) {
+        /* No groups given: two stages, the list cut in half. */
+        s->groups[0] = n / 2;
+        s->groups[1] = n - n / 2;
+        s->ngroups = 2;
+        s->hybrid_default = 1;
     }
     s->inputs = calloc(model->g->ninputs + 1, sizeof *s->inputs);
     s->bound = calloc(model->g->ninputs + 1, sizeof *s->bound);
@@ -520,7 +564,7 @@ shardnet_status shardnet_session_set_input(shardnet_session_t *session,
     return SHARDNET_OK;
 }
 
-enum { SPLIT_NONE, SPLIT_LAYER, SPLIT_TENSOR };
+enum { SPLIT_NONE, SPLIT_LAYER, SPLIT_TENSOR, SPLIT_HYBRID };
 
 static shardnet_status make_tensor_split(shardnet_session_t *session,
                                          const sn_strategy *strat,
@@ -535,26 +579,34 @@ static shardnet_status make_tensor_split(shardnet_session_t *session,
 }
 
 /*
- * The cost model's choice among one device, a layer split and a tensor
- * split over all listed devices, with every estimate told in report (may
- * be NULL).  *ts: the tensor split that was built to estimate it (NULL if
- * it could not be); the caller owns it.
+ * The cost model's choice among one device, a layer split, a tensor split
+ * and a hybrid split over all listed devices, with every estimate told in
+ * report (may be NULL).  *ts: the tensor split that was built to estimate
+ * it (NULL if it could not be); the caller owns it.  ch: the estimates.
  */
 static shardnet_status choose_split(shardnet_session_t *session, char *report,
-                                    size_t cap, int *kind, size_t *best,
-                                    sn_tensor_split **ts)
+                                    size_t cap, int *kind,
+                                    sn_split_choice *ch, sn_tensor_split **ts)
 {
-    int use_layer;
     double est, t_est = 1e300;
     shardnet_status st;
     size_t len;
     *ts = NULL;
     if ((st = sn_split_choose(session->model->g, session->devs,
                               session->nlisted, session->inputs,
-                              session->micro, &use_layer, best, &est, report,
-                              cap)) != SHARDNET_OK)
+                              session->micro, ch, report, cap)) !=
+        SHARDNET_OK)
         return st;
-    *kind = use_layer ? SPLIT_LAYER : SPLIT_NONE;
+    *kind = SPLIT_NONE;
+    est = ch->none;
+    if (ch->layer < est) {
+        *kind = SPLIT_LAYER;
+        est = ch->layer;
+    }
+    if (ch->hybrid < est) {
+        *kind = SPLIT_HYBRID;
+        est = ch->hybrid;
+    }
     len = report ? strlen(report) : 0;
     if (session->nlisted > 1) {
         if (make_tensor_split(session, NULL, 0, ts) == SHARDNET_OK) {
@@ -589,9 +641,10 @@ static shardnet_status choose_split(shardnet_session_t *session, char *report,
     if (report && len < cap)
         snprintf(report + len, cap - len,
                  "choice: %s (estimated %.3f ms)%s\n",
-                 *kind == SPLIT_TENSOR  ? "tensor"
-                 : *kind == SPLIT_LAYER ? "layer"
-                                        : "none",
+                 *kind == SPLIT_TENSOR   ? "tensor"
+                 : *kind == SPLIT_LAYER  ? "layer"
+                 : *kind == SPLIT_HYBRID ? "hybrid"
+                                         : "none",
                  est * 1e3,
                  *kind == SPLIT_NONE && session->nlisted > 1
                      ? ": splitting would be slower than the fastest device "
@@ -602,8 +655,10 @@ static shardnet_status choose_split(shardnet_session_t *session, char *report,
 
 /* Make the session run as chosen (auto decides once); takes ts. */
 static shardnet_status apply_choice(shardnet_session_t *session, int kind,
-                                    size_t best, sn_tensor_split *ts)
+                                    const sn_split_choice *ch,
+                                    sn_tensor_split *ts)
 {
+    size_t best = ch->best_dev;
     if (kind == SPLIT_TENSOR) {
         session->choose = 0;
         session->tensor = 1;
@@ -612,8 +667,13 @@ static shardnet_status apply_choice(shardnet_session_t *session, int kind,
         return SHARDNET_OK;
     }
     sn_tensor_split_free(ts);
-    if (kind == SPLIT_LAYER) {
+    if (kind == SPLIT_LAYER || kind == SPLIT_HYBRID) {
         session->ndev = session->nlisted;
+        if (kind == SPLIT_HYBRID) {
+            memcpy(session->groups, ch->groups,
+                   ch->ngroups * sizeof ch->groups[0]);
+            session->ngroups = ch->ngroups;
+        }
     } else if (session->devs[best] != session->dev) {
         sn_weights *w;
         shardnet_status st;
@@ -644,12 +704,26 @@ shardnet_status shardnet_session_run(shardnet_session_t *session)
         /* "auto": one device, a layer split or a tensor split, whichever
          * the cost model says is fastest for these inputs. */
         int kind;
-        size_t best;
+        sn_split_choice ch;
         sn_tensor_split *ts = NULL;
-        if ((st = choose_split(session, NULL, 0, &kind, &best, &ts)) !=
+        if ((st = choose_split(session, NULL, 0, &kind, &ch, &ts)) !=
                 SHARDNET_OK ||
-            (st = apply_choice(session, kind, best, ts)) != SHARDNET_OK)
+            (st = apply_choice(session, kind, &ch, ts)) != SHARDNET_OK)
             return st;
+    }
+    if (session->hybrid_default && !session->pipe) {
+        /* "hybrid" without groups: the planner's best grouping. */
+        sn_split_choice ch;
+        if ((st = sn_split_choose(g, session->devs, session->nlisted,
+                                  session->inputs, session->micro, &ch, NULL,
+                                  0)) != SHARDNET_OK)
+            return st;
+        if (ch.ngroups) {
+            memcpy(session->groups, ch.groups,
+                   ch.ngroups * sizeof ch.groups[0]);
+            session->ngroups = ch.ngroups;
+        }
+        session->hybrid_default = 0;
     }
     if (session->tensor) {
         if (session->ts && !sn_tensor_split_matches(session->ts,
@@ -665,10 +739,11 @@ shardnet_status shardnet_session_run(shardnet_session_t *session)
     }
     if (session->ndev > 1) {
         if (!session->pipe &&
-            (st = sn_pipeline_create(g, session->devs, session->ndev,
-                                     session->inputs,
-                                     session->have_cuts ? session->cuts : NULL,
-                                     &session->pipe)))
+            (st = sn_pipeline_create_groups(
+                 g, session->devs, session->ndev,
+                 session->ngroups ? session->groups : NULL, session->ngroups,
+                 session->inputs, session->have_cuts ? session->cuts : NULL,
+                 &session->pipe)))
             return st;
         return sn_pipeline_run(session->pipe, session->inputs, session->micro);
     }
@@ -767,7 +842,8 @@ size_t shardnet_session_describe(shardnet_session_t *session, char *buf,
 {
     char text[16384];
     int kind;
-    size_t best, len;
+    size_t len;
+    sn_split_choice ch;
     const sn_graph *g;
     sn_tensor_split *ts = NULL;
     if (buf && cap)
@@ -781,14 +857,18 @@ size_t shardnet_session_describe(shardnet_session_t *session, char *buf,
                                "shapes\n");
             return strlen(buf ? buf : "");
         }
-    if (choose_split(session, text, sizeof text, &kind, &best, &ts) !=
+    if (choose_split(session, text, sizeof text, &kind, &ch, &ts) !=
         SHARDNET_OK) {
         snprintf(text, sizeof text, "no estimate: %s\n", shardnet_last_error());
     } else if (session->choose) {
         /* "auto" decides here, so the run does what this text says. */
-        if (apply_choice(session, kind, best, ts) != SHARDNET_OK)
+        if (apply_choice(session, kind, &ch, ts) != SHARDNET_OK)
             sn_error_clear(); /* the first run will try again */
         ts = NULL; /* taken */
+    } else if (session->hybrid_default && !session->pipe && ch.ngroups) {
+        memcpy(session->groups, ch.groups, ch.ngroups * sizeof ch.groups[0]);
+        session->ngroups = ch.ngroups;
+        session->hybrid_default = 0;
     }
     len = strlen(text);
     if (session->choose)
@@ -798,7 +878,22 @@ size_t shardnet_session_describe(shardnet_session_t *session, char *buf,
         len += (size_t)snprintf(text + len, sizeof text - len,
                                 "running: tensor split over %zu devices\n",
                                 session->nlisted);
-    else if (session->ndev > 1)
+    else if (session->ndev > 1 && session->ngroups) {
+        len += (size_t)snprintf(text + len, sizeof text - len,
+                                "running: hybrid split, stages on");
+        for (size_t u = 0, d = 0; u < session->ngroups && len < sizeof text;
+             u++) {
+            len += (size_t)snprintf(text + len, sizeof text - len, "%s",
+                                    u ? " |" : "");
+            for (size_t k = 0; k < session->groups[u] && len < sizeof text;
+                 k++, d++)
+                len += (size_t)snprintf(text + len, sizeof text - len, "%s%s",
+                                        k ? "+" : " ",
+                                        session->devs[d]->info.name);
+        }
+        if (len < sizeof text)
+            len += (size_t)snprintf(text + len, sizeof text - len, "\n");
+    } else if (session->ndev > 1)
         len += (size_t)snprintf(text + len, sizeof text - len,
                                 "running: layer split over %zu devices\n",
                                 session->ndev);
@@ -838,6 +933,7 @@ shardnet_status shardnet_session_save_plan(shardnet_session_t *session,
         return sn_error(SHARDNET_IO_ERROR, "cannot write plan %s", path);
     fprintf(f, "# shardnet plan (shardnet_session_save_plan); edit freely\n");
     fprintf(f, "split %s\n", session->tensor     ? "tensor"
+                             : session->ngroups  ? "hybrid"
                              : session->ndev > 1 ? "layer"
                                                  : "none");
     fprintf(f, "devices ");
@@ -858,6 +954,14 @@ shardnet_status shardnet_session_save_plan(shardnet_session_t *session,
             fprintf(f, "strategy %s %s\n", ss[i].node, t);
         }
     } else if (session->ndev > 1) {
+        if (session->ngroups) {
+            fprintf(f, "# devices per stage (consecutive in the list); a "
+                       "stage on several is\n# tensor-split across them\n");
+            fprintf(f, "groups");
+            for (size_t u = 0; u < session->ngroups; u++)
+                fprintf(f, "%s%zu", u ? "," : " ", session->groups[u]);
+            fprintf(f, "\n");
+        }
         fprintf(f, "micro_batches %zu\n",
                 session->micro ? session->micro
                                : sn_pipeline_micro(session->pipe));

@@ -10,6 +10,7 @@
 
 #include "pipeline.h"
 #include "profile.h"
+#include "tensor_split.h"
 #include "trace.h"
 
 /* Plans kept per stage, one per micro-batch shape. */
@@ -22,6 +23,11 @@ typedef struct stage {
     sn_plan *plans[STAGE_PLANS];
     int *in_parent;     /* per stage input: parent value index */
     int *out_parent;    /* per stage output: parent value index */
+    /* A hybrid stage: its nodes tensor-split over a group of devices
+     * (grp[0] == dev), one split per micro-batch shape. */
+    sn_device *grp[SN_COLL_MAX];
+    size_t ngrp;
+    sn_tensor_split *ts[STAGE_PLANS];
     struct sn_pipeline *p;
     size_t index;
     pthread_t thread;
@@ -245,7 +251,15 @@ typedef struct costs {
                       nodes [0, i) */
     double arena;  /* activation bytes of the whole graph, whole batch */
     double *limit; /* per device: bytes it has (global memory) */
+    double *launch; /* per device: seconds to launch a kernel */
     size_t rows;   /* the batch */
+    double *obytes; /* per live node: bytes of its first output */
+    unsigned char *weighted; /* per live node: reads a constant matrix */
+    /* What the cut planner places stages on: "units", each one device or a
+     * group tensor-splitting its stage (set_units). */
+    size_t nunits;
+    double *upre;  /* [u * (nlive + 1) + i]: seconds of live nodes [0, i) */
+    double *ulimit; /* per unit: bytes of a stage it can hold */
 } costs;
 
 static void free_costs(costs *c)
@@ -255,6 +269,11 @@ static void free_costs(costs *c)
     free(c->xbytes);
     free(c->wpre);
     free(c->limit);
+    free(c->launch);
+    free(c->obytes);
+    free(c->weighted);
+    free(c->upre);
+    free(c->ulimit);
     free(c->speed);
 }
 
@@ -384,10 +403,13 @@ static shardnet_status measure_costs(sn_graph *g, sn_device *const *devs,
     c->xbytes = calloc(c->nlive + 1, sizeof *c->xbytes);
     c->wpre = calloc(c->nlive + 1, sizeof *c->wpre);
     c->limit = calloc(ndev + 1, sizeof *c->limit);
+    c->launch = calloc(ndev + 1, sizeof *c->launch);
+    c->obytes = calloc(c->nlive + 1, sizeof *c->obytes);
+    c->weighted = calloc(c->nlive + 1, 1);
     c->speed = calloc(ndev + 1, sizeof *c->speed);
     c->pre = calloc(ndev * (c->nlive + 1) + 1, sizeof *c->pre);
     if (!c->xfer || !c->xbytes || !c->wpre || !c->limit || !c->speed ||
-        !c->pre) {
+        !c->pre || !c->obytes || !c->weighted || !c->launch) {
         st = sn_error(SHARDNET_OUT_OF_MEMORY, "cost model");
         goto out;
     }
@@ -400,6 +422,7 @@ static shardnet_status measure_costs(sn_graph *g, sn_device *const *devs,
                           ? (double)sn_device_memory(devs[d])
                           : 1e300;
         c->speed[d] = pr->gemm_flops;
+        c->launch[d] = pr->launch_s;
         if (sn_profile_staging_bw(pr) < c->bw)
             c->bw = sn_profile_staging_bw(pr);
         /* The same device twice (a stage list may repeat one) is timed
@@ -455,9 +478,20 @@ static shardnet_status measure_costs(sn_graph *g, sn_device *const *devs,
         for (size_t i = 0; i < c->nlive; i++) {
             const sn_node *m = &g->nodes[order[i]];
             double w = 0;
+            const sn_rt *o = m->noutputs && m->outputs[0] >= 0
+                                 ? sn_plan_value(shape_plan,
+                                                 (size_t)m->outputs[0])
+                                 : NULL;
+            if (o && o->known)
+                c->obytes[i] = (double)sn_rt_elements(o) *
+                               (double)sn_dtype_size(o->dtype);
             for (size_t j = 0; j < m->ninputs; j++) {
                 int v = m->inputs[j];
-                if (v < 0 || !(g->values[v].flags & SN_VALUE_CONST) || seen[v])
+                if (v < 0 || !(g->values[v].flags & SN_VALUE_CONST))
+                    continue;
+                if (g->values[v].rank >= 2)
+                    c->weighted[i] = 1;
+                if (seen[v])
                     continue;
                 seen[v] = 1;
                 const sn_rt *r = sn_plan_value(shape_plan, (size_t)v);
@@ -482,9 +516,69 @@ out:
 
 /* Estimated seconds of stage s over live nodes [a, b): its nodes' measured
  * times on the stage's device, and what enters it across a cut. */
-static double stage_time(const costs *c, size_t s, size_t a, size_t b)
+static double dev_time(const costs *c, size_t d, size_t a, size_t b)
 {
-    const double *pre = &c->pre[s * (c->nlive + 1)];
+    const double *pre = &c->pre[d * (c->nlive + 1)];
+    return pre[b] - pre[a];
+}
+
+/*
+ * The units stages go to: groups[u] consecutive devices each (NULL: one
+ * device per unit).  A group's time for a node: every device launches its
+ * share (the slowest launch counts once), and the rest of the node's
+ * measured time is shared at the devices' rates (1 / sum of 1 / t); each
+ * product with a weight matrix adds half a collective (the Megatron pairs:
+ * one per two products) of its output bytes, staged out and back in, with
+ * a fixed cost.  A group holds a stage when its share fits the smallest
+ * device of the group.
+ */
+static shardnet_status set_units(costs *c, const size_t *groups,
+                                 size_t ngroups)
+{
+    size_t nl = c->nlive, n = groups ? ngroups : c->ndev;
+    free(c->upre);
+    free(c->ulimit);
+    c->upre = calloc(n * (nl + 1) + 1, sizeof *c->upre);
+    c->ulimit = calloc(n + 1, sizeof *c->ulimit);
+    if (!c->upre || !c->ulimit)
+        return sn_error(SHARDNET_OUT_OF_MEMORY, "cost model");
+    c->nunits = n;
+    size_t first = 0;
+    for (size_t u = 0; u < n; u++) {
+        size_t k = groups ? groups[u] : 1;
+        double *up = &c->upre[u * (nl + 1)];
+        if (!k || first + k > c->ndev)
+            return sn_error(SHARDNET_INVALID_ARGUMENT,
+                            "split: the groups name more devices than "
+                            "there are");
+        c->ulimit[u] = 1e300;
+        for (size_t d = first; d < first + k; d++)
+            if (c->limit[d] * (double)k < c->ulimit[u])
+                c->ulimit[u] = c->limit[d] * (double)k;
+        for (size_t i = 0; i < nl; i++) {
+            double rate = 0, fixed = 0, t;
+            for (size_t d = first; d < first + k; d++) {
+                double td = dev_time(c, d, i, i + 1);
+                double f = k > 1 && c->launch[d] < td ? c->launch[d] : 0;
+                if (f > fixed)
+                    fixed = f;
+                rate += td - f > 0 ? 1.0 / (td - f) : 1e12;
+            }
+            t = fixed + 1.0 / rate;
+            if (k > 1 && c->weighted[i])
+                t += 0.5 * (SN_COLL_LATENCY_S + 2.0 * c->obytes[i] / c->bw);
+            up[i + 1] = up[i] + t;
+        }
+        first += k;
+    }
+    return SHARDNET_OK;
+}
+
+/* Estimated seconds of a stage on unit u over live nodes [a, b): its
+ * nodes' measured times, and what enters it across a cut. */
+static double stage_time(const costs *c, size_t u, size_t a, size_t b)
+{
+    const double *pre = &c->upre[u * (c->nlive + 1)];
     return pre[b] - pre[a] + (a ? c->xfer[a] : 0.0);
 }
 
@@ -500,7 +594,7 @@ static double stage_memory(const costs *c, size_t a, size_t b, size_t m)
 static double stage_cost(const costs *c, size_t s, size_t a, size_t b,
                          size_t m)
 {
-    if (stage_memory(c, a, b, m) > c->limit[s])
+    if (stage_memory(c, a, b, m) > c->ulimit[s])
         return 1e300;
     return stage_time(c, s, a, b);
 }
@@ -575,15 +669,64 @@ size_t sn_pipeline_default_micro(size_t rows, size_t stages)
     return m > stages ? m : stages;
 }
 
+/* The layer split over units (set_units) with m micro-batches: cuts in
+ * start[0..nunits], the estimate (HUGE when nothing fits), and a line per
+ * stage in the report. */
+static double layer_estimate(costs *c, sn_device *const *devs,
+                             const size_t *groups, size_t m, size_t *start,
+                             char *report, size_t cap, size_t *len)
+{
+    size_t ns = c->nunits, first = 0;
+    double bottleneck = 0, moved = 0;
+#define SAY(...)                                                              \
+    do {                                                                      \
+        if (report && *len < cap)                                             \
+            *len += (size_t)snprintf(report + *len, cap - *len, __VA_ARGS__); \
+    } while (0)
+    if (plan_cuts(c, ns, m, start) != SHARDNET_OK) {
+        SAY("%s: not possible: %s\n", groups ? "hybrid" : "layer",
+            shardnet_last_error());
+        sn_error_clear();
+        return 1e300;
+    }
+    start[ns] = c->nlive;
+    for (size_t s = 0; s < ns; s++) {
+        size_t k = groups ? groups[s] : 1;
+        double t = stage_time(c, s, start[s], start[s + 1]);
+        SAY("%s stage %zu on ", groups ? "hybrid" : "layer", s);
+        for (size_t d = first; d < first + k; d++)
+            SAY("%s%s", d > first ? "+" : "", devs[d]->info.name);
+        SAY(": nodes %zu-%zu, estimated %.3f ms per batch, memory %.2f MB%s\n",
+            start[s], start[s + 1] - 1, t * 1e3,
+            stage_memory(c, start[s], start[s + 1], m) / 1e6 / (double)k,
+            k > 1 ? " per device (tensor split)" : "");
+        if (t > bottleneck)
+            bottleneck = t;
+        if (s)
+            moved += c->xbytes[start[s]];
+        first += k;
+    }
+    /* m micro-batches through ns stages: the slowest stage's share,
+     * m + ns - 1 times. */
+    double est = bottleneck / (double)m * (double)(m + ns - 1);
+    /* Each boundary value leaves one device and enters the next. */
+    SAY("%s over %zu stages, %zu micro-batches: estimated %.3f ms (%.2f MB "
+        "moved between stages per run)\n",
+        groups ? "hybrid" : "layer", ns, m, est * 1e3, 2.0 * moved / 1e6);
+#undef SAY
+    return est;
+}
+
 shardnet_status sn_split_choose(sn_graph *g, sn_device *const *devs,
                                 size_t ndev, const sn_binding *inputs,
-                                size_t micro, int *use_layer,
-                                size_t *best_dev, double *est, char *report,
-                                size_t cap)
+                                size_t micro, sn_split_choice *out,
+                                char *report, size_t cap)
 {
     costs c;
     size_t start[65], len = 0;
     shardnet_status st;
+    memset(out, 0, sizeof *out);
+    out->none = out->layer = out->hybrid = 1e300;
     if (ndev < 1 || ndev > 64)
         return sn_error(SHARDNET_INVALID_ARGUMENT, "split: 1 to 64 devices");
     if ((st = measure_costs(g, devs, ndev, inputs, &c)) != SHARDNET_OK)
@@ -596,10 +739,8 @@ shardnet_status sn_split_choose(sn_graph *g, sn_device *const *devs,
         if (report && len < cap)                                              \
             len += (size_t)snprintf(report + len, cap - len, __VA_ARGS__);    \
     } while (0)
-    double best_none = 1e300;
-    *best_dev = 0;
     for (size_t d = 0; d < ndev; d++) {
-        double t = stage_time(&c, d, 0, c.nlive);
+        double t = dev_time(&c, d, 0, c.nlive);
         double mem = stage_memory(&c, 0, c.nlive, 1);
         SAY("none on %s: estimated %.3f ms (GEMM speed %.1f GFLOP/s), "
             "memory %.2f MB of %.0f MB",
@@ -610,60 +751,60 @@ shardnet_status sn_split_choose(sn_graph *g, sn_device *const *devs,
             continue;
         }
         SAY("\n");
-        if (t < best_none) {
-            best_none = t;
-            *best_dev = d;
+        if (t < out->none) {
+            out->none = t;
+            out->best_dev = d;
         }
     }
-    double layer = 1e300;
-    if (ns > 1) {
-        double bottleneck = 0, moved = 0;
-        size_t m = micro ? micro : sn_pipeline_default_micro(c.rows, ns);
-        if (m > c.rows)
-            m = c.rows ? c.rows : 1;
-        if (plan_cuts(&c, ns, m, start) != SHARDNET_OK) {
-            SAY("layer: not possible: %s\n", shardnet_last_error());
-            sn_error_clear();
-        } else {
-            start[ns] = c.nlive;
-            for (size_t s = 0; s < ns; s++) {
-                double t = stage_time(&c, s, start[s], start[s + 1]);
-                SAY("layer stage %zu on %s: nodes %zu-%zu, estimated %.3f ms "
-                    "per batch, memory %.2f MB\n",
-                    s, devs[s]->info.name, start[s], start[s + 1] - 1,
-                    t * 1e3,
-                    stage_memory(&c, start[s], start[s + 1], m) / 1e6);
-                if (t > bottleneck)
-                    bottleneck = t;
-                if (s)
-                    moved += c.xbytes[start[s]];
-            }
-            /* m micro-batches through ns stages: the slowest stage's
-             * share, m + ns - 1 times. */
-            layer = bottleneck / (double)m * (double)(m + ns - 1);
-            /* Each boundary value leaves one device and enters the next. */
-            SAY("layer over %zu devices, %zu micro-batches: estimated %.3f ms "
-                "(%.2f MB moved per run)\n",
-                ns, m, layer * 1e3, 2.0 * moved / 1e6);
+    size_t m = micro ? micro : sn_pipeline_default_micro(c.rows, ns);
+    if (m > c.rows)
+        m = c.rows ? c.rows : 1;
+    if (ns > 1 && (st = set_units(&c, NULL, 0)) == SHARDNET_OK)
+        out->layer = layer_estimate(&c, devs, NULL, m, start, report, cap,
+                                    &len);
+    /* Hybrid: two stages, each tensor-split over a group of consecutive
+     * devices (at least one group of two or more). */
+    for (size_t k = 1; st == SHARDNET_OK && ndev >= 3 && k < ndev; k++) {
+        size_t groups[2] = {k, ndev - k};
+        size_t mh = micro ? micro : sn_pipeline_default_micro(c.rows, 2);
+        if (mh > c.rows)
+            mh = c.rows ? c.rows : 1;
+        if ((st = set_units(&c, groups, 2)) != SHARDNET_OK)
+            break;
+        double e = layer_estimate(&c, devs, groups, mh, start, report, cap,
+                                  &len);
+        if (e < out->hybrid) {
+            out->hybrid = e;
+            out->groups[0] = k;
+            out->groups[1] = ndev - k;
+            out->ngroups = 2;
         }
     }
-    if (best_none >= 1e300 && layer >= 1e300) {
-        free_costs(&c);
+#undef SAY
+    free_costs(&c);
+    if (st != SHARDNET_OK)
+        return st;
+    if (out->none >= 1e300 && out->layer >= 1e300 && out->hybrid >= 1e300)
         return sn_error(SHARDNET_OUT_OF_MEMORY,
                         "the model fits neither one of the devices nor a "
                         "layer split of them");
-    }
-    *use_layer = layer < best_none;
-    if (est)
-        *est = *use_layer ? layer : best_none;
-#undef SAY
-    free_costs(&c);
     return SHARDNET_OK;
 }
 
 shardnet_status sn_pipeline_create(sn_graph *g, sn_device *const *devs,
                                    size_t ndev, const sn_binding *inputs,
                                    const size_t *cuts, sn_pipeline **out)
+{
+    return sn_pipeline_create_groups(g, devs, ndev, NULL, 0, inputs, cuts,
+                                     out);
+}
+
+shardnet_status sn_pipeline_create_groups(sn_graph *g, sn_device *const *devs,
+                                          size_t ndev, const size_t *groups,
+                                          size_t ngroups,
+                                          const sn_binding *inputs,
+                                          const size_t *cuts,
+                                          sn_pipeline **out)
 {
     sn_pipeline *p = calloc(1, sizeof *p);
     size_t *order = NULL;
@@ -680,7 +821,35 @@ shardnet_status sn_pipeline_create(sn_graph *g, sn_device *const *devs,
     for (size_t i = 0; i < g->nnodes; i++)
         if (!g->nodes[i].dead)
             order[p->nlive++] = i;
-    p->nstages = ndev < p->nlive ? ndev : p->nlive;
+    if (groups) {
+        size_t total = 0;
+        for (size_t u = 0; u < ngroups; u++) {
+            if (!groups[u] || groups[u] > SN_COLL_MAX) {
+                st = sn_error(SHARDNET_INVALID_ARGUMENT,
+                              "hybrid split: group %zu has %zu devices (1 "
+                              "to %d)",
+                              u, groups[u], SN_COLL_MAX);
+                goto fail;
+            }
+            total += groups[u];
+        }
+        if (total != ndev) {
+            st = sn_error(SHARDNET_INVALID_ARGUMENT,
+                          "hybrid split: the groups have %zu devices, the "
+                          "list %zu",
+                          total, ndev);
+            goto fail;
+        }
+        p->nstages = ngroups < p->nlive ? ngroups : p->nlive;
+        if (p->nstages < ngroups) {
+            st = sn_error(SHARDNET_INVALID_ARGUMENT,
+                          "hybrid split: %zu groups for %zu nodes", ngroups,
+                          p->nlive);
+            goto fail;
+        }
+    } else {
+        p->nstages = ndev < p->nlive ? ndev : p->nlive;
+    }
     if (p->nstages == 0) {
         st = sn_error(SHARDNET_INVALID_ARGUMENT,
                       "layer split: no devices, or a model without nodes");
@@ -705,23 +874,30 @@ shardnet_status sn_pipeline_create(sn_graph *g, sn_device *const *devs,
         }
     } else {
         costs cm;
-        if ((st = measure_costs(g, devs, p->nstages, inputs, &cm)) !=
-            SHARDNET_OK)
+        if ((st = measure_costs(g, devs, groups ? ndev : p->nstages, inputs,
+                                &cm)) != SHARDNET_OK)
             goto fail;
-        st = plan_cuts(&cm, p->nstages,
-                       sn_pipeline_default_micro(cm.rows, p->nstages),
-                       p->start);
+        if ((st = set_units(&cm, groups, ngroups)) == SHARDNET_OK)
+            st = plan_cuts(&cm, p->nstages,
+                           sn_pipeline_default_micro(cm.rows, p->nstages),
+                           p->start);
         free_costs(&cm);
         if (st != SHARDNET_OK)
             goto fail;
     }
     p->start[p->nstages] = p->nlive;
-    for (size_t s = 0; s < p->nstages; s++) {
-        p->st[s].dev = devs[s];
+    for (size_t s = 0, first = 0; s < p->nstages; s++) {
+        stage *sg = &p->st[s];
+        sg->ngrp = groups ? groups[s] : 1;
+        memcpy(sg->grp, devs + first, sg->ngrp * sizeof *devs);
+        sg->dev = devs[first];
+        first += sg->ngrp;
         if ((st = build_stage(g, order, p->nlive, p->start[s],
-                              p->start[s + 1], &p->st[s])) != SHARDNET_OK ||
-            (st = sn_weights_new(p->st[s].g, devs[s], &p->st[s].w)) !=
-                SHARDNET_OK)
+                              p->start[s + 1], sg)) != SHARDNET_OK)
+            goto fail;
+        /* A group's weights are its tensor split's shards, made with it. */
+        if (sg->ngrp == 1 &&
+            (st = sn_weights_new(sg->g, sg->dev, &sg->w)) != SHARDNET_OK)
             goto fail;
     }
     p->outputs = calloc(g->noutputs + 1, sizeof *p->outputs);
@@ -755,8 +931,10 @@ void sn_pipeline_free(sn_pipeline *p)
     free(p->done);
     free(p->out_cap);
     for (size_t s = 0; p->st && s < p->nstages; s++) {
-        for (int k = 0; k < STAGE_PLANS; k++)
+        for (int k = 0; k < STAGE_PLANS; k++) {
             sn_plan_free(p->st[s].plans[k]);
+            sn_tensor_split_free(p->st[s].ts[k]);
+        }
         sn_weights_free(p->st[s].w);
         sn_graph_free(p->st[s].g);
         free(p->st[s].in_parent);
@@ -831,6 +1009,34 @@ static int bind_input(sn_pipeline *p, size_t j, int v, sn_binding *b)
     return 1;
 }
 
+/* A group stage's tensor split for inputs shaped like b: kept per shape
+ * (most recent first), made on first use. */
+static shardnet_status stage_split(stage *st, const sn_binding *b,
+                                   sn_tensor_split **out)
+{
+    double speed[SN_COLL_MAX];
+    shardnet_status rc;
+    for (int k = 0; k < STAGE_PLANS; k++)
+        if (st->ts[k] && sn_tensor_split_matches(st->ts[k], b)) {
+            sn_tensor_split *hit = st->ts[k];
+            memmove(&st->ts[1], &st->ts[0], (size_t)k * sizeof st->ts[0]);
+            st->ts[0] = hit;
+            *out = hit;
+            return SHARDNET_OK;
+        }
+    for (size_t d = 0; d < st->ngrp; d++)
+        speed[d] = sn_device_profile(st->grp[d])->gemm_flops;
+    sn_tensor_split *ts;
+    if ((rc = sn_tensor_split_create(st->g, st->grp, st->ngrp, speed, b, NULL,
+                                     0, &ts)) != SHARDNET_OK)
+        return rc;
+    sn_tensor_split_free(st->ts[STAGE_PLANS - 1]);
+    memmove(&st->ts[1], &st->ts[0], (STAGE_PLANS - 1) * sizeof st->ts[0]);
+    st->ts[0] = ts;
+    *out = ts;
+    return SHARDNET_OK;
+}
+
 static shardnet_status run_stage(sn_pipeline *p, size_t s, size_t j)
 {
     stage *st = &p->st[s];
@@ -842,14 +1048,25 @@ static shardnet_status run_stage(sn_pipeline *p, size_t s, size_t j)
     for (size_t i = 0; i < st->g->ninputs; i++)
         if (!bind_input(p, j, st->in_parent[i], &b[i]))
             return sn_error(SHARDNET_INTERNAL, "stage %zu: missing input", s);
-    if ((rc = sn_plan_cache_get(st->plans, STAGE_PLANS, st->g, st->w, b,
-                                &plan)) != SHARDNET_OK)
-        return sn_error_prefix(rc, "stage %zu on %s", s, st->dev->info.name);
-    if ((rc = sn_plan_run(plan, b)) != SHARDNET_OK)
-        return sn_error_prefix(rc, "stage %zu on %s", s, st->dev->info.name);
+    sn_tensor_split *ts = NULL;
+    if (st->ngrp > 1) {
+        if ((rc = stage_split(st, b, &ts)) != SHARDNET_OK ||
+            (rc = sn_tensor_split_run(ts, b)) != SHARDNET_OK)
+            return sn_error_prefix(rc, "stage %zu (tensor split over %zu "
+                                   "devices)", s, st->ngrp);
+    } else {
+        if ((rc = sn_plan_cache_get(st->plans, STAGE_PLANS, st->g, st->w, b,
+                                    &plan)) != SHARDNET_OK)
+            return sn_error_prefix(rc, "stage %zu on %s", s,
+                                   st->dev->info.name);
+        if ((rc = sn_plan_run(plan, b)) != SHARDNET_OK)
+            return sn_error_prefix(rc, "stage %zu on %s", s,
+                                   st->dev->info.name);
+    }
     /* Keep what later stages read, for this micro-batch. */
     for (size_t i = 0; i < st->g->noutputs; i++) {
-        const sn_host_tensor *t = sn_plan_output(plan, i);
+        const sn_host_tensor *t = ts ? sn_tensor_split_output(ts, i)
+                                     : sn_plan_output(plan, i);
         sn_host_tensor *d = &p->vals[j][st->out_parent[i]];
         size_t *cap = &p->cap[j][st->out_parent[i]];
         void *data = d->data;
@@ -912,7 +1129,10 @@ static void *stage_main(void *arg)
     sn_pipeline *p = me->p;
     size_t s = me->index;
     unsigned seen = 0;
-    sn_bind_thread(p->st[s].dev, 1);
+    /* (A group stage's tensor split binds the thread to its first device
+     * for each run itself.) */
+    if (me->ngrp == 1)
+        sn_bind_thread(p->st[s].dev, 1);
     for (;;) {
         pthread_mutex_lock(&p->lock);
         while (!p->quit && p->job == seen)

@@ -32,20 +32,39 @@ typedef struct sn_pipeline sn_pipeline;
 shardnet_status sn_pipeline_create(sn_graph *g, sn_device *const *devs,
                                    size_t ndev, const sn_binding *inputs,
                                    const size_t *cuts, sn_pipeline **out);
+/*
+ * A hybrid split: stage s runs on groups[s] consecutive devices of devs
+ * (the groups cover devs), its nodes tensor-split across them when there
+ * are several (lib/shard.c); the cut planner weighs each group as its
+ * devices working together.  groups NULL: one device per stage, as
+ * sn_pipeline_create().
+ */
+shardnet_status sn_pipeline_create_groups(sn_graph *g, sn_device *const *devs,
+                                          size_t ndev, const size_t *groups,
+                                          size_t ngroups,
+                                          const sn_binding *inputs,
+                                          const size_t *cuts,
+                                          sn_pipeline **out);
 void sn_pipeline_free(sn_pipeline *p);
 
-/*
- * The planner's choice between one device and a layer split over all of
- * devs, from the cost model: *use_layer, or else *best_dev (index into
- * devs), the chosen alternative's estimated seconds in *est (may be NULL),
- * and a readable account of every alternative's estimate in report (may be
- * NULL).
- */
+/* The planner's estimates (seconds; HUGE_VAL-like 1e300 when a plan is
+ * not possible or does not fit): one device (the best, best_dev, an index
+ * into devs), a layer split over all of devs, and the best hybrid split
+ * (two stages, each on a group of consecutive devices, groups[0..ngroups)
+ * devices each; with three devices or more). */
+typedef struct sn_split_choice {
+    double none, layer, hybrid;
+    size_t best_dev;
+    size_t groups[2];
+    size_t ngroups;
+} sn_split_choice;
+
+/* Every alternative's estimate, from the cost model, and a readable
+ * account of them in report (may be NULL). */
 shardnet_status sn_split_choose(sn_graph *g, sn_device *const *devs,
                                 size_t ndev, const sn_binding *inputs,
-                                size_t micro, int *use_layer,
-                                size_t *best_dev, double *est, char *report,
-                                size_t cap);
+                                size_t micro, sn_split_choice *out,
+                                char *report, size_t cap);
 
 /* Micro-batches of the last run. */
 size_t sn_pipeline_micro(const sn_pipeline *p);

@@ -52,9 +52,6 @@
 #define MAXD SN_COLL_MAX
 #define NVER 3          /* layouts remembered per value */
 #define FEATURE_GRAN 16 /* feature cuts: multiples of this many */
-/* A collective's fixed cost beyond its devices' launch costs (thread
- * hand-offs at the rendezvous), for the estimate. */
-#define COLL_LATENCY_S 20e-6
 
 enum { LAY_R, LAY_S, LAY_P };
 
@@ -1555,6 +1552,10 @@ static shardnet_status build(bld *b)
             want = lay_r();
         int k = to_layout(b, g->outputs[i], &want);
         b->out_lay[i] = want;
+        if (k >= 0 && want.kind == LAY_S)
+            say(b, "  output '%s': cut along axis %d, each device writes its "
+                   "part of the host result\n",
+                g->values[g->outputs[i]].name, want.axis);
         if (k < 0)
             return failed(b);
         for (size_t d = 0; d < b->n; d++) {
@@ -1964,7 +1965,7 @@ static double estimate(sn_tensor_split *t)
         if (p->launch_s > launch)
             launch = p->launch_s;
     }
-    t->coll_time = (double)t->ncoll * (COLL_LATENCY_S + launch) +
+    t->coll_time = (double)t->ncoll * (SN_COLL_LATENCY_S + launch) +
                    2.0 * t->coll_bytes / bw;
     for (size_t d = 0; d < t->n; d++) {
         double work = 0, launches = 0;

@@ -136,6 +136,24 @@ if [ "${HWLOC_SYNTHETIC:-}" = "pack:2 core:1 pu:1" ]; then
     expect 0 "^strategy /fc1/Gemm \(\(1,1\),\(2,1\)\)" cat "$tmpd/tplan.txt"
     expect 0 "wrote" "$bin" run "$mlp" --plan "$tmpd/tplan.txt" \
         --input "$src/tests/fixtures/fashion_mlp_input.npy" --output-dir "$tmpd/o5"
+    # Hybrid split: stages tensor-split over groups; the plan file names
+    # the groups and can be edited.
+    expect 2 "needs three devices or more" "$bin" plan "$mlp" \
+        -d cpu:0,cpu:1 -s hybrid
+    if "$bin" devices | grep -q "^cl:0"; then
+        expect 0 "running: hybrid split, stages on" "$bin" plan "$mlp" \
+            -d cpu:0,cpu:1,cl:0 -s hybrid -b 16 --save "$tmpd/hplan.txt"
+        expect 0 "^groups [12],[12]$" cat "$tmpd/hplan.txt"
+        printf 'split hybrid\ndevices cpu:0,cpu:1,cl:0\ngroups 2,1\ncuts 1\n' \
+            >"$tmpd/hplan2.txt"
+        expect 0 "wrote" "$bin" run "$mlp" --plan "$tmpd/hplan2.txt" \
+            --input "$src/tests/fixtures/fashion_mlp_input.npy" \
+            --output-dir "$tmpd/o6"
+        printf 'split hybrid\ndevices cpu:0,cpu:1,cl:0\ngroups 1,1\n' \
+            >"$tmpd/hplan3.txt"
+        expect 1 "groups of 2 devices in all" "$bin" run "$mlp" \
+            --plan "$tmpd/hplan3.txt" -b 4
+    fi
     # Device profiles: measured once, then read from the cache folder; a
     # damaged cache is measured again.
     pdir="$tmpd/profiles"

@@ -101,6 +101,9 @@ static void equivalence_split(const char *model, const char *input,
     for (size_t k = 0; k < sizeof sets / sizeof sets[0]; k++) {
         if (!have(sets[k].devices))
             continue;
+        /* A hybrid split needs three devices or more. */
+        if (!strcmp(split, "hybrid") && !strchr(strchr(sets[k].devices, ',') + 1, ','))
+            continue;
         size_t n0, n1;
         int layer = !strcmp(split, "layer");
         float *want = run(m, &in, sets[k].reference, "none", 0, &n0);
@@ -297,6 +300,16 @@ Test(tensor_split, transformer_matches_one_device_within_rounding)
 {
     equivalence_split("small_transformer.onnx", "small_transformer_input.npy",
                       "tensor");
+}
+
+/* Hybrid: pipeline stages, each tensor-split over a group of devices (the
+ * planner's grouping), on 3 and 4 devices. */
+Test(tensor_split, hybrid_matches_one_device_within_rounding)
+{
+    equivalence_split("fashion_mlp.onnx", "fashion_mlp_input.npy", "hybrid");
+    equivalence_split("small_cnn.onnx", "small_cnn_input.npy", "hybrid");
+    equivalence_split("small_transformer.onnx", "small_transformer_input.npy",
+                      "hybrid");
 }
 
 /* Devices that share host memory run the collectives together, each on its
