@@ -384,6 +384,31 @@ SHARDNET_API shardnet_status shardnet_session_input_index(
  * on the host. */
 SHARDNET_API shardnet_status shardnet_session_run(shardnet_session_t *session);
 
+/** A stream's source: bind batch \p batch's inputs with
+ * shardnet_session_set_input(); their memory must stay valid until that
+ * batch is drained (two batches may be in flight: use two buffers). */
+typedef shardnet_status (*shardnet_feed_fn)(void *user, size_t batch,
+                                            shardnet_session_t *session);
+/** A stream's sink: batch \p batch's outputs are ready
+ * (shardnet_session_output(), valid until this call returns). */
+typedef shardnet_status (*shardnet_drain_fn)(void *user, size_t batch,
+                                             shardnet_session_t *session);
+
+/**
+ * \brief Run \p count batches back to back, for throughput.
+ *
+ * Batches are fed and drained in order; every batch must be shaped like the
+ * first.  A layer or hybrid split overlaps consecutive batches: batch b + 1
+ * enters the first stage while batch b is in the later ones, so the
+ * pipeline fills and empties once per stream instead of once per batch (the
+ * feed of batch b + 1 comes before the drain of batch b).  Other splits run
+ * the batches one after another.  A callback's error stops the stream and
+ * is returned.
+ */
+SHARDNET_API shardnet_status shardnet_session_run_stream(
+    shardnet_session_t *session, size_t count, shardnet_feed_fn feed,
+    shardnet_drain_fn drain, void *user);
+
 /**
  * \brief Output \p index of the last run.
  * \param[out] info  its name, type and shape.

@@ -687,19 +687,23 @@ static shardnet_status apply_choice(shardnet_session_t *session, int kind,
     return SHARDNET_OK;
 }
 
-shardnet_status shardnet_session_run(shardnet_session_t *session)
+static shardnet_status check_bound(const shardnet_session_t *session)
 {
-    sn_graph *g;
-    sn_plan *p = NULL;
-    shardnet_status st;
-    if (!session)
-        return sn_error(SHARDNET_INVALID_ARGUMENT, "run: NULL session");
-    g = session->model->g;
+    const sn_graph *g = session->model->g;
     for (size_t i = 0; i < g->ninputs; i++)
         if (!session->bound[i])
             return sn_error(SHARDNET_INVALID_ARGUMENT,
                             "input '%s' is not bound",
                             g->values[g->inputs[i]].name);
+    return SHARDNET_OK;
+}
+
+/* Decide what "auto" or a hybrid without groups leaves open, for the bound
+ * inputs, and make the pipeline of a layer or hybrid split. */
+static shardnet_status prepare(shardnet_session_t *session)
+{
+    sn_graph *g = session->model->g;
+    shardnet_status st;
     if (session->choose) {
         /* "auto": one device, a layer split or a tensor split, whichever
          * the cost model says is fastest for these inputs. */
@@ -725,6 +729,27 @@ shardnet_status shardnet_session_run(shardnet_session_t *session)
         }
         session->hybrid_default = 0;
     }
+    if (!session->tensor && session->ndev > 1 && !session->pipe &&
+        (st = sn_pipeline_create_groups(
+             g, session->devs, session->ndev,
+             session->ngroups ? session->groups : NULL, session->ngroups,
+             session->inputs, session->have_cuts ? session->cuts : NULL,
+             &session->pipe)))
+        return st;
+    return SHARDNET_OK;
+}
+
+shardnet_status shardnet_session_run(shardnet_session_t *session)
+{
+    sn_graph *g;
+    sn_plan *p = NULL;
+    shardnet_status st;
+    if (!session)
+        return sn_error(SHARDNET_INVALID_ARGUMENT, "run: NULL session");
+    g = session->model->g;
+    if ((st = check_bound(session)) != SHARDNET_OK ||
+        (st = prepare(session)) != SHARDNET_OK)
+        return st;
     if (session->tensor) {
         if (session->ts && !sn_tensor_split_matches(session->ts,
                                                     session->inputs)) {
@@ -737,21 +762,69 @@ shardnet_status shardnet_session_run(shardnet_session_t *session)
             return st;
         return sn_tensor_split_run(session->ts, session->inputs);
     }
-    if (session->ndev > 1) {
-        if (!session->pipe &&
-            (st = sn_pipeline_create_groups(
-                 g, session->devs, session->ndev,
-                 session->ngroups ? session->groups : NULL, session->ngroups,
-                 session->inputs, session->have_cuts ? session->cuts : NULL,
-                 &session->pipe)))
-            return st;
+    if (session->ndev > 1)
         return sn_pipeline_run(session->pipe, session->inputs, session->micro);
-    }
     if ((st = sn_plan_cache_get(session->plans, PLAN_CACHE, g, session->w,
                                 session->inputs, &p)) != SHARDNET_OK)
         return st;
     session->last = p;
     return sn_plan_run(p, session->inputs);
+}
+
+typedef struct stream_ctx {
+    shardnet_session_t *session;
+    shardnet_feed_fn feed;
+    shardnet_drain_fn drain;
+    void *user;
+} stream_ctx;
+
+static shardnet_status stream_feed(void *user, size_t b,
+                                   const sn_binding **in)
+{
+    stream_ctx *c = user;
+    shardnet_status st;
+    /* Batch 0 was fed before the pipeline was made. */
+    if (b && ((st = c->feed(c->user, b, c->session)) != SHARDNET_OK ||
+              (st = check_bound(c->session)) != SHARDNET_OK))
+        return st;
+    *in = c->session->inputs;
+    return SHARDNET_OK;
+}
+
+static shardnet_status stream_drain(void *user, size_t b)
+{
+    stream_ctx *c = user;
+    return c->drain ? c->drain(c->user, b, c->session) : SHARDNET_OK;
+}
+
+shardnet_status shardnet_session_run_stream(shardnet_session_t *session,
+                                            size_t count,
+                                            shardnet_feed_fn feed,
+                                            shardnet_drain_fn drain,
+                                            void *user)
+{
+    shardnet_status st;
+    if (!session || !feed)
+        return sn_error(SHARDNET_INVALID_ARGUMENT,
+                        "run stream: NULL session or feed");
+    if (!count)
+        return SHARDNET_OK;
+    if ((st = feed(user, 0, session)) != SHARDNET_OK ||
+        (st = check_bound(session)) != SHARDNET_OK ||
+        (st = prepare(session)) != SHARDNET_OK)
+        return st;
+    if (!session->tensor && session->ndev > 1) {
+        stream_ctx c = {session, feed, drain, user};
+        return sn_pipeline_stream(session->pipe, count, session->micro,
+                                  stream_feed, stream_drain, &c);
+    }
+    for (size_t b = 0; b < count; b++) {
+        if ((b && (st = feed(user, b, session)) != SHARDNET_OK) ||
+            (st = shardnet_session_run(session)) != SHARDNET_OK ||
+            (drain && (st = drain(user, b, session)) != SHARDNET_OK))
+            return st;
+    }
+    return SHARDNET_OK;
 }
 
 shardnet_status shardnet_session_output(shardnet_session_t *session,

@@ -3,6 +3,7 @@
 #include <config.h>
 
 #include <pthread.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -48,8 +49,15 @@ struct sn_pipeline {
     int failed;
     shardnet_status fail_st;
     char fail_msg[1024];
-    const sn_binding *inputs;
     size_t micro, rows, chunk;
+    /* A job: nbatch batches of micro micro-batches each ("items", batch b's
+     * micro-batch j being item b * micro + j), up to two batches in
+     * flight: batch b's inputs in bin[b % 2], its boundary values in vals
+     * [(b % 2) * micro + j]. */
+    size_t nbatch;
+    size_t fed;            /* batches whose inputs are in bin */
+    double row_bytes;      /* the largest activation per row (0: unknown) */
+    sn_binding *bin[2];
     sn_host_tensor **vals; /* [micro][parent value]: boundary values, their
                               memory kept from run to run */
     size_t **cap;          /* [micro][parent value]: bytes allocated */
@@ -237,7 +245,7 @@ double sn_node_work(const sn_graph *g, const sn_plan *p, const sn_node *n)
  * live node timed on every device (a plan of the whole graph run on each,
  * waiting for each step: the best of three runs), and what a cut costs.
  */
-#define TIMED_RUNS 3
+#define TIMED_RUNS 5
 typedef struct costs {
     size_t nlive, ndev;
     double *xfer;  /* per live node: seconds to move what crosses a cut
@@ -277,37 +285,42 @@ static void free_costs(costs *c)
     free(c->speed);
 }
 
-/* Seconds per graph node of the whole graph on dev (best of runs). */
+/* Seconds per graph node of the whole graph on dev: the median of
+ * TIMED_RUNS runs after one untimed (a node's best run would sum to less
+ * than any real run takes). */
 static shardnet_status time_nodes(sn_graph *g, sn_device *dev,
                                   const sn_binding *inputs, double *best)
 {
     sn_weights *w = NULL;
     sn_plan *p = NULL;
-    double *t = calloc(g->nnodes + 1, sizeof *t);
+    double *t = calloc(TIMED_RUNS * g->nnodes + 1, sizeof *t);
     shardnet_status st;
     if (!t)
         return sn_error(SHARDNET_OUT_OF_MEMORY, "cost model");
     if ((st = sn_weights_new(g, dev, &w)) != SHARDNET_OK ||
         (st = sn_plan_build(g, w, inputs, &p)) != SHARDNET_OK)
         goto out;
-    for (size_t i = 0; i < g->nnodes; i++)
-        best[i] = 1e30;
     /* Driven the way a split drives it: by a thread of its own, bound to
      * it (a CPU device then runs the kernels on that thread). */
     sn_bind_thread(dev, 1);
     /* A first run untimed: weights packed on first use, arena pages. */
-    if ((st = sn_plan_run(p, inputs)) != SHARDNET_OK) {
-        sn_bind_thread(dev, 0);
-        goto out;
-    }
-    for (int r = 0; r < TIMED_RUNS; r++) {
-        if ((st = sn_plan_time_nodes(p, inputs, t)) != SHARDNET_OK)
-            break;
-        for (size_t i = 0; i < g->nnodes; i++)
-            if (t[i] < best[i])
-                best[i] = t[i];
-    }
+    st = sn_plan_run(p, inputs);
+    for (int r = 0; r < TIMED_RUNS && st == SHARDNET_OK; r++)
+        st = sn_plan_time_nodes(p, inputs, &t[(size_t)r * g->nnodes]);
     sn_bind_thread(dev, 0);
+    if (st != SHARDNET_OK)
+        goto out;
+    for (size_t i = 0; i < g->nnodes; i++) {
+        double v[TIMED_RUNS];
+        for (int r = 0; r < TIMED_RUNS; r++) {
+            double x = t[(size_t)r * g->nnodes + i];
+            int k = r;
+            for (; k > 0 && v[k - 1] > x; k--)
+                v[k] = v[k - 1];
+            v[k] = x;
+        }
+        best[i] = v[TIMED_RUNS / 2];
+    }
 out:
     free(t);
     sn_plan_free(p);
@@ -881,6 +894,9 @@ shardnet_status sn_pipeline_create_groups(sn_graph *g, sn_device *const *devs,
             st = plan_cuts(&cm, p->nstages,
                            sn_pipeline_default_micro(cm.rows, p->nstages),
                            p->start);
+        for (size_t i = 0; i < cm.nlive; i++)
+            if (cm.rows && cm.obytes[i] / (double)cm.rows > p->row_bytes)
+                p->row_bytes = cm.obytes[i] / (double)cm.rows;
         free_costs(&cm);
         if (st != SHARDNET_OK)
             goto fail;
@@ -929,6 +945,8 @@ void sn_pipeline_free(sn_pipeline *p)
     free(p->vals);
     free(p->cap);
     free(p->done);
+    free(p->bin[0]);
+    free(p->bin[1]);
     free(p->out_cap);
     for (size_t s = 0; p->st && s < p->nstages; s++) {
         for (int k = 0; k < STAGE_PLANS; k++) {
@@ -980,12 +998,13 @@ static int graph_input_slot(const sn_graph *g, int v)
     return -1;
 }
 
-/* Micro-batch j's binding of parent value v for a stage input. */
-static int bind_input(sn_pipeline *p, size_t j, int v, sn_binding *b)
+/* Item k's binding of parent value v for a stage input. */
+static int bind_input(sn_pipeline *p, size_t k, int v, sn_binding *b)
 {
     int slot = graph_input_slot(p->g, v);
+    size_t j = k % p->micro;
     if (slot >= 0) {
-        const sn_binding *in = &p->inputs[slot];
+        const sn_binding *in = &p->bin[(k / p->micro) % 2][slot];
         *b = *in;
         if (p->micro > 1 && in->rank > 0 && (size_t)in->dims[0] == p->rows) {
             size_t row = in->nbytes / p->rows;
@@ -998,7 +1017,7 @@ static int bind_input(sn_pipeline *p, size_t j, int v, sn_binding *b)
         }
         return 1;
     }
-    const sn_host_tensor *t = &p->vals[j][v];
+    const sn_host_tensor *t = &p->vals[k % (2 * p->micro)][v];
     if (!t->data && t->nbytes)
         return 0;
     b->dtype = t->dtype;
@@ -1067,8 +1086,8 @@ static shardnet_status run_stage(sn_pipeline *p, size_t s, size_t j)
     for (size_t i = 0; i < st->g->noutputs; i++) {
         const sn_host_tensor *t = ts ? sn_tensor_split_output(ts, i)
                                      : sn_plan_output(plan, i);
-        sn_host_tensor *d = &p->vals[j][st->out_parent[i]];
-        size_t *cap = &p->cap[j][st->out_parent[i]];
+        sn_host_tensor *d = &p->vals[j % (2 * p->micro)][st->out_parent[i]];
+        size_t *cap = &p->cap[j % (2 * p->micro)][st->out_parent[i]];
         void *data = d->data;
         if (!data || *cap < t->nbytes) {
             free(data);
@@ -1087,12 +1106,14 @@ static shardnet_status run_stage(sn_pipeline *p, size_t s, size_t j)
     return SHARDNET_OK;
 }
 
-/* One run's micro-batches through stage s. */
+/* A job's items through stage s, each once the stage before has finished
+ * it (the first stage: once its batch is fed). */
 static void run_micro_batches(sn_pipeline *p, size_t s)
 {
-    for (size_t j = 0; j < p->micro; j++) {
+    for (size_t j = 0; j < p->nbatch * p->micro; j++) {
         pthread_mutex_lock(&p->lock);
-        while (!p->failed && s > 0 && p->done[s - 1] <= j)
+        while (!p->failed && (s > 0 ? p->done[s - 1] <= j
+                                    : p->fed <= j / p->micro))
             pthread_cond_wait(&p->cond, &p->lock);
         int stop = p->failed;
         pthread_mutex_unlock(&p->lock);
@@ -1101,8 +1122,14 @@ static void run_micro_batches(sn_pipeline *p, size_t s)
         double t0 = sn_trace_on() ? sn_trace_now() : 0;
         shardnet_status rc = run_stage(p, s, j);
         if (sn_trace_on()) {
-            char name[64];
-            snprintf(name, sizeof name, "micro-batch %zu (stage %zu)", j, s);
+            char name[96];
+            if (p->nbatch > 1)
+                snprintf(name, sizeof name,
+                         "micro-batch %zu (stage %zu) of batch %zu",
+                         j % p->micro, s, j / p->micro);
+            else
+                snprintf(name, sizeof name, "micro-batch %zu (stage %zu)", j,
+                         s);
             sn_trace_add(p->st[s].dev->info.name, "micro-batch", name, t0,
                          sn_trace_now());
         }
@@ -1153,18 +1180,20 @@ static void *stage_main(void *arg)
     return NULL;
 }
 
-/* Output i: the micro-batches' pieces concatenated along the batch, or,
- * for an output without the batch dimension, the first micro-batch's. */
-static shardnet_status gather_output(sn_pipeline *p, size_t i)
+/* Output i of batch b: the micro-batches' pieces concatenated along the
+ * batch, or, for an output without the batch dimension, the first
+ * micro-batch's. */
+static shardnet_status gather_output(sn_pipeline *p, size_t i, size_t b)
 {
     int v = p->g->outputs[i];
     sn_host_tensor *o = &p->outputs[i];
-    const sn_host_tensor *first = &p->vals[0][v];
+    sn_host_tensor **vals = p->vals + (b % 2) * p->micro;
+    const sn_host_tensor *first = &vals[0][v];
     int batched = p->micro > 1 && first->rank > 0 &&
                   (size_t)first->dims[0] <= p->chunk;
     size_t parts = batched ? p->micro : 1, bytes = 0, at = 0;
     for (size_t j = 0; j < parts; j++)
-        bytes += p->vals[j][v].nbytes;
+        bytes += vals[j][v].nbytes;
     if (!o->data || p->out_cap[i] < bytes) {
         free(o->data);
         p->out_cap[i] = 0;
@@ -1178,7 +1207,7 @@ static shardnet_status gather_output(sn_pipeline *p, size_t i)
     memcpy(o->dims, first->dims, sizeof o->dims);
     o->nbytes = bytes;
     for (size_t j = 0; j < parts; j++) {
-        const sn_host_tensor *t = &p->vals[j][v];
+        const sn_host_tensor *t = &vals[j][v];
         if (t->nbytes)
             memcpy((char *)o->data + at, t->data, t->nbytes);
         at += t->nbytes;
@@ -1227,27 +1256,84 @@ static void stop_stages(sn_pipeline *p)
         }
 }
 
-shardnet_status sn_pipeline_run(sn_pipeline *p, const sn_binding *inputs,
-                                size_t micro)
+/*
+ * Micro-batches per batch of a stream when none are asked for.  A stream
+ * fills the pipeline once, so bubbles cost little and fewer, larger
+ * micro-batches waste less per hand-off; but a micro-batch whose
+ * activations stay in cache runs faster per row.  So: enough that the
+ * largest activation of a micro-batch is about 512 KiB, from one to eight
+ * per stage.
+ */
+#define STREAM_MICRO_BYTES (512.0 * 1024.0)
+static size_t stream_micro(const sn_pipeline *p)
+{
+    size_t m = (size_t)(p->row_bytes * (double)p->rows / STREAM_MICRO_BYTES +
+                        0.999);
+    if (m < p->nstages)
+        m = p->nstages;
+    if (m > 8 * p->nstages)
+        m = 8 * p->nstages;
+    return m;
+}
+
+static int same_shapes_as(const sn_binding *a, const sn_binding *b, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        if (a[i].dtype != b[i].dtype || a[i].rank != b[i].rank ||
+            memcmp(a[i].dims, b[i].dims,
+                   (size_t)a[i].rank * sizeof a[i].dims[0]))
+            return 0;
+    return 1;
+}
+
+/* Take batch b's inputs from feed into bin[b % 2]. */
+static shardnet_status take_batch(sn_pipeline *p, size_t b, sn_feed_fn feed,
+                                  void *user)
+{
+    const sn_binding *in = NULL;
+    shardnet_status st = feed(user, b, &in);
+    if (st != SHARDNET_OK)
+        return st;
+    if (b && !same_shapes_as(in, p->bin[0], p->g->ninputs) &&
+        !same_shapes_as(in, p->bin[1], p->g->ninputs))
+        return sn_error(SHARDNET_INVALID_ARGUMENT,
+                        "stream: batch %zu is shaped unlike the first", b);
+    memcpy(p->bin[b % 2], in, p->g->ninputs * sizeof *in);
+    return SHARDNET_OK;
+}
+
+shardnet_status sn_pipeline_stream(sn_pipeline *p, size_t nbatch, size_t micro,
+                                   sn_feed_fn feed, sn_drain_fn drain,
+                                   void *user)
 {
     sn_graph *g = p->g;
-    shardnet_status st;
-
+    shardnet_status st = SHARDNET_OK;
+    if (!nbatch)
+        return SHARDNET_OK;
+    for (int k = 0; k < 2; k++)
+        if (!p->bin[k] &&
+            !(p->bin[k] = calloc(g->ninputs + 1, sizeof *p->bin[k])))
+            return sn_error(SHARDNET_OUT_OF_MEMORY, "pipeline");
+    if ((st = take_batch(p, 0, feed, user)) != SHARDNET_OK)
+        return st;
+    memcpy(p->bin[1], p->bin[0], g->ninputs * sizeof *p->bin[0]);
     /* The batch: the first dimension of the first input that has one. */
     p->rows = 1;
     for (size_t i = 0; i < g->ninputs; i++)
-        if (inputs[i].rank > 0) {
-            p->rows = (size_t)inputs[i].dims[0];
+        if (p->bin[0][i].rank > 0) {
+            p->rows = (size_t)p->bin[0][i].dims[0];
             break;
         }
-    p->micro = micro ? micro : sn_pipeline_default_micro(p->rows, p->nstages);
+    p->micro = micro                ? micro
+               : nbatch > 1 ? stream_micro(p)
+                            : sn_pipeline_default_micro(p->rows, p->nstages);
     if (p->micro > p->rows)
         p->micro = p->rows ? p->rows : 1;
     p->chunk = (p->rows + p->micro - 1) / p->micro;
     p->micro = p->chunk ? (p->rows + p->chunk - 1) / p->chunk : 1;
     if (!p->micro)
         p->micro = 1;
-    if ((st = reserve_vals(p, p->micro)) != SHARDNET_OK)
+    if ((st = reserve_vals(p, 2 * p->micro)) != SHARDNET_OK)
         return st;
     if (!p->done && !(p->done = calloc(p->nstages, sizeof *p->done)))
         return sn_error(SHARDNET_OUT_OF_MEMORY, "pipeline");
@@ -1266,19 +1352,75 @@ shardnet_status sn_pipeline_run(sn_pipeline *p, const sn_binding *inputs,
         p->started = 1;
     }
     pthread_mutex_lock(&p->lock);
-    p->inputs = inputs;
+    p->nbatch = nbatch;
+    p->fed = 1;
     p->failed = 0;
     p->finished = 0;
     memset(p->done, 0, p->nstages * sizeof *p->done);
     p->job++;
     pthread_cond_broadcast(&p->cond);
+    pthread_mutex_unlock(&p->lock);
+    /* Feed batch b + 1 while batch b is in the stages, then hand batch b
+     * out; batch b + 1 reuses the slots of batch b - 1, handed out
+     * already. */
+    for (size_t b = 0; b < nbatch; b++) {
+        if (b + 1 < nbatch) {
+            shardnet_status fs = take_batch(p, b + 1, feed, user);
+            pthread_mutex_lock(&p->lock);
+            if (fs != SHARDNET_OK && !p->failed) {
+                p->failed = 1;
+                p->fail_st = fs;
+                snprintf(p->fail_msg, sizeof p->fail_msg, "%s",
+                         shardnet_last_error());
+            }
+            p->fed = b + 2;
+            pthread_cond_broadcast(&p->cond);
+            pthread_mutex_unlock(&p->lock);
+        }
+        pthread_mutex_lock(&p->lock);
+        while (!p->failed && p->done[p->nstages - 1] < (b + 1) * p->micro)
+            pthread_cond_wait(&p->cond, &p->lock);
+        int failed = p->failed;
+        pthread_mutex_unlock(&p->lock);
+        if (failed)
+            break;
+        for (size_t i = 0; i < g->noutputs && st == SHARDNET_OK; i++)
+            st = gather_output(p, i, b);
+        if (st == SHARDNET_OK && drain)
+            st = drain(user, b);
+        if (st != SHARDNET_OK) {
+            pthread_mutex_lock(&p->lock);
+            if (!p->failed) {
+                p->failed = 1;
+                p->fail_st = st;
+                snprintf(p->fail_msg, sizeof p->fail_msg, "%s",
+                         shardnet_last_error());
+            }
+            pthread_cond_broadcast(&p->cond);
+            pthread_mutex_unlock(&p->lock);
+            break;
+        }
+    }
+    pthread_mutex_lock(&p->lock);
     while (p->finished < p->nstages)
         pthread_cond_wait(&p->cond, &p->lock);
     pthread_mutex_unlock(&p->lock);
     if (p->failed)
         return sn_error(p->fail_st, "%s", p->fail_msg);
-    for (size_t i = 0; i < g->noutputs; i++)
-        if ((st = gather_output(p, i)) != SHARDNET_OK)
-            return st;
     return SHARDNET_OK;
+}
+
+/* sn_pipeline_run: one batch, its inputs given. */
+static shardnet_status feed_one(void *user, size_t b, const sn_binding **in)
+{
+    (void)b;
+    *in = user;
+    return SHARDNET_OK;
+}
+
+shardnet_status sn_pipeline_run(sn_pipeline *p, const sn_binding *inputs,
+                                size_t micro)
+{
+    return sn_pipeline_stream(p, 1, micro, feed_one, NULL,
+                              (void *)(uintptr_t)inputs);
 }

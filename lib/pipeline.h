@@ -75,7 +75,21 @@ size_t sn_pipeline_default_micro(size_t rows, size_t stages);
  * `micro` micro-batches (0: sn_pipeline_default_micro()). */
 shardnet_status sn_pipeline_run(sn_pipeline *p, const sn_binding *inputs,
                                 size_t micro);
-/* Output i of the last run. */
+/* Streams: batch b's inputs (one binding per model input, valid until
+ * batch b is drained) come from feed; drain is called with batch b's
+ * outputs ready (sn_pipeline_output), in order. */
+typedef shardnet_status (*sn_feed_fn)(void *user, size_t batch,
+                                      const sn_binding **inputs);
+typedef shardnet_status (*sn_drain_fn)(void *user, size_t batch);
+/* Run nbatch batches back to back (all shaped like the first), each cut
+ * into `micro` micro-batches: batch b + 1 enters the first stage while
+ * batch b is in the later ones, so the pipeline fills and drains once per
+ * stream, not once per batch.  feed is called for batch b + 1 before
+ * drain for batch b. */
+shardnet_status sn_pipeline_stream(sn_pipeline *p, size_t nbatch, size_t micro,
+                                   sn_feed_fn feed, sn_drain_fn drain,
+                                   void *user);
+/* Output i of the last run (or of the batch being drained). */
 const sn_host_tensor *sn_pipeline_output(const sn_pipeline *p, size_t i);
 
 size_t sn_pipeline_stages(const sn_pipeline *p);
