@@ -576,3 +576,132 @@ Test(tensor_split, bad_strategies_are_refused_clearly)
     shardnet_model_free(m);
     unlink(plan);
 }
+
+/* --- streams ------------------------------------------------------------ */
+
+#define STREAM_BATCHES 6
+
+typedef struct stream_case {
+    const shardnet_tensor *in;
+    float *batch[STREAM_BATCHES]; /* each batch's input: a scaled copy */
+    float *got[STREAM_BATCHES];   /* each batch's output 0 */
+    size_t count;                 /* floats of output 0 */
+    size_t fail_at;               /* feed fails at this batch (or never) */
+    size_t drained;
+} stream_case;
+
+static shardnet_status feed_batch(void *user, size_t b, shardnet_session_t *s)
+{
+    stream_case *c = user;
+    if (b == c->fail_at)
+        return SHARDNET_INVALID_ARGUMENT;
+    return shardnet_session_set_input(s, 0, c->in->info.dtype,
+                                      c->in->info.rank, c->in->info.dims,
+                                      c->batch[b]);
+}
+
+static shardnet_status drain_batch(void *user, size_t b, shardnet_session_t *s)
+{
+    stream_case *c = user;
+    shardnet_tensor_info info;
+    const void *out;
+    shardnet_status st = shardnet_session_output(s, 0, &info, &out);
+    if (st != SHARDNET_OK)
+        return st;
+    c->count = 1;
+    for (int i = 0; i < info.rank; i++)
+        c->count *= (size_t)info.dims[i];
+    c->got[b] = malloc(c->count * sizeof(float));
+    memcpy(c->got[b], out, c->count * sizeof(float));
+    c->drained++;
+    return SHARDNET_OK;
+}
+
+/* Batches streamed through a layer split (consecutive batches overlapping
+ * in the stages) and through a tensor split: each batch's output is its
+ * own one-device answer, bit for bit on one backend (layer) or within
+ * 1e-4 (tensor); a feed that fails stops the stream with its error. */
+Test(layer_split, streamed_batches_each_get_their_own_answer)
+{
+    static const struct {
+        const char *model, *input, *split;
+        size_t micro;
+    } cases[] = {
+        {"fashion_mlp.onnx", "fashion_mlp_input.npy", "layer", 2},
+        {"fashion_mlp.onnx", "fashion_mlp_input.npy", "layer", 0},
+        {"small_transformer.onnx", "small_transformer_input.npy", "layer", 3},
+        {"small_cnn.onnx", "small_cnn_input.npy", "tensor", 0},
+    };
+    char path[4096];
+    for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
+        shardnet_model_t *m = NULL;
+        shardnet_tensor in;
+        stream_case c = {.in = &in, .fail_at = (size_t)-1};
+        shardnet_session_options o = {.split = cases[k].split,
+                                      .micro_batches = cases[k].micro};
+        shardnet_session_t *s = NULL;
+        fixture(path, sizeof path, cases[k].model);
+        cr_assert_eq(shardnet_model_load(path, &m), SHARDNET_OK);
+        fixture(path, sizeof path, cases[k].input);
+        cr_assert_eq(shardnet_tensor_load(path, &in), SHARDNET_OK);
+        size_t n = in.nbytes / sizeof(float);
+        for (size_t b = 0; b < STREAM_BATCHES; b++) {
+            c.batch[b] = malloc(in.nbytes);
+            for (size_t i = 0; i < n; i++)
+                c.batch[b][i] = ((const float *)in.data)[i] *
+                                (1.0f + 0.25f * (float)b);
+        }
+        cr_assert_eq(shardnet_session_create_with(ctx, m, "cpu:0,cpu:1", &o,
+                                                  &s),
+                     SHARDNET_OK, "%s", shardnet_last_error());
+        cr_assert_eq(shardnet_session_run_stream(s, STREAM_BATCHES,
+                                                 feed_batch, drain_batch, &c),
+                     SHARDNET_OK, "%s: %s", cases[k].model,
+                     shardnet_last_error());
+        cr_assert_eq(c.drained, STREAM_BATCHES);
+        for (size_t b = 0; b < STREAM_BATCHES; b++) {
+            shardnet_tensor one = in;
+            size_t n0;
+            one.data = c.batch[b];
+            float *want = run(m, &one, "cpu:0", "none", 0, &n0);
+            cr_assert_eq(n0, c.count);
+            for (size_t i = 0; i < n0; i++) {
+                if (!strcmp(cases[k].split, "layer"))
+                    cr_assert_eq(memcmp(&want[i], &c.got[b][i], sizeof *want),
+                                 0,
+                                 "%s batch %zu element %zu: %.9g, alone %.9g",
+                                 cases[k].model, b, i, (double)c.got[b][i],
+                                 (double)want[i]);
+                else
+                    cr_assert(fabsf(want[i] - c.got[b][i]) <=
+                                  1e-4f * (1.0f + fabsf(want[i])),
+                              "%s batch %zu element %zu", cases[k].model, b,
+                              i);
+            }
+            free(want);
+            free(c.got[b]);
+            c.got[b] = NULL;
+        }
+        /* A feed error at batch 3: the stream stops and says so. */
+        c.fail_at = 3;
+        c.drained = 0;
+        cr_assert_eq(shardnet_session_run_stream(s, STREAM_BATCHES,
+                                                 feed_batch, drain_batch, &c),
+                     SHARDNET_INVALID_ARGUMENT);
+        cr_assert_leq(c.drained, 3);
+        for (size_t b = 0; b < STREAM_BATCHES; b++) {
+            free(c.got[b]);
+            free(c.batch[b]);
+        }
+        /* The session still runs afterwards. */
+        cr_assert_eq(shardnet_session_set_input(s, 0, in.info.dtype,
+                                                in.info.rank, in.info.dims,
+                                                in.data),
+                     SHARDNET_OK);
+        cr_assert_eq(shardnet_session_run(s), SHARDNET_OK, "%s",
+                     shardnet_last_error());
+        shardnet_session_free(s);
+        shardnet_tensor_release(&in);
+        shardnet_model_free(m);
+    }
+}
