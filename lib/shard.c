@@ -2024,9 +2024,26 @@ shardnet_status sn_tensor_split_create(sn_graph *g, sn_device *const *devs,
                 return sn_error(SHARDNET_INVALID_ARGUMENT,
                                 "tensor split: %s is listed twice",
                                 devs[d]->info.name);
+    /* Twin devices (same kind, model, driver and cores) get their mean
+     * speed: their profiles differ by measurement noise only, and shares
+     * cut by that noise leave the larger share on the critical path. */
+    double twin[MAXD];
+    for (size_t d = 0; d < ndev; d++) {
+        double sum = 0;
+        size_t k = 0;
+        for (size_t e = 0; e < ndev; e++) {
+            const shardnet_device_info *a = &devs[d]->info, *c = &devs[e]->info;
+            if (a->kind == c->kind && a->compute_units == c->compute_units &&
+                !strcmp(a->model, c->model) && !strcmp(a->driver, c->driver)) {
+                sum += speed[e];
+                k++;
+            }
+        }
+        twin[d] = sum / (double)k;
+    }
     b.g = g;
     b.n = ndev;
-    b.speed = speed;
+    b.speed = twin;
     b.strat = strategies;
     b.nstrat = nstrategies;
     b.vi = calloc(g->nvalues + 1, sizeof *b.vi);

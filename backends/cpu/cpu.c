@@ -86,6 +86,7 @@ typedef struct cpu_device {
     task *ring;
     size_t cap, head, count;
     atomic_size_t pending; /* tasks queued or running; read while spinning */
+    atomic_int sleepers;   /* synchronize callers waiting on `idle` */
     int running;           /* the worker is executing a task */
     int quit;
     pthread_t worker;
@@ -373,7 +374,10 @@ static shardnet_status enqueue(sn_device *dev, const task *t)
          * collective mapping this device's buffer) waits for it. */
         atomic_fetch_add(&cd->pending, 1);
         run_task(cd, t);
-        if (atomic_fetch_sub(&cd->pending, 1) == 1) {
+        /* Wake a synchronize only when one sleeps (it counts itself in
+         * before it looks at pending, under the lock). */
+        if (atomic_fetch_sub(&cd->pending, 1) == 1 &&
+            atomic_load(&cd->sleepers) > 0) {
             pthread_mutex_lock(&cd->lock);
             pthread_cond_broadcast(&cd->idle);
             pthread_mutex_unlock(&cd->lock);
@@ -421,8 +425,10 @@ static shardnet_status cpu_synchronize(sn_device *dev)
     while (atomic_load(&cd->pending) != 0 && elapsed_ns(&t0) < SYNC_SPIN_NS)
         sched_yield();
     pthread_mutex_lock(&cd->lock);
+    atomic_fetch_add(&cd->sleepers, 1);
     while (cd->count > 0 || cd->running || atomic_load(&cd->pending) != 0)
         pthread_cond_wait(&cd->idle, &cd->lock);
+    atomic_fetch_sub(&cd->sleepers, 1);
     pthread_mutex_unlock(&cd->lock);
     return SHARDNET_OK;
 }
