@@ -151,6 +151,17 @@ typedef struct shardnet_context shardnet_context_t;
  */
 SHARDNET_API shardnet_status shardnet_context_create(shardnet_context_t **out);
 
+/**
+ * \brief This process's index in its job, and the job's processes.
+ *
+ * A program started by mpirun (shardnet built with MPI) joins the job when
+ * it creates its first context: the job's devices are then every process's,
+ * named "P/KIND:N" (e.g. "1/cpu:0"), and every process runs the same calls
+ * (SPMD).  Outside MPI: process 0 of 1.
+ */
+SHARDNET_API unsigned shardnet_job_process(void);
+SHARDNET_API unsigned shardnet_job_processes(void);
+
 /** \brief Release a context and every device it opened. NULL is ignored. */
 SHARDNET_API void shardnet_context_free(shardnet_context_t *ctx);
 

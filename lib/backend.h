@@ -308,6 +308,11 @@ struct sn_device {
     const sn_backend_ops *ops;
     shardnet_device_info info;
     void *impl; /* backend state */
+    /* In a job of several processes (lib/world.h): the process the device
+     * is on.  A remote device (another process's) is a description only:
+     * its ops have no buffers and no kernels. */
+    unsigned process;
+    int remote;
 };
 
 /*

@@ -25,6 +25,10 @@
  * With more than one process, the sum over processes is taken in process
  * order after each process has summed its own ranks in rank order: still
  * deterministic, though grouped differently from a single-process fold.
+ * Across processes the engine runs the sums only: sn_allreduce (every
+ * process's ranks get the sum over all processes) and sn_reduce_scatter
+ * (that sum, cut among this process's ranks); the MPI transport is made
+ * by lib/world.c (sn_world_transport()).
  */
 #ifndef SN_COLLECTIVE_H
 #define SN_COLLECTIVE_H

@@ -4,10 +4,13 @@
 #include <ctype.h>
 #include <errno.h>
 #include <limits.h>
+#include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "backend.h"
+#include "world.h"
 #include "error.h"
 
 struct shardnet_context {
@@ -54,6 +57,102 @@ static void free_devices(sn_device_list *list)
     list->count = list->cap = 0;
 }
 
+/* --- devices of other processes ----------------------------------------- */
+
+/* A remote device: its description, no buffers and no kernels. */
+static void remote_free(sn_device *dev)
+{
+    free(dev);
+}
+
+static const sn_backend_ops remote_ops[] = {
+    {.abi = SN_BACKEND_ABI, .kind = "cpu", .device_free = remote_free},
+    {.abi = SN_BACKEND_ABI, .kind = "cl", .device_free = remote_free},
+    {.abi = SN_BACKEND_ABI, .kind = "cuda", .device_free = remote_free},
+};
+
+/*
+ * In a job of several processes: every process's devices, in process
+ * order, named PROCESS/KIND:N; this process's keep their backends, the
+ * others are descriptions.  Each process sends its devices' descriptions
+ * to all (the same program on every process: the structs travel as
+ * bytes).
+ */
+static shardnet_status join_devices(shardnet_context_t *ctx)
+{
+    unsigned me = sn_world_process(), np = sn_world_processes();
+    size_t mine = ctx->devices.count, most = 0;
+    uint64_t *counts = calloc(np, sizeof *counts);
+    uint64_t n64 = mine;
+    shardnet_device_info *all = NULL, *local = NULL;
+    sn_device_list list = {0};
+    shardnet_status st;
+    if (!counts)
+        return sn_error(SHARDNET_OUT_OF_MEMORY, "devices of the job");
+    if ((st = sn_world_allgather(&n64, sizeof n64, counts)) != SHARDNET_OK)
+        goto out;
+    for (unsigned p = 0; p < np; p++)
+        if (counts[p] > most)
+            most = (size_t)counts[p];
+    if (most > 4096) {
+        st = sn_error(SHARDNET_INTERNAL, "devices of the job: %zu on one "
+                                         "process",
+                      most);
+        goto out;
+    }
+    local = calloc(most + 1, sizeof *local);
+    all = calloc((size_t)np * (most + 1), sizeof *all);
+    if (!local || !all) {
+        st = sn_error(SHARDNET_OUT_OF_MEMORY, "devices of the job");
+        goto out;
+    }
+    for (size_t i = 0; i < mine; i++)
+        local[i] = ctx->devices.items[i]->info;
+    if ((st = sn_world_allgather(local, (most + 1) * sizeof *local, all)) !=
+        SHARDNET_OK)
+        goto out;
+    for (unsigned p = 0; p < np; p++)
+        for (size_t i = 0; i < counts[p]; i++) {
+            const shardnet_device_info *info = &all[(size_t)p * (most + 1) + i];
+            sn_device *dev;
+            if (p == me) {
+                dev = ctx->devices.items[i];
+            } else {
+                size_t k = info->kind < 3 ? (size_t)info->kind : 0;
+                if (!(dev = calloc(1, sizeof *dev))) {
+                    st = sn_error(SHARDNET_OUT_OF_MEMORY, "devices of the job");
+                    goto out;
+                }
+                dev->ops = &remote_ops[k];
+                dev->info = *info;
+                dev->remote = 1;
+            }
+            dev->process = p;
+            char name[sizeof dev->info.name];
+            snprintf(name, sizeof name, "%u/%s", p, info->name);
+            memcpy(dev->info.name, name, sizeof name);
+            if ((st = sn_device_list_push(&list, dev)) != SHARDNET_OK) {
+                if (p != me)
+                    free(dev);
+                goto out;
+            }
+        }
+    /* The list now owns this process's devices too. */
+    free(ctx->devices.items);
+    ctx->devices = list;
+    list.items = NULL;
+    list.count = 0;
+out:
+    for (size_t i = 0; i < list.count; i++)
+        if (list.items[i]->remote)
+            list.items[i]->ops->device_free(list.items[i]);
+    free(list.items);
+    free(counts);
+    free(local);
+    free(all);
+    return st;
+}
+
 shardnet_status shardnet_context_create(shardnet_context_t **out)
 {
     shardnet_context_t *ctx;
@@ -75,9 +174,27 @@ shardnet_status shardnet_context_create(shardnet_context_t **out)
             return st;
         }
     }
+    if ((st = sn_world_init()) != SHARDNET_OK ||
+        (sn_world_processes() > 1 &&
+         (st = join_devices(ctx)) != SHARDNET_OK)) {
+        sn_error_prefix(st, "joining the MPI job");
+        free_devices(&ctx->devices);
+        free(ctx);
+        return st;
+    }
     sn_log(SHARDNET_LOG_INFO, "found %zu devices", ctx->devices.count);
     *out = ctx;
     return SHARDNET_OK;
+}
+
+unsigned shardnet_job_process(void)
+{
+    return sn_world_process();
+}
+
+unsigned shardnet_job_processes(void)
+{
+    return sn_world_processes();
 }
 
 void shardnet_context_free(shardnet_context_t *ctx)
@@ -137,19 +254,39 @@ static void choose(size_t i, size_t *idx, size_t cap, size_t *n,
     (*n)++;
 }
 
-/* One item of a device list: "all", "KIND" or "KIND:N". */
+/* One item of a device list: "all", "KIND" or "KIND:N", each optionally
+ * "P/..." (process P's, in a job of several processes; unqualified, KIND:N
+ * is process 0's and "all" or KIND every process's). */
 static shardnet_status select_item(const shardnet_context_t *ctx,
                                    const char *item, size_t *idx, size_t cap,
                                    size_t *n, unsigned char *seen)
 {
     const sn_device_list *devs = &ctx->devices;
+    const char *whole = item;
+    long proc = -1;
+    if (isdigit((unsigned char)*item) && strchr(item, '/')) {
+        char *end;
+        errno = 0;
+        unsigned long p = strtoul(item, &end, 10);
+        if (*end != '/' || errno == ERANGE || p >= sn_world_processes())
+            return sn_error(SHARDNET_NO_DEVICE,
+                            "bad device '%s': no process %.*s in this job "
+                            "(%u process%s)",
+                            whole, (int)(strchr(item, '/') - item), item,
+                            sn_world_processes(),
+                            sn_world_processes() == 1 ? "" : "es");
+        proc = (long)p;
+        item = end + 1;
+    }
+#define ON_PROC(d) (proc < 0 || (long)(d)->process == proc)
     const char *colon = strchr(item, ':');
     size_t kind_len = colon ? (size_t)(colon - item) : strlen(item);
     size_t before = *n;
 
     if (!strcmp(item, "all")) {
         for (size_t i = 0; i < devs->count; i++)
-            choose(i, idx, cap, n, seen);
+            if (ON_PROC(devs->items[i]))
+                choose(i, idx, cap, n, seen);
         if (*n == before && devs->count == 0)
             return sn_error(SHARDNET_NO_DEVICE, "no devices found");
         return SHARDNET_OK;
@@ -162,7 +299,8 @@ static shardnet_status select_item(const shardnet_context_t *ctx,
     if (!colon) {
         int found = 0;
         for (size_t i = 0; i < devs->count; i++) {
-            if (!strcmp(devs->items[i]->ops->kind, item)) {
+            if (!strcmp(devs->items[i]->ops->kind, item) &&
+                ON_PROC(devs->items[i])) {
                 choose(i, idx, cap, n, seen);
                 found = 1;
             }
@@ -188,7 +326,8 @@ static shardnet_status select_item(const shardnet_context_t *ctx,
     for (size_t i = 0; i < devs->count; i++) {
         const sn_device *d = devs->items[i];
         if (strlen(d->ops->kind) == kind_len &&
-            !memcmp(d->ops->kind, item, kind_len) && d->info.index == v) {
+            !memcmp(d->ops->kind, item, kind_len) && d->info.index == v &&
+            ON_PROC(d)) {
             choose(i, idx, cap, n, seen);
             return SHARDNET_OK;
         }
@@ -200,9 +339,12 @@ static shardnet_status select_item(const shardnet_context_t *ctx,
                 !memcmp(devs->items[i]->ops->kind, item, kind_len))
                 have++;
         return sn_error(SHARDNET_NO_DEVICE,
-                        "no device '%s' (this machine has %zu %.*s device%s)",
-                        item, have, (int)kind_len, item, have == 1 ? "" : "s");
+                        "no device '%s' (%s %zu %.*s device%s)", whole,
+                        sn_world_processes() > 1 ? "the job has"
+                                                 : "this machine has",
+                        have, (int)kind_len, item, have == 1 ? "" : "s");
     }
+#undef ON_PROC
 }
 
 shardnet_status shardnet_devices_select(const shardnet_context_t *ctx,

@@ -87,6 +87,10 @@ static shardnet_status check_device(const sn_device *dev, const void *member,
 {
     if (!dev)
         return sn_error(SHARDNET_INVALID_ARGUMENT, "%s: no device", what);
+    if (dev->remote)
+        return sn_error(SHARDNET_UNSUPPORTED,
+                        "%s: device %s belongs to process %u", what,
+                        dev->info.name, dev->process);
     if (!member)
         return sn_error(SHARDNET_UNSUPPORTED, "%s is not supported on %s",
                         what, dev->info.name);

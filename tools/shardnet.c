@@ -48,9 +48,23 @@ static void usage_main(FILE *out)
 static int fail(const char *what, shardnet_status st)
 {
     const char *detail = shardnet_last_error();
-    fprintf(stderr, "%s: %s: %s%s%s\n", prog, what, shardnet_status_str(st),
-            *detail ? ": " : "", detail);
+    if (shardnet_job_processes() > 1)
+        fprintf(stderr, "%s (process %u of %u): %s: %s%s%s\n", prog,
+                shardnet_job_process(), shardnet_job_processes(), what,
+                shardnet_status_str(st), *detail ? ": " : "", detail);
+    else
+        fprintf(stderr, "%s: %s: %s%s%s\n", prog, what,
+                shardnet_status_str(st), *detail ? ": " : "", detail);
     return 1;
+}
+
+/* In an MPI job every process runs the command; process 0 speaks for all
+ * (errors still come from whichever process has them). */
+static void job_joined(void)
+{
+    if (shardnet_job_processes() > 1 && shardnet_job_process() != 0 &&
+        !freopen("/dev/null", "w", stdout))
+        fclose(stdout);
 }
 
 static void format_bytes(char *out, size_t cap, uint64_t bytes)
@@ -85,6 +99,7 @@ static int open_devices(const char *spec, shardnet_context_t **ctx,
     shardnet_status st = shardnet_context_create(ctx);
     if (st != SHARDNET_OK)
         return fail("device discovery", st);
+    job_joined();
     st = shardnet_devices_select(*ctx, spec, idx, MAX_DEVICES, n);
     if (st != SHARDNET_OK) {
         fail("device list", st);
@@ -655,6 +670,7 @@ static int cmd_run(int argc, char **argv)
         fail("device discovery", st);
         goto out;
     }
+    job_joined();
     if (!spec && !getenv("SHARDNET_DEVICES") && !sopts.plan_file)
         spec = shardnet_device_count(ctx) ? "cpu:0" : NULL;
     if ((st = shardnet_session_create_with(ctx, m, spec, &sopts, &s)) !=
@@ -956,6 +972,7 @@ static int cmd_plan(int argc, char **argv)
         fail("device discovery", st);
         goto out;
     }
+    job_joined();
     if ((st = shardnet_session_create_with(ctx, m, spec, &sopts, &s))) {
         fail("creating the session", st);
         rc = st == SHARDNET_NO_DEVICE || st == SHARDNET_INVALID_ARGUMENT ? 2 : 1;

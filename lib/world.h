@@ -1,0 +1,47 @@
+/*
+ * The processes of a job (private): one process, or the ranks of an MPI job
+ * (lib/world.c is the only file that calls MPI).
+ *
+ * A program started by mpirun (Open MPI: OMPI_COMM_WORLD_SIZE in the
+ * environment) joins the job when its first context is created: MPI is
+ * initialised then (unless the program did it already) and finalised at
+ * exit.  Anything else, or a build without MPI, is a job of one process
+ * and every call below is a local no-op.  SHARDNET_MPI=0 keeps a process
+ * out of MPI even under mpirun.
+ *
+ * Every call between processes waits at most SHARDNET_MPI_TIMEOUT seconds
+ * (default 30) for its peers; past that it fails with a message that names
+ * the process that did not answer, so a job whose peer died or hangs stops
+ * instead of waiting forever.  (Open MPI also stops the whole job when one
+ * of its processes dies.)
+ */
+#ifndef SN_WORLD_H
+#define SN_WORLD_H
+
+#include <stddef.h>
+
+#include "collective.h"
+
+/* Join the job (idempotent; thread-safe). */
+shardnet_status sn_world_init(void);
+/* This process's index and the number of processes (1 outside MPI). */
+unsigned sn_world_process(void);
+unsigned sn_world_processes(void);
+/* The host-buffer collectives between processes (sn_transport): MPI in a
+ * job of several processes, else the local one. */
+sn_transport *sn_world_transport(void);
+
+/* Byte messages between processes.  Every process of the job calls the
+ * collective ones with the same sizes, in the same order. */
+shardnet_status sn_world_send(unsigned dst, int tag, const void *buf,
+                              size_t bytes);
+shardnet_status sn_world_recv(unsigned src, int tag, void *buf, size_t bytes);
+/* buf (bytes) of process root, copied to every process. */
+shardnet_status sn_world_bcast(unsigned root, void *buf, size_t bytes);
+/* Each process gives `bytes` bytes (the same count everywhere); all gets
+ * processes * bytes, process p's at p * bytes. */
+shardnet_status sn_world_allgather(const void *mine, size_t bytes, void *all);
+/* Wait for every process. */
+shardnet_status sn_world_barrier(void);
+
+#endif /* SN_WORLD_H */
