@@ -10,6 +10,7 @@
 #include "pipeline.h"
 #include "profile.h"
 #include "tensor_split.h"
+#include "world.h"
 
 /* Plans kept per session, one per input shape seen recently. */
 #define PLAN_CACHE 4
@@ -34,6 +35,8 @@ struct shardnet_session {
     size_t groups[MAX_SPLIT];   /* hybrid split: devices per stage */
     size_t ngroups;             /* 0: a layer split (one device a stage) */
     int hybrid_default;         /* groups not given: the planner's */
+    int multi;                  /* an MPI job: every split is a pipeline
+                                   whose outputs every process gets */
     sn_pipeline *pipe;          /* layer split, made at the first run */
     int tensor;                 /* split "tensor" */
     sn_tensor_split *ts;        /* made at the first run (per input shape) */
@@ -446,6 +449,17 @@ static shardnet_status session_create(shardnet_context_t *ctx,
     s->ndev = layer || (tensor && n > 1) ? n : 1;
     s->tensor = tensor && n > 1;
     s->choose = autosplit && n > 1;
+    /* In a job of several processes every process runs the same session;
+     * a layer (or hybrid) split carries values and outputs between them. */
+    s->multi = sn_world_processes() > 1;
+    if (s->multi && s->tensor) {
+        free(s);
+        return sn_error(SHARDNET_UNSUPPORTED,
+                        "a tensor split in a job of several processes is "
+                        "not supported yet: use --split layer (stages may "
+                        "be on any process) or hybrid (each group on one "
+                        "process)");
+    }
     s->micro = options ? options->micro_batches : 0;
     if (from_file) {
         if (!s->micro)
@@ -488,7 +502,8 @@ static shardnet_status session_create(shardnet_context_t *ctx,
     s->inputs = calloc(model->g->ninputs + 1, sizeof *s->inputs);
     s->bound = calloc(model->g->ninputs + 1, sizeof *s->bound);
     if (!s->inputs || !s->bound ||
-        (st = sn_weights_new(model->g, s->dev, &s->w)) != SHARDNET_OK) {
+        (!s->multi &&
+         (st = sn_weights_new(model->g, s->dev, &s->w)) != SHARDNET_OK)) {
         shardnet_session_free(s);
         return st ? st : sn_error(SHARDNET_OUT_OF_MEMORY, "session");
     }
@@ -608,7 +623,12 @@ static shardnet_status choose_split(shardnet_session_t *session, char *report,
         est = ch->hybrid;
     }
     len = report ? strlen(report) : 0;
-    if (session->nlisted > 1) {
+    if (session->nlisted > 1 && session->multi) {
+        if (report && len < cap)
+            len += (size_t)snprintf(report + len, cap - len,
+                                    "tensor: not in a job of several "
+                                    "processes (yet)\n");
+    } else if (session->nlisted > 1) {
         if (make_tensor_split(session, NULL, 0, ts) == SHARDNET_OK) {
             double bytes;
             size_t nc = sn_tensor_split_collectives(*ts, &bytes);
@@ -674,6 +694,8 @@ static shardnet_status apply_choice(shardnet_session_t *session, int kind,
                    ch->ngroups * sizeof ch->groups[0]);
             session->ngroups = ch->ngroups;
         }
+    } else if (session->multi) {
+        session->dev = session->devs[best]; /* a pipeline of one stage */
     } else if (session->devs[best] != session->dev) {
         sn_weights *w;
         shardnet_status st;
@@ -729,12 +751,13 @@ static shardnet_status prepare(shardnet_session_t *session)
         }
         session->hybrid_default = 0;
     }
-    if (!session->tensor && session->ndev > 1 && !session->pipe &&
+    if (!session->tensor && (session->ndev > 1 || session->multi) &&
+        !session->pipe &&
         (st = sn_pipeline_create_groups(
-             g, session->devs, session->ndev,
-             session->ngroups ? session->groups : NULL, session->ngroups,
-             session->inputs, session->have_cuts ? session->cuts : NULL,
-             &session->pipe)))
+             g, session->ndev > 1 ? session->devs : &session->dev,
+             session->ndev, session->ngroups ? session->groups : NULL,
+             session->ngroups, session->inputs,
+             session->have_cuts ? session->cuts : NULL, &session->pipe)))
         return st;
     return SHARDNET_OK;
 }
@@ -762,7 +785,7 @@ shardnet_status shardnet_session_run(shardnet_session_t *session)
             return st;
         return sn_tensor_split_run(session->ts, session->inputs);
     }
-    if (session->ndev > 1)
+    if (session->ndev > 1 || session->multi)
         return sn_pipeline_run(session->pipe, session->inputs, session->micro);
     if ((st = sn_plan_cache_get(session->plans, PLAN_CACHE, g, session->w,
                                 session->inputs, &p)) != SHARDNET_OK)
@@ -813,7 +836,7 @@ shardnet_status shardnet_session_run_stream(shardnet_session_t *session,
         (st = check_bound(session)) != SHARDNET_OK ||
         (st = prepare(session)) != SHARDNET_OK)
         return st;
-    if (!session->tensor && session->ndev > 1) {
+    if (!session->tensor && (session->ndev > 1 || session->multi)) {
         stream_ctx c = {session, feed, drain, user};
         return sn_pipeline_stream(session->pipe, count, session->micro,
                                   stream_feed, stream_drain, &c);

@@ -13,6 +13,7 @@
 #include "profile.h"
 #include "tensor_split.h"
 #include "trace.h"
+#include "world.h"
 
 /* Plans kept per stage, one per micro-batch shape. */
 #define STAGE_PLANS 3
@@ -33,6 +34,17 @@ typedef struct stage {
     size_t index;
     pthread_t thread;
     int started;
+    /* Processes (lib/world.h): the stage runs on its devices' process; a
+     * thread there runs it, and a "proxy" thread on each other process
+     * that reads its values receives them. */
+    unsigned owner;
+    int local;          /* owner == this process */
+    int proxy;          /* remote, and a local stage reads its values */
+    unsigned char *dep; /* per earlier stage: this stage reads its values */
+    int **send;         /* local: per process, the values it reads of ours */
+    size_t *nsend;
+    int *recv;          /* proxy: the values local stages read of ours */
+    size_t nrecv;
 } stage;
 
 struct sn_pipeline {
@@ -67,8 +79,11 @@ struct sn_pipeline {
 
     /* Stage threads, started by the first run and parked between runs. */
     unsigned job;          /* bumped to start a run */
-    size_t finished;       /* stages done with the current run */
+    size_t finished;       /* threads done with the current run */
+    size_t nthreads;       /* local stages and proxies */
     int quit, started;
+    int *prod;             /* per parent value: the stage producing it, -1 */
+    unsigned me, nproc;    /* this process, processes in the job */
 };
 
 static void stop_stages(sn_pipeline *p);
@@ -268,6 +283,10 @@ typedef struct costs {
     size_t nunits;
     double *upre;  /* [u * (nlive + 1) + i]: seconds of live nodes [0, i) */
     double *ulimit; /* per unit: bytes of a stage it can hold */
+    unsigned char *ucross; /* per unit: on another process than the one
+                              before it */
+    unsigned *proc;        /* per device: its process */
+    double link_lat, link_bw; /* between processes */
 } costs;
 
 static void free_costs(costs *c)
@@ -282,6 +301,8 @@ static void free_costs(costs *c)
     free(c->weighted);
     free(c->upre);
     free(c->ulimit);
+    free(c->ucross);
+    free(c->proc);
     free(c->speed);
 }
 
@@ -393,73 +414,36 @@ shardnet_status sn_time_nodes(sn_graph *g, sn_device *dev,
     return SHARDNET_OK;
 }
 
-static shardnet_status measure_costs(sn_graph *g, sn_device *const *devs,
-                                     size_t ndev, const sn_binding *inputs,
-                                     costs *c)
+/* Across processes: process `owner` tells the others how its part went
+ * (its own error stays its message; the others name it). */
+static shardnet_status share_status(unsigned owner, shardnet_status mine,
+                                    const char *what)
 {
-    sn_plan *shape_plan = NULL;
+    int32_t code = (int32_t)mine;
+    shardnet_status st;
+    if (sn_world_processes() == 1)
+        return mine;
+    if ((st = sn_world_bcast(owner, &code, sizeof code)) != SHARDNET_OK)
+        return st;
+    if (sn_world_process() == owner || code == SHARDNET_OK)
+        return (shardnet_status)code;
+    return sn_error((shardnet_status)code, "%s failed on process %u", what,
+                    owner);
+}
+
+/* The shapes' part of the cost model, from a plan of g on dev (a device of
+ * this process). */
+static shardnet_status shape_costs(sn_graph *g, sn_device *dev,
+                                   const sn_binding *inputs,
+                                   const size_t *order, costs *c)
+{
     sn_weights *w0 = NULL;
-    size_t *order = malloc((g->nnodes + 1) * sizeof *order);
-    double *t = malloc((g->nnodes + 1) * sizeof *t);
-    shardnet_status st = SHARDNET_OK;
-    memset(c, 0, sizeof *c);
-    if (!order || !t) {
-        free(order);
-        free(t);
+    sn_plan *shape_plan = NULL;
+    unsigned char *seen = calloc(g->nvalues + 1, 1);
+    shardnet_status st;
+    if (!seen)
         return sn_error(SHARDNET_OUT_OF_MEMORY, "cost model");
-    }
-    for (size_t i = 0; i < g->nnodes; i++)
-        if (!g->nodes[i].dead)
-            order[c->nlive++] = i;
-    c->ndev = ndev;
-    c->xfer = calloc(c->nlive + 1, sizeof *c->xfer);
-    c->xbytes = calloc(c->nlive + 1, sizeof *c->xbytes);
-    c->wpre = calloc(c->nlive + 1, sizeof *c->wpre);
-    c->limit = calloc(ndev + 1, sizeof *c->limit);
-    c->launch = calloc(ndev + 1, sizeof *c->launch);
-    c->obytes = calloc(c->nlive + 1, sizeof *c->obytes);
-    c->weighted = calloc(c->nlive + 1, 1);
-    c->speed = calloc(ndev + 1, sizeof *c->speed);
-    c->pre = calloc(ndev * (c->nlive + 1) + 1, sizeof *c->pre);
-    if (!c->xfer || !c->xbytes || !c->wpre || !c->limit || !c->speed ||
-        !c->pre || !c->obytes || !c->weighted || !c->launch) {
-        st = sn_error(SHARDNET_OUT_OF_MEMORY, "cost model");
-        goto out;
-    }
-    c->bw = 1e30;
-    c->rows = g->ninputs && inputs[0].rank > 0 ? (size_t)inputs[0].dims[0]
-                                                : 1;
-    for (size_t d = 0; d < ndev; d++) {
-        const sn_profile *pr = sn_device_profile(devs[d]);
-        c->limit[d] = sn_device_memory(devs[d])
-                          ? (double)sn_device_memory(devs[d])
-                          : 1e300;
-        c->speed[d] = pr->gemm_flops;
-        c->launch[d] = pr->launch_s;
-        if (sn_profile_staging_bw(pr) < c->bw)
-            c->bw = sn_profile_staging_bw(pr);
-        /* The same device twice (a stage list may repeat one) is timed
-         * once. */
-        size_t same = d;
-        for (size_t e = 0; e < d; e++)
-            if (devs[e] == devs[d])
-                same = e;
-        double *pre = &c->pre[d * (c->nlive + 1)];
-        if (same != d) {
-            memcpy(pre, &c->pre[same * (c->nlive + 1)],
-                   (c->nlive + 1) * sizeof *pre);
-            continue;
-        }
-        if ((st = sn_time_nodes(g, devs[d], inputs, t)) != SHARDNET_OK) {
-            st = sn_error_prefix(st, "timing the model on %s",
-                                 devs[d]->info.name);
-            goto out;
-        }
-        for (size_t i = 0; i < c->nlive; i++)
-            pre[i + 1] = pre[i] + t[order[i]];
-    }
-    /* Shapes of the values crossing cuts: a plan on the first device. */
-    if ((st = sn_weights_new(g, devs[0], &w0)) != SHARDNET_OK ||
+    if ((st = sn_weights_new(g, dev, &w0)) != SHARDNET_OK ||
         (st = sn_plan_build(g, w0, inputs, &shape_plan)) != SHARDNET_OK)
         goto out;
     for (size_t i = 0; i < c->nlive; i++) {
@@ -478,48 +462,163 @@ static shardnet_status measure_costs(sn_graph *g, sn_device *const *devs,
                                     (double)sn_dtype_size(r->dtype);
             }
         }
-        c->xfer[i] = c->xbytes[i] / c->bw;
     }
     /* Weights: each constant counted at the first live node reading it
      * (a stage holds the weights its nodes read). */
-    {
-        unsigned char *seen = calloc(g->nvalues + 1, 1);
-        if (!seen) {
-            st = sn_error(SHARDNET_OUT_OF_MEMORY, "cost model");
-            goto out;
+    for (size_t i = 0; i < c->nlive; i++) {
+        const sn_node *m = &g->nodes[order[i]];
+        double w = 0;
+        const sn_rt *o = m->noutputs && m->outputs[0] >= 0
+                             ? sn_plan_value(shape_plan, (size_t)m->outputs[0])
+                             : NULL;
+        if (o && o->known)
+            c->obytes[i] = (double)sn_rt_elements(o) *
+                           (double)sn_dtype_size(o->dtype);
+        for (size_t j = 0; j < m->ninputs; j++) {
+            int v = m->inputs[j];
+            if (v < 0 || !(g->values[v].flags & SN_VALUE_CONST))
+                continue;
+            if (g->values[v].rank >= 2)
+                c->weighted[i] = 1;
+            if (seen[v])
+                continue;
+            seen[v] = 1;
+            const sn_rt *r = sn_plan_value(shape_plan, (size_t)v);
+            if (r && r->known)
+                w += (double)sn_rt_elements(r) * (double)sn_dtype_size(r->dtype);
         }
-        for (size_t i = 0; i < c->nlive; i++) {
-            const sn_node *m = &g->nodes[order[i]];
-            double w = 0;
-            const sn_rt *o = m->noutputs && m->outputs[0] >= 0
-                                 ? sn_plan_value(shape_plan,
-                                                 (size_t)m->outputs[0])
-                                 : NULL;
-            if (o && o->known)
-                c->obytes[i] = (double)sn_rt_elements(o) *
-                               (double)sn_dtype_size(o->dtype);
-            for (size_t j = 0; j < m->ninputs; j++) {
-                int v = m->inputs[j];
-                if (v < 0 || !(g->values[v].flags & SN_VALUE_CONST))
-                    continue;
-                if (g->values[v].rank >= 2)
-                    c->weighted[i] = 1;
-                if (seen[v])
-                    continue;
-                seen[v] = 1;
-                const sn_rt *r = sn_plan_value(shape_plan, (size_t)v);
-                if (r && r->known)
-                    w += (double)sn_rt_elements(r) *
-                         (double)sn_dtype_size(r->dtype);
-            }
-            c->wpre[i + 1] = c->wpre[i] + w;
-        }
-        free(seen);
+        c->wpre[i + 1] = c->wpre[i] + w;
     }
     c->arena = (double)sn_plan_arena_bytes(shape_plan);
 out:
     sn_plan_free(shape_plan);
     sn_weights_free(w0);
+    free(seen);
+    return st;
+}
+
+/*
+ * Every device's profile and node times, and the shapes.  In a job of
+ * several processes this is collective: each device is measured on its
+ * own process and the figures broadcast, the shapes come from the first
+ * device's process, and the link between processes is measured once.
+ */
+static shardnet_status measure_costs(sn_graph *g, sn_device *const *devs,
+                                     size_t ndev, const sn_binding *inputs,
+                                     costs *c)
+{
+    size_t *order = malloc((g->nnodes + 1) * sizeof *order);
+    double *t = calloc(g->nnodes + 1, sizeof *t);
+    shardnet_status st = SHARDNET_OK;
+    int multi = sn_world_processes() > 1;
+    memset(c, 0, sizeof *c);
+    if (!order || !t) {
+        free(order);
+        free(t);
+        return sn_error(SHARDNET_OUT_OF_MEMORY, "cost model");
+    }
+    for (size_t i = 0; i < g->nnodes; i++)
+        if (!g->nodes[i].dead)
+            order[c->nlive++] = i;
+    c->ndev = ndev;
+    c->xfer = calloc(c->nlive + 1, sizeof *c->xfer);
+    c->xbytes = calloc(c->nlive + 1, sizeof *c->xbytes);
+    c->wpre = calloc(c->nlive + 1, sizeof *c->wpre);
+    c->limit = calloc(ndev + 1, sizeof *c->limit);
+    c->launch = calloc(ndev + 1, sizeof *c->launch);
+    c->obytes = calloc(c->nlive + 1, sizeof *c->obytes);
+    c->weighted = calloc(c->nlive + 1, 1);
+    c->speed = calloc(ndev + 1, sizeof *c->speed);
+    c->proc = calloc(ndev + 1, sizeof *c->proc);
+    c->pre = calloc(ndev * (c->nlive + 1) + 1, sizeof *c->pre);
+    if (!c->xfer || !c->xbytes || !c->wpre || !c->limit || !c->speed ||
+        !c->pre || !c->obytes || !c->weighted || !c->launch || !c->proc) {
+        st = sn_error(SHARDNET_OUT_OF_MEMORY, "cost model");
+        goto out;
+    }
+    c->bw = 1e30;
+    c->rows = g->ninputs && inputs[0].rank > 0 ? (size_t)inputs[0].dims[0]
+                                                : 1;
+    for (size_t d = 0; d < ndev; d++) {
+        sn_profile pr = {0};
+        uint64_t mem = 0;
+        unsigned owner = devs[d]->process;
+        c->proc[d] = owner;
+        if (!devs[d]->remote) {
+            pr = *sn_device_profile(devs[d]);
+            mem = sn_device_memory(devs[d]);
+        }
+        if (multi && ((st = sn_world_bcast(owner, &pr, sizeof pr)) !=
+                          SHARDNET_OK ||
+                      (st = sn_world_bcast(owner, &mem, sizeof mem)) !=
+                          SHARDNET_OK))
+            goto out;
+        if (devs[d]->remote)
+            sn_profile_remember(devs[d], &pr);
+        c->limit[d] = mem ? (double)mem : 1e300;
+        c->speed[d] = pr.gemm_flops;
+        c->launch[d] = pr.launch_s;
+        if (sn_profile_staging_bw(&pr) < c->bw)
+            c->bw = sn_profile_staging_bw(&pr);
+        /* The same device twice (a stage list may repeat one) is timed
+         * once. */
+        size_t same = d;
+        for (size_t e = 0; e < d; e++)
+            if (devs[e] == devs[d])
+                same = e;
+        double *pre = &c->pre[d * (c->nlive + 1)];
+        if (same != d) {
+            memcpy(pre, &c->pre[same * (c->nlive + 1)],
+                   (c->nlive + 1) * sizeof *pre);
+            continue;
+        }
+        if (!devs[d]->remote)
+            st = sn_time_nodes(g, devs[d], inputs, t);
+        if (st != SHARDNET_OK)
+            st = sn_error_prefix(st, "timing the model on %s",
+                                 devs[d]->info.name);
+        if ((st = share_status(owner, st, "timing the model")) !=
+                SHARDNET_OK ||
+            (multi && (st = sn_world_bcast(owner, t,
+                                           g->nnodes * sizeof *t)) !=
+                          SHARDNET_OK))
+            goto out;
+        for (size_t i = 0; i < c->nlive; i++)
+            pre[i + 1] = pre[i] + t[order[i]];
+    }
+    /* Shapes of the values crossing cuts, weights, activations: a plan on
+     * the first device, on its process. */
+    unsigned owner0 = devs[0]->process;
+    if (!devs[0]->remote)
+        st = shape_costs(g, devs[0], inputs, order, c);
+    if ((st = share_status(owner0, st, "planning the model's shapes")) !=
+        SHARDNET_OK)
+        goto out;
+    if (multi && ((st = sn_world_bcast(owner0, c->xbytes,
+                                       c->nlive * sizeof *c->xbytes)) !=
+                      SHARDNET_OK ||
+                  (st = sn_world_bcast(owner0, c->obytes,
+                                       c->nlive * sizeof *c->obytes)) !=
+                      SHARDNET_OK ||
+                  (st = sn_world_bcast(owner0, c->wpre,
+                                       (c->nlive + 1) * sizeof *c->wpre)) !=
+                      SHARDNET_OK ||
+                  (st = sn_world_bcast(owner0, c->weighted, c->nlive)) !=
+                      SHARDNET_OK ||
+                  (st = sn_world_bcast(owner0, &c->arena,
+                                       sizeof c->arena)) != SHARDNET_OK))
+        goto out;
+    for (size_t i = 0; i < c->nlive; i++)
+        c->xfer[i] = c->xbytes[i] / c->bw;
+    /* The link between processes, when the devices span several. */
+    c->link_lat = 0;
+    c->link_bw = c->bw;
+    for (size_t d = 1; d < ndev; d++)
+        if (c->proc[d] != c->proc[0]) {
+            st = sn_world_link(&c->link_lat, &c->link_bw);
+            break;
+        }
+out:
     free(order);
     free(t);
     if (st != SHARDNET_OK)
@@ -551,9 +650,11 @@ static shardnet_status set_units(costs *c, const size_t *groups,
     size_t nl = c->nlive, n = groups ? ngroups : c->ndev;
     free(c->upre);
     free(c->ulimit);
+    free(c->ucross);
     c->upre = calloc(n * (nl + 1) + 1, sizeof *c->upre);
     c->ulimit = calloc(n + 1, sizeof *c->ulimit);
-    if (!c->upre || !c->ulimit)
+    c->ucross = calloc(n + 1, 1);
+    if (!c->upre || !c->ulimit || !c->ucross)
         return sn_error(SHARDNET_OUT_OF_MEMORY, "cost model");
     c->nunits = n;
     size_t first = 0;
@@ -565,6 +666,7 @@ static shardnet_status set_units(costs *c, const size_t *groups,
                             "split: the groups name more devices than "
                             "there are");
         c->ulimit[u] = 1e300;
+        c->ucross[u] = first > 0 && c->proc[first] != c->proc[first - 1];
         for (size_t d = first; d < first + k; d++)
             if (c->limit[d] * (double)k < c->ulimit[u])
                 c->ulimit[u] = c->limit[d] * (double)k;
@@ -592,7 +694,10 @@ static shardnet_status set_units(costs *c, const size_t *groups,
 static double stage_time(const costs *c, size_t u, size_t a, size_t b)
 {
     const double *pre = &c->upre[u * (c->nlive + 1)];
-    return pre[b] - pre[a] + (a ? c->xfer[a] : 0.0);
+    double in = !a            ? 0.0
+                : c->ucross[u] ? c->link_lat + c->xbytes[a] / c->link_bw
+                               : c->xfer[a];
+    return pre[b] - pre[a] + in;
 }
 
 /* Estimated device bytes of stage s over live nodes [a, b) with m
@@ -779,6 +884,13 @@ shardnet_status sn_split_choose(sn_graph *g, sn_device *const *devs,
      * devices (at least one group of two or more). */
     for (size_t k = 1; st == SHARDNET_OK && ndev >= 3 && k < ndev; k++) {
         size_t groups[2] = {k, ndev - k};
+        /* A group tensor-splits its stage: all of it on one process. */
+        int spans = 0;
+        for (size_t d = 1; d < ndev; d++)
+            if (d != k && devs[d]->process != devs[d - 1]->process)
+                spans = 1;
+        if (spans)
+            continue;
         size_t mh = micro ? micro : sn_pipeline_default_micro(c.rows, 2);
         if (mh > c.rows)
             mh = c.rows ? c.rows : 1;
@@ -801,6 +913,74 @@ shardnet_status sn_split_choose(sn_graph *g, sn_device *const *devs,
         return sn_error(SHARDNET_OUT_OF_MEMORY,
                         "the model fits neither one of the devices nor a "
                         "layer split of them");
+    return SHARDNET_OK;
+}
+
+/* Add v to a sorted list without repeats (room for nvalues). */
+static void add_sorted(int *list, size_t *n, int v)
+{
+    size_t k = 0;
+    while (k < *n && list[k] < v)
+        k++;
+    if (k < *n && list[k] == v)
+        return;
+    memmove(list + k + 1, list + k, (*n - k) * sizeof *list);
+    list[k] = v;
+    (*n)++;
+}
+
+/* Who reads whose values: each value's producing stage, each stage's
+ * earlier stages it reads from, and across processes what each local
+ * stage sends where and what each proxy receives (both sides compute the
+ * same sorted lists, so messages match in order). */
+static shardnet_status link_stages(sn_pipeline *p)
+{
+    const sn_graph *g = p->g;
+    if (!(p->prod = malloc((g->nvalues + 1) * sizeof *p->prod)))
+        return sn_error(SHARDNET_OUT_OF_MEMORY, "pipeline");
+    for (size_t v = 0; v < g->nvalues; v++)
+        p->prod[v] = -1;
+    for (size_t s = 0; s < p->nstages; s++)
+        for (size_t i = 0; i < p->st[s].g->noutputs; i++)
+            p->prod[p->st[s].out_parent[i]] = (int)s;
+    for (size_t s = 0; s < p->nstages; s++) {
+        stage *st = &p->st[s];
+        st->dep = calloc(p->nstages + 1, 1);
+        st->send = calloc(p->nproc, sizeof *st->send);
+        st->nsend = calloc(p->nproc, sizeof *st->nsend);
+        st->recv = malloc((g->nvalues + 1) * sizeof *st->recv);
+        if (!st->dep || !st->send || !st->nsend || !st->recv)
+            return sn_error(SHARDNET_OUT_OF_MEMORY, "pipeline");
+        for (size_t i = 0; i < st->g->ninputs; i++) {
+            int t = p->prod[st->in_parent[i]];
+            if (t >= 0 && (size_t)t < s)
+                st->dep[t] = 1;
+        }
+    }
+    for (size_t t = 0; t < p->nstages; t++) {
+        stage *reader = &p->st[t];
+        for (size_t i = 0; i < reader->g->ninputs; i++) {
+            int v = reader->in_parent[i], s = p->prod[v];
+            if (s < 0)
+                continue;
+            stage *maker = &p->st[s];
+            if (maker->owner == reader->owner)
+                continue;
+            /* maker sends v to reader's process; there a proxy gets it. */
+            if (maker->local) {
+                unsigned q = reader->owner;
+                if (!maker->send[q] &&
+                    !(maker->send[q] =
+                          malloc((g->nvalues + 1) * sizeof(int))))
+                    return sn_error(SHARDNET_OUT_OF_MEMORY, "pipeline");
+                add_sorted(maker->send[q], &maker->nsend[q], v);
+            }
+            if (reader->local) {
+                maker->proxy = 1;
+                add_sorted(maker->recv, &maker->nrecv, v);
+            }
+        }
+    }
     return SHARDNET_OK;
 }
 
@@ -902,20 +1082,36 @@ shardnet_status sn_pipeline_create_groups(sn_graph *g, sn_device *const *devs,
             goto fail;
     }
     p->start[p->nstages] = p->nlive;
+    p->me = sn_world_process();
+    p->nproc = sn_world_processes();
     for (size_t s = 0, first = 0; s < p->nstages; s++) {
         stage *sg = &p->st[s];
         sg->ngrp = groups ? groups[s] : 1;
         memcpy(sg->grp, devs + first, sg->ngrp * sizeof *devs);
         sg->dev = devs[first];
+        sg->owner = sg->dev->process;
+        sg->local = !sg->dev->remote;
+        for (size_t k = 1; k < sg->ngrp; k++)
+            if (sg->grp[k]->process != sg->owner) {
+                st = sn_error(SHARDNET_UNSUPPORTED,
+                              "hybrid split: stage %zu's group spans "
+                              "processes (%s and %s); a tensor split stays "
+                              "inside one process",
+                              s, sg->dev->info.name, sg->grp[k]->info.name);
+                goto fail;
+            }
         first += sg->ngrp;
         if ((st = build_stage(g, order, p->nlive, p->start[s],
                               p->start[s + 1], sg)) != SHARDNET_OK)
             goto fail;
-        /* A group's weights are its tensor split's shards, made with it. */
-        if (sg->ngrp == 1 &&
+        /* A group's weights are its tensor split's shards, made with it;
+         * another process's stage has none here. */
+        if (sg->ngrp == 1 && sg->local &&
             (st = sn_weights_new(sg->g, sg->dev, &sg->w)) != SHARDNET_OK)
             goto fail;
     }
+    if ((st = link_stages(p)) != SHARDNET_OK)
+        goto fail;
     p->outputs = calloc(g->noutputs + 1, sizeof *p->outputs);
     p->out_cap = calloc(g->noutputs + 1, sizeof *p->out_cap);
     if (!p->outputs || !p->out_cap)
@@ -947,6 +1143,7 @@ void sn_pipeline_free(sn_pipeline *p)
     free(p->done);
     free(p->bin[0]);
     free(p->bin[1]);
+    free(p->prod);
     free(p->out_cap);
     for (size_t s = 0; p->st && s < p->nstages; s++) {
         for (int k = 0; k < STAGE_PLANS; k++) {
@@ -957,6 +1154,12 @@ void sn_pipeline_free(sn_pipeline *p)
         sn_graph_free(p->st[s].g);
         free(p->st[s].in_parent);
         free(p->st[s].out_parent);
+        free(p->st[s].dep);
+        for (unsigned q = 0; p->st[s].send && q < p->nproc; q++)
+            free(p->st[s].send[q]);
+        free(p->st[s].send);
+        free(p->st[s].nsend);
+        free(p->st[s].recv);
     }
     free(p->st);
     free(p->start);
@@ -1106,14 +1309,122 @@ static shardnet_status run_stage(sn_pipeline *p, size_t s, size_t j)
     return SHARDNET_OK;
 }
 
-/* A job's items through stage s, each once the stage before has finished
- * it (the first stage: once its batch is fed). */
+/* Item j's inputs of stage s are there: its batch is fed and every stage
+ * it reads from has finished the item (lock held). */
+static int inputs_ready(const sn_pipeline *p, size_t s, size_t j)
+{
+    if (p->fed <= j / p->micro)
+        return 0;
+    for (size_t t = 0; t < s; t++)
+        if (p->st[s].dep[t] && p->done[t] <= j)
+            return 0;
+    return 1;
+}
+
+/* Header of a value between processes, then its bytes. */
+typedef struct wire_value {
+    int32_t dtype, rank;
+    int64_t dims[SN_MAX_DIMS];
+    uint64_t nbytes;
+} wire_value;
+
+/* Send item j's values that process q reads from local stage s. */
+static shardnet_status send_values(sn_pipeline *p, size_t s, size_t j)
+{
+    const stage *st = &p->st[s];
+    sn_host_tensor *vals = p->vals[j % (2 * p->micro)];
+    shardnet_status rc = SHARDNET_OK;
+    for (unsigned q = 0; q < p->nproc && rc == SHARDNET_OK; q++)
+        for (size_t k = 0; k < st->nsend[q] && rc == SHARDNET_OK; k++) {
+            const sn_host_tensor *t = &vals[st->send[q][k]];
+            wire_value h = {.dtype = (int32_t)t->dtype, .rank = t->rank,
+                            .nbytes = t->nbytes};
+            memcpy(h.dims, t->dims, sizeof h.dims);
+            if ((rc = sn_world_send(q, (int)s, &h, sizeof h)) == SHARDNET_OK &&
+                t->nbytes)
+                rc = sn_world_send(q, (int)s, t->data, t->nbytes);
+        }
+    return rc;
+}
+
+/* Receive item j's values of remote stage s into vals. */
+static shardnet_status recv_values(sn_pipeline *p, size_t s, size_t j)
+{
+    const stage *st = &p->st[s];
+    size_t slot = j % (2 * p->micro);
+    for (size_t k = 0; k < st->nrecv; k++) {
+        int v = st->recv[k];
+        sn_host_tensor *d = &p->vals[slot][v];
+        size_t *cap = &p->cap[slot][v];
+        wire_value h;
+        shardnet_status rc = sn_world_recv(st->owner, (int)s, &h, sizeof h);
+        if (rc != SHARDNET_OK)
+            return rc;
+        if (h.rank < 0 || h.rank > SN_MAX_DIMS || h.nbytes > SN_MAX_ELEMENTS * 8)
+            return sn_error(SHARDNET_INTERNAL,
+                            "stage %zu: a malformed value from process %u", s,
+                            st->owner);
+        if (!d->data || *cap < h.nbytes) {
+            free(d->data);
+            *cap = 0;
+            if (!(d->data = malloc(h.nbytes ? h.nbytes : 1)))
+                return sn_error(SHARDNET_OUT_OF_MEMORY, "pipeline values");
+            *cap = h.nbytes;
+        }
+        d->dtype = (sn_dtype)h.dtype;
+        d->rank = h.rank;
+        memcpy(d->dims, h.dims, sizeof d->dims);
+        d->nbytes = h.nbytes;
+        d->name = NULL;
+        if (h.nbytes &&
+            (rc = sn_world_recv(st->owner, (int)s, d->data, h.nbytes)) !=
+                SHARDNET_OK)
+            return rc;
+    }
+    return SHARDNET_OK;
+}
+
+/* Record stage s's result for item j (lock taken here). */
+static void item_done(sn_pipeline *p, size_t s, size_t j, shardnet_status rc)
+{
+    pthread_mutex_lock(&p->lock);
+    if (rc != SHARDNET_OK && !p->failed) {
+        p->failed = 1;
+        p->fail_st = rc;
+        snprintf(p->fail_msg, sizeof p->fail_msg, "%s", shardnet_last_error());
+    }
+    p->done[s] = j + 1;
+    pthread_cond_broadcast(&p->cond);
+    pthread_mutex_unlock(&p->lock);
+}
+
+/* A proxy's job: receive remote stage s's values, item by item, once the
+ * item's slot is free (its batch fed here). */
+static void receive_micro_batches(sn_pipeline *p, size_t s)
+{
+    for (size_t j = 0; j < p->nbatch * p->micro; j++) {
+        pthread_mutex_lock(&p->lock);
+        while (!p->failed && p->fed <= j / p->micro)
+            pthread_cond_wait(&p->cond, &p->lock);
+        int stop = p->failed;
+        pthread_mutex_unlock(&p->lock);
+        if (stop)
+            break;
+        shardnet_status rc = recv_values(p, s, j);
+        if (rc != SHARDNET_OK)
+            rc = sn_error_prefix(rc, "stage %zu's values", s);
+        item_done(p, s, j, rc);
+        if (rc != SHARDNET_OK)
+            break;
+    }
+}
+
+/* A job's items through stage s, each once its inputs are there. */
 static void run_micro_batches(sn_pipeline *p, size_t s)
 {
     for (size_t j = 0; j < p->nbatch * p->micro; j++) {
         pthread_mutex_lock(&p->lock);
-        while (!p->failed && (s > 0 ? p->done[s - 1] <= j
-                                    : p->fed <= j / p->micro))
+        while (!p->failed && !inputs_ready(p, s, j))
             pthread_cond_wait(&p->cond, &p->lock);
         int stop = p->failed;
         pthread_mutex_unlock(&p->lock);
@@ -1121,6 +1432,8 @@ static void run_micro_batches(sn_pipeline *p, size_t s)
             break;
         double t0 = sn_trace_on() ? sn_trace_now() : 0;
         shardnet_status rc = run_stage(p, s, j);
+        if (rc == SHARDNET_OK && p->nproc > 1)
+            rc = send_values(p, s, j);
         if (sn_trace_on()) {
             char name[96];
             if (p->nbatch > 1)
@@ -1133,16 +1446,7 @@ static void run_micro_batches(sn_pipeline *p, size_t s)
             sn_trace_add(p->st[s].dev->info.name, "micro-batch", name, t0,
                          sn_trace_now());
         }
-        pthread_mutex_lock(&p->lock);
-        if (rc != SHARDNET_OK && !p->failed) {
-            p->failed = 1;
-            p->fail_st = rc;
-            snprintf(p->fail_msg, sizeof p->fail_msg, "%s",
-                     shardnet_last_error());
-        }
-        p->done[s] = j + 1;
-        pthread_cond_broadcast(&p->cond);
-        pthread_mutex_unlock(&p->lock);
+        item_done(p, s, j, rc);
         if (rc != SHARDNET_OK)
             break;
     }
@@ -1157,8 +1461,8 @@ static void *stage_main(void *arg)
     size_t s = me->index;
     unsigned seen = 0;
     /* (A group stage's tensor split binds the thread to its first device
-     * for each run itself.) */
-    if (me->ngrp == 1)
+     * for each run itself; a proxy only waits for messages.) */
+    if (me->ngrp == 1 && me->local)
         sn_bind_thread(p->st[s].dev, 1);
     for (;;) {
         pthread_mutex_lock(&p->lock);
@@ -1170,13 +1474,17 @@ static void *stage_main(void *arg)
         }
         seen = p->job;
         pthread_mutex_unlock(&p->lock);
-        run_micro_batches(p, s);
+        if (me->local)
+            run_micro_batches(p, s);
+        else
+            receive_micro_batches(p, s);
         pthread_mutex_lock(&p->lock);
         p->finished++;
         pthread_cond_broadcast(&p->cond);
         pthread_mutex_unlock(&p->lock);
     }
-    sn_bind_thread(p->st[s].dev, 0);
+    if (me->local)
+        sn_bind_thread(p->st[s].dev, 0);
     return NULL;
 }
 
@@ -1276,6 +1584,41 @@ static size_t stream_micro(const sn_pipeline *p)
     return m;
 }
 
+/* Output i, made on process root: broadcast to every process. */
+static shardnet_status share_output(sn_pipeline *p, size_t i, unsigned root)
+{
+    sn_host_tensor *o = &p->outputs[i];
+    wire_value h = {0};
+    shardnet_status st;
+    if (p->me == root) {
+        h.dtype = (int32_t)o->dtype;
+        h.rank = o->rank;
+        memcpy(h.dims, o->dims, sizeof h.dims);
+        h.nbytes = o->nbytes;
+    }
+    if ((st = sn_world_bcast(root, &h, sizeof h)) != SHARDNET_OK)
+        return st;
+    if (p->me != root) {
+        if (h.rank < 0 || h.rank > SN_MAX_DIMS ||
+            h.nbytes > SN_MAX_ELEMENTS * 8)
+            return sn_error(SHARDNET_INTERNAL,
+                            "output %zu: malformed from process %u", i, root);
+        if (!o->data || p->out_cap[i] < h.nbytes) {
+            free(o->data);
+            p->out_cap[i] = 0;
+            if (!(o->data = malloc(h.nbytes ? h.nbytes : 1)))
+                return sn_error(SHARDNET_OUT_OF_MEMORY, "pipeline outputs");
+            p->out_cap[i] = h.nbytes;
+        }
+        o->name = p->g->values[p->g->outputs[i]].name;
+        o->dtype = (sn_dtype)h.dtype;
+        o->rank = h.rank;
+        memcpy(o->dims, h.dims, sizeof o->dims);
+        o->nbytes = h.nbytes;
+    }
+    return sn_world_bcast(root, o->data, o->nbytes);
+}
+
 static int same_shapes_as(const sn_binding *a, const sn_binding *b, size_t n)
 {
     for (size_t i = 0; i < n; i++)
@@ -1338,9 +1681,12 @@ shardnet_status sn_pipeline_stream(sn_pipeline *p, size_t nbatch, size_t micro,
     if (!p->done && !(p->done = calloc(p->nstages, sizeof *p->done)))
         return sn_error(SHARDNET_OUT_OF_MEMORY, "pipeline");
     if (!p->started) {
+        p->nthreads = 0;
         for (size_t s = 0; s < p->nstages; s++) {
             p->st[s].p = p;
             p->st[s].index = s;
+            if (!p->st[s].local && !p->st[s].proxy)
+                continue;
             if (pthread_create(&p->st[s].thread, NULL, stage_main,
                                &p->st[s])) {
                 stop_stages(p);
@@ -1348,6 +1694,7 @@ shardnet_status sn_pipeline_stream(sn_pipeline *p, size_t nbatch, size_t micro,
                 return sn_error(SHARDNET_INTERNAL, "cannot start a stage");
             }
             p->st[s].started = 1;
+            p->nthreads++;
         }
         p->started = 1;
     }
@@ -1377,15 +1724,28 @@ shardnet_status sn_pipeline_stream(sn_pipeline *p, size_t nbatch, size_t micro,
             pthread_cond_broadcast(&p->cond);
             pthread_mutex_unlock(&p->lock);
         }
+        /* Batch b is out once every local stage that makes an output has
+         * finished it (then every stage before it has too). */
         pthread_mutex_lock(&p->lock);
-        while (!p->failed && p->done[p->nstages - 1] < (b + 1) * p->micro)
-            pthread_cond_wait(&p->cond, &p->lock);
+        for (size_t i = 0; i < g->noutputs; i++) {
+            int s = p->prod[g->outputs[i]];
+            while (!p->failed && s >= 0 && p->st[s].local &&
+                   p->done[s] < (b + 1) * p->micro)
+                pthread_cond_wait(&p->cond, &p->lock);
+        }
         int failed = p->failed;
         pthread_mutex_unlock(&p->lock);
         if (failed)
             break;
-        for (size_t i = 0; i < g->noutputs && st == SHARDNET_OK; i++)
-            st = gather_output(p, i, b);
+        for (size_t i = 0; i < g->noutputs && st == SHARDNET_OK; i++) {
+            int s = p->prod[g->outputs[i]];
+            if (s < 0 || p->st[s].local)
+                st = gather_output(p, i, b);
+            /* Every process gets the outputs, from the process that made
+             * each. */
+            if (st == SHARDNET_OK && p->nproc > 1)
+                st = share_output(p, i, s < 0 ? 0 : p->st[s].owner);
+        }
         if (st == SHARDNET_OK && drain)
             st = drain(user, b);
         if (st != SHARDNET_OK) {
@@ -1402,7 +1762,7 @@ shardnet_status sn_pipeline_stream(sn_pipeline *p, size_t nbatch, size_t micro,
         }
     }
     pthread_mutex_lock(&p->lock);
-    while (p->finished < p->nstages)
+    while (p->finished < p->nthreads)
         pthread_cond_wait(&p->cond, &p->lock);
     pthread_mutex_unlock(&p->lock);
     if (p->failed)

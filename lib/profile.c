@@ -217,16 +217,44 @@ static void write_cached(const char *path, const char *key,
     fclose(f);
 }
 
+static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+static struct {
+    const sn_device *dev;
+    char key[512];
+    sn_profile p;
+} cache[MAX_PROFILES];
+static size_t n;
+static sn_profile fallback;
+
+/* Another process's device, before its profile came: plain guesses, so
+ * that nothing divides by zero. */
+static const sn_profile unknown = {.gemm_flops = 1e10,
+                                   .gemm_small_flops = 1e9,
+                                   .launch_s = 1e-5,
+                                   .h2d_bps = 1e9,
+                                   .d2h_bps = 1e9};
+
+void sn_profile_remember(sn_device *dev, const sn_profile *p)
+{
+    char key[512];
+    profile_key(dev, key, sizeof key);
+    pthread_mutex_lock(&lock);
+    for (size_t i = 0; i < n; i++)
+        if (cache[i].dev == dev && !strcmp(cache[i].key, key)) {
+            cache[i].p = *p;
+            pthread_mutex_unlock(&lock);
+            return;
+        }
+    if (n < MAX_PROFILES) {
+        cache[n].dev = dev;
+        snprintf(cache[n].key, sizeof cache[n].key, "%s", key);
+        cache[n++].p = *p;
+    }
+    pthread_mutex_unlock(&lock);
+}
+
 const sn_profile *sn_device_profile(sn_device *dev)
 {
-    static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
-    static struct {
-        const sn_device *dev;
-        char key[512];
-        sn_profile p;
-    } cache[MAX_PROFILES];
-    static size_t n;
-    static sn_profile fallback;
     char key[512], dir[4096], path[4200];
     const sn_profile *out = NULL;
 
@@ -235,9 +263,9 @@ const sn_profile *sn_device_profile(sn_device *dev)
     for (size_t i = 0; i < n && !out; i++)
         if (cache[i].dev == dev && !strcmp(cache[i].key, key))
             out = &cache[i].p;
-    if (out) {
+    if (out || dev->remote) {
         pthread_mutex_unlock(&lock);
-        return out;
+        return out ? out : &unknown;
     }
     /* Measured under the lock: two devices timed at once would each see
      * the other's load. */

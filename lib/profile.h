@@ -30,6 +30,9 @@ typedef struct sn_profile {
 /* The device's profile (measured, or read from the cache; never NULL).
  * Thread-safe; the pointer stays valid for the process. */
 const sn_profile *sn_device_profile(sn_device *dev);
+/* Another process's device: its profile, as measured there (remote
+ * devices are never measured here; before this, they get guesses). */
+void sn_profile_remember(sn_device *dev, const sn_profile *p);
 /* A device's GEMM speed in flops/s (its profile's large product). */
 double sn_device_speed(sn_device *dev);
 /* Bytes/s of staging data through the host: the slower direction. */

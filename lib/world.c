@@ -433,3 +433,74 @@ shardnet_status sn_world_barrier(void)
     return SHARDNET_OK;
 #endif
 }
+
+shardnet_status sn_world_link(double *latency, double *bandwidth)
+{
+    static int measured;
+    static double lat, bw;
+    *latency = 0;
+    *bandwidth = 1e30;
+    if (nprocs == 1)
+        return SHARDNET_OK;
+#ifdef SN_HAVE_MPI
+    if (!measured) {
+        enum { ROUNDS = 20, BIG_ROUNDS = 3, TAG = 32000 };
+        const size_t big = 4u << 20;
+        char *buf = malloc(big);
+        shardnet_status st = SHARDNET_OK;
+        if (!buf)
+            return sn_error(SHARDNET_OUT_OF_MEMORY, "measuring the link");
+        memset(buf, 0, big);
+        lat = 0;
+        bw = 1e30;
+        for (unsigned q = 1; q < nprocs && st == SHARDNET_OK; q++) {
+            double best_small = 1e30, best_big = 1e30;
+            if (me != 0 && me != q)
+                continue;
+            unsigned peer = me == 0 ? q : 0;
+            for (int r = 0; r < ROUNDS + BIG_ROUNDS && st == SHARDNET_OK;
+                 r++) {
+                size_t bytes = r < ROUNDS ? 8 : big;
+                double t0 = now_s();
+                if (me == 0) {
+                    if ((st = sn_world_send(peer, TAG, buf, bytes)) ==
+                        SHARDNET_OK)
+                        st = sn_world_recv(peer, TAG, buf, bytes);
+                } else {
+                    if ((st = sn_world_recv(peer, TAG, buf, bytes)) ==
+                        SHARDNET_OK)
+                        st = sn_world_send(peer, TAG, buf, bytes);
+                }
+                double half = (now_s() - t0) / 2;
+                if (r < ROUNDS && half < best_small)
+                    best_small = half;
+                if (r >= ROUNDS && half < best_big)
+                    best_big = half;
+            }
+            double b = (double)big / (best_big > best_small
+                                          ? best_big - best_small
+                                          : best_big);
+            if (best_small > lat)
+                lat = best_small;
+            if (b < bw)
+                bw = b;
+        }
+        free(buf);
+        /* Process 0 saw every pair: it tells the others. */
+        double fig[2] = {lat, bw};
+        if (st == SHARDNET_OK)
+            st = sn_world_bcast(0, fig, sizeof fig);
+        if (st != SHARDNET_OK)
+            return sn_error_prefix(st, "measuring the link between processes");
+        lat = fig[0];
+        bw = fig[1];
+        measured = 1;
+        sn_log(SHARDNET_LOG_INFO,
+               "link between processes: %.1f us, %.2f GB/s", lat * 1e6,
+               bw * 1e-9);
+    }
+    *latency = lat;
+    *bandwidth = bw;
+#endif
+    return SHARDNET_OK;
+}

@@ -43,5 +43,10 @@ shardnet_status sn_world_bcast(unsigned root, void *buf, size_t bytes);
 shardnet_status sn_world_allgather(const void *mine, size_t bytes, void *all);
 /* Wait for every process. */
 shardnet_status sn_world_barrier(void);
+/* The link between processes, measured once (collective, the first call
+ * on every process): a one-way latency in seconds and a bandwidth in
+ * bytes/s, the worst between process 0 and each other process (ping-pongs
+ * of 8 bytes and of 4 MiB).  One process: 0 and a huge bandwidth. */
+shardnet_status sn_world_link(double *latency, double *bandwidth);
 
 #endif /* SN_WORLD_H */

@@ -819,11 +819,25 @@ static int cmd_run(int argc, char **argv)
         streamed = now_s() - t0;
     }
     if (trace) {
-        if ((st = shardnet_trace_stop(trace)) != SHARDNET_OK) {
+        /* In an MPI job each process writes its own: FILE from process 0,
+         * FILE.P from process P. */
+        char path[4096];
+        if (shardnet_job_process() != 0)
+            snprintf(path, sizeof path, "%s.%u", trace, shardnet_job_process());
+        else
+            snprintf(path, sizeof path, "%s", trace);
+        if ((st = shardnet_trace_stop(path)) != SHARDNET_OK) {
             fail("writing the trace", st);
             goto out;
         }
-        printf("wrote trace %s\n", trace);
+        printf("wrote trace %s%s\n", path,
+               shardnet_job_processes() > 1 ? " (and FILE.P from process P)"
+                                            : "");
+    }
+    /* In an MPI job every process has the outputs; process 0 writes them. */
+    if (outdir && shardnet_job_process() != 0) {
+        rc = 0;
+        goto out;
     }
     if (outdir) {
         if (mkdir(outdir, 0777) != 0 && errno != EEXIST) {
