@@ -257,9 +257,42 @@ static void test_devices(shardnet_context_t *ctx)
     }
 }
 
+/* test_mpi --compare A.npy B.npy TOL: the float tensors agree within TOL
+ * relative (0: bit for bit). */
+static int compare(const char *a, const char *b, double tol)
+{
+    shardnet_tensor x, y;
+    if (shardnet_tensor_load(a, &x) != SHARDNET_OK ||
+        shardnet_tensor_load(b, &y) != SHARDNET_OK) {
+        fprintf(stderr, "FAIL: %s\n", shardnet_last_error());
+        return 1;
+    }
+    int ok = x.nbytes == y.nbytes && x.info.dtype == SHARDNET_DTYPE_FLOAT32 &&
+             y.info.dtype == SHARDNET_DTYPE_FLOAT32;
+    double worst = 0;
+    for (size_t i = 0; ok && i < x.nbytes / 4; i++) {
+        float p = ((const float *)x.data)[i], q = ((const float *)y.data)[i];
+        double rel = (p > q ? p - q : q - p) / (1.0 + (p > 0 ? p : -p));
+        if (tol == 0 ? memcmp(&p, &q, 4) != 0 : rel > tol)
+            ok = 0;
+        if (rel > worst)
+            worst = rel;
+    }
+    printf("%s (largest relative difference %.2e)\n",
+           ok ? (tol == 0 ? "identical" : "within tolerance") : "DIFFERENT",
+           worst);
+    (void)a;
+    (void)b;
+    shardnet_tensor_release(&x);
+    shardnet_tensor_release(&y);
+    return ok ? 0 : 1;
+}
+
 int main(int argc, char **argv)
 {
     shardnet_context_t *ctx = NULL;
+    if (argc == 5 && !strcmp(argv[1], "--compare"))
+        return compare(argv[2], argv[3], atof(argv[4]));
     unsigned want = argc > 1 ? (unsigned)atoi(argv[1]) : 2;
     if (shardnet_context_create(&ctx) != SHARDNET_OK) {
         fprintf(stderr, "FAIL: context: %s\n", shardnet_last_error());

@@ -1,15 +1,29 @@
 #!/bin/sh
-# The MPI job: collectives between processes (tests/test_mpi.c) under
-# mpirun -np 2 and -np 3 on this machine, each process with its own
-# simulated devices (the environment of `make check`).
+# The MPI job, on this machine, each process with its own simulated devices
+# (the environment of `make check`):
+#  - collectives between processes (tests/test_mpi.c) under mpirun -np 2
+#    and -np 3;
+#  - every test model split across processes (layer: bit for bit the
+#    single-process answer; hybrid and auto: within 1e-4);
+#  - a process killed in the middle of a run: the others stop, non-zero,
+#    with a message, within 30 s.
 set -u
 mpirun=${MPIRUN:-mpirun}
-bin=$(dirname "${SHARDNET_BIN:-./shardnet}")/tests
-fails=0
-# Root (CI) needs Open MPI's consent; oversubscription: 3 processes on 2
-# cores.
+build=$(dirname "${SHARDNET_BIN:-./shardnet}")
+bin=$build/shardnet
+t=$build/tests/test_mpi
+src=${SHARDNET_SRCDIR:-.}
+fix=$src/tests/fixtures
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+passes=0 fails=0
+# Root (CI) needs Open MPI's consent; 3 processes on 2 cores oversubscribe.
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 export OMPI_MCA_rmaps_base_oversubscribe=1
+export SHARDNET_CACHE_DIR="$tmp/cache"
+
+ok() { echo "ok: $*"; passes=$((passes + 1)); }
+bad() { echo "FAIL: $*"; fails=$((fails + 1)); }
 
 run_np() {
     np=$1
@@ -18,10 +32,70 @@ run_np() {
 }
 
 for np in 2 3; do
-    echo "== mpirun -np $np tests/test_mpi"
-    if ! run_np "$np" "$bin/test_mpi" "$np"; then
-        echo "FAIL: mpirun -np $np tests/test_mpi"
-        fails=$((fails + 1))
+    if run_np "$np" "$t" "$np"; then
+        ok "mpirun -np $np tests/test_mpi"
+    else
+        bad "mpirun -np $np tests/test_mpi"
     fi
 done
+
+# Splits across processes against one process on cpu:0.
+for model in fashion_mlp small_cnn small_transformer; do
+    m=$fix/$model.onnx
+    in=$fix/${model}_input.npy
+    "$bin" run "$m" -d cpu:0 --input "$in" -o "$tmp/one-$model" >/dev/null ||
+        bad "$model on cpu:0"
+    ref=$(ls "$tmp/one-$model"/*.npy)
+    for case in "2 0/cpu:0,1/cpu:1 layer 0" \
+                "3 0/cpu:0,1/cpu:1,2/cpu:0 layer 0" \
+                "3 2/cpu:0,0/cpu:1,1/cpu:0 layer 0" \
+                "2 1/cpu:0 none 0" \
+                "2 0/cpu:0,0/cpu:1,1/cpu:0,1/cl:0 hybrid 1e-4" \
+                "3 0/cpu:0,1/cpu:0,1/cpu:1,2/cpu:1 auto 1e-4"; do
+        set -- $case
+        out=$tmp/$model-$1-$3-$(echo "$2" | tr '/:,' '___')
+        if run_np "$1" "$bin" run "$m" -d "$2" -s "$3" -m 3 --input "$in" \
+               -o "$out" >"$out.log" 2>&1 &&
+           "$t" --compare "$ref" "$(ls "$out"/*.npy)" "$4" >"$out.cmp"; then
+            ok "$model, mpirun -np $1, $3 over $2: $(cat "$out.cmp")"
+        else
+            bad "$model, mpirun -np $1, $3 over $2"
+            sed 's/^/    /' "$out.log" "$out.cmp" 2>/dev/null | tail -20
+        fi
+    done
+done
+
+# A process killed mid-run.
+log=$tmp/kill.log
+"$mpirun" --oversubscribe -np 2 "$bin" run "$fix/fashion_mlp.onnx" \
+    -d 0/cpu:0,1/cpu:1 -s layer -b 256 -r 1000000 >"$log" 2>&1 &
+job=$!
+victim=
+for i in $(seq 100); do
+    victim=$(pgrep -P "$job" -f "shardnet run" | tail -n 1)
+    [ -n "$victim" ] && break
+    sleep 0.1
+done
+sleep 2
+if [ -z "$victim" ]; then
+    bad "kill test: no process to kill"
+    kill "$job" 2>/dev/null
+else
+    kill -9 "$victim"
+    start=$(date +%s)
+    ( sleep 60 && kill -9 "$job" 2>/dev/null ) &
+    guard=$!
+    wait "$job"
+    rc=$?
+    kill "$guard" 2>/dev/null
+    took=$(($(date +%s) - start))
+    if [ "$rc" -ne 0 ] && [ "$took" -le 30 ] && [ -s "$log" ]; then
+        ok "a killed process stops the job in ${took} s (exit $rc): $(grep -m1 -iE 'signal|killed|no answer|abort' "$log")"
+    else
+        bad "kill test: exit $rc after ${took} s"
+        sed 's/^/    /' "$log" | tail -20
+    fi
+fi
+
+echo "$passes passed, $fails failed"
 [ "$fails" -eq 0 ]

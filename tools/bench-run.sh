@@ -21,3 +21,8 @@ echo "== Fashion-MNIST MLP on cpu:0 against ONNX Runtime"
 echo
 echo "== Splits over two simulated sockets of one core"
 "$(dirname "$0")/bench-split.sh" "$b"
+if command -v mpirun >/dev/null 2>&1 && [ -x "$b/tests/test_mpi" ]; then
+    echo
+    echo "== Two MPI processes against one process (needs a build with MPI)"
+    "$(dirname "$0")/bench-mpi.sh" "$b"
+fi
