@@ -35,8 +35,9 @@ struct shardnet_session {
     size_t groups[MAX_SPLIT];   /* hybrid split: devices per stage */
     size_t ngroups;             /* 0: a layer split (one device a stage) */
     int hybrid_default;         /* groups not given: the planner's */
-    int multi;                  /* an MPI job: every split is a pipeline
-                                   whose outputs every process gets */
+    int multi;                  /* an MPI job: every process runs the
+                                   session, and gets its outputs */
+    sn_device *home;            /* a device of this process */
     sn_pipeline *pipe;          /* layer split, made at the first run */
     int tensor;                 /* split "tensor" */
     sn_tensor_split *ts;        /* made at the first run (per input shape) */
@@ -452,14 +453,9 @@ static shardnet_status session_create(shardnet_context_t *ctx,
     /* In a job of several processes every process runs the same session;
      * a layer (or hybrid) split carries values and outputs between them. */
     s->multi = sn_world_processes() > 1;
-    if (s->multi && s->tensor) {
-        free(s);
-        return sn_error(SHARDNET_UNSUPPORTED,
-                        "a tensor split in a job of several processes is "
-                        "not supported yet: use --split layer (stages may "
-                        "be on any process) or hybrid (each group on one "
-                        "process)");
-    }
+    for (size_t i = 0; i < shardnet_device_count(ctx) && !s->home; i++)
+        if (!sn_context_device(ctx, i)->remote)
+            s->home = sn_context_device(ctx, i);
     s->micro = options ? options->micro_batches : 0;
     if (from_file) {
         if (!s->micro)
@@ -586,11 +582,15 @@ static shardnet_status make_tensor_split(shardnet_session_t *session,
                                          size_t nstrat, sn_tensor_split **out)
 {
     double speed[MAX_SPLIT];
+    shardnet_status st;
+    if ((st = sn_profiles_share(session->devs, session->nlisted)) !=
+        SHARDNET_OK)
+        return st;
     for (size_t d = 0; d < session->nlisted; d++)
         speed[d] = sn_device_speed(session->devs[d]);
     return sn_tensor_split_create(session->model->g, session->devs,
                                   session->nlisted, speed, session->inputs,
-                                  strat, nstrat, out);
+                                  strat, nstrat, session->home, out);
 }
 
 /*
@@ -623,12 +623,7 @@ static shardnet_status choose_split(shardnet_session_t *session, char *report,
         est = ch->hybrid;
     }
     len = report ? strlen(report) : 0;
-    if (session->nlisted > 1 && session->multi) {
-        if (report && len < cap)
-            len += (size_t)snprintf(report + len, cap - len,
-                                    "tensor: not in a job of several "
-                                    "processes (yet)\n");
-    } else if (session->nlisted > 1) {
+    if (session->nlisted > 1) {
         if (make_tensor_split(session, NULL, 0, ts) == SHARDNET_OK) {
             double bytes;
             size_t nc = sn_tensor_split_collectives(*ts, &bytes);

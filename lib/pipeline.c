@@ -414,23 +414,6 @@ shardnet_status sn_time_nodes(sn_graph *g, sn_device *dev,
     return SHARDNET_OK;
 }
 
-/* Across processes: process `owner` tells the others how its part went
- * (its own error stays its message; the others name it). */
-static shardnet_status share_status(unsigned owner, shardnet_status mine,
-                                    const char *what)
-{
-    int32_t code = (int32_t)mine;
-    shardnet_status st;
-    if (sn_world_processes() == 1)
-        return mine;
-    if ((st = sn_world_bcast(owner, &code, sizeof code)) != SHARDNET_OK)
-        return st;
-    if (sn_world_process() == owner || code == SHARDNET_OK)
-        return (shardnet_status)code;
-    return sn_error((shardnet_status)code, "%s failed on process %u", what,
-                    owner);
-}
-
 /* The shapes' part of the cost model, from a plan of g on dev (a device of
  * this process). */
 static shardnet_status shape_costs(sn_graph *g, sn_device *dev,
@@ -577,7 +560,7 @@ static shardnet_status measure_costs(sn_graph *g, sn_device *const *devs,
         if (st != SHARDNET_OK)
             st = sn_error_prefix(st, "timing the model on %s",
                                  devs[d]->info.name);
-        if ((st = share_status(owner, st, "timing the model")) !=
+        if ((st = sn_world_share_status(owner, st, "timing the model")) !=
                 SHARDNET_OK ||
             (multi && (st = sn_world_bcast(owner, t,
                                            g->nnodes * sizeof *t)) !=
@@ -591,7 +574,7 @@ static shardnet_status measure_costs(sn_graph *g, sn_device *const *devs,
     unsigned owner0 = devs[0]->process;
     if (!devs[0]->remote)
         st = shape_costs(g, devs[0], inputs, order, c);
-    if ((st = share_status(owner0, st, "planning the model's shapes")) !=
+    if ((st = sn_world_share_status(owner0, st, "planning the model's shapes")) !=
         SHARDNET_OK)
         goto out;
     if (multi && ((st = sn_world_bcast(owner0, c->xbytes,
@@ -1250,7 +1233,7 @@ static shardnet_status stage_split(stage *st, const sn_binding *b,
         speed[d] = sn_device_profile(st->grp[d])->gemm_flops;
     sn_tensor_split *ts;
     if ((rc = sn_tensor_split_create(st->g, st->grp, st->ngrp, speed, b, NULL,
-                                     0, &ts)) != SHARDNET_OK)
+                                     0, NULL, &ts)) != SHARDNET_OK)
         return rc;
     sn_tensor_split_free(st->ts[STAGE_PLANS - 1]);
     memmove(&st->ts[1], &st->ts[0], (STAGE_PLANS - 1) * sizeof st->ts[0]);

@@ -12,6 +12,7 @@
 
 #include "error.h"
 #include "profile.h"
+#include "world.h"
 
 #define PROFILE_FILE "profiles-1.txt"
 #define MAX_PROFILES 64
@@ -309,4 +310,22 @@ double sn_device_speed(sn_device *dev)
 double sn_profile_staging_bw(const sn_profile *p)
 {
     return p->h2d_bps < p->d2h_bps ? p->h2d_bps : p->d2h_bps;
+}
+
+shardnet_status sn_profiles_share(sn_device *const *devs, size_t ndev)
+{
+    if (sn_world_processes() == 1)
+        return SHARDNET_OK;
+    for (size_t d = 0; d < ndev; d++) {
+        sn_profile p = {0};
+        shardnet_status st;
+        if (!devs[d]->remote)
+            p = *sn_device_profile(devs[d]);
+        if ((st = sn_world_bcast(devs[d]->process, &p, sizeof p)) !=
+            SHARDNET_OK)
+            return st;
+        if (devs[d]->remote)
+            sn_profile_remember(devs[d], &p);
+    }
+    return SHARDNET_OK;
 }

@@ -33,6 +33,9 @@ const sn_profile *sn_device_profile(sn_device *dev);
 /* Another process's device: its profile, as measured there (remote
  * devices are never measured here; before this, they get guesses). */
 void sn_profile_remember(sn_device *dev, const sn_profile *p);
+/* In a job of several processes (collective): each listed device's
+ * profile, measured on its own process, remembered on the others. */
+shardnet_status sn_profiles_share(sn_device *const *devs, size_t ndev);
 /* A device's GEMM speed in flops/s (its profile's large product). */
 double sn_device_speed(sn_device *dev);
 /* Bytes/s of staging data through the host: the slower direction. */

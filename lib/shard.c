@@ -48,6 +48,7 @@
 #include "profile.h"
 #include "tensor_split.h"
 #include "trace.h"
+#include "world.h"
 
 #define MAXD SN_COLL_MAX
 #define NVER 3          /* layouts remembered per value */
@@ -154,6 +155,22 @@ struct sn_tensor_split {
     atomic_size_t bar_count;
     atomic_uint bar_gen;
     float *send_p[MAXD], *recv_p[MAXD];
+
+    /* Processes (lib/world.h).  This process plans and runs only its own
+     * devices: global ranks local[0 .. nlocal), the first driven by the
+     * caller.  When the devices span processes, the last local device at a
+     * collective exchanges with the other processes that own devices
+     * (procs, in order; procs[0] the root) by messages; every process gets
+     * the outputs. */
+    unsigned me;
+    size_t local[MAXD], nlocal;
+    int spans;
+    unsigned procs[MAXD];
+    size_t nprocs;
+    float *host, *tmp; /* cross-process staging */
+    size_t host_cap, tmp_cap;
+    int me_owned_out;  /* every output has a buffer of its own (a job of
+                          several processes) */
     worker wk[MAXD];
     rank_ctx ctx[MAXD];    /* the collective hook's argument per device */
 };
@@ -1619,6 +1636,223 @@ static shardnet_status run_collective(sn_tensor_split *t)
     return st;
 }
 
+/* --- collectives between processes -------------------------------------- */
+
+#define CROSS_TAG 31000
+
+static int grow(float **buf, size_t *cap, size_t count)
+{
+    if (*cap >= count)
+        return 1;
+    float *nb = realloc(*buf, (count ? count : 1) * sizeof *nb);
+    if (!nb)
+        return 0;
+    *buf = nb;
+    *cap = count;
+    return 1;
+}
+
+/* Sum h (count floats) over the owning processes, in process order: the
+ * root receives each one's in turn, adds, and sends the sum back. */
+static shardnet_status cross_sum(sn_tensor_split *t, float *h, size_t count)
+{
+    unsigned root = t->procs[0];
+    shardnet_status st = SHARDNET_OK;
+    if (t->me != root) {
+        if ((st = sn_world_send(root, CROSS_TAG, h, count * sizeof *h)) ==
+            SHARDNET_OK)
+            st = sn_world_recv(root, CROSS_TAG, h, count * sizeof *h);
+        return st;
+    }
+    if (!grow(&t->tmp, &t->tmp_cap, count))
+        return oom();
+    for (size_t k = 1; k < t->nprocs && st == SHARDNET_OK; k++) {
+        st = sn_world_recv(t->procs[k], CROSS_TAG, t->tmp,
+                           count * sizeof *h);
+        for (size_t i = 0; i < count && st == SHARDNET_OK; i++)
+            h[i] += t->tmp[i];
+    }
+    for (size_t k = 1; k < t->nprocs && st == SHARDNET_OK; k++)
+        st = sn_world_send(t->procs[k], CROSS_TAG, h, count * sizeof *h);
+    return st;
+}
+
+/* Bytes of the pieces process q owns (elements `unit` bytes each; counts
+ * per global rank). */
+static size_t owned(const sn_tensor_split *t, unsigned q, const size_t *counts,
+                    size_t unit)
+{
+    size_t n = 0;
+    for (size_t r = 0; r < t->n; r++)
+        if (t->dev[r]->process == q)
+            n += counts[r] * unit;
+    return n;
+}
+
+/* Every rank's piece (counts[r] elements of `unit` bytes, at offset off[r]
+ * in full, in global rank order): this process's are in full already; the
+ * others' come through the root, which sends the whole back.  packed:
+ * scratch of this process's pieces, back to back. */
+static shardnet_status cross_gather(sn_tensor_split *t, char *full,
+                                    const size_t *counts, const size_t *off,
+                                    size_t unit, char *packed)
+{
+    unsigned root = t->procs[0];
+    size_t total = 0, at = 0;
+    shardnet_status st = SHARDNET_OK;
+    for (size_t r = 0; r < t->n; r++)
+        total += counts[r] * unit;
+    if (t->me != root) {
+        for (size_t r = 0; r < t->n; r++)
+            if (t->dev[r]->process == t->me) {
+                memcpy(packed + at, full + off[r] * unit, counts[r] * unit);
+                at += counts[r] * unit;
+            }
+        if ((st = sn_world_send(root, CROSS_TAG, packed, at)) == SHARDNET_OK)
+            st = sn_world_recv(root, CROSS_TAG, full, total);
+        return st;
+    }
+    for (size_t k = 1; k < t->nprocs && st == SHARDNET_OK; k++) {
+        unsigned q = t->procs[k];
+        size_t bytes = owned(t, q, counts, unit);
+        if ((st = sn_world_recv(q, CROSS_TAG, packed, bytes)) != SHARDNET_OK)
+            break;
+        at = 0;
+        for (size_t r = 0; r < t->n; r++)
+            if (t->dev[r]->process == q) {
+                memcpy(full + off[r] * unit, packed + at, counts[r] * unit);
+                at += counts[r] * unit;
+            }
+    }
+    for (size_t k = 1; k < t->nprocs && st == SHARDNET_OK; k++)
+        st = sn_world_send(t->procs[k], CROSS_TAG, full, total);
+    return st;
+}
+
+/* A collective over devices on several processes, run by the last local
+ * device to arrive: this process's ranks staged through host memory (in
+ * global rank order), the processes combined by messages, the results
+ * written back. */
+static shardnet_status cross_collective(sn_tensor_split *t)
+{
+    const sn_coll_desc *d0 = &t->pend[t->local[0]];
+    size_t counts[MAXD], off[MAXD], total = 0;
+    shardnet_status st = SHARDNET_OK;
+    double t0 = sn_trace_on() ? sn_trace_now() : 0;
+    for (size_t k = 0; k < t->nlocal; k++) {
+        const sn_coll_desc *d = &t->pend[t->local[k]];
+        if (d->kind != d0->kind ||
+            memcmp(d->counts, d0->counts, t->n * sizeof d->counts[0]))
+            return sn_error(SHARDNET_INTERNAL,
+                            "tensor split: devices disagree on a collective");
+    }
+    for (size_t r = 0; r < t->n; r++) {
+        counts[r] = d0->kind == SN_COLL_ALLREDUCE ? 0 : d0->counts[r];
+        off[r] = total;
+        total += counts[r];
+    }
+    if (d0->kind == SN_COLL_ALLREDUCE)
+        total = d0->counts[0];
+    if (!grow(&t->host, &t->host_cap, total) ||
+        !grow(&t->tmp, &t->tmp_cap, total))
+        return oom();
+    float *h = t->host;
+    if (d0->kind == SN_COLL_ALLGATHER) {
+        for (size_t k = 0; k < t->nlocal && st == SHARDNET_OK; k++) {
+            size_t r = t->local[k];
+            if (counts[r])
+                st = sn_buffer_read(t->pend[r].send.buf,
+                                    t->pend[r].send.offset * sizeof(float),
+                                    h + off[r], counts[r] * sizeof(float));
+        }
+        if (st == SHARDNET_OK)
+            st = cross_gather(t, (char *)h, counts, off, sizeof(float),
+                              (char *)t->tmp);
+        for (size_t k = 0; k < t->nlocal && st == SHARDNET_OK; k++) {
+            size_t r = t->local[k];
+            st = sn_buffer_write(t->pend[r].recv.buf,
+                                 t->pend[r].recv.offset * sizeof(float), h,
+                                 total * sizeof(float));
+        }
+    } else {
+        /* This process's ranks summed in rank order, then the processes in
+         * process order. */
+        for (size_t k = 0; k < t->nlocal && st == SHARDNET_OK; k++) {
+            size_t r = t->local[k];
+            float *dst = k ? t->tmp : h;
+            st = sn_buffer_read(t->pend[r].send.buf,
+                                t->pend[r].send.offset * sizeof(float), dst,
+                                total * sizeof(float));
+            for (size_t i = 0; k && i < total && st == SHARDNET_OK; i++)
+                h[i] += t->tmp[i];
+        }
+        if (st == SHARDNET_OK)
+            st = cross_sum(t, h, total);
+        for (size_t k = 0; k < t->nlocal && st == SHARDNET_OK; k++) {
+            size_t r = t->local[k];
+            if (d0->kind == SN_COLL_ALLREDUCE)
+                st = sn_buffer_write(t->pend[r].send.buf,
+                                     t->pend[r].send.offset * sizeof(float),
+                                     h, total * sizeof(float));
+            else if (counts[r])
+                st = sn_buffer_write(t->pend[r].recv.buf,
+                                     t->pend[r].recv.offset * sizeof(float),
+                                     h + off[r], counts[r] * sizeof(float));
+        }
+    }
+    if (sn_trace_on()) {
+        char name[96];
+        snprintf(name, sizeof name, "%s %zu floats across %zu processes",
+                 d0->kind == SN_COLL_ALLREDUCE   ? "all-reduce"
+                 : d0->kind == SN_COLL_ALLGATHER ? "all-gather"
+                                                 : "reduce-scatter",
+                 total, t->nprocs);
+        for (size_t k = 0; k < t->nlocal; k++)
+            sn_trace_add(t->dev[t->local[k]]->info.name, "collective", name,
+                         t0, sn_trace_now());
+    }
+    return st;
+}
+
+/* After a run: every process gets every output.  A whole output comes
+ * from the root (it has a device, so the result); a cut one is put
+ * together at the root from every owning process's pieces; then the root
+ * broadcasts each to all processes (devices or not). */
+static shardnet_status share_outputs(sn_tensor_split *t)
+{
+    shardnet_status st = SHARDNET_OK;
+    unsigned root = t->procs[0];
+    for (size_t i = 0; i < t->g->noutputs && st == SHARDNET_OK; i++) {
+        sn_host_tensor *o = &t->out[i];
+        const lay *l = &t->out_lay[i];
+        if (l->kind == LAY_S && t->spans) {
+            /* Per index of the axes before the cut one: each rank's rows
+             * of `inner` bytes, gathered. */
+            size_t es = sn_dtype_size(o->dtype);
+            size_t outer = prod(o->dims, 0, l->axis),
+                   inner = prod(o->dims, l->axis + 1, o->rank) * es;
+            size_t counts[MAXD], off[MAXD], at = 0;
+            for (size_t r = 0; r < t->n; r++) {
+                counts[r] = l->cnt[r];
+                off[r] = at;
+                at += l->cnt[r];
+            }
+            size_t len = (size_t)o->dims[l->axis];
+            char *scratch = malloc(len * inner + 1);
+            if (!scratch)
+                return oom();
+            for (size_t k = 0; k < outer && st == SHARDNET_OK; k++) {
+                char *full = (char *)o->data + k * len * inner;
+                st = cross_gather(t, full, counts, off, inner, scratch);
+            }
+            free(scratch);
+        }
+        if (st == SHARDNET_OK)
+            st = sn_world_bcast(root, o->data, o->nbytes);
+    }
+    return st;
+}
+
 /* --- collectives between devices that share host memory -------------------- */
 
 /* How long a device waiting at a barrier polls before it sleeps. */
@@ -1637,7 +1871,7 @@ static long since_ns(const struct timespec *t0)
 static int barrier(sn_tensor_split *t)
 {
     unsigned gen = atomic_load(&t->bar_gen);
-    if (atomic_fetch_add(&t->bar_count, 1) + 1 == t->n) {
+    if (atomic_fetch_add(&t->bar_count, 1) + 1 == t->nlocal) {
         atomic_store(&t->bar_count, 0);
         pthread_mutex_lock(&t->lock);
         atomic_fetch_add(&t->bar_gen, 1);
@@ -1790,9 +2024,9 @@ static shardnet_status rendezvous(void *ctx, const sn_coll_desc *d)
                         "tensor split: stopped, another device failed");
     }
     t->pend[rc->rank] = *d;
-    if (++t->arrived == t->n) {
+    if (++t->arrived == t->nlocal) {
         pthread_mutex_unlock(&t->lock);
-        st = run_collective(t);
+        st = t->spans ? cross_collective(t) : run_collective(t);
         pthread_mutex_lock(&t->lock);
         t->coll_st = st;
         if (st != SHARDNET_OK)
@@ -1910,25 +2144,43 @@ shardnet_status sn_tensor_split_run(sn_tensor_split *t, const sn_binding *in)
     t->job++;
     pthread_cond_broadcast(&t->cond);
     pthread_mutex_unlock(&t->lock);
-    /* The caller drives device 0 for the run, then gets its binding back. */
-    sn_bind_thread(t->dev[0], 1);
-    st = run_rank(t, 0);
-    sn_bind_thread(t->dev[0], 0);
-    pthread_mutex_lock(&t->lock);
-    while (t->done < t->n - 1)
-        pthread_cond_wait(&t->cond, &t->lock);
-    pthread_mutex_unlock(&t->lock);
-    if (st != SHARDNET_OK)
-        return st;
-    for (size_t r = 1; r < t->n; r++)
-        if (t->wk[r].st != SHARDNET_OK)
-            return sn_error(t->wk[r].st, "on %s: %s", t->dev[r]->info.name,
-                            t->wk[r].msg);
-    for (size_t i = 0; i < t->g->noutputs; i++)
-        if (t->out_lay[i].kind != LAY_S) {
-            t->out[i] = *sn_plan_output(t->plan[0], i);
-            t->out[i].name = t->g->values[t->g->outputs[i]].name;
+    /* The caller drives this process's first device for the run, then gets
+     * its binding back. */
+    st = SHARDNET_OK;
+    if (t->nlocal) {
+        size_t lead = t->local[0];
+        sn_bind_thread(t->dev[lead], 1);
+        st = run_rank(t, lead);
+        sn_bind_thread(t->dev[lead], 0);
+        pthread_mutex_lock(&t->lock);
+        while (t->done < t->nlocal - 1)
+            pthread_cond_wait(&t->cond, &t->lock);
+        pthread_mutex_unlock(&t->lock);
+        if (st != SHARDNET_OK)
+            return st;
+        for (size_t k = 1; k < t->nlocal; k++) {
+            size_t r = t->local[k];
+            if (t->wk[r].st != SHARDNET_OK)
+                return sn_error(t->wk[r].st, "on %s: %s",
+                                t->dev[r]->info.name, t->wk[r].msg);
         }
+    }
+    for (size_t i = 0; i < t->g->noutputs; i++)
+        if (t->out_lay[i].kind != LAY_S && t->nlocal) {
+            const sn_host_tensor *o = sn_plan_output(t->plan[t->local[0]], i);
+            if (t->me_owned_out) {
+                /* An owned buffer (a job of several processes). */
+                if (o->nbytes != t->out[i].nbytes)
+                    return sn_error(SHARDNET_INTERNAL,
+                                    "tensor split: output %zu's size", i);
+                memcpy(t->out[i].data, o->data, o->nbytes);
+            } else {
+                t->out[i] = *o;
+                t->out[i].name = t->g->values[t->g->outputs[i]].name;
+            }
+        }
+    if (t->me_owned_out && (st = share_outputs(t)) != SHARDNET_OK)
+        return sn_error_prefix(st, "tensor split: sharing the outputs");
     return SHARDNET_OK;
 }
 
@@ -1967,10 +2219,25 @@ static double estimate(sn_tensor_split *t)
     }
     t->coll_time = (double)t->ncoll * (SN_COLL_LATENCY_S + launch) +
                    2.0 * t->coll_bytes / bw;
+    /* Across processes each collective also goes to the root and back
+     * over the measured link. */
+    if (t->spans) {
+        double lat, lbw;
+        if (sn_world_link(&lat, &lbw) != SHARDNET_OK) {
+            sn_error_clear();
+            lat = 1e-4;
+            lbw = 1e9;
+        }
+        t->coll_time += (double)t->ncoll * 2.0 * lat +
+                        2.0 * t->coll_bytes * (double)(t->nprocs - 1) / lbw;
+    }
+    double each[MAXD] = {0};
     for (size_t d = 0; d < t->n; d++) {
         double work = 0, launches = 0;
         const sn_graph *sg = t->sub[d];
         const sn_profile *p = sn_device_profile(t->dev[d]);
+        if (!t->plan[d])
+            continue; /* another process's: it tells its own below */
         for (size_t i = 0; i < sg->nnodes; i++) {
             const sn_node *nd = &sg->nodes[i];
             if (nd->dead || !strcmp(nd->domain, "ai.shardnet"))
@@ -1994,10 +2261,24 @@ static double estimate(sn_tensor_split *t)
                 work += 8.0 * w / sn_profile_staging_bw(p);
             launches += 1;
         }
-        double s = work + p->launch_s * launches;
-        if (s > worst)
-            worst = s;
+        each[d] = work + p->launch_s * launches;
     }
+    /* In a job: each process has estimated its own devices. */
+    if (t->me_owned_out) {
+        unsigned np = sn_world_processes();
+        double *all = calloc((size_t)np * MAXD, sizeof *all);
+        if (!all || sn_world_allgather(each, sizeof each, all) != SHARDNET_OK) {
+            free(all);
+            sn_error_clear();
+            return 1e300;
+        }
+        for (size_t d = 0; d < t->n; d++)
+            each[d] = all[(size_t)t->dev[d]->process * MAXD + d];
+        free(all);
+    }
+    for (size_t d = 0; d < t->n; d++)
+        if (each[d] > worst)
+            worst = each[d];
     return worst + t->coll_time;
 }
 
@@ -2005,7 +2286,7 @@ shardnet_status sn_tensor_split_create(sn_graph *g, sn_device *const *devs,
                                        size_t ndev, const double *speed,
                                        const sn_binding *inputs,
                                        const sn_strategy *strategies,
-                                       size_t nstrategies,
+                                       size_t nstrategies, sn_device *home,
                                        sn_tensor_split **out)
 {
     sn_tensor_split *t = NULL;
@@ -2055,9 +2336,16 @@ shardnet_status sn_tensor_split_create(sn_graph *g, sn_device *const *devs,
     }
     for (size_t i = 0; i < g->nvalues; i++)
         b.vi[i].cnst_r = -1;
-    /* Shapes of every value: a plan of the whole graph on the first
-     * device (weights uploaded there once, freed below). */
-    if ((st = sn_weights_new(g, devs[0], &w0)) != SHARDNET_OK ||
+    /* Shapes of every value: a plan of the whole graph on a device of
+     * this process (weights uploaded there once, freed below): the first
+     * listed one here, else `home`. */
+    /* The whole job takes part when a home device is given. */
+    int job = home && sn_world_processes() > 1;
+    sn_device *shape_dev = home ? home : devs[0];
+    for (size_t d = ndev; d-- > 0;)
+        if (!devs[d]->remote)
+            shape_dev = devs[d];
+    if ((st = sn_weights_new(g, shape_dev, &w0)) != SHARDNET_OK ||
         (st = sn_plan_build(g, w0, inputs, &b.shape)) != SHARDNET_OK)
         goto fail;
     /* Every node timed whole on every device: the estimate scales these
@@ -2071,14 +2359,26 @@ shardnet_status sn_tensor_split_create(sn_graph *g, sn_device *const *devs,
     for (size_t i = 0; i < g->nnodes; i++)
         if (!g->nodes[i].dead)
             b.full_work[i] = sn_node_work(g, b.shape, &g->nodes[i]);
-    for (size_t d = 0; d < ndev; d++)
-        if ((st = sn_time_nodes(g, devs[d], inputs,
-                                &b.full_time[d * g->nnodes])) !=
-            SHARDNET_OK) {
+    /* Each device timed on its own process, the figures shared. */
+    for (size_t d = 0; d < ndev; d++) {
+        st = SHARDNET_OK;
+        if (!devs[d]->remote &&
+            (st = sn_time_nodes(g, devs[d], inputs,
+                                &b.full_time[d * g->nnodes])) != SHARDNET_OK)
             st = sn_error_prefix(st, "tensor split: timing on %s",
                                  devs[d]->info.name);
+        if (job &&
+            ((st = sn_world_share_status(devs[d]->process, st,
+                                         "tensor split: timing")) !=
+                 SHARDNET_OK ||
+             (st = sn_world_bcast(devs[d]->process,
+                                  &b.full_time[d * g->nnodes],
+                                  g->nnodes * sizeof *b.full_time)) !=
+                 SHARDNET_OK))
             goto fail;
-        }
+        if (st != SHARDNET_OK)
+            goto fail;
+    }
     say(&b, "tensor split over %zu devices:", ndev);
     for (size_t d = 0; d < ndev; d++)
         say(&b, " %s (%.1f GFLOP/s)", devs[d]->info.name, speed[d] * 1e-9);
@@ -2090,9 +2390,10 @@ shardnet_status sn_tensor_split_create(sn_graph *g, sn_device *const *devs,
         st = oom();
         goto fail;
     }
+    int owned_out = job;
     for (size_t i = 0; i < g->noutputs; i++) {
         const sn_rt *fs = full(&b, g->outputs[i]);
-        if (b.out_lay[i].kind != LAY_S)
+        if (b.out_lay[i].kind != LAY_S && !owned_out)
             continue;
         out_full[i].dtype = fs->dtype;
         out_full[i].rank = fs->rank;
@@ -2145,32 +2446,65 @@ shardnet_status sn_tensor_split_create(sn_graph *g, sn_device *const *devs,
         t->bound[i] = inputs[i];
         t->bound[i].data = NULL;
     }
+    t->me_owned_out = owned_out;
+    t->me = sn_world_process();
     for (size_t d = 0; d < ndev; d++) {
-        if ((st = sn_weights_new(t->sub[d], devs[d], &t->w[d])) !=
-                SHARDNET_OK ||
-            (st = sn_plan_build(t->sub[d], t->w[d], inputs, &t->plan[d])) !=
-                SHARDNET_OK) {
-            st = sn_error_prefix(st, "tensor split on %s",
-                                 devs[d]->info.name);
-            goto fail_t;
+        int known = 0;
+        for (size_t k = 0; k < t->nprocs; k++)
+            known |= t->procs[k] == devs[d]->process;
+        if (!known) {
+            size_t k = t->nprocs++;
+            while (k > 0 && t->procs[k - 1] > devs[d]->process) {
+                t->procs[k] = t->procs[k - 1];
+                k--;
+            }
+            t->procs[k] = devs[d]->process;
         }
+    }
+    t->spans = t->nprocs > 1;
+    /* This process plans (and uploads the shards of) its own devices. */
+    st = SHARDNET_OK;
+    for (size_t d = 0; d < ndev; d++) {
         t->ctx[d].t = t;
         t->ctx[d].rank = d;
-        sn_plan_set_collective(t->plan[d], rendezvous, &t->ctx[d]);
+        if (devs[d]->remote)
+            continue;
+        t->local[t->nlocal++] = d;
+        if (st == SHARDNET_OK &&
+            ((st = sn_weights_new(t->sub[d], devs[d], &t->w[d])) !=
+                 SHARDNET_OK ||
+             (st = sn_plan_build(t->sub[d], t->w[d], inputs, &t->plan[d])) !=
+                 SHARDNET_OK))
+            st = sn_error_prefix(st, "tensor split on %s",
+                                 devs[d]->info.name);
+        if (st == SHARDNET_OK)
+            sn_plan_set_collective(t->plan[d], rendezvous, &t->ctx[d]);
     }
+    /* (Every process must know before any goes on to a collective.) */
+    for (size_t k = 0; k < t->nprocs && job; k++) {
+        shardnet_status mine = t->procs[k] == t->me ? st : SHARDNET_OK;
+        shardnet_status all = sn_world_share_status(
+            t->procs[k], mine, "tensor split: planning the shards");
+        if (all != SHARDNET_OK && st == SHARDNET_OK)
+            st = all;
+    }
+    if (st != SHARDNET_OK)
+        goto fail_t;
     /* SHARDNET_STAGED_COLLECTIVES=1 forces the staged engine (tests). */
     const char *staged = getenv("SHARDNET_STAGED_COLLECTIVES");
-    t->coop = !(staged && *staged && strcmp(staged, "0"));
+    t->coop = !t->spans && !(staged && *staged && strcmp(staged, "0"));
     for (size_t d = 0; d < ndev; d++)
         if (!devs[d]->info.host_unified || !devs[d]->ops->buffer_map)
             t->coop = 0;
     t->desc = b.desc;
     b.desc = NULL;
     t->estimate = estimate(t);
-    if ((st = sn_comm_create(devs, ndev, NULL, &t->comm)) != SHARDNET_OK) {
+    if (!t->spans && t->nlocal == ndev &&
+        (st = sn_comm_create(devs, ndev, NULL, &t->comm)) != SHARDNET_OK) {
         goto fail_t;
     }
-    for (size_t r = 1; r < ndev; r++) {
+    for (size_t k = 1; k < t->nlocal; k++) {
+        size_t r = t->local[k];
         t->wk[r].t = t;
         t->wk[r].rank = r;
         if (pthread_create(&t->wk[r].thread, NULL, worker_main, &t->wk[r])) {
@@ -2230,9 +2564,11 @@ void sn_tensor_split_free(sn_tensor_split *t)
     pthread_cond_destroy(&t->cond);
     free(t->bound);
     for (size_t i = 0; t->out && t->out_lay && i < t->g->noutputs; i++)
-        if (t->out_lay[i].kind == LAY_S)
+        if (t->out_lay[i].kind == LAY_S || t->me_owned_out)
             free(t->out[i].data);
     free(t->out);
+    free(t->host);
+    free(t->tmp);
     free(t->out_lay);
     free(t->desc);
     free(t->chosen);
@@ -2249,11 +2585,17 @@ void sn_tensor_split_describe(const sn_tensor_split *t, char *buf, size_t cap)
         return;
     len += (size_t)snprintf(buf + len, cap - len, "%s", t->desc ? t->desc : "");
     for (size_t d = 0; d < t->n && len < cap; d++)
-        len += (size_t)snprintf(
-            buf + len, cap - len,
-            "  %s: weights %.2f MB, activations %.2f MB\n",
-            t->dev[d]->info.name, sn_plan_weight_bytes(t->plan[d]) / 1e6,
-            sn_plan_arena_bytes(t->plan[d]) / 1e6);
+        len += (size_t)(t->plan[d]
+                            ? snprintf(buf + len, cap - len,
+                                       "  %s: weights %.2f MB, activations "
+                                       "%.2f MB\n",
+                                       t->dev[d]->info.name,
+                                       sn_plan_weight_bytes(t->plan[d]) / 1e6,
+                                       sn_plan_arena_bytes(t->plan[d]) / 1e6)
+                            : snprintf(buf + len, cap - len,
+                                       "  %s: on process %u\n",
+                                       t->dev[d]->info.name,
+                                       t->dev[d]->process));
     if (len < cap)
         snprintf(buf + len, cap - len,
                  "  per run: %zu collectives moving %.2f MB\n", t->ncoll,
@@ -2271,6 +2613,8 @@ const char *sn_tensor_split_overflow(const sn_tensor_split *t)
 {
     for (size_t d = 0; d < t->n; d++) {
         uint64_t have = sn_device_memory(t->dev[d]);
+        if (!t->plan[d])
+            continue; /* another process's device */
         size_t need = sn_plan_weight_bytes(t->plan[d]) +
                       sn_plan_arena_bytes(t->plan[d]);
         if (have && need > have)

@@ -42,12 +42,19 @@ void sn_strategy_format(const sn_strategy *s, char *buf, size_t cap);
  * nodes.  strategies (may be NULL) force the cut of named operators.
  * The split is built for these input shapes: sn_tensor_split_matches()
  * says whether it fits others.
+ *
+ * In a job of several processes (lib/world.h) every process calls this
+ * (and then each run) alike: each plans and runs only its own devices,
+ * collectives between devices of different processes go through messages,
+ * and every process gets the outputs: that is when home is given (a device
+ * of this process, for working out shapes when none of devs is here).
+ * home NULL: only this process, every device its own.
  */
 shardnet_status sn_tensor_split_create(sn_graph *g, sn_device *const *devs,
                                        size_t ndev, const double *speed,
                                        const sn_binding *inputs,
                                        const sn_strategy *strategies,
-                                       size_t nstrategies,
+                                       size_t nstrategies, sn_device *home,
                                        sn_tensor_split **out);
 void sn_tensor_split_free(sn_tensor_split *t);
 int sn_tensor_split_matches(const sn_tensor_split *t, const sn_binding *in);

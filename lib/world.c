@@ -504,3 +504,18 @@ shardnet_status sn_world_link(double *latency, double *bandwidth)
 #endif
     return SHARDNET_OK;
 }
+
+shardnet_status sn_world_share_status(unsigned owner, shardnet_status mine,
+                                      const char *what)
+{
+    int32_t code = (int32_t)mine;
+    shardnet_status st;
+    if (nprocs == 1)
+        return mine;
+    if ((st = sn_world_bcast(owner, &code, sizeof code)) != SHARDNET_OK)
+        return st;
+    if (me == owner || code == SHARDNET_OK)
+        return (shardnet_status)code;
+    return sn_error((shardnet_status)code, "%s failed on process %u", what,
+                    owner);
+}

@@ -41,6 +41,11 @@ shardnet_status sn_world_bcast(unsigned root, void *buf, size_t bytes);
 /* Each process gives `bytes` bytes (the same count everywhere); all gets
  * processes * bytes, process p's at p * bytes. */
 shardnet_status sn_world_allgather(const void *mine, size_t bytes, void *all);
+/* Process `owner` tells every process how its part of a collective task
+ * went: its own status comes back to it (its message kept); the others get
+ * that status with a message naming `what` and the owner. */
+shardnet_status sn_world_share_status(unsigned owner, shardnet_status mine,
+                                      const char *what);
 /* Wait for every process. */
 shardnet_status sn_world_barrier(void);
 /* The link between processes, measured once (collective, the first call

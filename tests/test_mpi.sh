@@ -4,7 +4,7 @@
 #  - collectives between processes (tests/test_mpi.c) under mpirun -np 2
 #    and -np 3;
 #  - every test model split across processes (layer: bit for bit the
-#    single-process answer; hybrid and auto: within 1e-4);
+#    single-process answer; tensor, hybrid and auto: within 1e-4);
 #  - a process killed in the middle of a run: the others stop, non-zero,
 #    with a message, within 30 s.
 set -u
@@ -56,7 +56,10 @@ for model in fashion_mlp small_cnn small_transformer; do
                 "3 2/cpu:0,0/cpu:1,1/cpu:0 layer 0" \
                 "2 1/cpu:0 none 0" \
                 "2 0/cpu:0,0/cpu:1,1/cpu:0,1/cl:0 hybrid 1e-4" \
-                "3 0/cpu:0,1/cpu:0,1/cpu:1,2/cpu:1 auto 1e-4"; do
+                "3 0/cpu:0,1/cpu:0,1/cpu:1,2/cpu:1 auto 1e-4" \
+                "2 0/cpu:0,1/cpu:1 tensor 1e-4" \
+                "3 1/cpu:0,1/cpu:1,0/cpu:0,2/cpu:1 tensor 1e-4" \
+                "2 0/cpu:0,0/cpu:1 tensor 1e-4"; do
         set -- $case
         out=$tmp/$model-$1-$3-$(echo "$2" | tr '/:,' '___')
         if run_np "$1" "$bin" run "$m" -d "$2" -s "$3" -m 3 --input "$in" \

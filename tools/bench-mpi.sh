@@ -1,8 +1,9 @@
 #!/bin/sh
 # Two MPI processes of one core each against one process with two cpu
-# devices: the Fashion-MNIST MLP at batch 1024 split by layer, per batch
-# and as a stream of batches, interleaved ROUNDS times (medians); then a
-# trace of each (one file per process) and where the time goes.
+# devices: the Fashion-MNIST MLP at batch 1024 split by layer and by
+# tensor, per batch, and by layer as a stream of batches, interleaved
+# ROUNDS times (medians); then a trace of the layer split (one file per
+# process) and where its time goes.
 # Usage: bench-mpi.sh BUILDDIR [ROUNDS]
 set -eu
 b=${1:-.}
@@ -16,28 +17,30 @@ tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 median() { sort -n | awk '{ v[NR] = $1 } END { print v[int((NR + 1) / 2)] }'; }
 
-one="$b/shardnet run $model -d cpu:0,cpu:1 -s layer -b 1024 -r 40"
-two="$mpirun -np 2 $b/shardnet run $model -d 0/cpu:0,1/cpu:1 -s layer -b 1024 -r 40"
+one="$b/shardnet run $model -d cpu:0,cpu:1 -b 1024 -r 40"
+two="$mpirun -np 2 $b/shardnet run $model -d 0/cpu:0,1/cpu:1 -b 1024 -r 40"
 for r in $(seq "$rounds"); do
-    $one | awk '/latency/ { print $5 }' >>"$tmp/one"
-    $two | awk '/latency/ { print $5 }' >>"$tmp/two"
-    $one --stream | awk '/^stream:/ { print $(NF - 3) }' >>"$tmp/one-s"
-    $two --stream | awk '/^stream:/ { print $(NF - 3) }' >>"$tmp/two-s"
+    for s in layer tensor; do
+        $one -s $s | awk '/latency/ { print $5 }' >>"$tmp/one-$s"
+        $two -s $s | awk '/latency/ { print $5 }' >>"$tmp/two-$s"
+    done
+    $one -s layer --stream | awk '/^stream:/ { print $(NF - 3) }' >>"$tmp/one-s"
+    $two -s layer --stream | awk '/^stream:/ { print $(NF - 3) }' >>"$tmp/two-s"
 done
-echo "== MLP, batch 1024, layer split: one process with cpu:0,cpu:1 against"
-echo "   two MPI processes with one core each (0/cpu:0, 1/cpu:1)"
-printf "  %-28s %10s %10s %8s\n" "" "1 process" "2 ranks" "ratio"
-for k in "" -s; do
-    a=$(median <"$tmp/one$k") c=$(median <"$tmp/two$k")
+echo "== MLP, batch 1024: one process with cpu:0,cpu:1 against two MPI"
+echo "   processes with one core each (0/cpu:0, 1/cpu:1); ratio > 1: two faster"
+printf "  %-34s %10s %10s %8s\n" "" "1 process" "2 ranks" "ratio"
+for k in layer tensor s; do
+    a=$(median <"$tmp/one-$k") c=$(median <"$tmp/two-$k")
     awk -v a="$a" -v c="$c" -v k="$k" 'BEGIN {
-        printf "  %-28s %8.3f ms %7.3f ms %8.2f\n",
-               k == "" ? "ms per run (median)" : "ms per batch, streamed",
-               a, c, a / c }'
+        printf "  %-34s %8.3f ms %7.3f ms %8.2f\n",
+               k == "s" ? "layer, ms per batch, streamed" :
+               k " split, ms per run (median)", a, c, a / c }'
 done
 # Where the time goes: each stage's busy time per micro-batch, its kernels,
 # and what the rest is (hand-offs: a copy in one process, MPI between two).
-$one -r 10 --trace "$tmp/one.json" >/dev/null
-$two -r 10 --trace "$tmp/two.json" >/dev/null
+$one -s layer -r 10 --trace "$tmp/one.json" >/dev/null
+$two -s layer -r 10 --trace "$tmp/two.json" >/dev/null
 for f in "$tmp/one.json" "$tmp/two.json" "$tmp/two.json.1"; do
     [ -f "$f" ] || continue
     awk -v name="$(basename "$f")" '
