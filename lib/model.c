@@ -757,7 +757,19 @@ static shardnet_status prepare(shardnet_session_t *session)
     return SHARDNET_OK;
 }
 
+static shardnet_status session_run(shardnet_session_t *session);
+
+/* In a job of several processes, a failed run ends the whole job at exit:
+ * the other processes may be waiting for this one. */
 shardnet_status shardnet_session_run(shardnet_session_t *session)
+{
+    shardnet_status st = session_run(session);
+    if (st != SHARDNET_OK && session && session->multi)
+        sn_world_failed();
+    return st;
+}
+
+static shardnet_status session_run(shardnet_session_t *session)
 {
     sn_graph *g;
     sn_plan *p = NULL;
@@ -833,8 +845,11 @@ shardnet_status shardnet_session_run_stream(shardnet_session_t *session,
         return st;
     if (!session->tensor && (session->ndev > 1 || session->multi)) {
         stream_ctx c = {session, feed, drain, user};
-        return sn_pipeline_stream(session->pipe, count, session->micro,
-                                  stream_feed, stream_drain, &c);
+        st = sn_pipeline_stream(session->pipe, count, session->micro,
+                                stream_feed, stream_drain, &c);
+        if (st != SHARDNET_OK && session->multi)
+            sn_world_failed();
+        return st;
     }
     for (size_t b = 0; b < count; b++) {
         if ((b && (st = feed(user, b, session)) != SHARDNET_OK) ||

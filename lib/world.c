@@ -519,3 +519,11 @@ shardnet_status sn_world_share_status(unsigned owner, shardnet_status mine,
     return sn_error((shardnet_status)code, "%s failed on process %u", what,
                     owner);
 }
+
+void sn_world_failed(void)
+{
+#ifdef SN_HAVE_MPI
+    if (nprocs > 1)
+        job_failed = 1;
+#endif
+}

@@ -46,6 +46,10 @@ shardnet_status sn_world_allgather(const void *mine, size_t bytes, void *all);
  * that status with a message naming `what` and the owner. */
 shardnet_status sn_world_share_status(unsigned owner, shardnet_status mine,
                                       const char *what);
+/* A job-wide task failed on this process: at exit, end the whole job
+ * (MPI_Abort) instead of waiting in MPI_Finalize for peers that may wait
+ * for us. */
+void sn_world_failed(void);
 /* Wait for every process. */
 shardnet_status sn_world_barrier(void);
 /* The link between processes, measured once (collective, the first call

@@ -5,8 +5,8 @@
 #    and -np 3;
 #  - every test model split across processes (layer: bit for bit the
 #    single-process answer; tensor, hybrid and auto: within 1e-4);
-#  - a process killed in the middle of a run: the others stop, non-zero,
-#    with a message, within 30 s.
+#  - a process killed in the middle of a run, and a device that fails on
+#    one process: the others stop, non-zero, with a message, within 30 s.
 set -u
 mpirun=${MPIRUN:-mpirun}
 build=$(dirname "${SHARDNET_BIN:-./shardnet}")
@@ -101,6 +101,28 @@ else
         ok "a killed process stops the job in ${took} s (exit $rc): $(grep -m1 -iE 'signal|killed|no answer|abort' "$log")"
     else
         bad "kill test: exit $rc after ${took} s"
+        sed 's/^/    /' "$log" | tail -20
+    fi
+fi
+
+# A device that fails (process 1's OpenCL kernels do not build): every
+# process stops, non-zero, and process 0 says which process failed.
+if "$bin" devices | grep -q "^cl:0"; then
+    log=$tmp/fail.log
+    start=$(date +%s)
+    timeout 60 "$mpirun" --oversubscribe -np 2 sh -c '
+        if [ "$OMPI_COMM_WORLD_RANK" = 1 ]; then
+            SHARDNET_CL_DIR="$0/tests/broken_cl"; export SHARDNET_CL_DIR
+        fi
+        exec "$@"' "$src" "$bin" run "$fix/fashion_mlp.onnx" \
+        -d 0/cpu:0,1/cl:0 -s layer -b 64 -r 5 >"$log" 2>&1
+    rc=$?
+    took=$(($(date +%s) - start))
+    if [ "$rc" -ne 0 ] && [ "$took" -le 30 ] &&
+       grep -q "process 0 of 2.*failed on process 1" "$log"; then
+        ok "a failing device on process 1 stops the job in ${took} s (exit $rc)"
+    else
+        bad "failing device: exit $rc after ${took} s"
         sed 's/^/    /' "$log" | tail -20
     fi
 fi
