@@ -1602,16 +1602,6 @@ static shardnet_status share_output(sn_pipeline *p, size_t i, unsigned root)
     return sn_world_bcast(root, o->data, o->nbytes);
 }
 
-static int same_shapes_as(const sn_binding *a, const sn_binding *b, size_t n)
-{
-    for (size_t i = 0; i < n; i++)
-        if (a[i].dtype != b[i].dtype || a[i].rank != b[i].rank ||
-            memcmp(a[i].dims, b[i].dims,
-                   (size_t)a[i].rank * sizeof a[i].dims[0]))
-            return 0;
-    return 1;
-}
-
 /* Take batch b's inputs from feed into bin[b % 2]. */
 static shardnet_status take_batch(sn_pipeline *p, size_t b, sn_feed_fn feed,
                                   void *user)
@@ -1620,8 +1610,8 @@ static shardnet_status take_batch(sn_pipeline *p, size_t b, sn_feed_fn feed,
     shardnet_status st = feed(user, b, &in);
     if (st != SHARDNET_OK)
         return st;
-    if (b && !same_shapes_as(in, p->bin[0], p->g->ninputs) &&
-        !same_shapes_as(in, p->bin[1], p->g->ninputs))
+    if (b && !same_shapes(in, p->bin[0], p->g->ninputs) &&
+        !same_shapes(in, p->bin[1], p->g->ninputs))
         return sn_error(SHARDNET_INVALID_ARGUMENT,
                         "stream: batch %zu is shaped unlike the first", b);
     memcpy(p->bin[b % 2], in, p->g->ninputs * sizeof *in);

@@ -41,7 +41,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "collective.h"
 #include "pipeline.h"
@@ -1636,6 +1635,14 @@ static shardnet_status run_collective(sn_tensor_split *t)
     return st;
 }
 
+/* A collective's name, for traces. */
+static const char *coll_name(sn_coll_kind kind)
+{
+    return kind == SN_COLL_ALLREDUCE   ? "all-reduce"
+           : kind == SN_COLL_ALLGATHER ? "all-gather"
+                                       : "reduce-scatter";
+}
+
 /* --- collectives between processes -------------------------------------- */
 
 #define CROSS_TAG 31000
@@ -1803,10 +1810,7 @@ static shardnet_status cross_collective(sn_tensor_split *t)
     if (sn_trace_on()) {
         char name[96];
         snprintf(name, sizeof name, "%s %zu floats across %zu processes",
-                 d0->kind == SN_COLL_ALLREDUCE   ? "all-reduce"
-                 : d0->kind == SN_COLL_ALLGATHER ? "all-gather"
-                                                 : "reduce-scatter",
-                 total, t->nprocs);
+                 coll_name(d0->kind), total, t->nprocs);
         for (size_t k = 0; k < t->nlocal; k++)
             sn_trace_add(t->dev[t->local[k]]->info.name, "collective", name,
                          t0, sn_trace_now());
@@ -1856,14 +1860,7 @@ static shardnet_status share_outputs(sn_tensor_split *t)
 /* --- collectives between devices that share host memory -------------------- */
 
 /* How long a device waiting at a barrier polls before it sleeps. */
-#define BARRIER_SPIN_NS 200000L
-
-static long since_ns(const struct timespec *t0)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (t.tv_sec - t0->tv_sec) * 1000000000L + (t.tv_nsec - t0->tv_nsec);
-}
+#define BARRIER_SPIN_S 200e-6
 
 /* Wait until every device has come here; 0 when another device failed.
  * The devices run on their own cores, so a short poll usually sees the
@@ -1879,10 +1876,9 @@ static int barrier(sn_tensor_split *t)
         pthread_mutex_unlock(&t->lock);
         return 1;
     }
-    struct timespec t0;
-    clock_gettime(CLOCK_MONOTONIC, &t0);
+    double t0 = sn_trace_now();
     while (atomic_load(&t->bar_gen) == gen && !atomic_load(&t->abort) &&
-           since_ns(&t0) < BARRIER_SPIN_NS)
+           sn_trace_now() - t0 < BARRIER_SPIN_S)
         sched_yield();
     pthread_mutex_lock(&t->lock);
     while (atomic_load(&t->bar_gen) == gen && !atomic_load(&t->abort))
@@ -1999,10 +1995,7 @@ unmap:
                       "tensor split: stopped, another device failed");
     if (sn_trace_on()) {
         char name[96];
-        snprintf(name, sizeof name, "%s %zu floats",
-                 d->kind == SN_COLL_ALLREDUCE ? "all-reduce"
-                 : d->kind == SN_COLL_ALLGATHER ? "all-gather"
-                                                : "reduce-scatter",
+        snprintf(name, sizeof name, "%s %zu floats", coll_name(d->kind),
                  d->kind == SN_COLL_ALLREDUCE ? d->counts[0] : total);
         sn_trace_add(t->dev[r]->info.name, "collective", name, t0,
                      sn_trace_now());

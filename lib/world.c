@@ -320,23 +320,30 @@ sn_transport *sn_world_transport(void)
     return sn_transport_local();
 }
 
-shardnet_status sn_world_send(unsigned dst, int tag, const void *buf,
-                              size_t bytes)
+/* One message to or from a peer, waited for. */
+static shardnet_status point_to_point(int sending, unsigned peer, int tag,
+                                      void *buf, size_t bytes)
 {
-    if (dst >= nprocs)
-        return sn_error(SHARDNET_INVALID_ARGUMENT, "send: no process %u", dst);
-    if (dst == me)
-        return sn_error(SHARDNET_INVALID_ARGUMENT, "send: to itself");
+    const char *what = sending ? "send" : "receive";
+    if (peer >= nprocs)
+        return sn_error(SHARDNET_INVALID_ARGUMENT, "%s: no process %u", what,
+                        peer);
+    if (peer == me)
+        return sn_error(SHARDNET_INVALID_ARGUMENT, "%s: this process itself",
+                        what);
 #ifdef SN_HAVE_MPI
     MPI_Request req;
     int rc;
-    CHECK_COUNT(bytes, "send");
+    CHECK_COUNT(bytes, what);
     LOCK();
-    rc = MPI_Isend(buf, (int)bytes, MPI_BYTE, (int)dst, tag, comm, &req);
+    rc = sending ? MPI_Isend(buf, (int)bytes, MPI_BYTE, (int)peer, tag, comm,
+                             &req)
+                 : MPI_Irecv(buf, (int)bytes, MPI_BYTE, (int)peer, tag, comm,
+                             &req);
     UNLOCK();
     if (rc != MPI_SUCCESS)
-        return mpi_failed(rc, "send");
-    return wait_for(&req, "send", (int)dst);
+        return mpi_failed(rc, what);
+    return wait_for(&req, what, (int)peer);
 #else
     (void)tag;
     (void)buf;
@@ -345,29 +352,15 @@ shardnet_status sn_world_send(unsigned dst, int tag, const void *buf,
 #endif
 }
 
+shardnet_status sn_world_send(unsigned dst, int tag, const void *buf,
+                              size_t bytes)
+{
+    return point_to_point(1, dst, tag, (void *)(uintptr_t)buf, bytes);
+}
+
 shardnet_status sn_world_recv(unsigned src, int tag, void *buf, size_t bytes)
 {
-    if (src >= nprocs)
-        return sn_error(SHARDNET_INVALID_ARGUMENT, "receive: no process %u",
-                        src);
-    if (src == me)
-        return sn_error(SHARDNET_INVALID_ARGUMENT, "receive: from itself");
-#ifdef SN_HAVE_MPI
-    MPI_Request req;
-    int rc;
-    CHECK_COUNT(bytes, "receive");
-    LOCK();
-    rc = MPI_Irecv(buf, (int)bytes, MPI_BYTE, (int)src, tag, comm, &req);
-    UNLOCK();
-    if (rc != MPI_SUCCESS)
-        return mpi_failed(rc, "receive");
-    return wait_for(&req, "receive", (int)src);
-#else
-    (void)tag;
-    (void)buf;
-    (void)bytes;
-    return SHARDNET_OK;
-#endif
+    return point_to_point(0, src, tag, buf, bytes);
 }
 
 shardnet_status sn_world_bcast(unsigned root, void *buf, size_t bytes)
