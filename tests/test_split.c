@@ -132,6 +132,12 @@ static void equivalence_split(const char *model, const char *input,
         free(want);
         ran++;
     }
+    if (!ran && !strcmp(split, "hybrid")) {
+        shardnet_tensor_release(&in);
+        shardnet_model_free(m);
+        cr_skip_test("a hybrid split needs three devices; this build has %zu",
+                     shardnet_device_count(ctx));
+    }
     cr_assert_gt(ran, 0, "no device set available");
     shardnet_tensor_release(&in);
     shardnet_model_free(m);
