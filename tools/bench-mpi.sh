@@ -32,10 +32,10 @@ echo "   processes with one core each (0/cpu:0, 1/cpu:1); ratio > 1: two faster"
 printf "  %-34s %10s %10s %8s\n" "" "1 process" "2 ranks" "ratio"
 for k in layer tensor s; do
     a=$(median <"$tmp/one-$k") c=$(median <"$tmp/two-$k")
-    awk -v a="$a" -v c="$c" -v k="$k" 'BEGIN {
-        printf "  %-34s %8.3f ms %7.3f ms %8.2f\n",
-               k == "s" ? "layer, ms per batch, streamed" :
-               k " split, ms per run (median)", a, c, a / c }'
+    label="$k split, ms per run (median)"
+    [ "$k" = s ] && label="layer, ms per batch, streamed"
+    awk -v a="$a" -v c="$c" -v label="$label" 'BEGIN {
+        printf "  %-34s %8.3f ms %7.3f ms %8.2f\n", label, a, c, a / c }'
 done
 # Where the time goes: each stage's busy time per micro-batch, its kernels,
 # and what the rest is (hand-offs: a copy in one process, MPI between two).
