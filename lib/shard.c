@@ -138,8 +138,8 @@ struct sn_tensor_split {
     /* rendezvous and workers */
     pthread_mutex_t lock;
     pthread_cond_t cond;
-    unsigned job;          /* bumped to start a run on the workers */
-    size_t done;           /* workers finished with the current job */
+    atomic_uint job;       /* bumped to start a run on the workers */
+    atomic_size_t done;    /* workers finished with the current job */
     int quit;
     const sn_binding *in;  /* the current run's inputs */
     size_t arrived;        /* devices waiting at the collective */
@@ -1861,6 +1861,9 @@ static shardnet_status share_outputs(sn_tensor_split *t)
 
 /* How long a device waiting at a barrier polls before it sleeps. */
 #define BARRIER_SPIN_S 200e-6
+/* How long a worker polls for the next run, and the caller for the
+ * workers' end, before sleeping. */
+#define WAKE_SPIN_S 200e-6
 
 /* Wait until every device has come here; 0 when another device failed.
  * The devices run on their own cores, so a short poll usually sees the
@@ -2100,6 +2103,11 @@ static void *worker_main(void *arg)
     unsigned seen = 0;
     sn_bind_thread(t->dev[w->rank], 1);
     for (;;) {
+        /* Poll a little first: runs often follow each other closely, and
+         * a sleeping worker starts late by a wake-up. */
+        double t0 = sn_trace_now();
+        while (atomic_load(&t->job) == seen && sn_trace_now() - t0 < WAKE_SPIN_S)
+            sched_yield();
         pthread_mutex_lock(&t->lock);
         while (!t->quit && t->job == seen)
             pthread_cond_wait(&t->cond, &t->lock);
@@ -2145,6 +2153,10 @@ shardnet_status sn_tensor_split_run(sn_tensor_split *t, const sn_binding *in)
         sn_bind_thread(t->dev[lead], 1);
         st = run_rank(t, lead);
         sn_bind_thread(t->dev[lead], 0);
+        double w0 = sn_trace_now();
+        while (atomic_load(&t->done) < t->nlocal - 1 &&
+               sn_trace_now() - w0 < WAKE_SPIN_S)
+            sched_yield();
         pthread_mutex_lock(&t->lock);
         while (t->done < t->nlocal - 1)
             pthread_cond_wait(&t->cond, &t->lock);
