@@ -777,7 +777,8 @@ static double layer_estimate(costs *c, sn_device *const *devs,
                              const size_t *groups, size_t m, size_t *start,
                              char *report, size_t cap, size_t *len)
 {
-    size_t ns = c->nunits, first = 0;
+    /* (More devices than nodes: the first ones, a node each.) */
+    size_t ns = c->nunits < c->nlive ? c->nunits : c->nlive, first = 0;
     double bottleneck = 0, moved = 0;
 #define SAY(...)                                                              \
     do {                                                                      \

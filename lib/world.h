@@ -55,7 +55,9 @@ shardnet_status sn_world_barrier(void);
 /* The link between processes, measured once (collective, the first call
  * on every process): a one-way latency in seconds and a bandwidth in
  * bytes/s, the worst between process 0 and each other process (ping-pongs
- * of 8 bytes and of 4 MiB).  One process: 0 and a huge bandwidth. */
+ * of 8 bytes and of 4 MiB).  One process: 0 and a huge bandwidth.
+ * SHARDNET_LINK_LATENCY_US and SHARDNET_LINK_GBPS replace the figures
+ * (to plan as if the machines were further apart). */
 shardnet_status sn_world_link(double *latency, double *bandwidth);
 
 #endif /* SN_WORLD_H */

@@ -149,6 +149,9 @@ if [ "${HWLOC_SYNTHETIC:-}" = "pack:2 core:1 pu:1" ]; then
         expect 0 "wrote" "$bin" run "$mlp" --plan "$tmpd/hplan2.txt" \
             --input "$src/tests/fixtures/fashion_mlp_input.npy" \
             --output-dir "$tmpd/o6"
+        # More devices than the MLP has nodes: the layer split uses three.
+        expect 0 "layer over 3 stages" "$bin" plan "$mlp" \
+            -d cpu:0,cpu:1,cl:0,cl:1 -b 16
         printf 'split hybrid\ndevices cpu:0,cpu:1,cl:0\ngroups 1,1\n' \
             >"$tmpd/hplan3.txt"
         expect 1 "groups of 2 devices in all" "$bin" run "$mlp" \

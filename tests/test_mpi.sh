@@ -73,6 +73,30 @@ for model in fashion_mlp small_cnn small_transformer; do
     done
 done
 
+# The planner and the link: machines a little apart (20 us, 2 GB/s) keep
+# the tensor splits inside each process and cut the pipeline between them;
+# far apart (200 us, 0.1 GB/s), one device beats any split.
+m=$fix/fashion_mlp.onnx
+SHARDNET_LINK_LATENCY_US=20 SHARDNET_LINK_GBPS=2 \
+    run_np 2 "$bin" plan "$m" -d 0/cpu:0,0/cpu:1,1/cpu:0,1/cpu:1 -b 1024 \
+    >"$tmp/near.log" 2>&1
+if grep -q "^choice: hybrid" "$tmp/near.log" &&
+   grep -q "stages on 0/cpu:0+0/cpu:1 | 1/cpu:0+1/cpu:1" "$tmp/near.log"; then
+    ok "a 2 GB/s link: tensor splits inside processes, a pipeline cut between"
+else
+    bad "a 2 GB/s link: not the hybrid plan"
+    sed 's/^/    /' "$tmp/near.log" | tail -20
+fi
+SHARDNET_LINK_LATENCY_US=200 SHARDNET_LINK_GBPS=0.1 \
+    run_np 2 "$bin" plan "$m" -d 0/cpu:0,0/cpu:1,1/cpu:0,1/cpu:1 -b 1024 \
+    >"$tmp/far.log" 2>&1
+if grep -q "^choice: none" "$tmp/far.log"; then
+    ok "a 0.1 GB/s link: one device, no split across processes"
+else
+    bad "a 0.1 GB/s link: a split across processes"
+    sed 's/^/    /' "$tmp/far.log" | tail -20
+fi
+
 # A process killed mid-run.
 log=$tmp/kill.log
 "$mpirun" --oversubscribe -np 2 "$bin" run "$fix/fashion_mlp.onnx" \
