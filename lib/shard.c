@@ -166,8 +166,8 @@ struct sn_tensor_split {
     int spans;
     unsigned procs[MAXD];
     size_t nprocs;
-    float *host, *tmp; /* cross-process staging */
-    size_t host_cap, tmp_cap;
+    float *host, *tmp, *rest; /* cross-process staging */
+    size_t host_cap, tmp_cap, rest_cap;
     int me_owned_out;  /* every output has a buffer of its own (a job of
                           several processes) */
     worker wk[MAXD];
@@ -1659,31 +1659,6 @@ static int grow(float **buf, size_t *cap, size_t count)
     return 1;
 }
 
-/* Sum h (count floats) over the owning processes, in process order: the
- * root receives each one's in turn, adds, and sends the sum back. */
-static shardnet_status cross_sum(sn_tensor_split *t, float *h, size_t count)
-{
-    unsigned root = t->procs[0];
-    shardnet_status st = SHARDNET_OK;
-    if (t->me != root) {
-        if ((st = sn_world_send(root, CROSS_TAG, h, count * sizeof *h)) ==
-            SHARDNET_OK)
-            st = sn_world_recv(root, CROSS_TAG, h, count * sizeof *h);
-        return st;
-    }
-    if (!grow(&t->tmp, &t->tmp_cap, count))
-        return oom();
-    for (size_t k = 1; k < t->nprocs && st == SHARDNET_OK; k++) {
-        st = sn_world_recv(t->procs[k], CROSS_TAG, t->tmp,
-                           count * sizeof *h);
-        for (size_t i = 0; i < count && st == SHARDNET_OK; i++)
-            h[i] += t->tmp[i];
-    }
-    for (size_t k = 1; k < t->nprocs && st == SHARDNET_OK; k++)
-        st = sn_world_send(t->procs[k], CROSS_TAG, h, count * sizeof *h);
-    return st;
-}
-
 /* Bytes of the pieces process q owns (elements `unit` bytes each; counts
  * per global rank). */
 static size_t owned(const sn_tensor_split *t, unsigned q, const size_t *counts,
@@ -1736,6 +1711,215 @@ static shardnet_status cross_gather(sn_tensor_split *t, char *full,
     return st;
 }
 
+/* Floats per chunk of a sum across processes (2 MiB). */
+#define CROSS_CHUNK (512u * 1024u)
+
+/* Stage chunk [a, b) of this process's ranks' inputs, summed in rank
+ * order, into h + a. */
+static shardnet_status stage_chunk(sn_tensor_split *t, float *h, size_t a,
+                                   size_t b)
+{
+    shardnet_status st = SHARDNET_OK;
+    float *tmp = t->tmp + a;
+    for (size_t k = 0; k < t->nlocal && st == SHARDNET_OK; k++) {
+        size_t r = t->local[k];
+        st = sn_buffer_read(t->pend[r].send.buf,
+                            (t->pend[r].send.offset + a) * sizeof(float),
+                            k ? tmp : h + a, (b - a) * sizeof(float));
+        for (size_t i = 0; k && i < b - a && st == SHARDNET_OK; i++)
+            h[a + i] += tmp[i];
+    }
+    return st;
+}
+
+/* Write chunk [a, b) of the sum (res) back: every rank's all of it
+ * (all-reduce, in place) or each rank the part of its own segment. */
+static shardnet_status unstage_chunk(sn_tensor_split *t, sn_coll_kind kind,
+                                     const float *res, size_t a, size_t b,
+                                     const size_t *counts, const size_t *off)
+{
+    shardnet_status st = SHARDNET_OK;
+    for (size_t k = 0; k < t->nlocal && st == SHARDNET_OK; k++) {
+        size_t r = t->local[k], lo, hi;
+        if (kind == SN_COLL_ALLREDUCE) {
+            st = sn_buffer_write(t->pend[r].send.buf,
+                                 (t->pend[r].send.offset + a) * sizeof(float),
+                                 res + a, (b - a) * sizeof(float));
+            continue;
+        }
+        lo = off[r] > a ? off[r] : a;
+        hi = off[r] + counts[r] < b ? off[r] + counts[r] : b;
+        if (lo < hi)
+            st = sn_buffer_write(t->pend[r].recv.buf,
+                                 (t->pend[r].recv.offset + lo - off[r]) *
+                                     sizeof(float),
+                                 res + lo, (hi - lo) * sizeof(float));
+    }
+    return st;
+}
+
+/* The ranges of [0, total) whose sums process k of procs keeps: its
+ * ranks' segments (reduce-scatter), or its k-th share (all-reduce).  At
+ * most MAXD ranges, in order. */
+static size_t kept(const sn_tensor_split *t, sn_coll_kind kind, size_t k,
+                   const size_t *counts, const size_t *off, size_t total,
+                   size_t *lo, size_t *hi)
+{
+    size_t n = 0;
+    if (kind == SN_COLL_ALLREDUCE) {
+        lo[0] = total * k / t->nprocs;
+        hi[0] = total * (k + 1) / t->nprocs;
+        return lo[0] < hi[0];
+    }
+    for (size_t r = 0; r < t->n; r++)
+        if (t->dev[r]->process == t->procs[k] && counts[r]) {
+            if (n && hi[n - 1] == off[r]) {
+                hi[n - 1] += counts[r];
+                continue;
+            }
+            lo[n] = off[r];
+            hi[n++] = off[r] + counts[r];
+        }
+    return n;
+}
+
+/*
+ * A sum across processes (all-reduce or reduce-scatter of `total` floats)
+ * as a reduce-scatter between processes: each process stages its ranks'
+ * sum chunk by chunk and sends every other process the parts that process
+ * keeps as soon as they are staged; each adds what it keeps over the
+ * processes in process order; an all-reduce then sends each kept share to
+ * all.  Each process moves the others' parts only, not the whole.
+ */
+static shardnet_status cross_reduce(sn_tensor_split *t, sn_coll_kind kind,
+                                    const size_t *counts, const size_t *off,
+                                    size_t total)
+{
+    size_t me_k = 0, nch = (total + CROSS_CHUNK - 1) / CROSS_CHUNK;
+    size_t lo[MAXD], hi[MAXD], nk, mine = 0, nreq = 0, maxreq;
+    shardnet_status st = SHARDNET_OK;
+    for (size_t k = 0; k < t->nprocs; k++)
+        if (t->procs[k] == t->me)
+            me_k = k;
+    nk = kept(t, kind, me_k, counts, off, total, lo, hi);
+    for (size_t q = 0; q < nk; q++)
+        mine += hi[q] - lo[q];
+    /* Every piece is at most one message: (ranges + chunks) per peer, each
+     * way, plus the all-reduce's shares. */
+    maxreq = 4 * t->nprocs * (MAXD + nch + 2) + 8;
+    sn_world_req **req = calloc(maxreq, sizeof *req);
+    /* rest: the other processes' parts of what this one keeps, one block
+     * of `mine` floats each, in process order. */
+    if (!req || !grow(&t->rest, &t->rest_cap, t->nprocs * mine + 1) ||
+        !grow(&t->host, &t->host_cap, total) ||
+        !grow(&t->tmp, &t->tmp_cap, total)) {
+        free(req);
+        return oom();
+    }
+    float *h = t->host, *rest = t->rest;
+#define CH(c) ((c) * (size_t)CROSS_CHUNK)
+#define CE(c) (CH(c) + CROSS_CHUNK < total ? CH(c) + CROSS_CHUNK : total)
+    /* Receive: from each other process, the pieces of what this one keeps,
+     * chunk by chunk, in the order they are sent. */
+    for (size_t k = 0; k < t->nprocs && st == SHARDNET_OK; k++) {
+        if (k == me_k)
+            continue;
+        size_t at = 0;
+        for (size_t c = 0; c < nch && st == SHARDNET_OK; c++)
+            for (size_t q = 0; q < nk && st == SHARDNET_OK; q++) {
+                size_t a = lo[q] > CH(c) ? lo[q] : CH(c);
+                size_t b = hi[q] < CE(c) ? hi[q] : CE(c);
+                if (a >= b)
+                    continue;
+                st = sn_world_irecv(t->procs[k], CROSS_TAG,
+                                    rest + k * mine + at,
+                                    (b - a) * sizeof(float), &req[nreq++]);
+                at += b - a;
+            }
+    }
+    size_t recvs = nreq;
+    /* Stage and send, chunk by chunk. */
+    for (size_t c = 0; c < nch && st == SHARDNET_OK; c++) {
+        st = stage_chunk(t, h, CH(c), CE(c));
+        for (size_t k = 0; k < t->nprocs && st == SHARDNET_OK; k++) {
+            size_t klo[MAXD], khi[MAXD], kn;
+            if (k == me_k)
+                continue;
+            kn = kept(t, kind, k, counts, off, total, klo, khi);
+            for (size_t q = 0; q < kn && st == SHARDNET_OK; q++) {
+                size_t a = klo[q] > CH(c) ? klo[q] : CH(c);
+                size_t b = khi[q] < CE(c) ? khi[q] : CE(c);
+                if (a < b)
+                    st = sn_world_isend(t->procs[k], CROSS_TAG, h + a,
+                                        (b - a) * sizeof(float),
+                                        &req[nreq++]);
+            }
+        }
+    }
+    /* Every part in; every part of ours out (an all-reduce receives the
+     * shares into the very ranges it sent from). */
+    for (size_t r = 0; r < nreq; r++) {
+        shardnet_status s2 = sn_world_wait(req[r]);
+        req[r] = NULL;
+        if (st == SHARDNET_OK)
+            st = s2;
+    }
+    nreq = 0;
+    /* What this process keeps: the processes' parts in process order. */
+    if (st == SHARDNET_OK) {
+        /* This process's own part into its block too, then the sum into h. */
+        size_t at = 0;
+        for (size_t q = 0; q < nk; q++) {
+            memcpy(rest + me_k * mine + at, h + lo[q],
+                   (hi[q] - lo[q]) * sizeof(float));
+            at += hi[q] - lo[q];
+        }
+        at = 0;
+        for (size_t q = 0; q < nk; q++)
+            for (size_t i = lo[q]; i < hi[q]; i++, at++) {
+                float sum = rest[at];
+                for (size_t k = 1; k < t->nprocs; k++)
+                    sum += rest[k * mine + at];
+                h[i] = sum;
+            }
+    }
+    /* An all-reduce: every process sends its share to all. */
+    if (st == SHARDNET_OK && kind == SN_COLL_ALLREDUCE) {
+        for (size_t k = 0; k < t->nprocs && st == SHARDNET_OK; k++) {
+            size_t klo[MAXD], khi[MAXD];
+            if (k == me_k || !kept(t, kind, k, counts, off, total, klo, khi))
+                continue;
+            st = sn_world_irecv(t->procs[k], CROSS_TAG, h + klo[0],
+                                (khi[0] - klo[0]) * sizeof(float),
+                                &req[nreq++]);
+        }
+        for (size_t k = 0; k < t->nprocs && st == SHARDNET_OK && nk; k++)
+            if (k != me_k)
+                st = sn_world_isend(t->procs[k], CROSS_TAG, h + lo[0],
+                                    (hi[0] - lo[0]) * sizeof(float),
+                                    &req[nreq++]);
+    }
+    for (size_t r = 0; r < nreq; r++) {
+        shardnet_status s2 = sn_world_wait(req[r]);
+        req[r] = NULL;
+        if (st == SHARDNET_OK)
+            st = s2;
+    }
+    (void)recvs;
+    if (st == SHARDNET_OK)
+        st = unstage_chunk(t, kind, h, 0, total, counts, off);
+#undef CH
+#undef CE
+    /* (After a failure the job ends; requests still out are left, with
+     * their buffers.) */
+    free(req);
+    if (st != SHARDNET_OK) {
+        t->rest = NULL;
+        t->rest_cap = 0;
+    }
+    return st;
+}
+
 /* A collective over devices on several processes, run by the last local
  * device to arrive: this process's ranks staged through host memory (in
  * global rank order), the processes combined by messages, the results
@@ -1782,30 +1966,7 @@ static shardnet_status cross_collective(sn_tensor_split *t)
                                  total * sizeof(float));
         }
     } else {
-        /* This process's ranks summed in rank order, then the processes in
-         * process order. */
-        for (size_t k = 0; k < t->nlocal && st == SHARDNET_OK; k++) {
-            size_t r = t->local[k];
-            float *dst = k ? t->tmp : h;
-            st = sn_buffer_read(t->pend[r].send.buf,
-                                t->pend[r].send.offset * sizeof(float), dst,
-                                total * sizeof(float));
-            for (size_t i = 0; k && i < total && st == SHARDNET_OK; i++)
-                h[i] += t->tmp[i];
-        }
-        if (st == SHARDNET_OK)
-            st = cross_sum(t, h, total);
-        for (size_t k = 0; k < t->nlocal && st == SHARDNET_OK; k++) {
-            size_t r = t->local[k];
-            if (d0->kind == SN_COLL_ALLREDUCE)
-                st = sn_buffer_write(t->pend[r].send.buf,
-                                     t->pend[r].send.offset * sizeof(float),
-                                     h, total * sizeof(float));
-            else if (counts[r])
-                st = sn_buffer_write(t->pend[r].recv.buf,
-                                     t->pend[r].recv.offset * sizeof(float),
-                                     h + off[r], counts[r] * sizeof(float));
-        }
+        st = cross_reduce(t, d0->kind, counts, off, total);
     }
     if (sn_trace_on()) {
         char name[96];
@@ -2574,6 +2735,7 @@ void sn_tensor_split_free(sn_tensor_split *t)
     free(t->out);
     free(t->host);
     free(t->tmp);
+    free(t->rest);
     free(t->out_lay);
     free(t->desc);
     free(t->chosen);

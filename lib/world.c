@@ -352,6 +352,78 @@ static shardnet_status point_to_point(int sending, unsigned peer, int tag,
 #endif
 }
 
+struct sn_world_req {
+#ifdef SN_HAVE_MPI
+    MPI_Request req;
+#endif
+    unsigned peer;
+    int sending;
+};
+
+static shardnet_status start(int sending, unsigned peer, int tag, void *buf,
+                             size_t bytes, sn_world_req **out)
+{
+    const char *what = sending ? "send" : "receive";
+    *out = NULL;
+    if (peer >= nprocs || peer == me)
+        return sn_error(SHARDNET_INVALID_ARGUMENT, "%s: no process %u here",
+                        what, peer);
+    sn_world_req *r = calloc(1, sizeof *r);
+    if (!r)
+        return sn_error(SHARDNET_OUT_OF_MEMORY, "%s", what);
+    r->peer = peer;
+    r->sending = sending;
+#ifdef SN_HAVE_MPI
+    int rc;
+    if (!count_ok(bytes)) {
+        free(r);
+        return sn_error(SHARDNET_UNSUPPORTED, "%s: %zu bytes in one message",
+                        what, bytes);
+    }
+    LOCK();
+    rc = sending ? MPI_Isend(buf, (int)bytes, MPI_BYTE, (int)peer, tag, comm,
+                             &r->req)
+                 : MPI_Irecv(buf, (int)bytes, MPI_BYTE, (int)peer, tag, comm,
+                             &r->req);
+    UNLOCK();
+    if (rc != MPI_SUCCESS) {
+        free(r);
+        return mpi_failed(rc, what);
+    }
+#else
+    (void)tag;
+    (void)buf;
+    (void)bytes;
+#endif
+    *out = r;
+    return SHARDNET_OK;
+}
+
+shardnet_status sn_world_isend(unsigned dst, int tag, const void *buf,
+                               size_t bytes, sn_world_req **req)
+{
+    return start(1, dst, tag, (void *)(uintptr_t)buf, bytes, req);
+}
+
+shardnet_status sn_world_irecv(unsigned src, int tag, void *buf, size_t bytes,
+                               sn_world_req **req)
+{
+    return start(0, src, tag, buf, bytes, req);
+}
+
+shardnet_status sn_world_wait(sn_world_req *req)
+{
+    shardnet_status st = SHARDNET_OK;
+    if (!req)
+        return SHARDNET_OK;
+#ifdef SN_HAVE_MPI
+    st = wait_for(&req->req, req->sending ? "send" : "receive",
+                  (int)req->peer);
+#endif
+    free(req);
+    return st;
+}
+
 shardnet_status sn_world_send(unsigned dst, int tag, const void *buf,
                               size_t bytes)
 {

@@ -41,6 +41,14 @@ shardnet_status sn_world_bcast(unsigned root, void *buf, size_t bytes);
 /* Each process gives `bytes` bytes (the same count everywhere); all gets
  * processes * bytes, process p's at p * bytes. */
 shardnet_status sn_world_allgather(const void *mine, size_t bytes, void *all);
+/* Non-blocking byte messages: started here, finished (and *req freed) by
+ * sn_world_wait, which gives up after the timeout like the rest. */
+typedef struct sn_world_req sn_world_req;
+shardnet_status sn_world_isend(unsigned dst, int tag, const void *buf,
+                               size_t bytes, sn_world_req **req);
+shardnet_status sn_world_irecv(unsigned src, int tag, void *buf, size_t bytes,
+                               sn_world_req **req);
+shardnet_status sn_world_wait(sn_world_req *req);
 /* Process `owner` tells every process how its part of a collective task
  * went: its own status comes back to it (its message kept); the others get
  * that status with a message naming `what` and the owner. */

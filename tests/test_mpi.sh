@@ -73,6 +73,28 @@ for model in fashion_mlp small_cnn small_transformer; do
     done
 done
 
+# Tensor splits whose collectives across processes are an all-reduce
+# (batch 1: the logits are partial sums too narrow to cut) and sums of
+# several chunks (batch 2500: 1.3 M floats, uneven shares), random inputs.
+m=$fix/fashion_mlp.onnx
+for b in 1 2500; do
+    "$bin" run "$m" -d cpu:0 -b "$b" -o "$tmp/one-b$b" >/dev/null ||
+        bad "MLP at batch $b on cpu:0"
+    for case in "2 0/cpu:0,1/cpu:1" "3 0/cpu:0,1/cpu:1,2/cpu:0"; do
+        set -- $case
+        out=$tmp/mlp-b$b-$1
+        if run_np "$1" "$bin" run "$m" -d "$2" -s tensor -b "$b" -o "$out" \
+               >"$out.log" 2>&1 &&
+           "$t" --compare "$tmp/one-b$b/logits.npy" "$out/logits.npy" 1e-4 \
+               >"$out.cmp"; then
+            ok "MLP at batch $b, mpirun -np $1, tensor over $2: $(cat "$out.cmp")"
+        else
+            bad "MLP at batch $b, mpirun -np $1, tensor over $2"
+            sed 's/^/    /' "$out.log" "$out.cmp" 2>/dev/null | tail -20
+        fi
+    done
+done
+
 # The planner and the link: machines a little apart (20 us, 2 GB/s) keep
 # the tensor splits inside each process and cut the pipeline between them;
 # far apart (200 us, 0.1 GB/s), one device beats any split.
