@@ -1312,21 +1312,52 @@ typedef struct wire_value {
     uint64_t nbytes;
 } wire_value;
 
-/* Send item j's values that process q reads from local stage s. */
-static shardnet_status send_values(sn_pipeline *p, size_t s, size_t j)
+/* Sends of a local stage still in flight: per value slot, each value's
+ * header and data requests (the header kept alive with them). */
+typedef struct in_flight {
+    size_t nper;       /* values sent per item, over all processes */
+    sn_world_req **req; /* [slot][2 * nper] */
+    wire_value *hdr;   /* [slot][nper] */
+    size_t slots;
+} in_flight;
+
+/* Finish the sends of one slot (before its values are written again). */
+static shardnet_status finish_sends(in_flight *f, size_t slot)
+{
+    shardnet_status rc = SHARDNET_OK;
+    for (size_t k = 0; f->req && k < 2 * f->nper; k++) {
+        sn_world_req **r = &f->req[slot * 2 * f->nper + k];
+        shardnet_status r2 = sn_world_wait(*r);
+        *r = NULL;
+        if (rc == SHARDNET_OK)
+            rc = r2;
+    }
+    return rc;
+}
+
+/* Start sending item j's values that other processes read from local stage
+ * s; they go while the stage computes the next items. */
+static shardnet_status send_values(sn_pipeline *p, size_t s, size_t j,
+                                   in_flight *f)
 {
     const stage *st = &p->st[s];
-    sn_host_tensor *vals = p->vals[j % (2 * p->micro)];
+    size_t slot = j % (2 * p->micro), at = 0;
+    sn_host_tensor *vals = p->vals[slot];
     shardnet_status rc = SHARDNET_OK;
     for (unsigned q = 0; q < p->nproc && rc == SHARDNET_OK; q++)
-        for (size_t k = 0; k < st->nsend[q] && rc == SHARDNET_OK; k++) {
+        for (size_t k = 0; k < st->nsend[q] && rc == SHARDNET_OK; k++, at++) {
             const sn_host_tensor *t = &vals[st->send[q][k]];
-            wire_value h = {.dtype = (int32_t)t->dtype, .rank = t->rank,
-                            .nbytes = t->nbytes};
-            memcpy(h.dims, t->dims, sizeof h.dims);
-            if ((rc = sn_world_send(q, (int)s, &h, sizeof h)) == SHARDNET_OK &&
+            wire_value *h = &f->hdr[slot * f->nper + at];
+            sn_world_req **r = &f->req[slot * 2 * f->nper + 2 * at];
+            memset(h, 0, sizeof *h);
+            h->dtype = (int32_t)t->dtype;
+            h->rank = t->rank;
+            h->nbytes = t->nbytes;
+            memcpy(h->dims, t->dims, sizeof h->dims);
+            if ((rc = sn_world_isend(q, (int)s, h, sizeof *h, &r[0])) ==
+                    SHARDNET_OK &&
                 t->nbytes)
-                rc = sn_world_send(q, (int)s, t->data, t->nbytes);
+                rc = sn_world_isend(q, (int)s, t->data, t->nbytes, &r[1]);
         }
     return rc;
 }
@@ -1406,6 +1437,22 @@ static void receive_micro_batches(sn_pipeline *p, size_t s)
 /* A job's items through stage s, each once its inputs are there. */
 static void run_micro_batches(sn_pipeline *p, size_t s)
 {
+    const stage *st = &p->st[s];
+    in_flight f = {0};
+    for (unsigned q = 0; q < p->nproc; q++)
+        f.nper += st->nsend[q];
+    if (f.nper) {
+        f.slots = 2 * p->micro;
+        f.req = calloc(f.slots * 2 * f.nper, sizeof *f.req);
+        f.hdr = calloc(f.slots * f.nper, sizeof *f.hdr);
+        if (!f.req || !f.hdr) {
+            free(f.req);
+            free(f.hdr);
+            item_done(p, s, 0,
+                      sn_error(SHARDNET_OUT_OF_MEMORY, "pipeline sends"));
+            return;
+        }
+    }
     for (size_t j = 0; j < p->nbatch * p->micro; j++) {
         pthread_mutex_lock(&p->lock);
         while (!p->failed && !inputs_ready(p, s, j))
@@ -1415,9 +1462,13 @@ static void run_micro_batches(sn_pipeline *p, size_t s)
         if (stop)
             break;
         double t0 = sn_trace_on() ? sn_trace_now() : 0;
-        shardnet_status rc = run_stage(p, s, j);
-        if (rc == SHARDNET_OK && p->nproc > 1)
-            rc = send_values(p, s, j);
+        /* The slot's values of two batches ago must be out first. */
+        shardnet_status rc = f.nper ? finish_sends(&f, j % f.slots)
+                                    : SHARDNET_OK;
+        if (rc == SHARDNET_OK)
+            rc = run_stage(p, s, j);
+        if (rc == SHARDNET_OK && f.nper)
+            rc = send_values(p, s, j, &f);
         if (sn_trace_on()) {
             char name[96];
             if (p->nbatch > 1)
@@ -1434,6 +1485,16 @@ static void run_micro_batches(sn_pipeline *p, size_t s)
         if (rc != SHARDNET_OK)
             break;
     }
+    /* Every send done before the job ends (its buffers may go). */
+    for (size_t slot = 0; slot < f.slots; slot++) {
+        shardnet_status rc = finish_sends(&f, slot);
+        if (rc != SHARDNET_OK) {
+            item_done(p, s, p->done[s] ? p->done[s] - 1 : 0, rc);
+            break;
+        }
+    }
+    free(f.req);
+    free(f.hdr);
 }
 
 /* A stage's thread: bound to its device for its whole life, it runs each
