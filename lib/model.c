@@ -668,6 +668,18 @@ static shardnet_status choose_split(shardnet_session_t *session, char *report,
     return SHARDNET_OK;
 }
 
+/* The planner's hybrid grouping becomes the session's (when it has one);
+ * the groups are decided from then on. */
+static void take_groups(shardnet_session_t *session, const sn_split_choice *ch)
+{
+    if (ch->ngroups) {
+        memcpy(session->groups, ch->groups,
+               ch->ngroups * sizeof ch->groups[0]);
+        session->ngroups = ch->ngroups;
+    }
+    session->hybrid_default = 0;
+}
+
 /* Make the session run as chosen (auto decides once); takes ts. */
 static shardnet_status apply_choice(shardnet_session_t *session, int kind,
                                     const sn_split_choice *ch,
@@ -684,11 +696,8 @@ static shardnet_status apply_choice(shardnet_session_t *session, int kind,
     sn_tensor_split_free(ts);
     if (kind == SPLIT_LAYER || kind == SPLIT_HYBRID) {
         session->ndev = session->nlisted;
-        if (kind == SPLIT_HYBRID) {
-            memcpy(session->groups, ch->groups,
-                   ch->ngroups * sizeof ch->groups[0]);
-            session->ngroups = ch->ngroups;
-        }
+        if (kind == SPLIT_HYBRID)
+            take_groups(session, ch);
     } else if (session->multi) {
         session->dev = session->devs[best]; /* a pipeline of one stage */
     } else if (session->devs[best] != session->dev) {
@@ -739,12 +748,7 @@ static shardnet_status prepare(shardnet_session_t *session)
                                   session->inputs, session->micro, &ch, NULL,
                                   0)) != SHARDNET_OK)
             return st;
-        if (ch.ngroups) {
-            memcpy(session->groups, ch.groups,
-                   ch.ngroups * sizeof ch.groups[0]);
-            session->ngroups = ch.ngroups;
-        }
-        session->hybrid_default = 0;
+        take_groups(session, &ch);
     }
     if (!session->tensor && (session->ndev > 1 || session->multi) &&
         !session->pipe &&
@@ -972,9 +976,7 @@ size_t shardnet_session_describe(shardnet_session_t *session, char *buf,
             sn_error_clear(); /* the first run will try again */
         ts = NULL; /* taken */
     } else if (session->hybrid_default && !session->pipe && ch.ngroups) {
-        memcpy(session->groups, ch.groups, ch.ngroups * sizeof ch.groups[0]);
-        session->ngroups = ch.ngroups;
-        session->hybrid_default = 0;
+        take_groups(session, &ch);
     }
     len = strlen(text);
     if (session->choose)

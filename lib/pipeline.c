@@ -375,6 +375,21 @@ static int same_shapes(const sn_binding *a, const sn_binding *b, size_t n)
     return 1;
 }
 
+shardnet_status sn_time_nodes_shared(sn_graph *g, sn_device *dev,
+                                     const sn_binding *inputs, double *t,
+                                     int shared)
+{
+    shardnet_status st = SHARDNET_OK;
+    if (!dev->remote && (st = sn_time_nodes(g, dev, inputs, t)) != SHARDNET_OK)
+        st = sn_error_prefix(st, "timing the model on %s", dev->info.name);
+    if (!shared || sn_world_processes() == 1)
+        return st;
+    if ((st = sn_world_share_status(dev->process, st, "timing the model")) !=
+        SHARDNET_OK)
+        return st;
+    return sn_world_bcast(dev->process, t, g->nnodes * sizeof *t);
+}
+
 shardnet_status sn_time_nodes(sn_graph *g, sn_device *dev,
                               const sn_binding *inputs, double *best)
 {
@@ -522,27 +537,21 @@ static shardnet_status measure_costs(sn_graph *g, sn_device *const *devs,
     c->bw = 1e30;
     c->rows = g->ninputs && inputs[0].rank > 0 ? (size_t)inputs[0].dims[0]
                                                 : 1;
+    if ((st = sn_profiles_share(devs, ndev)) != SHARDNET_OK)
+        goto out;
     for (size_t d = 0; d < ndev; d++) {
-        sn_profile pr = {0};
-        uint64_t mem = 0;
+        const sn_profile *pr = sn_device_profile(devs[d]);
+        uint64_t mem = devs[d]->remote ? 0 : sn_device_memory(devs[d]);
         unsigned owner = devs[d]->process;
         c->proc[d] = owner;
-        if (!devs[d]->remote) {
-            pr = *sn_device_profile(devs[d]);
-            mem = sn_device_memory(devs[d]);
-        }
-        if (multi && ((st = sn_world_bcast(owner, &pr, sizeof pr)) !=
-                          SHARDNET_OK ||
-                      (st = sn_world_bcast(owner, &mem, sizeof mem)) !=
-                          SHARDNET_OK))
+        if (multi &&
+            (st = sn_world_bcast(owner, &mem, sizeof mem)) != SHARDNET_OK)
             goto out;
-        if (devs[d]->remote)
-            sn_profile_remember(devs[d], &pr);
         c->limit[d] = mem ? (double)mem : 1e300;
-        c->speed[d] = pr.gemm_flops;
-        c->launch[d] = pr.launch_s;
-        if (sn_profile_staging_bw(&pr) < c->bw)
-            c->bw = sn_profile_staging_bw(&pr);
+        c->speed[d] = pr->gemm_flops;
+        c->launch[d] = pr->launch_s;
+        if (sn_profile_staging_bw(pr) < c->bw)
+            c->bw = sn_profile_staging_bw(pr);
         /* The same device twice (a stage list may repeat one) is timed
          * once. */
         size_t same = d;
@@ -555,16 +564,8 @@ static shardnet_status measure_costs(sn_graph *g, sn_device *const *devs,
                    (c->nlive + 1) * sizeof *pre);
             continue;
         }
-        if (!devs[d]->remote)
-            st = sn_time_nodes(g, devs[d], inputs, t);
-        if (st != SHARDNET_OK)
-            st = sn_error_prefix(st, "timing the model on %s",
-                                 devs[d]->info.name);
-        if ((st = sn_world_share_status(owner, st, "timing the model")) !=
-                SHARDNET_OK ||
-            (multi && (st = sn_world_bcast(owner, t,
-                                           g->nnodes * sizeof *t)) !=
-                          SHARDNET_OK))
+        if ((st = sn_time_nodes_shared(g, devs[d], inputs, t, 1)) !=
+            SHARDNET_OK)
             goto out;
         for (size_t i = 0; i < c->nlive; i++)
             pre[i + 1] = pre[i] + t[order[i]];

@@ -99,6 +99,12 @@ size_t sn_pipeline_stages(const sn_pipeline *p);
  * in a process; asked again, the same figures come back. */
 shardnet_status sn_time_nodes(sn_graph *g, sn_device *dev,
                               const sn_binding *inputs, double *best);
+/* sn_time_nodes on dev's own process (t: g->nnodes seconds); with shared
+ * (a task every process of the job runs alike), the times, or how timing
+ * failed, are broadcast from there to every process. */
+shardnet_status sn_time_nodes_shared(sn_graph *g, sn_device *dev,
+                                     const sn_binding *inputs, double *t,
+                                     int shared);
 /* Work of node n under plan p: flops for GEMM-like ops, else about one
  * per output element. */
 double sn_node_work(const sn_graph *g, const sn_plan *p, const sn_node *n);

@@ -1711,6 +1711,19 @@ static shardnet_status cross_gather(sn_tensor_split *t, char *full,
     return st;
 }
 
+/* Finish requests req[0 .. n) (and clear them); the first error. */
+static shardnet_status wait_all(sn_world_req **req, size_t n)
+{
+    shardnet_status st = SHARDNET_OK;
+    for (size_t r = 0; r < n; r++) {
+        shardnet_status s2 = sn_world_wait(req[r]);
+        req[r] = NULL;
+        if (st == SHARDNET_OK)
+            st = s2;
+    }
+    return st;
+}
+
 /* Floats per chunk of a sum across processes (2 MiB). */
 #define CROSS_CHUNK (512u * 1024u)
 
@@ -1837,7 +1850,6 @@ static shardnet_status cross_reduce(sn_tensor_split *t, sn_coll_kind kind,
                 at += b - a;
             }
     }
-    size_t recvs = nreq;
     /* Stage and send, chunk by chunk. */
     for (size_t c = 0; c < nch && st == SHARDNET_OK; c++) {
         st = stage_chunk(t, h, CH(c), CE(c));
@@ -1858,12 +1870,9 @@ static shardnet_status cross_reduce(sn_tensor_split *t, sn_coll_kind kind,
     }
     /* Every part in; every part of ours out (an all-reduce receives the
      * shares into the very ranges it sent from). */
-    for (size_t r = 0; r < nreq; r++) {
-        shardnet_status s2 = sn_world_wait(req[r]);
-        req[r] = NULL;
-        if (st == SHARDNET_OK)
-            st = s2;
-    }
+    shardnet_status done = wait_all(req, nreq);
+    if (st == SHARDNET_OK)
+        st = done;
     nreq = 0;
     /* What this process keeps: the processes' parts in process order. */
     if (st == SHARDNET_OK) {
@@ -1899,13 +1908,9 @@ static shardnet_status cross_reduce(sn_tensor_split *t, sn_coll_kind kind,
                                     (hi[0] - lo[0]) * sizeof(float),
                                     &req[nreq++]);
     }
-    for (size_t r = 0; r < nreq; r++) {
-        shardnet_status s2 = sn_world_wait(req[r]);
-        req[r] = NULL;
-        if (st == SHARDNET_OK)
-            st = s2;
-    }
-    (void)recvs;
+    done = wait_all(req, nreq);
+    if (st == SHARDNET_OK)
+        st = done;
     if (st == SHARDNET_OK)
         st = unstage_chunk(t, kind, h, 0, total, counts, off);
 #undef CH
@@ -2385,8 +2390,9 @@ static double estimate(sn_tensor_split *t)
     }
     t->coll_time = (double)t->ncoll * (SN_COLL_LATENCY_S + launch) +
                    2.0 * t->coll_bytes / bw;
-    /* Across processes each collective also goes to the root and back
-     * over the measured link. */
+    /* Across processes each collective also crosses the measured link:
+     * two latencies and its bytes, per other process (an upper bound: the
+     * processes exchange only the parts the others keep). */
     if (t->spans) {
         double lat, lbw;
         if (sn_world_link(&lat, &lbw) != SHARDNET_OK) {
@@ -2502,10 +2508,10 @@ shardnet_status sn_tensor_split_create(sn_graph *g, sn_device *const *devs,
     }
     for (size_t i = 0; i < g->nvalues; i++)
         b.vi[i].cnst_r = -1;
-    /* Shapes of every value: a plan of the whole graph on a device of
-     * this process (weights uploaded there once, freed below): the first
-     * listed one here, else `home`. */
-    /* The whole job takes part when a home device is given. */
+    /* The whole job takes part when a home device is given.  Shapes of
+     * every value: a plan of the whole graph on a device of this process
+     * (weights uploaded there once, freed below): the first listed one
+     * here, else `home`. */
     int job = home && sn_world_processes() > 1;
     sn_device *shape_dev = home ? home : devs[0];
     for (size_t d = ndev; d-- > 0;)
@@ -2526,25 +2532,13 @@ shardnet_status sn_tensor_split_create(sn_graph *g, sn_device *const *devs,
         if (!g->nodes[i].dead)
             b.full_work[i] = sn_node_work(g, b.shape, &g->nodes[i]);
     /* Each device timed on its own process, the figures shared. */
-    for (size_t d = 0; d < ndev; d++) {
-        st = SHARDNET_OK;
-        if (!devs[d]->remote &&
-            (st = sn_time_nodes(g, devs[d], inputs,
-                                &b.full_time[d * g->nnodes])) != SHARDNET_OK)
-            st = sn_error_prefix(st, "tensor split: timing on %s",
-                                 devs[d]->info.name);
-        if (job &&
-            ((st = sn_world_share_status(devs[d]->process, st,
-                                         "tensor split: timing")) !=
-                 SHARDNET_OK ||
-             (st = sn_world_bcast(devs[d]->process,
-                                  &b.full_time[d * g->nnodes],
-                                  g->nnodes * sizeof *b.full_time)) !=
-                 SHARDNET_OK))
+    for (size_t d = 0; d < ndev; d++)
+        if ((st = sn_time_nodes_shared(g, devs[d], inputs,
+                                       &b.full_time[d * g->nnodes], job)) !=
+            SHARDNET_OK) {
+            st = sn_error_prefix(st, "tensor split");
             goto fail;
-        if (st != SHARDNET_OK)
-            goto fail;
-    }
+        }
     say(&b, "tensor split over %zu devices:", ndev);
     for (size_t d = 0; d < ndev; d++)
         say(&b, " %s (%.1f GFLOP/s)", devs[d]->info.name, speed[d] * 1e-9);
