@@ -170,6 +170,8 @@ struct sn_tensor_split {
     size_t host_cap, tmp_cap, rest_cap;
     int me_owned_out;  /* every output has a buffer of its own (a job of
                           several processes) */
+    int overflow;      /* the first device whose shard exceeds its memory
+                          (known to every process of a job), or -1 */
     worker wk[MAXD];
     rank_ctx ctx[MAXD];    /* the collective hook's argument per device */
 };
@@ -2403,13 +2405,18 @@ static double estimate(sn_tensor_split *t)
         t->coll_time += (double)t->ncoll * 2.0 * lat +
                         2.0 * t->coll_bytes * (double)(t->nprocs - 1) / lbw;
     }
-    double each[MAXD] = {0};
+    /* Per device: its time, and whether its shard overflows its memory. */
+    double each[2 * MAXD] = {0};
     for (size_t d = 0; d < t->n; d++) {
         double work = 0, launches = 0;
         const sn_graph *sg = t->sub[d];
         const sn_profile *p = sn_device_profile(t->dev[d]);
         if (!t->plan[d])
             continue; /* another process's: it tells its own below */
+        uint64_t have = sn_device_memory(t->dev[d]);
+        each[MAXD + d] = have && sn_plan_weight_bytes(t->plan[d]) +
+                                         sn_plan_arena_bytes(t->plan[d]) >
+                                     have;
         for (size_t i = 0; i < sg->nnodes; i++) {
             const sn_node *nd = &sg->nodes[i];
             if (nd->dead || !strcmp(nd->domain, "ai.shardnet"))
@@ -2438,19 +2445,26 @@ static double estimate(sn_tensor_split *t)
     /* In a job: each process has estimated its own devices. */
     if (t->me_owned_out) {
         unsigned np = sn_world_processes();
-        double *all = calloc((size_t)np * MAXD, sizeof *all);
+        double *all = calloc((size_t)np * 2 * MAXD, sizeof *all);
         if (!all || sn_world_allgather(each, sizeof each, all) != SHARDNET_OK) {
             free(all);
             sn_error_clear();
             return 1e300;
         }
-        for (size_t d = 0; d < t->n; d++)
-            each[d] = all[(size_t)t->dev[d]->process * MAXD + d];
+        for (size_t d = 0; d < t->n; d++) {
+            const double *from = all + (size_t)t->dev[d]->process * 2 * MAXD;
+            each[d] = from[d];
+            each[MAXD + d] = from[MAXD + d];
+        }
         free(all);
     }
-    for (size_t d = 0; d < t->n; d++)
+    t->overflow = -1;
+    for (size_t d = 0; d < t->n; d++) {
         if (each[d] > worst)
             worst = each[d];
+        if (each[MAXD + d] != 0 && t->overflow < 0)
+            t->overflow = (int)d;
+    }
     return worst + t->coll_time;
 }
 
@@ -2772,16 +2786,7 @@ size_t sn_tensor_split_strategies(const sn_tensor_split *t,
 
 const char *sn_tensor_split_overflow(const sn_tensor_split *t)
 {
-    for (size_t d = 0; d < t->n; d++) {
-        uint64_t have = sn_device_memory(t->dev[d]);
-        if (!t->plan[d])
-            continue; /* another process's device */
-        size_t need = sn_plan_weight_bytes(t->plan[d]) +
-                      sn_plan_arena_bytes(t->plan[d]);
-        if (have && need > have)
-            return t->dev[d]->info.name;
-    }
-    return NULL;
+    return t->overflow >= 0 ? t->dev[t->overflow]->info.name : NULL;
 }
 
 double sn_tensor_split_estimate(const sn_tensor_split *t)

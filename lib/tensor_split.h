@@ -76,7 +76,8 @@ size_t sn_tensor_split_strategies(const sn_tensor_split *t,
  * launch costs, plus the collectives at the measured host bandwidth. */
 double sn_tensor_split_estimate(const sn_tensor_split *t);
 /* The first device whose shard (weights and activations) exceeds its
- * memory, or NULL when every shard fits. */
+ * memory, or NULL when every shard fits; in a job, the same answer on
+ * every process. */
 const char *sn_tensor_split_overflow(const sn_tensor_split *t);
 /* Collectives per run and the float bytes they move. */
 size_t sn_tensor_split_collectives(const sn_tensor_split *t, double *bytes);

@@ -114,6 +114,23 @@ else
     sed 's/^/    /' "$tmp/far.log" | tail -20
 fi
 
+# Memory known on one process only (process 1's devices are smaller):
+# every process rules the tensor split out alike, and the job runs.
+timeout 120 "$mpirun" --oversubscribe -np 2 sh -c '
+    if [ "$OMPI_COMM_WORLD_RANK" = 1 ]; then
+        SHARDNET_MEMORY_LIMIT=4M; export SHARDNET_MEMORY_LIMIT
+    fi
+    exec "$@"' sh "$bin" plan "$m" -d 0/cpu:0,1/cpu:1 -b 1024 \
+    >"$tmp/mem.log" 2>&1
+rc=$?
+if [ "$rc" -eq 0 ] && grep -q "does not fit on 1/cpu:1" "$tmp/mem.log" &&
+   ! grep -q "^choice: tensor" "$tmp/mem.log"; then
+    ok "a shard too big on process 1 only: every process rules it out"
+else
+    bad "a shard too big on process 1 only (exit $rc)"
+    sed 's/^/    /' "$tmp/mem.log" | tail -20
+fi
+
 # A process killed mid-run.
 log=$tmp/kill.log
 "$mpirun" --oversubscribe -np 2 "$bin" run "$fix/fashion_mlp.onnx" \
