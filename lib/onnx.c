@@ -463,6 +463,24 @@ static int value_info(const uint8_t *p, size_t n, const uint8_t **name,
     return rc;
 }
 
+/* A graph's ValueInfoProto field f, the k-th of its kind ("graph input",
+ * ...): its name (in the ctx's scratch; what: how the name is called in
+ * errors) and its type; NULL with the error set. */
+static const char *value_name(ctx *c, const sn_pb_field *f, const char *kind,
+                              const char *what, size_t k, const uint8_t **vt,
+                              size_t *vt_len)
+{
+    const uint8_t *vn;
+    size_t vn_len;
+    const char *name;
+    if (value_info(f->data, f->len, &vn, &vn_len, vt, vt_len) < 0 ||
+        !(name = name_in(c, vn, vn_len, what))) {
+        sn_error_prefix(SHARDNET_INVALID_ARGUMENT, "%s %zu", kind, k);
+        return NULL;
+    }
+    return name;
+}
+
 /* AttributeProto: a first pass checks the fields and counts the repeated
  * values, so that their arrays are allocated once, at their size. */
 static shardnet_status parse_attr(ctx *c, int ni, const uint8_t *p, size_t n)
@@ -1029,17 +1047,15 @@ static shardnet_status parse_graph(ctx *c, const uint8_t *p, size_t n)
     k = 0;
     sn_pb_init(&r, p, n);
     while (sn_pb_next(&r, &f) > 0) {
-        const uint8_t *vn, *vt;
-        size_t vn_len, vt_len;
+        const uint8_t *vt;
+        size_t vt_len;
         const char *name;
         int vi;
         if (f.num != GP_INPUT)
             continue;
-        if (value_info(f.data, f.len, &vn, &vn_len, &vt, &vt_len) < 0 ||
-            !(name = name_in(c, vn, vn_len, "input name"))) {
-            sn_error_prefix(SHARDNET_INVALID_ARGUMENT, "graph input %zu", k);
+        if (!(name = value_name(c, &f, "graph input", "input name", k, &vt,
+                                &vt_len)))
             goto fail;
-        }
         if (!*name) {
             sn_error(SHARDNET_INVALID_ARGUMENT, "graph input %zu has no name",
                      k);
@@ -1080,17 +1096,15 @@ static shardnet_status parse_graph(ctx *c, const uint8_t *p, size_t n)
     k = 0;
     sn_pb_init(&r, p, n);
     while (sn_pb_next(&r, &f) > 0) {
-        const uint8_t *vn, *vt;
-        size_t vn_len, vt_len;
+        const uint8_t *vt;
+        size_t vt_len;
         const char *name;
         int vi;
         if (f.num != GP_OUTPUT)
             continue;
-        if (value_info(f.data, f.len, &vn, &vn_len, &vt, &vt_len) < 0 ||
-            !(name = name_in(c, vn, vn_len, "output name"))) {
-            sn_error_prefix(SHARDNET_INVALID_ARGUMENT, "graph output %zu", k);
+        if (!(name = value_name(c, &f, "graph output", "output name", k, &vt,
+                                &vt_len)))
             goto fail;
-        }
         if (!*name) {
             sn_error(SHARDNET_INVALID_ARGUMENT,
                      "graph output %zu has no name", k);
@@ -1112,17 +1126,15 @@ static shardnet_status parse_graph(ctx *c, const uint8_t *p, size_t n)
     k = 0;
     sn_pb_init(&r, p, n);
     while (sn_pb_next(&r, &f) > 0) {
-        const uint8_t *vn, *vt;
-        size_t vn_len, vt_len;
+        const uint8_t *vt;
+        size_t vt_len;
         const char *name;
         int vi;
         if (f.num != GP_VALUE_INFO)
             continue;
-        if (value_info(f.data, f.len, &vn, &vn_len, &vt, &vt_len) < 0 ||
-            !(name = name_in(c, vn, vn_len, "value_info name"))) {
-            sn_error_prefix(SHARDNET_INVALID_ARGUMENT, "value_info %zu", k);
+        if (!(name = value_name(c, &f, "value_info", "value_info name", k,
+                                &vt, &vt_len)))
             goto fail;
-        }
         k++;
         /* A hint for a name no node uses says nothing we need. */
         vi = *name ? sn_graph_find(g, name) : -1;
