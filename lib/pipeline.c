@@ -3,6 +3,7 @@
 #include <config.h>
 
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -54,11 +55,15 @@ struct sn_pipeline {
     size_t nlive;
     size_t *start; /* first live node of each stage */
 
-    /* One run: micro-batch bookkeeping, shared by the stage threads. */
+    /* One run: micro-batch bookkeeping, shared by the stage threads.  The
+     * counters change under the lock (and the condition is broadcast), and
+     * may be read without it by a thread polling for them. */
     pthread_mutex_t lock;
-    pthread_cond_t cond;
-    size_t *done;      /* micro-batches finished per stage */
-    int failed;
+    pthread_cond_t cond;   /* the stages wait on it */
+    pthread_cond_t caller; /* the caller waits on it: batches out, the end
+                              (not woken by every item) */
+    atomic_size_t *done; /* micro-batches finished per stage */
+    atomic_int failed;
     shardnet_status fail_st;
     char fail_msg[1024];
     size_t micro, rows, chunk;
@@ -67,7 +72,7 @@ struct sn_pipeline {
      * flight: batch b's inputs in bin[b % 2], its boundary values in vals
      * [(b % 2) * micro + j]. */
     size_t nbatch;
-    size_t fed;            /* batches whose inputs are in bin */
+    atomic_size_t fed;     /* batches whose inputs are in bin */
     double row_bytes;      /* the largest activation per row (0: unknown) */
     sn_binding *bin[2];
     sn_host_tensor **vals; /* [micro][parent value]: boundary values, their
@@ -78,10 +83,11 @@ struct sn_pipeline {
     size_t *out_cap;
 
     /* Stage threads, started by the first run and parked between runs. */
-    unsigned job;          /* bumped to start a run */
+    atomic_uint job;       /* bumped to start a run */
     size_t finished;       /* threads done with the current run */
     size_t nthreads;       /* local stages and proxies */
-    int quit, started;
+    atomic_int quit;
+    int started;
     int *prod;             /* per parent value: the stage producing it, -1 */
     unsigned me, nproc;    /* this process, processes in the job */
 };
@@ -763,9 +769,12 @@ size_t sn_pipeline_micro(const sn_pipeline *p)
 size_t sn_pipeline_default_micro(size_t rows, size_t stages)
 {
     /* Enough micro-batches that the pipeline's fill and drain (stages - 1
-     * of them) cost little, few enough that each keeps eight rows or more
-     * for the kernels to work on. */
-    size_t m = rows / 8;
+     * of them) cost little, few enough that each keeps four rows or more
+     * for the kernels to work on.  (A hand-off between stages costs about
+     * a microsecond when the stages run on CPU devices; the transformer
+     * at batch 64 runs 3% faster in 16 micro-batches than in 8, the MLP
+     * at batch 1024 alike in 16 or 32.) */
+    size_t m = rows / 4;
     if (m > 8 * stages)
         m = 8 * stages;
     return m > stages ? m : stages;
@@ -993,6 +1002,7 @@ shardnet_status sn_pipeline_create_groups(sn_graph *g, sn_device *const *devs,
     p->g = g;
     pthread_mutex_init(&p->lock, NULL);
     pthread_cond_init(&p->cond, NULL);
+    pthread_cond_init(&p->caller, NULL);
     order = malloc((g->nnodes + 1) * sizeof *order);
     if (!order)
         goto oom;
@@ -1153,6 +1163,7 @@ void sn_pipeline_free(sn_pipeline *p)
     free(p->outputs);
     pthread_mutex_destroy(&p->lock);
     pthread_cond_destroy(&p->cond);
+    pthread_cond_destroy(&p->caller);
     free(p);
 }
 
@@ -1400,6 +1411,75 @@ static shardnet_status recv_values(sn_pipeline *p, size_t s, size_t j)
     return SHARDNET_OK;
 }
 
+/*
+ * Waiting.  A thread that drives a CPU device has the device's cores to
+ * itself, so before it sleeps on the condition it polls a while: the item
+ * it waits for is usually one upstream micro-batch away, and a poll sees it
+ * within microseconds where a wake-up from sleep takes tens of them (on
+ * every hand-off, on the critical path).  Threads that share cores with a
+ * device's own (OpenCL) sleep at once.
+ */
+#define STAGE_POLL_S 1e-3 /* a stage, for its next item's inputs */
+#define JOB_POLL_S 500e-6 /* a stage, for the next run */
+#define OUT_POLL_S 1e-3   /* the caller, for a batch's outputs */
+
+typedef struct wait_for {
+    const sn_pipeline *p;
+    size_t s, j;
+    unsigned seen;
+} wait_for;
+
+static int polls(const stage *st)
+{
+    return st->local && st->dev->info.kind == SHARDNET_DEVICE_CPU;
+}
+
+static int item_ready(const void *arg)
+{
+    const wait_for *w = arg;
+    return atomic_load(&w->p->failed) || inputs_ready(w->p, w->s, w->j);
+}
+
+static int job_posted(const void *arg)
+{
+    const wait_for *w = arg;
+    return atomic_load(&w->p->quit) || atomic_load(&w->p->job) != w->seen;
+}
+
+/* Batch w->j is out: every local stage that makes an output is through it
+ * (or the run failed). */
+static int batch_out(const void *arg)
+{
+    const wait_for *w = arg;
+    const sn_pipeline *p = w->p;
+    if (atomic_load(&p->failed))
+        return 1;
+    for (size_t i = 0; i < p->g->noutputs; i++) {
+        int s = p->prod[p->g->outputs[i]];
+        if (s >= 0 && p->st[s].local &&
+            atomic_load(&p->done[s]) < (w->j + 1) * p->micro)
+            return 0;
+    }
+    return 1;
+}
+
+/* The caller polls for the outputs only once the local stages that make
+ * none are through the whole job (their cores are free then; before, a
+ * poller would take turns with them). */
+static int outputs_awaited(const sn_pipeline *p)
+{
+    for (size_t s = 0; s < p->nstages; s++) {
+        if (!polls(&p->st[s]))
+            continue;
+        int makes = 0;
+        for (size_t i = 0; i < p->g->noutputs; i++)
+            makes |= p->prod[p->g->outputs[i]] == (int)s;
+        if (!makes && atomic_load(&p->done[s]) < p->nbatch * p->micro)
+            return 0;
+    }
+    return 1;
+}
+
 /* Record stage s's result for item j (lock taken here). */
 static void item_done(sn_pipeline *p, size_t s, size_t j, shardnet_status rc)
 {
@@ -1411,6 +1491,8 @@ static void item_done(sn_pipeline *p, size_t s, size_t j, shardnet_status rc)
     }
     p->done[s] = j + 1;
     pthread_cond_broadcast(&p->cond);
+    if (p->failed || (j + 1) % p->micro == 0)
+        pthread_cond_broadcast(&p->caller);
     pthread_mutex_unlock(&p->lock);
 }
 
@@ -1455,6 +1537,9 @@ static void run_micro_batches(sn_pipeline *p, size_t s)
         }
     }
     for (size_t j = 0; j < p->nbatch * p->micro; j++) {
+        wait_for w = {.p = p, .s = s, .j = j};
+        if (polls(st))
+            sn_poll(item_ready, &w, STAGE_POLL_S);
         pthread_mutex_lock(&p->lock);
         while (!p->failed && !inputs_ready(p, s, j))
             pthread_cond_wait(&p->cond, &p->lock);
@@ -1511,6 +1596,9 @@ static void *stage_main(void *arg)
     if (me->ngrp == 1 && me->local)
         sn_bind_thread(p->st[s].dev, 1);
     for (;;) {
+        wait_for w = {.p = p, .seen = seen};
+        if (polls(me))
+            sn_poll(job_posted, &w, JOB_POLL_S);
         pthread_mutex_lock(&p->lock);
         while (!p->quit && p->job == seen)
             pthread_cond_wait(&p->cond, &p->lock);
@@ -1526,7 +1614,7 @@ static void *stage_main(void *arg)
             receive_micro_batches(p, s);
         pthread_mutex_lock(&p->lock);
         p->finished++;
-        pthread_cond_broadcast(&p->cond);
+        pthread_cond_broadcast(&p->caller);
         pthread_mutex_unlock(&p->lock);
     }
     if (me->local)
@@ -1739,7 +1827,8 @@ shardnet_status sn_pipeline_stream(sn_pipeline *p, size_t nbatch, size_t micro,
     p->fed = 1;
     p->failed = 0;
     p->finished = 0;
-    memset(p->done, 0, p->nstages * sizeof *p->done);
+    for (size_t s = 0; s < p->nstages; s++)
+        atomic_store(&p->done[s], 0);
     p->job++;
     pthread_cond_broadcast(&p->cond);
     pthread_mutex_unlock(&p->lock);
@@ -1762,12 +1851,20 @@ shardnet_status sn_pipeline_stream(sn_pipeline *p, size_t nbatch, size_t micro,
         }
         /* Batch b is out once every local stage that makes an output has
          * finished it (then every stage before it has too). */
+        wait_for w = {.p = p, .j = b};
+        if (b + 1 == nbatch) {
+            pthread_mutex_lock(&p->lock);
+            while (!p->failed && !outputs_awaited(p))
+                pthread_cond_wait(&p->caller, &p->lock);
+            pthread_mutex_unlock(&p->lock);
+            sn_poll(batch_out, &w, OUT_POLL_S);
+        }
         pthread_mutex_lock(&p->lock);
         for (size_t i = 0; i < g->noutputs; i++) {
             int s = p->prod[g->outputs[i]];
             while (!p->failed && s >= 0 && p->st[s].local &&
                    p->done[s] < (b + 1) * p->micro)
-                pthread_cond_wait(&p->cond, &p->lock);
+                pthread_cond_wait(&p->caller, &p->lock);
         }
         int failed = p->failed;
         pthread_mutex_unlock(&p->lock);
@@ -1799,7 +1896,7 @@ shardnet_status sn_pipeline_stream(sn_pipeline *p, size_t nbatch, size_t micro,
     }
     pthread_mutex_lock(&p->lock);
     while (p->finished < p->nthreads)
-        pthread_cond_wait(&p->cond, &p->lock);
+        pthread_cond_wait(&p->caller, &p->lock);
     pthread_mutex_unlock(&p->lock);
     if (p->failed)
         return sn_error(p->fail_st, "%s", p->fail_msg);

@@ -68,7 +68,7 @@ shardnet_status sn_split_choose(sn_graph *g, sn_device *const *devs,
 
 /* Micro-batches of the last run. */
 size_t sn_pipeline_micro(const sn_pipeline *p);
-/* Micro-batches when none are asked for: rows / 8, at least one per stage
+/* Micro-batches when none are asked for: rows / 4, at least one per stage
  * and at most eight per stage. */
 size_t sn_pipeline_default_micro(size_t rows, size_t stages);
 /* Run on inputs, the batch (first dimension of the inputs) cut into

@@ -2080,6 +2080,30 @@ static void share_of(size_t count, size_t r, size_t n, size_t *lo, size_t *hi)
     *hi = b * 16 < count ? b * 16 : count;
 }
 
+/* Floats of an all-reduce summed at a time. */
+#define COOP_BLOCK 1024
+
+/* out[i] = src[0][at + i] + src[1][at + i] + ... for i < k, added in rank
+ * order (as sn_allreduce does, so the results match it bit for bit), a
+ * device at a time so that the adds vectorise. */
+static void sum_rows(float *out, float *const *src, size_t n,
+                     size_t at, size_t k)
+{
+    const float *a = src[0] + at;
+    if (n > 1) {
+        const float *b = src[1] + at;
+        for (size_t i = 0; i < k; i++)
+            out[i] = a[i] + b[i];
+    } else {
+        memcpy(out, a, k * sizeof(float));
+    }
+    for (size_t q = 2; q < n; q++) {
+        const float *c = src[q] + at;
+        for (size_t i = 0; i < k; i++)
+            out[i] += c[i];
+    }
+}
+
 /* Device r's part of a collective: sums run in rank order, as in
  * sn_allreduce, so the results match it bit for bit. */
 static void coop_share(sn_tensor_split *t, size_t r, const sn_coll_desc *d)
@@ -2087,24 +2111,21 @@ static void coop_share(sn_tensor_split *t, size_t r, const sn_coll_desc *d)
     size_t n = t->n, lo, hi, pre = 0;
     switch (d->kind) {
     case SN_COLL_ALLREDUCE:
+        /* In blocks that stay in L1: the sum of the devices' block, then
+         * the sum copied to each. */
         share_of(d->counts[0], r, n, &lo, &hi);
-        for (size_t i = lo; i < hi; i++) {
-            float s = t->send_p[0][i];
-            for (size_t q = 1; q < n; q++)
-                s += t->send_p[q][i];
+        for (size_t i = lo; i < hi; i += COOP_BLOCK) {
+            size_t k = hi - i < COOP_BLOCK ? hi - i : COOP_BLOCK;
+            float sum[COOP_BLOCK];
+            sum_rows(sum, t->send_p, n, i, k);
             for (size_t q = 0; q < n; q++)
-                t->send_p[q][i] = s;
+                memcpy(t->send_p[q] + i, sum, k * sizeof(float));
         }
         break;
     case SN_COLL_REDUCE_SCATTER:
         for (size_t q = 0; q < r; q++)
             pre += d->counts[q];
-        for (size_t i = 0; i < d->counts[r]; i++) {
-            float s = t->send_p[0][pre + i];
-            for (size_t q = 1; q < n; q++)
-                s += t->send_p[q][pre + i];
-            t->recv_p[r][i] = s;
-        }
+        sum_rows(t->recv_p[r], t->send_p, n, pre, d->counts[r]);
         break;
     default: /* all-gather: this device's piece into every device's result */
         for (size_t q = 0; q < r; q++)

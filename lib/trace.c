@@ -7,6 +7,7 @@
 #include <config.h>
 
 #include <pthread.h>
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -35,6 +36,18 @@ double sn_trace_now(void)
     struct timespec t;
     clock_gettime(CLOCK_MONOTONIC, &t);
     return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+}
+
+int sn_poll(int (*ready)(const void *arg), const void *arg, double seconds)
+{
+    double t0 = sn_trace_now();
+    for (;;) {
+        if (ready(arg))
+            return 1;
+        if (sn_trace_now() - t0 >= seconds)
+            return 0;
+        sched_yield();
+    }
 }
 
 int sn_trace_on(void)

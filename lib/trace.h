@@ -12,4 +12,10 @@ double sn_trace_now(void);
 void sn_trace_add(const char *track, const char *cat, const char *name,
                   double t0, double t1);
 
+/* Poll ready(arg) for up to seconds, yielding the core between tries; 1
+ * once it holds.  A thread that has a core to itself sees an event within
+ * microseconds this way, where a sleeper on a condition needs a wake-up of
+ * tens of them; the caller sleeps after a 0. */
+int sn_poll(int (*ready)(const void *arg), const void *arg, double seconds);
+
 #endif /* SN_TRACE_H */

@@ -490,7 +490,7 @@ static void usage_run(FILE *out)
             "                       and hybrid; the default with several\n"
             "                       devices)\n"
             "  -m, --micro-batches M  layer split: micro-batches per batch\n"
-            "                       (default: rows / 8, 1 to 8 per device)\n"
+            "                       (default: rows / 4, 1 to 8 per device)\n"
             "  -p, --plan FILE      run as a plan saved by 'shardnet plan\n"
             "                       --save' says (split, devices, groups,\n"
             "                       cuts or per-operator strategies)\n"
