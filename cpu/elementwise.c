@@ -16,9 +16,13 @@
  *
  * Semantics: MAX / MIN as fmaxf / fminf (a NaN operand yields the other
  * one), written as compare-and-select so that the loop vectorises; POW as
- * powf.  Unary ops use libm (expf, tanhf, erff, logf, sqrtf) as the plain C
- * reference does, built without -ffast-math, so results match it exactly;
- * sigmoid is 1 / (1 + expf(-x)); RELU passes NaN through.
+ * powf.  EXP and ERF use the vectorised exp and erf of vmath.h (within 2
+ * and 3 ulp; the plain C reference's libm differs from them by a few ulp),
+ * SIGMOID is 1 / (1 + exp(-x)) with that exp; the other unary ops use libm
+ * (tanhf, logf, sqrtf, and erff for GELU, whose 1 + erf(x) cancels for
+ * negative x and so needs erf correctly rounded) as the reference does,
+ * built without -ffast-math, so they match it exactly.  RELU passes NaN
+ * through.
  *
  * The parameterised unary ops follow sn_unary_desc literally, with the
  * comparisons ordered so that NaN stays NaN (LEAKY_RELU, HARD_SIGMOID and
@@ -57,6 +61,7 @@
 #include <string.h>
 
 #include "cpu_kernels.h"
+#include "vmath.h"
 
 /* GELU's constants, rounded to float once: sqrt(2) and sqrt(2 / pi). */
 #define GELU_SQRT2 1.41421356237309505f
@@ -71,9 +76,12 @@
 typedef void (*row_fn)(size_t n, const float *a, size_t sa, const float *b,
                        size_t sb, float *c);
 
+/* (One operation per element, nothing to fuse: every clone gives the same
+ * bits.) */
 #define DEFINE_ROW(name, EXPR)                                                \
-    static void row_##name(size_t n, const float *a, size_t sa,               \
-                           const float *b, size_t sb, float *c)               \
+    SN_VECTOR_CLONES static void row_##name(size_t n, const float *a,         \
+                                            size_t sa, const float *b,        \
+                                            size_t sb, float *c)              \
     {                                                                         \
         if (sa == 1 && sb == 1) {                                             \
             _Pragma("omp simd") for (size_t i = 0; i < n; i++)                \
@@ -235,6 +243,31 @@ void sn_cpu_binary(const sn_binary_desc *d, const float *a, const float *b,
     }
 }
 
+/* The unary ops of vmath.h, compiled for each vector width.  (Only these:
+ * in the wider clones products may fuse into FMAs, which the ops that
+ * match the reference exactly must not see.) */
+SN_VECTOR_CLONES static void vmath_range(sn_unary_op op, size_t n,
+                                         const float *x, float *y)
+{
+    switch (op) {
+    case SN_UNARY_SIGMOID:
+#pragma omp simd
+        for (size_t i = 0; i < n; i++)
+            y[i] = 1.0f / (1.0f + sn_exp1(-x[i]));
+        break;
+    case SN_UNARY_ERF:
+#pragma omp simd
+        for (size_t i = 0; i < n; i++)
+            y[i] = sn_erf1(x[i]);
+        break;
+    default: /* SN_UNARY_EXP */
+#pragma omp simd
+        for (size_t i = 0; i < n; i++)
+            y[i] = sn_exp1(x[i]);
+        break;
+    }
+}
+
 /* y[i] = op(x[i]) for i in [0, n).  No restrict: y may be x. */
 static void unary_range(const sn_unary_desc *d, size_t n, const float *x,
                         float *y)
@@ -248,20 +281,13 @@ static void unary_range(const sn_unary_desc *d, size_t n, const float *x,
             y[i] = x[i] < 0.0f ? 0.0f : x[i];
         break;
     case SN_UNARY_SIGMOID:
-        for (size_t i = 0; i < n; i++)
-            y[i] = 1.0f / (1.0f + expf(-x[i]));
+    case SN_UNARY_ERF:
+    case SN_UNARY_EXP:
+        vmath_range(d->op, n, x, y);
         break;
     case SN_UNARY_TANH:
         for (size_t i = 0; i < n; i++)
             y[i] = tanhf(x[i]);
-        break;
-    case SN_UNARY_ERF:
-        for (size_t i = 0; i < n; i++)
-            y[i] = erff(x[i]);
-        break;
-    case SN_UNARY_EXP:
-        for (size_t i = 0; i < n; i++)
-            y[i] = expf(x[i]);
         break;
     case SN_UNARY_LOG:
         for (size_t i = 0; i < n; i++)

@@ -7,9 +7,12 @@
  * cancels catastrophically when |mean| is large next to the spread), then
  * one pass writing y.  Accumulation is in float, in LANES partial sums
  * (partial l takes the elements l, l + LANES, ... in order; then the
- * partials in order, then the tail), so the order is fixed and does not
- * depend on the thread count; against the double-precision reference the
- * error stays within a few ulps times sqrt(len / LANES).  The rows are
+ * partials folded pairwise, l + LANES/2 into l, halving until one is left;
+ * then the tail), so the order is fixed and does not depend on the thread
+ * count; against the double-precision reference the error stays within a
+ * few ulps times sqrt(len / LANES).  (The fold is a few vector adds where
+ * the partials in order were fifteen dependent ones: for rows of 64 that
+ * chain was most of a row's time.)  The rows are
  * shared between the threads when x is larger than PARALLEL_MIN.
  *
  * y may be x (each row is read in full before it is written).
@@ -21,16 +24,29 @@
 #include <stddef.h>
 
 #include "cpu_kernels.h"
+#include "vmath.h"
 
 /* Below this many elements one thread is faster than a team. */
 #define PARALLEL_MIN 32768
 /* Partial sums per row (one AVX-512 register). */
 #define LANES 16
 
-/* sum of x[0..n) in the order described above. */
-static float sum_of(const float *x, size_t n)
+/* The partials folded pairwise, as described above. */
+static inline __attribute__((always_inline)) float fold(float acc[LANES])
 {
-    float acc[LANES] = {0.0f}, s = 0.0f;
+    for (size_t w = LANES / 2; w; w /= 2) {
+#pragma omp simd
+        for (size_t l = 0; l < w; l++)
+            acc[l] += acc[l + w];
+    }
+    return acc[0];
+}
+
+/* sum of x[0..n) in the order described above. */
+static inline __attribute__((always_inline)) float sum_of(const float *x,
+                                                         size_t n)
+{
+    float acc[LANES] = {0.0f}, s;
     size_t i = 0;
 
     for (; i + LANES <= n; i += LANES) {
@@ -38,17 +54,17 @@ static float sum_of(const float *x, size_t n)
         for (size_t l = 0; l < LANES; l++)
             acc[l] += x[i + l];
     }
-    for (size_t l = 0; l < LANES; l++)
-        s += acc[l];
+    s = fold(acc);
     for (; i < n; i++)
         s += x[i];
     return s;
 }
 
 /* sum of (x[i] - mean)^2 for i in [0, n), in the same order. */
-static float squares_of(const float *x, size_t n, float mean)
+static inline __attribute__((always_inline)) float
+squares_of(const float *x, size_t n, float mean)
 {
-    float acc[LANES] = {0.0f}, s = 0.0f;
+    float acc[LANES] = {0.0f}, s;
     size_t i = 0;
 
     for (; i + LANES <= n; i += LANES) {
@@ -58,8 +74,7 @@ static float squares_of(const float *x, size_t n, float mean)
             acc[l] += v * v;
         }
     }
-    for (size_t l = 0; l < LANES; l++)
-        s += acc[l];
+    s = fold(acc);
     for (; i < n; i++) {
         const float v = x[i] - mean;
         s += v * v;
@@ -69,7 +84,8 @@ static float squares_of(const float *x, size_t n, float mean)
 
 /* Rows [r0, r1).  x, y: (outer, len); scale, bias: (len), bias may be
  * NULL. */
-static void norm_rows(const sn_layernorm_desc *d, const float *x,
+SN_VECTOR_CLONES static void norm_rows(const sn_layernorm_desc *d,
+                                       const float *x,
                       const float *scale, const float *bias, float *y,
                       size_t r0, size_t r1)
 {

@@ -6,8 +6,10 @@
 #include <config.h>
 
 #include <criterion/criterion.h>
+#include <float.h>
 #include <math.h>
 #include <omp.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -592,6 +594,56 @@ Test(cpu_unary, writes_in_place_when_y_is_x)
 {
     for (int op = 0; op < SN_UNARY_COUNT; op++)
         check_unary((sn_unary_op)op, 70001, 1);
+}
+
+/* Error of got against the double-precision value want, in units of the
+ * last place of want rounded to float (subnormal spacing below FLT_MIN). */
+static double ulps(float got, double want)
+{
+    const float w = (float)fabs(want);
+    const double ulp = w < FLT_MIN ? ldexp(1.0, -149)
+                                   : (double)nextafterf(w, INFINITY) - w;
+    return fabs((double)got - want) / ulp;
+}
+
+/* EXP and ERF (cpu/vmath.h) against double exp and erf over every 997th
+ * float of their ranges, both signs: within 2 and 3 ulp. */
+static void check_vmath(sn_unary_op op, float hi, double (*ref)(double),
+                        double bound)
+{
+    enum { CHUNK = 4096 };
+    float x[CHUNK], y[CHUNK];
+    double worst = 0.0;
+    float at = 0.0f;
+    uint32_t top;
+    memcpy(&top, &hi, sizeof top);
+    size_t k = 0;
+    for (uint32_t b = 0; b <= top; b += 997) {
+        float v;
+        memcpy(&v, &b, sizeof v);
+        x[k++] = v;
+        x[k++] = -v;
+        if (k == CHUNK || b + 997 > top) {
+            sn_unary_desc d = {.op = op, .n = k};
+            sn_cpu_unary(&d, x, y);
+            for (size_t i = 0; i < k; i++) {
+                double e = ulps(y[i], ref((double)x[i]));
+                if (e > worst) {
+                    worst = e;
+                    at = x[i];
+                }
+            }
+            k = 0;
+        }
+    }
+    cr_assert(worst <= bound, "%s: %.2f ulp at %.9g (bound %.1f)",
+              unary_name(op), worst, (double)at, bound);
+}
+
+Test(cpu_unary, exp_and_erf_are_within_a_few_ulp)
+{
+    check_vmath(SN_UNARY_EXP, 88.7f, exp, 2.0); /* -88.7: subnormals */
+    check_vmath(SN_UNARY_ERF, 4.5f, erf, 3.0);
 }
 
 Test(cpu_unary, handles_nan_and_infinities_like_the_reference)
