@@ -24,7 +24,6 @@
 #include <stddef.h>
 
 #include "cpu_kernels.h"
-#include "vmath.h"
 
 /* Below this many elements one thread is faster than a team. */
 #define PARALLEL_MIN 32768
@@ -85,9 +84,9 @@ squares_of(const float *x, size_t n, float mean)
 /* Rows [r0, r1).  x, y: (outer, len); scale, bias: (len), bias may be
  * NULL. */
 SN_VECTOR_CLONES static void norm_rows(const sn_layernorm_desc *d,
-                                       const float *x,
-                      const float *scale, const float *bias, float *y,
-                      size_t r0, size_t r1)
+                                       const float *x, const float *scale,
+                                       const float *bias, float *y, size_t r0,
+                                       size_t r1)
 {
     const size_t n = d->len;
 

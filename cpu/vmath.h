@@ -29,19 +29,6 @@
 #include <stdint.h>
 #include <string.h>
 
-/* On x86-64 with GCC, a function marked SN_VECTOR_CLONES is compiled three
- * times (AVX-512, AVX2 with FMA, and the baseline) and the loader picks the
- * best one the CPU runs.  Elsewhere it is compiled once.  (Products may be
- * fused into FMAs in the wider clones: results can differ in the last bit
- * between machines, never between runs on one machine.) */
-#ifdef SN_HAVE_TARGET_CLONES
-#define SN_VECTOR_CLONES                                                      \
-    __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3",         \
-                                 "default")))
-#else
-#define SN_VECTOR_CLONES
-#endif
-
 static inline float sn_bits_to_float(uint32_t b)
 {
     float f;

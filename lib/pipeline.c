@@ -1541,7 +1541,7 @@ static void run_micro_batches(sn_pipeline *p, size_t s)
         if (polls(st))
             sn_poll(item_ready, &w, STAGE_POLL_S);
         pthread_mutex_lock(&p->lock);
-        while (!p->failed && !inputs_ready(p, s, j))
+        while (!item_ready(&w))
             pthread_cond_wait(&p->cond, &p->lock);
         int stop = p->failed;
         pthread_mutex_unlock(&p->lock);
@@ -1600,7 +1600,7 @@ static void *stage_main(void *arg)
         if (polls(me))
             sn_poll(job_posted, &w, JOB_POLL_S);
         pthread_mutex_lock(&p->lock);
-        while (!p->quit && p->job == seen)
+        while (!job_posted(&w))
             pthread_cond_wait(&p->cond, &p->lock);
         if (p->quit) {
             pthread_mutex_unlock(&p->lock);
@@ -1860,12 +1860,8 @@ shardnet_status sn_pipeline_stream(sn_pipeline *p, size_t nbatch, size_t micro,
             sn_poll(batch_out, &w, OUT_POLL_S);
         }
         pthread_mutex_lock(&p->lock);
-        for (size_t i = 0; i < g->noutputs; i++) {
-            int s = p->prod[g->outputs[i]];
-            while (!p->failed && s >= 0 && p->st[s].local &&
-                   p->done[s] < (b + 1) * p->micro)
-                pthread_cond_wait(&p->caller, &p->lock);
-        }
+        while (!batch_out(&w))
+            pthread_cond_wait(&p->caller, &p->lock);
         int failed = p->failed;
         pthread_mutex_unlock(&p->lock);
         if (failed)

@@ -35,7 +35,6 @@
 
 #include <ctype.h>
 #include <pthread.h>
-#include <sched.h>
 #include <stdatomic.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -2033,6 +2032,30 @@ static shardnet_status share_outputs(sn_tensor_split *t)
  * workers' end, before sleeping. */
 #define WAKE_SPIN_S 200e-6
 
+typedef struct split_wait {
+    const sn_tensor_split *t;
+    unsigned seen; /* the barrier generation or job seen */
+} split_wait;
+
+static int barrier_passed(const void *arg)
+{
+    const split_wait *w = arg;
+    return atomic_load(&w->t->bar_gen) != w->seen ||
+           atomic_load(&w->t->abort);
+}
+
+static int job_posted(const void *arg)
+{
+    const split_wait *w = arg;
+    return atomic_load(&w->t->job) != w->seen;
+}
+
+static int workers_done(const void *arg)
+{
+    const split_wait *w = arg;
+    return atomic_load(&w->t->done) >= w->t->nlocal - 1;
+}
+
 /* Wait until every device has come here; 0 when another device failed.
  * The devices run on their own cores, so a short poll usually sees the
  * last one arrive, cheaper than a sleep and a wake-up. */
@@ -2047,12 +2070,10 @@ static int barrier(sn_tensor_split *t)
         pthread_mutex_unlock(&t->lock);
         return 1;
     }
-    double t0 = sn_trace_now();
-    while (atomic_load(&t->bar_gen) == gen && !atomic_load(&t->abort) &&
-           sn_trace_now() - t0 < BARRIER_SPIN_S)
-        sched_yield();
+    split_wait w = {t, gen};
+    sn_poll(barrier_passed, &w, BARRIER_SPIN_S);
     pthread_mutex_lock(&t->lock);
-    while (atomic_load(&t->bar_gen) == gen && !atomic_load(&t->abort))
+    while (!barrier_passed(&w))
         pthread_cond_wait(&t->cond, &t->lock);
     pthread_mutex_unlock(&t->lock);
     return atomic_load(&t->bar_gen) != gen;
@@ -2294,9 +2315,8 @@ static void *worker_main(void *arg)
     for (;;) {
         /* Poll a little first: runs often follow each other closely, and
          * a sleeping worker starts late by a wake-up. */
-        double t0 = sn_trace_now();
-        while (atomic_load(&t->job) == seen && sn_trace_now() - t0 < WAKE_SPIN_S)
-            sched_yield();
+        split_wait sw = {t, seen};
+        sn_poll(job_posted, &sw, WAKE_SPIN_S);
         pthread_mutex_lock(&t->lock);
         while (!t->quit && t->job == seen)
             pthread_cond_wait(&t->cond, &t->lock);
@@ -2342,12 +2362,10 @@ shardnet_status sn_tensor_split_run(sn_tensor_split *t, const sn_binding *in)
         sn_bind_thread(t->dev[lead], 1);
         st = run_rank(t, lead);
         sn_bind_thread(t->dev[lead], 0);
-        double w0 = sn_trace_now();
-        while (atomic_load(&t->done) < t->nlocal - 1 &&
-               sn_trace_now() - w0 < WAKE_SPIN_S)
-            sched_yield();
+        split_wait sw = {t, 0};
+        sn_poll(workers_done, &sw, WAKE_SPIN_S);
         pthread_mutex_lock(&t->lock);
-        while (t->done < t->nlocal - 1)
+        while (!workers_done(&sw))
             pthread_cond_wait(&t->cond, &t->lock);
         pthread_mutex_unlock(&t->lock);
         if (st != SHARDNET_OK)

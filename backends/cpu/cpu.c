@@ -21,17 +21,16 @@
 #include <hwloc.h>
 #include <omp.h>
 #include <pthread.h>
-#include <sched.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
-#include <time.h>
 
 #include "backend.h"
 #include "cpu_kernels.h"
 #include "error.h"
+#include "trace.h"
 
 /* The topology, shared by every CPU device of the process. */
 static struct {
@@ -265,21 +264,23 @@ static void pin_team(cpu_device *cd)
 }
 
 /* How long an idle worker polls for the next task before it sleeps. */
-#define SPIN_NS 100000L
+#define SPIN_S 100e-6
 
-static long elapsed_ns(const struct timespec *t0)
+static int work_queued(const void *arg)
 {
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (t.tv_sec - t0->tv_sec) * 1000000000L + (t.tv_nsec - t0->tv_nsec);
+    const cpu_device *cd = arg;
+    return atomic_load(&cd->pending) != 0;
+}
+
+static int queue_idle(const void *arg)
+{
+    const cpu_device *cd = arg;
+    return atomic_load(&cd->pending) == 0;
 }
 
 static void spin_for_work(cpu_device *cd)
 {
-    struct timespec t0;
-    clock_gettime(CLOCK_MONOTONIC, &t0);
-    while (atomic_load(&cd->pending) == 0 && elapsed_ns(&t0) < SPIN_NS)
-        sched_yield();
+    sn_poll(work_queued, cd, SPIN_S);
 }
 
 static void *worker_main(void *arg)
@@ -409,21 +410,18 @@ static shardnet_status enqueue(sn_device *dev, const task *t)
 }
 
 /* How long a synchronising caller polls before it sleeps. */
-#define SYNC_SPIN_NS 1000000L
+#define SYNC_SPIN_S 1e-3
 
 static shardnet_status cpu_synchronize(sn_device *dev)
 {
     cpu_device *cd = dev->impl;
-    struct timespec t0;
     /*
      * Poll first, yielding the core: the caller usually shares a core with
      * the device's team (more threads than cores), and a yielding poller
      * gives the team its core back at once and notices completion within
      * microseconds, where a sleeper needs a wake-up of tens of them.
      */
-    clock_gettime(CLOCK_MONOTONIC, &t0);
-    while (atomic_load(&cd->pending) != 0 && elapsed_ns(&t0) < SYNC_SPIN_NS)
-        sched_yield();
+    sn_poll(queue_idle, cd, SYNC_SPIN_S);
     pthread_mutex_lock(&cd->lock);
     atomic_fetch_add(&cd->sleepers, 1);
     while (cd->count > 0 || cd->running || atomic_load(&cd->pending) != 0)
