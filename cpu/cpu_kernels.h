@@ -24,6 +24,24 @@
 #define SN_VECTOR_CLONES
 #endif
 
+/* Partial sums a row is accumulated in (one AVX-512 register): partial l
+ * takes the elements l, l + 16, ... in order. */
+#define SN_LANES 16
+
+/* The partials folded pairwise, l + 8 into l, then l + 4 into l, ..., down
+ * to one: a fixed order whatever the vector width, a few vector adds
+ * instead of fifteen dependent scalar ones.  acc is overwritten. */
+static inline __attribute__((always_inline)) float
+sn_fold_lanes(float acc[SN_LANES])
+{
+    for (unsigned w = SN_LANES / 2; w; w /= 2) {
+#pragma omp simd
+        for (unsigned l = 0; l < w; l++)
+            acc[l] += acc[l + w];
+    }
+    return acc[0];
+}
+
 /* Must be called once per process before sn_cpu_gemm (see gemm.c). */
 void sn_cpu_gemm_init(void);
 /* bias: NULL, or the resolved d->bias (see sn_gemm_desc's epilogue). */
@@ -52,6 +70,18 @@ int sn_cpu_sgemm_avx512(const sn_gemm_desc *d, const float *a, const float *b,
 void sn_cpu_sgemm_avx512_packed(const sn_gemm_desc *d, const float *a,
                                 const sn_cpu_packed_b *pb, float *c,
                                 const float *bias);
+
+/*
+ * Small products (cpu/sgemm_small.c): B narrow and short (trans_a = 0,
+ * n <= 32, k <= 128), A, B and C read in place, no BLAS call, the same
+ * bits whatever the batch size or thread count.  _takes looks at trans_a,
+ * n and k only (never m or the batch), so a micro-batched model takes the
+ * same path as the whole batch; it is false without AVX-512 (or with
+ * SHARDNET_CPU_SGEMM=blas).
+ */
+int sn_cpu_sgemm_small_takes(const sn_gemm_desc *d);
+void sn_cpu_sgemm_small(const sn_gemm_desc *d, const float *a, const float *b,
+                        float *c, const float *bias);
 
 void sn_cpu_binary(const sn_binary_desc *d, const float *a, const float *b,
                    float *c);

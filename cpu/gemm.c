@@ -237,6 +237,11 @@ void sn_cpu_gemm(const sn_gemm_desc *d, const float *a, const float *b,
     sn_cpu_gemm_init();
     if (d->m == 0 || d->n == 0)
         return;
+    /* Narrow, short B (attention's per-head products): no BLAS call. */
+    if (sn_cpu_sgemm_small_takes(d)) {
+        sn_cpu_sgemm_small(d, a, b, c, bias);
+        return;
+    }
     /* The AVX-512 kernel packs B per call here (cached copies of constant
      * B: backends/cpu/cpu.c); see sn_cpu_sgemm_avx512_worth for where it
      * wins. */

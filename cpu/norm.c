@@ -27,19 +27,7 @@
 
 /* Below this many elements one thread is faster than a team. */
 #define PARALLEL_MIN 32768
-/* Partial sums per row (one AVX-512 register). */
-#define LANES 16
-
-/* The partials folded pairwise, as described above. */
-static inline __attribute__((always_inline)) float fold(float acc[LANES])
-{
-    for (size_t w = LANES / 2; w; w /= 2) {
-#pragma omp simd
-        for (size_t l = 0; l < w; l++)
-            acc[l] += acc[l + w];
-    }
-    return acc[0];
-}
+#define LANES SN_LANES
 
 /* sum of x[0..n) in the order described above. */
 static inline __attribute__((always_inline)) float sum_of(const float *x,
@@ -53,7 +41,7 @@ static inline __attribute__((always_inline)) float sum_of(const float *x,
         for (size_t l = 0; l < LANES; l++)
             acc[l] += x[i + l];
     }
-    s = fold(acc);
+    s = sn_fold_lanes(acc);
     for (; i < n; i++)
         s += x[i];
     return s;
@@ -73,7 +61,7 @@ squares_of(const float *x, size_t n, float mean)
             acc[l] += v * v;
         }
     }
-    s = fold(acc);
+    s = sn_fold_lanes(acc);
     for (; i < n; i++) {
         const float v = x[i] - mean;
         s += v * v;

@@ -17,10 +17,14 @@
  *  - inner == 1, SUM / MEAN: LANES partial sums, partial l taking the values
  *    r = l, l + LANES, ... in order, then the partials added in order
  *    0..LANES-1, then the tail (len % LANES values) in order;
- *  - softmax sums its exponentials one value at a time in order r = 0, 1,
- *    ... in both layouts, as the reference does; the exponentials are the
- *    vectorised exp of vmath.h (within 2 ulp), so results differ from the
- *    reference's libm expf by a few ulp.
+ *  - softmax, inner > 1: each sum of exponentials in order r = 0, 1, ...,
+ *    as the reference does; inner == 1: in LANES partials (partial l takes
+ *    r = l, l + LANES, ..., the tail r = LANES q + l into partial l), then
+ *    folded pairwise (l + LANES/2 into l, halving; cpu_kernels.h): a few
+ *    vector adds where sixteen dependent ones made most of a short row's
+ *    time.  The exponentials are the vectorised exp of vmath.h (within
+ *    2 ulp), so results differ from the reference's libm expf by a few
+ *    ulp.
  * MAX (and the softmax's max) is exact in any order; it propagates NaN.
  * MEAN is the float sum divided by len.  Softmax is stabilised by the
  * maximum: y = exp(x - max) / sum, log-softmax y = (x - max) - log(sum).
@@ -41,7 +45,7 @@
 /* Columns of inner per work unit when inner > 1 (two 1 KiB accumulators). */
 #define TILE 256
 /* Partial sums per row when inner == 1 (one AVX-512 register). */
-#define LANES 16
+#define LANES SN_LANES
 
 /* max(m, v) that keeps a NaN once seen; vectorises to compare + blend. */
 static inline float max_nan(float m, float v)
@@ -164,36 +168,81 @@ void sn_cpu_reduce(const sn_reduce_desc *d, const float *x, float *y)
 
 /* ---- softmax ------------------------------------------------------------- */
 
-/* Exponentials of a row computed at a time (vectorised), then summed in
- * order. */
-#define EXP_CHUNK 64
+/* Maximum of x[0..n), n >= 1, inlined into the softmax clones: LANES
+ * running maxima folded pairwise (any order gives the same maximum). */
+static inline __attribute__((always_inline)) float row_max_lanes(const float *x,
+                                                                 size_t n)
+{
+    float acc[LANES];
+    size_t i = 0;
 
+    if (n < LANES) {
+        float m = x[0];
+        for (i = 1; i < n; i++)
+            m = max_nan(m, x[i]);
+        return m;
+    }
+#pragma omp simd
+    for (size_t l = 0; l < LANES; l++)
+        acc[l] = x[l];
+    for (i = LANES; i + LANES <= n; i += LANES) {
+#pragma omp simd
+        for (size_t l = 0; l < LANES; l++)
+            acc[l] = max_nan(acc[l], x[i + l]);
+    }
+    /* the tail against the first lanes */
+#pragma omp simd
+    for (size_t l = 0; l < n - i; l++)
+        acc[l] = max_nan(acc[l], x[i + l]);
+    for (size_t w = LANES / 2; w; w /= 2) {
+#pragma omp simd
+        for (size_t l = 0; l < w; l++)
+            acc[l] = max_nan(acc[l], acc[l + w]);
+    }
+    return acc[0];
+}
+
+/* One row (inner == 1): y = exp(x - max) / sum, the exponentials summed in
+ * LANES partials (the tail into the first partials) folded pairwise. */
 SN_VECTOR_CLONES static void softmax_row(const float *x, size_t n,
                                          int log_softmax, float *y)
 {
-    const float m = row_max(x, n);
-    float s = 0.0f;
+    const float m = row_max_lanes(x, n);
+    float acc[LANES] = {0.0f}, s;
+    size_t i = 0;
 
-    for (size_t i = 0; i < n; i += EXP_CHUNK) {
-        const size_t k = n - i < EXP_CHUNK ? n - i : EXP_CHUNK;
-        float e[EXP_CHUNK];
+    if (log_softmax) { /* y may be x: x is read again below */
+        for (; i + LANES <= n; i += LANES) {
 #pragma omp simd
-        for (size_t j = 0; j < k; j++)
-            e[j] = sn_exp1(x[i + j] - m);
-        for (size_t j = 0; j < k; j++)
-            s += e[j];
-        if (!log_softmax) /* (x[i..i+k) is read: y may be x) */
-            memcpy(y + i, e, k * sizeof *e);
-    }
-    if (log_softmax) {
-        s = logf(s);
+            for (size_t l = 0; l < LANES; l++)
+                acc[l] += sn_exp1(x[i + l] - m);
+        }
 #pragma omp simd
-        for (size_t i = 0; i < n; i++)
+        for (size_t l = 0; l < n - i; l++)
+            acc[l] += sn_exp1(x[i + l] - m);
+        s = logf(sn_fold_lanes(acc));
+#pragma omp simd
+        for (i = 0; i < n; i++)
             y[i] = (x[i] - m) - s;
         return;
     }
+    for (; i + LANES <= n; i += LANES) {
 #pragma omp simd
-    for (size_t i = 0; i < n; i++)
+        for (size_t l = 0; l < LANES; l++) {
+            const float e = sn_exp1(x[i + l] - m);
+            y[i + l] = e;
+            acc[l] += e;
+        }
+    }
+#pragma omp simd
+    for (size_t l = 0; l < n - i; l++) {
+        const float e = sn_exp1(x[i + l] - m);
+        y[i + l] = e;
+        acc[l] += e;
+    }
+    s = sn_fold_lanes(acc);
+#pragma omp simd
+    for (i = 0; i < n; i++)
         y[i] /= s;
 }
 

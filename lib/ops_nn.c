@@ -157,8 +157,17 @@ SN_LOWER(sn_lower_matmul)
         sb[j] = bd[i] == 1 ? 0 : acc;
         acc *= bd[i];
     }
-    int64_t inner = bs[bsr - 1], outer = 1, idx[SN_MAX_DIMS] = {0};
-    for (int i = 0; i < bsr - 1; i++)
+    /* One step covers the trailing batch dimensions along which both
+     * operands advance evenly (every one, for contiguous operands): the
+     * batch item i + 1 of a step is one stride past item i. */
+    int first = bsr - 1;
+    while (first > 0 && sa[first - 1] == sa[first] * bs[first] &&
+           sb[first - 1] == sb[first] * bs[first])
+        first--;
+    int64_t inner = 1, outer = 1, idx[SN_MAX_DIMS] = {0};
+    for (int i = first; i < bsr; i++)
+        inner *= bs[i];
+    for (int i = 0; i < first; i++)
         outer *= bs[i];
     s.u.gemm.batch = (size_t)inner;
     s.u.gemm.stride_a = (size_t)sa[bsr - 1];
@@ -166,7 +175,7 @@ SN_LOWER(sn_lower_matmul)
     s.u.gemm.stride_c = (size_t)(m * nn);
     for (int64_t o = 0; o < outer; o++) {
         int64_t oa = 0, ob = 0;
-        for (int i = 0; i < bsr - 1; i++) {
+        for (int i = 0; i < first; i++) {
             oa += idx[i] * sa[i];
             ob += idx[i] * sb[i];
         }
@@ -176,7 +185,7 @@ SN_LOWER(sn_lower_matmul)
                                out->view.offset + (size_t)(o * inner * m * nn)};
         if ((st = sn_emit(L, n, &s)) != SHARDNET_OK)
             return st;
-        for (int i = bsr - 2; i >= 0 && ++idx[i] == bs[i]; i--)
+        for (int i = first - 1; i >= 0 && ++idx[i] == bs[i]; i--)
             idx[i] = 0;
     }
     return SHARDNET_OK;

@@ -57,7 +57,8 @@ typedef struct gemm_case {
     sn_act act;
     int b_const; /* sets the descriptor's b_const */
     /* 0: sn_cpu_gemm; 1: the AVX-512 kernel packing B per call;
-     * 2: the AVX-512 kernel on a B packed beforehand (sn_cpu_pack_b). */
+     * 2: the AVX-512 kernel on a B packed beforehand (sn_cpu_pack_b);
+     * 3: the small-product kernel (sn_cpu_sgemm_small). */
     int kernel;
 } gemm_case;
 
@@ -113,6 +114,10 @@ static void check_gemm(const gemm_case *g, int threads)
     } else if (g->kernel == 1) {
         cr_assert(sn_cpu_sgemm_avx512(&d, a, b, got, bias),
                   "sn_cpu_sgemm_avx512: out of memory");
+    } else if (g->kernel == 3) {
+        cr_assert(sn_cpu_sgemm_small_takes(&d), "the small kernel refuses "
+                  "m=%zu n=%zu k=%zu", g->m, g->n, g->k);
+        sn_cpu_sgemm_small(&d, a, b, got, bias);
     } else {
         sn_cpu_packed_b *pb = sn_cpu_packed_b_alloc(d.k, d.n);
         cr_assert_not_null(pb, "sn_cpu_packed_b_alloc: out of memory");
@@ -1480,4 +1485,98 @@ Test(cpu_sgemm_avx512, sn_cpu_gemm_takes_it_only_where_it_supports_the_shape)
     cr_expect(sn_cpu_sgemm_avx512_supports(&d));
     d.k = 0;
     cr_expect_not(sn_cpu_sgemm_avx512_supports(&d), "K = 0");
+}
+
+/* ---- small products (cpu/sgemm_small.c), called directly ---------------- */
+
+/* Row tiles of 8 (n <= 16) and 4 (n <= 32) with every remainder, column
+ * masks at 1, 15, 16, 17, 31 and 32, K from 1 to the limit of 128. */
+static const size_t small_shapes[][3] = {
+    {1, 1, 1},   {8, 16, 16},  {16, 16, 16}, {15, 15, 7}, {9, 17, 128},
+    {4, 32, 64}, {7, 31, 3},   {3, 32, 1},   {33, 5, 100}, {2, 20, 17}};
+
+Test(cpu_sgemm_small, matches_reference_on_every_tile_and_mask)
+{
+    if (!sn_cpu_sgemm_avx512_available())
+        cr_skip_test("no AVX-512 on this CPU (or SHARDNET_CPU_SGEMM=blas)");
+    for (size_t i = 0; i < ARRAY_LEN(small_shapes); i++)
+        for (int tb = 0; tb < 2; tb++)
+            for (int bias = 0; bias <= 2; bias++) {
+                gemm_case g = {.m = small_shapes[i][0],
+                               .n = small_shapes[i][1],
+                               .k = small_shapes[i][2], .tb = tb,
+                               .pad = (size_t)bias, .batch = 1 + i % 3,
+                               .alpha = bias == 1 ? 0.75f : 1.0f,
+                               .beta = bias == 1 ? 0.5f : 0.0f,
+                               .nan_c = bias != 1, .bias = bias,
+                               .act = (i + (size_t)bias) % 2 ? SN_ACT_RELU
+                                                             : SN_ACT_NONE,
+                               .kernel = 3};
+                check_gemm_all_teams(&g);
+            }
+}
+
+Test(cpu_sgemm_small, computes_many_items_with_own_operands_on_any_team)
+{
+    if (!sn_cpu_sgemm_avx512_available())
+        cr_skip_test("no AVX-512 on this CPU (or SHARDNET_CPU_SGEMM=blas)");
+    /* Enough work to open a parallel region: by items, then by rows. */
+    gemm_case g = {.m = 16, .n = 16, .k = 16, .batch = 300, .alpha = 1.0f,
+                   .kernel = 3};
+    check_gemm_all_teams(&g);
+    g = (gemm_case){.m = 1000, .n = 24, .k = 40, .batch = 3, .alpha = 1.0f,
+                    .kernel = 3};
+    check_gemm_all_teams(&g);
+    g.shared_b = 1;
+    check_gemm_all_teams(&g);
+}
+
+Test(cpu_sgemm_small, gives_each_row_the_same_bits_in_any_batch_or_team)
+{
+    if (!sn_cpu_sgemm_avx512_available())
+        cr_skip_test("no AVX-512 on this CPU (or SHARDNET_CPU_SGEMM=blas)");
+    /* The layer split's promise: 40 items at once, and each item alone
+     * (a micro-batch of one), give the same bits on 1 and 4 threads. */
+    const size_t m = 13, n = 27, k = 77, items = 40;
+    sn_gemm_desc d = {.m = m, .n = n, .k = k, .alpha = 1.0f, .lda = k,
+                      .ldb = n, .ldc = n, .batch = items, .stride_a = m * k,
+                      .stride_b = k * n, .stride_c = m * n};
+    float *a = alloc_floats(items * m * k), *b = alloc_floats(items * k * n);
+    float *all = alloc_floats(items * m * n), *one = alloc_floats(m * n);
+    ref_fill_random(a, items * m * k, 5u, -1.0f, 1.0f);
+    ref_fill_random(b, items * k * n, 6u, -1.0f, 1.0f);
+    cr_assert(sn_cpu_sgemm_small_takes(&d));
+    omp_set_num_threads(4);
+    sn_cpu_sgemm_small(&d, a, b, all, NULL);
+    omp_set_num_threads(1);
+    for (size_t it = 0; it < items; it++) {
+        sn_gemm_desc d1 = d;
+        d1.batch = 1;
+        for (size_t r = 0; r < m; r++) {
+            /* one row at a time: a different row tile every time */
+            d1.m = 1;
+            sn_cpu_sgemm_small(&d1, a + it * m * k + r * k, b + it * k * n,
+                               one + r * n, NULL);
+        }
+        cr_assert(!memcmp(one, all + it * m * n, m * n * sizeof *one),
+                  "item %zu differs alone", it);
+    }
+    free(a);
+    free(b);
+    free(all);
+    free(one);
+}
+
+Test(cpu_sgemm_small, takes_only_narrow_short_untransposed_a)
+{
+    sn_gemm_desc d = {.m = 1000, .n = 32, .k = 128, .batch = 7};
+    if (!sn_cpu_sgemm_avx512_available())
+        cr_skip_test("no AVX-512 on this CPU (or SHARDNET_CPU_SGEMM=blas)");
+    cr_assert(sn_cpu_sgemm_small_takes(&d));
+    d.n = 33;
+    cr_assert(!sn_cpu_sgemm_small_takes(&d));
+    d.n = 32, d.k = 129;
+    cr_assert(!sn_cpu_sgemm_small_takes(&d));
+    d.k = 16, d.trans_a = 1;
+    cr_assert(!sn_cpu_sgemm_small_takes(&d));
 }
