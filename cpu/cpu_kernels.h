@@ -34,6 +34,7 @@
 static inline __attribute__((always_inline)) float
 sn_fold_lanes(float acc[SN_LANES])
 {
+#pragma GCC unroll 4
     for (unsigned w = SN_LANES / 2; w; w /= 2) {
 #pragma omp simd
         for (unsigned l = 0; l < w; l++)

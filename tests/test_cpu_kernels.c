@@ -720,7 +720,7 @@ Test(cpu_unary, parameterised_ops_follow_their_formulas)
 static const size_t axis_shapes[][3] = {
     {1, 1, 1},  {3, 5, 7},    {1, 1000, 1}, {2, 3, 1},   {1, 3, 4},
     {64, 10, 1}, {8, 50, 300}, {300, 200, 1}, {2, 40000, 1}, {1, 17, 3000},
-    {5, 33, 17}};
+    {5, 33, 17}, {40, 16, 1}, {9, 33, 1}, {7, 32, 1}};
 
 static void check_softmax(size_t outer, size_t len, size_t inner, int log_sm,
                           float lo, float hi)
