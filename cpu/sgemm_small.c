@@ -116,6 +116,32 @@ tile(const sn_gemm_desc *d, const int R, const int NV, const float *a,
     }
 }
 
+/* Rows [r0, r1) of one item in tiles of 8 rows (NV = 1) or 4 (NV = 2),
+ * then the remaining rows as one smaller tile. */
+static inline __attribute__((always_inline)) AVX512 void
+row_tiles(const sn_gemm_desc *d, const int NV, const float *ai,
+          const float *bi, size_t ldb, float *ci, const float *bias,
+          size_t r0, size_t r1, __mmask16 m0, __mmask16 m1)
+{
+    const size_t rb = NV > 1 ? 4 : 8;
+    size_t r = r0;
+
+    for (; r + rb <= r1; r += rb)
+        tile(d, (int)rb, NV, ai + r * d->lda, bi, ldb, ci + r * d->ldc, bias,
+             r, m0, m1);
+    switch (r1 - r) { /* < rb */
+#define TAIL(R)                                                                \
+    case R:                                                                    \
+        tile(d, R, NV, ai + r * d->lda, bi, ldb, ci + r * d->ldc, bias, r, m0, \
+             m1);                                                              \
+        break;
+        TAIL(1) TAIL(2) TAIL(3) TAIL(4) TAIL(5) TAIL(6) TAIL(7)
+#undef TAIL
+    default:
+        break;
+    }
+}
+
 /* Rows [r0, r1) of item `item`. */
 static AVX512 void rows(const sn_gemm_desc *d, const float *a, const float *b,
                         float *c, const float *bias, size_t item, size_t r0,
@@ -139,39 +165,10 @@ static AVX512 void rows(const sn_gemm_desc *d, const float *a, const float *b,
         bi = bt;
         ldb = SMALL_MAX_N;
     }
-    if (n <= 16) {
-        size_t r = r0;
-        for (; r + 8 <= r1; r += 8)
-            tile(d, 8, 1, ai + r * d->lda, bi, ldb, ci + r * d->ldc, bias, r,
-                 m0, m1);
-        switch (r1 - r) {
-#define TAIL1(R)                                                               \
-    case R:                                                                    \
-        tile(d, R, 1, ai + r * d->lda, bi, ldb, ci + r * d->ldc, bias, r, m0,  \
-             m1);                                                              \
-        break;
-            TAIL1(1) TAIL1(2) TAIL1(3) TAIL1(4) TAIL1(5) TAIL1(6) TAIL1(7)
-#undef TAIL1
-        default:
-            break;
-        }
-    } else {
-        size_t r = r0;
-        for (; r + 4 <= r1; r += 4)
-            tile(d, 4, 2, ai + r * d->lda, bi, ldb, ci + r * d->ldc, bias, r,
-                 m0, m1);
-        switch (r1 - r) {
-#define TAIL2(R)                                                               \
-    case R:                                                                    \
-        tile(d, R, 2, ai + r * d->lda, bi, ldb, ci + r * d->ldc, bias, r, m0,  \
-             m1);                                                              \
-        break;
-            TAIL2(1) TAIL2(2) TAIL2(3)
-#undef TAIL2
-        default:
-            break;
-        }
-    }
+    if (n <= 16)
+        row_tiles(d, 1, ai, bi, ldb, ci, bias, r0, r1, m0, m1);
+    else
+        row_tiles(d, 2, ai, bi, ldb, ci, bias, r0, r1, m0, m1);
 }
 
 #define ROW_UNIT 8 /* rows per work unit when items are few */
