@@ -76,17 +76,6 @@ static void span(long long base, size_t step, long long lo, long long hi,
     *last = (size_t)l;
 }
 
-/* This thread's share [*u0, *u1) of n units, contiguous and balanced. */
-static void share(size_t n, size_t *u0, size_t *u1)
-{
-    const size_t t = (size_t)omp_get_thread_num();
-    const size_t nt = (size_t)omp_get_num_threads();
-    const size_t q = n / nt, r = n % nt;
-
-    *u0 = q * t + (t < r ? t : r);
-    *u1 = *u0 + q + (t < r);
-}
-
 /* ---- im2col -------------------------------------------------------------- */
 
 /*
@@ -146,7 +135,7 @@ void sn_cpu_im2col(const sn_im2col_desc *d, const float *src, float *dst)
 #pragma omp parallel
         {
             size_t u0, u1;
-            share(units, &u0, &u1);
+            sn_cpu_thread_share(units, &u0, &u1);
             im2col_units(d, src, dst, u0, u1);
         }
     } else {
@@ -250,7 +239,7 @@ void sn_cpu_pool(const sn_pool_desc *d, const float *src, float *dst)
 #pragma omp parallel
         {
             size_t u0, u1;
-            share(units, &u0, &u1);
+            sn_cpu_thread_share(units, &u0, &u1);
             pool_units(d, src, dst, u0, u1);
         }
     } else {

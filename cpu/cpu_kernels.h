@@ -9,6 +9,9 @@
 #ifndef SN_CPU_KERNELS_H
 #define SN_CPU_KERNELS_H
 
+#include <omp.h>
+#include <stddef.h>
+
 #include "backend.h"
 
 /* On x86-64 with GCC, a function marked SN_VECTOR_CLONES is compiled three
@@ -23,6 +26,18 @@
 #else
 #define SN_VECTOR_CLONES
 #endif
+
+/* Inside a parallel region: this thread's share [*u0, *u1) of n units,
+ * contiguous and balanced (the first n % nthreads threads one more). */
+static inline void sn_cpu_thread_share(size_t n, size_t *u0, size_t *u1)
+{
+    const size_t t = (size_t)omp_get_thread_num();
+    const size_t nt = (size_t)omp_get_num_threads();
+    const size_t q = n / nt, r = n % nt;
+
+    *u0 = q * t + (t < r ? t : r);
+    *u1 = *u0 + q + (t < r);
+}
 
 /* Partial sums a row is accumulated in (one AVX-512 register): partial l
  * takes the elements l, l + 16, ... in order. */

@@ -709,11 +709,9 @@ void sn_cpu_copy(const sn_copy_desc *d, const float *src, float *dst)
     if (total > PARALLEL_MIN && p.units > 1 && omp_get_max_threads() > 1) {
 #pragma omp parallel
         {
-            const size_t t = (size_t)omp_get_thread_num();
-            const size_t nt = (size_t)omp_get_num_threads();
-            const size_t q = p.units / nt, r = p.units % nt;
-            const size_t u0 = q * t + (t < r ? t : r);
-            copy_units(&p, src, dst, u0, u0 + q + (t < r));
+            size_t u0, u1;
+            sn_cpu_thread_share(p.units, &u0, &u1);
+            copy_units(&p, src, dst, u0, u1);
         }
     } else {
         copy_units(&p, src, dst, 0, p.units);
@@ -762,11 +760,9 @@ void sn_cpu_gather(const sn_gather_desc *d, const float *data,
         omp_get_max_threads() > 1) {
 #pragma omp parallel
         {
-            const size_t t = (size_t)omp_get_thread_num();
-            const size_t nt = (size_t)omp_get_num_threads();
-            const size_t q = rows / nt, r = rows % nt;
-            const size_t u0 = q * t + (t < r ? t : r);
-            gather_rows(d, data, indices, out, u0, u0 + q + (t < r));
+            size_t u0, u1;
+            sn_cpu_thread_share(rows, &u0, &u1);
+            gather_rows(d, data, indices, out, u0, u1);
         }
     } else {
         gather_rows(d, data, indices, out, 0, rows);

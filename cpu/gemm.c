@@ -253,12 +253,9 @@ void sn_cpu_gemm(const sn_gemm_desc *d, const float *a, const float *b,
         if (p.units > 1) {
 #pragma omp parallel
             {
-                const size_t t = (size_t)omp_get_thread_num();
-                const size_t nt = (size_t)omp_get_num_threads();
-                /* Even split of p.units without forming units * t. */
-                const size_t q = p.units / nt, r = p.units % nt;
-                const size_t u0 = q * t + (t < r ? t : r);
-                run_units(d, &p, a, b, c, bias, u0, u0 + q + (t < r));
+                size_t u0, u1;
+                sn_cpu_thread_share(p.units, &u0, &u1);
+                run_units(d, &p, a, b, c, bias, u0, u1);
             }
             return;
         }

@@ -105,11 +105,9 @@ void sn_cpu_layernorm(const sn_layernorm_desc *d, const float *x,
         omp_get_max_threads() > 1) {
 #pragma omp parallel
         {
-            const size_t t = (size_t)omp_get_thread_num();
-            const size_t nt = (size_t)omp_get_num_threads();
-            const size_t q = d->outer / nt, rem = d->outer % nt;
-            const size_t r0 = q * t + (t < rem ? t : rem);
-            norm_rows(d, x, scale, bias, y, r0, r0 + q + (t < rem));
+            size_t r0, r1;
+            sn_cpu_thread_share(d->outer, &r0, &r1);
+            norm_rows(d, x, scale, bias, y, r0, r1);
         }
     } else {
         norm_rows(d, x, scale, bias, y, 0, d->outer);

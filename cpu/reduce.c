@@ -79,27 +79,41 @@ static float row_sum(const float *x, size_t n)
     return s;
 }
 
-/* Maximum of x[0..n), n >= 1, with LANES running maxima (any order gives
- * the same result; the lanes only let the loop vectorise). */
-static float row_max(const float *x, size_t n)
+/* The last n % LANES values of a row (the tail), in a whole vector whose
+ * other lanes hold `pad` (masked loads where the CPU has them): every loop
+ * below runs over whole vectors. */
+static inline __attribute__((always_inline)) void
+tail_lanes(const float *x, size_t n, float pad, float t[LANES])
 {
-    float acc[LANES], m = x[0];
+    const size_t i = n - n % LANES, r = n % LANES;
+#pragma omp simd
+    for (size_t l = 0; l < LANES; l++)
+        t[l] = l < r ? x[i + l] : pad;
+}
+
+/* Maximum of x[0..n), n >= 1: LANES running maxima folded pairwise (any
+ * order gives the same maximum; the lanes let it vectorise).  Inlined, so
+ * the softmax clones compile it for their own vector width. */
+static inline __attribute__((always_inline)) float row_max(const float *x,
+                                                           size_t n)
+{
+    float acc[LANES];
     size_t i = 0;
 
-    if (n >= LANES) {
-        for (size_t l = 0; l < LANES; l++)
-            acc[l] = x[l];
-        for (i = LANES; i + LANES <= n; i += LANES) {
+    /* x[0] pads: the maximum includes it anyway */
+    tail_lanes(x, n, x[0], acc);
+    for (; i + LANES <= n; i += LANES) {
 #pragma omp simd
-            for (size_t l = 0; l < LANES; l++)
-                acc[l] = max_nan(acc[l], x[i + l]);
-        }
         for (size_t l = 0; l < LANES; l++)
-            m = max_nan(m, acc[l]);
+            acc[l] = max_nan(acc[l], x[i + l]);
     }
-    for (; i < n; i++)
-        m = max_nan(m, x[i]);
-    return m;
+#pragma GCC unroll 4
+    for (size_t w = LANES / 2; w; w /= 2) {
+#pragma omp simd
+        for (size_t l = 0; l < w; l++)
+            acc[l] = max_nan(acc[l], acc[l + w]);
+    }
+    return acc[0];
 }
 
 /* y[0..w) = reduction over r of x[r * inner + 0..w): one tile of a slice. */
@@ -185,49 +199,13 @@ static inline __attribute__((always_inline)) float exp_shifted(float d)
     return d < -87.0f ? 0.0f : e;
 }
 
-/* The last n % LANES values of a row (the tail), in a whole vector whose
- * other lanes hold `pad` (masked loads where the CPU has them): every loop
- * below runs over whole vectors. */
-static inline __attribute__((always_inline)) void
-tail_lanes(const float *x, size_t n, float pad, float t[LANES])
-{
-    const size_t i = n - n % LANES, r = n % LANES;
-#pragma omp simd
-    for (size_t l = 0; l < LANES; l++)
-        t[l] = l < r ? x[i + l] : pad;
-}
-
-/* Maximum of x[0..n), n >= 1, inlined into the softmax clones: LANES
- * running maxima folded pairwise (any order gives the same maximum). */
-static inline __attribute__((always_inline)) float row_max_lanes(const float *x,
-                                                                 size_t n)
-{
-    float acc[LANES];
-    size_t i = 0;
-
-    /* x[0] pads: the maximum includes it anyway */
-    tail_lanes(x, n, x[0], acc);
-    for (; i + LANES <= n; i += LANES) {
-#pragma omp simd
-        for (size_t l = 0; l < LANES; l++)
-            acc[l] = max_nan(acc[l], x[i + l]);
-    }
-#pragma GCC unroll 4
-    for (size_t w = LANES / 2; w; w /= 2) {
-#pragma omp simd
-        for (size_t l = 0; l < w; l++)
-            acc[l] = max_nan(acc[l], acc[l + w]);
-    }
-    return acc[0];
-}
-
 /* One row (inner == 1): y = exp(x - max) / sum, the exponentials summed in
  * LANES partials (the tail into the first partials; -inf pads the tail's
  * vector, whose exponentials, 0, add nothing) folded pairwise. */
 static inline __attribute__((always_inline)) void
 softmax_row(const float *x, size_t n, int log_softmax, float *y)
 {
-    const float m = row_max_lanes(x, n);
+    const float m = row_max(x, n);
     const size_t whole = n - n % LANES;
     float acc[LANES] = {0.0f}, t[LANES], e[LANES], s;
 
@@ -354,12 +332,9 @@ void sn_cpu_softmax(const sn_softmax_desc *d, const float *x, float *y)
         if (go_parallel(d->outer * d->len, d->outer)) {
 #pragma omp parallel
             {
-                const size_t t = (size_t)omp_get_thread_num();
-                const size_t nt = (size_t)omp_get_num_threads();
-                const size_t q = d->outer / nt, rem = d->outer % nt;
-                const size_t r0 = q * t + (t < rem ? t : rem);
-                softmax_rows(x, d->len, r0, r0 + q + (t < rem),
-                             d->log_softmax, y);
+                size_t r0, r1;
+                sn_cpu_thread_share(d->outer, &r0, &r1);
+                softmax_rows(x, d->len, r0, r1, d->log_softmax, y);
             }
         } else {
             softmax_rows(x, d->len, 0, d->outer, d->log_softmax, y);

@@ -453,15 +453,14 @@ static void sgemm_run(const sn_gemm_desc *d, const float *a, const float *b,
 
 #pragma omp parallel if (par)
     {
-        const size_t t = (size_t)omp_get_thread_num();
         const size_t nt = (size_t)omp_get_num_threads();
         /* Split rows (in MR blocks) when C is at least as tall as wide and
          * there are enough blocks; otherwise panels. */
         const size_t rblocks = ceil_div(d->m, MR);
         const int split_rows = d->m >= d->n && rblocks >= nt;
         const size_t units = split_rows ? rblocks : pb->npanels;
-        const size_t q = units / nt, r = units % nt;
-        const size_t u0 = q * t + (t < r ? t : r), u1 = u0 + q + (t < r);
+        size_t u0, u1;
+        sn_cpu_thread_share(units, &u0, &u1);
 
         if (pack) {
             if (split_rows) {
