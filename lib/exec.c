@@ -547,6 +547,32 @@ shardnet_status sn_out_alias(sn_lower *L, const sn_node *n, size_t i,
     return SHARDNET_OK;
 }
 
+shardnet_status sn_out_range(sn_lower *L, const sn_node *n, size_t i,
+                             const sn_rt *src, size_t at, int rank,
+                             const int64_t *dims)
+{
+    sn_rt *rt;
+    sn_view v = src->view;
+    size_t have = sn_rt_elements(src);
+    shardnet_status st;
+    NEEDS_DEVICE(L);
+    if (!src->on_device)
+        return sn_node_error(n, SHARDNET_INTERNAL, "a range of host data");
+    st = set_shape(L, n, i, SN_DT_FLOAT, rank, dims, &rt);
+    if (st != SHARDNET_OK)
+        return st;
+    if (at > have || sn_rt_elements(rt) > have - at)
+        return sn_node_error(n, SHARDNET_INVALID_ARGUMENT,
+                             "elements [%zu, %zu) are not within %zu", at,
+                             at + sn_rt_elements(rt), have);
+    v.offset += at;
+    rt->host = NULL;
+    rt->on_device = 1;
+    rt->view = v;
+    rt->on_device_idx = 0;
+    return SHARDNET_OK;
+}
+
 shardnet_status sn_out_host(sn_lower *L, const sn_node *n, size_t i,
                             sn_dtype dtype, int rank, const int64_t *dims,
                             void *data)

@@ -134,6 +134,11 @@ shardnet_status sn_out_device(sn_lower *L, const sn_node *n, size_t i,
  * copy; element count must match. */
 shardnet_status sn_out_alias(sn_lower *L, const sn_node *n, size_t i,
                              const sn_rt *src, int rank, const int64_t *dims);
+/* Output i as the float32 elements [at, at + count) of src's device data,
+ * in place (a Slice of consecutive elements): no copy. */
+shardnet_status sn_out_range(sn_lower *L, const sn_node *n, size_t i,
+                             const sn_rt *src, size_t at, int rank,
+                             const int64_t *dims);
 /* Output i as a host constant; takes ownership of data (malloc'ed). */
 shardnet_status sn_out_host(sn_lower *L, const sn_node *n, size_t i,
                             sn_dtype dtype, int rank, const int64_t *dims,

@@ -1326,6 +1326,11 @@ static SN_LOWER(lower_split)
             st = sn_out_host(L, n, i, x->dtype, x->rank, od, d);
             continue;
         }
+        if (outer == 1 && sizes[i] && x->on_device &&
+            x->dtype == SN_DT_FLOAT) { /* consecutive elements: a view */
+            st = sn_out_range(L, n, i, x, (size_t)off, x->rank, od);
+            continue;
+        }
         if ((st = sn_out_device(L, n, i, x->rank, od, &out)) != SHARDNET_OK)
             break;
         out->dtype = t;
@@ -1424,6 +1429,16 @@ static SN_LOWER(lower_slice)
     }
     sn_dtype t = SN_DT_FLOAT;
     sn_view vx;
+    /* Consecutive elements of float data on the device (rows of a batch,
+     * say): a view of them, no copy. */
+    size_t count = dims_product(0, r, od);
+    int consecutive = x->on_device && x->dtype == SN_DT_FLOAT && count;
+    sn_strides(r, od, ds);
+    for (int d = 0; d < r; d++)
+        if (od[d] > 1 && ss[d] != ds[d])
+            consecutive = 0;
+    if (consecutive)
+        return sn_out_range(L, n, 0, x, (size_t)off, r, od);
     if ((st = device_type(n, x->dtype, &t)) != SHARDNET_OK ||
         (st = sn_out_device(L, n, 0, r, od, &out)) != SHARDNET_OK)
         return st;
@@ -1432,7 +1447,6 @@ static SN_LOWER(lower_slice)
         return SHARDNET_OK;
     if ((st = sn_dev_view(L, n, x, &vx)) != SHARDNET_OK)
         return st;
-    sn_strides(r, od, ds);
     return emit_copy(L, n, (sn_view){vx.buf, vx.offset + (size_t)off},
                      out->view, r, od, ss, ds);
 }
