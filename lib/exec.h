@@ -241,6 +241,7 @@ void sn_plan_free(sn_plan *p);
  * sorted graph and leaves it sorted; removed nodes are marked dead. */
 shardnet_status sn_pass_fold_constants(sn_graph *g, size_t *folded);
 shardnet_status sn_pass_fold_batchnorm(sn_graph *g, size_t *folded);
+shardnet_status sn_pass_fuse_bias(sn_graph *g, size_t *fused);
 shardnet_status sn_pass_fuse_activation(sn_graph *g, size_t *fused);
 shardnet_status sn_pass_remove_dead(sn_graph *g, size_t *removed);
 /* All of them, in order. */

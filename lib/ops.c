@@ -721,7 +721,7 @@ static const sn_op_def op_table[] = {
     {"Gelu", 1, 1, sn_lower_unary},
     {"Clip", 1, 3, sn_lower_unary},
     {"Gemm", 2, 3, sn_lower_gemm},
-    {"MatMul", 2, 2, sn_lower_matmul},
+    {"MatMul", 2, 3, sn_lower_matmul}, /* 3: a fused bias (passes.c) */
     {"Softmax", 1, 1, sn_lower_softmax},
     {"LogSoftmax", 1, 1, sn_lower_softmax},
 };

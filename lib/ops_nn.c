@@ -82,7 +82,8 @@ SN_LOWER(sn_lower_gemm)
  */
 SN_LOWER(sn_lower_matmul)
 {
-    sn_rt *a = sn_in(L, n, 0), *b = sn_in(L, n, 1), *out;
+    sn_rt *a = sn_in(L, n, 0), *b = sn_in(L, n, 1), *bias = sn_in(L, n, 2);
+    sn_rt *out;
     int64_t ad[SN_MAX_DIMS + 1], bd[SN_MAX_DIMS + 1];
     int ar = a->rank, br = b->rank;
     int64_t bs[SN_MAX_DIMS], od[SN_MAX_DIMS + 2];
@@ -93,6 +94,9 @@ SN_LOWER(sn_lower_matmul)
     if (ar < 1 || br < 1)
         return sn_node_error(n, SHARDNET_INVALID_ARGUMENT,
                              "operands must have rank 1 or more");
+    if (n->ninputs > 2 && !sn_attr_int(n, "bias", 0))
+        return sn_node_error(n, SHARDNET_INVALID_ARGUMENT,
+                             "takes two inputs (%zu given)", n->ninputs);
     memcpy(ad, a->dims, (size_t)ar * sizeof *ad);
     memcpy(bd, b->dims, (size_t)br * sizeof *bd);
     if (ar == 1) { /* (K) -> (1, K) */
@@ -135,6 +139,16 @@ SN_LOWER(sn_lower_matmul)
     int b_batched = 0;
     for (int i = 0; i < br - 2; i++)
         b_batched |= bd[i] != 1;
+    if (bias) {
+        /* A bias fused by a pass: a vector over the columns of one B. */
+        if (b_batched || bias->rank != 1 || bias->dims[0] != nn)
+            return sn_node_error(n, SHARDNET_INVALID_ARGUMENT,
+                                 "a fused bias needs one matrix B and a "
+                                 "vector of its %lld columns",
+                                 (long long)nn);
+        if ((st = sn_dev_view(L, n, bias, &s.u.gemm.bias)) != SHARDNET_OK)
+            return st;
+    }
     if (!b_batched) {
         /* B is one matrix: fold every batch dimension of A into M. */
         size_t rows = sn_rt_elements(a) / (size_t)k;

@@ -845,7 +845,7 @@ static shardnet_status linear(bld *b, const sn_node *n, int *handled)
 {
     int gemm = !strcmp(n->op_type, "Gemm");
     int A = n->inputs[0], W = n->inputs[1];
-    int C = gemm && n->ninputs > 2 ? n->inputs[2] : -1;
+    int C = n->ninputs > 2 ? n->inputs[2] : -1; /* MatMul: a fused bias */
     const sn_rt *fa = full(b, A), *fw = full(b, W);
     const sn_rt *fo = full(b, n->outputs[0]);
     const sn_value *wv = &b->g->values[W];

@@ -49,11 +49,13 @@ static size_t live_ops(const sn_graph *g, const char *op)
     return n;
 }
 
-/* Run graph g on cpu:0 with a deterministic input whose symbolic
- * dimensions are `batch`; returns output 0 (malloc'ed) and its size. */
-static float *run_graph(sn_graph *g, int64_t batch, size_t *count)
+/* Run graph g on the context's device `index` with a deterministic input
+ * whose symbolic dimensions are `batch`; returns output 0 (malloc'ed) and
+ * its size. */
+static float *run_graph_on(sn_graph *g, size_t index, int64_t batch,
+                           size_t *count)
 {
-    sn_device *dev = sn_context_device(ctx, 0);
+    sn_device *dev = sn_context_device(ctx, index);
     sn_weights *w = NULL;
     sn_plan *p = NULL;
     sn_binding b = {.dtype = SN_DT_FLOAT};
@@ -81,6 +83,12 @@ static float *run_graph(sn_graph *g, int64_t batch, size_t *count)
     sn_weights_free(w);
     free(x);
     return out;
+}
+
+/* ... on cpu:0. */
+static float *run_graph(sn_graph *g, int64_t batch, size_t *count)
+{
+    return run_graph_on(g, 0, batch, count);
 }
 
 static void expect_same(const float *a, const float *b, size_t n, float tol)
@@ -176,5 +184,83 @@ Test(passes, remove_dead_drops_nodes_nothing_reads)
     cr_assert_eq(memcmp(before, after, n0 * sizeof *before), 0);
     free(before);
     free(after);
+    sn_graph_free(g);
+}
+
+Test(passes, fuse_bias_moves_the_bias_add_into_the_matmul_bit_exactly)
+{
+    enum { MAXDEV = 8 };
+    sn_graph *g = load_sorted("small_transformer.onnx");
+    size_t ndev = 0, n0[MAXDEV], n1, fused;
+    float *before[MAXDEV];
+    /* Every device: CPU (the epilogue of each GEMM kernel) and OpenCL
+     * (CLBlast, then the epilogue kernel). */
+    while (ndev < MAXDEV && sn_context_device(ctx, ndev)) {
+        before[ndev] = run_graph_on(g, ndev, 3, &n0[ndev]);
+        ndev++;
+    }
+    cr_assert_eq(live_ops(g, "Add"), 9);
+    cr_assert_eq(sn_pass_fuse_bias(g, &fused), SHARDNET_OK);
+    /* q, k, v, the projection and both feed-forward layers; the two
+     * residual Adds and Gelu's "+ 1" stay. */
+    cr_assert_eq(fused, 6);
+    cr_assert_eq(live_ops(g, "Add"), 3);
+    size_t with_bias = 0;
+    for (size_t i = 0; i < g->nnodes; i++)
+        with_bias += !g->nodes[i].dead &&
+                     !strcmp(g->nodes[i].op_type, "MatMul") &&
+                     g->nodes[i].ninputs == 3 &&
+                     sn_attr_int(&g->nodes[i], "bias", 0) == 1;
+    cr_assert_eq(with_bias, 6);
+    for (size_t d = 0; d < ndev; d++) {
+        float *after = run_graph_on(g, d, 3, &n1);
+        cr_assert_eq(n0[d], n1);
+        cr_assert_eq(memcmp(before[d], after, n1 * sizeof *after), 0,
+                     "fusing changed the result on %s",
+                     sn_context_device(ctx, d)->info.name);
+        free(before[d]);
+        free(after);
+    }
+    sn_graph_free(g);
+}
+
+Test(passes, fuse_bias_leaves_adds_it_cannot_take)
+{
+    /* The MLP's layers are Gemm (their bias is already C); the CNN's
+     * MatMul-free graph has nothing to fuse either. */
+    const char *models[] = {"fashion_mlp.onnx", "small_cnn.onnx"};
+    for (size_t i = 0; i < 2; i++) {
+        sn_graph *g = load_sorted(models[i]);
+        size_t adds = live_ops(g, "Add"), fused;
+        cr_assert_eq(sn_pass_fuse_bias(g, &fused), SHARDNET_OK);
+        cr_assert_eq(fused, 0, "%s", models[i]);
+        cr_assert_eq(live_ops(g, "Add"), adds, "%s", models[i]);
+        sn_graph_free(g);
+    }
+}
+
+Test(passes, a_matmul_given_three_inputs_without_the_mark_is_refused)
+{
+    sn_graph *g = load_sorted("small_transformer.onnx");
+    size_t fused;
+    cr_assert_eq(sn_pass_fuse_bias(g, &fused), SHARDNET_OK);
+    cr_assert_gt(fused, 0);
+    /* As a model file could write it: MatMul with a third input. */
+    for (size_t i = 0; i < g->nnodes; i++)
+        if (!strcmp(g->nodes[i].op_type, "MatMul") &&
+            g->nodes[i].ninputs == 3)
+            ((sn_attr *)sn_node_attr(&g->nodes[i], "bias"))->i = 0;
+    sn_device *dev = sn_context_device(ctx, 0);
+    sn_weights *w = NULL;
+    sn_plan *p = NULL;
+    sn_binding b = {.dtype = SN_DT_FLOAT, .rank = 3, .dims = {1, 16, 64}};
+    float x[16 * 64] = {0};
+    b.data = x;
+    b.nbytes = sizeof x;
+    cr_assert_eq(sn_weights_new(g, dev, &w), SHARDNET_OK);
+    cr_assert_eq(sn_plan_build(g, w, &b, &p), SHARDNET_INVALID_ARGUMENT);
+    cr_assert(strstr(shardnet_last_error(), "takes two inputs"), "%s",
+              shardnet_last_error());
+    sn_weights_free(w);
     sn_graph_free(g);
 }
