@@ -9,10 +9,12 @@
  * Micro-kernel: MR = 12 rows x 32 columns of C in 24 zmm accumulators; per
  * k step two aligned loads of B and 12 broadcasts of A, read in place from
  * A's rows (trans_a = 0 only; trans_a goes to OpenBLAS).  Remainder rows use
- * the same kernel instantiated for MR = 1..11; one-row C (M = 1, batch-1
- * inference) has its own kernel with the K loop unrolled four ways, so that
- * eight independent accumulators hide the FMA latency.  Column edges use
- * masked loads and stores.
+ * the same kernel instantiated for MR = 1..11, so every element of C is one
+ * chain of FMAs in K order whatever M is and wherever its row falls: a
+ * micro-batch's rows come out bit-identical to the whole batch's.  (A
+ * one-row kernel with K split four ways, to hide the FMA latency, summed in
+ * another order and measured no faster: one row is bound by reading B.)
+ * Column edges use masked loads and stores.
  *
  * Blocking: K is split into even blocks of at most KC (so a 32-column B
  * block, kc x 32 floats, stays in L1 while MR-row tiles of A stream past),
@@ -244,43 +246,6 @@ tile_mr(const int mr, const int halves, const tile_args *t)
         store_row(t, (size_t)i, acc0[i], acc1[i]);
 }
 
-/* One row: K unrolled by four, eight accumulators. */
-static inline __attribute__((always_inline)) AVX512 void
-tile_1(const int halves, const tile_args *t)
-{
-    __m512 s0 = _mm512_setzero_ps(), s1 = s0, s2 = s0, s3 = s0, s4 = s0,
-           s5 = s0, s6 = s0, s7 = s0;
-    const float *a = t->a, *b = t->b;
-    size_t kk = 0;
-    for (; kk + 4 <= t->kc; kk += 4, a += 4, b += 4 * NR) {
-        s0 = _mm512_fmadd_ps(_mm512_set1_ps(a[0]), _mm512_load_ps(b), s0);
-        if (halves == 2)
-            s1 = _mm512_fmadd_ps(_mm512_set1_ps(a[0]), _mm512_load_ps(b + 16),
-                                 s1);
-        s2 = _mm512_fmadd_ps(_mm512_set1_ps(a[1]), _mm512_load_ps(b + 32), s2);
-        if (halves == 2)
-            s3 = _mm512_fmadd_ps(_mm512_set1_ps(a[1]), _mm512_load_ps(b + 48),
-                                 s3);
-        s4 = _mm512_fmadd_ps(_mm512_set1_ps(a[2]), _mm512_load_ps(b + 64), s4);
-        if (halves == 2)
-            s5 = _mm512_fmadd_ps(_mm512_set1_ps(a[2]), _mm512_load_ps(b + 80),
-                                 s5);
-        s6 = _mm512_fmadd_ps(_mm512_set1_ps(a[3]), _mm512_load_ps(b + 96), s6);
-        if (halves == 2)
-            s7 = _mm512_fmadd_ps(_mm512_set1_ps(a[3]),
-                                 _mm512_load_ps(b + 112), s7);
-    }
-    for (; kk < t->kc; kk++, a++, b += NR) {
-        s0 = _mm512_fmadd_ps(_mm512_set1_ps(a[0]), _mm512_load_ps(b), s0);
-        if (halves == 2)
-            s1 = _mm512_fmadd_ps(_mm512_set1_ps(a[0]), _mm512_load_ps(b + 16),
-                                 s1);
-    }
-    s0 = _mm512_add_ps(_mm512_add_ps(s0, s2), _mm512_add_ps(s4, s6));
-    s1 = _mm512_add_ps(_mm512_add_ps(s1, s3), _mm512_add_ps(s5, s7));
-    store_row(t, 0, s0, s1);
-}
-
 /* halves: 2 for 17..32 columns, 1 for at most 16 (the N = 10 classifier). */
 static AVX512 void tile_any(int mr, int halves, const tile_args *t)
 {
@@ -297,7 +262,7 @@ static AVX512 void tile_any(int mr, int halves, const tile_args *t)
     case 4: tile_mr(4, h, t); break;                                          \
     case 3: tile_mr(3, h, t); break;                                          \
     case 2: tile_mr(2, h, t); break;                                          \
-    default: tile_1(h, t); break;                                             \
+    default: tile_mr(1, h, t); break;                                         \
     }
     if (halves == 2)
         SN_TILE_CASES(2)
@@ -313,8 +278,10 @@ static AVX512 void sgemm_block(const sn_gemm_desc *d, const float *a,
                                size_t p0, size_t p1)
 {
     const size_t k = d->k;
-    /* One row: no reuse of B, so no K blocking (B streams once). */
-    const size_t nkb = r1 - r0 == 1 ? 1 : ceil_div(k, KC);
+    /* The same K blocks for every M (one row included): each block's sum
+     * is added to C, so the blocks fix the order of the additions, and a
+     * row must be summed alike in a micro-batch and in the whole batch. */
+    const size_t nkb = ceil_div(k, KC);
     const size_t kc_even = ceil_div(k, nkb);
     tile_args t;
 
@@ -574,20 +541,27 @@ static int blas_small_kernel_wins(const sn_gemm_desc *d)
  * under OPENBLAS_CORETYPE=Haswell (this machine's default environment)
  * there is none and OpenBLAS is slower everywhere (e.g. 64 x 512 x 784:
  * 1 thread ~105 GFLOP/s).  So: on a packed B (a constant B, packed once)
- * ours except where the small kernel takes the call; packing per call pays
+ * always ours (its few losses are tiny products, and one path for every M
+ * keeps a micro-batch's rows bit-identical to the whole batch's); packing
+ * per call pays
  * for N > 16 from M = 4 (B not transposed: a plain copy) or M = 512
  * (transposed: 16 x 16 transposes), for N <= 16 from M = 128.
  */
 int sn_cpu_sgemm_avx512_worth(const sn_gemm_desc *d, int b_packed)
 {
+    /* A constant B (a weight) always comes here, whatever M: the rows of a
+     * micro-batch (a layer split's, down to one row) must be computed as
+     * the same rows of the whole batch are, bit for bit, and the OpenBLAS
+     * paths that win for some M (its sgemv for one row times a narrow B^T,
+     * its small-matrix kernel) sum in other orders. */
+    if (b_packed)
+        return 1;
     if (blas_small_kernel_wins(d))
         return 0;
     /* One row of C times a narrow B^T: OpenBLAS's sgemv does n dot products
      * on B's rows; ours would stream a 32-wide panel for n <= 16 columns. */
     if (d->m == 1 && d->n <= 16 && d->trans_b)
         return 0;
-    if (b_packed)
-        return 1;
     if (d->n <= 16)
         return d->m >= 128;
     return d->m >= (d->trans_b ? 512u : 4u);

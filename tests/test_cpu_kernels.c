@@ -1469,6 +1469,56 @@ Test(cpu_sgemm_avx512, computes_batches_sharing_one_packed_b)
         }
 }
 
+Test(cpu_sgemm_avx512, gives_each_row_the_same_bits_alone_or_in_any_block)
+{
+    if (!sn_cpu_sgemm_avx512_available())
+        cr_skip_test("no AVX-512 on this CPU (or SHARDNET_CPU_SGEMM=blas)");
+    /* The layer split's promise for a weight: 40 rows at once on 4 threads,
+     * each row alone (M = 1) and blocks of 13 (a remainder row of one) on
+     * one thread give the same bits; K spans several K blocks, B is
+     * transposed (a Gemm from PyTorch) and both column halves are used. */
+    const size_t m = 40, n = 10 + 32, k = 784;
+    sn_gemm_desc d = {.m = m, .n = n, .k = k, .alpha = 1.0f, .lda = k,
+                      .ldb = k, .ldc = n, .batch = 1, .trans_b = 1,
+                      .act = SN_ACT_RELU};
+    float *a = alloc_floats(m * k), *b = alloc_floats(n * k);
+    float *bias = alloc_floats(n);
+    float *all = alloc_floats(m * n), *part = alloc_floats(m * n);
+    ref_fill_random(a, m * k, 15u, -1.0f, 1.0f);
+    ref_fill_random(b, n * k, 16u, -1.0f, 1.0f);
+    ref_fill_random(bias, n, 17u, -1.0f, 1.0f);
+    sn_cpu_packed_b *pb = sn_cpu_packed_b_alloc(k, n);
+    cr_assert(pb);
+    sn_cpu_pack_b(pb, &d, b);
+    cr_assert(sn_cpu_sgemm_avx512_worth(&d, 1));
+    omp_set_num_threads(4);
+    sn_cpu_sgemm_avx512_packed(&d, a, pb, all, bias);
+    omp_set_num_threads(1);
+    const size_t blocks[] = {1, 13};
+    for (size_t bi = 0; bi < 2; bi++) {
+        memset(part, 0, m * n * sizeof *part);
+        for (size_t r = 0; r < m; r += blocks[bi]) {
+            sn_gemm_desc d1 = d;
+            d1.m = m - r < blocks[bi] ? m - r : blocks[bi];
+            cr_assert(sn_cpu_sgemm_avx512_worth(&d1, 1), "M = %zu", d1.m);
+            sn_cpu_sgemm_avx512_packed(&d1, a + r * k, pb, part + r * n,
+                                       bias);
+        }
+        for (size_t i = 0; i < m * n; i++)
+            cr_assert(!memcmp(&part[i], &all[i], sizeof *part),
+                      "row %zu, column %zu: %.9g in blocks of %zu, %.9g "
+                      "all at once",
+                      i / n, i % n, (double)part[i], blocks[bi],
+                      (double)all[i]);
+    }
+    sn_cpu_packed_b_free(pb);
+    free(a);
+    free(b);
+    free(bias);
+    free(all);
+    free(part);
+}
+
 Test(cpu_sgemm_avx512, sn_cpu_gemm_takes_it_only_where_it_supports_the_shape)
 {
     sn_gemm_desc d = {.m = 1024, .n = 10, .k = 512, .batch = 1};
