@@ -253,6 +253,15 @@ shardnet_status sn_pass_fold_batchnorm(sn_graph *g, size_t *folded)
     return st;
 }
 
+/* Node r, the only reader of node p's output, done by p: p now writes
+ * r's output, and r is dead. */
+static void absorb(sn_graph *g, size_t p, sn_node *r)
+{
+    g->nodes[p].outputs[0] = r->outputs[0];
+    g->values[r->outputs[0]].producer = (int)p;
+    r->dead = 1;
+}
+
 /*
  * MatMul by a constant matrix whose only reader adds a constant vector over
  * its columns (a linear layer as PyTorch exports it: MatMul, then Add of
@@ -294,9 +303,7 @@ shardnet_status sn_pass_fuse_bias(sn_graph *g, size_t *fused)
         }
         a->i = 1;
         p->inputs[2] = bias;
-        p->outputs[0] = r->outputs[0];
-        g->values[r->outputs[0]].producer = (int)i;
-        r->dead = 1;
+        absorb(g, i, r);
         (*fused)++;
     }
     free(uses);
@@ -323,9 +330,7 @@ shardnet_status sn_pass_fuse_activation(sn_graph *g, size_t *fused)
             free(uses);
             return sn_error(SHARDNET_OUT_OF_MEMORY, "fusing activations");
         }
-        p->outputs[0] = r->outputs[0];
-        g->values[r->outputs[0]].producer = (int)i;
-        r->dead = 1;
+        absorb(g, i, r);
         (*fused)++;
     }
     free(uses);
