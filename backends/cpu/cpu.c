@@ -342,15 +342,17 @@ static void cpu_bind_thread(sn_device *dev, int on)
             return;
         driving = NULL;
         omp_set_num_threads(saved_threads);
-        if (saved_binding) {
-            hwloc_set_cpubind(cd->topo, saved_binding, HWLOC_CPUBIND_THREAD);
+        /* saved_binding is this thread's: the team threads read a copy of
+         * the pointer (their own thread-local one is NULL). */
+        hwloc_bitmap_t was = saved_binding;
+        saved_binding = NULL;
+        if (was) {
+            hwloc_set_cpubind(cd->topo, was, HWLOC_CPUBIND_THREAD);
             if (cd->ncores > 1) {
 #pragma omp parallel num_threads((int)cd->ncores)
-                hwloc_set_cpubind(cd->topo, saved_binding,
-                                  HWLOC_CPUBIND_THREAD);
+                hwloc_set_cpubind(cd->topo, was, HWLOC_CPUBIND_THREAD);
             }
-            hwloc_bitmap_free(saved_binding);
-            saved_binding = NULL;
+            hwloc_bitmap_free(was);
         }
         return;
     }
