@@ -1,10 +1,13 @@
 /*
  * The seed experiment: classify the 10,000 Fashion-MNIST test images with
  * the 784-512-512-10 perceptron (tests/fixtures/fashion_mlp.onnx, trained by
- * tools/train_fashion_mnist.py) on a chosen device; print the accuracy and
- * the images per second.
+ * tools/train_fashion_mnist.py) on every device the machine has (or those
+ * chosen), with the plan the planner picks from measured device speeds;
+ * print the plan and why it was chosen, the accuracy and the images per
+ * second.
  *
- *   fashion_mnist [--devices cpu:0] [--model PATH] [--data DIR] [--batch B]
+ *   fashion_mnist [--devices all] [--split auto] [--model PATH] [--data DIR]
+ *                 [--batch B]
  *
  * The images are read from Debian's dataset-fashion-mnist
  * (/usr/share/datasets/fashion-mnist/t10k-*-idx*-ubyte.gz), decompressed
@@ -63,9 +66,24 @@ out:
     return data;
 }
 
+/* The planner's view after the first batch: each alternative with its
+ * estimate, the choice and why, and what runs. */
+static void print_plan(shardnet_session_t *s)
+{
+    size_t len = shardnet_session_describe(s, NULL, 0);
+    char *text = malloc(len + 1);
+    if (!text)
+        return;
+    shardnet_session_describe(s, text, len + 1);
+    printf("plan:\n");
+    for (char *line = strtok(text, "\n"); line; line = strtok(NULL, "\n"))
+        printf("  %s\n", line);
+    free(text);
+}
+
 int main(int argc, char **argv)
 {
-    const char *devices = NULL, *model_path = "tests/fixtures/fashion_mlp.onnx";
+    const char *devices = "all", *split = NULL, *model_path = "tests/fixtures/fashion_mlp.onnx";
     const char *dir = "/usr/share/datasets/fashion-mnist";
     long batch = 1000;
     char path[4096];
@@ -86,6 +104,8 @@ int main(int argc, char **argv)
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--devices") && i + 1 < argc)
             devices = argv[++i];
+        else if (!strcmp(argv[i], "--split") && i + 1 < argc)
+            split = argv[++i];
         else if (!strcmp(argv[i], "--model") && i + 1 < argc)
             model_path = argv[++i];
         else if (!strcmp(argv[i], "--data") && i + 1 < argc)
@@ -94,8 +114,11 @@ int main(int argc, char **argv)
             batch = strtol(argv[++i], NULL, 10);
         else {
             fprintf(stderr,
-                    "usage: %s [--devices LIST] [--model PATH] [--data DIR] "
-                    "[--batch B]\n",
+                    "usage: %s [--devices LIST] [--split none|layer|tensor|"
+                    "hybrid|auto] [--model PATH] [--data DIR] [--batch B]\n"
+                    "  --devices  default all: every device of the machine\n"
+                    "  --split    default auto with several devices: the "
+                    "planner chooses\n",
                     argv[0]);
             return !strcmp(argv[i], "--help") ? 0 : 2;
         }
@@ -122,10 +145,10 @@ int main(int argc, char **argv)
     for (size_t i = 0; i < n * 784; i++)
         x[i] = (float)images[i] / 255.0f; /* as in training */
 
+    shardnet_session_options opt = {.split = split};
     if ((st = shardnet_context_create(&ctx)) != SHARDNET_OK ||
         (st = shardnet_model_load(model_path, &model)) != SHARDNET_OK ||
-        (st = shardnet_session_create(ctx, model,
-                                      devices ? devices : "cpu:0", &s)) !=
+        (st = shardnet_session_create_with(ctx, model, devices, &opt, &s)) !=
             SHARDNET_OK) {
         fprintf(stderr, "shardnet: %s: %s\n", shardnet_status_str(st),
                 shardnet_last_error());
@@ -163,15 +186,12 @@ int main(int argc, char **argv)
             if (pass == 0)
                 break;
         }
+        if (pass == 0)
+            print_plan(s);
     }
     double dt = now_s() - t0;
-    shardnet_device_info info;
-    size_t dev = 0, nsel;
-    shardnet_devices_select(ctx, devices ? devices : "cpu:0", &dev, 1, &nsel);
-    shardnet_device_get_info(ctx, dev, &info);
-    printf("device %s, batch %ld: accuracy %.2f%% (%zu of %zu), %.0f images/s\n",
-           info.name, batch, 100.0 * (double)correct / (double)n, correct, n,
-           (double)n / dt);
+    printf("batch %ld: accuracy %.2f%% (%zu of %zu), %.0f images/s\n", batch,
+           100.0 * (double)correct / (double)n, correct, n, (double)n / dt);
     free(x);
     rc = 0;
 out:

@@ -653,18 +653,27 @@ static shardnet_status choose_split(shardnet_session_t *session, char *report,
         sn_tensor_split_free(*ts);
         *ts = NULL;
     }
-    if (report && len < cap)
-        snprintf(report + len, cap - len,
-                 "choice: %s (estimated %.3f ms)%s\n",
+    if (report && len < cap) {
+        /* Why: against the fastest device alone, the baseline every split
+         * must beat. */
+        char why[160] = "";
+        if (*kind == SPLIT_NONE && session->nlisted > 1)
+            snprintf(why, sizeof why,
+                     ": splitting would be slower than the fastest device "
+                     "alone");
+        else if (*kind != SPLIT_NONE && est > 0 && ch->none < 1e300)
+            snprintf(why, sizeof why,
+                     ": the fastest estimate, %.2fx as fast as the fastest "
+                     "device alone (%s, %.3f ms)",
+                     ch->none / est,
+                     session->devs[ch->best_dev]->info.name, ch->none * 1e3);
+        snprintf(report + len, cap - len, "choice: %s (estimated %.3f ms)%s\n",
                  *kind == SPLIT_TENSOR   ? "tensor"
                  : *kind == SPLIT_LAYER  ? "layer"
                  : *kind == SPLIT_HYBRID ? "hybrid"
                                          : "none",
-                 est * 1e3,
-                 *kind == SPLIT_NONE && session->nlisted > 1
-                     ? ": splitting would be slower than the fastest device "
-                       "alone"
-                     : "");
+                 est * 1e3, why);
+    }
     return SHARDNET_OK;
 }
 
