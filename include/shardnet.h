@@ -251,7 +251,11 @@ typedef struct shardnet_model shardnet_model_t;
  * \brief Import an ONNX model (opsets 7 to 18).
  *
  * The file (and any external-data files beside it) is memory-mapped;
- * weights are not copied until a session uploads them to its device.  The
+ * weights are not copied until a session uploads them to its device (see
+ * shardnet_model_options for what that promises, and how to read the files
+ * into memory instead).  External data must lie inside the model's folder
+ * once symbolic links are resolved; the model and its external data must be
+ * regular files (a FIFO or a device is refused, never waited on).  The
  * graph is checked (shapes, cycles, missing inputs) and simplified
  * (constant folding, BatchNorm folded into Conv/Gemm, activations fused,
  * dead nodes removed).  A model that uses operators shardnet lacks still
@@ -263,6 +267,47 @@ typedef struct shardnet_model shardnet_model_t;
  */
 SHARDNET_API shardnet_status shardnet_model_load(const char *path,
                                                  shardnet_model_t **out);
+
+/** shardnet_model_options.flags: read the model's files into memory of the
+ * model's own instead of mapping them. */
+#define SHARDNET_MODEL_READ 1u
+
+/**
+ * How shardnet_model_load_with() reads a model.
+ *
+ * What a mapped model (the default) promises: its weights are the model's
+ * files themselves, mapped read-only, not a copy, so the files must stay as
+ * they were while the model lives.  Every session creation and every run
+ * checks that each file still has the size, modification time and identity
+ * (device and inode) it had when loaded, and refuses with SHARDNET_IO_ERROR
+ * naming the file when one changed: a changed model is never run with a mix
+ * of old and new weights.  The check cannot cover a file truncated while a
+ * run is reading it: the process then receives SIGBUS.  Weights a session has
+ * already copied to a device's own memory are unaffected, but CPU devices
+ * may read them in place.  A program that cannot rule that out (a
+ * long-running server whose models others may rewrite) sets
+ * SHARDNET_MODEL_READ: the files are read once, at load, into memory of the
+ * model's own, and nothing done to them later reaches the model.
+ */
+typedef struct shardnet_model_options {
+    /** sizeof(shardnet_model_options), so that the struct can grow: fields
+     * past the size given keep their defaults. */
+    size_t size;
+    /** SHARDNET_MODEL_READ, or 0 (map). */
+    unsigned flags;
+    /** Must be 0. */
+    unsigned reserved[7];
+} shardnet_model_options;
+
+/**
+ * \brief shardnet_model_load() with options (NULL: map, as
+ * shardnet_model_load() does).
+ * \return SHARDNET_INVALID_ARGUMENT for an unknown flag, a size smaller
+ *         than the first two fields, or reserved fields not 0.
+ */
+SHARDNET_API shardnet_status shardnet_model_load_with(
+    const char *path, const shardnet_model_options *options,
+    shardnet_model_t **out);
 
 /** \brief Release a model (after every session using it). NULL is ignored. */
 SHARDNET_API void shardnet_model_free(shardnet_model_t *model);

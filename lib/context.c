@@ -153,6 +153,43 @@ out:
     return st;
 }
 
+/*
+ * The environment variables that size the devices, checked before any is
+ * read: a value the library cannot use is an error, not a silent default
+ * (a typo in a memory cap would otherwise plan for memory the program
+ * meant not to use).
+ */
+static shardnet_status check_environment(void)
+{
+    const char *v = getenv("SHARDNET_MEMORY_LIMIT");
+    if (v && *v) {
+        /* bytes, or a number with a K, M or G suffix (binary units) */
+        char *end;
+        errno = 0;
+        double x = strtod(v, &end);
+        if (end != v && strchr("KkMmGg", *end) && *end)
+            end++;
+        if (end == v || *end || errno || !(x > 0) || x > 1e18)
+            return sn_error(SHARDNET_INVALID_ARGUMENT,
+                            "SHARDNET_MEMORY_LIMIT='%s' is not a size (a "
+                            "positive number of bytes, or one with a K, M "
+                            "or G suffix, e.g. 512M)",
+                            v);
+    }
+    v = getenv("SHARDNET_CPU_THREADS");
+    if (v && *v) {
+        char *end;
+        errno = 0;
+        long n = strtol(v, &end, 10);
+        if (end == v || *end || errno || n < 1 || n > 1 << 20)
+            return sn_error(SHARDNET_INVALID_ARGUMENT,
+                            "SHARDNET_CPU_THREADS='%s' is not a number of "
+                            "threads (a whole number, 1 or more)",
+                            v);
+    }
+    return SHARDNET_OK;
+}
+
 shardnet_status shardnet_context_create(shardnet_context_t **out)
 {
     shardnet_context_t *ctx;
@@ -162,6 +199,8 @@ shardnet_status shardnet_context_create(shardnet_context_t **out)
         return sn_error(SHARDNET_INVALID_ARGUMENT, "context: out is NULL");
     *out = NULL;
     sn_error_clear();
+    if ((st = check_environment()) != SHARDNET_OK)
+        return st;
     ctx = calloc(1, sizeof *ctx);
     if (!ctx)
         return sn_error(SHARDNET_OUT_OF_MEMORY, "context");

@@ -1,10 +1,15 @@
 /* The public model and session API over the graph, passes and plans. */
 #include <config.h>
 
+#include <errno.h>
+#include <fcntl.h>
 #include <stdarg.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "exec.h"
 #include "pipeline.h"
@@ -17,6 +22,8 @@
 
 struct shardnet_model {
     sn_graph *g;
+    sn_model_file *files; /* the files mapped (none when read) */
+    size_t nfiles;
 };
 
 /* Devices a layer split may use. */
@@ -74,16 +81,45 @@ size_t shardnet_dtype_size(shardnet_dtype dtype)
 
 shardnet_status shardnet_model_load(const char *path, shardnet_model_t **out)
 {
+    return shardnet_model_load_with(path, NULL, out);
+}
+
+shardnet_status shardnet_model_load_with(const char *path,
+                                         const shardnet_model_options *options,
+                                         shardnet_model_t **out)
+{
+    shardnet_model_options o = {.size = sizeof o};
     shardnet_model_t *m;
     shardnet_status st;
     if (!path || !out)
         return sn_error(SHARDNET_INVALID_ARGUMENT, "model: NULL argument");
     *out = NULL;
     sn_error_clear();
+    if (options) {
+        size_t n = options->size < sizeof o ? options->size : sizeof o;
+        if (options->size < offsetof(shardnet_model_options, flags) +
+                                 sizeof options->flags)
+            return sn_error(SHARDNET_INVALID_ARGUMENT,
+                            "model options: size %zu is too small (set it "
+                            "to sizeof(shardnet_model_options))",
+                            options->size);
+        memcpy(&o, options, n);
+        if (o.flags & ~SHARDNET_MODEL_READ)
+            return sn_error(SHARDNET_INVALID_ARGUMENT,
+                            "model options: unknown flags 0x%x",
+                            o.flags & ~SHARDNET_MODEL_READ);
+        for (size_t i = 0; i < sizeof o.reserved / sizeof o.reserved[0]; i++)
+            if (o.reserved[i])
+                return sn_error(SHARDNET_INVALID_ARGUMENT,
+                                "model options: reserved field %zu is not 0",
+                                i);
+    }
     m = calloc(1, sizeof *m);
     if (!m)
         return sn_error(SHARDNET_OUT_OF_MEMORY, "model");
-    if ((st = sn_onnx_load(path, &m->g)) != SHARDNET_OK ||
+    if ((st = sn_onnx_load_file(path, (o.flags & SHARDNET_MODEL_READ) != 0,
+                                &m->g, &m->files, &m->nfiles)) !=
+            SHARDNET_OK ||
         (st = sn_graph_sort(m->g)) != SHARDNET_OK ||
         (st = sn_passes_run(m->g)) != SHARDNET_OK) {
         if (strncmp(shardnet_last_error(), path, strlen(path)))
@@ -100,6 +136,7 @@ void shardnet_model_free(shardnet_model_t *model)
     if (!model)
         return;
     sn_graph_free(model->g);
+    sn_model_files_free(model->files, model->nfiles);
     free(model);
 }
 
@@ -263,73 +300,160 @@ typedef struct plan_file {
     size_t nstrat;
 } plan_file;
 
+/*
+ * A list of whole numbers 0 .. max separated by commas or blanks; -1 with
+ * the error set (naming the bad item) otherwise.
+ */
+static int parse_counts(const char *rest, const char *key, size_t min,
+                        size_t max, size_t *vals, size_t cap, size_t *n)
+{
+    const char *p = rest;
+    while (*p) {
+        char *end;
+        unsigned long long v;
+        size_t len = strcspn(p, " ,\t");
+        errno = 0;
+        v = *p >= '0' && *p <= '9' ? strtoull(p, &end, 10) : 0;
+        if (!(*p >= '0' && *p <= '9') || end != p + len || errno ||
+            v < min || v > max) {
+            sn_error(SHARDNET_INVALID_ARGUMENT,
+                     "'%s': '%.*s' is not a whole number from %zu to %zu",
+                     key, (int)(len < 64 ? len : 64), p, min, max);
+            return -1;
+        }
+        if (*n == cap) {
+            sn_error(SHARDNET_INVALID_ARGUMENT, "'%s': more than %zu values",
+                     key, cap);
+            return -1;
+        }
+        vals[(*n)++] = (size_t)v;
+        p += len;
+        p += strspn(p, " ,\t");
+    }
+    return 0;
+}
+
 static shardnet_status read_plan(const char *path, plan_file *pf)
 {
-    FILE *f = fopen(path, "r");
+    /* Keys that may appear once, and the line each was on. */
+    static const char *const once[] = {"split", "devices", "micro_batches",
+                                       "cuts", "groups"};
+    int seen[sizeof once / sizeof once[0]] = {0};
+    int *strat_line = NULL;
+    struct stat sb;
+    FILE *f;
     char line[1024];
-    int lineno = 0;
+    int lineno = 0, fd;
+    shardnet_status st = SHARDNET_INVALID_ARGUMENT;
     memset(pf, 0, sizeof *pf);
-    if (!f)
-        return sn_error(SHARDNET_IO_ERROR, "cannot read plan %s", path);
+    /* O_NONBLOCK: a FIFO would otherwise wait for a writer forever. */
+    fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+    if (fd < 0)
+        return sn_error(SHARDNET_IO_ERROR, "cannot read plan %s: %s", path,
+                        strerror(errno));
+    if (fstat(fd, &sb) < 0 || !S_ISREG(sb.st_mode)) {
+        close(fd);
+        return sn_error(SHARDNET_IO_ERROR,
+                        "plan %s is not a regular file (a FIFO, device or "
+                        "folder cannot hold a plan)",
+                        path);
+    }
+    if (!(f = fdopen(fd, "r"))) {
+        st = sn_error(SHARDNET_IO_ERROR, "cannot read plan %s: %s", path,
+                      strerror(errno));
+        close(fd);
+        return st;
+    }
     while (fgets(line, sizeof line, f)) {
         char key[32], rest[1000];
+        size_t k, len = strlen(line);
         lineno++;
+        if (len == sizeof line - 1 && line[len - 1] != '\n' && !feof(f)) {
+            st = sn_error(SHARDNET_INVALID_ARGUMENT,
+                     "plan %s, line %d: longer than %zu characters", path,
+                     lineno, sizeof line - 2);
+            goto fail;
+        }
         if (line[0] == '#' || line[strspn(line, " \t\r\n")] == '\0')
             continue;
         if (sscanf(line, "%31s %999[^\r\n]", key, rest) != 2)
             goto bad;
+        for (k = 0; k < sizeof once / sizeof once[0]; k++)
+            if (!strcmp(key, once[k]))
+                break;
+        if (k < sizeof once / sizeof once[0]) {
+            if (seen[k]) {
+                st = sn_error(SHARDNET_INVALID_ARGUMENT,
+                         "plan %s, line %d: a second '%s' line (the first "
+                         "is line %d)",
+                         path, lineno, key, seen[k]);
+                goto fail;
+            }
+            seen[k] = lineno;
+        }
         if (!strcmp(key, "split")) {
-            snprintf(pf->split, sizeof pf->split, "%.15s", rest);
+            if (strlen(rest) >= sizeof pf->split) {
+                st = sn_error(SHARDNET_INVALID_ARGUMENT,
+                         "plan %s, line %d: split '%.32s...' is not a split",
+                         path, lineno, rest);
+                goto fail;
+            }
+            snprintf(pf->split, sizeof pf->split, "%s", rest);
         } else if (!strcmp(key, "devices")) {
-            snprintf(pf->devices, sizeof pf->devices, "%.511s", rest);
+            if (strlen(rest) >= sizeof pf->devices) {
+                st = sn_error(SHARDNET_INVALID_ARGUMENT,
+                         "plan %s, line %d: the device list is longer than "
+                         "%zu characters",
+                         path, lineno, sizeof pf->devices - 1);
+                goto fail;
+            }
+            snprintf(pf->devices, sizeof pf->devices, "%s", rest);
         } else if (!strcmp(key, "micro_batches")) {
-            char *end;
-            unsigned long v = strtoul(rest, &end, 10);
-            if (*end || v > 65536)
-                goto bad;
-            pf->micro = v;
+            size_t v, nv = 0;
+            if (parse_counts(rest, key, 0, 65536, &v, 1, &nv) < 0)
+                goto located;
+            pf->micro = nv ? v : 0;
         } else if (!strcmp(key, "cuts")) {
-            char *p = rest, *end;
             pf->have_cuts = 1;
-            while (*p) {
-                unsigned long v = strtoul(p, &end, 10);
-                if (end == p || pf->ncuts == MAX_SPLIT)
-                    goto bad;
-                pf->cuts[pf->ncuts++] = v;
-                p = end + strspn(end, " ,\t");
-            }
+            if (parse_counts(rest, key, 0, SN_MAX_NODES, pf->cuts, MAX_SPLIT,
+                             &pf->ncuts) < 0)
+                goto located;
         } else if (!strcmp(key, "groups")) {
-            char *p = rest, *end;
-            while (*p) {
-                unsigned long v = strtoul(p, &end, 10);
-                if (end == p || v == 0 || v > MAX_SPLIT ||
-                    pf->ngroups == MAX_SPLIT)
-                    goto bad;
-                pf->groups[pf->ngroups++] = v;
-                p = end + strspn(end, " ,\t");
-            }
+            if (parse_counts(rest, key, 1, MAX_SPLIT, pf->groups, MAX_SPLIT,
+                             &pf->ngroups) < 0)
+                goto located;
         } else if (!strcmp(key, "strategy")) {
             /* strategy NODE ((1,2),(2,1)) */
             char node[256];
             int used = 0;
-            shardnet_status st;
             if (sscanf(rest, "%255s %n", node, &used) != 1 || !rest[used])
                 goto bad;
+            for (size_t i = 0; i < pf->nstrat; i++)
+                if (!strcmp(pf->strat[i].node, node)) {
+                    st = sn_error(SHARDNET_INVALID_ARGUMENT,
+                             "plan %s, line %d: a second strategy for node "
+                             "'%s' (the first is line %d)",
+                             path, lineno, node, strat_line[i]);
+                    goto fail;
+                }
             sn_strategy *ns =
                 realloc(pf->strat, (pf->nstrat + 1) * sizeof *ns);
-            if (!ns) {
-                fclose(f);
-                return sn_error(SHARDNET_OUT_OF_MEMORY, "plan %s", path);
+            if (ns)
+                pf->strat = ns;
+            int *nl = ns ? realloc(strat_line, (pf->nstrat + 1) * sizeof *nl)
+                         : NULL;
+            if (!nl) {
+                st = sn_error(SHARDNET_OUT_OF_MEMORY, "plan %s", path);
+                goto fail;
             }
-            pf->strat = ns;
+            strat_line = nl;
             if ((st = sn_strategy_parse(rest + used,
                                         &pf->strat[pf->nstrat])) !=
                 SHARDNET_OK) {
-                fclose(f);
-                free(pf->strat);
-                pf->strat = NULL;
-                return sn_error_prefix(st, "plan %s, line %d", path, lineno);
+                sn_error_prefix(st, "plan %s, line %d", path, lineno);
+                goto fail;
             }
+            strat_line[pf->nstrat] = lineno;
             snprintf(pf->strat[pf->nstrat++].node, sizeof ns->node, "%s",
                      node);
         } else {
@@ -337,6 +461,7 @@ static shardnet_status read_plan(const char *path, plan_file *pf)
         }
     }
     fclose(f);
+    free(strat_line);
     if (!pf->split[0] || !pf->devices[0]) {
         free(pf->strat);
         pf->strat = NULL;
@@ -344,14 +469,22 @@ static shardnet_status read_plan(const char *path, plan_file *pf)
                         "plan %s: needs 'split' and 'devices' lines", path);
     }
     return SHARDNET_OK;
+located:
+    st = sn_error_prefix(SHARDNET_INVALID_ARGUMENT, "plan %s, line %d", path,
+                    lineno);
+    goto fail;
 bad:
+    line[strcspn(line, "\r\n")] = '\0';
+    st = sn_error(SHARDNET_INVALID_ARGUMENT,
+             "plan %s, line %d: expected 'split', 'devices', "
+             "'micro_batches', 'cuts', 'groups' or 'strategy' and a value: %s",
+             path, lineno, line);
+fail:
     fclose(f);
+    free(strat_line);
     free(pf->strat);
     pf->strat = NULL;
-    return sn_error(SHARDNET_INVALID_ARGUMENT,
-                    "plan %s, line %d: expected 'split', 'devices', "
-                    "'micro_batches', 'cuts' or 'strategy' and a value: %s",
-                    path, lineno, line);
+    return st;
 }
 
 static shardnet_status session_create(shardnet_context_t *ctx,
@@ -373,6 +506,10 @@ shardnet_status shardnet_session_create_with(
     if (!ctx || !model || !out)
         return sn_error(SHARDNET_INVALID_ARGUMENT, "session: NULL argument");
     *out = NULL;
+    /* A mapped model's files must still be what was loaded. */
+    if ((st = sn_model_files_check(model->files, model->nfiles)) !=
+        SHARDNET_OK)
+        return st;
     if (from_file) {
         if ((st = read_plan(options->plan_file, &pf)) != SHARDNET_OK)
             return st;
@@ -790,7 +927,9 @@ static shardnet_status session_run(shardnet_session_t *session)
     if (!session)
         return sn_error(SHARDNET_INVALID_ARGUMENT, "run: NULL session");
     g = session->model->g;
-    if ((st = check_bound(session)) != SHARDNET_OK ||
+    if ((st = sn_model_files_check(session->model->files,
+                                   session->model->nfiles)) != SHARDNET_OK ||
+        (st = check_bound(session)) != SHARDNET_OK ||
         (st = prepare(session)) != SHARDNET_OK)
         return st;
     if (session->tensor) {
@@ -852,7 +991,9 @@ shardnet_status shardnet_session_run_stream(shardnet_session_t *session,
                         "run stream: NULL session or feed");
     if (!count)
         return SHARDNET_OK;
-    if ((st = feed(user, 0, session)) != SHARDNET_OK ||
+    if ((st = sn_model_files_check(session->model->files,
+                                   session->model->nfiles)) != SHARDNET_OK ||
+        (st = feed(user, 0, session)) != SHARDNET_OK ||
         (st = check_bound(session)) != SHARDNET_OK ||
         (st = prepare(session)) != SHARDNET_OK)
         return st;

@@ -90,6 +90,10 @@ typedef struct ext_file {
 typedef struct ctx {
     sn_graph *g;
     const char *base_dir; /* NULL: external data refused */
+    char *real_dir;       /* base_dir with its links resolved */
+    int copy;             /* read files into memory instead of mapping */
+    sn_model_file **files; /* files mapped, for later checks (or NULL) */
+    size_t *nfiles;
     ext_file *ext;
     size_t next;
     uint64_t anon;        /* suffix for generated value names */
@@ -153,14 +157,149 @@ static int location_ok(const char *loc)
     return 1;
 }
 
+/*
+ * Open a file that must be a regular one.  O_NONBLOCK: opening a FIFO would
+ * otherwise wait for a writer forever (a device could do anything); what
+ * is not a regular file is refused before anything is read.
+ */
+static shardnet_status open_regular(const char *path, const char *what,
+                                    int flags, int *fd, struct stat *sb)
+{
+    *fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | flags);
+    if (*fd < 0)
+        return sn_error(SHARDNET_IO_ERROR, "%s '%s': %s", what, path,
+                        strerror(errno));
+    if (fstat(*fd, sb) < 0 || !S_ISREG(sb->st_mode)) {
+        close(*fd);
+        *fd = -1;
+        return sn_error(SHARDNET_IO_ERROR,
+                        "%s '%s' is not a regular file (a FIFO, device or "
+                        "folder cannot hold a model)",
+                        what, path);
+    }
+    return SHARDNET_OK;
+}
+
+/*
+ * The len bytes of fd in memory: mapped from the file, or (copy) read into
+ * an anonymous mapping of the model's own, so that sn_graph_free() unmaps
+ * either alike and nothing done to the file later reaches the model.
+ */
+static shardnet_status map_fd(int fd, size_t len, int copy, const char *path,
+                              void **out)
+{
+    void *addr;
+    size_t got = 0;
+    if (!copy) {
+        addr = mmap(NULL, len, PROT_READ, MAP_PRIVATE, fd, 0);
+        if (addr == MAP_FAILED)
+            return sn_error(SHARDNET_IO_ERROR, "%s: cannot map: %s", path,
+                            strerror(errno));
+        *out = addr;
+        return SHARDNET_OK;
+    }
+    addr = mmap(NULL, len, PROT_READ | PROT_WRITE,
+                MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (addr == MAP_FAILED)
+        return sn_error(SHARDNET_OUT_OF_MEMORY,
+                        "%s: no memory to read its %zu bytes into", path, len);
+    while (got < len) {
+        ssize_t r = read(fd, (char *)addr + got, len - got);
+        if (r < 0 && (errno == EINTR || errno == EAGAIN))
+            continue;
+        if (r <= 0) {
+            shardnet_status st = sn_error(
+                SHARDNET_IO_ERROR, "%s: %s", path,
+                r < 0 ? strerror(errno) : "the file shrank while it was read");
+            munmap(addr, len);
+            return st;
+        }
+        got += (size_t)r;
+    }
+    mprotect(addr, len, PROT_READ);
+    *out = addr;
+    return SHARDNET_OK;
+}
+
+/* Remember what a mapped file was (copies need no check). */
+static shardnet_status note_file(sn_model_file **files, size_t *n,
+                                 const char *real, const struct stat *sb)
+{
+    sn_model_file *nf, *f;
+    if (!files)
+        return SHARDNET_OK;
+    nf = realloc(*files, (*n + 1) * sizeof *nf);
+    if (!nf)
+        return sn_error(SHARDNET_OUT_OF_MEMORY, "out of memory");
+    *files = nf;
+    f = &nf[*n];
+    if (!(f->path = strdup(real)))
+        return sn_error(SHARDNET_OUT_OF_MEMORY, "out of memory");
+    f->dev = (unsigned long long)sb->st_dev;
+    f->ino = (unsigned long long)sb->st_ino;
+    f->size = (long long)sb->st_size;
+    f->mtime_s = (long long)sb->st_mtim.tv_sec;
+    f->mtime_ns = (long long)sb->st_mtim.tv_nsec;
+    (*n)++;
+    return SHARDNET_OK;
+}
+
+void sn_model_files_free(sn_model_file *files, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        free(files[i].path);
+    free(files);
+}
+
+shardnet_status sn_model_files_check(const sn_model_file *files, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        const sn_model_file *f = &files[i];
+        struct stat sb;
+        if (stat(f->path, &sb) < 0)
+            return sn_error(SHARDNET_IO_ERROR,
+                            "model file '%s' is gone since the model was "
+                            "loaded (%s); load it again",
+                            f->path, strerror(errno));
+        if ((unsigned long long)sb.st_dev != f->dev ||
+            (unsigned long long)sb.st_ino != f->ino)
+            return sn_error(SHARDNET_IO_ERROR,
+                            "model file '%s' was replaced by another file "
+                            "since the model was loaded; load it again",
+                            f->path);
+        if ((long long)sb.st_size != f->size)
+            return sn_error(SHARDNET_IO_ERROR,
+                            "model file '%s' changed size since the model was "
+                            "loaded (%lld bytes, now %lld): its weights are "
+                            "mapped, not copied; load it again (or with "
+                            "SHARDNET_MODEL_READ)",
+                            f->path, f->size, (long long)sb.st_size);
+        if ((long long)sb.st_mtim.tv_sec != f->mtime_s ||
+            (long long)sb.st_mtim.tv_nsec != f->mtime_ns)
+            return sn_error(SHARDNET_IO_ERROR,
+                            "model file '%s' was modified since the model was "
+                            "loaded: its weights are mapped, not copied; load "
+                            "it again (or with SHARDNET_MODEL_READ)",
+                            f->path);
+    }
+    return SHARDNET_OK;
+}
+
+/*
+ * The external-data file at loc, mapped (or read).  The check on loc's text
+ * (location_ok) is not enough: a symbolic link inside the folder may point
+ * anywhere, so the real path is resolved and must lie inside the model's
+ * real folder.
+ */
 static shardnet_status map_external(ctx *c, const char *loc, ext_file **out)
 {
     struct stat sb;
-    char *path = NULL;
+    char *path = NULL, *real = NULL;
     void *addr = NULL;
-    size_t plen;
-    int fd;
+    size_t plen, dlen;
+    int fd = -1;
     ext_file *e = NULL;
+    shardnet_status st;
     for (size_t i = 0; i < c->next; i++)
         if (strcmp(c->ext[i].location, loc) == 0) {
             *out = &c->ext[i];
@@ -175,51 +314,60 @@ static shardnet_status map_external(ctx *c, const char *loc, ext_file **out)
     if (!path)
         return sn_error(SHARDNET_OUT_OF_MEMORY, "out of memory");
     snprintf(path, plen, "%s/%s", c->base_dir, loc);
-    fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0) {
-        shardnet_status st = sn_error(SHARDNET_IO_ERROR,
-                                      "external data file '%s': %s", path,
-                                      strerror(errno));
-        free(path);
-        return st;
+    if (!c->real_dir && !(c->real_dir = realpath(c->base_dir, NULL))) {
+        st = sn_error(SHARDNET_IO_ERROR, "model folder '%s': %s",
+                      c->base_dir, strerror(errno));
+        goto out;
     }
-    if (fstat(fd, &sb) < 0 || !S_ISREG(sb.st_mode)) {
-        shardnet_status st = sn_error(SHARDNET_IO_ERROR,
-                                      "external data file '%s' is not a "
-                                      "regular file", path);
-        close(fd);
-        free(path);
-        return st;
+    if (!(real = realpath(path, NULL))) {
+        st = sn_error(SHARDNET_IO_ERROR, "external data file '%s': %s", path,
+                      strerror(errno));
+        goto out;
     }
+    dlen = strlen(c->real_dir);
+    if (strncmp(real, c->real_dir, dlen) != 0 ||
+        (real[dlen] != '/' && strcmp(c->real_dir, "/") != 0)) {
+        st = sn_error(SHARDNET_INVALID_ARGUMENT,
+                      "external data file '%s' is '%s' once its links are "
+                      "followed, outside the model's folder '%s'",
+                      path, real, c->real_dir);
+        goto out;
+    }
+    /* O_NOFOLLOW: the resolved path must not have become a link since. */
+    if ((st = open_regular(real, "external data file", O_NOFOLLOW, &fd,
+                           &sb)) != SHARDNET_OK)
+        goto out;
     if (sb.st_size > 0) {
-        addr = mmap(NULL, (size_t)sb.st_size, PROT_READ, MAP_PRIVATE, fd, 0);
-        if (addr == MAP_FAILED) {
-            shardnet_status st = sn_error(SHARDNET_IO_ERROR,
-                                          "cannot map external data file "
-                                          "'%s': %s", path, strerror(errno));
-            close(fd);
-            free(path);
-            return st;
-        }
+        if ((st = map_fd(fd, (size_t)sb.st_size, c->copy, real, &addr)) !=
+            SHARDNET_OK)
+            goto out;
         if (sn_graph_add_mapping(c->g, addr, (size_t)sb.st_size) < 0) {
             munmap(addr, (size_t)sb.st_size);
-            close(fd);
-            free(path);
-            return SHARDNET_OUT_OF_MEMORY;
+            st = SHARDNET_OUT_OF_MEMORY;
+            goto out;
         }
+        if (!c->copy &&
+            (st = note_file(c->files, c->nfiles, real, &sb)) != SHARDNET_OK)
+            goto out;
     }
-    close(fd);
-    free(path);
     e = &c->ext[c->next];
     e->location = malloc(strlen(loc) + 1);
-    if (!e->location)
-        return sn_error(SHARDNET_OUT_OF_MEMORY, "out of memory");
+    if (!e->location) {
+        st = sn_error(SHARDNET_OUT_OF_MEMORY, "out of memory");
+        goto out;
+    }
     strcpy(e->location, loc);
     e->addr = addr;
     e->len = (size_t)sb.st_size;
     c->next++;
     *out = e;
-    return SHARDNET_OK;
+    st = SHARDNET_OK;
+out:
+    if (fd >= 0)
+        close(fd);
+    free(real);
+    free(path);
+    return st;
 }
 
 static shardnet_status external_data(ctx *c, const sn_pb_tensor *t,
@@ -1253,7 +1401,8 @@ fail:
 }
 
 static shardnet_status load(sn_graph *g, const void *data, size_t len,
-                            const char *base_dir)
+                            const char *base_dir, int copy,
+                            sn_model_file **files, size_t *nfiles)
 {
     ctx *c = calloc(1, sizeof *c);
     shardnet_status st;
@@ -1261,10 +1410,14 @@ static shardnet_status load(sn_graph *g, const void *data, size_t len,
         return sn_error(SHARDNET_OUT_OF_MEMORY, "out of memory");
     c->g = g;
     c->base_dir = base_dir;
+    c->copy = copy;
+    c->files = files;
+    c->nfiles = nfiles;
     st = parse_model(c, data, len);
     for (size_t i = 0; i < c->next; i++)
         free(c->ext[i].location);
     free(c->ext);
+    free(c->real_dir);
     free(c);
     return st;
 }
@@ -1281,7 +1434,7 @@ shardnet_status sn_onnx_load_memory(const void *data, size_t len,
         return sn_error(SHARDNET_INVALID_ARGUMENT, "no model data");
     if (!(g = sn_graph_new()))
         return SHARDNET_OUT_OF_MEMORY;
-    st = load(g, data, len, base_dir);
+    st = load(g, data, len, base_dir, 0, NULL, NULL);
     if (st != SHARDNET_OK) {
         sn_graph_free(g);
         return st;
@@ -1292,41 +1445,62 @@ shardnet_status sn_onnx_load_memory(const void *data, size_t len,
 
 shardnet_status sn_onnx_load(const char *path, sn_graph **out)
 {
+    sn_model_file *files = NULL;
+    size_t nfiles = 0;
+    shardnet_status st = sn_onnx_load_file(path, 0, out, &files, &nfiles);
+    sn_model_files_free(files, nfiles);
+    return st;
+}
+
+shardnet_status sn_onnx_load_file(const char *path, int copy, sn_graph **out,
+                                  sn_model_file **files, size_t *nfiles)
+{
     struct stat sb;
-    sn_graph *g;
-    void *addr;
-    char *dir;
+    sn_graph *g = NULL;
+    void *addr = NULL;
+    char *dir, *real = NULL;
     const char *slash;
     shardnet_status st;
     int fd;
 
-    if (!out || !path)
+    if (!out || !path || !files || !nfiles)
         return sn_error(SHARDNET_INVALID_ARGUMENT, "no path or no out");
     *out = NULL;
-    fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0)
-        return sn_error(SHARDNET_IO_ERROR, "%s: %s", path, strerror(errno));
-    if (fstat(fd, &sb) < 0 || !S_ISREG(sb.st_mode)) {
-        close(fd);
-        return sn_error(SHARDNET_IO_ERROR, "%s: not a regular file", path);
-    }
+    *files = NULL;
+    *nfiles = 0;
+    if ((st = open_regular(path, "model file", 0, &fd, &sb)) != SHARDNET_OK)
+        return st;
     if (sb.st_size == 0) {
         close(fd);
         return sn_error(SHARDNET_INVALID_ARGUMENT, "%s: empty file", path);
     }
-    addr = mmap(NULL, (size_t)sb.st_size, PROT_READ, MAP_PRIVATE, fd, 0);
+    if (!copy && !(real = realpath(path, NULL))) {
+        st = sn_error(SHARDNET_IO_ERROR, "%s: %s", path, strerror(errno));
+        close(fd);
+        return st;
+    }
+    st = map_fd(fd, (size_t)sb.st_size, copy, path, &addr);
     close(fd);
-    if (addr == MAP_FAILED)
-        return sn_error(SHARDNET_IO_ERROR, "%s: cannot map: %s", path,
-                        strerror(errno));
+    if (st == SHARDNET_OK && !copy)
+        st = note_file(files, nfiles, real, &sb);
+    free(real);
+    if (st != SHARDNET_OK) {
+        if (addr)
+            munmap(addr, (size_t)sb.st_size);
+        sn_model_files_free(*files, *nfiles);
+        *files = NULL;
+        *nfiles = 0;
+        return st;
+    }
     if (!(g = sn_graph_new())) {
         munmap(addr, (size_t)sb.st_size);
-        return SHARDNET_OUT_OF_MEMORY;
+        st = SHARDNET_OUT_OF_MEMORY;
+        goto fail;
     }
     if (sn_graph_add_mapping(g, addr, (size_t)sb.st_size) < 0) {
         munmap(addr, (size_t)sb.st_size);
-        sn_graph_free(g);
-        return SHARDNET_OUT_OF_MEMORY;
+        st = SHARDNET_OUT_OF_MEMORY;
+        goto fail;
     }
     /* External data lives beside the model. */
     slash = strrchr(path, '/');
@@ -1341,15 +1515,21 @@ shardnet_status sn_onnx_load(const char *path, sn_graph **out)
         }
     }
     if (!dir) {
-        sn_graph_free(g);
-        return sn_error(SHARDNET_OUT_OF_MEMORY, "out of memory");
+        st = sn_error(SHARDNET_OUT_OF_MEMORY, "out of memory");
+        goto fail;
     }
-    st = load(g, addr, (size_t)sb.st_size, dir);
+    st = load(g, addr, (size_t)sb.st_size, dir, copy, files, nfiles);
     free(dir);
     if (st != SHARDNET_OK) {
-        sn_graph_free(g);
-        return sn_error_prefix(st, "%s", path);
+        sn_error_prefix(st, "%s", path);
+        goto fail;
     }
     *out = g;
     return SHARDNET_OK;
+fail:
+    sn_graph_free(g);
+    sn_model_files_free(*files, *nfiles);
+    *files = NULL;
+    *nfiles = 0;
+    return st;
 }

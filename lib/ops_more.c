@@ -385,7 +385,9 @@ static SN_LOWER(lower_conv)
                              w->rank, x->rank);
     int64_t nimg = x->dims[0], c = x->dims[1], m = w->dims[0],
             cg = w->dims[1];
-    if (group < 1 || cg * group != c || m % group)
+    int64_t cgg;
+    if (group < 1 || __builtin_mul_overflow(cg, group, &cgg) || cgg != c ||
+        m % group)
         return sn_node_error(n, SHARDNET_INVALID_ARGUMENT,
                              "group %lld does not fit %lld input channels "
                              "(weights take %lld per group) and %lld output "

@@ -24,14 +24,18 @@ static shardnet_status read_file(const char *path, uint8_t **buf, size_t *len)
     struct stat sb;
     uint8_t *b;
     size_t got = 0;
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    /* O_NONBLOCK: opening a FIFO for reading would wait for a writer. */
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
     *buf = NULL;
     *len = 0;
     if (fd < 0)
         return sn_error(SHARDNET_IO_ERROR, "%s: %s", path, strerror(errno));
     if (fstat(fd, &sb) < 0 || !S_ISREG(sb.st_mode)) {
         close(fd);
-        return sn_error(SHARDNET_IO_ERROR, "%s: not a regular file", path);
+        return sn_error(SHARDNET_IO_ERROR,
+                        "%s: not a regular file (a FIFO, device or folder "
+                        "cannot hold a tensor)",
+                        path);
     }
     b = malloc(sb.st_size ? (size_t)sb.st_size : 1);
     if (!b) {
@@ -149,21 +153,26 @@ static shardnet_status parse_npy_header(const char *path, const char *h,
                     break;
             if (i == sizeof npy_types / sizeof npy_types[0] ||
                 !strchr("<|=>", descr[0]))
-                return sn_error(SHARDNET_UNSUPPORTED,
-                                "%s: NumPy type '%s' is not supported", path,
-                                descr);
+                return sn_error(SHARDNET_INVALID_ARGUMENT,
+                                "%s: NumPy type '%s' is not supported: the "
+                                "file cannot be read (shardnet reads bool, "
+                                "integers and floats)",
+                                path, descr);
             t->dtype = npy_types[i].dtype;
             /* Bytes in big-endian order, or no order for wide types: no. */
             if (sn_dtype_size(t->dtype) > 1 && descr[0] != '<' &&
                 descr[0] != '=')
-                return sn_error(SHARDNET_UNSUPPORTED,
-                                "%s: NumPy type '%s' is not little-endian",
+                return sn_error(SHARDNET_INVALID_ARGUMENT,
+                                "%s: NumPy type '%s' cannot be read: its "
+                                "bytes are not in little-endian order (save "
+                                "it with .astype('<...'))",
                                 path, descr);
             have_descr = 1;
         } else if (!strcmp(key, "fortran_order")) {
             if (lex_word(&l, "True"))
-                return sn_error(SHARDNET_UNSUPPORTED,
-                                "%s: Fortran-order arrays are not supported",
+                return sn_error(SHARDNET_INVALID_ARGUMENT,
+                                "%s: cannot be read: the array is in Fortran "
+                                "order (save it with np.ascontiguousarray)",
                                 path);
             if (!lex_word(&l, "False"))
                 goto bad;
@@ -252,8 +261,10 @@ shardnet_status sn_tensor_load_npy(const char *path, sn_host_tensor *out)
         hlen = (size_t)buf[8] | (size_t)buf[9] << 8 | (size_t)buf[10] << 16 |
                (size_t)buf[11] << 24;
     } else {
-        st = sn_error(SHARDNET_UNSUPPORTED, "%s: .npy version %u.%u is not "
-                      "supported", path, buf[6], buf[7]);
+        st = sn_error(SHARDNET_INVALID_ARGUMENT,
+                      "%s: .npy version %u.%u cannot be read (1.0 to 3.0 "
+                      "can)",
+                      path, buf[6], buf[7]);
         goto fail;
     }
     if (hlen > len - hstart) {
@@ -322,8 +333,9 @@ shardnet_status sn_tensor_load_pb(const char *path, sn_host_tensor *out)
     if ((st = sn_pb_tensor_parse(buf, len, &pt)) != SHARDNET_OK)
         goto fail;
     if (pt.external) {
-        st = sn_error(SHARDNET_UNSUPPORTED,
-                      "external data is not supported in tensor files");
+        st = sn_error(SHARDNET_INVALID_ARGUMENT,
+                      "cannot be read: the tensor's data is in another file "
+                      "(external data), which a tensor file cannot use");
         goto fail;
     }
     if (pt.name && pt.name_len) {
@@ -394,7 +406,7 @@ shardnet_status sn_tensor_save_npy(const char *path, const sn_host_tensor *t)
         if (npy_types[i].dtype == t->dtype)
             code = npy_types[i].code;
     if (!code)
-        return sn_error(SHARDNET_UNSUPPORTED,
+        return sn_error(SHARDNET_INVALID_ARGUMENT,
                         "%s: cannot save %s tensors as .npy", path,
                         sn_dtype_name(t->dtype));
     if (t->rank < 0 || t->rank > SN_MAX_DIMS)
@@ -432,20 +444,52 @@ shardnet_status sn_tensor_save_npy(const char *path, const sn_host_tensor *t)
         header[n++] = ' ';
     header[n++] = '\n';
 
-    f = fopen(path, "wb");
-    if (!f)
-        return sn_error(SHARDNET_IO_ERROR, "%s: %s", path, strerror(errno));
+    /* Written under a temporary name in the same folder, then renamed over
+     * path: a full disk or a crash leaves the old file or none, never a
+     * truncated one. */
+    static unsigned serial;
+    unsigned k = __atomic_fetch_add(&serial, 1, __ATOMIC_RELAXED);
+    size_t plen = strlen(path) + 48;
+    char *tmp = malloc(plen);
+    int fd, err = 0;
+    if (!tmp)
+        return sn_error(SHARDNET_OUT_OF_MEMORY, "%s: out of memory", path);
+    snprintf(tmp, plen, "%s.%ld.%u.tmp", path, (long)getpid(), k);
+    fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
+    if (fd < 0 || !(f = fdopen(fd, "wb"))) {
+        shardnet_status st = sn_error(SHARDNET_IO_ERROR, "%s: %s", path,
+                                      strerror(errno));
+        if (fd >= 0) {
+            close(fd);
+            unlink(tmp);
+        }
+        free(tmp);
+        return st;
+    }
     {
         uint8_t pre[10] = {0x93, 'N', 'U', 'M', 'P', 'Y', 1, 0,
                            (uint8_t)(n & 0xff), (uint8_t)(n >> 8)};
         bad = fwrite(pre, 1, sizeof pre, f) != sizeof pre ||
               fwrite(header, 1, n, f) != n ||
-              (t->nbytes && fwrite(t->data, 1, t->nbytes, f) != t->nbytes);
+              (t->nbytes && fwrite(t->data, 1, t->nbytes, f) != t->nbytes) ||
+              fflush(f) != 0;
+        if (bad)
+            err = errno;
     }
-    if (fclose(f) != 0)
+    if (fclose(f) != 0 && !bad) {
         bad = 1;
-    if (bad)
-        return sn_error(SHARDNET_IO_ERROR, "%s: write failed: %s", path,
-                        strerror(errno));
+        err = errno;
+    }
+    if (!bad && rename(tmp, path) != 0) {
+        bad = 1;
+        err = errno;
+    }
+    if (bad) {
+        unlink(tmp);
+        free(tmp);
+        return sn_error(SHARDNET_IO_ERROR, "%s: write failed: %s (nothing "
+                        "written)", path, strerror(err ? err : EIO));
+    }
+    free(tmp);
     return SHARDNET_OK;
 }

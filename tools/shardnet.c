@@ -518,6 +518,77 @@ static void safe_name(char *dst, size_t cap, const char *name)
     dst[i] = '\0';
 }
 
+/* mkdir -p: DIR and the folders above it; -1 with errno set. */
+static int make_dirs(const char *dir)
+{
+    char path[4096];
+    struct stat sb;
+    size_t n = strlen(dir);
+    if (n == 0 || n >= sizeof path) {
+        errno = ENAMETOOLONG;
+        return -1;
+    }
+    memcpy(path, dir, n + 1);
+    for (char *p = path + 1; *p; p++) {
+        if (*p != '/')
+            continue;
+        *p = '\0';
+        if (mkdir(path, 0777) != 0 && errno != EEXIST)
+            return -1;
+        *p = '/';
+    }
+    if (mkdir(path, 0777) != 0 && errno != EEXIST)
+        return -1;
+    if (stat(path, &sb) != 0)
+        return -1;
+    if (!S_ISDIR(sb.st_mode)) {
+        errno = ENOTDIR;
+        return -1;
+    }
+    return access(path, W_OK | X_OK);
+}
+
+/*
+ * Before the run: the output folder exists (created if needed) and no two
+ * outputs map to one file name (safe_name makes 'a/b' and 'a_b' alike);
+ * 2 with a message otherwise.
+ */
+static int check_outputs(shardnet_model_t *m, const char *outdir)
+{
+    size_t nout = shardnet_model_output_count(m);
+    char (*names)[512] = calloc(nout ? nout : 1, sizeof *names);
+    int rc = 0;
+    if (!names) {
+        fprintf(stderr, "%s run: out of memory\n", prog);
+        return 1;
+    }
+    for (size_t o = 0; o < nout && !rc; o++) {
+        shardnet_tensor_info t;
+        shardnet_model_output(m, o, &t);
+        safe_name(names[o], sizeof names[o], t.name);
+        for (size_t q = 0; q < o; q++) {
+            shardnet_tensor_info u;
+            if (strcmp(names[q], names[o]))
+                continue;
+            shardnet_model_output(m, q, &u);
+            fprintf(stderr,
+                    "%s run: outputs '%s' and '%s' would both be written to "
+                    "%s/%s.npy (file names keep letters, digits, '-', '_' "
+                    "and '.'; the rest become '_')\n",
+                    prog, u.name, t.name, outdir, names[o]);
+            rc = 2;
+            break;
+        }
+    }
+    free(names);
+    if (!rc && make_dirs(outdir) != 0) {
+        fprintf(stderr, "%s run: cannot create the output folder %s: %s\n",
+                prog, outdir, strerror(errno));
+        rc = 2;
+    }
+    return rc;
+}
+
 static int cmp_dbl(const void *a, const void *b)
 {
     double x = *(const double *)a, y = *(const double *)b;
@@ -537,7 +608,8 @@ static shardnet_status feed_chunk(void *user, size_t b,
                                   shardnet_session_t *s)
 {
     stream_src *src = user;
-    int64_t nchunks = (src->rows + src->chunk - 1) / src->chunk;
+    /* No rows: one empty batch. */
+    int64_t nchunks = src->rows ? (src->rows + src->chunk - 1) / src->chunk : 1;
     int64_t row = (int64_t)(b % (size_t)nchunks) * src->chunk;
     int64_t take = src->rows - row < src->chunk ? src->rows - row : src->chunk;
     for (size_t k = 0; k < src->nin; k++) {
@@ -666,6 +738,9 @@ static int cmd_run(int argc, char **argv)
                 prog);
         goto out;
     }
+    if (outdir && (rc = check_outputs(m, outdir)) != 0)
+        goto out;
+    rc = 1;
     if ((st = shardnet_context_create(&ctx)) != SHARDNET_OK) {
         fail("device discovery", st);
         goto out;
@@ -723,21 +798,29 @@ static int cmd_run(int argc, char **argv)
         }
         in[k].info = t;
         in[k].info.name = NULL;
-        for (int d = 0; d < t.rank; d++) {
-            if (in[k].info.dims[d] < 0)
-                in[k].info.dims[d] = batch ? batch : 1;
-            count *= (size_t)in[k].info.dims[d];
-        }
         es = shardnet_dtype_size(t.dtype);
         if (!es) {
             fprintf(stderr, "%s run: cannot make random data for input '%s'\n",
                     prog, t.name);
             goto out;
         }
-        in[k].data = calloc(count ? count : 1, es);
-        in[k].nbytes = count * es;
-        if (!in[k].data)
+        int big = 0;
+        for (int d = 0; d < t.rank; d++) {
+            if (in[k].info.dims[d] < 0)
+                in[k].info.dims[d] = batch ? batch : 1;
+            big |= __builtin_mul_overflow(count, (size_t)in[k].info.dims[d],
+                                          &count);
+        }
+        big |= __builtin_mul_overflow(count, es, &in[k].nbytes);
+        in[k].data = big ? NULL : calloc(count ? count : 1, es);
+        if (!in[k].data) {
+            fprintf(stderr,
+                    "%s run: cannot allocate random data for input '%s' "
+                    "(%.0f bytes with --batch %ld): %s\n",
+                    prog, t.name, (double)count * (double)es,
+                    batch ? batch : 1L, strerror(big ? EOVERFLOW : ENOMEM));
             goto out;
+        }
         if (t.dtype == SHARDNET_DTYPE_FLOAT32)
             for (size_t e = 0; e < count; e++)
                 ((float *)in[k].data)[e] = (float)rand() / (float)RAND_MAX;
@@ -749,16 +832,21 @@ static int cmd_run(int argc, char **argv)
     for (size_t k = 1; k < nin; k++)
         if (!in[k].info.rank || in[k].info.dims[0] != rows)
             chunk = rows; /* inputs disagree on a batch: run them whole */
+    /* An input of no rows is one empty batch. */
+    int64_t nchunks = rows ? (rows + chunk - 1) / chunk : 1;
     lat = calloc((size_t)repeat, sizeof *lat);
-    if (!lat)
+    if (!lat) {
+        fprintf(stderr, "%s run: out of memory\n", prog);
         goto out;
+    }
     if (trace)
         shardnet_trace_start();
     /* With --stream, one ordinary pass (the outputs, plans made), then the
      * repeats as one stream. */
     for (long r = 0; r < (stream ? 1 : repeat); r++) {
         double t0 = now_s();
-        for (int64_t row = 0; row < rows; row += chunk) {
+        for (int64_t ci = 0; ci < nchunks; ci++) {
+            int64_t row = ci * chunk;
             int64_t take = rows - row < chunk ? rows - row : chunk;
             for (size_t k = 0; k < nin; k++) {
                 int64_t dims[SHARDNET_MAX_DIMS];
@@ -791,8 +879,11 @@ static int cmd_run(int argc, char **argv)
                 for (int d = 0; d < t.rank; d++)
                     bytes *= (size_t)t.dims[d];
                 void *nb = realloc(outbuf[o], outbytes[o] + bytes + 1);
-                if (!nb)
+                if (!nb) {
+                    fprintf(stderr, "%s run: out of memory for output '%s'\n",
+                            prog, t.name);
                     goto out;
+                }
                 outbuf[o] = nb;
                 memcpy((char *)nb + outbytes[o], data, bytes);
                 outbytes[o] += bytes;
@@ -809,7 +900,7 @@ static int cmd_run(int argc, char **argv)
     size_t nbatches = 0;
     if (stream) {
         stream_src src = {in, nin, rows, chunk};
-        nbatches = (size_t)repeat * (size_t)((rows + chunk - 1) / chunk);
+        nbatches = (size_t)repeat * (size_t)nchunks;
         double t0 = now_s();
         if ((st = shardnet_session_run_stream(s, nbatches, feed_chunk, NULL,
                                               &src)) != SHARDNET_OK) {
@@ -840,11 +931,6 @@ static int cmd_run(int argc, char **argv)
         goto out;
     }
     if (outdir) {
-        if (mkdir(outdir, 0777) != 0 && errno != EEXIST) {
-            fprintf(stderr, "%s run: cannot create %s: %s\n", prog, outdir,
-                    strerror(errno));
-            goto out;
-        }
         for (size_t o = 0; o < nout; o++) {
             char name[512], path[4096];
             safe_name(name, sizeof name, outinfo[o].name);

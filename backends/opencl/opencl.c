@@ -306,6 +306,17 @@ static shardnet_status run_single(sn_device *dev, int k, const char *what,
 
 /* --- devices ----------------------------------------------------------- */
 
+/*
+ * CLBlast keeps every program it builds in a process-wide cache keyed by
+ * context and device, and the cached programs hold their context: without
+ * a clear, each context made and freed kept its programs and its context
+ * (about 2 MB a cycle on PoCL).  CLBlast can only clear the whole cache,
+ * so it is cleared when the last OpenCL device of the process is freed,
+ * when no other device can be using it.
+ */
+static pthread_mutex_t open_lock = PTHREAD_MUTEX_INITIALIZER;
+static size_t open_devices;
+
 static void cl_device_free(sn_device *dev)
 {
     cl_dev *cd = dev ? dev->impl : NULL;
@@ -331,8 +342,13 @@ static void cl_device_free(sn_device *dev)
                 clReleaseProgram(cd->programs[p]);
         if (cd->queue)
             clReleaseCommandQueue(cd->queue);
-        if (cd->ctx)
+        if (cd->ctx) {
             clReleaseContext(cd->ctx);
+            pthread_mutex_lock(&open_lock);
+            if (--open_devices == 0)
+                CLBlastClearCache();
+            pthread_mutex_unlock(&open_lock);
+        }
         pthread_mutex_destroy(&cd->lock);
         free(cd);
     }
@@ -400,6 +416,9 @@ static shardnet_status open_device(cl_platform_id platform, cl_device_id id,
         return sn_error(cl_status(err), "cl:%u: clCreateContext failed: %s",
                         index, sn_cl_error_name(err));
     }
+    pthread_mutex_lock(&open_lock);
+    open_devices++;
+    pthread_mutex_unlock(&open_lock);
     cd->queue = clCreateCommandQueue(cd->ctx, id, 0, &err);
     if (!cd->queue || err != CL_SUCCESS) {
         cd->queue = NULL;
