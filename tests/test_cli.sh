@@ -107,6 +107,21 @@ expect 2 "unknown device 'gpu:0'" "$bin" run "$mlp" -d gpu:0
 # A model asking the host for 40 GB of constant: a clear error, no attempt.
 huge=$src/tests/onnx_cases/huge_constant_of_shape.onnx
 expect 1 "ConstantOfShape.*more than the 256 MiB" "$bin" run "$huge" -d cpu:0
+# A model whose weights are in a file beside it (ONNX external data), and
+# a model of two inputs by name (one of int64 indices) and two outputs, end
+# to end: numpy's answers (tests/onnx_cases/make_split_cases.py).
+cases=$src/tests/onnx_cases
+expect 0 "wrote $tmpd/ext/y.npy" "$bin" run "$cases/external/model.onnx" \
+    --input "$cases/external_x.npy" --output-dir "$tmpd/ext"
+same "a model with external data gives numpy's answer" \
+    "$cases/external_y.npy" "$tmpd/ext/y.npy" 1e-6
+expect 0 "wrote $tmpd/mio/y2.npy" "$bin" run "$cases/multi_io.onnx" \
+    --input "idx=$cases/multi_io_idx.npy" --input "x=$cases/multi_io_x.npy" \
+    --output-dir "$tmpd/mio"
+same "two inputs by name, output y1: numpy's answer" \
+    "$cases/multi_io_y1.npy" "$tmpd/mio/y1.npy" 1e-5
+same "two inputs by name, output y2: numpy's answer" \
+    "$cases/multi_io_y2.npy" "$tmpd/mio/y2.npy" 1e-5
 expect 0 "Usage: shardnet plan" "$bin" plan --help
 expect 0 "choice: none" "$bin" plan "$mlp" -d cpu:0 -b 4
 expect 2 "split 'diagonal' is not available" "$bin" plan "$mlp" -s diagonal
