@@ -335,7 +335,11 @@ Test(layer_split, unknown_splits_and_lists_without_one_are_refused)
     shardnet_model_free(m);
 }
 
-Test(layer_split, auto_keeps_one_device_when_a_slow_one_would_slow_it_down)
+/* The choice is the smallest of the estimates the description lists (what
+ * auto chooses when the answer is known beforehand is checked by
+ * auto_matches_one_device_on_every_model: too little memory for one
+ * device, it splits). */
+Test(layer_split, auto_takes_the_smallest_of_its_estimates)
 {
     char path[4096], text[8192];
     shardnet_model_t *m = NULL;
