@@ -29,6 +29,20 @@ export LSAN_OPTIONS="${LSAN_OPTIONS:+$LSAN_OPTIONS:}exitcode=0:log_path=$tmp/lsa
 
 ok() { echo "ok: $*"; passes=$((passes + 1)); }
 bad() { echo "FAIL: $*"; fails=$((fails + 1)); }
+skip() { echo "SKIP: $*"; skips=$((skips + 1)); }
+skips=0
+
+# The devices each process has (the same on every process of this
+# machine), and the first device of a list ("P/KIND:N,...") missing here.
+here=" $("$bin" devices 2>/dev/null | awk 'NR > 1 { printf "%s ", $1 }')"
+missing() {
+    for d in $(echo "$1" | tr ',' ' '); do
+        case $here in
+        *" ${d#*/} "*) ;;
+        *) echo "${d#*/}"; return ;;
+        esac
+    done
+}
 
 run_np() {
     np=$1
@@ -55,12 +69,17 @@ for model in fashion_mlp small_cnn small_transformer; do
                 "3 0/cpu:0,1/cpu:1,2/cpu:0 layer 0" \
                 "3 2/cpu:0,0/cpu:1,1/cpu:0 layer 0" \
                 "2 1/cpu:0 none 0" \
+                "2 0/cpu:0,0/cpu:1,1/cpu:0,1/cpu:1 hybrid 1e-4" \
                 "2 0/cpu:0,0/cpu:1,1/cpu:0,1/cl:0 hybrid 1e-4" \
                 "3 0/cpu:0,1/cpu:0,1/cpu:1,2/cpu:1 auto 1e-4" \
                 "2 0/cpu:0,1/cpu:1 tensor 1e-4" \
                 "3 1/cpu:0,1/cpu:1,0/cpu:0,2/cpu:1 tensor 1e-4" \
                 "2 0/cpu:0,0/cpu:1 tensor 1e-4"; do
         set -- $case
+        if [ -n "$(missing "$2")" ]; then
+            skip "$model, mpirun -np $1, $3 over $2 (no $(missing "$2") here:$here)"
+            continue
+        fi
         out=$tmp/$model-$1-$3-$(echo "$2" | tr '/:,' '___')
         if run_np "$1" "$bin" run "$m" -d "$2" -s "$3" -m 3 --input "$in" \
                -o "$out" >"$out.log" 2>&1 &&
@@ -82,6 +101,10 @@ for b in 1 2500; do
         bad "MLP at batch $b on cpu:0"
     for case in "2 0/cpu:0,1/cpu:1" "3 0/cpu:0,1/cpu:1,2/cpu:0"; do
         set -- $case
+        if [ -n "$(missing "$2")" ]; then
+            skip "MLP at batch $b, mpirun -np $1, tensor over $2 (no $(missing "$2") here:$here)"
+            continue
+        fi
         out=$tmp/mlp-b$b-$1
         if run_np "$1" "$bin" run "$m" -d "$2" -s tensor -b "$b" -o "$out" \
                >"$out.log" 2>&1 &&
@@ -99,15 +122,18 @@ done
 # depend on how fast this build computes): over a link of 1 ms and
 # 10 MB/s, the estimates of the splits across processes carry the bytes
 # they move across it (over 2 MB each: 0.2 s and more), and one device
-# wins.
+# wins.  Two devices a process where there are two (tensor and hybrid
+# splits), else one (a tensor split).
 m=$fix/fashion_mlp.onnx
+far=0/cpu:0,0/cpu:1,1/cpu:0,1/cpu:1 nsplits=2
+[ -z "$(missing "$far")" ] || far=0/cpu:0,1/cpu:0 nsplits=1
 SHARDNET_LINK_LATENCY_US=1000 SHARDNET_LINK_GBPS=0.01 \
-    run_np 2 "$bin" plan "$m" -d 0/cpu:0,0/cpu:1,1/cpu:0,1/cpu:1 -b 1024 \
+    run_np 2 "$bin" plan "$m" -d "$far" -b 1024 \
     >"$tmp/far.log" 2>&1
 if grep -q "^choice: none" "$tmp/far.log" &&
-   awk '/^(tensor|hybrid) over/ { for (i = 1; i <= NF; i++)
+   awk -v want="$nsplits" '/^(tensor|hybrid) over/ { for (i = 1; i <= NF; i++)
             if ($i == "estimated" && $(i + 1) < 150) bad = 1; n++ }
-        END { exit bad || n < 2 }' "$tmp/far.log"; then
+        END { exit bad || n < want }' "$tmp/far.log"; then
     ok "a 10 MB/s link: the splits across processes pay for it, one device wins"
 else
     bad "a 10 MB/s link: the estimates do not carry the link"
@@ -120,10 +146,10 @@ timeout 120 "$mpirun" --oversubscribe -np 2 sh -c '
     if [ "$OMPI_COMM_WORLD_RANK" = 1 ]; then
         SHARDNET_MEMORY_LIMIT=4M; export SHARDNET_MEMORY_LIMIT
     fi
-    exec "$@"' sh "$bin" plan "$m" -d 0/cpu:0,1/cpu:1 -b 1024 \
+    exec "$@"' sh "$bin" plan "$m" -d 0/cpu:0,1/cpu:0 -b 1024 \
     >"$tmp/mem.log" 2>&1
 rc=$?
-if [ "$rc" -eq 0 ] && grep -q "does not fit on 1/cpu:1" "$tmp/mem.log" &&
+if [ "$rc" -eq 0 ] && grep -q "does not fit on 1/cpu:0" "$tmp/mem.log" &&
    ! grep -q "^choice: tensor" "$tmp/mem.log"; then
     ok "a shard too big on process 1 only: every process rules it out"
 else
@@ -134,7 +160,7 @@ fi
 # A process killed mid-run.
 log=$tmp/kill.log
 "$mpirun" --oversubscribe -np 2 "$bin" run "$fix/fashion_mlp.onnx" \
-    -d 0/cpu:0,1/cpu:1 -s layer -b 256 -r 1000000 >"$log" 2>&1 &
+    -d 0/cpu:0,1/cpu:0 -s layer -b 256 -r 1000000 >"$log" 2>&1 &
 job=$!
 victim=
 for i in $(seq 100); do
@@ -183,6 +209,8 @@ if "$bin" devices | grep -q "^cl:0"; then
         bad "failing device: exit $rc after ${took} s"
         sed 's/^/    /' "$log" | tail -20
     fi
+else
+    skip "a failing OpenCL device on process 1 (no cl:0 here:$here)"
 fi
 
 if ls "$tmp"/lsan.* >/dev/null 2>&1; then
@@ -194,5 +222,6 @@ if ls "$tmp"/lsan.* >/dev/null 2>&1; then
         ok "AddressSanitizer: no leak through shardnet's code (Open MPI's own ignored)"
     fi
 fi
-echo "$passes passed, $fails failed"
-[ "$fails" -eq 0 ]
+echo "$passes passed, $fails failed, $skips skipped"
+[ "$fails" -eq 0 ] || exit 1
+[ "$passes" -gt 0 ] || exit 77

@@ -1264,7 +1264,17 @@ Test(onnx_external, length_must_match_the_dims)
     rm_tmpdir(dir);
 }
 
-/* Crash regressions found by tests/fuzz_onnx.c. */
+/* Crash regressions found by tests/fuzz_onnx.c: every saved input loads
+ * and sorts, or is refused with a reason, without crashing; the ones named
+ * here have a known outcome, and must be found. */
+static const struct {
+    const char *file;
+    shardnet_status load, sort;
+    size_t nodes;
+} fuzz_known[] = {
+    /* A graph of no node: sorting it copied from a NULL array. */
+    {"sort-empty-graph-memcpy-null.onnx", SHARDNET_OK, SHARDNET_OK, 0},
+};
 
 Test(onnx_fuzz, every_saved_fuzz_input_loads_without_crashing)
 {
@@ -1272,6 +1282,7 @@ Test(onnx_fuzz, every_saved_fuzz_input_loads_without_crashing)
     DIR *d;
     struct dirent *e;
     int files = 0;
+    size_t known = 0;
     src_path(dir, sizeof dir, "fuzz_corpus");
     d = opendir(dir);
     cr_assert(d, "%s: %s", dir, strerror(errno));
@@ -1279,19 +1290,44 @@ Test(onnx_fuzz, every_saved_fuzz_input_loads_without_crashing)
         struct stat sb;
         uint8_t *data;
         size_t len;
-        sn_graph *g;
+        sn_graph *g = NULL;
+        shardnet_status load, sort = SHARDNET_OK;
+        size_t nodes = 0;
         snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
         if (e->d_name[0] == '.' || stat(path, &sb) || !S_ISREG(sb.st_mode))
             continue;
         data = slurp(path, &len);
-        if (sn_onnx_load_memory(data, len, NULL, &g) == SHARDNET_OK) {
-            sn_graph_sort(g);
+        load = sn_onnx_load_memory(data, len, NULL, &g);
+        if (load == SHARDNET_OK) {
+            sort = sn_graph_sort(g);
+            nodes = g->nnodes;
             sn_graph_free(g);
+            cr_assert(sort == SHARDNET_OK || *shardnet_last_error(),
+                      "%s: sorting failed without a reason", e->d_name);
+        } else {
+            cr_assert(*shardnet_last_error(),
+                      "%s: refused without a reason", e->d_name);
         }
         free(data);
         files++;
+        for (size_t k = 0; k < sizeof fuzz_known / sizeof fuzz_known[0];
+             k++) {
+            if (strcmp(e->d_name, fuzz_known[k].file))
+                continue;
+            known++;
+            cr_assert_eq(load, fuzz_known[k].load, "%s: load gives %d",
+                         e->d_name, (int)load);
+            cr_assert_eq(sort, fuzz_known[k].sort, "%s: sort gives %d (%s)",
+                         e->d_name, (int)sort, shardnet_last_error());
+            cr_assert_eq(nodes, fuzz_known[k].nodes, "%s: %zu nodes",
+                         e->d_name, nodes);
+        }
     }
     closedir(d);
+    cr_assert_geq(files, 1, "no fuzz regression input in %s", dir);
+    cr_assert_eq(known, sizeof fuzz_known / sizeof fuzz_known[0],
+                 "%zu of the %zu named fuzz regression inputs are in %s",
+                 known, sizeof fuzz_known / sizeof fuzz_known[0], dir);
     cr_log_info("%d fuzz regression inputs", files);
 }
 

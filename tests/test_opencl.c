@@ -86,13 +86,13 @@ Test(opencl, missing_kernel_source_in_cl_dir_is_an_io_error)
     unsetenv("SHARDNET_CL_DIR");
 }
 
-/* Number of regular files in dir; their total size in *bytes. */
-static int count_files(const char *dir, long *bytes)
+/* Number of regular files in dir; the smallest one's size in *smallest. */
+static int count_files(const char *dir, long *smallest)
 {
     DIR *d = opendir(dir);
     struct dirent *e;
     int n = 0;
-    *bytes = 0;
+    *smallest = -1;
     cr_assert_not_null(d, "cannot open %s", dir);
     while ((e = readdir(d))) {
         char p[4096];
@@ -100,7 +100,8 @@ static int count_files(const char *dir, long *bytes)
         snprintf(p, sizeof p, "%s/%s", dir, e->d_name);
         if (stat(p, &st) == 0 && S_ISREG(st.st_mode)) {
             n++;
-            *bytes += (long)st.st_size;
+            if (*smallest < 0 || (long)st.st_size < *smallest)
+                *smallest = (long)st.st_size;
         }
     }
     closedir(d);
@@ -130,7 +131,7 @@ Test(opencl, program_binaries_are_cached_and_corrupt_entries_rebuilt)
     char dir[] = "/tmp/shardnet-cache-XXXXXX";
     shardnet_context_t *ctx;
     float out[4];
-    long bytes, bytes2;
+    long bytes, bytes2; /* the smallest cache file */
     cr_assert_not_null(mkdtemp(dir));
     setenv("SHARDNET_CACHE_DIR", dir, 1);
 
@@ -141,7 +142,7 @@ Test(opencl, program_binaries_are_cached_and_corrupt_entries_rebuilt)
     shardnet_context_free(ctx);
     int n = count_files(dir, &bytes);
     cr_assert_geq(n, 1, "no binary cached in %s", dir);
-    cr_assert_gt(bytes, 100);
+    cr_assert_gt(bytes, 100, "a cached binary of %ld bytes", bytes);
 
     /* A second process-level start reuses the entry: no new file. */
     dev = first_cl(&ctx);
@@ -149,14 +150,18 @@ Test(opencl, program_binaries_are_cached_and_corrupt_entries_rebuilt)
     shardnet_context_free(ctx);
     cr_assert_eq(count_files(dir, &bytes2), n);
 
-    /* Corrupt entries are ignored, rebuilt and rewritten. */
+    /* Corrupt entries are ignored, rebuilt and rewritten: each file is a
+     * binary again, not the 7 bytes of garbage.  (Not necessarily of the
+     * first size: PoCL's binary carries what its own cache held, which
+     * differs between a first build and later ones.) */
     corrupt_files(dir);
     dev = first_cl(&ctx);
     cr_assert_eq(relu4(dev, out), SHARDNET_OK, "%s", shardnet_last_error());
     cr_assert_float_eq(out[3], 4.0f, 0);
     shardnet_context_free(ctx);
     cr_assert_eq(count_files(dir, &bytes2), n);
-    cr_assert_eq(bytes2, bytes, "cache entries were not rewritten");
+    cr_assert_gt(bytes2, 100, "cache entries were not rewritten (a file of "
+                              "%ld bytes)", bytes2);
 
     char cmd[4200];
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);

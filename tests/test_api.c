@@ -1,0 +1,435 @@
+/*
+ * The C API as programs use it, beyond one input and one output: a model
+ * of two inputs (one of int64 indices) and two outputs through every split,
+ * against numpy's answer (tests/onnx_cases/make_split_cases.py); an empty
+ * batch through a session and a split; sessions run from several threads
+ * at once, each getting the single-threaded answer.
+ */
+#include <config.h>
+
+#include <criterion/criterion.h>
+#include <criterion/parameterized.h>
+#include <math.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "shardnet.h"
+
+static shardnet_context_t *ctx;
+
+static void setup(void)
+{
+    cr_assert_eq(shardnet_context_create(&ctx), SHARDNET_OK, "%s",
+                 shardnet_last_error());
+}
+
+static void teardown(void)
+{
+    shardnet_context_free(ctx);
+}
+
+static void case_path(char *out, size_t cap, const char *name)
+{
+    const char *src = getenv("SHARDNET_SRCDIR");
+    snprintf(out, cap, "%s/tests/onnx_cases/%s", src ? src : ".", name);
+}
+
+static void load_tensor(const char *name, shardnet_tensor *t)
+{
+    char path[4096];
+    case_path(path, sizeof path, name);
+    cr_assert_eq(shardnet_tensor_load(path, t), SHARDNET_OK, "%s",
+                 shardnet_last_error());
+}
+
+static shardnet_model_t *load_model(const char *name)
+{
+    char path[4096];
+    shardnet_model_t *m = NULL;
+    case_path(path, sizeof path, name);
+    cr_assert_eq(shardnet_model_load(path, &m), SHARDNET_OK, "%s",
+                 shardnet_last_error());
+    return m;
+}
+
+/* Skip unless every device of the list is here. */
+static void need_devices(const char *devices)
+{
+    size_t idx[8], n;
+    if (shardnet_devices_select(ctx, devices, idx, 8, &n) != SHARDNET_OK)
+        cr_skip_test("needs %s: %s", devices, shardnet_last_error());
+}
+
+/* The multi-input model's inputs and numpy's outputs. */
+typedef struct multi_io {
+    shardnet_tensor x, idx, y1, y2;
+} multi_io;
+
+static void multi_io_load(multi_io *t)
+{
+    load_tensor("multi_io_x.npy", &t->x);
+    load_tensor("multi_io_idx.npy", &t->idx);
+    load_tensor("multi_io_y1.npy", &t->y1);
+    load_tensor("multi_io_y2.npy", &t->y2);
+    cr_assert_eq(t->idx.info.dtype, SHARDNET_DTYPE_INT64);
+}
+
+static void multi_io_release(multi_io *t)
+{
+    shardnet_tensor_release(&t->x);
+    shardnet_tensor_release(&t->idx);
+    shardnet_tensor_release(&t->y1);
+    shardnet_tensor_release(&t->y2);
+}
+
+/* Bind x and idx by name, rows [0, rows) of them. */
+static void bind_multi_io(shardnet_session_t *s, const multi_io *t,
+                          int64_t rows)
+{
+    size_t ix, ii;
+    int64_t xd[2] = {rows, t->x.info.dims[1]}, id[1] = {rows};
+    cr_assert_eq(shardnet_session_input_index(s, "x", &ix), SHARDNET_OK);
+    cr_assert_eq(shardnet_session_input_index(s, "idx", &ii), SHARDNET_OK);
+    cr_assert_eq(shardnet_session_set_input(s, ix, SHARDNET_DTYPE_FLOAT32, 2,
+                                            xd, t->x.data),
+                 SHARDNET_OK, "%s", shardnet_last_error());
+    cr_assert_eq(shardnet_session_set_input(s, ii, SHARDNET_DTYPE_INT64, 1, id,
+                                            t->idx.data),
+                 SHARDNET_OK, "%s", shardnet_last_error());
+}
+
+/* Output `name` of the last run equals `want` within tol relative. */
+static void check_output(shardnet_session_t *s, size_t index,
+                         const shardnet_tensor *want, double tol,
+                         const char *what)
+{
+    shardnet_tensor_info info;
+    const void *data;
+    cr_assert_eq(shardnet_session_output(s, index, &info, &data), SHARDNET_OK,
+                 "%s: %s", what, shardnet_last_error());
+    cr_assert_eq(info.dtype, SHARDNET_DTYPE_FLOAT32, "%s", what);
+    cr_assert_eq(info.rank, want->info.rank, "%s: rank %d", what, info.rank);
+    for (int d = 0; d < info.rank; d++)
+        cr_assert_eq(info.dims[d], want->info.dims[d], "%s: dimension %d is "
+                     "%lld, numpy's %lld", what, d, (long long)info.dims[d],
+                     (long long)want->info.dims[d]);
+    size_t n = want->nbytes / sizeof(float);
+    const float *got = data, *ref = want->data;
+    for (size_t i = 0; i < n; i++)
+        cr_assert(!isnan(got[i]) &&
+                      fabs((double)got[i] - ref[i]) <= tol * (1 + fabs(ref[i])),
+                  "%s (%s): element %zu is %.9g, numpy %.9g", what,
+                  info.name, i, (double)got[i], (double)ref[i]);
+}
+
+/* Output index of the model's output called name. */
+static size_t output_index(shardnet_model_t *m, const char *name)
+{
+    for (size_t i = 0; i < shardnet_model_output_count(m); i++) {
+        shardnet_tensor_info info;
+        cr_assert_eq(shardnet_model_output(m, i, &info), SHARDNET_OK);
+        if (!strcmp(info.name, name))
+            return i;
+    }
+    cr_assert_fail("no output '%s'", name);
+    return 0;
+}
+
+TestSuite(api, .init = setup, .fini = teardown, .timeout = 300);
+
+/* Two inputs (one of int64 indices, a negative one among them) and two
+ * outputs, through every split and on every device set, micro-batches of
+ * one row and of several: numpy's answer each time. */
+typedef struct multi_case {
+    char split[8];
+    char devices[32];
+    size_t micro;
+} multi_case;
+
+ParameterizedTestParameters(api, two_inputs_and_two_outputs_through_every_split)
+{
+    static multi_case cases[] = {
+        {"none", "cpu:0", 0},
+        {"none", "cl:0", 0},
+        {"layer", "cpu:0,cpu:1", 1},
+        {"layer", "cpu:0,cpu:1", 5},
+        {"layer", "cpu:0,cl:0", 3},
+        {"tensor", "cpu:0,cpu:1", 0},
+        {"tensor", "cpu:0,cl:0", 0},
+        {"tensor", "cpu:0,cl:0,cl:1", 0},
+        {"hybrid", "cpu:0,cpu:1,cl:0", 2},
+        {"hybrid", "cpu:0,cpu:1,cl:0,cl:1", 0},
+        {"auto", "cpu:0,cpu:1", 0},
+        {"auto", "cpu:0,cl:0", 0},
+    };
+    return cr_make_param_array(multi_case, cases,
+                               sizeof cases / sizeof cases[0]);
+}
+
+ParameterizedTest(multi_case *c, api,
+                  two_inputs_and_two_outputs_through_every_split)
+{
+    need_devices(c->devices);
+    multi_io t;
+    multi_io_load(&t);
+    shardnet_model_t *m = load_model("multi_io.onnx");
+    cr_assert_eq(shardnet_model_input_count(m), 2);
+    cr_assert_eq(shardnet_model_output_count(m), 2);
+    shardnet_session_options o = {.split = c->split,
+                                  .micro_batches = c->micro};
+    shardnet_session_t *s = NULL;
+    cr_assert_eq(shardnet_session_create_with(ctx, m, c->devices, &o, &s),
+                 SHARDNET_OK, "%s on %s: %s", c->split, c->devices,
+                 shardnet_last_error());
+    bind_multi_io(s, &t, t.x.info.dims[0]);
+    char what[96];
+    snprintf(what, sizeof what, "%s on %s, %zu micro-batches", c->split,
+             c->devices, c->micro);
+    /* Twice: the second run reuses the plan. */
+    for (int r = 0; r < 2; r++) {
+        cr_assert_eq(shardnet_session_run(s), SHARDNET_OK, "%s: %s", what,
+                     shardnet_last_error());
+        check_output(s, output_index(m, "y1"), &t.y1, 1e-5, what);
+        check_output(s, output_index(m, "y2"), &t.y2, 1e-5, what);
+    }
+    shardnet_session_free(s);
+    shardnet_model_free(m);
+    multi_io_release(&t);
+}
+
+/* A batch of no row: a session and a split give outputs of no row (not a
+ * crash, not an error), and the next full batch still gets its answer. */
+typedef struct empty_case {
+    char model[32], split[8], devices[32];
+} empty_case;
+
+ParameterizedTestParameters(api, an_empty_batch_gives_empty_outputs)
+{
+    static empty_case cases[] = {
+        {"multi_io.onnx", "none", "cpu:0"},
+        {"multi_io.onnx", "none", "cl:0"},
+        {"multi_io.onnx", "layer", "cpu:0,cpu:1"},
+        {"multi_io.onnx", "tensor", "cpu:0,cpu:1"},
+    };
+    return cr_make_param_array(empty_case, cases,
+                               sizeof cases / sizeof cases[0]);
+}
+
+ParameterizedTest(empty_case *c, api, an_empty_batch_gives_empty_outputs)
+{
+    need_devices(c->devices);
+    multi_io t;
+    multi_io_load(&t);
+    shardnet_model_t *m = load_model(c->model);
+    shardnet_session_options o = {.split = c->split};
+    shardnet_session_t *s = NULL;
+    cr_assert_eq(shardnet_session_create_with(ctx, m, c->devices, &o, &s),
+                 SHARDNET_OK, "%s", shardnet_last_error());
+    bind_multi_io(s, &t, 0);
+    cr_assert_eq(shardnet_session_run(s), SHARDNET_OK,
+                 "%s on %s, 0 rows: %s", c->split, c->devices,
+                 shardnet_last_error());
+    for (size_t i = 0; i < shardnet_model_output_count(m); i++) {
+        shardnet_tensor_info info;
+        const void *data;
+        cr_assert_eq(shardnet_session_output(s, i, &info, &data),
+                     SHARDNET_OK, "%s", shardnet_last_error());
+        cr_assert_eq(info.rank, 2, "%s: rank %d", info.name, info.rank);
+        cr_assert_eq(info.dims[0], 0, "%s on %s: output %s has %lld rows",
+                     c->split, c->devices, info.name,
+                     (long long)info.dims[0]);
+    }
+    bind_multi_io(s, &t, t.x.info.dims[0]);
+    cr_assert_eq(shardnet_session_run(s), SHARDNET_OK, "%s",
+                 shardnet_last_error());
+    check_output(s, output_index(m, "y1"), &t.y1, 1e-5, "after 0 rows");
+    shardnet_session_free(s);
+    shardnet_model_free(m);
+    multi_io_release(&t);
+}
+
+/* --- threads ------------------------------------------------------------ */
+
+#define THREADS 4
+#define RUNS 8
+
+typedef struct worker {
+    shardnet_model_t *model;      /* shared by every thread */
+    const multi_io *t;
+    const char *devices, *split;
+    shardnet_session_t *session;  /* NULL: the worker makes its own */
+    const float *want1, *want2;   /* the single-threaded outputs */
+    int64_t rows;
+    char error[512];              /* empty when every run matched */
+} worker;
+
+static void fail_worker(worker *w, const char *what)
+{
+    if (!w->error[0])
+        snprintf(w->error, sizeof w->error, "%s on %s: %s: %s", w->split,
+                 w->devices, what, shardnet_last_error());
+}
+
+/* Bind, run and compare RUNS times on one session (the thread's own). */
+static void *work(void *arg)
+{
+    worker *w = arg;
+    shardnet_session_options o = {.split = w->split};
+    shardnet_session_t *s = w->session;
+    size_t ix, ii, o1, o2;
+    if (!s && shardnet_session_create_with(ctx, w->model, w->devices, &o,
+                                           &s) != SHARDNET_OK) {
+        fail_worker(w, "session");
+        return NULL;
+    }
+    shardnet_session_input_index(s, "x", &ix);
+    shardnet_session_input_index(s, "idx", &ii);
+    o1 = 0, o2 = 1;
+    {
+        shardnet_tensor_info info;
+        shardnet_model_output(w->model, 0, &info);
+        if (strcmp(info.name, "y1"))
+            o1 = 1, o2 = 0;
+    }
+    int64_t xd[2] = {w->rows, w->t->x.info.dims[1]}, id[1] = {w->rows};
+    for (int r = 0; r < RUNS && !w->error[0]; r++) {
+        const void *d1, *d2;
+        shardnet_tensor_info i1, i2;
+        if (shardnet_session_set_input(s, ix, SHARDNET_DTYPE_FLOAT32, 2, xd,
+                                       w->t->x.data) != SHARDNET_OK ||
+            shardnet_session_set_input(s, ii, SHARDNET_DTYPE_INT64, 1, id,
+                                       w->t->idx.data) != SHARDNET_OK) {
+            fail_worker(w, "binding");
+            break;
+        }
+        if (shardnet_session_run(s) != SHARDNET_OK) {
+            fail_worker(w, "run");
+            break;
+        }
+        if (shardnet_session_output(s, o1, &i1, &d1) != SHARDNET_OK ||
+            shardnet_session_output(s, o2, &i2, &d2) != SHARDNET_OK) {
+            fail_worker(w, "outputs");
+            break;
+        }
+        if (i1.dims[0] != w->rows || i2.dims[0] != w->rows ||
+            memcmp(d1, w->want1, (size_t)w->rows * 4 * sizeof(float)) ||
+            memcmp(d2, w->want2, (size_t)w->rows * 3 * sizeof(float)))
+            snprintf(w->error, sizeof w->error,
+                     "%s on %s: run %d differs from the single-threaded "
+                     "answer", w->split, w->devices, r);
+    }
+    if (!w->session)
+        shardnet_session_free(s);
+    return NULL;
+}
+
+/* The single-threaded outputs y1 and y2 (malloc'ed) on devices. */
+static void single_threaded(shardnet_model_t *m, const multi_io *t,
+                            const char *devices, const char *split,
+                            float **y1, float **y2)
+{
+    shardnet_session_options o = {.split = split};
+    shardnet_session_t *s = NULL;
+    const void *d;
+    cr_assert_eq(shardnet_session_create_with(ctx, m, devices, &o, &s),
+                 SHARDNET_OK, "%s", shardnet_last_error());
+    bind_multi_io(s, t, t->x.info.dims[0]);
+    cr_assert_eq(shardnet_session_run(s), SHARDNET_OK, "%s",
+                 shardnet_last_error());
+    size_t n1 = t->y1.nbytes, n2 = t->y2.nbytes;
+    *y1 = malloc(n1);
+    *y2 = malloc(n2);
+    cr_assert_eq(shardnet_session_output(s, output_index(m, "y1"), NULL, &d),
+                 SHARDNET_OK);
+    memcpy(*y1, d, n1);
+    cr_assert_eq(shardnet_session_output(s, output_index(m, "y2"), NULL, &d),
+                 SHARDNET_OK);
+    memcpy(*y2, d, n2);
+    shardnet_session_free(s);
+    /* ...and numpy's, so that a wrong single-threaded answer is not the
+     * reference. */
+    for (size_t i = 0; i < n1 / sizeof(float); i++)
+        cr_assert(fabsf((*y1)[i] - ((const float *)t->y1.data)[i]) <=
+                      1e-5f * (1 + fabsf(((const float *)t->y1.data)[i])),
+                  "single-threaded y1[%zu] on %s", i, devices);
+}
+
+/* Threads that share one model and one context, each with its own
+ * session: one device, and a split. */
+static void threads_share_a_model(const char *devices, const char *split)
+{
+    need_devices(devices);
+    multi_io t;
+    multi_io_load(&t);
+    shardnet_model_t *m = load_model("multi_io.onnx");
+    float *y1, *y2;
+    single_threaded(m, &t, devices, split, &y1, &y2);
+    worker w[THREADS];
+    pthread_t th[THREADS];
+    for (int i = 0; i < THREADS; i++) {
+        w[i] = (worker){.model = m, .t = &t, .devices = devices,
+                        .split = split, .want1 = y1, .want2 = y2,
+                        .rows = t.x.info.dims[0]};
+        cr_assert_eq(pthread_create(&th[i], NULL, work, &w[i]), 0);
+    }
+    for (int i = 0; i < THREADS; i++)
+        pthread_join(th[i], NULL);
+    for (int i = 0; i < THREADS; i++)
+        cr_assert(!w[i].error[0], "thread %d: %s", i, w[i].error);
+    free(y1);
+    free(y2);
+    shardnet_model_free(m);
+    multi_io_release(&t);
+}
+
+Test(api, threads_with_a_session_each_on_one_shared_model_and_device)
+{
+    threads_share_a_model("cpu:0", "none");
+}
+
+Test(api, threads_with_a_session_each_on_one_shared_model_and_split)
+{
+    threads_share_a_model("cpu:0,cpu:1", "layer");
+}
+
+/* Different models and sessions on different devices from several threads
+ * at once: the fixture MLP on cpu:0 and the multi-input model on cl:0 (or
+ * cpu:1), each thread its own session. */
+Test(api, threads_with_their_own_models_on_several_devices)
+{
+    const char *other = "cl:0";
+    size_t idx[1], n;
+    if (shardnet_devices_select(ctx, other, idx, 1, &n) != SHARDNET_OK)
+        other = "cpu:1";
+    need_devices(other);
+    multi_io t;
+    multi_io_load(&t);
+    shardnet_model_t *m[THREADS];
+    float *y1[2], *y2[2];
+    const char *devs[2] = {"cpu:0", other};
+    worker w[THREADS];
+    pthread_t th[THREADS];
+    for (int i = 0; i < THREADS; i++)
+        m[i] = load_model("multi_io.onnx");
+    for (int d = 0; d < 2; d++)
+        single_threaded(m[0], &t, devs[d], "none", &y1[d], &y2[d]);
+    for (int i = 0; i < THREADS; i++) {
+        w[i] = (worker){.model = m[i], .t = &t, .devices = devs[i % 2],
+                        .split = "none", .want1 = y1[i % 2],
+                        .want2 = y2[i % 2], .rows = t.x.info.dims[0]};
+        cr_assert_eq(pthread_create(&th[i], NULL, work, &w[i]), 0);
+    }
+    for (int i = 0; i < THREADS; i++)
+        pthread_join(th[i], NULL);
+    for (int i = 0; i < THREADS; i++)
+        cr_assert(!w[i].error[0], "thread %d: %s", i, w[i].error);
+    for (int d = 0; d < 2; d++) {
+        free(y1[d]);
+        free(y2[d]);
+    }
+    for (int i = 0; i < THREADS; i++)
+        shardnet_model_free(m[i]);
+    multi_io_release(&t);
+}
