@@ -47,6 +47,13 @@ SN_LOWER(sn_lower_gemm)
         (st = sn_dev_view(L, n, b, &s.u.gemm.b)) != SHARDNET_OK)
         return st;
     s.u.gemm.b_const = sn_rt_is_weight(L, b); /* uploaded once, never rewritten */
+    /* Before opset 7, C broadcasts only when the attribute broadcast is 1. */
+    if (c && L->g->opset < 7 && !sn_attr_int(n, "broadcast", 0) &&
+        (c->rank != 2 || c->dims[0] != m || c->dims[1] != nn))
+        return sn_node_error(n, SHARDNET_INVALID_ARGUMENT,
+                             "C must be %lldx%lld: before opset 7 it "
+                             "broadcasts only when broadcast is 1",
+                             (long long)m, (long long)nn);
     if (c && beta != 0.0f) {
         int64_t cd[2] = {1, 1};
         int r;

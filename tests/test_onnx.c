@@ -999,15 +999,26 @@ Test(onnx_hostile, sparse_initializer_is_refused)
     pb_free(&m);
 }
 
-Test(onnx_hostile, opset_6_and_99_are_refused_by_number)
+Test(onnx_hostile, opset_0_and_99_are_refused_by_number_1_to_6_load)
 {
-    pb g = relu_graph(), m = model(6, &g);
-    expect_error(&m, "opset 6");
+    pb g = relu_graph(), m = model(0, &g);
+    sn_graph *sg = NULL;
+    expect_error(&m, "opset 0");
     pb_free(&m);
     g = relu_graph();
     m = model(99, &g);
     expect_error(&m, "opset 99");
     pb_free(&m);
+    for (int64_t v = 1; v <= 6; v += 5) {
+        g = relu_graph();
+        m = model(v, &g);
+        cr_assert_eq(load_pb(&m, &sg), SHARDNET_OK, "opset %lld: %s",
+                     (long long)v, shardnet_last_error());
+        cr_assert_eq(sg->opset, v);
+        sn_graph_free(sg);
+        sg = NULL;
+        pb_free(&m);
+    }
 }
 
 Test(onnx_hostile, model_without_graph_or_opset_is_an_error)
