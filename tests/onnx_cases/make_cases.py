@@ -340,6 +340,20 @@ def dilation_and_softmax_cases():
               [("x", x)], [("y", softmax_2d(x, 1, log=True))], 11)
 
 
+def slice_cases():
+    """Negative steps that run to the first element (ends far below -dim,
+    as exporters write 'to the start'): no ONNX node case reaches it."""
+    mk = helper.make_node
+    x = rand(5, 4)
+    node_case("test_slice_negative_steps_to_the_start",
+              [mk("Slice", ["x", "s", "e", "a", "st"], ["y"])],
+              [("x", x)], [("y", x[4::-2, ::-1])], 13,
+              initializers=[("s", np.array([-1, 3], np.int64)),
+                            ("e", np.array([-1000, -2 ** 63], np.int64)),
+                            ("a", np.array([0, 1], np.int64)),
+                            ("st", np.array([-2, -1], np.int64))])
+
+
 def zero_size_cases():
     """Tensors with no elements flowing through a graph, and results of
     real size computed from them."""
@@ -397,3 +411,4 @@ if __name__ == "__main__":
     legacy_cases()
     dilation_and_softmax_cases()
     zero_size_cases()
+    slice_cases()
