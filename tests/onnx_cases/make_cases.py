@@ -354,6 +354,26 @@ def slice_cases():
                             ("st", np.array([-2, -1], np.int64))])
 
 
+def batchnorm_spatial0_cases():
+    """spatial = 0 (opsets 1 to 8): one parameter per element of a sample;
+    constant parameters, and parameters given as inputs (the device path)."""
+    mk = helper.make_node
+    x = rand(2, 3, 2, 2)
+    sc, bi, mu = rand(3, 2, 2), rand(3, 2, 2), rand(3, 2, 2)
+    var = np.abs(rand(3, 2, 2)) + 0.5
+    y = (x - mu) / np.sqrt(var + np.float32(1e-2)) * sc + bi
+    node_case("test_legacy_batchnorm_spatial0_opset6",
+              [mk("BatchNormalization", ["x", "s", "b", "m", "v"], ["y"],
+                  is_test=1, spatial=0, epsilon=1e-2)],
+              [("x", x)], [("y", y)], 6,
+              initializers=[("s", sc), ("b", bi), ("m", mu), ("v", var)])
+    node_case("test_batchnorm_spatial0_inputs_opset7",
+              [mk("BatchNormalization", ["x", "s", "b", "m", "v"], ["y"],
+                  spatial=0, epsilon=1e-2)],
+              [("x", x), ("s", sc), ("b", bi), ("m", mu), ("v", var)],
+              [("y", y)], 7)
+
+
 def zero_size_cases():
     """Tensors with no elements flowing through a graph, and results of
     real size computed from them."""
@@ -412,3 +432,4 @@ if __name__ == "__main__":
     dilation_and_softmax_cases()
     zero_size_cases()
     slice_cases()
+    batchnorm_spatial0_cases()
