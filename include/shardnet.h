@@ -506,13 +506,15 @@ typedef struct shardnet_tensor {
 
 /**
  * \brief Read a tensor file: NumPy .npy, or an ONNX TensorProto .pb (the
- * format of the ONNX test data), chosen by the file's extension.
+ * format of the ONNX test data), chosen by the file's extension.  A tensor
+ * with a zero dimension is valid: it loads with data NULL and nbytes 0.
  * \param[out] out  filled on success; release with shardnet_tensor_release().
  */
 SHARDNET_API shardnet_status shardnet_tensor_load(const char *path,
                                                   shardnet_tensor *out);
 
-/** \brief Write a tensor as a NumPy .npy file (version 1.0, C order). */
+/** \brief Write a tensor as a NumPy .npy file (version 1.0, C order); data
+ * may be NULL when a dimension is zero (no elements). */
 SHARDNET_API shardnet_status shardnet_tensor_save(
     const char *path, const shardnet_tensor_info *info, const void *data);
 

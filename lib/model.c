@@ -1080,7 +1080,7 @@ shardnet_status shardnet_tensor_save(const char *path,
 {
     sn_host_tensor t = {0};
     size_t count = 1;
-    if (!path || !info || !data || info->rank < 0 ||
+    if (!path || !info || info->rank < 0 ||
         info->rank > SHARDNET_MAX_DIMS || !shardnet_dtype_size(info->dtype))
         return sn_error(SHARDNET_INVALID_ARGUMENT, "tensor save: bad argument");
     for (int i = 0; i < info->rank; i++) {
@@ -1089,6 +1089,9 @@ shardnet_status shardnet_tensor_save(const char *path,
                             "tensor save: negative dimension");
         count *= (size_t)info->dims[i];
     }
+    if (!data && count) /* an empty tensor needs no data */
+        return sn_error(SHARDNET_INVALID_ARGUMENT, "%s: tensor save: NULL data",
+                        path);
     t.dtype = (sn_dtype)info->dtype;
     t.rank = info->rank;
     memcpy(t.dims, info->dims, (size_t)info->rank * sizeof t.dims[0]);

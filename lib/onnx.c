@@ -36,7 +36,12 @@
 #include "graph.h"
 #include "pbwire.h"
 
-#define OPSET_MIN 7
+/* Opsets 1 to 6 load too: the lowerings (lib/ops*.c) read the old operator
+ * versions' forms (broadcast and axis of the arithmetic and of Gemm, Cast's
+ * type names, Reshape's shape and Split's split attributes, Concat's default
+ * axis); consumed_inputs, and the is_test of Dropout and BatchNormalization
+ * (inference either way), are ignored. */
+#define OPSET_MIN 1
 #define OPSET_MAX 18
 
 /* ModelProto */

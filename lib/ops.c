@@ -405,10 +405,30 @@ static int consumed_only_as_output(const sn_lower *L, const sn_node *n)
     return 1;
 }
 
+/* Cast's target: a TensorProto type number, or before opset 6 its name
+ * ("FLOAT", "INT64", ...); SN_DT_UNDEFINED if neither. */
+static sn_dtype cast_target(const sn_node *n)
+{
+    const sn_attr *a = sn_node_attr(n, "to");
+    if (a && a->type == SN_ATTR_STRING && a->s) {
+        for (int t = SN_DT_FLOAT; t <= SN_DT_BFLOAT16; t++) {
+            const char *name = sn_dtype_name((sn_dtype)t);
+            size_t i = 0;
+            while (name[i] && a->s[i] &&
+                   (a->s[i] | 0x20) == name[i]) /* upper or lower case */
+                i++;
+            if (!name[i] && !a->s[i])
+                return (sn_dtype)t;
+        }
+        return SN_DT_UNDEFINED;
+    }
+    return (sn_dtype)sn_attr_int(n, "to", SN_DT_UNDEFINED);
+}
+
 SN_LOWER(sn_lower_cast)
 {
     sn_rt *x = sn_in(L, n, 0);
-    sn_dtype to = (sn_dtype)sn_attr_int(n, "to", SN_DT_UNDEFINED);
+    sn_dtype to = cast_target(n);
     size_t es = sn_dtype_size(to), c = sn_rt_elements(x);
     if (!es || to == SN_DT_STRING || x->dtype == SN_DT_STRING)
         return sn_node_error(n, SHARDNET_UNSUPPORTED,
@@ -582,29 +602,91 @@ static shardnet_status emit_binary(sn_lower *L, const sn_node *n,
                           vb, out);
 }
 
+/*
+ * Before opset 7, Add, Sub, Mul, Div and Pow broadcast only when the
+ * attribute broadcast is 1, and only B onto A: B's shape is a contiguous
+ * run of A's, aligned at the end, or at `axis` when given (A (2,3,4,5),
+ * B (3,4), axis 1).  B's shape, padded with ones after the run, then
+ * broadcasts the numpy way.  Without broadcast, the shapes must be equal.
+ * *bl is b with that shape (same data).
+ */
+static shardnet_status legacy_broadcast(const sn_node *n, const sn_rt *a,
+                                        const sn_rt *b, sn_rt *bl)
+{
+    const sn_attr *ax = sn_node_attr(n, "axis");
+    *bl = *b;
+    if (!sn_attr_int(n, "broadcast", 0)) {
+        if (a->rank != b->rank ||
+            memcmp(a->dims, b->dims, (size_t)a->rank * sizeof a->dims[0]))
+            return sn_node_error(n, SHARDNET_INVALID_ARGUMENT,
+                                 "before opset 7 the inputs must have the "
+                                 "same shape unless broadcast is 1");
+        return SHARDNET_OK;
+    }
+    if (b->rank > a->rank)
+        return sn_node_error(n, SHARDNET_INVALID_ARGUMENT,
+                             "broadcast: B has rank %d, more than A's %d",
+                             b->rank, a->rank);
+    if (ax && b->rank > 0) {
+        int at = ax->type == SN_ATTR_INT ? sn_axis(ax->i, a->rank) : -1;
+        if (at < 0 || at + b->rank > a->rank)
+            return sn_node_error(n, SHARDNET_INVALID_ARGUMENT,
+                                 "broadcast axis %lld does not fit B of rank "
+                                 "%d in A of rank %d",
+                                 ax->type == SN_ATTR_INT ? (long long)ax->i
+                                                         : -1LL,
+                                 b->rank, a->rank);
+        bl->rank = a->rank - at;
+        for (int i = b->rank; i < bl->rank; i++)
+            bl->dims[i] = 1;
+    }
+    for (int i = 0; i < bl->rank; i++) {
+        int64_t da = a->dims[a->rank - bl->rank + i];
+        if (bl->dims[i] != da && bl->dims[i] != 1)
+            return sn_node_error(n, SHARDNET_INVALID_ARGUMENT,
+                                 "broadcast: B's dimension %d is %lld where "
+                                 "A's is %lld",
+                                 i, (long long)bl->dims[i], (long long)da);
+    }
+    return SHARDNET_OK;
+}
+
 SN_LOWER(sn_lower_binary)
 {
-    sn_rt *a = sn_in(L, n, 0), *b = sn_in(L, n, 1), *out;
+    sn_rt *a = sn_in(L, n, 0), *b = sn_in(L, n, 1), *out, bl;
     int64_t dims[SN_MAX_DIMS];
     int rank;
     sn_binary_op op = SN_BINARY_ADD;
+    sn_view va, vb;
     shardnet_status st;
 
     for (size_t i = 0; i < sizeof binary_ops / sizeof binary_ops[0]; i++)
         if (!strcmp(n->op_type, binary_ops[i].name))
             op = binary_ops[i].op;
-    if (!sn_broadcast_shape(a->rank, a->dims, b->rank, b->dims, &rank, dims))
+    if (L->g->opset < 7) {
+        if ((st = legacy_broadcast(n, a, b, &bl)) != SHARDNET_OK)
+            return st;
+    } else {
+        bl = *b;
+    }
+    if (!sn_broadcast_shape(a->rank, a->dims, bl.rank, bl.dims, &rank, dims))
         return sn_node_error(n, SHARDNET_INVALID_ARGUMENT,
                              "input shapes cannot be broadcast together");
+    /* fold_binary reads only bl's shape and host data. */
     if (a->host && b->host && !is_float_type(a->dtype))
-        return fold_binary(L, n, op, a, b, rank, dims);
+        return fold_binary(L, n, op, a, &bl, rank, dims);
     if (a->host && b->host && sn_rt_elements(a) <= 64 &&
         sn_rt_elements(b) <= 64)
-        return fold_binary(L, n, op, a, b, rank, dims);
+        return fold_binary(L, n, op, a, &bl, rank, dims);
     if ((st = sn_out_device(L, n, 0, rank, dims, &out)) != SHARDNET_OK)
         return st;
     out->dtype = a->dtype; /* computed in float32, read back as this */
-    return emit_binary(L, n, op, a, b, out->view);
+    /* The views come from the graph's own values (b, not its copy bl). */
+    if ((st = sn_dev_view(L, n, a, &va)) != SHARDNET_OK ||
+        (st = sn_dev_view(L, n, b, &vb)) != SHARDNET_OK)
+        return st;
+    return sn_emit_binary(L, n, op, a->rank, a->dims, va, bl.rank, bl.dims,
+                          vb, out->view);
 }
 
 /* --- element-wise unary ops --------------------------------------------- */

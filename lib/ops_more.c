@@ -816,30 +816,34 @@ static SN_LOWER(lower_batchnorm)
             return sn_node_error(n, SHARDNET_UNSUPPORTED,
                                  "the running or saved mean and variance "
                                  "outputs (training) are not supported");
-    if (!sn_attr_int(n, "spatial", 1))
-        return sn_node_error(n, SHARDNET_UNSUPPORTED,
-                             "spatial=0 is not supported");
     if (x->rank < 2)
         return sn_node_error(n, SHARDNET_INVALID_ARGUMENT,
                              "input must be (N, C, ...), not of rank %d",
                              x->rank);
     if ((st = float_type(n, x, &t)) != SHARDNET_OK)
         return st;
-    int64_t c = x->dims[1];
+    /* c parameters of shape cd (rank - 1), broadcast over the batch: one
+     * per channel, or with spatial = 0 (opsets 1 to 8) one per element of a
+     * sample (C, D1, ...). */
+    int spatial = sn_attr_int(n, "spatial", 1) != 0;
+    int64_t c = 1;
+    for (int i = 1; i < x->rank; i++) {
+        cd[i - 1] = spatial && i > 1 ? 1 : x->dims[i];
+        c *= cd[i - 1];
+    }
     for (int i = 0; i < 4; i++) {
         p[i] = sn_in(L, n, (size_t)i + 1);
         all_host &= p[i]->host != NULL;
         if (sn_rt_elements(p[i]) != (size_t)c)
             return sn_node_error(n, SHARDNET_INVALID_ARGUMENT,
-                                 "%s has %zu values for %lld channels",
+                                 "%s has %zu values for %lld %s",
                                  names[i], sn_rt_elements(p[i]),
-                                 (long long)c);
+                                 (long long)c,
+                                 spatial ? "channels"
+                                         : "elements of a sample (spatial=0)");
     }
     if (!L->plan)
         return SHARDNET_UNSUPPORTED; /* not foldable */
-    cd[0] = c;
-    for (int i = 1; i < x->rank - 1; i++)
-        cd[i] = 1;
     if (!all_host) {
         sn_view ve, vs, vbias, vmean, vvar, tmp;
         float *e = malloc(sizeof *e);

@@ -1,6 +1,7 @@
 /* Linear algebra and neural-network layers: Gemm, MatMul, Softmax. */
 #include <config.h>
 
+#include <stdlib.h>
 #include <string.h>
 
 #include "ops.h"
@@ -10,6 +11,51 @@ static sn_act fused_act(const sn_node *n)
 {
     return strcmp(sn_attr_string(n, "activation", ""), "Relu") ? SN_ACT_NONE
                                                                 : SN_ACT_RELU;
+}
+
+/*
+ * A product over an empty inner dimension (k = 0) sums nothing: the output
+ * (rank, dims) is beta * add broadcast into it, or zeros without add (no
+ * GEMM is run: BLAS and CLBlast refuse k = 0).
+ */
+static shardnet_status empty_product(sn_lower *L, const sn_node *n,
+                                     sn_rt *add, float beta, int rank,
+                                     const int64_t *dims, sn_view out)
+{
+    int64_t one = 1;
+    size_t count = 1;
+    sn_view kv;
+    float *v;
+    shardnet_status st;
+    for (int i = 0; i < rank; i++)
+        count *= (size_t)dims[i];
+    if (count == 0)
+        return SHARDNET_OK;
+    if (!(v = malloc(sizeof *v)))
+        return sn_error(SHARDNET_OUT_OF_MEMORY, "empty product");
+    *v = add ? beta : 0.0f;
+    if ((st = sn_dev_upload(L, n, v, 1, &kv)) != SHARDNET_OK)
+        return st;
+    if (!add) { /* zeros: the scalar copied with stride 0 */
+        sn_step s = {.kind = SN_STEP_COPY};
+        int64_t str[SN_MAX_DIMS];
+        sn_strides(rank, dims, str);
+        s.u.copy.src = kv;
+        s.u.copy.dst = out;
+        s.u.copy.rank = (size_t)rank;
+        for (int i = 0; i < rank; i++) {
+            s.u.copy.shape[i] = (size_t)dims[i];
+            s.u.copy.src_stride[i] = 0;
+            s.u.copy.dst_stride[i] = (ptrdiff_t)str[i];
+        }
+        return sn_emit(L, n, &s);
+    }
+    if ((st = sn_emit_broadcast_copy(L, n, add, rank, dims, out)) !=
+        SHARDNET_OK)
+        return st;
+    return beta == 1.0f ? SHARDNET_OK
+                        : sn_emit_binary(L, n, SN_BINARY_MUL, rank, dims, out,
+                                         1, &one, kv, out);
 }
 
 SN_LOWER(sn_lower_gemm)
@@ -38,6 +84,19 @@ SN_LOWER(sn_lower_gemm)
     dims[1] = nn;
     if ((st = sn_out_device(L, n, 0, 2, dims, &out)) != SHARDNET_OK)
         return st;
+    if (k == 0) {
+        if (c && beta != 0.0f) {
+            int64_t cd[2] = {1, 1};
+            int r;
+            if (!sn_broadcast_shape(c->rank, c->dims, 2, dims, &r, cd) ||
+                cd[0] != m || cd[1] != nn)
+                return sn_node_error(n, SHARDNET_INVALID_ARGUMENT,
+                                     "C cannot be broadcast to %lldx%lld",
+                                     (long long)m, (long long)nn);
+        }
+        return empty_product(L, n, c && beta != 0.0f ? c : NULL, beta, 2,
+                             dims, out->view);
+    }
     s.u.gemm = (sn_gemm_desc){.trans_a = ta, .trans_b = tb, .m = (size_t)m,
                               .n = (size_t)nn, .k = (size_t)k, .alpha = alpha,
                               .lda = (size_t)a->dims[1],
@@ -47,6 +106,13 @@ SN_LOWER(sn_lower_gemm)
         (st = sn_dev_view(L, n, b, &s.u.gemm.b)) != SHARDNET_OK)
         return st;
     s.u.gemm.b_const = sn_rt_is_weight(L, b); /* uploaded once, never rewritten */
+    /* Before opset 7, C broadcasts only when the attribute broadcast is 1. */
+    if (c && L->g->opset < 7 && !sn_attr_int(n, "broadcast", 0) &&
+        (c->rank != 2 || c->dims[0] != m || c->dims[1] != nn))
+        return sn_node_error(n, SHARDNET_INVALID_ARGUMENT,
+                             "C must be %lldx%lld: before opset 7 it "
+                             "broadcasts only when broadcast is 1",
+                             (long long)m, (long long)nn);
     if (c && beta != 0.0f) {
         int64_t cd[2] = {1, 1};
         int r;
@@ -126,6 +192,14 @@ SN_LOWER(sn_lower_matmul)
         return sn_node_error(n, SHARDNET_INVALID_ARGUMENT, "rank too high");
     if ((st = sn_out_device(L, n, 0, orank, od, &out)) != SHARDNET_OK)
         return st;
+    if (k == 0) {
+        if (bias && (bias->rank != 1 || bias->dims[0] != nn))
+            return sn_node_error(n, SHARDNET_INVALID_ARGUMENT,
+                                 "a fused bias needs a vector of B's %lld "
+                                 "columns",
+                                 (long long)nn);
+        return empty_product(L, n, bias, 1.0f, orank, od, out->view);
+    }
     if ((st = sn_dev_view(L, n, a, &va)) != SHARDNET_OK ||
         (st = sn_dev_view(L, n, b, &vb)) != SHARDNET_OK)
         return st;

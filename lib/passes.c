@@ -285,7 +285,9 @@ shardnet_status sn_pass_fuse_bias(sn_graph *g, size_t *fused)
             w->rank != 2)
             continue;
         sn_node *r = sole_consumer(g, uses, p->outputs[0]);
-        if (!is_op(r, "Add") || r->ninputs != 2 || r->noutputs != 1)
+        /* An Add with an axis (opsets 1-6) aligns its B otherwise. */
+        if (!is_op(r, "Add") || r->ninputs != 2 || r->noutputs != 1 ||
+            sn_node_attr(r, "axis"))
             continue;
         int bias = r->inputs[0] == p->outputs[0] ? r->inputs[1] : r->inputs[0];
         const sn_value *bv = bias >= 0 ? &g->values[bias] : NULL;

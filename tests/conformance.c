@@ -1,14 +1,22 @@
 /*
  * ONNX conformance: every case of the ONNX backend test data (Debian
- * package libonnx-testdata, data/node/) whose operators are all among those
- * this version promises, run on a CPU device and on an OpenCL device, each
- * output compared with the expected one.
+ * package libonnx-testdata, data/node/) and of this project's own cases in
+ * the same layout (tests/onnx_cases/node/, made by make_cases.py: old
+ * opsets, zero-size tensors, dilations) whose operators are all in
+ * shardnet's operator table, run on a CPU device and on an OpenCL device,
+ * each output compared with the expected one.
  *
- *   conformance [--data DIR] [--devices cpu:0,cl:0] [--verbose] [CASE...]
+ *   conformance [--data DIR]... [--devices cpu:0,cl:0] [--verbose] [CASE...]
  *
- * Prints every failure with its reason and one line per device,
- * "cpu:0: N passed, N failed"; exits 1 when fewer than 95% pass on a
- * device, or when no case ran.
+ * Without --data: the ONNX test data and $SHARDNET_SRCDIR/tests/onnx_cases/
+ * node.  Every failure is printed with its reason.  A case in the list of
+ * expected failures below (with why) is reported as such; any other
+ * failure fails the suite, and so does an expected failure that passes
+ * (the list must stay true).  Integer and bool outputs must be equal,
+ * float16/bfloat16 ones are compared as floats with the float tolerance.
+ * Exit 0: all as expected; 1: an unexpected failure or pass, or no case
+ * ran; 77 (skip): all as expected, but a device the build has was not
+ * found (printed).
  */
 #include <config.h>
 
@@ -19,33 +27,70 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "exec.h"
 #include "graph.h"
 #include "shardnet.h"
 
 #define DEFAULT_DATA "/usr/share/libonnx-testdata/data/node"
 #define MAX_TENSORS 16
+#define MAX_DATA 8
+#define MAX_DEVS 8
 
-/* The operators of the models milestone. */
-static const char *const promised[] = {
-    "Gemm", "MatMul", "Add", "Sub", "Mul", "Div", "Pow", "Sqrt", "Exp", "Log",
-    "Erf", "Relu", "LeakyRelu", "Sigmoid", "HardSigmoid", "Tanh", "Gelu",
-    "Clip", "Softmax", "LogSoftmax", "LayerNormalization",
-    "BatchNormalization", "Conv", "MaxPool", "AveragePool",
-    "GlobalAveragePool", "Flatten", "Reshape", "Transpose", "Concat", "Split",
-    "Slice", "Gather", "Squeeze", "Unsqueeze", "Shape", "Cast", "Constant",
-    "ConstantOfShape", "Expand", "Where", "Identity", "Dropout", "ReduceMean",
-    "ReduceSum", "ReduceMax"};
+/*
+ * The cases whose operators shardnet has but that fail, and why.  device
+ * NULL: on every device.  Keep it true: a case listed here that passes
+ * fails the suite.
+ */
+static const struct {
+    const char *name, *device, *why;
+} expected_failures[] = {
+    {"test_cast_FLOAT_to_STRING", NULL, "string tensors are not supported"},
+    {"test_cast_STRING_to_FLOAT", NULL, "string tensors are not supported"},
+    {"test_castlike_FLOAT_to_STRING_expanded", NULL,
+     "string tensors are not supported"},
+    {"test_castlike_STRING_to_FLOAT_expanded", NULL,
+     "string tensors are not supported"},
+    {"test_castlike_BFLOAT16_to_FLOAT_expanded", NULL,
+     "the case's data for input 'like' has rank 1 where its model declares "
+     "(3, 4): the test data contradicts its model"},
+    {"test_castlike_FLOAT_to_BFLOAT16_expanded", NULL,
+     "the case's data for input 'like' has rank 1 where its model declares "
+     "(3, 4): the test data contradicts its model"},
+    {"test_cast_FLOAT_to_BFLOAT16", NULL,
+     "the test data truncates float to bfloat16 (ONNX 1.12's reference); "
+     "shardnet rounds to nearest even, as the ONNX specification and ONNX "
+     "Runtime do: 5 of 12 values one bfloat16 unit apart"},
+    {"test_identity_opt", NULL, "optional types are not supported"},
+    {"test_identity_sequence", NULL, "sequence types are not supported"},
+    {"test_maxpool_with_argmax_2d_precomputed_pads", NULL,
+     "MaxPool's Indices output is not supported"},
+    {"test_maxpool_with_argmax_2d_precomputed_strides", NULL,
+     "MaxPool's Indices output is not supported"},
+    {"test_training_dropout", NULL,
+     "Dropout in training mode (random masks) is not supported"},
+    {"test_training_dropout_default", NULL,
+     "Dropout in training mode (random masks) is not supported"},
+    {"test_training_dropout_default_mask", NULL,
+     "Dropout in training mode (random masks) is not supported"},
+    {"test_training_dropout_mask", NULL,
+     "Dropout in training mode (random masks) is not supported"},
+};
+#define NEXPECTED (sizeof expected_failures / sizeof expected_failures[0])
 
-static int is_promised(const char *op)
+/* The reason case is expected to fail on device, or NULL. */
+static const char *expected_failure(const char *name, const char *device)
 {
-    for (size_t i = 0; i < sizeof promised / sizeof promised[0]; i++)
-        if (!strcmp(promised[i], op))
-            return 1;
-    return 0;
+    for (size_t i = 0; i < NEXPECTED; i++)
+        if (!strcmp(expected_failures[i].name, name) &&
+            (!expected_failures[i].device ||
+             !strcmp(expected_failures[i].device, device)))
+            return expected_failures[i].why;
+    return NULL;
 }
 
-/* Do all the case's nodes use promised operators?  (Read from the raw
- * graph: the loader's passes may have folded some away.) */
+/* Are all the case's operators in shardnet's table?  (Read from the raw
+ * graph: the loader's passes may have folded some away.)  -1 if it cannot
+ * be imported, with the reason in why. */
 static int case_applies(const char *model_path, char *why, size_t cap)
 {
     sn_graph *g = NULL;
@@ -55,18 +100,61 @@ static int case_applies(const char *model_path, char *why, size_t cap)
         return -1;
     }
     for (size_t i = 0; i < g->nnodes && ok; i++)
-        if ((g->nodes[i].domain[0] && strcmp(g->nodes[i].domain, "ai.onnx")) ||
-            !is_promised(g->nodes[i].op_type))
+        if (!sn_op_find(g->nodes[i].domain, g->nodes[i].op_type))
             ok = 0;
     sn_graph_free(g);
     return ok;
+}
+
+/* IEEE half and bfloat16 to double, decoded here (not by the library). */
+static double half_value(uint16_t h)
+{
+    int e = (h >> 10) & 0x1f;
+    double m = h & 0x3ff, v;
+    if (e == 0x1f)
+        v = m ? NAN : INFINITY;
+    else if (e == 0)
+        v = ldexp(m, -24);
+    else
+        v = ldexp(m + 1024.0, e - 25);
+    return h & 0x8000 ? -v : v;
+}
+
+static double bf16_value(uint16_t h)
+{
+    uint32_t bits = (uint32_t)h << 16;
+    float f;
+    memcpy(&f, &bits, sizeof f);
+    return f;
+}
+
+/* Element i of a float-like tensor of type t as a double. */
+static double float_element(shardnet_dtype t, const void *p, size_t i)
+{
+    switch (t) {
+    case SHARDNET_DTYPE_FLOAT32:
+        return ((const float *)p)[i];
+    case SHARDNET_DTYPE_FLOAT64:
+        return ((const double *)p)[i];
+    case SHARDNET_DTYPE_FLOAT16:
+        return half_value(((const uint16_t *)p)[i]);
+    default: /* SHARDNET_DTYPE_BFLOAT16 */
+        return bf16_value(((const uint16_t *)p)[i]);
+    }
+}
+
+static int is_float(shardnet_dtype t)
+{
+    return t == SHARDNET_DTYPE_FLOAT32 || t == SHARDNET_DTYPE_FLOAT64 ||
+           t == SHARDNET_DTYPE_FLOAT16 || t == SHARDNET_DTYPE_BFLOAT16;
 }
 
 static int compare(const shardnet_tensor *want, const shardnet_tensor_info *gi,
                    const void *got, char *why, size_t cap)
 {
     const shardnet_tensor_info *wi = &want->info;
-    size_t count = 1;
+    shardnet_dtype wt = wi->dtype;
+    size_t count = 1, es;
     if (wi->rank != gi->rank) {
         snprintf(why, cap, "rank %d, expected %d", gi->rank, wi->rank);
         return 0;
@@ -79,43 +167,38 @@ static int compare(const shardnet_tensor *want, const shardnet_tensor_info *gi,
         }
         count *= (size_t)wi->dims[i];
     }
-    if (wi->dtype != gi->dtype &&
-        !(wi->dtype == SHARDNET_DTYPE_UINT16 &&
-          (gi->dtype == SHARDNET_DTYPE_BFLOAT16 ||
-           gi->dtype == SHARDNET_DTYPE_FLOAT16))) {
+    /* Older ONNX test data stores bfloat16 (and float16) results as their
+     * uint16 bit patterns: read them as the type computed. */
+    if (wt == SHARDNET_DTYPE_UINT16 && (gi->dtype == SHARDNET_DTYPE_BFLOAT16 ||
+                                        gi->dtype == SHARDNET_DTYPE_FLOAT16))
+        wt = gi->dtype;
+    if (wt != gi->dtype) {
         snprintf(why, cap, "type %d, expected %d", gi->dtype, wi->dtype);
         return 0;
     }
+    if (count && !got) {
+        snprintf(why, cap, "no data for %zu elements", count);
+        return 0;
+    }
+    es = shardnet_dtype_size(wt);
     for (size_t i = 0; i < count; i++) {
-        double w, g;
-        switch (wi->dtype) {
-        case SHARDNET_DTYPE_FLOAT32:
-            w = ((const float *)want->data)[i];
-            g = ((const float *)got)[i];
-            break;
-        case SHARDNET_DTYPE_FLOAT64:
-            w = ((const double *)want->data)[i];
-            g = ((const double *)got)[i];
-            break;
-        case SHARDNET_DTYPE_INT64:
-            w = (double)((const int64_t *)want->data)[i];
-            g = (double)((const int64_t *)got)[i];
-            break;
-        case SHARDNET_DTYPE_INT32:
-            w = ((const int32_t *)want->data)[i];
-            g = ((const int32_t *)got)[i];
-            break;
-        case SHARDNET_DTYPE_FLOAT16:
-        case SHARDNET_DTYPE_BFLOAT16:
-        case SHARDNET_DTYPE_UINT16:
-        case SHARDNET_DTYPE_INT16: /* conversions must be bit-exact */
-            w = ((const uint16_t *)want->data)[i];
-            g = ((const uint16_t *)got)[i];
-            break;
-        default:
-            w = ((const unsigned char *)want->data)[i];
-            g = ((const unsigned char *)got)[i];
+        if (!is_float(wt)) {
+            /* Integers and bools: equal, bit for bit. */
+            const unsigned char *w = (const unsigned char *)want->data + i * es;
+            const unsigned char *g = (const unsigned char *)got + i * es;
+            if (memcmp(w, g, es)) {
+                long long wv = 0, gv = 0;
+                memcpy(&wv, w, es < sizeof wv ? es : sizeof wv);
+                memcpy(&gv, g, es < sizeof gv ? es : sizeof gv);
+                snprintf(why, cap,
+                         "element %zu differs: bytes 0x%llx, expected 0x%llx",
+                         i, gv, wv);
+                return 0;
+            }
+            continue;
         }
+        double w = float_element(wt, want->data, i);
+        double g = float_element(wt, got, i);
         if ((isnan(w) && isnan(g)) || w == g)
             continue;
         /* The ONNX backend tests' own tolerance: rtol 1e-3, atol 1e-7;
@@ -198,38 +281,24 @@ done:
     return ok;
 }
 
+typedef struct tcase {
+    char *name; /* test_... */
+    char *dir;  /* its folder */
+} tcase;
+
 static int by_name(const void *a, const void *b)
 {
-    return strcmp(*(char *const *)a, *(char *const *)b);
+    return strcmp(((const tcase *)a)->name, ((const tcase *)b)->name);
 }
 
-int main(int argc, char **argv)
+/* Add the cases of folder data (all, or those named in only) to *cases. */
+static int collect(const char *data, char **only, size_t nonly,
+                   tcase **cases, size_t *ncases)
 {
-    const char *data = DEFAULT_DATA, *devspec = NULL;
-    char **cases = NULL, *only[256];
-    size_t ncases = 0, nonly = 0;
-    int verbose = 0, rc = 0;
-    shardnet_context_t *ctx;
-    DIR *d;
+    DIR *d = opendir(data);
     struct dirent *e;
-
-    for (int i = 1; i < argc; i++) {
-        if (!strcmp(argv[i], "--data") && i + 1 < argc)
-            data = argv[++i];
-        else if (!strcmp(argv[i], "--devices") && i + 1 < argc)
-            devspec = argv[++i];
-        else if (!strcmp(argv[i], "--verbose"))
-            verbose = 1;
-        else if (nonly < 256)
-            only[nonly++] = argv[i];
-    }
-    d = opendir(data);
-    if (!d) {
-        printf("conformance: no ONNX test data at %s (Debian package "
-               "libonnx-testdata)\n",
-               data);
-        return 1;
-    }
+    if (!d)
+        return -1;
     while ((e = readdir(d))) {
         if (strncmp(e->d_name, "test_", 5))
             continue;
@@ -240,81 +309,160 @@ int main(int argc, char **argv)
             if (k == nonly)
                 continue;
         }
-        cases = realloc(cases, (ncases + 1) * sizeof *cases);
-        cases[ncases++] = strdup(e->d_name);
+        tcase *grown = realloc(*cases, (*ncases + 1) * sizeof **cases);
+        size_t len = strlen(data) + strlen(e->d_name) + 2;
+        if (!grown)
+            break;
+        *cases = grown;
+        grown[*ncases].name = strdup(e->d_name);
+        grown[*ncases].dir = malloc(len);
+        if (!grown[*ncases].name || !grown[*ncases].dir) {
+            free(grown[*ncases].name);
+            free(grown[*ncases].dir);
+            break;
+        }
+        snprintf(grown[*ncases].dir, len, "%s/%s", data, e->d_name);
+        (*ncases)++;
     }
     closedir(d);
+    return 0;
+}
+
+int main(int argc, char **argv)
+{
+    const char *datas[MAX_DATA], *devspec = NULL;
+    char *only[256], own[4096];
+    tcase *cases = NULL;
+    size_t ndata = 0, ncases = 0, nonly = 0;
+    int verbose = 0, rc = 0, missing_device = 0;
+    shardnet_context_t *ctx;
+
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "--data") && i + 1 < argc && ndata < MAX_DATA)
+            datas[ndata++] = argv[++i];
+        else if (!strcmp(argv[i], "--devices") && i + 1 < argc)
+            devspec = argv[++i];
+        else if (!strcmp(argv[i], "--verbose"))
+            verbose = 1;
+        else if (nonly < 256)
+            only[nonly++] = argv[i];
+    }
+    if (!ndata) {
+        const char *src = getenv("SHARDNET_SRCDIR");
+        datas[ndata++] = DEFAULT_DATA;
+        if (src && *src) {
+            snprintf(own, sizeof own, "%s/tests/onnx_cases/node", src);
+            datas[ndata++] = own;
+        } else {
+            printf("conformance: SHARDNET_SRCDIR is not set (make check sets "
+                   "it): this project's own cases are not run\n");
+        }
+    }
+    for (size_t k = 0; k < ndata; k++)
+        if (collect(datas[k], only, nonly, &cases, &ncases) != 0) {
+            printf("conformance: cannot read %s%s\n", datas[k],
+                   strcmp(datas[k], DEFAULT_DATA)
+                       ? ""
+                       : " (Debian package libonnx-testdata)");
+            rc = 1;
+        }
     qsort(cases, ncases, sizeof *cases, by_name);
 
     if (shardnet_context_create(&ctx) != SHARDNET_OK) {
         printf("conformance: %s\n", shardnet_last_error());
         return 1;
     }
-    /* One device of each kind present, unless told. */
-    const char *devs[8];
+    /* cpu:0, and cl:0 when the build has OpenCL, unless told. */
+    const char *devs[MAX_DEVS];
     size_t ndev = 0;
     char spec_copy[256];
     if (devspec) {
         snprintf(spec_copy, sizeof spec_copy, "%s", devspec);
-        for (char *t = strtok(spec_copy, ","); t && ndev < 8;
+        for (char *t = strtok(spec_copy, ","); t && ndev < MAX_DEVS;
              t = strtok(NULL, ","))
             devs[ndev++] = t;
     } else {
-        size_t idx;
         devs[ndev++] = "cpu:0";
-        if (shardnet_devices_select(ctx, "cl:0", &idx, 1, &idx) == SHARDNET_OK)
+#ifdef SN_HAVE_OPENCL
+        size_t idx, cnt;
+        if (shardnet_devices_select(ctx, "cl:0", &idx, 1, &cnt) ==
+            SHARDNET_OK) {
             devs[ndev++] = "cl:0";
+        } else {
+            printf("conformance: SKIPPED cl:0: the build has OpenCL but no "
+                   "OpenCL device was found (%s)\n",
+                   shardnet_last_error());
+            missing_device = 1;
+        }
+#else
+        printf("conformance: SKIPPED cl:0: this build has no OpenCL backend "
+               "(configure --without-opencl, or no OpenCL found)\n");
+#endif
     }
 
-    size_t applicable = 0, passed[8] = {0}, failed[8] = {0}, skipped = 0;
-    size_t unloadable = 0;
+    size_t applicable = 0, others = 0, unloadable = 0;
+    size_t passed[MAX_DEVS] = {0}, xfailed[MAX_DEVS] = {0};
+    size_t failed[MAX_DEVS] = {0}, xpassed[MAX_DEVS] = {0};
     for (size_t c = 0; c < ncases; c++) {
-        char dir[4096], model[4200], why[1024];
+        char model[4200], why[1024];
         struct stat stt;
-        snprintf(dir, sizeof dir, "%s/%s", data, cases[c]);
-        snprintf(model, sizeof model, "%s/model.onnx", dir);
+        snprintf(model, sizeof model, "%s/model.onnx", cases[c].dir);
         if (stat(model, &stt) != 0)
             continue;
         int ap = case_applies(model, why, sizeof why);
-        if (ap < 0) { /* opset < 7, training domains, ...: out of scope */
+        if (ap < 0) { /* training domains, sequence types, ... */
             unloadable++;
             if (verbose)
-                printf("skip %s: %s\n", cases[c], why);
+                printf("skip %s: %s\n", cases[c].name, why);
             continue;
         }
         if (ap == 0) {
-            skipped++;
+            others++;
             continue;
         }
         applicable++;
         for (size_t k = 0; k < ndev; k++) {
-            if (!run_case(ctx, dir, devs[k], why, sizeof why)) {
-                failed[k]++;
-                printf("FAIL %s %s: %s\n", devs[k], cases[c], why);
-            } else {
+            const char *xf = expected_failure(cases[c].name, devs[k]);
+            int ok = run_case(ctx, cases[c].dir, devs[k], why, sizeof why);
+            if (ok && xf) {
+                xpassed[k]++;
+                printf("UNEXPECTED PASS %s %s: listed as failing (%s); "
+                       "remove it from expected_failures in "
+                       "tests/conformance.c\n",
+                       devs[k], cases[c].name, xf);
+            } else if (ok) {
                 passed[k]++;
                 if (verbose)
-                    printf("ok   %s %s\n", devs[k], cases[c]);
+                    printf("ok   %s %s\n", devs[k], cases[c].name);
+            } else if (xf) {
+                xfailed[k]++;
+                if (verbose)
+                    printf("expected failure %s %s: %s (%s)\n", devs[k],
+                           cases[c].name, xf, why);
+            } else {
+                failed[k]++;
+                printf("FAIL %s %s: %s\n", devs[k], cases[c].name, why);
             }
             fflush(stdout);
         }
     }
-    printf("conformance: %zu cases use only the promised operators; %zu use "
-           "others and %zu cannot be imported (opset below 7, training "
-           "domains, sequence types; --verbose lists them): not run\n",
-           applicable, skipped, unloadable);
+    printf("conformance: %zu cases use only operators shardnet has; %zu use "
+           "others and %zu cannot be imported (training domains, sequence "
+           "types; --verbose lists them): not run\n",
+           applicable, others, unloadable);
     for (size_t k = 0; k < ndev; k++) {
-        double rate = passed[k] + failed[k]
-                          ? 100.0 * (double)passed[k] /
-                                (double)(passed[k] + failed[k])
-                          : 0.0;
-        printf("%s: %zu passed, %zu failed (%.1f%%)\n", devs[k], passed[k],
-               failed[k], rate);
-        if (passed[k] == 0 || rate < 95.0)
+        printf("%s: %zu passed, %zu failed as expected, %zu failed, %zu "
+               "passed unexpectedly\n",
+               devs[k], passed[k], xfailed[k], failed[k], xpassed[k]);
+        if (failed[k] || xpassed[k] || passed[k] == 0)
             rc = 1;
     }
-    for (size_t c = 0; c < ncases; c++)
-        free(cases[c]);
+    if (!rc && missing_device)
+        rc = 77;
+    for (size_t c = 0; c < ncases; c++) {
+        free(cases[c].name);
+        free(cases[c].dir);
+    }
     free(cases);
     shardnet_context_free(ctx);
     return rc;

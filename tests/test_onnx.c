@@ -999,15 +999,26 @@ Test(onnx_hostile, sparse_initializer_is_refused)
     pb_free(&m);
 }
 
-Test(onnx_hostile, opset_6_and_99_are_refused_by_number)
+Test(onnx_hostile, opset_0_and_99_are_refused_by_number_1_to_6_load)
 {
-    pb g = relu_graph(), m = model(6, &g);
-    expect_error(&m, "opset 6");
+    pb g = relu_graph(), m = model(0, &g);
+    sn_graph *sg = NULL;
+    expect_error(&m, "opset 0");
     pb_free(&m);
     g = relu_graph();
     m = model(99, &g);
     expect_error(&m, "opset 99");
     pb_free(&m);
+    for (int64_t v = 1; v <= 6; v += 5) {
+        g = relu_graph();
+        m = model(v, &g);
+        cr_assert_eq(load_pb(&m, &sg), SHARDNET_OK, "opset %lld: %s",
+                     (long long)v, shardnet_last_error());
+        cr_assert_eq(sg->opset, v);
+        sn_graph_free(sg);
+        sg = NULL;
+        pb_free(&m);
+    }
 }
 
 Test(onnx_hostile, model_without_graph_or_opset_is_an_error)
@@ -1593,6 +1604,146 @@ Test(tensorfile, npy_save_writes_what_numpy_writes_and_reads_back)
                       "size mismatch refused");
     }
     rm_tmpdir(dir);
+}
+
+/* Zero-size tensors: valid inputs and outputs of the files, the C API and
+ * a run. */
+
+Test(zero_size, npy_save_with_no_data_writes_what_numpy_writes)
+{
+    char dir[64], path[128], want[512];
+    shardnet_tensor_info info = {.dtype = SHARDNET_DTYPE_FLOAT64, .rank = 2,
+                                 .dims = {0, 3}};
+    shardnet_tensor back;
+    uint8_t *mine, *theirs;
+    size_t n1, n2;
+    make_tmpdir(dir, sizeof dir);
+    snprintf(path, sizeof path, "%s/empty.npy", dir);
+    cr_assert_eq(shardnet_tensor_save(path, &info, NULL), SHARDNET_OK, "%s",
+                 shardnet_last_error());
+    mine = slurp(path, &n1);
+    src_path(want, sizeof want, "onnx_cases/f8_0x3.npy");
+    theirs = slurp(want, &n2);
+    cr_assert_eq(n1, n2);
+    cr_assert_eq(memcmp(mine, theirs, n1), 0, "same bytes as np.save");
+    free(mine);
+    free(theirs);
+    cr_assert_eq(shardnet_tensor_load(path, &back), SHARDNET_OK, "%s",
+                 shardnet_last_error());
+    cr_assert_eq(back.info.rank, 2);
+    cr_assert_eq(back.info.dims[0], 0);
+    cr_assert_eq(back.info.dims[1], 3);
+    cr_assert_eq(back.nbytes, 0);
+    cr_assert_null(back.data);
+    shardnet_tensor_release(&back);
+    /* Elements without data stay an error. */
+    info.dims[0] = 2;
+    cr_assert_eq(shardnet_tensor_save(path, &info, NULL),
+                 SHARDNET_INVALID_ARGUMENT);
+    cr_assert(strstr(shardnet_last_error(), "NULL data"), "%s",
+              shardnet_last_error());
+    rm_tmpdir(dir);
+}
+
+Test(zero_size, pb_tensors_with_a_zero_dimension_load)
+{
+    char path[512];
+    shardnet_tensor t;
+    src_path(path, sizeof path,
+             "onnx_cases/node/test_zero_size_gemm_inner_dimension/"
+             "test_data_set_0/input_1.pb");
+    cr_assert_eq(shardnet_tensor_load(path, &t), SHARDNET_OK, "%s",
+                 shardnet_last_error());
+    cr_assert_eq(t.info.dtype, SHARDNET_DTYPE_FLOAT32);
+    cr_assert_eq(t.info.rank, 2);
+    cr_assert_eq(t.info.dims[0], 0);
+    cr_assert_eq(t.info.dims[1], 3);
+    cr_assert_eq(t.nbytes, 0);
+    shardnet_tensor_release(&t);
+    onnx_path(path, sizeof path,
+              "test_split_zero_size_splits/test_data_set_0/output_0.pb");
+    cr_assert_eq(shardnet_tensor_load(path, &t), SHARDNET_OK, "%s",
+                 shardnet_last_error());
+    cr_assert_eq(t.info.rank, 1);
+    cr_assert_eq(t.info.dims[0], 0);
+    shardnet_tensor_release(&t);
+}
+
+/* A batch of zero rows through a session, then one of two rows: the
+ * output has zero rows, is saved and read back, and the session still
+ * computes the next batch. */
+static void run_zero_rows(const char *device)
+{
+    char path[512], dir[64], out[128];
+    shardnet_context_t *ctx;
+    shardnet_model_t *m;
+    shardnet_session_t *s;
+    shardnet_tensor_info info;
+    shardnet_tensor back;
+    const void *data;
+    int64_t zero[2] = {0, 3}, two[2] = {2, 3};
+    float x[6] = {1, 2, 3, -4, 5, -6};
+    size_t idx, cnt;
+
+    cr_assert_eq(shardnet_context_create(&ctx), SHARDNET_OK);
+    if (shardnet_devices_select(ctx, device, &idx, 1, &cnt) != SHARDNET_OK) {
+        shardnet_context_free(ctx);
+        cr_skip_test("no device %s here", device);
+    }
+    src_path(path, sizeof path,
+             "onnx_cases/node/test_zero_size_matmul_add_relu_softmax/"
+             "model.onnx");
+    cr_assert_eq(shardnet_model_load(path, &m), SHARDNET_OK, "%s",
+                 shardnet_last_error());
+    cr_assert_eq(shardnet_session_create(ctx, m, device, &s), SHARDNET_OK,
+                 "%s", shardnet_last_error());
+    cr_assert_eq(shardnet_session_set_input(s, 0, SHARDNET_DTYPE_FLOAT32, 2,
+                                            zero, NULL),
+                 SHARDNET_OK, "%s", shardnet_last_error());
+    cr_assert_eq(shardnet_session_run(s), SHARDNET_OK, "%s",
+                 shardnet_last_error());
+    cr_assert_eq(shardnet_session_output(s, 0, &info, &data), SHARDNET_OK);
+    cr_assert_eq(info.rank, 2);
+    cr_assert_eq(info.dims[0], 0);
+    cr_assert_eq(info.dims[1], 4);
+    make_tmpdir(dir, sizeof dir);
+    snprintf(out, sizeof out, "%s/y.npy", dir);
+    cr_assert_eq(shardnet_tensor_save(out, &info, data), SHARDNET_OK, "%s",
+                 shardnet_last_error());
+    cr_assert_eq(shardnet_tensor_load(out, &back), SHARDNET_OK, "%s",
+                 shardnet_last_error());
+    cr_assert_eq(back.info.dims[0], 0);
+    cr_assert_eq(back.info.dims[1], 4);
+    shardnet_tensor_release(&back);
+    rm_tmpdir(dir);
+
+    /* Softmax rows of the next batch sum to 1. */
+    cr_assert_eq(shardnet_session_set_input(s, 0, SHARDNET_DTYPE_FLOAT32, 2,
+                                            two, x),
+                 SHARDNET_OK);
+    cr_assert_eq(shardnet_session_run(s), SHARDNET_OK, "%s",
+                 shardnet_last_error());
+    cr_assert_eq(shardnet_session_output(s, 0, &info, &data), SHARDNET_OK);
+    cr_assert_eq(info.dims[0], 2);
+    for (int r = 0; r < 2; r++) {
+        float sum = 0;
+        for (int c = 0; c < 4; c++)
+            sum += ((const float *)data)[r * 4 + c];
+        cr_assert_float_eq(sum, 1.0f, 1e-5f);
+    }
+    shardnet_session_free(s);
+    shardnet_model_free(m);
+    shardnet_context_free(ctx);
+}
+
+Test(zero_size, zero_rows_run_save_and_reload_on_cpu)
+{
+    run_zero_rows("cpu:0");
+}
+
+Test(zero_size, zero_rows_run_save_and_reload_on_opencl)
+{
+    run_zero_rows("cl:0");
 }
 
 static void expect_npy_error(const char *bytes, size_t n, const char *needle)
