@@ -368,11 +368,15 @@ static shardnet_status read_plan(const char *path, plan_file *pf)
         char key[32], rest[1000];
         size_t k, len = strlen(line);
         lineno++;
-        if (len == sizeof line - 1 && line[len - 1] != '\n' && !feof(f)) {
-            st = sn_error(SHARDNET_INVALID_ARGUMENT,
-                     "plan %s, line %d: longer than %zu characters", path,
-                     lineno, sizeof line - 2);
-            goto fail;
+        if (len == sizeof line - 1 && line[len - 1] != '\n') {
+            /* The line goes on: refused, not read as two lines. */
+            int next = fgetc(f);
+            if (next != '\n' && next != EOF) {
+                st = sn_error(SHARDNET_INVALID_ARGUMENT,
+                              "plan %s, line %d: longer than %zu characters",
+                              path, lineno, sizeof line - 1);
+                goto fail;
+            }
         }
         if (line[0] == '#' || line[strspn(line, " \t\r\n")] == '\0')
             continue;

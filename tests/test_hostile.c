@@ -366,6 +366,29 @@ Test(external_link, to_a_file_outside_the_folder_is_refused)
     rm_tmpdir(dir);
 }
 
+/* A file of the right size outside: only the real path gives it away. */
+Test(external_link, to_a_fitting_file_outside_the_folder_is_refused)
+{
+    static const float w[4] = {1, 2, 3, 4};
+    char dir[64], other[64], path[512], target[512];
+    shardnet_model_t *m = NULL;
+    make_tmpdir(dir, sizeof dir);
+    make_tmpdir(other, sizeof other);
+    write_add_model(dir, "w.bin");
+    snprintf(target, sizeof target, "%s/secret.bin", other);
+    spit(target, w, sizeof w);
+    snprintf(path, sizeof path, "%s/w.bin", dir);
+    cr_assert_eq(symlink(target, path), 0, "%s", strerror(errno));
+    snprintf(path, sizeof path, "%s/model.onnx", dir);
+    cr_assert_eq(shardnet_model_load(path, &m), SHARDNET_INVALID_ARGUMENT,
+                 "a link out of the model's folder was followed");
+    cr_assert_null(m);
+    assert_error_has("outside the model's folder");
+    assert_error_has("secret.bin");
+    rm_tmpdir(dir);
+    rm_tmpdir(other);
+}
+
 Test(external_link, inside_the_folder_is_followed)
 {
     static const float w[4] = {1, 2, 3, 4};
@@ -458,10 +481,15 @@ Test(fifo, as_a_plan_file_is_refused, .timeout = 20)
 
 /* --- Conv group ------------------------------------------------------------ */
 
-Test(conv, group_of_two_to_the_62_is_refused)
+/*
+ * A Conv of group 2^62 over x of shape dx with weights of shape dw (all
+ * ones, at most 4): refused at load or at the first run, with the group in
+ * the message.
+ */
+static void expect_group_refused(const int64_t *dx, const int64_t *dw)
 {
-    static const int64_t dx[] = {1, 4, 3, 3}, dw[] = {4, 1, 1, 1};
     static const float w[4] = {1, 1, 1, 1};
+    size_t nw = (size_t)(dw[0] * dw[1] * dw[2] * dw[3]);
     pb g = {0}, n = {0}, a = {0}, t = {0}, x = value_info("x", dx, 4),
        y = value_info("y", dx, 4), md;
     char dir[64], path[512];
@@ -486,7 +514,7 @@ Test(conv, group_of_two_to_the_62_is_refused)
         put_int(&t, 1, dw[i]);
     put_int(&t, 2, 1);
     put_str(&t, 8, "w");
-    put_bytes(&t, 9, w, sizeof w);
+    put_bytes(&t, 9, w, nw * sizeof w[0]);
     put_msg(&g, 5, &t);
     put_msg(&g, 11, &x);
     put_msg(&g, 12, &y);
@@ -512,6 +540,21 @@ Test(conv, group_of_two_to_the_62_is_refused)
     cr_assert_eq(st, SHARDNET_INVALID_ARGUMENT, "%s", shardnet_last_error());
     assert_error_has("group 4611686018427387904 does not fit");
     rm_tmpdir(dir);
+}
+
+/* 1 channel a group times 2^62 groups overflows (UBSan sees it). */
+Test(conv, group_of_two_to_the_62_is_refused)
+{
+    static const int64_t dx[] = {1, 4, 3, 3}, dw[] = {4, 1, 1, 1};
+    expect_group_refused(dx, dw);
+}
+
+/* 4 channels a group times 2^62 groups wraps to 0, the input's channels:
+ * only an overflow-checked product refuses it. */
+Test(conv, group_whose_product_wraps_to_the_channels_is_refused)
+{
+    static const int64_t dx[] = {1, 0, 3, 3}, dw[] = {0, 4, 1, 1};
+    expect_group_refused(dx, dw);
 }
 
 /* --- tensor files shardnet cannot read -------------------------------------- */
@@ -698,7 +741,18 @@ Test(plan_file, line_over_1023_characters_is_refused_not_split)
     memset(text + n, 'x', 1500);
     snprintf(text + n + 1500, sizeof text - n - 1500, "\n");
     cr_assert_eq(session_from_plan(text), SHARDNET_INVALID_ARGUMENT);
-    assert_error_has("line 2: longer than 1022 characters");
+    assert_error_has("line 2: longer than 1023 characters");
+}
+
+Test(plan_file, line_of_1023_characters_is_read_whole)
+{
+    char text[2048];
+    text[0] = '#';
+    memset(text + 1, 'x', 1022);
+    snprintf(text + 1023, sizeof text - 1023,
+             "\nsplit none\ndevices cpu:0\n");
+    cr_assert_eq(session_from_plan(text), SHARDNET_OK, "%s",
+                 shardnet_last_error());
 }
 
 /* --- OpenCL: memory kept by context cycles ------------------------------------- */
