@@ -402,7 +402,7 @@ static shardnet_status read_plan(const char *path, plan_file *pf)
                          path, lineno, rest);
                 goto fail;
             }
-            snprintf(pf->split, sizeof pf->split, "%s", rest);
+            memcpy(pf->split, rest, strlen(rest) + 1);
         } else if (!strcmp(key, "devices")) {
             if (strlen(rest) >= sizeof pf->devices) {
                 st = sn_error(SHARDNET_INVALID_ARGUMENT,
@@ -411,7 +411,7 @@ static shardnet_status read_plan(const char *path, plan_file *pf)
                          path, lineno, sizeof pf->devices - 1);
                 goto fail;
             }
-            snprintf(pf->devices, sizeof pf->devices, "%s", rest);
+            memcpy(pf->devices, rest, strlen(rest) + 1);
         } else if (!strcmp(key, "micro_batches")) {
             size_t v, nv = 0;
             if (parse_counts(rest, key, 0, 65536, &v, 1, &nv) < 0)
