@@ -277,6 +277,55 @@ Test(mapped_model, truncated_is_refused_not_a_sigbus)
     rm_tmpdir(dir);
 }
 
+Test(mapped_model, replaced_by_rename_is_refused)
+{
+    char dir[64], path[512], other[512];
+    shardnet_model_t *m;
+    float y0 = 0;
+    make_tmpdir(dir, sizeof dir);
+    write_add_model(dir, NULL);
+    snprintf(path, sizeof path, "%s/model.onnx", dir);
+    snprintf(other, sizeof other, "%s/new.onnx", dir);
+    cr_assert_eq(shardnet_model_load(path, &m), SHARDNET_OK, "%s",
+                 shardnet_last_error());
+    cr_assert_eq(rename(path, other), 0);
+    cr_assert_eq(run_add(m, &y0), SHARDNET_IO_ERROR);
+    assert_error_has("is gone since the model was loaded");
+    write_add_model(dir, NULL); /* a new file (inode) at the same path */
+    cr_assert_eq(run_add(m, &y0), SHARDNET_IO_ERROR);
+    assert_error_has("was replaced by another file");
+    shardnet_model_free(m);
+    rm_tmpdir(dir);
+}
+
+/* The check is made at each run too, not only when a session is made. */
+Test(mapped_model, changed_under_a_live_session_is_refused_at_the_next_run)
+{
+    static const float x[4] = {10, 20, 30, 40};
+    static const int64_t d4[] = {4};
+    char dir[64], path[512];
+    shardnet_context_t *ctx;
+    shardnet_model_t *m;
+    shardnet_session_t *s;
+    make_tmpdir(dir, sizeof dir);
+    write_add_model(dir, NULL);
+    snprintf(path, sizeof path, "%s/model.onnx", dir);
+    cr_assert_eq(shardnet_model_load(path, &m), SHARDNET_OK);
+    cr_assert_eq(shardnet_context_create(&ctx), SHARDNET_OK);
+    cr_assert_eq(shardnet_session_create(ctx, m, "cpu:0", &s), SHARDNET_OK);
+    cr_assert_eq(shardnet_session_set_input(s, 0, SHARDNET_DTYPE_FLOAT32, 1,
+                                            d4, x),
+                 SHARDNET_OK);
+    cr_assert_eq(shardnet_session_run(s), SHARDNET_OK);
+    cr_assert_eq(truncate(path, 10), 0);
+    cr_assert_eq(shardnet_session_run(s), SHARDNET_IO_ERROR);
+    assert_error_has("changed size since the model was loaded");
+    shardnet_session_free(s);
+    shardnet_context_free(ctx);
+    shardnet_model_free(m);
+    rm_tmpdir(dir);
+}
+
 Test(mapped_model, external_data_changed_is_refused)
 {
     static const float w[4] = {1, 2, 3, 4};
