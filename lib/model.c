@@ -1048,8 +1048,10 @@ shardnet_status shardnet_tensor_load(const char *path, shardnet_tensor *out)
         return st;
     if (!shardnet_dtype_size((shardnet_dtype)t.dtype)) {
         sn_host_tensor_free(&t);
-        return sn_error(SHARDNET_UNSUPPORTED, "%s: tensors of type %s are not "
-                        "supported", path, sn_dtype_name(t.dtype));
+        return sn_error(SHARDNET_INVALID_ARGUMENT,
+                        "%s: tensors of type %s are not supported: the file "
+                        "cannot be read",
+                        path, sn_dtype_name(t.dtype));
     }
     out->info.name = t.name; /* released with the tensor */
     out->info.dtype = (shardnet_dtype)t.dtype;

@@ -660,6 +660,25 @@ Test(tensor_file, unknown_dtype_npy_is_a_format_error)
                         16, "'<c8' is not supported: the file cannot be read");
 }
 
+Test(tensor_file, string_pb_tensor_is_a_format_error)
+{
+    pb t = {0};
+    char dir[64], path[512];
+    shardnet_tensor x;
+    make_tmpdir(dir, sizeof dir);
+    put_int(&t, 1, 1);      /* dims [1] */
+    put_int(&t, 2, 8);      /* STRING */
+    put_str(&t, 6, "text"); /* string_data */
+    snprintf(path, sizeof path, "%s/x.pb", dir);
+    spit(path, t.p, t.n);
+    free(t.p);
+    cr_assert_eq(shardnet_tensor_load(path, &x), SHARDNET_INVALID_ARGUMENT,
+                 "%s", shardnet_last_error());
+    assert_error_has(path);
+    assert_error_has("string tensors are not supported");
+    rm_tmpdir(dir);
+}
+
 /* A full disk (here: a file size limit) leaves no truncated file behind. */
 Test(tensor_file, failed_save_leaves_no_file)
 {
