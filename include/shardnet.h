@@ -276,18 +276,19 @@ SHARDNET_API shardnet_status shardnet_model_load(const char *path,
  * How shardnet_model_load_with() reads a model.
  *
  * What a mapped model (the default) promises: its weights are the model's
- * files themselves, mapped read-only, not a copy, so the files must stay as
- * they were while the model lives.  Every session creation and every run
- * checks that each file still has the size, modification time and identity
- * (device and inode) it had when loaded, and refuses with SHARDNET_IO_ERROR
- * naming the file when one changed: a changed model is never run with a mix
- * of old and new weights.  The check cannot cover a file truncated while a
- * run is reading it: the process then receives SIGBUS.  Weights a session has
- * already copied to a device's own memory are unaffected, but CPU devices
- * may read them in place.  A program that cannot rule that out (a
- * long-running server whose models others may rewrite) sets
- * SHARDNET_MODEL_READ: the files are read once, at load, into memory of the
- * model's own, and nothing done to them later reaches the model.
+ * files themselves, mapped read-only, not copied, so the files must stay as
+ * they were while the model lives.  Every session creation, every run and
+ * the start of every stream check that each file still has the size,
+ * modification time and identity (device and inode) it had when loaded,
+ * and refuse with SHARDNET_IO_ERROR naming the file when one changed, so a
+ * file changed between two runs is never run with a mix of old and new
+ * weights.  No check can cover a file truncated while a run reads it: the
+ * process then receives SIGBUS (weights a session already copied to a
+ * device's own memory are safe, but CPU devices may read them in place).
+ * A program that cannot rule that out (a long-running server whose models
+ * others may rewrite) sets SHARDNET_MODEL_READ: the files are read once, at
+ * load, into memory of the model's own, and nothing done to them later
+ * reaches the model.
  */
 typedef struct shardnet_model_options {
     /** sizeof(shardnet_model_options), so that the struct can grow: fields

@@ -368,11 +368,15 @@ static shardnet_status read_plan(const char *path, plan_file *pf)
         char key[32], rest[1000];
         size_t k, len = strlen(line);
         lineno++;
-        if (len == sizeof line - 1 && line[len - 1] != '\n' && !feof(f)) {
-            st = sn_error(SHARDNET_INVALID_ARGUMENT,
-                     "plan %s, line %d: longer than %zu characters", path,
-                     lineno, sizeof line - 2);
-            goto fail;
+        if (len == sizeof line - 1 && line[len - 1] != '\n') {
+            /* The line goes on: refused, not read as two lines. */
+            int next = fgetc(f);
+            if (next != '\n' && next != EOF) {
+                st = sn_error(SHARDNET_INVALID_ARGUMENT,
+                              "plan %s, line %d: longer than %zu characters",
+                              path, lineno, sizeof line - 1);
+                goto fail;
+            }
         }
         if (line[0] == '#' || line[strspn(line, " \t\r\n")] == '\0')
             continue;
@@ -398,7 +402,7 @@ static shardnet_status read_plan(const char *path, plan_file *pf)
                          path, lineno, rest);
                 goto fail;
             }
-            snprintf(pf->split, sizeof pf->split, "%s", rest);
+            memcpy(pf->split, rest, strlen(rest) + 1);
         } else if (!strcmp(key, "devices")) {
             if (strlen(rest) >= sizeof pf->devices) {
                 st = sn_error(SHARDNET_INVALID_ARGUMENT,
@@ -407,7 +411,7 @@ static shardnet_status read_plan(const char *path, plan_file *pf)
                          path, lineno, sizeof pf->devices - 1);
                 goto fail;
             }
-            snprintf(pf->devices, sizeof pf->devices, "%s", rest);
+            memcpy(pf->devices, rest, strlen(rest) + 1);
         } else if (!strcmp(key, "micro_batches")) {
             size_t v, nv = 0;
             if (parse_counts(rest, key, 0, 65536, &v, 1, &nv) < 0)
@@ -1053,8 +1057,10 @@ shardnet_status shardnet_tensor_load(const char *path, shardnet_tensor *out)
         return st;
     if (!shardnet_dtype_size((shardnet_dtype)t.dtype)) {
         sn_host_tensor_free(&t);
-        return sn_error(SHARDNET_UNSUPPORTED, "%s: tensors of type %s are not "
-                        "supported", path, sn_dtype_name(t.dtype));
+        return sn_error(SHARDNET_INVALID_ARGUMENT,
+                        "%s: tensors of type %s are not supported: the file "
+                        "cannot be read",
+                        path, sn_dtype_name(t.dtype));
     }
     out->info.name = t.name; /* released with the tensor */
     out->info.dtype = (shardnet_dtype)t.dtype;

@@ -367,6 +367,10 @@ shardnet_status sn_tensor_load_pb(const char *path, sn_host_tensor *out)
 fail:
     free(buf);
     sn_host_tensor_free(&t);
+    /* A tensor of a kind shardnet cannot hold (strings, segments) is a
+     * problem of the file, not of a device. */
+    if (st == SHARDNET_UNSUPPORTED)
+        st = SHARDNET_INVALID_ARGUMENT;
     return sn_error_prefix(st, "%s", path);
 }
 

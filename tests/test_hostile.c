@@ -277,6 +277,55 @@ Test(mapped_model, truncated_is_refused_not_a_sigbus)
     rm_tmpdir(dir);
 }
 
+Test(mapped_model, replaced_by_rename_is_refused)
+{
+    char dir[64], path[512], other[512];
+    shardnet_model_t *m;
+    float y0 = 0;
+    make_tmpdir(dir, sizeof dir);
+    write_add_model(dir, NULL);
+    snprintf(path, sizeof path, "%s/model.onnx", dir);
+    snprintf(other, sizeof other, "%s/new.onnx", dir);
+    cr_assert_eq(shardnet_model_load(path, &m), SHARDNET_OK, "%s",
+                 shardnet_last_error());
+    cr_assert_eq(rename(path, other), 0);
+    cr_assert_eq(run_add(m, &y0), SHARDNET_IO_ERROR);
+    assert_error_has("is gone since the model was loaded");
+    write_add_model(dir, NULL); /* a new file (inode) at the same path */
+    cr_assert_eq(run_add(m, &y0), SHARDNET_IO_ERROR);
+    assert_error_has("was replaced by another file");
+    shardnet_model_free(m);
+    rm_tmpdir(dir);
+}
+
+/* The check is made at each run too, not only when a session is made. */
+Test(mapped_model, changed_under_a_live_session_is_refused_at_the_next_run)
+{
+    static const float x[4] = {10, 20, 30, 40};
+    static const int64_t d4[] = {4};
+    char dir[64], path[512];
+    shardnet_context_t *ctx;
+    shardnet_model_t *m;
+    shardnet_session_t *s;
+    make_tmpdir(dir, sizeof dir);
+    write_add_model(dir, NULL);
+    snprintf(path, sizeof path, "%s/model.onnx", dir);
+    cr_assert_eq(shardnet_model_load(path, &m), SHARDNET_OK);
+    cr_assert_eq(shardnet_context_create(&ctx), SHARDNET_OK);
+    cr_assert_eq(shardnet_session_create(ctx, m, "cpu:0", &s), SHARDNET_OK);
+    cr_assert_eq(shardnet_session_set_input(s, 0, SHARDNET_DTYPE_FLOAT32, 1,
+                                            d4, x),
+                 SHARDNET_OK);
+    cr_assert_eq(shardnet_session_run(s), SHARDNET_OK);
+    cr_assert_eq(truncate(path, 10), 0);
+    cr_assert_eq(shardnet_session_run(s), SHARDNET_IO_ERROR);
+    assert_error_has("changed size since the model was loaded");
+    shardnet_session_free(s);
+    shardnet_context_free(ctx);
+    shardnet_model_free(m);
+    rm_tmpdir(dir);
+}
+
 Test(mapped_model, external_data_changed_is_refused)
 {
     static const float w[4] = {1, 2, 3, 4};
@@ -364,6 +413,29 @@ Test(external_link, to_a_file_outside_the_folder_is_refused)
     assert_error_has("outside the model's folder");
     assert_error_has("/etc/passwd");
     rm_tmpdir(dir);
+}
+
+/* A file of the right size outside: only the real path gives it away. */
+Test(external_link, to_a_fitting_file_outside_the_folder_is_refused)
+{
+    static const float w[4] = {1, 2, 3, 4};
+    char dir[64], other[64], path[512], target[512];
+    shardnet_model_t *m = NULL;
+    make_tmpdir(dir, sizeof dir);
+    make_tmpdir(other, sizeof other);
+    write_add_model(dir, "w.bin");
+    snprintf(target, sizeof target, "%s/secret.bin", other);
+    spit(target, w, sizeof w);
+    snprintf(path, sizeof path, "%s/w.bin", dir);
+    cr_assert_eq(symlink(target, path), 0, "%s", strerror(errno));
+    snprintf(path, sizeof path, "%s/model.onnx", dir);
+    cr_assert_eq(shardnet_model_load(path, &m), SHARDNET_INVALID_ARGUMENT,
+                 "a link out of the model's folder was followed");
+    cr_assert_null(m);
+    assert_error_has("outside the model's folder");
+    assert_error_has("secret.bin");
+    rm_tmpdir(dir);
+    rm_tmpdir(other);
 }
 
 Test(external_link, inside_the_folder_is_followed)
@@ -458,10 +530,15 @@ Test(fifo, as_a_plan_file_is_refused, .timeout = 20)
 
 /* --- Conv group ------------------------------------------------------------ */
 
-Test(conv, group_of_two_to_the_62_is_refused)
+/*
+ * A Conv of group 2^62 over x of shape dx with weights of shape dw (all
+ * ones, at most 4): refused at load or at the first run, with the group in
+ * the message.
+ */
+static void expect_group_refused(const int64_t *dx, const int64_t *dw)
 {
-    static const int64_t dx[] = {1, 4, 3, 3}, dw[] = {4, 1, 1, 1};
     static const float w[4] = {1, 1, 1, 1};
+    size_t nw = (size_t)(dw[0] * dw[1] * dw[2] * dw[3]);
     pb g = {0}, n = {0}, a = {0}, t = {0}, x = value_info("x", dx, 4),
        y = value_info("y", dx, 4), md;
     char dir[64], path[512];
@@ -486,7 +563,7 @@ Test(conv, group_of_two_to_the_62_is_refused)
         put_int(&t, 1, dw[i]);
     put_int(&t, 2, 1);
     put_str(&t, 8, "w");
-    put_bytes(&t, 9, w, sizeof w);
+    put_bytes(&t, 9, w, nw * sizeof w[0]);
     put_msg(&g, 5, &t);
     put_msg(&g, 11, &x);
     put_msg(&g, 12, &y);
@@ -512,6 +589,21 @@ Test(conv, group_of_two_to_the_62_is_refused)
     cr_assert_eq(st, SHARDNET_INVALID_ARGUMENT, "%s", shardnet_last_error());
     assert_error_has("group 4611686018427387904 does not fit");
     rm_tmpdir(dir);
+}
+
+/* 1 channel a group times 2^62 groups overflows (UBSan sees it). */
+Test(conv, group_of_two_to_the_62_is_refused)
+{
+    static const int64_t dx[] = {1, 4, 3, 3}, dw[] = {4, 1, 1, 1};
+    expect_group_refused(dx, dw);
+}
+
+/* 4 channels a group times 2^62 groups wraps to 0, the input's channels:
+ * only an overflow-checked product refuses it. */
+Test(conv, group_whose_product_wraps_to_the_channels_is_refused)
+{
+    static const int64_t dx[] = {1, 0, 3, 3}, dw[] = {0, 4, 1, 1};
+    expect_group_refused(dx, dw);
 }
 
 /* --- tensor files shardnet cannot read -------------------------------------- */
@@ -566,6 +658,25 @@ Test(tensor_file, unknown_dtype_npy_is_a_format_error)
     expect_format_error("{'descr': '<c8', 'fortran_order': False, "
                         "'shape': (2,), }",
                         16, "'<c8' is not supported: the file cannot be read");
+}
+
+Test(tensor_file, string_pb_tensor_is_a_format_error)
+{
+    pb t = {0};
+    char dir[64], path[512];
+    shardnet_tensor x;
+    make_tmpdir(dir, sizeof dir);
+    put_int(&t, 1, 1);      /* dims [1] */
+    put_int(&t, 2, 8);      /* STRING */
+    put_str(&t, 6, "text"); /* string_data */
+    snprintf(path, sizeof path, "%s/x.pb", dir);
+    spit(path, t.p, t.n);
+    free(t.p);
+    cr_assert_eq(shardnet_tensor_load(path, &x), SHARDNET_INVALID_ARGUMENT,
+                 "%s", shardnet_last_error());
+    assert_error_has(path);
+    assert_error_has("string tensors are not supported");
+    rm_tmpdir(dir);
 }
 
 /* A full disk (here: a file size limit) leaves no truncated file behind. */
@@ -698,7 +809,18 @@ Test(plan_file, line_over_1023_characters_is_refused_not_split)
     memset(text + n, 'x', 1500);
     snprintf(text + n + 1500, sizeof text - n - 1500, "\n");
     cr_assert_eq(session_from_plan(text), SHARDNET_INVALID_ARGUMENT);
-    assert_error_has("line 2: longer than 1022 characters");
+    assert_error_has("line 2: longer than 1023 characters");
+}
+
+Test(plan_file, line_of_1023_characters_is_read_whole)
+{
+    char text[2048];
+    text[0] = '#';
+    memset(text + 1, 'x', 1022);
+    snprintf(text + 1023, sizeof text - 1023,
+             "\nsplit none\ndevices cpu:0\n");
+    cr_assert_eq(session_from_plan(text), SHARDNET_OK, "%s",
+                 shardnet_last_error());
 }
 
 /* --- OpenCL: memory kept by context cycles ------------------------------------- */
