@@ -502,6 +502,30 @@ out:
 }
 
 /*
+ * The batch that micro-batches cut: the first dimension of the first input
+ * that has one.  1 (nothing to cut) when an input of that first dimension
+ * is declared with a fixed size by the model: a model that fixes it has no
+ * batch, its nodes may mix the rows (a Softmax over axis 0, a Reshape to a
+ * fixed shape) and each stage's plan expects every row at once.
+ */
+static size_t batch_rows(const sn_graph *g, const sn_binding *in)
+{
+    size_t rows = 1, i;
+    for (i = 0; i < g->ninputs && in[i].rank <= 0; i++)
+        ;
+    if (i == g->ninputs)
+        return 1;
+    rows = (size_t)in[i].dims[0];
+    for (i = 0; i < g->ninputs; i++) {
+        const sn_value *v = &g->values[g->inputs[i]];
+        if (in[i].rank > 0 && (size_t)in[i].dims[0] == rows && v->rank > 0 &&
+            v->dims[0] >= 0)
+            return 1;
+    }
+    return rows;
+}
+
+/*
  * Every device's profile and node times, and the shapes.  In a job of
  * several processes this is collective: each device is measured on its
  * own process and the figures broadcast, the shapes come from the first
@@ -541,8 +565,7 @@ static shardnet_status measure_costs(sn_graph *g, sn_device *const *devs,
         goto out;
     }
     c->bw = 1e30;
-    c->rows = g->ninputs && inputs[0].rank > 0 ? (size_t)inputs[0].dims[0]
-                                                : 1;
+    c->rows = batch_rows(g, inputs);
     if ((st = sn_profiles_share(devs, ndev)) != SHARDNET_OK)
         goto out;
     for (size_t d = 0; d < ndev; d++) {
@@ -1784,13 +1807,7 @@ shardnet_status sn_pipeline_stream(sn_pipeline *p, size_t nbatch, size_t micro,
     if ((st = take_batch(p, 0, feed, user)) != SHARDNET_OK)
         return st;
     memcpy(p->bin[1], p->bin[0], g->ninputs * sizeof *p->bin[0]);
-    /* The batch: the first dimension of the first input that has one. */
-    p->rows = 1;
-    for (size_t i = 0; i < g->ninputs; i++)
-        if (p->bin[0][i].rank > 0) {
-            p->rows = (size_t)p->bin[0][i].dims[0];
-            break;
-        }
+    p->rows = batch_rows(g, p->bin[0]);
     p->micro = micro                ? micro
                : nbatch > 1 ? stream_micro(p)
                             : sn_pipeline_default_micro(p->rows, p->nstages);
