@@ -93,11 +93,11 @@ int sn_param_input(const char *op, const char *param, int64_t opset,
     return -2;
 }
 
-shardnet_status sn_param_where(sn_lower *L, const sn_node *n,
+shardnet_status sn_param_where(const sn_graph *g, const sn_node *n,
                                const char *param, int *input)
 {
     int64_t since = 0;
-    int k = sn_param_input(n->op_type, param, L->g->opset, &since);
+    int k = sn_param_input(n->op_type, param, g->opset, &since);
     if (k == -2)
         return sn_node_error(n, SHARDNET_INTERNAL,
                              "'%s' is not a parameter that moved between "
@@ -111,30 +111,25 @@ shardnet_status sn_param_where(sn_lower *L, const sn_node *n,
                                  "'%s' is an attribute before opset %lld, "
                                  "not input %d (the model's opset is %lld)",
                                  param, (long long)since, at,
-                                 (long long)L->g->opset);
+                                 (long long)g->opset);
     } else if (sn_node_attr(n, param)) {
         return sn_node_error(n, SHARDNET_INVALID_ARGUMENT,
                              "'%s' is input %d from opset %lld, not an "
                              "attribute (the model's opset is %lld)",
                              param, k, (long long)since,
-                             (long long)L->g->opset);
+                             (long long)g->opset);
     }
     *input = k;
     return SHARDNET_OK;
 }
 
-shardnet_status sn_param_ints(sn_lower *L, const sn_node *n,
-                              const char *param, int64_t *out, size_t cap,
-                              size_t *count, int *given)
+shardnet_status sn_param_read(const sn_node *n, const char *param,
+                              int input, const sn_rt *in, int64_t *out,
+                              size_t cap, size_t *count, int *given)
 {
-    int k;
-    shardnet_status st = sn_param_where(L, n, param, &k);
     *count = 0;
     *given = 0;
-    if (st != SHARDNET_OK)
-        return st;
-    if (k >= 0) {
-        sn_rt *in = sn_in(L, n, (size_t)k);
+    if (input >= 0) {
         if (!in)
             return SHARDNET_OK;
         *given = 1;
@@ -158,6 +153,20 @@ shardnet_status sn_param_ints(sn_lower *L, const sn_node *n,
     *count = a->count;
     *given = 1;
     return SHARDNET_OK;
+}
+
+shardnet_status sn_param_ints(sn_lower *L, const sn_node *n,
+                              const char *param, int64_t *out, size_t cap,
+                              size_t *count, int *given)
+{
+    int k;
+    shardnet_status st = sn_param_where(L->g, n, param, &k);
+    *count = 0;
+    *given = 0;
+    if (st != SHARDNET_OK)
+        return st;
+    return sn_param_read(n, param, k, k >= 0 ? sn_in(L, n, (size_t)k) : NULL,
+                         out, cap, count, given);
 }
 
 shardnet_status sn_emit_broadcast_copy(sn_lower *L, const sn_node *n,
@@ -715,7 +724,7 @@ static shardnet_status clip_bound(sn_lower *L, const sn_node *n,
 {
     sn_rt *in;
     int k;
-    shardnet_status st = sn_param_where(L, n, attr, &k);
+    shardnet_status st = sn_param_where(L->g, n, attr, &k);
     *dev = NULL;
     if (st != SHARDNET_OK)
         return st;

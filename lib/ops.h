@@ -60,10 +60,16 @@ int sn_param_input(const char *op, const char *param, int64_t opset,
 shardnet_status sn_param_ints(sn_lower *L, const sn_node *n,
                               const char *param, int64_t *out, size_t cap,
                               size_t *count, int *given);
-/* The input carrying `param` of node n in L's graph (as sn_param_input),
+/* The input carrying `param` of node n of graph g (as sn_param_input),
  * after checking the node does not give it in the other form. */
-shardnet_status sn_param_where(sn_lower *L, const sn_node *n,
+shardnet_status sn_param_where(const sn_graph *g, const sn_node *n,
                                const char *param, int *input);
+/* `param` of node n where sn_param_where says: from in (the input's
+ * runtime facts, its data on the host; NULL when the node lacks it) when
+ * input >= 0, else from the attribute. */
+shardnet_status sn_param_read(const sn_node *n, const char *param,
+                              int input, const sn_rt *in, int64_t *out,
+                              size_t cap, size_t *count, int *given);
 
 /* Largest tensor computed on the host when folding (bytes): a hostile
  * model's shape arithmetic must not make the host allocate without bound. */
