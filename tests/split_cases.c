@@ -34,6 +34,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "error.h"
 #include "graph.h"
@@ -282,15 +283,78 @@ static int by_name(const void *a, const void *b)
     return strcmp(*(char *const *)a, *(char *const *)b);
 }
 
-/* One split of one case on one pair: counted in *ty. */
+/* Micro-batches of the first stage in trace file path (0 when it cannot
+ * be read). */
+static size_t trace_micro(const char *path)
+{
+    FILE *f = fopen(path, "r");
+    char buf[4096];
+    size_t most = 0, n;
+    const char *key = "\"micro-batch ";
+    if (!f)
+        return 0;
+    /* Events are short: an event cut by the buffer's end is read whole in
+     * the next read, which starts a little before it. */
+    while ((n = fread(buf, 1, sizeof buf - 1, f)) > 0) {
+        buf[n] = '\0';
+        for (char *at = buf; (at = strstr(at, key)); at++) {
+            size_t j;
+            char stage[32];
+            if (sscanf(at + strlen(key), "%zu (stage %31[^)])", &j, stage) ==
+                    2 &&
+                !strcmp(stage, "0") && j + 1 > most)
+                most = j + 1;
+        }
+        if (n == sizeof buf - 1 && fseek(f, -64, SEEK_CUR) != 0)
+            break;
+        if (n < sizeof buf - 1)
+            break;
+    }
+    fclose(f);
+    return most;
+}
+
+/* One split of one case on one pair: counted in *ty.  micro: for the
+ * layer split, 1 when the case's batch must run whole, 2 when it must be
+ * cut into micro-batches, 0 when either may be. */
 static void check_split(shardnet_context_t *ctx, const char *dir,
                         const char *name, pair *p, const char *split,
-                        const result *one, tally *ty, int verbose)
+                        const result *one, tally *ty, int verbose,
+                        size_t micro)
 {
     result got = {0};
-    char why[1024];
-    int exact = 1;
-    if (!run_case(ctx, dir, p->both, split, &got, why, sizeof why) ||
+    char why[1024], trace[64] = "";
+    int exact = 1, ran;
+    if (micro) {
+        int fd;
+        snprintf(trace, sizeof trace, "/tmp/split_cases_XXXXXX");
+        if ((fd = mkstemp(trace)) < 0 || close(fd) ||
+            shardnet_trace_start() != SHARDNET_OK) {
+            ty->failed++;
+            printf("FAIL %s %s %s: cannot trace the run\n", split, p->both,
+                   name);
+            if (fd >= 0)
+                unlink(trace);
+            return;
+        }
+    }
+    ran = run_case(ctx, dir, p->both, split, &got, why, sizeof why);
+    if (micro) {
+        size_t m = 0;
+        if (shardnet_trace_stop(trace) == SHARDNET_OK)
+            m = trace_micro(trace);
+        unlink(trace);
+        if (ran && (micro == 1 ? m != 1 : m < 2)) {
+            ty->failed++;
+            printf("FAIL %s %s %s: %zu micro-batches, expected %s\n", split,
+                   p->both, name, m,
+                   micro == 1 ? "one (its nodes mix the rows)"
+                              : "several (its nodes keep the rows apart)");
+            result_release(&got);
+            return;
+        }
+    }
+    if (!ran ||
         !same_answer(one, &got, p->cl ? onnx_tol : split_tol, &exact, why,
                      sizeof why)) {
         /* The second device's own failure is not the split's. */
@@ -353,6 +417,12 @@ static int list_cases(const char *data, char *const *only, size_t nonly,
     return 1;
 }
 
+/* A case of tests/split_models: made to run, on one device too. */
+static int ours(const char *dir)
+{
+    return strstr(dir, "split_models/") != NULL;
+}
+
 static const char *base_name(const char *path)
 {
     const char *s = strrchr(path, '/');
@@ -364,7 +434,7 @@ int main(int argc, char **argv)
     const char *data[8], *pairspec = NULL, *srcdir = getenv("SHARDNET_SRCDIR");
     char **cases = NULL, *only[256], own[4096];
     size_t ncases = 0, nonly = 0, ndata = 0, npairs = 0, unloadable = 0;
-    size_t pairs_skipped = 0, first_own = (size_t)-1, own_failed = 0;
+    size_t pairs_skipped = 0, own_failed = 0;
     int verbose = 0, rc = 0;
     shardnet_context_t *ctx;
     pair pairs[MAX_PAIRS];
@@ -397,9 +467,6 @@ int main(int argc, char **argv)
             return 1;
         }
         qsort(cases + from, ncases - from, sizeof *cases, by_name);
-        /* tests/split_models are made to run: on one device too */
-        if (i == 0 && ndata == 2 && data[1] == own)
-            first_own = ncases;
     }
     if (!ncases) {
         printf("split_cases: no case\n0 passed, 1 failed\n");
@@ -455,7 +522,7 @@ int main(int argc, char **argv)
         if (stat(model, &stt) != 0)
             continue;
         if ((nodes = count_nodes(dir)) < 0) {
-            if (c >= first_own) {
+            if (ours(dir)) {
                 own_failed++;
                 printf("FAIL %s: cannot be imported\n", name);
                 continue;
@@ -471,7 +538,7 @@ int main(int argc, char **argv)
             if (!run_case(ctx, dir, p->one, NULL, &one, why, sizeof why) ||
                 !matches_expected(dir, &one, why, sizeof why)) {
                 p->ref_failed++;
-                if (c >= first_own) {
+                if (ours(dir)) {
                     own_failed++;
                     printf("FAIL %s on %s alone: %s\n", name, p->one, why);
                 } else if (verbose)
@@ -481,10 +548,15 @@ int main(int argc, char **argv)
                 continue;
             }
             check_split(ctx, dir, name, p, "tensor", &one, &p->split[0],
-                        verbose);
+                        verbose, 0);
+            /* tests/split_models: a batch whose rows its nodes mix runs
+             * whole, the others in micro-batches */
             if (nodes >= 2)
                 check_split(ctx, dir, name, p, "layer", &one,
-                            &p->split[1], verbose);
+                            &p->split[1], verbose,
+                            !ours(dir)                ? 0
+                            : strstr(name, "_mixed_") ? 1
+                                                      : 2);
             result_release(&one);
         }
     }

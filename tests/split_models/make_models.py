@@ -6,6 +6,10 @@ before 11), Squeeze, Unsqueeze, Split and ReduceSum (attributes before 13)
 and ReduceMean (attributes before 18), like the PaddleOCR classifier whose
 opset-9 Slice broke the tensor split.
 
+The test_rows_mixed_* models mix the rows of a symbolic batch (a Softmax
+and a sum over axis 0): the layer split must not cut them into
+micro-batches, where the opset models must be.
+
 A product by a constant matrix gets its columns cut by the tensor split;
 the Add after it meets a whole (replicated) Slice of the input, which the
 split slices locally: the node the split writes itself, in the opset's
@@ -111,12 +115,41 @@ def model(opset):
     return m, [x], [y.astype(np.float32), q.astype(np.float32)]
 
 
+def mixed(kind):
+    """A model whose nodes mix the rows of its (symbolic) batch: the layer
+    split must run the batch whole, not in micro-batches."""
+    x = np.random.default_rng(7).standard_normal((BATCH, 4)).astype(
+        np.float32)
+    if kind == "softmax0":
+        opset = 13
+        nodes = [helper.make_node("Softmax", ["x"], ["s"], name="softmax",
+                                  axis=0),
+                 helper.make_node("Relu", ["s"], ["y"], name="relu")]
+        e = np.exp(x - x.max(0, keepdims=True))
+        y = e / e.sum(0, keepdims=True)
+    else:
+        opset = 11
+        nodes = [helper.make_node("ReduceSum", ["x"], ["s"], name="rsum",
+                                  axes=[0], keepdims=1),
+                 helper.make_node("Sub", ["x", "s"], ["y"], name="sub")]
+        y = x - x.sum(0, keepdims=True)
+    graph = helper.make_graph(
+        nodes, "mixed_" + kind,
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 4])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["N", 4])])
+    m = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)],
+                          producer_name="shardnet make_models.py")
+    m.ir_version = 7
+    onnx.checker.check_model(m)
+    return m, [x], [y.astype(np.float32)]
+
+
 def write(name, m, inputs, outputs):
     d = os.path.join(HERE, name)
     os.makedirs(os.path.join(d, "test_data_set_0"), exist_ok=True)
     onnx.save(m, os.path.join(d, "model.onnx"))
     for kind, ts, names in (("input", inputs, ["x"]),
-                            ("output", outputs, ["y", "q"])):
+                            ("output", outputs, ["y", "q"][:len(outputs)])):
         for i, (t, n) in enumerate(zip(ts, names)):
             with open(os.path.join(d, "test_data_set_0",
                                    "%s_%d.pb" % (kind, i)), "wb") as f:
@@ -126,3 +159,5 @@ def write(name, m, inputs, outputs):
 if __name__ == "__main__":
     for opset in (9, 11, 13):
         write("test_opset%d_forms" % opset, *model(opset))
+    for kind in ("softmax0", "reducesum0"):
+        write("test_rows_mixed_" + kind, *mixed(kind))
