@@ -2065,7 +2065,14 @@ shardnet_status sn_pipeline_stream(sn_pipeline *p, size_t nbatch, size_t micro,
      * once per batch size). */
     p->rows = batch_rows(g, p->bin[0]);
     if (p->rows > 1 && p->rows != p->apart_rows) {
-        if ((st = batch_apart(g, p->st[0].dev, p->bin[0], &p->apart)) !=
+        /* The shapes planned on a CPU device if a stage has one (its
+         * weights need no copy), else on the first stage's. */
+        sn_device *where = p->st[0].dev;
+        for (size_t s = p->nstages; s-- > 0;)
+            for (size_t k = p->st[s].ngrp; k-- > 0;)
+                if (p->st[s].grp[k]->info.kind == SHARDNET_DEVICE_CPU)
+                    where = p->st[s].grp[k];
+        if ((st = batch_apart(g, where, p->bin[0], &p->apart)) !=
             SHARDNET_OK)
             return st;
         p->apart_rows = p->rows;
