@@ -2077,7 +2077,7 @@ shardnet_status sn_pipeline_stream(sn_pipeline *p, size_t nbatch, size_t micro,
             return st;
         p->apart_rows = p->rows;
     }
-    if (!p->apart)
+    if (!p->apart && p->rows > 1)
         p->rows = 1;
     p->micro = micro                ? micro
                : nbatch > 1 ? stream_micro(p)
