@@ -65,6 +65,110 @@ shardnet_status sn_host_ints(const sn_node *n, const sn_rt *rt,
     return SHARDNET_OK;
 }
 
+static const struct moved_param {
+    const char *op, *param;
+    int input;
+    int64_t since;
+} moved_params[] = {
+    {"Slice", "starts", 1, 10},    {"Slice", "ends", 2, 10},
+    {"Slice", "axes", 3, 10},      {"Slice", "steps", 4, 10},
+    {"Clip", "min", 1, 11},        {"Clip", "max", 2, 11},
+    {"Squeeze", "axes", 1, 13},    {"Unsqueeze", "axes", 1, 13},
+    {"Split", "split", 1, 13},     {"ReduceSum", "axes", 1, 13},
+    {"ReduceMean", "axes", 1, 18}, {"ReduceMax", "axes", 1, 18},
+};
+
+int sn_param_input(const char *op, const char *param, int64_t opset,
+                   int64_t *since)
+{
+    for (size_t i = 0; i < sizeof moved_params / sizeof moved_params[0];
+         i++) {
+        const struct moved_param *m = &moved_params[i];
+        if (strcmp(m->op, op) || strcmp(m->param, param))
+            continue;
+        if (since)
+            *since = m->since;
+        return opset >= m->since ? m->input : -1;
+    }
+    return -2;
+}
+
+shardnet_status sn_param_where(const sn_graph *g, const sn_node *n,
+                               const char *param, int *input)
+{
+    int64_t since = 0;
+    int k = sn_param_input(n->op_type, param, g->opset, &since);
+    if (k == -2)
+        return sn_node_error(n, SHARDNET_INTERNAL,
+                             "'%s' is not a parameter that moved between "
+                             "attribute and input",
+                             param);
+    if (k < 0) {
+        /* The input it would be, had the opset been `since`. */
+        int at = sn_param_input(n->op_type, param, since, NULL);
+        if ((size_t)at < n->ninputs && n->inputs[at] >= 0)
+            return sn_node_error(n, SHARDNET_INVALID_ARGUMENT,
+                                 "'%s' is an attribute before opset %lld, "
+                                 "not input %d (the model's opset is %lld)",
+                                 param, (long long)since, at,
+                                 (long long)g->opset);
+    } else if (sn_node_attr(n, param)) {
+        return sn_node_error(n, SHARDNET_INVALID_ARGUMENT,
+                             "'%s' is input %d from opset %lld, not an "
+                             "attribute (the model's opset is %lld)",
+                             param, k, (long long)since,
+                             (long long)g->opset);
+    }
+    *input = k;
+    return SHARDNET_OK;
+}
+
+shardnet_status sn_param_read(const sn_node *n, const char *param,
+                              int input, const sn_rt *in, int64_t *out,
+                              size_t cap, size_t *count, int *given)
+{
+    *count = 0;
+    *given = 0;
+    if (input >= 0) {
+        if (!in)
+            return SHARDNET_OK;
+        *given = 1;
+        if (sn_rt_elements(in) == 0) /* an empty list: nothing to read */
+            return SHARDNET_OK;
+        return sn_host_ints(n, in, param, out, cap, count);
+    }
+    const sn_attr *a = sn_node_attr(n, param);
+    if (!a)
+        return SHARDNET_OK;
+    if (a->type != SN_ATTR_INTS)
+        return sn_node_error(n, SHARDNET_INVALID_ARGUMENT,
+                             "attribute '%s' must be a list of integers",
+                             param);
+    if (a->count > cap)
+        return sn_node_error(n, SHARDNET_INVALID_ARGUMENT,
+                             "attribute '%s' has %zu values, at most %zu "
+                             "allowed",
+                             param, a->count, cap);
+    memcpy(out, a->ints, a->count * sizeof *out);
+    *count = a->count;
+    *given = 1;
+    return SHARDNET_OK;
+}
+
+shardnet_status sn_param_ints(sn_lower *L, const sn_node *n,
+                              const char *param, int64_t *out, size_t cap,
+                              size_t *count, int *given)
+{
+    int k;
+    shardnet_status st = sn_param_where(L->g, n, param, &k);
+    *count = 0;
+    *given = 0;
+    if (st != SHARDNET_OK)
+        return st;
+    return sn_param_read(n, param, k, k >= 0 ? sn_in(L, n, (size_t)k) : NULL,
+                         out, cap, count, given);
+}
+
 shardnet_status sn_emit_broadcast_copy(sn_lower *L, const sn_node *n,
                                        sn_rt *src, int rank,
                                        const int64_t *dims, sn_view dst)
@@ -194,22 +298,7 @@ SN_LOWER(sn_lower_flatten)
 static shardnet_status axes_of(sn_lower *L, const sn_node *n, int64_t *axes,
                                size_t *count, int *given)
 {
-    sn_rt *in = sn_in(L, n, 1);
-    const sn_attr *a = sn_node_attr(n, "axes");
-    *given = 1;
-    if (in)
-        return sn_host_ints(n, in, "axes", axes, SN_MAX_DIMS, count);
-    if (a && a->type == SN_ATTR_INTS) {
-        if (a->count > SN_MAX_DIMS)
-            return sn_node_error(n, SHARDNET_INVALID_ARGUMENT,
-                                 "too many axes");
-        memcpy(axes, a->ints, a->count * sizeof *axes);
-        *count = a->count;
-        return SHARDNET_OK;
-    }
-    *given = 0;
-    *count = 0;
-    return SHARDNET_OK;
+    return sn_param_ints(L, n, "axes", axes, SN_MAX_DIMS, count, given);
 }
 
 SN_LOWER(sn_lower_squeeze)
@@ -712,15 +801,21 @@ static const struct {
 };
 
 /* Clip's bounds: attributes before opset 11, optional inputs after. */
-static shardnet_status clip_bound(sn_lower *L, const sn_node *n, size_t i,
+static shardnet_status clip_bound(sn_lower *L, const sn_node *n,
                                   const char *attr, float *v, sn_rt **dev)
 {
-    sn_rt *in = sn_in(L, n, i);
+    sn_rt *in;
+    int k;
+    shardnet_status st = sn_param_where(L->g, n, attr, &k);
     *dev = NULL;
-    if (!in) {
+    if (st != SHARDNET_OK)
+        return st;
+    if (k < 0) {
         *v = sn_attr_float(n, attr, *v);
         return SHARDNET_OK;
     }
+    if (!(in = sn_in(L, n, (size_t)k)))
+        return SHARDNET_OK;
     if (sn_rt_elements(in) != 1)
         return sn_node_error(n, SHARDNET_INVALID_ARGUMENT,
                              "the %s bound must be a scalar", attr);
@@ -749,8 +844,8 @@ SN_LOWER(sn_lower_unary)
     if (s.u.unary.op == SN_UNARY_CLIP) {
         s.u.unary.alpha = -INFINITY;
         s.u.unary.beta = INFINITY;
-        if ((st = clip_bound(L, n, 1, "min", &s.u.unary.alpha, &lo_dev)) ||
-            (st = clip_bound(L, n, 2, "max", &s.u.unary.beta, &hi_dev)))
+        if ((st = clip_bound(L, n, "min", &s.u.unary.alpha, &lo_dev)) ||
+            (st = clip_bound(L, n, "max", &s.u.unary.beta, &hi_dev)))
             return st;
     }
     if ((st = sn_out_device(L, n, 0, x->rank, x->dims, &out)) != SHARDNET_OK)

@@ -37,6 +37,40 @@ shardnet_status sn_host_ints(const sn_node *n, const sn_rt *rt,
                              const char *what, int64_t *out, size_t cap,
                              size_t *count);
 
+/*
+ * Parameters that moved from an attribute to an input at some opset:
+ * Slice's starts, ends, axes and steps (inputs 1-4 from opset 10), Clip's
+ * min and max (1-2, opset 11), the axes of Squeeze, Unsqueeze and
+ * ReduceSum and Split's split (input 1, opset 13), the axes of ReduceMean
+ * and ReduceMax (input 1, opset 18).  One table, read by the lowering and
+ * by the splits that write such nodes.
+ *
+ * The input that carries `param` of `op` in a graph of `opset`, or -1
+ * where it is an attribute; *since (may be NULL): the opset it became an
+ * input.  -2 for a parameter the table does not know.
+ */
+int sn_param_input(const char *op, const char *param, int64_t opset,
+                   int64_t *since);
+/*
+ * Node n's integer parameter `param` (see sn_param_input), from its input
+ * or its attribute as the graph's opset says, at most cap values;
+ * *given: whether the node has it.  An input where the opset wants the
+ * attribute (or the reverse) is an error naming the node.
+ */
+shardnet_status sn_param_ints(sn_lower *L, const sn_node *n,
+                              const char *param, int64_t *out, size_t cap,
+                              size_t *count, int *given);
+/* The input carrying `param` of node n of graph g (as sn_param_input),
+ * after checking the node does not give it in the other form. */
+shardnet_status sn_param_where(const sn_graph *g, const sn_node *n,
+                               const char *param, int *input);
+/* `param` of node n where sn_param_where says: from in (the input's
+ * runtime facts, its data on the host; NULL when the node lacks it) when
+ * input >= 0, else from the attribute. */
+shardnet_status sn_param_read(const sn_node *n, const char *param,
+                              int input, const sn_rt *in, int64_t *out,
+                              size_t cap, size_t *count, int *given);
+
 /* Largest tensor computed on the host when folding (bytes): a hostile
  * model's shape arithmetic must not make the host allocate without bound. */
 #define SN_MAX_HOST_FOLD ((size_t)256 << 20)

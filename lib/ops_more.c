@@ -1232,7 +1232,7 @@ static SN_LOWER(lower_concat)
 
 static SN_LOWER(lower_split)
 {
-    sn_rt *x = sn_in(L, n, 0), *sp = sn_in(L, n, 1), *out;
+    sn_rt *x = sn_in(L, n, 0), *out;
     int64_t axis = sn_attr_int(n, "axis", 0), *sizes, sum = 0;
     size_t nout = n->noutputs, count = 0;
     int ax, given;
@@ -1247,12 +1247,7 @@ static SN_LOWER(lower_split)
     if (!(sizes = malloc(nout * sizeof *sizes)))
         return sn_error(SHARDNET_OUT_OF_MEMORY, "split");
     int64_t dim = x->dims[ax];
-    if (sp) {
-        st = host_ints(n, sp, "split", sizes, nout, &count);
-        given = 1;
-    } else {
-        st = ints_attr(n, "split", sizes, nout, &count, &given);
-    }
+    st = sn_param_ints(L, n, "split", sizes, nout, &count, &given);
     if (st != SHARDNET_OK)
         goto done;
     if (given) {
@@ -1348,23 +1343,6 @@ done:
     return st;
 }
 
-/* Slice's starts, ends, axes and steps: inputs from opset 10, attributes
- * before. */
-static shardnet_status slice_param(sn_lower *L, const sn_node *n, size_t i,
-                                   const char *name, int64_t *out,
-                                   size_t *count, int *given)
-{
-    if (L->g->opset >= 10) {
-        sn_rt *in = sn_in(L, n, i);
-        *given = in != NULL;
-        *count = 0;
-        if (!in)
-            return SHARDNET_OK;
-        return host_ints(n, in, name, out, SN_MAX_DIMS, count);
-    }
-    return ints_attr(n, name, out, SN_MAX_DIMS, count, given);
-}
-
 static SN_LOWER(lower_slice)
 {
     sn_rt *x = sn_in(L, n, 0), *out;
@@ -1375,13 +1353,13 @@ static SN_LOWER(lower_slice)
     int gs, ge, ga, gst, done[SN_MAX_DIMS] = {0}, r = x->rank;
     shardnet_status st;
 
-    if (L->g->opset < 10 && n->ninputs > 1)
-        return sn_node_error(n, SHARDNET_INVALID_ARGUMENT,
-                             "takes one input before opset 10");
-    if ((st = slice_param(L, n, 1, "starts", starts, &ns, &gs)) ||
-        (st = slice_param(L, n, 2, "ends", ends, &ne, &ge)) ||
-        (st = slice_param(L, n, 3, "axes", axes, &na, &ga)) ||
-        (st = slice_param(L, n, 4, "steps", steps, &nst, &gst)))
+    /* starts, ends, axes and steps: attributes before opset 10, inputs
+     * from then on */
+    if ((st = sn_param_ints(L, n, "starts", starts, SN_MAX_DIMS, &ns,
+                            &gs)) ||
+        (st = sn_param_ints(L, n, "ends", ends, SN_MAX_DIMS, &ne, &ge)) ||
+        (st = sn_param_ints(L, n, "axes", axes, SN_MAX_DIMS, &na, &ga)) ||
+        (st = sn_param_ints(L, n, "steps", steps, SN_MAX_DIMS, &nst, &gst)))
         return st;
     if (!gs || !ge)
         return sn_node_error(n, SHARDNET_INVALID_ARGUMENT,
@@ -1753,18 +1731,15 @@ static shardnet_status host_reduce(sn_lower *L, const sn_node *n,
 static shardnet_status lower_reduce(sn_lower *L, const sn_node *n,
                                     sn_reduce_op op)
 {
-    sn_rt *x = sn_in(L, n, 0), *ain = sn_in(L, n, 1), *out;
+    sn_rt *x = sn_in(L, n, 0), *out;
     int64_t axes[SN_MAX_DIMS], od[SN_MAX_DIMS], cur[SN_MAX_DIMS];
     size_t na;
-    int red[SN_MAX_DIMS] = {0}, r = 0, keep, noop;
+    int red[SN_MAX_DIMS] = {0}, r = 0, keep, noop, given;
     shardnet_status st;
 
     keep = sn_attr_int(n, "keepdims", 1) != 0;
     noop = sn_attr_int(n, "noop_with_empty_axes", 0) != 0;
-    if (ain)
-        st = host_ints(n, ain, "axes", axes, SN_MAX_DIMS, &na);
-    else
-        st = ints_attr(n, "axes", axes, SN_MAX_DIMS, &na, NULL);
+    st = sn_param_ints(L, n, "axes", axes, SN_MAX_DIMS, &na, &given);
     if (st != SHARDNET_OK)
         return st;
     if (na == 0 && noop)

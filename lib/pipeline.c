@@ -10,6 +10,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "ops.h"
 #include "pipeline.h"
 #include "profile.h"
 #include "tensor_split.h"
@@ -67,6 +68,8 @@ struct sn_pipeline {
     shardnet_status fail_st;
     char fail_msg[1024];
     size_t micro, rows, chunk;
+    int apart;         /* micro-batches may cut the batch (rows_apart) */
+    size_t apart_rows; /* the batch `apart` was decided for */
     /* A job: nbatch batches of micro micro-batches each ("items", batch b's
      * micro-batch j being item b * micro + j), up to two batches in
      * flight: batch b's inputs in bin[b % 2], its boundary values in vals
@@ -502,6 +505,281 @@ out:
 }
 
 /*
+ * The batch that micro-batches cut: the first dimension of the first input
+ * that has one.  1 (nothing to cut) when an input of that first dimension
+ * is declared with a fixed size by the model: a model that fixes it has no
+ * batch, its nodes may mix the rows (a Softmax over axis 0, a Reshape to a
+ * fixed shape) and each stage's plan expects every row at once.
+ */
+static size_t batch_rows(const sn_graph *g, const sn_binding *in)
+{
+    size_t rows = 1, i;
+    for (i = 0; i < g->ninputs && in[i].rank <= 0; i++)
+        ;
+    if (i == g->ninputs)
+        return 1;
+    rows = (size_t)in[i].dims[0];
+    for (i = 0; i < g->ninputs; i++) {
+        const sn_value *v = &g->values[g->inputs[i]];
+        if (in[i].rank > 0 && (size_t)in[i].dims[0] == rows && v->rank > 0 &&
+            v->dims[0] >= 0)
+            return 1;
+    }
+    return rows;
+}
+
+/* --- whether micro-batches may cut the batch ------------------------------ */
+
+static int in_list(const char *op, const char *const *list)
+{
+    for (; *list; list++)
+        if (!strcmp(op, *list))
+            return 1;
+    return 0;
+}
+
+/* Ops whose first input, row by row, gives their output (their other
+ * inputs are whole: Clip's bounds, a convolution's weights). */
+static const char *const row_ops[] = {
+    "Relu", "LeakyRelu", "Elu", "Selu", "Celu", "Sigmoid", "HardSigmoid",
+    "HardSwish", "Tanh", "Erf", "Exp", "Log", "Sqrt", "Neg", "Abs",
+    "Reciprocal", "Floor", "Ceil", "Round", "Sign", "Sin", "Cos", "Tan",
+    "Softplus", "Softsign", "Gelu", "Mish", "Identity", "Dropout", "Cast",
+    "Not", "IsNaN", "IsInf", "Clip", "Conv", "ConvTranspose", "MaxPool",
+    "AveragePool", "LpPool", "GlobalAveragePool", "GlobalMaxPool",
+    "BatchNormalization", "InstanceNormalization", "LRN", NULL};
+/* Element-wise ops with broadcasting. */
+static const char *const broadcast_ops[] = {
+    "Add", "Sub", "Mul", "Div", "Pow", "Max", "Min", "Mod", "PRelu",
+    "Where", "Equal", "Less", "LessOrEqual", "Greater", "GreaterOrEqual",
+    "And", "Or", "Xor", "Sum", "Mean", NULL};
+static const char *const reduce_ops[] = {
+    "ReduceSum", "ReduceMean", "ReduceMax", "ReduceMin", "ReduceProd",
+    "ReduceL1", "ReduceL2", "ReduceLogSum", "ReduceLogSumExp",
+    "ReduceSumSquare", NULL};
+
+static const sn_rt *fact(const sn_plan *plan, const sn_node *n, size_t j)
+{
+    const sn_rt *r = j < n->ninputs && n->inputs[j] >= 0
+                         ? sn_plan_value(plan, (size_t)n->inputs[j])
+                         : NULL;
+    return r && r->known ? r : NULL;
+}
+
+/* Whether node n's `param` axes (of a tensor of rank r) name axis 0: 1
+ * yes, 0 no, -1 when they cannot be read; absent, `absent`. */
+static int axes_name_batch(const sn_graph *g, const sn_plan *plan,
+                           const sn_node *n, const char *param, int r,
+                           int absent)
+{
+    int64_t ax[SN_MAX_DIMS];
+    size_t cnt;
+    int k, given;
+    if (sn_param_where(g, n, param, &k) != SHARDNET_OK ||
+        sn_param_read(n, param, k, k >= 0 ? fact(plan, n, (size_t)k) : NULL,
+                      ax, SN_MAX_DIMS, &cnt, &given) != SHARDNET_OK) {
+        sn_error_clear();
+        return -1;
+    }
+    if (!given || !cnt)
+        return absent;
+    for (size_t i = 0; i < cnt; i++)
+        if (sn_axis(ax[i], r) <= 0)
+            return 1;
+    return 0;
+}
+
+/* Does node n, reading the batch (b[v]: value v carries it on axis 0),
+ * keep the rows apart and give the batch on axis 0 of its outputs (of
+ * rank ro)?  nb: how many of its inputs carry the batch. */
+static int keeps_rows(const sn_graph *g, const sn_plan *plan,
+                      const sn_node *n, const unsigned char *b, int nb,
+                      int ro)
+{
+    const char *op = n->op_type;
+    const sn_rt *x = fact(plan, n, 0);
+    int x_only = nb == 1 && n->inputs[0] >= 0 && b[n->inputs[0]] && x;
+    if (in_list(op, row_ops))
+        return x_only;
+    if (in_list(op, broadcast_ops)) {
+        /* the batch's inputs as ranked as the output; the others
+         * broadcast along axis 0 */
+        for (size_t j = 0; j < n->ninputs; j++) {
+            const sn_rt *r = fact(plan, n, j);
+            if (n->inputs[j] < 0)
+                continue;
+            if (!r || (b[n->inputs[j]] ? r->rank != ro
+                                       : r->rank == ro && r->dims[0] != 1))
+                return 0;
+        }
+        return 1;
+    }
+    if (!strcmp(op, "MatMul")) {
+        const sn_rt *w = fact(plan, n, 1);
+        if (!x || !w || !b[n->inputs[0]] || x->rank < 2 || x->rank != ro)
+            return 0;
+        if (b[n->inputs[1]]) /* batched products: both carry it */
+            return w->rank == ro && ro >= 3;
+        return w->rank <= 2 || w->rank < ro || w->dims[0] == 1;
+    }
+    if (!strcmp(op, "Gemm")) {
+        const sn_rt *c = fact(plan, n, 2);
+        if (!x || !b[n->inputs[0]] || b[n->inputs[1]] ||
+            sn_attr_int(n, "transA", 0))
+            return 0;
+        return !c || b[n->inputs[2]] || c->rank < 2 || c->dims[0] == 1;
+    }
+    if (!strcmp(op, "Softmax") || !strcmp(op, "LogSoftmax") ||
+        !strcmp(op, "Hardmax"))
+        /* before opset 13 the axes from `axis` on are one: axis 0 too */
+        return x_only &&
+               sn_axis(sn_attr_int(n, "axis", g->opset >= 13 ? -1 : 1),
+                       x->rank) >= 1;
+    if (!strcmp(op, "LayerNormalization"))
+        return x_only && sn_axis(sn_attr_int(n, "axis", -1), x->rank) >= 1;
+    if (!strcmp(op, "Transpose")) {
+        const sn_attr *perm = sn_node_attr(n, "perm");
+        return x_only && (perm ? perm->type == SN_ATTR_INTS &&
+                                     perm->count > 0 && perm->ints[0] == 0
+                               : x->rank == 1);
+    }
+    if (!strcmp(op, "Reshape")) {
+        /* a target whose first entry keeps the batch (0: copied, -1: what
+         * is left); the outputs' first dimension is checked before */
+        const sn_rt *t = fact(plan, n, 1);
+        int64_t first;
+        if (!x_only || !t || !t->host || sn_rt_elements(t) < 1)
+            return 0;
+        first = sn_rt_get_int(t, 0);
+        return first == 0 || first == -1;
+    }
+    if (!strcmp(op, "Flatten"))
+        return x_only && sn_axis(sn_attr_int(n, "axis", 1), x->rank) >= 1;
+    if (!strcmp(op, "Squeeze"))
+        return x_only && axes_name_batch(g, plan, n, "axes", x->rank, 0) == 0;
+    if (!strcmp(op, "Unsqueeze"))
+        return x_only && axes_name_batch(g, plan, n, "axes", ro, 1) == 0;
+    if (in_list(op, reduce_ops))
+        return x_only &&
+               axes_name_batch(g, plan, n, "axes", x->rank,
+                               !sn_attr_int(n, "noop_with_empty_axes", 0)) ==
+                   0;
+    if (!strcmp(op, "Slice"))
+        return x_only && axes_name_batch(g, plan, n, "axes", x->rank, 1) == 0;
+    if (!strcmp(op, "Split") || !strcmp(op, "ArgMax") ||
+        !strcmp(op, "ArgMin"))
+        return x_only && sn_axis(sn_attr_int(n, "axis", 0), x->rank) >= 1;
+    if (!strcmp(op, "Concat")) {
+        for (size_t j = 0; j < n->ninputs; j++)
+            if (n->inputs[j] >= 0 && !b[n->inputs[j]])
+                return 0;
+        return x && sn_axis(sn_attr_int(n, "axis", 0), x->rank) >= 1;
+    }
+    if (!strcmp(op, "Gather")) {
+        int64_t axis = sn_attr_int(n, "axis", 0);
+        const sn_rt *idx = fact(plan, n, 1);
+        if (!x || !idx || n->ninputs != 2)
+            return 0;
+        if (b[n->inputs[0]] && !b[n->inputs[1]])
+            return sn_axis(axis, x->rank) >= 1;
+        /* rows of indices into a whole table: an embedding */
+        return !b[n->inputs[0]] && sn_axis(axis, x->rank) == 0 &&
+               idx->rank >= 1;
+    }
+    return 0;
+}
+
+/*
+ * Do the nodes of g keep the rows of the batch apart, so that micro-batches
+ * (cuts of axis 0 of the inputs whose first dimension is `rows`) give the
+ * whole batch's answer?  Each value carries the batch on its axis 0 or does
+ * not depend on it; a node that reads the batch must work row by row along
+ * axis 0 (element-wise, rows times a matrix, images, normalisations and
+ * reductions over other axes, reshapes that keep the rows, ...) and give
+ * it on axis 0 again.  Anything else (a Softmax or a sum over axis 0,
+ * Shape, an operator not listed) runs the batch whole.  plan: the whole
+ * graph planned for these inputs (every value's shape).
+ */
+static int rows_apart(const sn_graph *g, const sn_plan *plan, size_t rows)
+{
+    unsigned char *b = calloc(g->nvalues + 1, 1);
+    int ok = 1;
+    if (!b)
+        return 0;
+    for (size_t i = 0; i < g->ninputs; i++) {
+        const sn_rt *r = sn_plan_value(plan, (size_t)g->inputs[i]);
+        if (r && r->known && r->rank > 0 && (size_t)r->dims[0] == rows)
+            b[g->inputs[i]] = 1;
+    }
+    for (size_t i = 0; i < g->nnodes && ok; i++) {
+        const sn_node *n = &g->nodes[i];
+        int nb = 0, ro = -1;
+        if (n->dead)
+            continue;
+        for (size_t j = 0; j < n->ninputs; j++)
+            nb += n->inputs[j] >= 0 && b[n->inputs[j]];
+        if (!nb)
+            continue;
+        for (size_t j = 0; j < n->noutputs && ok; j++) {
+            const sn_rt *r = n->outputs[j] >= 0
+                                 ? sn_plan_value(plan, (size_t)n->outputs[j])
+                                 : NULL;
+            if (n->outputs[j] < 0)
+                continue;
+            if (!r || !r->known || r->rank < 1 ||
+                (size_t)r->dims[0] != rows)
+                ok = 0;
+            else if (ro < 0)
+                ro = r->rank;
+        }
+        ok = ok && ro > 0 && (!*n->domain || !strcmp(n->domain, "ai.onnx")) &&
+             keeps_rows(g, plan, n, b, nb, ro);
+        if (!ok)
+            sn_log(SHARDNET_LOG_DEBUG,
+                   "layer split: node '%s' (%s) mixes the rows of the "
+                   "batch: no micro-batches",
+                   n->name, n->op_type);
+        for (size_t j = 0; j < n->noutputs && ok; j++)
+            if (n->outputs[j] >= 0)
+                b[n->outputs[j]] = 1;
+    }
+    free(b);
+    return ok;
+}
+
+/* rows_apart for graph g and these inputs, decided on dev's process (a
+ * plan of the whole graph there) and shared with every process.  A plan
+ * that fails leaves the batch whole. */
+static shardnet_status batch_apart(sn_graph *g, sn_device *dev,
+                                   const sn_binding *inputs, int *apart)
+{
+    unsigned char flag = 0;
+    size_t rows = batch_rows(g, inputs);
+    shardnet_status st;
+    if (!dev->remote && rows > 1) {
+        sn_weights *w = NULL;
+        sn_plan *plan = NULL;
+        if (sn_weights_new(g, dev, &w) == SHARDNET_OK &&
+            sn_plan_build(g, w, inputs, &plan) == SHARDNET_OK)
+            flag = (unsigned char)rows_apart(g, plan, rows);
+        else
+            sn_log(SHARDNET_LOG_DEBUG,
+                   "layer split: no micro-batches (planning the shapes: "
+                   "%s)",
+                   shardnet_last_error());
+        sn_error_clear();
+        sn_plan_free(plan);
+        sn_weights_free(w);
+    }
+    if (sn_world_processes() > 1 &&
+        (st = sn_world_bcast(dev->process, &flag, sizeof flag)) !=
+            SHARDNET_OK)
+        return st;
+    *apart = flag;
+    return SHARDNET_OK;
+}
+
+/*
  * Every device's profile and node times, and the shapes.  In a job of
  * several processes this is collective: each device is measured on its
  * own process and the figures broadcast, the shapes come from the first
@@ -541,8 +819,7 @@ static shardnet_status measure_costs(sn_graph *g, sn_device *const *devs,
         goto out;
     }
     c->bw = 1e30;
-    c->rows = g->ninputs && inputs[0].rank > 0 ? (size_t)inputs[0].dims[0]
-                                                : 1;
+    c->rows = batch_rows(g, inputs);
     if ((st = sn_profiles_share(devs, ndev)) != SHARDNET_OK)
         goto out;
     for (size_t d = 0; d < ndev; d++) {
@@ -1784,13 +2061,24 @@ shardnet_status sn_pipeline_stream(sn_pipeline *p, size_t nbatch, size_t micro,
     if ((st = take_batch(p, 0, feed, user)) != SHARDNET_OK)
         return st;
     memcpy(p->bin[1], p->bin[0], g->ninputs * sizeof *p->bin[0]);
-    /* The batch: the first dimension of the first input that has one. */
-    p->rows = 1;
-    for (size_t i = 0; i < g->ninputs; i++)
-        if (p->bin[0][i].rank > 0) {
-            p->rows = (size_t)p->bin[0][i].dims[0];
-            break;
-        }
+    /* The batch, cut only where the nodes keep its rows apart (decided
+     * once per batch size). */
+    p->rows = batch_rows(g, p->bin[0]);
+    if (p->rows > 1 && p->rows != p->apart_rows) {
+        /* The shapes planned on a CPU device if a stage has one (its
+         * weights need no copy), else on the first stage's. */
+        sn_device *where = p->st[0].dev;
+        for (size_t s = p->nstages; s-- > 0;)
+            for (size_t k = p->st[s].ngrp; k-- > 0;)
+                if (p->st[s].grp[k]->info.kind == SHARDNET_DEVICE_CPU)
+                    where = p->st[s].grp[k];
+        if ((st = batch_apart(g, where, p->bin[0], &p->apart)) !=
+            SHARDNET_OK)
+            return st;
+        p->apart_rows = p->rows;
+    }
+    if (!p->apart && p->rows > 1)
+        p->rows = 1;
     p->micro = micro                ? micro
                : nbatch > 1 ? stream_micro(p)
                             : sn_pipeline_default_micro(p->rows, p->nstages);

@@ -42,6 +42,7 @@
 #include <string.h>
 
 #include "collective.h"
+#include "ops.h"
 #include "pipeline.h"
 #include "profile.h"
 #include "tensor_split.h"
@@ -550,7 +551,21 @@ static int collective(bld *b, int v, int x, sn_coll_kind kind, const lay *to)
     return y;
 }
 
-/* A local slice of x (model value v, whole on every device) to layout to. */
+/* Set integer-list attribute `name` of node k on device d to vals[0..len). */
+static int set_ints_attr(bld *b, int k, size_t d, const char *name,
+                         const int64_t *vals, size_t len)
+{
+    sn_attr *a = sn_node_add_attr(&b->sub[d]->nodes[k], name, SN_ATTR_INTS);
+    if (!a || !(a->ints = malloc(len * sizeof *a->ints)))
+        return -1;
+    memcpy(a->ints, vals, len * sizeof *a->ints);
+    a->count = len;
+    return 0;
+}
+
+/* A local slice of x (model value v, whole on every device) to layout to:
+ * a Slice node in the form of the model's opset (starts, ends and axes as
+ * inputs from opset 10, attributes before). */
 static int local_slice(bld *b, int v, int x, const lay *to)
 {
     int64_t st[MAXD][SN_MAX_DIMS], en[MAXD][SN_MAX_DIMS],
@@ -563,10 +578,21 @@ static int local_slice(bld *b, int v, int x, const lay *to)
         at += to->cnt[d];
     }
     const char *base = b->g->values[v].name;
+    int y = new_value(b, base, "slice");
+    if (y < 0)
+        return -1;
+    if (sn_param_input("Slice", "starts", b->g->opset, NULL) < 0) {
+        int k = add_node(b, NULL, "Slice", "", &x, 1, &y, 1, NULL);
+        for (size_t d = 0; k >= 0 && d < b->n; d++)
+            if (set_ints_attr(b, k, d, "starts", st[d], 1) ||
+                set_ints_attr(b, k, d, "ends", en[d], 1) ||
+                set_ints_attr(b, k, d, "axes", ax[d], 1))
+                k = -1;
+        return k < 0 ? -1 : y;
+    }
     int s = const_i64(b, base, 1, st), e = const_i64(b, base, 1, en),
         a = const_i64(b, base, 1, ax);
-    int y = new_value(b, base, "slice");
-    if (s < 0 || e < 0 || a < 0 || y < 0)
+    if (s < 0 || e < 0 || a < 0)
         return -1;
     int in[4] = {x, s, e, a};
     return add_node(b, NULL, "Slice", "", in, 4, &y, 1, NULL) < 0 ? -1 : y;
