@@ -258,6 +258,7 @@ ParameterizedTest(empty_case *c, api, an_empty_batch_gives_empty_outputs)
 typedef struct worker {
     shardnet_model_t *model;      /* shared by every thread */
     const multi_io *t;
+    const float *x;               /* this thread's rows (a scaled copy) */
     const char *devices, *split;
     shardnet_session_t *session;  /* NULL: the worker makes its own */
     const float *want1, *want2;   /* the single-threaded outputs */
@@ -298,7 +299,7 @@ static void *work(void *arg)
         const void *d1, *d2;
         shardnet_tensor_info i1, i2;
         if (shardnet_session_set_input(s, ix, SHARDNET_DTYPE_FLOAT32, 2, xd,
-                                       w->t->x.data) != SHARDNET_OK ||
+                                       w->x) != SHARDNET_OK ||
             shardnet_session_set_input(s, ii, SHARDNET_DTYPE_INT64, 1, id,
                                        w->t->idx.data) != SHARDNET_OK) {
             fail_worker(w, "binding");
@@ -325,17 +326,31 @@ static void *work(void *arg)
     return NULL;
 }
 
-/* The single-threaded outputs y1 and y2 (malloc'ed) on devices. */
+/* Thread i's rows: x scaled by 1 + i / 4 (thread 0: the file's), so that
+ * answers mixed up between threads show. */
+static float *thread_rows(const multi_io *t, int i)
+{
+    size_t n = t->x.nbytes / sizeof(float);
+    float *x = malloc(t->x.nbytes);
+    for (size_t k = 0; k < n; k++)
+        x[k] = ((const float *)t->x.data)[k] * (1.0f + 0.25f * (float)i);
+    return x;
+}
+
+/* The single-threaded outputs y1 and y2 (malloc'ed) for rows x on
+ * devices; for thread 0's rows, checked against numpy's. */
 static void single_threaded(shardnet_model_t *m, const multi_io *t,
-                            const char *devices, const char *split,
-                            float **y1, float **y2)
+                            const float *x, const char *devices,
+                            const char *split, float **y1, float **y2)
 {
     shardnet_session_options o = {.split = split};
     shardnet_session_t *s = NULL;
     const void *d;
+    multi_io mine = *t;
+    mine.x.data = (void *)x;
     cr_assert_eq(shardnet_session_create_with(ctx, m, devices, &o, &s),
                  SHARDNET_OK, "%s", shardnet_last_error());
-    bind_multi_io(s, t, t->x.info.dims[0]);
+    bind_multi_io(s, &mine, t->x.info.dims[0]);
     cr_assert_eq(shardnet_session_run(s), SHARDNET_OK, "%s",
                  shardnet_last_error());
     size_t n1 = t->y1.nbytes, n2 = t->y2.nbytes;
@@ -350,27 +365,30 @@ static void single_threaded(shardnet_model_t *m, const multi_io *t,
     shardnet_session_free(s);
     /* ...and numpy's, so that a wrong single-threaded answer is not the
      * reference. */
-    for (size_t i = 0; i < n1 / sizeof(float); i++)
+    for (size_t i = 0; x == t->x.data && i < n1 / sizeof(float); i++)
         cr_assert(fabsf((*y1)[i] - ((const float *)t->y1.data)[i]) <=
                       1e-5f * (1 + fabsf(((const float *)t->y1.data)[i])),
                   "single-threaded y1[%zu] on %s", i, devices);
 }
 
-/* Threads that share one model and one context, each with its own
- * session: one device, and a split. */
+/* Threads that share one model and one context, each with its own session
+ * and rows: one device, and a split. */
 static void threads_share_a_model(const char *devices, const char *split)
 {
     need_devices(devices);
     multi_io t;
     multi_io_load(&t);
     shardnet_model_t *m = load_model("multi_io.onnx");
-    float *y1, *y2;
-    single_threaded(m, &t, devices, split, &y1, &y2);
+    float *x[THREADS], *y1[THREADS], *y2[THREADS];
     worker w[THREADS];
     pthread_t th[THREADS];
     for (int i = 0; i < THREADS; i++) {
-        w[i] = (worker){.model = m, .t = &t, .devices = devices,
-                        .split = split, .want1 = y1, .want2 = y2,
+        x[i] = i ? thread_rows(&t, i) : t.x.data;
+        single_threaded(m, &t, x[i], devices, split, &y1[i], &y2[i]);
+    }
+    for (int i = 0; i < THREADS; i++) {
+        w[i] = (worker){.model = m, .t = &t, .x = x[i], .devices = devices,
+                        .split = split, .want1 = y1[i], .want2 = y2[i],
                         .rows = t.x.info.dims[0]};
         cr_assert_eq(pthread_create(&th[i], NULL, work, &w[i]), 0);
     }
@@ -378,8 +396,12 @@ static void threads_share_a_model(const char *devices, const char *split)
         pthread_join(th[i], NULL);
     for (int i = 0; i < THREADS; i++)
         cr_assert(!w[i].error[0], "thread %d: %s", i, w[i].error);
-    free(y1);
-    free(y2);
+    for (int i = 0; i < THREADS; i++) {
+        if (i)
+            free(x[i]);
+        free(y1[i]);
+        free(y2[i]);
+    }
     shardnet_model_free(m);
     multi_io_release(&t);
 }
@@ -395,8 +417,8 @@ Test(api, threads_with_a_session_each_on_one_shared_model_and_split)
 }
 
 /* Different models and sessions on different devices from several threads
- * at once: the fixture MLP on cpu:0 and the multi-input model on cl:0 (or
- * cpu:1), each thread its own session. */
+ * at once: on cpu:0 and on cl:0 (or cpu:1), each thread its own model,
+ * session and rows. */
 Test(api, threads_with_their_own_models_on_several_devices)
 {
     const char *other = "cl:0";
@@ -407,27 +429,31 @@ Test(api, threads_with_their_own_models_on_several_devices)
     multi_io t;
     multi_io_load(&t);
     shardnet_model_t *m[THREADS];
-    float *y1[2], *y2[2];
+    float *x[THREADS], *y1[THREADS], *y2[THREADS];
     const char *devs[2] = {"cpu:0", other};
     worker w[THREADS];
     pthread_t th[THREADS];
-    for (int i = 0; i < THREADS; i++)
-        m[i] = load_model("multi_io.onnx");
-    for (int d = 0; d < 2; d++)
-        single_threaded(m[0], &t, devs[d], "none", &y1[d], &y2[d]);
     for (int i = 0; i < THREADS; i++) {
-        w[i] = (worker){.model = m[i], .t = &t, .devices = devs[i % 2],
-                        .split = "none", .want1 = y1[i % 2],
-                        .want2 = y2[i % 2], .rows = t.x.info.dims[0]};
+        m[i] = load_model("multi_io.onnx");
+        x[i] = i ? thread_rows(&t, i) : t.x.data;
+        single_threaded(m[i], &t, x[i], devs[i % 2], "none", &y1[i], &y2[i]);
+    }
+    for (int i = 0; i < THREADS; i++) {
+        w[i] = (worker){.model = m[i], .t = &t, .x = x[i],
+                        .devices = devs[i % 2], .split = "none",
+                        .want1 = y1[i], .want2 = y2[i],
+                        .rows = t.x.info.dims[0]};
         cr_assert_eq(pthread_create(&th[i], NULL, work, &w[i]), 0);
     }
     for (int i = 0; i < THREADS; i++)
         pthread_join(th[i], NULL);
     for (int i = 0; i < THREADS; i++)
         cr_assert(!w[i].error[0], "thread %d: %s", i, w[i].error);
-    for (int d = 0; d < 2; d++) {
-        free(y1[d]);
-        free(y2[d]);
+    for (int i = 0; i < THREADS; i++) {
+        if (i)
+            free(x[i]);
+        free(y1[i]);
+        free(y2[i]);
     }
     for (int i = 0; i < THREADS; i++)
         shardnet_model_free(m[i]);

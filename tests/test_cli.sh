@@ -201,7 +201,9 @@ fi
     mv "$pdir/p" "$pdir/profiles-1.txt"; }
 expect 0 "profile of cpu:0: GEMM" env SHARDNET_CACHE_DIR="$pdir" \
     SHARDNET_LOG=info "$bin" plan "$mlp" -d cpu:0,cpu:1 -b 4
-expect 0 "^cpu:1 .* 1 .* 1 " "$bin" devices --devices cpu:1
+# cpu:1 is package 1, its units its cores (as hwloc counts them).
+cores=$(hwloc-calc --number-of core package:1 2>/dev/null)
+expect 0 "^cpu:1 +cpu +${cores:-1} " "$bin" devices --devices cpu:1
 
 # Hybrid split: stages tensor-split over groups; the plan file names the
 # groups and can be edited.

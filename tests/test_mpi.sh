@@ -58,7 +58,8 @@ for np in 2 3; do
     fi
 done
 
-# Splits across processes against one process on cpu:0.
+# Splits across processes against one process on cpu:0 (the last cases
+# need only each process's cpu:0, and cl:0: they run on any machine).
 for model in fashion_mlp small_cnn small_transformer; do
     m=$fix/$model.onnx
     in=$fix/${model}_input.npy
@@ -74,7 +75,10 @@ for model in fashion_mlp small_cnn small_transformer; do
                 "3 0/cpu:0,1/cpu:0,1/cpu:1,2/cpu:1 auto 1e-4" \
                 "2 0/cpu:0,1/cpu:1 tensor 1e-4" \
                 "3 1/cpu:0,1/cpu:1,0/cpu:0,2/cpu:1 tensor 1e-4" \
-                "2 0/cpu:0,0/cpu:1 tensor 1e-4"; do
+                "2 0/cpu:0,0/cpu:1 tensor 1e-4" \
+                "2 0/cpu:0,1/cpu:0 layer 0" \
+                "2 0/cpu:0,1/cpu:0 tensor 1e-4" \
+                "2 0/cpu:0,0/cl:0,1/cpu:0,1/cl:0 hybrid 1e-4"; do
         set -- $case
         if [ -n "$(missing "$2")" ]; then
             skip "$model, mpirun -np $1, $3 over $2 (no $(missing "$2") here:$here)"
@@ -99,7 +103,8 @@ m=$fix/fashion_mlp.onnx
 for b in 1 2500; do
     "$bin" run "$m" -d cpu:0 -b "$b" -o "$tmp/one-b$b" >/dev/null ||
         bad "MLP at batch $b on cpu:0"
-    for case in "2 0/cpu:0,1/cpu:1" "3 0/cpu:0,1/cpu:1,2/cpu:0"; do
+    for case in "2 0/cpu:0,1/cpu:1" "3 0/cpu:0,1/cpu:1,2/cpu:0" \
+                "2 0/cpu:0,1/cpu:0"; do
         set -- $case
         if [ -n "$(missing "$2")" ]; then
             skip "MLP at batch $b, mpirun -np $1, tensor over $2 (no $(missing "$2") here:$here)"
