@@ -69,28 +69,38 @@ static const struct moved_param {
     const char *op, *param;
     int input;
     int64_t since;
+    /* Below this opset the input form is accepted too (an input given
+     * there wins over the attribute): Split-1 had both. */
+    int64_t both_before;
 } moved_params[] = {
-    {"Slice", "starts", 1, 10},    {"Slice", "ends", 2, 10},
-    {"Slice", "axes", 3, 10},      {"Slice", "steps", 4, 10},
-    {"Clip", "min", 1, 11},        {"Clip", "max", 2, 11},
-    {"Squeeze", "axes", 1, 13},    {"Unsqueeze", "axes", 1, 13},
-    {"Split", "split", 1, 13},     {"ReduceSum", "axes", 1, 13},
-    {"ReduceMean", "axes", 1, 18}, {"ReduceMax", "axes", 1, 18},
+    {"Slice", "starts", 1, 10, 0},    {"Slice", "ends", 2, 10, 0},
+    {"Slice", "axes", 3, 10, 0},      {"Slice", "steps", 4, 10, 0},
+    {"Clip", "min", 1, 11, 0},        {"Clip", "max", 2, 11, 0},
+    {"Squeeze", "axes", 1, 13, 0},    {"Unsqueeze", "axes", 1, 13, 0},
+    {"Split", "split", 1, 13, 2},     {"ReduceSum", "axes", 1, 13, 0},
+    {"ReduceMean", "axes", 1, 18, 0}, {"ReduceMax", "axes", 1, 18, 0},
 };
+
+static const struct moved_param *moved_param(const char *op,
+                                             const char *param)
+{
+    for (size_t i = 0; i < sizeof moved_params / sizeof moved_params[0];
+         i++)
+        if (!strcmp(moved_params[i].op, op) &&
+            !strcmp(moved_params[i].param, param))
+            return &moved_params[i];
+    return NULL;
+}
 
 int sn_param_input(const char *op, const char *param, int64_t opset,
                    int64_t *since)
 {
-    for (size_t i = 0; i < sizeof moved_params / sizeof moved_params[0];
-         i++) {
-        const struct moved_param *m = &moved_params[i];
-        if (strcmp(m->op, op) || strcmp(m->param, param))
-            continue;
-        if (since)
-            *since = m->since;
-        return opset >= m->since ? m->input : -1;
-    }
-    return -2;
+    const struct moved_param *m = moved_param(op, param);
+    if (!m)
+        return -2;
+    if (since)
+        *since = m->since;
+    return opset >= m->since ? m->input : -1;
 }
 
 shardnet_status sn_param_where(const sn_graph *g, const sn_node *n,
@@ -105,8 +115,12 @@ shardnet_status sn_param_where(const sn_graph *g, const sn_node *n,
                              param);
     if (k < 0) {
         /* The input it would be, had the opset been `since`. */
-        int at = sn_param_input(n->op_type, param, since, NULL);
-        if ((size_t)at < n->ninputs && n->inputs[at] >= 0)
+        const struct moved_param *m = moved_param(n->op_type, param);
+        int at = m->input;
+        int has = (size_t)at < n->ninputs && n->inputs[at] >= 0;
+        if (has && g->opset < m->both_before)
+            k = at; /* an old version that took either form */
+        else if (has)
             return sn_node_error(n, SHARDNET_INVALID_ARGUMENT,
                                  "'%s' is an attribute before opset %lld, "
                                  "not input %d (the model's opset is %lld)",

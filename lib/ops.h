@@ -41,8 +41,8 @@ shardnet_status sn_host_ints(const sn_node *n, const sn_rt *rt,
  * Parameters that moved from an attribute to an input at some opset:
  * Slice's starts, ends, axes and steps (inputs 1-4 from opset 10), Clip's
  * min and max (1-2, opset 11), the axes of Squeeze, Unsqueeze and
- * ReduceSum and Split's split (input 1, opset 13), the axes of ReduceMean
- * and ReduceMax (input 1, opset 18).  One table, read by the lowering and
+ * ReduceSum and Split's split (input 1, opset 13; Split-1 took either
+ * form), the axes of ReduceMean and ReduceMax (input 1, opset 18).  One table, read by the lowering and
  * by the splits that write such nodes.
  *
  * The input that carries `param` of `op` in a graph of `opset`, or -1

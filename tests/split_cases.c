@@ -432,7 +432,7 @@ static const char *base_name(const char *path)
 int main(int argc, char **argv)
 {
     const char *data[8], *pairspec = NULL, *srcdir = getenv("SHARDNET_SRCDIR");
-    char **cases = NULL, *only[256], own[4096];
+    char **cases = NULL, *only[256], own[4096], own_cases[4096];
     size_t ncases = 0, nonly = 0, ndata = 0, npairs = 0, unloadable = 0;
     size_t pairs_skipped = 0, own_failed = 0;
     int verbose = 0, rc = 0;
@@ -450,9 +450,13 @@ int main(int argc, char **argv)
             only[nonly++] = argv[i];
     }
     if (!ndata) {
-        /* The ONNX node cases and this project's models of the opset
-         * forms (tests/split_models). */
+        /* The ONNX node cases, this project's own (old opsets, zero sizes:
+         * tests/onnx_cases/node) and its models of the opset forms
+         * (tests/split_models). */
         data[ndata++] = DEFAULT_DATA;
+        snprintf(own_cases, sizeof own_cases, "%s/tests/onnx_cases/node",
+                 srcdir ? srcdir : ".");
+        data[ndata++] = own_cases;
         snprintf(own, sizeof own, "%s/tests/split_models",
                  srcdir ? srcdir : ".");
         data[ndata++] = own;
