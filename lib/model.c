@@ -15,6 +15,7 @@
 #include "pipeline.h"
 #include "profile.h"
 #include "tensor_split.h"
+#include "trace.h"
 #include "world.h"
 
 /* Plans kept per session, one per input shape seen recently. */
@@ -55,6 +56,10 @@ struct shardnet_session {
     int *bound;
     sn_plan *plans[PLAN_CACHE]; /* most recently used first */
     sn_plan *last;              /* the plan of the last run */
+    double est_s;               /* "auto": the chosen plan's estimate */
+    int64_t est_rows;           /* the batch it was estimated for */
+    double run_s;               /* the fastest run checked against it */
+    int nruns;
 };
 
 size_t shardnet_dtype_size(shardnet_dtype dtype)
@@ -830,12 +835,26 @@ static void take_groups(shardnet_session_t *session, const sn_split_choice *ch)
     session->hybrid_default = 0;
 }
 
+/* The batch of the bound inputs: the first input's first dimension. */
+static int64_t lead_rows(const shardnet_session_t *session)
+{
+    return session->model->g->ninputs && session->inputs[0].rank
+               ? session->inputs[0].dims[0]
+               : 1;
+}
+
 /* Make the session run as chosen (auto decides once); takes ts. */
 static shardnet_status apply_choice(shardnet_session_t *session, int kind,
                                     const sn_split_choice *ch,
                                     sn_tensor_split *ts)
 {
     size_t best = ch->best_dev;
+    session->est_s = kind == SPLIT_TENSOR   ? sn_tensor_split_estimate(ts)
+                     : kind == SPLIT_LAYER  ? ch->layer
+                     : kind == SPLIT_HYBRID ? ch->hybrid
+                                            : ch->none;
+    session->est_rows = lead_rows(session);
+    session->nruns = 0;
     if (kind == SPLIT_TENSOR) {
         session->choose = 0;
         session->tensor = 1;
@@ -913,11 +932,35 @@ static shardnet_status prepare(shardnet_session_t *session)
 
 static shardnet_status session_run(shardnet_session_t *session);
 
+/* A plan's estimate against its runs, once a session: the fastest of the
+ * second to eighth runs of the batch it was estimated for (the first makes
+ * plans and uploads weights; the fastest is the one least disturbed by
+ * other work).  Far off, the devices' profiles are measured again for the
+ * next plan (see profile.h). */
+#define CHECK_RUNS 8
+
+static void check_estimate(shardnet_session_t *session, double t)
+{
+    if (!(session->est_s > 0) || session->nruns >= CHECK_RUNS ||
+        lead_rows(session) != session->est_rows)
+        return;
+    if (session->nruns++ == 0)
+        return;
+    if (session->nruns == 2 || t < session->run_s)
+        session->run_s = t;
+    if (session->nruns == CHECK_RUNS)
+        sn_profiles_check_run(session->devs, session->nlisted,
+                              session->est_s, session->run_s);
+}
+
 /* In a job of several processes, a failed run ends the whole job at exit:
  * the other processes may be waiting for this one. */
 shardnet_status shardnet_session_run(shardnet_session_t *session)
 {
+    double t0 = sn_trace_now();
     shardnet_status st = session_run(session);
+    if (st == SHARDNET_OK)
+        check_estimate(session, sn_trace_now() - t0);
     if (st != SHARDNET_OK && session && session->multi)
         sn_world_failed();
     return st;
