@@ -9,8 +9,8 @@
  *
  * The topology is the environment's when its cpu:0 has two cores or more
  * (this machine as it is, or make check's multi-core simulation); else
- * two simulated packages of two cores, the first on this machine's PUs 0
- * and 1.
+ * two simulated packages of two cores and a NUMA node each, the first on
+ * this machine's PUs 0 and 1 (and memory node 0).
  */
 #include <config.h>
 
@@ -55,7 +55,7 @@ static void setup(void)
     const char *src = getenv("SHARDNET_SRCDIR");
     shardnet_device_info info;
     if (!first_package_has_cores()) {
-        setenv("HWLOC_SYNTHETIC", "pack:2 core:2 pu:1", 1);
+        setenv("HWLOC_SYNTHETIC", "pack:2 numa:1 core:2 pu:1", 1);
         setenv("HWLOC_THISSYSTEM", "1", 1);
     }
     cr_assert_eq(hwloc_topology_init(&topo), 0);

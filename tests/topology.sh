@@ -6,9 +6,10 @@
 # its reason.  Run by tests/topology-native.tap and
 # tests/topology-multicore.tap; by hand: tests/topology.sh native|multicore
 #   native     this machine as it is: whatever hwloc and PoCL find
-#   multicore  two simulated packages of two cores each (the first on this
-#              machine's PUs 0 and 1, the second on PUs it may lack, where
-#              binding degrades to a warning) and two PoCL devices
+#   multicore  two simulated packages of two cores and a NUMA node each
+#              (the first on this machine's PUs 0 and 1, the second on PUs
+#              it may lack, where binding degrades to a warning) and two
+#              PoCL devices
 # The MPI tests run under mpirun's default binding (two processes: one
 # core each; three, oversubscribed: unbound): on the multi-core simulation
 # the whole of tests/test_mpi.sh; on this machine, the collectives and
@@ -32,12 +33,12 @@ native)
     what="this machine as it is"
     ;;
 multicore)
-    HWLOC_SYNTHETIC="pack:2 core:2 pu:1"
+    HWLOC_SYNTHETIC="pack:2 numa:1 core:2 pu:1"
     HWLOC_THISSYSTEM=1
     POCL_DEVICES="pthread pthread"
     POCL_MAX_PTHREAD_COUNT=2
     export HWLOC_SYNTHETIC HWLOC_THISSYSTEM POCL_DEVICES POCL_MAX_PTHREAD_COUNT
-    what="2 simulated packages of 2 cores"
+    what="2 simulated packages of 2 cores and a NUMA node each"
     ;;
 *)
     echo "Bail out! unknown topology '$topo' (native or multicore)"

@@ -92,6 +92,7 @@ typedef struct cpu_device {
     hwloc_cpuset_t *cores;   /* one cpuset per core, ncores of them */
     unsigned ncores;
     int membind_ok; /* hwloc_alloc_membind works here */
+    int one_node;   /* the machine has one NUMA node */
     atomic_int bind_warned; /* a failed binding was reported */
 
     /* The queue: a ring of tasks, grown under the lock when full. */
@@ -278,13 +279,19 @@ static void bind_to(cpu_device *cd, hwloc_const_cpuset_t set)
 }
 
 /* Bind each thread of the calling thread's team (the caller is thread 0)
- * to one core of the package; where `was` is not NULL, team thread t > 0
- * keeps its earlier binding in was[t] first (NULL where it cannot say).
- * (The team's threads are bound before the caller, so that a thread the
- * region creates starts where the caller was.) */
+ * to one core of the package; where `was` is not NULL (a thread that
+ * drives the device), team thread t > 0 keeps its earlier binding in
+ * was[t] first (NULL where it cannot say), and the caller is bound to the
+ * whole package rather than its first core: a driving thread binds for
+ * each run, and an unbound caller already in the package then stays on
+ * its core instead of waiting to be moved (hundreds of microseconds on a
+ * busy machine).  (The team's threads are bound before the caller, so
+ * that a thread the region creates starts where the caller was.)  The
+ * memory policy is left alone on a machine of one NUMA node. */
 static void pin_team(cpu_device *cd, hwloc_bitmap_t *was)
 {
-    if (hwloc_set_membind(cd->topo, cd->nodeset, HWLOC_MEMBIND_BIND,
+    if (!cd->one_node &&
+        hwloc_set_membind(cd->topo, cd->nodeset, HWLOC_MEMBIND_BIND,
                           HWLOC_MEMBIND_THREAD | HWLOC_MEMBIND_BYNODESET) < 0)
         sn_log(SHARDNET_LOG_DEBUG, "cpu: memory binding unavailable");
     omp_set_dynamic(0);
@@ -301,7 +308,7 @@ static void pin_team(cpu_device *cd, hwloc_bitmap_t *was)
             hwloc_bitmap_free(was[t]);
             was[t] = NULL;
         }
-        bind_to(cd, cd->cores[t]);
+        bind_to(cd, t == 0 && was ? cd->cpuset : cd->cores[t]);
     }
 }
 
@@ -430,7 +437,7 @@ static void cpu_bind_thread(sn_device *dev, int on)
         hwloc_bitmap_free(saved_binding);
         saved_binding = NULL;
     }
-    if ((saved_nodes = hwloc_bitmap_alloc()) &&
+    if (!cd->one_node && (saved_nodes = hwloc_bitmap_alloc()) &&
         hwloc_get_membind(cd->topo, saved_nodes, &saved_policy,
                           HWLOC_MEMBIND_THREAD | HWLOC_MEMBIND_BYNODESET) < 0) {
         hwloc_bitmap_free(saved_nodes);
@@ -854,6 +861,7 @@ static shardnet_status open_package(sn_device_list *list,
         const struct hwloc_topology_support *sup =
             hwloc_topology_get_support(topo);
         cd->membind_ok = sup->membind->alloc_membind && sup->membind->bind_membind;
+        cd->one_node = hwloc_get_nbobjs_by_type(topo, HWLOC_OBJ_NUMANODE) <= 1;
     }
 
     if (pthread_create(&cd->worker, NULL, worker_main, cd) != 0) {
