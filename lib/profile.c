@@ -158,11 +158,17 @@ static double bandwidth(sn_device *dev, int dir)
 static void measure(sn_device *dev, sn_profile *p)
 {
     memset(p, 0, sizeof *p);
+    /* Driven the way runs and splits drive it (a CPU device's kernels run
+     * on this thread, its team pinned): queued to the device's worker while
+     * this thread waited, a run could wait a scheduler tick for a core
+     * (see tools/bench-steady.sh in the README). */
+    sn_bind_thread(dev, 1);
     p->gemm_flops = gemm_speed(dev, 384, 0.05);
     p->gemm_small_flops = gemm_speed(dev, 64, 0.01);
     p->launch_s = launch_cost(dev);
     p->h2d_bps = bandwidth(dev, 0);
     p->d2h_bps = bandwidth(dev, 1);
+    sn_bind_thread(dev, 0);
     if (p->gemm_flops <= 0)
         p->gemm_flops = 1e9;
     if (p->gemm_small_flops <= 0)
