@@ -997,7 +997,10 @@ static shardnet_status session_run(shardnet_session_t *session)
                                 session->inputs, &p)) != SHARDNET_OK)
         return st;
     session->last = p;
-    return sn_plan_run(p, session->inputs);
+    sn_bind_thread(session->w->dev, 1);
+    st = sn_plan_run(p, session->inputs);
+    sn_bind_thread(session->w->dev, 0);
+    return st;
 }
 
 typedef struct stream_ctx {

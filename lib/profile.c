@@ -216,6 +216,11 @@ static void best_of(sn_profile *p, const sn_profile *q)
 static void measure(sn_device *dev, sn_profile *p, int quick)
 {
     memset(p, 0, sizeof *p);
+    /* Driven the way runs and splits drive it (a CPU device's kernels run
+     * on this thread, its team pinned): queued to the device's worker while
+     * this thread waited, a run could wait a scheduler tick for a core
+     * (see tools/bench-steady.sh in the README). */
+    sn_bind_thread(dev, 1);
     /* Many short runs of the small product: on a busy machine one of them
      * more likely runs undisturbed. */
     p->gemm_small_flops = gemm_speed(dev, 64, quick ? 0 : 0.02, quick ? 3 : 20);
@@ -224,6 +229,7 @@ static void measure(sn_device *dev, sn_profile *p, int quick)
     p->launch_s = launch_cost(dev, quick ? 3 : 20);
     p->h2d_bps = bandwidth(dev, 0, quick ? 1 : 4);
     p->d2h_bps = bandwidth(dev, 1, quick ? 1 : 4);
+    sn_bind_thread(dev, 0);
     if (p->gemm_flops <= 0)
         p->gemm_flops = 1e9;
     if (p->gemm_small_flops <= 0)

@@ -298,6 +298,43 @@ shardnet_status sn_world_init(void)
     return SHARDNET_OK;
 }
 
+#ifdef SN_HAVE_MPI
+/* A launcher's count: a plain decimal number below 1 << 20, else -1. */
+static long launcher_count(const char *name)
+{
+    const char *v = getenv(name);
+    char *end;
+    long n;
+    if (!v || !*v)
+        return -1;
+    n = strtol(v, &end, 10);
+    return *end || n < 0 || n >= 1L << 20 ? -1 : n;
+}
+#endif
+
+void sn_world_node_share(unsigned *rank, unsigned *size)
+{
+    *rank = 0;
+    *size = 1;
+#ifdef SN_HAVE_MPI
+    static const char *const names[][2] = {
+        {"OMPI_COMM_WORLD_LOCAL_RANK", "OMPI_COMM_WORLD_LOCAL_SIZE"},
+        {"MPI_LOCALRANKID", "MPI_LOCALNRANKS"},
+    };
+    const char *off = getenv("SHARDNET_MPI");
+    if (off && !strcmp(off, "0"))
+        return;
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
+        long r = launcher_count(names[i][0]), n = launcher_count(names[i][1]);
+        if (r >= 0 && n > r) {
+            *rank = (unsigned)r;
+            *size = (unsigned)n;
+            return;
+        }
+    }
+#endif
+}
+
 unsigned sn_world_process(void)
 {
     return me;

@@ -27,6 +27,13 @@ shardnet_status sn_world_init(void);
 /* This process's index and the number of processes (1 outside MPI). */
 unsigned sn_world_process(void);
 unsigned sn_world_processes(void);
+/* This process's place among the job's processes on its own machine, as
+ * the launcher tells it before MPI starts (Open MPI's
+ * OMPI_COMM_WORLD_LOCAL_RANK/SIZE, MPICH's MPI_LOCALRANKID/LOCALNRANKS):
+ * *rank of *size.  0 of 1 outside a job, under SHARDNET_MPI=0, or in a
+ * build without MPI.  Needs no sn_world_init (CPU device discovery, which
+ * comes first, shares the cores between the processes with it). */
+void sn_world_node_share(unsigned *rank, unsigned *size);
 /* The host-buffer collectives between processes (sn_transport): MPI in a
  * job of several processes, else the local one. */
 sn_transport *sn_world_transport(void);

@@ -100,6 +100,8 @@ static const struct {
     {"cpu:0,cpu:1,cl:1", "cpu:0", 0, 3},
     {"cl:0,cpu:0,cpu:1", "cpu:0", 0, 3},
     {"cpu:0,cpu:1,cl:0,cl:1", "cpu:0", 0, 4},
+    /* a machine of one package with two OpenCL devices */
+    {"cpu:0,cl:0,cl:1", "cpu:0", 0, 3},
 };
 
 #define NMODELS (sizeof split_models / sizeof split_models[0])

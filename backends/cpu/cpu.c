@@ -12,6 +12,19 @@
  * single-threaded inside that team (see cpu/gemm.c), so the process never
  * has more busy threads than cores, however many CPU devices work at once.
  *
+ * A device uses the cores of its package that this process may run on: a
+ * process bound by its launcher (mpirun binds each of two processes to a
+ * core) keeps to its cores, and its team is as big as they are.  A process
+ * free to run anywhere that shares the machine with other processes of its
+ * job (mpirun --bind-to none) takes its even share of each package's cores,
+ * by its rank on the machine, so that two processes opening the same
+ * package do not pin their teams onto the same cores.  A process bound
+ * outside a package (a simulated package, or one its launcher gave to
+ * another process) uses the whole package where the system lets it bind
+ * there; where it cannot (a simulated topology with more PUs than the
+ * machine) the device warns once and its threads run unbound: slower,
+ * never wrong.
+ *
  * Buffers are allocated bound to the package's NUMA node (falling back to
  * plain aligned memory where the OS cannot bind, e.g. on a simulated
  * topology); they are host memory, so mapping is zero-copy.
@@ -31,6 +44,7 @@
 #include "cpu_kernels.h"
 #include "error.h"
 #include "trace.h"
+#include "world.h"
 
 /* The topology, shared by every CPU device of the process. */
 static struct {
@@ -71,12 +85,15 @@ typedef struct task {
 } task;
 
 typedef struct cpu_device {
+    char name[16];
     hwloc_topology_t topo;
-    hwloc_cpuset_t cpuset;   /* the package's PUs */
+    hwloc_cpuset_t cpuset;   /* the package's PUs that this process uses */
     hwloc_nodeset_t nodeset; /* its NUMA node(s) */
     hwloc_cpuset_t *cores;   /* one cpuset per core, ncores of them */
     unsigned ncores;
     int membind_ok; /* hwloc_alloc_membind works here */
+    int one_node;   /* the machine has one NUMA node */
+    atomic_int bind_warned; /* a failed binding was reported */
 
     /* The queue: a ring of tasks, grown under the lock when full. */
     pthread_mutex_t lock;
@@ -243,23 +260,55 @@ static void run_task(cpu_device *cd, const task *t)
     }
 }
 
-/* Bind the calling thread (worker and team) to the package, and each team
- * thread to one core of it. */
-static void pin_team(cpu_device *cd)
+/* Bind the calling thread to `set`; a failure (PUs this machine lacks, or
+ * that the process may not use) is reported once per device, and the
+ * thread runs where it ran. */
+static void bind_to(cpu_device *cd, hwloc_const_cpuset_t set)
 {
-    hwloc_set_cpubind(cd->topo, cd->cpuset, HWLOC_CPUBIND_THREAD);
-    if (hwloc_set_membind(cd->topo, cd->nodeset, HWLOC_MEMBIND_BIND,
+    char *list = NULL;
+    if (hwloc_set_cpubind(cd->topo, set, HWLOC_CPUBIND_THREAD) == 0 ||
+        atomic_exchange(&cd->bind_warned, 1))
+        return;
+    if (hwloc_bitmap_list_asprintf(&list, set) < 0)
+        list = NULL;
+    sn_log(SHARDNET_LOG_WARN,
+           "%s: cannot bind a thread to PUs %s (not on this machine, or not "
+           "allowed to this process): its threads run unbound",
+           cd->name, list ? list : "?");
+    free(list);
+}
+
+/* Bind each thread of the calling thread's team (the caller is thread 0)
+ * to one core of the package; where `was` is not NULL (a thread that
+ * drives the device), team thread t > 0 keeps its earlier binding in
+ * was[t] first (NULL where it cannot say), and the caller is bound to the
+ * whole package rather than its first core: a driving thread binds for
+ * each run, and an unbound caller already in the package then stays on
+ * its core instead of waiting to be moved (hundreds of microseconds on a
+ * busy machine).  (The team's threads are bound before the caller, so
+ * that a thread the region creates starts where the caller was.)  The
+ * memory policy is left alone on a machine of one NUMA node. */
+static void pin_team(cpu_device *cd, hwloc_bitmap_t *was)
+{
+    if (!cd->one_node &&
+        hwloc_set_membind(cd->topo, cd->nodeset, HWLOC_MEMBIND_BIND,
                           HWLOC_MEMBIND_THREAD | HWLOC_MEMBIND_BYNODESET) < 0)
         sn_log(SHARDNET_LOG_DEBUG, "cpu: memory binding unavailable");
     omp_set_dynamic(0);
     omp_set_num_threads((int)cd->ncores);
-    if (cd->ncores > 1) {
+    if (cd->ncores == 1) {
+        bind_to(cd, cd->cpuset);
+        return;
+    }
 #pragma omp parallel num_threads((int)cd->ncores)
-        {
-            unsigned t = (unsigned)omp_get_thread_num();
-            hwloc_set_cpubind(cd->topo, cd->cores[t % cd->ncores],
-                              HWLOC_CPUBIND_THREAD);
+    {
+        unsigned t = (unsigned)omp_get_thread_num() % cd->ncores;
+        if (t && was && (was[t] = hwloc_bitmap_alloc()) &&
+            hwloc_get_cpubind(cd->topo, was[t], HWLOC_CPUBIND_THREAD) < 0) {
+            hwloc_bitmap_free(was[t]);
+            was[t] = NULL;
         }
+        bind_to(cd, t == 0 && was ? cd->cpuset : cd->cores[t]);
     }
 }
 
@@ -286,7 +335,7 @@ static void spin_for_work(cpu_device *cd)
 static void *worker_main(void *arg)
 {
     cpu_device *cd = arg;
-    pin_team(cd);
+    pin_team(cd, NULL);
     pthread_mutex_lock(&cd->lock);
     for (;;) {
         while (cd->count == 0 && !cd->quit) {
@@ -326,13 +375,17 @@ static void *worker_main(void *arg)
  * worker: on a package of one core a queue would make the driving thread
  * and the worker take turns on that core, and each hand-off costs a
  * scheduler round trip.  The thread's team (its OpenMP threads) is pinned
- * like the worker's.  Its earlier binding and team size come back when it
- * lets go.
+ * like the worker's.  Its earlier binding (of the thread and of its team),
+ * memory policy, team size and dynamic adjustment come back when it lets
+ * go.
  */
 static _Thread_local cpu_device *driving;
 static shardnet_status cpu_synchronize(sn_device *dev);
 static _Thread_local hwloc_bitmap_t saved_binding;
-static _Thread_local int saved_threads;
+static _Thread_local hwloc_bitmap_t *saved_team; /* per team thread */
+static _Thread_local hwloc_nodeset_t saved_nodes; /* NULL: not known */
+static _Thread_local hwloc_membind_policy_t saved_policy;
+static _Thread_local int saved_threads, saved_dynamic;
 
 static void cpu_bind_thread(sn_device *dev, int on)
 {
@@ -341,31 +394,57 @@ static void cpu_bind_thread(sn_device *dev, int on)
         if (driving != cd)
             return;
         driving = NULL;
-        omp_set_num_threads(saved_threads);
-        /* saved_binding is this thread's: the team threads read a copy of
-         * the pointer (their own thread-local one is NULL). */
-        hwloc_bitmap_t was = saved_binding;
+        /* saved_binding and saved_team are this thread's: the team
+         * threads read copies of the pointers (their own thread-local ones
+         * are NULL).  The team is the one pin_team pinned (ncores threads,
+         * asked for before the team size goes back); a team thread whose
+         * binding was not known gets the caller's. */
+        hwloc_bitmap_t was = saved_binding, *team = saved_team;
         saved_binding = NULL;
-        if (was) {
+        saved_team = NULL;
+        if (was)
             hwloc_set_cpubind(cd->topo, was, HWLOC_CPUBIND_THREAD);
-            if (cd->ncores > 1) {
+        if (team && cd->ncores > 1) {
 #pragma omp parallel num_threads((int)cd->ncores)
-                hwloc_set_cpubind(cd->topo, was, HWLOC_CPUBIND_THREAD);
+            {
+                unsigned t = (unsigned)omp_get_thread_num() % cd->ncores;
+                hwloc_const_bitmap_t to = t && team[t] ? team[t] : was;
+                if (t && to)
+                    hwloc_set_cpubind(cd->topo, to, HWLOC_CPUBIND_THREAD);
             }
-            hwloc_bitmap_free(was);
         }
+        for (unsigned t = 0; team && t < cd->ncores; t++)
+            hwloc_bitmap_free(team[t]);
+        free(team);
+        hwloc_bitmap_free(was);
+        if (saved_nodes) {
+            hwloc_set_membind(cd->topo, saved_nodes, saved_policy,
+                              HWLOC_MEMBIND_THREAD | HWLOC_MEMBIND_BYNODESET);
+            hwloc_bitmap_free(saved_nodes);
+            saved_nodes = NULL;
+        }
+        omp_set_num_threads(saved_threads);
+        omp_set_dynamic(saved_dynamic);
         return;
     }
     if (driving)
         return; /* one device per thread */
     cpu_synchronize(dev); /* what was queued before runs first */
     saved_threads = omp_get_max_threads();
+    saved_dynamic = omp_get_dynamic();
     if ((saved_binding = hwloc_bitmap_alloc()) &&
         hwloc_get_cpubind(cd->topo, saved_binding, HWLOC_CPUBIND_THREAD) < 0) {
         hwloc_bitmap_free(saved_binding);
         saved_binding = NULL;
     }
-    pin_team(cd);
+    if (!cd->one_node && (saved_nodes = hwloc_bitmap_alloc()) &&
+        hwloc_get_membind(cd->topo, saved_nodes, &saved_policy,
+                          HWLOC_MEMBIND_THREAD | HWLOC_MEMBIND_BYNODESET) < 0) {
+        hwloc_bitmap_free(saved_nodes);
+        saved_nodes = NULL;
+    }
+    saved_team = calloc(cd->ncores, sizeof *saved_team);
+    pin_team(cd, saved_team);
     driving = cd;
 }
 
@@ -659,9 +738,44 @@ static void cpuinfo_field(const char *key, char *out, size_t cap)
     fclose(f);
 }
 
+/* The cores (or, without a core level, PUs) of `pkg` that meet `use`, each
+ * restricted to `use`: cores[0..*n) (malloc'ed). */
+static shardnet_status usable_cores(hwloc_topology_t topo, hwloc_obj_t pkg,
+                                    hwloc_const_cpuset_t use,
+                                    hwloc_cpuset_t **cores, unsigned *n)
+{
+    hwloc_obj_type_t type = HWLOC_OBJ_CORE;
+    int total = hwloc_get_nbobjs_inside_cpuset_by_type(topo, pkg->cpuset, type);
+    if (total <= 0) {
+        type = HWLOC_OBJ_PU;
+        total = hwloc_get_nbobjs_inside_cpuset_by_type(topo, pkg->cpuset, type);
+    }
+    *n = 0;
+    *cores = calloc(total > 0 ? (size_t)total : 1, sizeof **cores);
+    if (!*cores)
+        return sn_error(SHARDNET_OUT_OF_MEMORY, "cpu device");
+    for (int i = 0; i < total; i++) {
+        hwloc_obj_t core = hwloc_get_obj_inside_cpuset_by_type(
+            topo, pkg->cpuset, type, (unsigned)i);
+        if (!core || !hwloc_bitmap_intersects(core->cpuset, use))
+            continue;
+        if (!((*cores)[*n] = hwloc_bitmap_alloc()))
+            return sn_error(SHARDNET_OUT_OF_MEMORY, "cpu device");
+        hwloc_bitmap_and((*cores)[(*n)++], core->cpuset, use);
+    }
+    if (*n == 0) { /* no core object: the whole set is one */
+        if (!((*cores)[0] = hwloc_bitmap_dup(use)))
+            return sn_error(SHARDNET_OUT_OF_MEMORY, "cpu device");
+        *n = 1;
+    }
+    return SHARDNET_OK;
+}
+
+/* Device `index` on package `pkg`, using its PUs in `use` (see the top of
+ * this file). */
 static shardnet_status open_package(sn_device_list *list,
                                     hwloc_topology_t topo, hwloc_obj_t pkg,
-                                    unsigned index)
+                                    hwloc_const_cpuset_t use, unsigned index)
 {
     sn_device *dev = calloc(1, sizeof *dev);
     cpu_device *cd = calloc(1, sizeof *cd);
@@ -669,7 +783,6 @@ static shardnet_status open_package(sn_device_list *list,
     hwloc_obj_t node = NULL;
     char *list_str = NULL;
     shardnet_status st;
-    int ncores;
 
     if (!dev || !cd) {
         free(dev);
@@ -685,46 +798,27 @@ static shardnet_status open_package(sn_device_list *list,
     pthread_cond_init(&cd->wake, NULL);
     pthread_cond_init(&cd->idle, NULL);
     atomic_init(&cd->pending, 0);
-    cd->cpuset = hwloc_bitmap_dup(pkg->cpuset);
+    atomic_init(&cd->bind_warned, 0);
+    snprintf(cd->name, sizeof cd->name, "cpu:%u", index);
     cd->nodeset = hwloc_bitmap_dup(pkg->nodeset);
+    cd->cpuset = hwloc_bitmap_alloc();
     if (!cd->cpuset || !cd->nodeset) {
         st = sn_error(SHARDNET_OUT_OF_MEMORY, "cpu device");
         goto error;
     }
-    ncores = hwloc_get_nbobjs_inside_cpuset_by_type(topo, pkg->cpuset,
-                                                    HWLOC_OBJ_CORE);
-    if (ncores <= 0) /* no core level: count processing units */
-        ncores = hwloc_get_nbobjs_inside_cpuset_by_type(topo, pkg->cpuset,
-                                                        HWLOC_OBJ_PU);
-    if (ncores <= 0)
-        ncores = 1;
-    cd->cores = calloc((size_t)ncores, sizeof *cd->cores);
-    if (!cd->cores) {
-        st = sn_error(SHARDNET_OUT_OF_MEMORY, "cpu device");
+    if ((st = usable_cores(topo, pkg, use, &cd->cores, &cd->ncores)) !=
+        SHARDNET_OK)
         goto error;
-    }
     {
         /* SHARDNET_CPU_THREADS caps each CPU device's team (benchmarks,
-         * sharing the machine); the first cores of the package are used. */
+         * sharing the machine); the first usable cores are used. */
         const char *cap = getenv("SHARDNET_CPU_THREADS");
         long v = cap ? strtol(cap, NULL, 10) : 0;
-        if (v > 0 && v < ncores)
-            ncores = (int)v;
+        while (v > 0 && (unsigned long)v < cd->ncores)
+            hwloc_bitmap_free(cd->cores[--cd->ncores]);
     }
-    cd->ncores = (unsigned)ncores;
-    for (int i = 0; i < ncores; i++) {
-        hwloc_obj_t core = hwloc_get_obj_inside_cpuset_by_type(
-            topo, pkg->cpuset, HWLOC_OBJ_CORE, (unsigned)i);
-        if (!core)
-            core = hwloc_get_obj_inside_cpuset_by_type(topo, pkg->cpuset,
-                                                       HWLOC_OBJ_PU,
-                                                       (unsigned)i);
-        cd->cores[i] = hwloc_bitmap_dup(core ? core->cpuset : pkg->cpuset);
-        if (!cd->cores[i]) {
-            st = sn_error(SHARDNET_OUT_OF_MEMORY, "cpu device");
-            goto error;
-        }
-    }
+    for (unsigned i = 0; i < cd->ncores; i++)
+        hwloc_bitmap_or(cd->cpuset, cd->cpuset, cd->cores[i]);
 
     info = &dev->info;
     snprintf(info->name, sizeof info->name, "cpu:%u", index);
@@ -767,6 +861,7 @@ static shardnet_status open_package(sn_device_list *list,
         const struct hwloc_topology_support *sup =
             hwloc_topology_get_support(topo);
         cd->membind_ok = sup->membind->alloc_membind && sup->membind->bind_membind;
+        cd->one_node = hwloc_get_nbobjs_by_type(topo, HWLOC_OBJ_NUMANODE) <= 1;
     }
 
     if (pthread_create(&cd->worker, NULL, worker_main, cd) != 0) {
@@ -784,30 +879,109 @@ error:
     return st;
 }
 
+/* Where this process may run: the discovering thread's binding (taken
+ * before any device thread exists; a launcher's binding is every thread's),
+ * within the topology's allowed PUs; all of them where the system cannot
+ * say (a simulated topology).  *bound: narrower than the machine. */
+static hwloc_bitmap_t process_cpus(hwloc_topology_t topo, int *bound)
+{
+    hwloc_const_cpuset_t all = hwloc_topology_get_allowed_cpuset(topo);
+    hwloc_bitmap_t set = hwloc_bitmap_alloc();
+    *bound = 0;
+    if (!set)
+        return NULL;
+    if (hwloc_get_cpubind(topo, set, HWLOC_CPUBIND_THREAD) < 0 ||
+        hwloc_bitmap_iszero(set) || hwloc_bitmap_isincluded(all, set)) {
+        hwloc_bitmap_copy(set, all);
+        return set;
+    }
+    *bound = 1;
+    return set;
+}
+
+/* The PUs of `pkg` that device `index` uses (malloc'ed), from the
+ * process's PUs `mine` (see the top of this file): processes sharing the
+ * machine unbound get the `share`th of `shares` even parts of its cores. */
+static hwloc_bitmap_t package_share(hwloc_topology_t topo, hwloc_obj_t pkg,
+                                    hwloc_const_cpuset_t mine, int bound,
+                                    unsigned share, unsigned shares,
+                                    unsigned index)
+{
+    hwloc_bitmap_t use = hwloc_bitmap_alloc();
+    char *a = NULL, *b = NULL;
+    if (!use)
+        return NULL;
+    hwloc_bitmap_and(use, pkg->cpuset, mine);
+    if (hwloc_bitmap_iszero(use)) {
+        hwloc_bitmap_copy(use, pkg->cpuset);
+        if (hwloc_bitmap_list_asprintf(&a, mine) >= 0 &&
+            hwloc_bitmap_list_asprintf(&b, pkg->cpuset) >= 0)
+            sn_log(SHARDNET_LOG_DEBUG,
+                   "cpu:%u: this process runs on PUs %s, none of the "
+                   "package's (%s): the device binds its threads to the "
+                   "package",
+                   index, a, b);
+        free(a);
+        free(b);
+        return use;
+    }
+    if (!bound && shares > 1) {
+        hwloc_cpuset_t *cores = NULL;
+        unsigned n = 0;
+        if (usable_cores(topo, pkg, use, &cores, &n) == SHARDNET_OK) {
+            /* Cores [lo, hi): at least one each (processes beyond the
+             * cores double up). */
+            unsigned lo = (unsigned)((unsigned long long)share * n / shares);
+            unsigned hi = (unsigned)((unsigned long long)(share + 1) * n /
+                                     shares);
+            if (hi <= lo)
+                hi = lo + 1;
+            hwloc_bitmap_zero(use);
+            for (unsigned i = lo; i < hi && i < n; i++)
+                hwloc_bitmap_or(use, use, cores[i]);
+        }
+        for (unsigned i = 0; cores && i < n; i++)
+            hwloc_bitmap_free(cores[i]);
+        free(cores);
+    }
+    return use;
+}
+
 shardnet_status sn_cpu_discover(sn_device_list *list)
 {
     hwloc_topology_t topo;
     shardnet_status st = acquire_topology(&topo);
-    int npkg;
+    hwloc_bitmap_t mine, use;
+    unsigned share, shares;
+    int npkg, bound;
 
     if (st != SHARDNET_OK)
         return st;
     sn_cpu_gemm_init();
-    npkg = hwloc_get_nbobjs_by_type(topo, HWLOC_OBJ_PACKAGE);
-    if (npkg <= 0) {
-        /* Some virtual machines report no package: the machine is one. */
-        return open_package(list, topo, hwloc_get_root_obj(topo), 0);
+    sn_world_node_share(&share, &shares);
+    if (!(mine = process_cpus(topo, &bound))) {
+        release_topology();
+        return sn_error(SHARDNET_OUT_OF_MEMORY, "cpu devices");
     }
-    for (int i = 0; i < npkg; i++) {
-        hwloc_obj_t pkg = hwloc_get_obj_by_type(topo, HWLOC_OBJ_PACKAGE,
-                                                (unsigned)i);
+    npkg = hwloc_get_nbobjs_by_type(topo, HWLOC_OBJ_PACKAGE);
+    for (int i = 0; i < (npkg > 0 ? npkg : 1); i++) {
+        /* Some virtual machines report no package: the machine is one. */
+        hwloc_obj_t pkg = npkg > 0 ? hwloc_get_obj_by_type(
+                                         topo, HWLOC_OBJ_PACKAGE, (unsigned)i)
+                                   : hwloc_get_root_obj(topo);
         if (i > 0) /* each device holds one reference */
             acquire_topology(&topo);
-        st = open_package(list, topo, pkg, (unsigned)i);
+        use = package_share(topo, pkg, mine, bound, share, shares,
+                            (unsigned)i);
+        st = use ? open_package(list, topo, pkg, use, (unsigned)i)
+                 : (release_topology(),
+                    sn_error(SHARDNET_OUT_OF_MEMORY, "cpu devices"));
+        hwloc_bitmap_free(use);
         if (st != SHARDNET_OK) /* open_package released its reference */
-            return st;
+            break;
     }
-    return SHARDNET_OK;
+    hwloc_bitmap_free(mine);
+    return st;
 }
 
 const char *shardnet_blas_coretype_hint(void)
