@@ -641,6 +641,16 @@ static int to_layout(bld *b, int v, const lay *want)
                        have->l.kind == LAY_P ? SN_COLL_ALLREDUCE
                                              : SN_COLL_ALLGATHER,
                        &have->l);
+        if (y >= 0 && have->l.kind == LAY_P) {
+            /* The all-reduce sums in place: from here on the partial
+             * sums' buffer holds the sum, so the partial version is gone
+             * (a later reader taking it as partial sums, an Add of it
+             * and other partial sums, counted it once per device). */
+            version *p = &vi->v[have - vi->v];
+            p->sub = y;
+            p->l = lay_r();
+            return y;
+        }
     } else if (want->kind == LAY_S) {
         if (have->l.kind == LAY_R) {
             y = local_slice(b, v, have->sub, want);

@@ -16,6 +16,12 @@ split slices locally: the node the split writes itself, in the opset's
 form.  The batch is symbolic ("N"), so the layer split cuts it into
 micro-batches.
 
+test_residual_partial is the residual block of the PaddleOCR classifier
+(a product's partial sums t read by the next product and by a residual Add
+with other partial sums): the tensor split all-reduces t in place for the
+product, and the Add then took the sum for partial sums (twice the answer
+on two devices).
+
 Each model is written in the layout of the ONNX node cases:
     test_opsetK_forms/model.onnx
     test_opsetK_forms/test_data_set_0/input_0.pb, output_*.pb
@@ -144,6 +150,45 @@ def mixed(kind):
     return m, [x], [y.astype(np.float32)]
 
 
+def residual():
+    """y = t + f(t) over 1x1 convolutions (products over the channels):
+    t = relu(x * W1) * W2 and f(t) = relu(t * W3) * W4.  The split cuts
+    W2's input channels (partial sums t), all-reduces t for W3 (whose
+    output channels it cuts) and meets f(t)'s partial sums in the Add."""
+    rng = np.random.default_rng(11)
+    c, hw = 16, 3
+    shapes = ((c, c), (c, c), (2 * c, c), (c, 2 * c))
+    ws = [rng.standard_normal(s).astype(np.float32) / 4 for s in shapes]
+    x = rng.standard_normal((BATCH, c, hw, hw)).astype(np.float32)
+    inits = [numpy_helper.from_array(w.reshape(w.shape + (1, 1)),
+                                     "W%d" % (i + 1))
+             for i, w in enumerate(ws)]
+    conv = lambda i, o, w, name: helper.make_node(  # noqa: E731
+        "Conv", [i, w], [o], name=name, kernel_shape=[1, 1])
+    nodes = [conv("x", "a", "W1", "conv1"),
+             helper.make_node("Relu", ["a"], ["ar"], name="relu1"),
+             conv("ar", "t", "W2", "conv2"),
+             conv("t", "b", "W3", "conv3"),
+             helper.make_node("Relu", ["b"], ["br"], name="relu2"),
+             conv("br", "u", "W4", "conv4"),
+             helper.make_node("Add", ["t", "u"], ["y"], name="residual")]
+    graph = helper.make_graph(
+        nodes, "residual_partial",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT,
+                                       ["N", c, hw, hw])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT,
+                                       ["N", c, hw, hw])],
+        inits)
+    m = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)],
+                          producer_name="shardnet make_models.py")
+    m.ir_version = 7
+    onnx.checker.check_model(m)
+    mix = lambda w, v: np.einsum("oc,nchw->nohw", w, v)  # noqa: E731
+    t = mix(ws[1], np.maximum(mix(ws[0], x), 0))
+    y = t + mix(ws[3], np.maximum(mix(ws[2], t), 0))
+    return m, [x], [y.astype(np.float32)]
+
+
 def write(name, m, inputs, outputs):
     d = os.path.join(HERE, name)
     os.makedirs(os.path.join(d, "test_data_set_0"), exist_ok=True)
@@ -161,3 +206,4 @@ if __name__ == "__main__":
         write("test_opset%d_forms" % opset, *model(opset))
     for kind in ("softmax0", "reducesum0"):
         write("test_rows_mixed_" + kind, *mixed(kind))
+    write("test_residual_partial", *residual())
