@@ -137,6 +137,32 @@ shardnet_status sn_param_where(const sn_graph *g, const sn_node *n,
     return SHARDNET_OK;
 }
 
+shardnet_status sn_attr_ints(const sn_node *n, const char *name,
+                             int64_t *out, size_t cap, size_t *count,
+                             int *given)
+{
+    const sn_attr *a = sn_node_attr(n, name);
+    *count = 0;
+    if (given)
+        *given = 0;
+    if (!a)
+        return SHARDNET_OK;
+    if (a->type != SN_ATTR_INTS)
+        return sn_node_error(n, SHARDNET_INVALID_ARGUMENT,
+                             "attribute '%s' must be a list of integers",
+                             name);
+    if (a->count > cap)
+        return sn_node_error(n, SHARDNET_INVALID_ARGUMENT,
+                             "attribute '%s' has %zu values, at most %zu "
+                             "allowed",
+                             name, a->count, cap);
+    memcpy(out, a->ints, a->count * sizeof *out);
+    *count = a->count;
+    if (given)
+        *given = 1;
+    return SHARDNET_OK;
+}
+
 shardnet_status sn_param_read(const sn_node *n, const char *param,
                               int input, const sn_rt *in, int64_t *out,
                               size_t cap, size_t *count, int *given)
@@ -151,22 +177,7 @@ shardnet_status sn_param_read(const sn_node *n, const char *param,
             return SHARDNET_OK;
         return sn_host_ints(n, in, param, out, cap, count);
     }
-    const sn_attr *a = sn_node_attr(n, param);
-    if (!a)
-        return SHARDNET_OK;
-    if (a->type != SN_ATTR_INTS)
-        return sn_node_error(n, SHARDNET_INVALID_ARGUMENT,
-                             "attribute '%s' must be a list of integers",
-                             param);
-    if (a->count > cap)
-        return sn_node_error(n, SHARDNET_INVALID_ARGUMENT,
-                             "attribute '%s' has %zu values, at most %zu "
-                             "allowed",
-                             param, a->count, cap);
-    memcpy(out, a->ints, a->count * sizeof *out);
-    *count = a->count;
-    *given = 1;
-    return SHARDNET_OK;
+    return sn_attr_ints(n, param, out, cap, count, given);
 }
 
 shardnet_status sn_param_ints(sn_lower *L, const sn_node *n,

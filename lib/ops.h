@@ -64,6 +64,11 @@ shardnet_status sn_param_ints(sn_lower *L, const sn_node *n,
  * after checking the node does not give it in the other form. */
 shardnet_status sn_param_where(const sn_graph *g, const sn_node *n,
                                const char *param, int *input);
+/* The INTS attribute `name` of node n into out (at most cap values);
+ * *given (may be NULL) says whether it is there. */
+shardnet_status sn_attr_ints(const sn_node *n, const char *name,
+                             int64_t *out, size_t cap, size_t *count,
+                             int *given);
 /* `param` of node n where sn_param_where says: from in (the input's
  * runtime facts, its data on the host; NULL when the node lacks it) when
  * input >= 0, else from the attribute. */

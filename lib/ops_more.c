@@ -41,34 +41,6 @@ static size_t dims_product(int from, int to, const int64_t *dims)
     return p;
 }
 
-/* The INTS attribute `name` into out (at most cap values); *given says
- * whether it is there. */
-static shardnet_status ints_attr(const sn_node *n, const char *name,
-                                 int64_t *out, size_t cap, size_t *count,
-                                 int *given)
-{
-    const sn_attr *a = sn_node_attr(n, name);
-    *count = 0;
-    if (given)
-        *given = 0;
-    if (!a)
-        return SHARDNET_OK;
-    if (a->type != SN_ATTR_INTS)
-        return sn_node_error(n, SHARDNET_INVALID_ARGUMENT,
-                             "attribute '%s' must be a list of integers",
-                             name);
-    if (a->count > cap)
-        return sn_node_error(n, SHARDNET_INVALID_ARGUMENT,
-                             "attribute '%s' has %zu values, at most %zu "
-                             "allowed",
-                             name, a->count, cap);
-    memcpy(out, a->ints, a->count * sizeof *out);
-    *count = a->count;
-    if (given)
-        *given = 1;
-    return SHARDNET_OK;
-}
-
 /*
  * Is rt's data known on the host?  An empty tensor counts as known: there
  * is nothing to read (and empty constants have no data pointer).
@@ -266,7 +238,7 @@ static shardnet_status window_geometry(const sn_node *n, int nd,
         g->stride[i] = g->dil[i] = 1;
         g->pb[i] = g->pe[i] = 0;
     }
-    if ((st = ints_attr(n, "strides", v, 6, &c, NULL)) != SHARDNET_OK)
+    if ((st = sn_attr_ints(n, "strides", v, 6, &c, NULL)) != SHARDNET_OK)
         return st;
     if (c && c != (size_t)nd)
         return sn_node_error(n, SHARDNET_INVALID_ARGUMENT,
@@ -278,7 +250,7 @@ static shardnet_status window_geometry(const sn_node *n, int nd,
                                  "stride %lld out of range", (long long)v[i]);
         g->stride[i] = v[i];
     }
-    if ((st = ints_attr(n, "dilations", v, 6, &c, NULL)) != SHARDNET_OK)
+    if ((st = sn_attr_ints(n, "dilations", v, 6, &c, NULL)) != SHARDNET_OK)
         return st;
     if (c && c != (size_t)nd)
         return sn_node_error(n, SHARDNET_INVALID_ARGUMENT,
@@ -298,7 +270,7 @@ static shardnet_status window_geometry(const sn_node *n, int nd,
         return sn_node_error(n, SHARDNET_INVALID_ARGUMENT,
                              "unknown auto_pad '%s'", ap);
     } else if (!strcmp(ap, "NOTSET") || !*ap) {
-        if ((st = ints_attr(n, "pads", v, 6, &c, NULL)) != SHARDNET_OK)
+        if ((st = sn_attr_ints(n, "pads", v, 6, &c, NULL)) != SHARDNET_OK)
             return st;
         if (c && c != 2 * (size_t)nd)
             return sn_node_error(n, SHARDNET_INVALID_ARGUMENT,
@@ -396,7 +368,7 @@ static SN_LOWER(lower_conv)
                              (long long)m);
     for (int i = 0; i < nd; i++)
         kern[i] = w->dims[2 + i];
-    if ((st = ints_attr(n, "kernel_shape", ks, 4, &nks, &given)))
+    if ((st = sn_attr_ints(n, "kernel_shape", ks, 4, &nks, &given)))
         return st;
     if (given) {
         int same = nks == (size_t)nd;
@@ -570,7 +542,7 @@ static shardnet_status lower_pool(sn_lower *L, const sn_node *n,
     if (n->noutputs > 1 && n->outputs[1] >= 0)
         return sn_node_error(n, SHARDNET_UNSUPPORTED,
                              "the Indices output is not supported");
-    if ((st = ints_attr(n, "kernel_shape", ks, 6, &nks, NULL)))
+    if ((st = sn_attr_ints(n, "kernel_shape", ks, 6, &nks, NULL)))
         return st;
     if (nks != (size_t)nd)
         return sn_node_error(n, SHARDNET_INVALID_ARGUMENT,
@@ -1091,7 +1063,7 @@ static SN_LOWER(lower_transpose)
     sn_dtype t = SN_DT_FLOAT;
     sn_view vx;
 
-    if ((st = ints_attr(n, "perm", perm, SN_MAX_DIMS, &np, &given)))
+    if ((st = sn_attr_ints(n, "perm", perm, SN_MAX_DIMS, &np, &given)))
         return st;
     if (!given) {
         for (int i = 0; i < r; i++)

@@ -18,6 +18,21 @@ static sn_act fused_act(const sn_node *n)
  * (rank, dims) is beta * add broadcast into it, or zeros without add (no
  * GEMM is run: BLAS and CLBlast refuse k = 0).
  */
+
+/* Gemm's C broadcasts to the m x n result (dims). */
+static shardnet_status c_broadcasts(const sn_node *n, const sn_rt *c,
+                                    const int64_t *dims)
+{
+    int64_t cd[2] = {1, 1};
+    int r;
+    if (!sn_broadcast_shape(c->rank, c->dims, 2, dims, &r, cd) ||
+        cd[0] != dims[0] || cd[1] != dims[1])
+        return sn_node_error(n, SHARDNET_INVALID_ARGUMENT,
+                             "C cannot be broadcast to %lldx%lld",
+                             (long long)dims[0], (long long)dims[1]);
+    return SHARDNET_OK;
+}
+
 static shardnet_status empty_product(sn_lower *L, const sn_node *n,
                                      sn_rt *add, float beta, int rank,
                                      const int64_t *dims, sn_view out)
@@ -85,15 +100,9 @@ SN_LOWER(sn_lower_gemm)
     if ((st = sn_out_device(L, n, 0, 2, dims, &out)) != SHARDNET_OK)
         return st;
     if (k == 0) {
-        if (c && beta != 0.0f) {
-            int64_t cd[2] = {1, 1};
-            int r;
-            if (!sn_broadcast_shape(c->rank, c->dims, 2, dims, &r, cd) ||
-                cd[0] != m || cd[1] != nn)
-                return sn_node_error(n, SHARDNET_INVALID_ARGUMENT,
-                                     "C cannot be broadcast to %lldx%lld",
-                                     (long long)m, (long long)nn);
-        }
+        if (c && beta != 0.0f &&
+            (st = c_broadcasts(n, c, dims)) != SHARDNET_OK)
+            return st;
         return empty_product(L, n, c && beta != 0.0f ? c : NULL, beta, 2,
                              dims, out->view);
     }
@@ -114,13 +123,8 @@ SN_LOWER(sn_lower_gemm)
                              "broadcasts only when broadcast is 1",
                              (long long)m, (long long)nn);
     if (c && beta != 0.0f) {
-        int64_t cd[2] = {1, 1};
-        int r;
-        if (!sn_broadcast_shape(c->rank, c->dims, 2, dims, &r, cd) ||
-            cd[0] != m || cd[1] != nn)
-            return sn_node_error(n, SHARDNET_INVALID_ARGUMENT,
-                                 "C cannot be broadcast to %lldx%lld",
-                                 (long long)m, (long long)nn);
+        if ((st = c_broadcasts(n, c, dims)) != SHARDNET_OK)
+            return st;
         size_t cn = sn_rt_elements(c);
         int row_vec = beta == 1.0f && cn == (size_t)nn &&
                       (c->rank == 1 || (c->rank == 2 && c->dims[0] == 1));

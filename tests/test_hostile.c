@@ -11,6 +11,7 @@
 #include <config.h>
 
 #include <criterion/criterion.h>
+#include "testfiles.h"
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -34,37 +35,6 @@ static const char *srcdir(void)
     if (!d || !*d)
         cr_skip_test("SHARDNET_SRCDIR is not set (make check sets it)");
     return d;
-}
-
-static void spit(const char *path, const void *data, size_t len)
-{
-    FILE *f = fopen(path, "wb");
-    cr_assert(f, "cannot create %s: %s", path, strerror(errno));
-    cr_assert_eq(fwrite(data, 1, len, f), len);
-    cr_assert_eq(fclose(f), 0);
-}
-
-static void make_tmpdir(char *dir, size_t cap)
-{
-    snprintf(dir, cap, "/tmp/sn-hostile-XXXXXX");
-    cr_assert(mkdtemp(dir), "mkdtemp: %s", strerror(errno));
-}
-
-/* Removes dir and what is in it, one level deep (links are not followed). */
-static void rm_tmpdir(const char *dir)
-{
-    DIR *d = opendir(dir);
-    struct dirent *e;
-    char p[512];
-    if (!d)
-        return;
-    while ((e = readdir(d)))
-        if (strcmp(e->d_name, ".") && strcmp(e->d_name, "..")) {
-            snprintf(p, sizeof p, "%s/%s", dir, e->d_name);
-            unlink(p);
-        }
-    closedir(d);
-    rmdir(dir);
 }
 
 static size_t count_entries(const char *dir)
@@ -240,7 +210,7 @@ Test(mapped_model, rewritten_in_place_is_refused_at_session_creation)
     shardnet_model_t *m;
     float y0 = 0;
     struct timespec old[2] = {{0, 0}, {0, 0}};
-    make_tmpdir(dir, sizeof dir);
+    make_tmpdir("hostile", dir, sizeof dir);
     write_add_model(dir, NULL);
     snprintf(path, sizeof path, "%s/model.onnx", dir);
     cr_assert_eq(shardnet_model_load(path, &m), SHARDNET_OK, "%s",
@@ -264,7 +234,7 @@ Test(mapped_model, truncated_is_refused_not_a_sigbus)
     char dir[64], path[512];
     shardnet_model_t *m;
     float y0 = 0;
-    make_tmpdir(dir, sizeof dir);
+    make_tmpdir("hostile", dir, sizeof dir);
     write_add_model(dir, NULL);
     snprintf(path, sizeof path, "%s/model.onnx", dir);
     cr_assert_eq(shardnet_model_load(path, &m), SHARDNET_OK, "%s",
@@ -282,7 +252,7 @@ Test(mapped_model, replaced_by_rename_is_refused)
     char dir[64], path[512], other[512];
     shardnet_model_t *m;
     float y0 = 0;
-    make_tmpdir(dir, sizeof dir);
+    make_tmpdir("hostile", dir, sizeof dir);
     write_add_model(dir, NULL);
     snprintf(path, sizeof path, "%s/model.onnx", dir);
     snprintf(other, sizeof other, "%s/new.onnx", dir);
@@ -307,7 +277,7 @@ Test(mapped_model, changed_under_a_live_session_is_refused_at_the_next_run)
     shardnet_context_t *ctx;
     shardnet_model_t *m;
     shardnet_session_t *s;
-    make_tmpdir(dir, sizeof dir);
+    make_tmpdir("hostile", dir, sizeof dir);
     write_add_model(dir, NULL);
     snprintf(path, sizeof path, "%s/model.onnx", dir);
     cr_assert_eq(shardnet_model_load(path, &m), SHARDNET_OK);
@@ -332,7 +302,7 @@ Test(mapped_model, external_data_changed_is_refused)
     char dir[64], path[512];
     shardnet_model_t *m;
     float y0 = 0;
-    make_tmpdir(dir, sizeof dir);
+    make_tmpdir("hostile", dir, sizeof dir);
     write_add_model(dir, "w.bin");
     snprintf(path, sizeof path, "%s/w.bin", dir);
     spit(path, w, sizeof w);
@@ -357,7 +327,7 @@ Test(mapped_model, read_option_keeps_the_model_whatever_the_file_becomes)
     char dir[64], path[512];
     shardnet_model_t *m;
     float y0 = 0;
-    make_tmpdir(dir, sizeof dir);
+    make_tmpdir("hostile", dir, sizeof dir);
     write_add_model(dir, "w.bin");
     snprintf(path, sizeof path, "%s/w.bin", dir);
     spit(path, w, sizeof w);
@@ -402,7 +372,7 @@ Test(external_link, to_a_file_outside_the_folder_is_refused)
 {
     char dir[64], path[512];
     shardnet_model_t *m = NULL;
-    make_tmpdir(dir, sizeof dir);
+    make_tmpdir("hostile", dir, sizeof dir);
     write_add_model(dir, "w.bin");
     snprintf(path, sizeof path, "%s/w.bin", dir);
     cr_assert_eq(symlink("/etc/passwd", path), 0, "%s", strerror(errno));
@@ -421,8 +391,8 @@ Test(external_link, to_a_fitting_file_outside_the_folder_is_refused)
     static const float w[4] = {1, 2, 3, 4};
     char dir[64], other[64], path[512], target[512];
     shardnet_model_t *m = NULL;
-    make_tmpdir(dir, sizeof dir);
-    make_tmpdir(other, sizeof other);
+    make_tmpdir("hostile", dir, sizeof dir);
+    make_tmpdir("hostile", other, sizeof other);
     write_add_model(dir, "w.bin");
     snprintf(target, sizeof target, "%s/secret.bin", other);
     spit(target, w, sizeof w);
@@ -444,7 +414,7 @@ Test(external_link, inside_the_folder_is_followed)
     char dir[64], path[512];
     shardnet_model_t *m = NULL;
     float y0 = 0;
-    make_tmpdir(dir, sizeof dir);
+    make_tmpdir("hostile", dir, sizeof dir);
     write_add_model(dir, "w.bin");
     snprintf(path, sizeof path, "%s/real.bin", dir);
     spit(path, w, sizeof w);
@@ -467,7 +437,7 @@ Test(fifo, as_the_model_is_refused, .timeout = 20)
 {
     char dir[64], path[512];
     shardnet_model_t *m = NULL;
-    make_tmpdir(dir, sizeof dir);
+    make_tmpdir("hostile", dir, sizeof dir);
     snprintf(path, sizeof path, "%s/model.onnx", dir);
     cr_assert_eq(mkfifo(path, 0600), 0);
     cr_assert_eq(shardnet_model_load(path, &m), SHARDNET_IO_ERROR);
@@ -480,7 +450,7 @@ Test(fifo, as_external_data_is_refused, .timeout = 20)
 {
     char dir[64], path[512];
     shardnet_model_t *m = NULL;
-    make_tmpdir(dir, sizeof dir);
+    make_tmpdir("hostile", dir, sizeof dir);
     write_add_model(dir, "w.bin");
     snprintf(path, sizeof path, "%s/w.bin", dir);
     cr_assert_eq(mkfifo(path, 0600), 0);
@@ -495,7 +465,7 @@ Test(fifo, as_a_tensor_file_is_refused, .timeout = 20)
 {
     char dir[64], path[512];
     shardnet_tensor t;
-    make_tmpdir(dir, sizeof dir);
+    make_tmpdir("hostile", dir, sizeof dir);
     snprintf(path, sizeof path, "%s/x.npy", dir);
     cr_assert_eq(mkfifo(path, 0600), 0);
     cr_assert_eq(shardnet_tensor_load(path, &t), SHARDNET_IO_ERROR);
@@ -511,7 +481,7 @@ Test(fifo, as_a_plan_file_is_refused, .timeout = 20)
     shardnet_model_t *m;
     shardnet_session_t *s = NULL;
     shardnet_session_options o = {0};
-    make_tmpdir(dir, sizeof dir);
+    make_tmpdir("hostile", dir, sizeof dir);
     write_add_model(dir, NULL);
     snprintf(path, sizeof path, "%s/model.onnx", dir);
     cr_assert_eq(shardnet_model_load(path, &m), SHARDNET_OK);
@@ -547,7 +517,7 @@ static void expect_group_refused(const int64_t *dx, const int64_t *dw)
     shardnet_session_t *s = NULL;
     float in[36] = {0};
     shardnet_status st;
-    make_tmpdir(dir, sizeof dir);
+    make_tmpdir("hostile", dir, sizeof dir);
     put_str(&n, 1, "x");
     put_str(&n, 1, "w");
     put_str(&n, 2, "y");
@@ -628,7 +598,7 @@ static void expect_format_error(const char *h, size_t len, const char *needle)
 {
     char dir[64], path[512];
     shardnet_tensor t;
-    make_tmpdir(dir, sizeof dir);
+    make_tmpdir("hostile", dir, sizeof dir);
     snprintf(path, sizeof path, "%s/x.npy", dir);
     write_npy(path, h, len);
     /* A file problem, not "operation not supported by this device". */
@@ -665,7 +635,7 @@ Test(tensor_file, string_pb_tensor_is_a_format_error)
     pb t = {0};
     char dir[64], path[512];
     shardnet_tensor x;
-    make_tmpdir(dir, sizeof dir);
+    make_tmpdir("hostile", dir, sizeof dir);
     put_int(&t, 1, 1);      /* dims [1] */
     put_int(&t, 2, 8);      /* STRING */
     put_str(&t, 6, "text"); /* string_data */
@@ -687,7 +657,7 @@ Test(tensor_file, failed_save_leaves_no_file)
                                  .dims = {4096}};
     struct rlimit lim = {.rlim_cur = 4096, .rlim_max = RLIM_INFINITY};
     char dir[64], path[512];
-    make_tmpdir(dir, sizeof dir);
+    make_tmpdir("hostile", dir, sizeof dir);
     snprintf(path, sizeof path, "%s/y.npy", dir);
     signal(SIGXFSZ, SIG_IGN); /* writes past the limit fail with EFBIG */
     cr_assert_eq(setrlimit(RLIMIT_FSIZE, &lim), 0);
@@ -762,7 +732,7 @@ static shardnet_status session_from_plan(const char *text)
     snprintf(path, sizeof path, "%s/tests/fixtures/fashion_mlp.onnx",
              srcdir());
     cr_assert_eq(shardnet_model_load(path, &m), SHARDNET_OK);
-    make_tmpdir(dir, sizeof dir);
+    make_tmpdir("hostile", dir, sizeof dir);
     snprintf(path, sizeof path, "%s/plan.txt", dir);
     spit(path, text, strlen(text));
     o.plan_file = path;

@@ -7,6 +7,7 @@
 #include <config.h>
 
 #include <criterion/criterion.h>
+#include "testfiles.h"
 #include <dirent.h>
 #include <errno.h>
 #include <stdint.h>
@@ -44,54 +45,6 @@ static void onnx_path(char *buf, size_t cap, const char *rel)
         cr_skip_test("ONNX test data not installed at " ONNX_NODE_DIR
                      " (Debian package libonnx-testdata)");
     snprintf(buf, cap, "%s/%s", ONNX_NODE_DIR, rel);
-}
-
-static uint8_t *slurp(const char *path, size_t *len)
-{
-    FILE *f = fopen(path, "rb");
-    uint8_t *b;
-    long n;
-    cr_assert(f, "cannot open %s: %s", path, strerror(errno));
-    fseek(f, 0, SEEK_END);
-    n = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    b = malloc(n > 0 ? (size_t)n : 1);
-    cr_assert(b);
-    cr_assert_eq(fread(b, 1, (size_t)n, f), (size_t)n);
-    fclose(f);
-    *len = (size_t)n;
-    return b;
-}
-
-static void spit(const char *path, const void *data, size_t len)
-{
-    FILE *f = fopen(path, "wb");
-    cr_assert(f, "cannot create %s: %s", path, strerror(errno));
-    cr_assert_eq(fwrite(data, 1, len, f), len);
-    cr_assert_eq(fclose(f), 0);
-}
-
-/* A fresh temporary folder, removed (one level deep) by rm_tmpdir. */
-static void make_tmpdir(char *dir, size_t cap)
-{
-    snprintf(dir, cap, "/tmp/sn-onnx-test-XXXXXX");
-    cr_assert(mkdtemp(dir), "mkdtemp: %s", strerror(errno));
-}
-
-static void rm_tmpdir(const char *dir)
-{
-    DIR *d = opendir(dir);
-    struct dirent *e;
-    char p[512];
-    if (!d)
-        return;
-    while ((e = readdir(d)))
-        if (strcmp(e->d_name, ".") && strcmp(e->d_name, "..")) {
-            snprintf(p, sizeof p, "%s/%s", dir, e->d_name);
-            unlink(p);
-        }
-    closedir(d);
-    rmdir(dir);
 }
 
 /* A tiny protobuf writer for hand-made models. */
@@ -752,7 +705,7 @@ Test(onnx_hostile, empty_file_is_an_error)
 {
     char dir[64], path[128];
     sn_graph *g = (sn_graph *)1;
-    make_tmpdir(dir, sizeof dir);
+    make_tmpdir("onnx-test", dir, sizeof dir);
     snprintf(path, sizeof path, "%s/empty.onnx", dir);
     spit(path, "", 0);
     cr_assert_neq(sn_onnx_load(path, &g), SHARDNET_OK);
@@ -1169,7 +1122,7 @@ static shardnet_status load_external(const char *loc, const char *offset,
     shardnet_status st;
     for (size_t i = 0; i < sizeof bytes; i++)
         bytes[i] = (uint8_t)i;
-    make_tmpdir(dir, cap);
+    make_tmpdir("onnx-test", dir, cap);
     put_str(&e1, 1, "location");
     put_str(&e1, 2, loc);
     put_msg(&t, 13, &e1);
@@ -1472,7 +1425,7 @@ Test(tensorfile, pb_tensor_with_typed_int64_data_loads)
     put_int(&t, 7, 5);
     put_int(&t, 7, -6);
     put_int(&t, 7, INT64_MAX);
-    make_tmpdir(dir, sizeof dir);
+    make_tmpdir("onnx-test", dir, sizeof dir);
     snprintf(path, sizeof path, "%s/t.pb", dir);
     spit(path, t.p, t.n);
     cr_assert_eq(sn_tensor_load(path, &h), SHARDNET_OK, "%s",
@@ -1555,7 +1508,7 @@ Test(tensorfile, npy_save_writes_what_numpy_writes_and_reads_back)
                         .data = f, .nbytes = sizeof f}, back;
     uint8_t *mine, *theirs;
     size_t n1, n2;
-    make_tmpdir(dir, sizeof dir);
+    make_tmpdir("onnx-test", dir, sizeof dir);
     snprintf(path, sizeof path, "%s/a.npy", dir);
     cr_assert_eq(sn_tensor_save_npy(path, &t), SHARDNET_OK, "%s",
                  shardnet_last_error());
@@ -1617,7 +1570,7 @@ Test(zero_size, npy_save_with_no_data_writes_what_numpy_writes)
     shardnet_tensor back;
     uint8_t *mine, *theirs;
     size_t n1, n2;
-    make_tmpdir(dir, sizeof dir);
+    make_tmpdir("onnx-test", dir, sizeof dir);
     snprintf(path, sizeof path, "%s/empty.npy", dir);
     cr_assert_eq(shardnet_tensor_save(path, &info, NULL), SHARDNET_OK, "%s",
                  shardnet_last_error());
@@ -1706,7 +1659,7 @@ static void run_zero_rows(const char *device)
     cr_assert_eq(info.rank, 2);
     cr_assert_eq(info.dims[0], 0);
     cr_assert_eq(info.dims[1], 4);
-    make_tmpdir(dir, sizeof dir);
+    make_tmpdir("onnx-test", dir, sizeof dir);
     snprintf(out, sizeof out, "%s/y.npy", dir);
     cr_assert_eq(shardnet_tensor_save(out, &info, data), SHARDNET_OK, "%s",
                  shardnet_last_error());
@@ -1750,7 +1703,7 @@ static void expect_npy_error(const char *bytes, size_t n, const char *needle)
 {
     char dir[64], path[128];
     sn_host_tensor t;
-    make_tmpdir(dir, sizeof dir);
+    make_tmpdir("onnx-test", dir, sizeof dir);
     snprintf(path, sizeof path, "%s/h.npy", dir);
     spit(path, bytes, n);
     cr_assert_neq(sn_tensor_load(path, &t), SHARDNET_OK, "%s loaded",

@@ -12,6 +12,7 @@
 #include <config.h>
 
 #include <criterion/criterion.h>
+#include "testfiles.h"
 #include <dirent.h>
 #include <errno.h>
 #include <math.h>
@@ -100,27 +101,6 @@ static sn_profile fresh(sn_device *dev)
     sn_profiles_forget();
     cr_assert_eq(p.from_disk, 0);
     return p;
-}
-
-/* The cache file's text (malloc'ed). */
-static char *slurp(const char *file)
-{
-    FILE *f = fopen(file, "rb");
-    cr_assert(f, "%s: %s", file, strerror(errno));
-    char *s = calloc(1 << 20, 1);
-    cr_assert(s);
-    size_t n = fread(s, 1, (1 << 20) - 1, f);
-    s[n] = '\0';
-    fclose(f);
-    return s;
-}
-
-static void spill(const char *file, const char *text, size_t len)
-{
-    FILE *f = fopen(file, "wb");
-    cr_assert(f, "%s: %s", file, strerror(errno));
-    cr_assert_eq(fwrite(text, 1, len, f), len);
-    cr_assert_eq(fclose(f), 0);
 }
 
 /* The key of dev's entry in the cache text (the part before the tab of the
@@ -243,7 +223,7 @@ static void poison(const char *key, sn_profile good)
                      "%s\t%.9g %.9g %.9g %.9g %.9g\n",
                      key, good.gemm_flops / 30, good.gemm_small_flops / 30,
                      good.launch_s, good.h2d_bps, good.d2h_bps);
-    spill(path, text, (size_t)n);
+    spit(path, text, (size_t)n);
 }
 
 Test(profile_cache, poisoned_speed_heals_by_next_process)
@@ -253,7 +233,7 @@ Test(profile_cache, poisoned_speed_heals_by_next_process)
     static char plan[1 << 15];
     cr_assert(cpu, "no cpu:0");
     sn_profile good = fresh(cpu);
-    text = slurp(path);
+    text = (char *)slurp(path, NULL);
     cr_assert_eq(key_of(text, "cpu:0", key, sizeof key), 1, "%s", text);
     free(text);
     poison(key, good);
@@ -267,7 +247,7 @@ Test(profile_cache, poisoned_speed_heals_by_next_process)
      * not above what the device ever measured.  The factors are loose: on
      * the shared machine make check runs on, two measurements a second
      * apart were seen to differ by up to 9x. */
-    text = slurp(path);
+    text = (char *)slurp(path, NULL);
     cr_assert_eq(key_of(text, "cpu:0", key, sizeof key), 1, "%s", text);
     sn_profile healed = figures_of(text, key);
     free(text);
@@ -301,7 +281,7 @@ Test(profile_cache, poisoned_speed_gives_the_unpoisoned_plan)
      * tensor split follows its profiled speed. */
     plan_text("cpu:0,cl:0", "tensor", want, sizeof want);
     double share = weight_share(want, "cpu:0");
-    text = slurp(path);
+    text = (char *)slurp(path, NULL);
     cr_assert_eq(key_of(text, "cpu:0", key, sizeof key), 1, "%s", text);
     /* cl:0's entry stays; only cpu:0's is poisoned. */
     char keep[512], line[2048];
@@ -402,7 +382,7 @@ Test(profile_cache, hostile_figures_are_ignored_with_a_warning)
     char key[512], *text, file[4096];
     cr_assert(cpu);
     sn_profile good = fresh(cpu);
-    text = slurp(path);
+    text = (char *)slurp(path, NULL);
     cr_assert_eq(key_of(text, "cpu:0", key, sizeof key), 1, "%s", text);
     free(text);
     for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
@@ -411,12 +391,12 @@ Test(profile_cache, hostile_figures_are_ignored_with_a_warning)
                            "other|device\t1e10 1e9 1e-5 1e9 1e9\n");
         len += entry_with(file + len, sizeof file - (size_t)len, key, &good,
                           cases[c].field, cases[c].value);
-        spill(path, file, (size_t)len);
+        spit(path, file, (size_t)len);
         sn_profiles_forget();
         clear_log();
         survives(cpu, cases[c].named, 1);
         /* The other device's good entry was kept in the rewrite. */
-        text = slurp(path);
+        text = (char *)slurp(path, NULL);
         cr_assert(strstr(text, "other|device\t1"), "lost a good entry:\n%s",
                   text);
         free(text);
@@ -429,7 +409,7 @@ Test(profile_cache, hostile_lines_are_ignored_with_a_warning)
     char key[512], *text, file[16384], longkey[4000];
     cr_assert(cpu);
     sn_profile good = fresh(cpu);
-    text = slurp(path);
+    text = (char *)slurp(path, NULL);
     cr_assert_eq(key_of(text, "cpu:0", key, sizeof key), 1, "%s", text);
     free(text);
     memset(longkey, 'k', sizeof longkey - 1);
@@ -444,7 +424,7 @@ Test(profile_cache, hostile_lines_are_ignored_with_a_warning)
         int len = snprintf(file, sizeof file,
                            "# shardnet device profiles, format 1\n");
         len += snprintf(file + len, sizeof file - (size_t)len, fmt[c][0], key);
-        spill(path, file, (size_t)len);
+        spit(path, file, (size_t)len);
         sn_profiles_forget();
         clear_log();
         survives(cpu, fmt[c][1], 1);
@@ -457,7 +437,7 @@ Test(profile_cache, hostile_lines_are_ignored_with_a_warning)
                        longkey);
     len += entry_with(file + len, sizeof file - (size_t)len, key, &good, -1,
                       NULL);
-    spill(path, file, (size_t)len);
+    spit(path, file, (size_t)len);
     sn_profiles_forget();
     clear_log();
     /* Read (or healed, when the fresh one was measured under load). */
@@ -475,13 +455,13 @@ Test(profile_cache, foreign_files_are_ignored_with_a_warning)
     fresh(cpu);
     /* Text that is not a profile cache. */
     const char *html = "<html><body>not a cache</body></html>\n";
-    spill(path, html, strlen(html));
+    spit(path, html, strlen(html));
     survives(cpu, "not a profile cache", 1);
     /* Another program's comment header. */
     const char *conf = "# some.conf\nkey\t1 2 3 4 5\n";
     sn_profiles_forget();
     clear_log();
-    spill(path, conf, strlen(conf));
+    spit(path, conf, strlen(conf));
     survives(cpu, "not a profile cache", 1);
     /* Binary data. */
     unsigned char bin[4096];
@@ -489,7 +469,7 @@ Test(profile_cache, foreign_files_are_ignored_with_a_warning)
         bin[i] = (unsigned char)(i * 37 + (i >> 3));
     sn_profiles_forget();
     clear_log();
-    spill(path, (const char *)bin, sizeof bin);
+    spit(path, (const char *)bin, sizeof bin);
     survives(cpu, "binary data", 1);
     /* A huge file of valid lines. */
     size_t big = (size_t)3 << 20, len = 0;
@@ -501,7 +481,7 @@ Test(profile_cache, foreign_files_are_ignored_with_a_warning)
                                len);
     sn_profiles_forget();
     clear_log();
-    spill(path, huge, len);
+    spit(path, huge, len);
     free(huge);
     survives(cpu, "more than a profile cache holds", 1);
     struct stat sb;
@@ -529,7 +509,7 @@ Test(profile_cache, one_entry_per_key_best_of_repeats)
     char key[512], *text, file[4096];
     cr_assert(cpu);
     sn_profile good = fresh(cpu);
-    text = slurp(path);
+    text = (char *)slurp(path, NULL);
     cr_assert_eq(key_of(text, "cpu:0", key, sizeof key), 1, "%s", text);
     free(text);
     /* A file of an earlier version: no header, the key appended twice
@@ -542,7 +522,7 @@ Test(profile_cache, one_entry_per_key_best_of_repeats)
                     "other|device\t1e10 1e9 1e-5 1e9 1e9\n");
     len += entry_with(file + len, sizeof file - (size_t)len, key, &good, -1,
                       NULL);
-    spill(path, file, (size_t)len);
+    spit(path, file, (size_t)len);
     const sn_profile *p = sn_device_profile(cpu);
     cr_assert(!damage_warned(), "%s", logged);
     /* The best of the repeats, figure by figure (printed to 9 digits; a
@@ -554,7 +534,7 @@ Test(profile_cache, one_entry_per_key_best_of_repeats)
     /* A measurement rewrites the file: one entry per key, the others kept,
      * no temporary file left. */
     fresh(cpu);
-    text = slurp(path);
+    text = (char *)slurp(path, NULL);
     cr_assert_eq(key_of(text, "cpu:0", key, sizeof key), 1, "%s", text);
     cr_assert_eq(key_of(text, "other", key, sizeof key), 1, "%s", text);
     cr_assert(!strncmp(text, "# shardnet device profiles, format 1\n", 37),
@@ -577,7 +557,7 @@ Test(profile_cache, run_far_from_estimate_replaces_a_too_fast_profile)
     char key[512], *text, file[4096];
     cr_assert(cpu);
     sn_profile good = fresh(cpu);
-    text = slurp(path);
+    text = (char *)slurp(path, NULL);
     cr_assert_eq(key_of(text, "cpu:0", key, sizeof key), 1, "%s", text);
     free(text);
     sn_profile fast = good;
@@ -587,7 +567,7 @@ Test(profile_cache, run_far_from_estimate_replaces_a_too_fast_profile)
                        "# shardnet device profiles, format 1\n");
     len += entry_with(file + len, sizeof file - (size_t)len, key, &fast, -1,
                       NULL);
-    spill(path, file, (size_t)len);
+    spit(path, file, (size_t)len);
     const sn_profile *p = sn_device_profile(cpu);
     cr_assert(within(p->gemm_flops, fast.gemm_flops, 1.0001),
               "the check lowered a figure: %g, stored %g", p->gemm_flops,
@@ -606,7 +586,7 @@ Test(profile_cache, run_far_from_estimate_replaces_a_too_fast_profile)
               now, fast.gemm_flops, good.gemm_flops);
     cr_assert(strstr(logged, "measuring the profile of cpu:0 again"), "%s",
               logged);
-    text = slurp(path);
+    text = (char *)slurp(path, NULL);
     cr_assert(within(figures_of(text, key).gemm_flops, now, 1 + 1e-8), "%s",
               text);
     free(text);
