@@ -417,7 +417,8 @@ SN_LOWER(sn_lower_constant)
         void *d = malloc(bytes ? bytes : 1);
         if (!d)
             return sn_error(SHARDNET_OUT_OF_MEMORY, "constant");
-        memcpy(d, v->data, bytes);
+        if (bytes) /* an empty constant may have no data */
+            memcpy(d, v->data, bytes);
         return sn_out_host(L, n, 0, v->dtype, v->rank, v->dims, d);
     }
     if (!strcmp(a->name, "value_float") || !strcmp(a->name, "value_int")) {

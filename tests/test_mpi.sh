@@ -135,10 +135,17 @@ far=0/cpu:0,0/cpu:1,1/cpu:0,1/cpu:1 nsplits=2
 SHARDNET_LINK_LATENCY_US=1000 SHARDNET_LINK_GBPS=0.01 \
     run_np 2 "$bin" plan "$m" -d "$far" -b 1024 \
     >"$tmp/far.log" 2>&1
-if grep -q "^choice: none" "$tmp/far.log" &&
-   awk -v want="$nsplits" '/^(tensor|hybrid) over/ { for (i = 1; i <= NF; i++)
+# One device wins where it computes faster than the link moves (not in a
+# build many times slower, under a sanitizer: there the splits' estimates
+# must still carry the link).
+if awk -v want="$nsplits" '
+        /^none on / { for (i = 1; i <= NF; i++) if ($i == "estimated" &&
+            (best == "" || $(i + 1) + 0 < best)) best = $(i + 1) + 0 }
+        /^(tensor|hybrid) over/ { for (i = 1; i <= NF; i++)
             if ($i == "estimated" && $(i + 1) < 150) bad = 1; n++ }
-        END { exit bad || n < want }' "$tmp/far.log"; then
+        /^choice: none/ { none = 1 }
+        END { exit bad || n < want || best == "" || (best < 150 && !none) }' \
+        "$tmp/far.log"; then
     ok "a 10 MB/s link: the splits across processes pay for it, one device wins"
 else
     bad "a 10 MB/s link: the estimates do not carry the link"
