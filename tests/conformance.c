@@ -30,6 +30,7 @@
 #include "exec.h"
 #include "graph.h"
 #include "shardnet.h"
+#include "tensorcheck.h"
 
 #define DEFAULT_DATA "/usr/share/libonnx-testdata/data/node"
 #define MAX_TENSORS 16
@@ -153,29 +154,10 @@ static int compare(const shardnet_tensor *want, const shardnet_tensor_info *gi,
                    const void *got, char *why, size_t cap)
 {
     const shardnet_tensor_info *wi = &want->info;
-    shardnet_dtype wt = wi->dtype;
-    size_t count = 1, es;
-    if (wi->rank != gi->rank) {
-        snprintf(why, cap, "rank %d, expected %d", gi->rank, wi->rank);
+    shardnet_dtype wt;
+    size_t count, es;
+    if (!same_layout(wi, gi, &count, &wt, why, cap))
         return 0;
-    }
-    for (int i = 0; i < wi->rank; i++) {
-        if (wi->dims[i] != gi->dims[i]) {
-            snprintf(why, cap, "dimension %d is %lld, expected %lld", i,
-                     (long long)gi->dims[i], (long long)wi->dims[i]);
-            return 0;
-        }
-        count *= (size_t)wi->dims[i];
-    }
-    /* Older ONNX test data stores bfloat16 (and float16) results as their
-     * uint16 bit patterns: read them as the type computed. */
-    if (wt == SHARDNET_DTYPE_UINT16 && (gi->dtype == SHARDNET_DTYPE_BFLOAT16 ||
-                                        gi->dtype == SHARDNET_DTYPE_FLOAT16))
-        wt = gi->dtype;
-    if (wt != gi->dtype) {
-        snprintf(why, cap, "type %d, expected %d", gi->dtype, wi->dtype);
-        return 0;
-    }
     if (count && !got) {
         snprintf(why, cap, "no data for %zu elements", count);
         return 0;

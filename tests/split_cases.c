@@ -39,6 +39,7 @@
 #include "error.h"
 #include "graph.h"
 #include "shardnet.h"
+#include "tensorcheck.h"
 
 #define DEFAULT_DATA "/usr/share/libonnx-testdata/data/node"
 #define MAX_TENSORS 16
@@ -71,27 +72,10 @@ static int compare(const shardnet_tensor *want, const shardnet_tensor *got,
                    tol t, int *exact, char *why, size_t cap)
 {
     const shardnet_tensor_info *wi = &want->info, *gi = &got->info;
-    size_t count = 1, es;
-    if (wi->rank != gi->rank) {
-        snprintf(why, cap, "rank %d, expected %d", gi->rank, wi->rank);
+    size_t count, es;
+    shardnet_dtype type;
+    if (!same_layout(wi, gi, &count, &type, why, cap))
         return 0;
-    }
-    for (int i = 0; i < wi->rank; i++) {
-        if (wi->dims[i] != gi->dims[i]) {
-            snprintf(why, cap, "dimension %d is %lld, expected %lld", i,
-                     (long long)gi->dims[i], (long long)wi->dims[i]);
-            return 0;
-        }
-        count *= (size_t)wi->dims[i];
-    }
-    /* The test data stores 16-bit floats as uint16. */
-    if (wi->dtype != gi->dtype &&
-        !(wi->dtype == SHARDNET_DTYPE_UINT16 &&
-          (gi->dtype == SHARDNET_DTYPE_BFLOAT16 ||
-           gi->dtype == SHARDNET_DTYPE_FLOAT16))) {
-        snprintf(why, cap, "type %d, expected %d", gi->dtype, wi->dtype);
-        return 0;
-    }
     es = shardnet_dtype_size(gi->dtype);
     if (!es || want->nbytes < count * es || got->nbytes < count * es) {
         snprintf(why, cap, "type %d: %zu and %zu bytes for %zu elements",

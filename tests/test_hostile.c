@@ -12,6 +12,7 @@
 
 #include <criterion/criterion.h>
 #include "testfiles.h"
+#include "pbwriter.h"
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -56,91 +57,6 @@ static void assert_error_has(const char *needle)
               needle);
 }
 
-/* --- a small protobuf writer for hand-made models ------------------------ */
-
-typedef struct pb {
-    uint8_t *p;
-    size_t n, cap;
-} pb;
-
-static void put_raw(pb *b, const void *d, size_t n)
-{
-    if (b->n + n > b->cap) {
-        b->cap = (b->n + n) * 2 + 64;
-        b->p = realloc(b->p, b->cap);
-        cr_assert(b->p);
-    }
-    if (n)
-        memcpy(b->p + b->n, d, n);
-    b->n += n;
-}
-
-static void put_varint(pb *b, uint64_t v)
-{
-    uint8_t c;
-    do {
-        c = (uint8_t)(v & 0x7f);
-        v >>= 7;
-        if (v)
-            c |= 0x80;
-        put_raw(b, &c, 1);
-    } while (v);
-}
-
-static void put_int(pb *b, unsigned field, int64_t v)
-{
-    put_varint(b, (uint64_t)field << 3);
-    put_varint(b, (uint64_t)v);
-}
-
-static void put_bytes(pb *b, unsigned field, const void *d, size_t n)
-{
-    put_varint(b, (uint64_t)field << 3 | 2);
-    put_varint(b, n);
-    put_raw(b, d, n);
-}
-
-static void put_str(pb *b, unsigned field, const char *s)
-{
-    put_bytes(b, field, s, strlen(s));
-}
-
-static void put_msg(pb *b, unsigned field, pb *sub)
-{
-    put_bytes(b, field, sub->p, sub->n);
-    free(sub->p);
-    memset(sub, 0, sizeof *sub);
-}
-
-/* ValueInfoProto of a float tensor of the given dims. */
-static pb value_info(const char *name, const int64_t *dims, int rank)
-{
-    pb v = {0}, type = {0}, tt = {0}, shape = {0};
-    put_str(&v, 1, name);
-    put_int(&tt, 1, 1);
-    for (int i = 0; i < rank; i++) {
-        pb dim = {0};
-        put_int(&dim, 1, dims[i]);
-        put_msg(&shape, 1, &dim);
-    }
-    put_msg(&tt, 2, &shape);
-    put_msg(&type, 1, &tt);
-    put_msg(&v, 2, &type);
-    return v;
-}
-
-static pb model(pb *graph)
-{
-    pb m = {0}, os = {0};
-    put_int(&m, 1, 8);
-    put_str(&m, 2, "test_hostile");
-    put_msg(&m, 7, graph);
-    put_str(&os, 1, "");
-    put_int(&os, 2, 13);
-    put_msg(&m, 8, &os);
-    return m;
-}
-
 /*
  * y = x + w, x and w float[4]; w's bytes in the external file `loc` (NULL:
  * in the model), written to dir/model.onnx.
@@ -174,7 +90,7 @@ static void write_add_model(const char *dir, const char *loc)
     put_msg(&g, 5, &t);
     put_msg(&g, 11, &x);
     put_msg(&g, 12, &y);
-    m = model(&g);
+    m = model(13, &g);
     snprintf(path, sizeof path, "%s/model.onnx", dir);
     spit(path, m.p, m.n);
     free(m.p);
@@ -537,7 +453,7 @@ static void expect_group_refused(const int64_t *dx, const int64_t *dw)
     put_msg(&g, 5, &t);
     put_msg(&g, 11, &x);
     put_msg(&g, 12, &y);
-    md = model(&g);
+    md = model(13, &g);
     snprintf(path, sizeof path, "%s/model.onnx", dir);
     spit(path, md.p, md.n);
     free(md.p);
