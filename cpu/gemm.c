@@ -10,7 +10,14 @@
  * The scheme instead:
  *  - sn_cpu_gemm_init() sets OpenBLAS to one thread, once per process
  *    (pthread_once), so every OpenBLAS call runs on the thread that makes it
- *    and several calls may run at once without sharing anything;
+ *    and several calls may run at once without sharing anything, and stops
+ *    the pool's threads: they are started when the library loads, and each
+ *    polls for work (yielding) for 2^28 cycles, about 0.1 s, before it
+ *    sleeps.  Unpinned, one then shared a core with a device's team thread
+ *    in the first 0.1 s of a process: a short `shardnet run` ran at one
+ *    core's speed now and then (1.2 against 0.63 ms for the MLP at batch
+ *    100 on 2 cores).  An OpenBLAS call after openblas_set_num_threads(2)
+ *    or more (the embedding program's) starts the pool again (checked);
  *  - the parallelism comes from the calling device's OpenMP team, which the
  *    backend has already pinned to its package's cores: sn_cpu_gemm opens one
  *    parallel region of omp_get_max_threads() threads, and each thread
@@ -75,9 +82,15 @@
 
 static pthread_once_t blas_once = PTHREAD_ONCE_INIT;
 
+/* OpenBLAS's own (exported by its pthreads build, 0.3.21; weak, as other
+ * builds and other BLAS libraries may lack it). */
+extern int blas_thread_shutdown_(void) __attribute__((weak));
+
 static void blas_single_threaded(void)
 {
     openblas_set_num_threads(1);
+    if (blas_thread_shutdown_)
+        blas_thread_shutdown_();
 }
 
 void sn_cpu_gemm_init(void)
