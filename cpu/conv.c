@@ -8,7 +8,7 @@
  * column lies inside the image form one contiguous range (span()), so the
  * inner loops run without bounds tests, as a memcpy where the stride is 1,
  * and the padding is written with memset.  Positions are computed in
- * signed 64-bit arithmetic; lib/kernels.c bounded the image sizes and pads
+ * signed 64-bit arithmetic; lib/backend/kernels.c bounded the image sizes and pads
  * by INT_MAX, and position() caps products of unbounded strides and
  * dilations, so nothing overflows whatever the descriptor holds.
  *

@@ -4,7 +4,7 @@
  * the worker's nthreads-var (set to the package's core count when the
  * device is opened) and the team's threads are already pinned to the
  * package's cores.  Pointers are resolved (buffer base + view offset);
- * descriptors were validated by lib/kernels.c.
+ * descriptors were validated by lib/backend/kernels.c.
  */
 #ifndef SN_CPU_KERNELS_H
 #define SN_CPU_KERNELS_H
@@ -12,7 +12,7 @@
 #include <omp.h>
 #include <stddef.h>
 
-#include "backend.h"
+#include "backend/backend.h"
 
 /* On x86-64 with GCC, a function marked SN_VECTOR_CLONES is compiled three
  * times (AVX-512, AVX2 with FMA, and the baseline) and the loader picks the

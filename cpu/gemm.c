@@ -43,7 +43,7 @@
  * opening a parallel region.
  *
  * Narrowing: m, n, k, lda, ldb, ldc and batch were checked to fit in int by
- * lib/kernels.c (sn_gemm) before any backend sees them, and every block is a
+ * lib/backend/kernels.c (sn_gemm) before any backend sees them, and every block is a
  * sub-range of those, so the (blasint) casts below cannot truncate.  There is
  * deliberately no assert: the library never aborts.
  *

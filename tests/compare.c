@@ -6,7 +6,7 @@
 #include <string.h>
 
 #include "compare.h"
-#include "exec.h"
+#include "exec/exec.h"
 #include "shardnet.h"
 
 /* Element i of a floating-point tensor as a double; 0 when the type is

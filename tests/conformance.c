@@ -27,8 +27,8 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include "exec.h"
-#include "graph.h"
+#include "exec/exec.h"
+#include "ir/graph.h"
 #include "shardnet.h"
 #include "tensorcheck.h"
 

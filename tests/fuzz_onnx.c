@@ -4,8 +4,8 @@
  * Build (clang; config.h and shardnet-version.h from any configured build
  * folder B):
  *   clang -g -O1 -fsanitize=fuzzer,address,undefined -std=gnu11 \
- *     -Iinclude -Ilib -IB -IB/include tests/fuzz_onnx.c lib/onnx.c \
- *     lib/graph.c lib/pbwire.c lib/status.c -o fuzz_onnx
+ *     -Iinclude -Ilib -IB -IB/include tests/fuzz_onnx.c lib/import/onnx.c \
+ *     lib/ir/graph.c lib/import/pbwire.c lib/core/status.c -o fuzz_onnx
  * Run:
  *   ./fuzz_onnx -max_total_time=600 -rss_limit_mb=2048 -timeout=10 \
  *     CORPUS_DIR SEED_DIR...
@@ -17,7 +17,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "graph.h"
+#include "ir/graph.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

@@ -3,7 +3,7 @@
  *
  * Deliberately naive: straight loops in the order the descriptors' comments
  * define, no OpenMP, no BLAS, no vector tricks, so that it is obviously
- * correct by reading.  The functions take the descriptors of lib/backend.h
+ * correct by reading.  The functions take the descriptors of lib/backend/backend.h
  * (their views are ignored) and plain pointers that already point at the
  * views' first elements.  GEMM accumulates in double and rounds once (the
  * epilogue then adds the bias in float); layer normalisation computes in
@@ -16,7 +16,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "backend.h"
+#include "backend/backend.h"
 
 /* C[b] = alpha * op(A[b]) * op(B[b]) + beta * C[b]; beta == 0 ignores C.
  * Then the epilogue: C += bias (n floats, or m with d->bias_rows), unless

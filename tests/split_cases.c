@@ -36,8 +36,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "error.h"
-#include "graph.h"
+#include "core/error.h"
+#include "ir/graph.h"
 #include "shardnet.h"
 #include "tensorcheck.h"
 

@@ -7,9 +7,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "backend.h"
-#include "collective.h"
-#include "error.h"
+#include "backend/backend.h"
+#include "comm/collective.h"
+#include "core/error.h"
 
 static shardnet_context_t *ctx;
 

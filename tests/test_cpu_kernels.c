@@ -289,7 +289,7 @@ Test(cpu_gemm, applies_the_epilogue_to_every_batch_item_and_no_padding)
 
 /* ---- binary -------------------------------------------------------------- */
 
-/* Op names from the X-macro (lib/kernels.c is not linked into this test). */
+/* Op names from the X-macro (lib/backend/kernels.c is not linked into this test). */
 static const char *binary_name(sn_binary_op op)
 {
     static const char *const names[] = {

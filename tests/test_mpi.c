@@ -17,10 +17,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "backend.h"
-#include "collective.h"
+#include "backend/backend.h"
+#include "comm/collective.h"
 #include "compare.h"
-#include "world.h"
+#include "comm/world.h"
 
 static int passed, failed, skipped;
 static unsigned me, np;

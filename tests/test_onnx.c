@@ -18,8 +18,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "error.h"
-#include "graph.h"
+#include "core/error.h"
+#include "ir/graph.h"
 #include "shardnet.h"
 
 #define ONNX_NODE_DIR "/usr/share/libonnx-testdata/data/node"

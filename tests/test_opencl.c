@@ -9,7 +9,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "backend.h"
+#include "backend/backend.h"
 #include "shardnet.h"
 
 /* The first OpenCL device of a fresh context, or skip. */

@@ -11,7 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "exec.h"
+#include "exec/exec.h"
 #include "shardnet.h"
 
 static shardnet_context_t *ctx;

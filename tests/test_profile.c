@@ -22,8 +22,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "backend.h"
-#include "profile.h"
+#include "backend/backend.h"
+#include "plan/profile.h"
 #include "shardnet.h"
 
 static shardnet_context_t *ctx;

@@ -15,7 +15,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "pipeline.h"
+#include "runtime/pipeline.h"
 #include "shardnet.h"
 
 static shardnet_context_t *ctx;
@@ -448,7 +448,7 @@ ParameterizedTest(split_case *c, tensor_split,
 }
 
 /* Devices that share host memory run the collectives together, each on its
- * own share; the staged engine (lib/collective.c) runs them from one
+ * own share; the staged engine (lib/comm/collective.c) runs them from one
  * thread.  Both sum in rank order: the same answer bit for bit. */
 Test(tensor_split, shared_memory_and_staged_collectives_agree_exactly)
 {

@@ -5,8 +5,8 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "backend.h"
-#include "error.h"
+#include "backend/backend.h"
+#include "core/error.h"
 #include "shardnet.h"
 
 Test(version, run_time_version_matches_the_headers)

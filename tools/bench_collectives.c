@@ -15,8 +15,8 @@
 #include <string.h>
 #include <time.h>
 
-#include "backend.h"
-#include "collective.h"
+#include "backend/backend.h"
+#include "comm/collective.h"
 
 static double now(void)
 {

@@ -19,7 +19,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "backend.h"
+#include "backend/backend.h"
 #include "shardnet.h"
 
 #define MAX_DEV 64

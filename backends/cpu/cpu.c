@@ -40,11 +40,11 @@
 #include <string.h>
 #include <strings.h>
 
-#include "backend.h"
+#include "backend/backend.h"
 #include "cpu_kernels.h"
-#include "error.h"
-#include "trace.h"
-#include "world.h"
+#include "core/error.h"
+#include "core/trace.h"
+#include "comm/world.h"
 
 /* The topology, shared by every CPU device of the process. */
 static struct {

@@ -26,8 +26,8 @@
 
 #include <clblast_c.h>
 
-#include "backend.h"
-#include "error.h"
+#include "backend/backend.h"
+#include "core/error.h"
 
 #ifndef CL_PLATFORM_NOT_FOUND_KHR
 #define CL_PLATFORM_NOT_FOUND_KHR -1001
@@ -706,7 +706,7 @@ static shardnet_status gemm_loop(sn_device *dev, const sn_gemm_desc *d)
     CLBlastTranspose tb = d->trans_b ? CLBlastTransposeYes : CLBlastTransposeNo;
 
     for (size_t i = 0; i < d->batch; i++) {
-        /* In range: lib/kernels.c checked the extent of every batch item. */
+        /* In range: lib/backend/kernels.c checked the extent of every batch item. */
         CLBlastStatusCode s = CLBlastSgemm(
             CLBlastLayoutRowMajor, ta, tb, d->m, d->n, d->k, d->alpha,
             d->a.buf->handle, d->a.offset + i * d->stride_a, d->lda,
@@ -746,7 +746,7 @@ static shardnet_status gemm_product(sn_device *dev, const sn_gemm_desc *d)
     return clblast_error(dev, "CLBlastSgemmStridedBatched", d, s);
 }
 
-/* Elements of C from c.offset that the batch spans (lib/kernels.c has
+/* Elements of C from c.offset that the batch spans (lib/backend/kernels.c has
  * checked that this does not overflow). */
 static size_t gemm_c_extent(const sn_gemm_desc *d)
 {
@@ -1246,7 +1246,7 @@ static shardnet_status cl_copy(sn_device *dev, const sn_copy_desc *d)
     if (cs.n == 0)
         return SHARDNET_OK;
     if (cs.rank == 0 || (cs.rank == 1 && cs.src[0] == 1 && cs.dst[0] == 1)) {
-        /* Contiguous on both sides.  lib/kernels.c checked both ranges
+        /* Contiguous on both sides.  lib/backend/kernels.c checked both ranges
          * against their buffers, so the byte counts do not overflow. */
         size_t so = d->src.offset, dso = d->dst.offset;
         int same = d->src.buf == d->dst.buf;

@@ -1,0 +1,497 @@
+/* The context: device discovery across backends, device lists, matmul. */
+#include <config.h>
+
+#include <ctype.h>
+#include <errno.h>
+#include <limits.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "backend/backend.h"
+#include "comm/world.h"
+#include "core/error.h"
+
+struct shardnet_context {
+    sn_device_list devices; /* in discovery order: cpu first, then cl */
+};
+
+/* Backends, in the order their devices are listed. */
+typedef shardnet_status (*sn_discover_fn)(sn_device_list *list);
+static const struct {
+    const char *kind;
+    sn_discover_fn discover;
+} registry[] = {
+    {"cpu", sn_cpu_discover},
+#ifdef SN_HAVE_OPENCL
+    {"cl", sn_opencl_discover},
+#endif
+};
+
+/* Every kind a device string may name, including kinds not built in. */
+static const char *const known_kinds[] = {"cpu", "cl", "cuda"};
+
+shardnet_status sn_device_list_push(sn_device_list *list, sn_device *dev)
+{
+    if (list->count == list->cap) {
+        size_t cap = list->cap ? 2 * list->cap : 8;
+        sn_device **items = realloc(list->items, cap * sizeof *items);
+        if (!items)
+            return sn_error(SHARDNET_OUT_OF_MEMORY, "device list");
+        list->items = items;
+        list->cap = cap;
+    }
+    list->items[list->count++] = dev;
+    return SHARDNET_OK;
+}
+
+static void free_devices(sn_device_list *list)
+{
+    for (size_t i = 0; i < list->count; i++) {
+        sn_device *dev = list->items[i];
+        dev->ops->device_free(dev);
+    }
+    free(list->items);
+    list->items = NULL;
+    list->count = list->cap = 0;
+}
+
+/* --- devices of other processes ----------------------------------------- */
+
+/* A remote device: its description, no buffers and no kernels. */
+static void remote_free(sn_device *dev)
+{
+    free(dev);
+}
+
+static const sn_backend_ops remote_ops[] = {
+    {.abi = SN_BACKEND_ABI, .kind = "cpu", .device_free = remote_free},
+    {.abi = SN_BACKEND_ABI, .kind = "cl", .device_free = remote_free},
+    {.abi = SN_BACKEND_ABI, .kind = "cuda", .device_free = remote_free},
+};
+
+/*
+ * In a job of several processes: every process's devices, in process
+ * order, named PROCESS/KIND:N; this process's keep their backends, the
+ * others are descriptions.  Each process sends its devices' descriptions
+ * to all (the same program on every process: the structs travel as
+ * bytes).
+ */
+static shardnet_status join_devices(shardnet_context_t *ctx)
+{
+    unsigned me = sn_world_process(), np = sn_world_processes();
+    size_t mine = ctx->devices.count, most = 0;
+    uint64_t *counts = calloc(np, sizeof *counts);
+    uint64_t n64 = mine;
+    shardnet_device_info *all = NULL, *local = NULL;
+    sn_device_list list = {0};
+    shardnet_status st;
+    if (!counts)
+        return sn_error(SHARDNET_OUT_OF_MEMORY, "devices of the job");
+    if ((st = sn_world_allgather(&n64, sizeof n64, counts)) != SHARDNET_OK)
+        goto out;
+    for (unsigned p = 0; p < np; p++)
+        if (counts[p] > most)
+            most = (size_t)counts[p];
+    if (most > 4096) {
+        st = sn_error(SHARDNET_INTERNAL, "devices of the job: %zu on one "
+                                         "process",
+                      most);
+        goto out;
+    }
+    local = calloc(most + 1, sizeof *local);
+    all = calloc((size_t)np * (most + 1), sizeof *all);
+    if (!local || !all) {
+        st = sn_error(SHARDNET_OUT_OF_MEMORY, "devices of the job");
+        goto out;
+    }
+    for (size_t i = 0; i < mine; i++)
+        local[i] = ctx->devices.items[i]->info;
+    if ((st = sn_world_allgather(local, (most + 1) * sizeof *local, all)) !=
+        SHARDNET_OK)
+        goto out;
+    for (unsigned p = 0; p < np; p++)
+        for (size_t i = 0; i < counts[p]; i++) {
+            const shardnet_device_info *info = &all[(size_t)p * (most + 1) + i];
+            sn_device *dev;
+            if (p == me) {
+                dev = ctx->devices.items[i];
+            } else {
+                size_t k = info->kind < 3 ? (size_t)info->kind : 0;
+                if (!(dev = calloc(1, sizeof *dev))) {
+                    st = sn_error(SHARDNET_OUT_OF_MEMORY, "devices of the job");
+                    goto out;
+                }
+                dev->ops = &remote_ops[k];
+                dev->info = *info;
+                dev->remote = 1;
+            }
+            dev->process = p;
+            char name[sizeof dev->info.name];
+            snprintf(name, sizeof name, "%u/%s", p, info->name);
+            memcpy(dev->info.name, name, sizeof name);
+            if ((st = sn_device_list_push(&list, dev)) != SHARDNET_OK) {
+                if (p != me)
+                    free(dev);
+                goto out;
+            }
+        }
+    /* The list now owns this process's devices too. */
+    free(ctx->devices.items);
+    ctx->devices = list;
+    list.items = NULL;
+    list.count = 0;
+out:
+    for (size_t i = 0; i < list.count; i++)
+        if (list.items[i]->remote)
+            list.items[i]->ops->device_free(list.items[i]);
+    free(list.items);
+    free(counts);
+    free(local);
+    free(all);
+    return st;
+}
+
+/*
+ * The environment variables that size the devices, checked before any is
+ * read: a value the library cannot use is an error, not a silent default
+ * (a typo in a memory cap would otherwise plan for memory the program
+ * meant not to use).
+ */
+static shardnet_status check_environment(void)
+{
+    const char *v = getenv("SHARDNET_MEMORY_LIMIT");
+    if (v && *v) {
+        /* bytes, or a number with a K, M or G suffix (binary units) */
+        char *end;
+        errno = 0;
+        double x = strtod(v, &end);
+        if (end != v && strchr("KkMmGg", *end) && *end)
+            end++;
+        if (end == v || *end || errno || !(x > 0) || x > 1e18)
+            return sn_error(SHARDNET_INVALID_ARGUMENT,
+                            "SHARDNET_MEMORY_LIMIT='%s' is not a size (a "
+                            "positive number of bytes, or one with a K, M "
+                            "or G suffix, e.g. 512M)",
+                            v);
+    }
+    v = getenv("SHARDNET_CPU_THREADS");
+    if (v && *v) {
+        char *end;
+        errno = 0;
+        long n = strtol(v, &end, 10);
+        if (end == v || *end || errno || n < 1 || n > 1 << 20)
+            return sn_error(SHARDNET_INVALID_ARGUMENT,
+                            "SHARDNET_CPU_THREADS='%s' is not a number of "
+                            "threads (a whole number, 1 or more)",
+                            v);
+    }
+    return SHARDNET_OK;
+}
+
+shardnet_status shardnet_context_create(shardnet_context_t **out)
+{
+    shardnet_context_t *ctx;
+    shardnet_status st;
+
+    if (!out)
+        return sn_error(SHARDNET_INVALID_ARGUMENT, "context: out is NULL");
+    *out = NULL;
+    sn_error_clear();
+    if ((st = check_environment()) != SHARDNET_OK)
+        return st;
+    ctx = calloc(1, sizeof *ctx);
+    if (!ctx)
+        return sn_error(SHARDNET_OUT_OF_MEMORY, "context");
+    for (size_t i = 0; i < sizeof registry / sizeof registry[0]; i++) {
+        st = registry[i].discover(&ctx->devices);
+        if (st != SHARDNET_OK) {
+            sn_error_prefix(st, "discovering %s devices", registry[i].kind);
+            free_devices(&ctx->devices);
+            free(ctx);
+            return st;
+        }
+    }
+    if ((st = sn_world_init()) != SHARDNET_OK ||
+        (sn_world_processes() > 1 &&
+         (st = join_devices(ctx)) != SHARDNET_OK)) {
+        sn_error_prefix(st, "joining the MPI job");
+        free_devices(&ctx->devices);
+        free(ctx);
+        return st;
+    }
+    sn_log(SHARDNET_LOG_INFO, "found %zu devices", ctx->devices.count);
+    *out = ctx;
+    return SHARDNET_OK;
+}
+
+unsigned shardnet_job_process(void)
+{
+    return sn_world_process();
+}
+
+unsigned shardnet_job_processes(void)
+{
+    return sn_world_processes();
+}
+
+void shardnet_context_free(shardnet_context_t *ctx)
+{
+    if (!ctx)
+        return;
+    for (size_t i = 0; i < ctx->devices.count; i++)
+        sn_synchronize(ctx->devices.items[i]);
+    free_devices(&ctx->devices);
+    free(ctx);
+}
+
+size_t shardnet_device_count(const shardnet_context_t *ctx)
+{
+    return ctx ? ctx->devices.count : 0;
+}
+
+sn_device *sn_context_device(shardnet_context_t *ctx, size_t index)
+{
+    if (!ctx || index >= ctx->devices.count)
+        return NULL;
+    return ctx->devices.items[index];
+}
+
+shardnet_status shardnet_device_get_info(const shardnet_context_t *ctx,
+                                         size_t index,
+                                         shardnet_device_info *info)
+{
+    if (!ctx || !info)
+        return sn_error(SHARDNET_INVALID_ARGUMENT,
+                        "device info: NULL argument");
+    if (index >= ctx->devices.count)
+        return sn_error(SHARDNET_NO_DEVICE,
+                        "device index %zu out of range (%zu devices)", index,
+                        ctx->devices.count);
+    *info = ctx->devices.items[index]->info;
+    return SHARDNET_OK;
+}
+
+static int kind_is_known(const char *kind, size_t len)
+{
+    for (size_t i = 0; i < sizeof known_kinds / sizeof known_kinds[0]; i++)
+        if (strlen(known_kinds[i]) == len && !memcmp(known_kinds[i], kind, len))
+            return 1;
+    return 0;
+}
+
+/* Append device i unless already chosen. */
+static void choose(size_t i, size_t *idx, size_t cap, size_t *n,
+                   unsigned char *seen)
+{
+    if (seen[i])
+        return;
+    seen[i] = 1;
+    if (*n < cap)
+        idx[*n] = i;
+    (*n)++;
+}
+
+/* One item of a device list: "all", "KIND" or "KIND:N", each optionally
+ * "P/..." (process P's, in a job of several processes; unqualified, KIND:N
+ * is process 0's and "all" or KIND every process's). */
+static shardnet_status select_item(const shardnet_context_t *ctx,
+                                   const char *item, size_t *idx, size_t cap,
+                                   size_t *n, unsigned char *seen)
+{
+    const sn_device_list *devs = &ctx->devices;
+    const char *whole = item;
+    long proc = -1;
+    if (isdigit((unsigned char)*item) && strchr(item, '/')) {
+        char *end;
+        errno = 0;
+        unsigned long p = strtoul(item, &end, 10);
+        if (*end != '/' || errno == ERANGE || p >= sn_world_processes())
+            return sn_error(SHARDNET_NO_DEVICE,
+                            "bad device '%s': no process %.*s in this job "
+                            "(%u process%s)",
+                            whole, (int)(strchr(item, '/') - item), item,
+                            sn_world_processes(),
+                            sn_world_processes() == 1 ? "" : "es");
+        proc = (long)p;
+        item = end + 1;
+    }
+#define ON_PROC(d) (proc < 0 || (long)(d)->process == proc)
+    const char *colon = strchr(item, ':');
+    size_t kind_len = colon ? (size_t)(colon - item) : strlen(item);
+    size_t before = *n;
+
+    if (!strcmp(item, "all")) {
+        for (size_t i = 0; i < devs->count; i++)
+            if (ON_PROC(devs->items[i]))
+                choose(i, idx, cap, n, seen);
+        if (*n == before && devs->count == 0)
+            return sn_error(SHARDNET_NO_DEVICE, "no devices found");
+        return SHARDNET_OK;
+    }
+    if (kind_len == 0 || !kind_is_known(item, kind_len))
+        return sn_error(SHARDNET_NO_DEVICE,
+                        "unknown device '%s' (expected all, cpu, cl, cuda, or "
+                        "KIND:N such as cpu:0)",
+                        item);
+    if (!colon) {
+        int found = 0;
+        for (size_t i = 0; i < devs->count; i++) {
+            if (!strcmp(devs->items[i]->ops->kind, item) &&
+                ON_PROC(devs->items[i])) {
+                choose(i, idx, cap, n, seen);
+                found = 1;
+            }
+        }
+        if (!found)
+            return sn_error(SHARDNET_NO_DEVICE, "no %s devices on this machine",
+                            item);
+        return SHARDNET_OK;
+    }
+
+    /* KIND:N with N a plain decimal number. */
+    const char *num = colon + 1;
+    char *end;
+    unsigned long v;
+    if (!isdigit((unsigned char)*num))
+        return sn_error(SHARDNET_NO_DEVICE,
+                        "bad device '%s': expected a number after ':'", item);
+    errno = 0;
+    v = strtoul(num, &end, 10);
+    if (*end != '\0' || errno == ERANGE || v > UINT_MAX)
+        return sn_error(SHARDNET_NO_DEVICE,
+                        "bad device '%s': expected a number after ':'", item);
+    for (size_t i = 0; i < devs->count; i++) {
+        const sn_device *d = devs->items[i];
+        if (strlen(d->ops->kind) == kind_len &&
+            !memcmp(d->ops->kind, item, kind_len) && d->info.index == v &&
+            ON_PROC(d)) {
+            choose(i, idx, cap, n, seen);
+            return SHARDNET_OK;
+        }
+    }
+    {
+        size_t have = 0;
+        for (size_t i = 0; i < devs->count; i++)
+            if (strlen(devs->items[i]->ops->kind) == kind_len &&
+                !memcmp(devs->items[i]->ops->kind, item, kind_len))
+                have++;
+        return sn_error(SHARDNET_NO_DEVICE,
+                        "no device '%s' (%s %zu %.*s device%s)", whole,
+                        sn_world_processes() > 1 ? "the job has"
+                                                 : "this machine has",
+                        have, (int)kind_len, item, have == 1 ? "" : "s");
+    }
+#undef ON_PROC
+}
+
+shardnet_status shardnet_devices_select(const shardnet_context_t *ctx,
+                                        const char *spec, size_t *idx,
+                                        size_t cap, size_t *count)
+{
+    unsigned char *seen;
+    char *copy, *save = NULL;
+    size_t n = 0;
+    shardnet_status st = SHARDNET_OK;
+
+    if (!ctx || !count || (cap && !idx))
+        return sn_error(SHARDNET_INVALID_ARGUMENT,
+                        "device selection: NULL argument");
+    *count = 0;
+    if (!spec || !*spec) {
+        spec = getenv("SHARDNET_DEVICES");
+        if (!spec || !*spec)
+            spec = "all";
+    }
+    seen = calloc(ctx->devices.count + 1, 1);
+    copy = strdup(spec);
+    if (!seen || !copy) {
+        free(seen);
+        free(copy);
+        return sn_error(SHARDNET_OUT_OF_MEMORY, "device selection");
+    }
+    /* Items are separated by commas; surrounding blanks are ignored, but an
+     * empty item ("cpu:0,,cl:0") is an error, not silently skipped. */
+    for (char *p = copy;; p = NULL) {
+        char *tok = strtok_r(p, ",", &save);
+        if (!tok)
+            break;
+        while (isspace((unsigned char)*tok))
+            tok++;
+        char *e = tok + strlen(tok);
+        while (e > tok && isspace((unsigned char)e[-1]))
+            *--e = '\0';
+        if (!*tok) {
+            st = sn_error(SHARDNET_NO_DEVICE, "empty item in device list '%s'",
+                          spec);
+            break;
+        }
+        st = select_item(ctx, tok, idx, cap, &n, seen);
+        if (st != SHARDNET_OK)
+            break;
+    }
+    if (st == SHARDNET_OK) {
+        size_t len = strlen(spec);
+        if (strstr(spec, ",,") || spec[0] == ',' || spec[len - 1] == ',')
+            st = sn_error(SHARDNET_NO_DEVICE, "empty item in device list '%s'",
+                          spec);
+        else if (n == 0)
+            st = sn_error(SHARDNET_NO_DEVICE, "device list '%s' selects nothing",
+                          spec);
+        else if (n > cap)
+            st = sn_error(SHARDNET_INVALID_ARGUMENT,
+                          "device list '%s' selects %zu devices, room for %zu",
+                          spec, n, cap);
+    }
+    free(seen);
+    free(copy);
+    if (st == SHARDNET_OK || st == SHARDNET_INVALID_ARGUMENT)
+        *count = n;
+    return st;
+}
+
+shardnet_status shardnet_matmul(shardnet_context_t *ctx, size_t device,
+                                size_t m, size_t n, size_t k, const float *a,
+                                const float *b, float *c)
+{
+    sn_device *dev = sn_context_device(ctx, device);
+    sn_buffer *ba = NULL, *bb = NULL, *bc = NULL;
+    shardnet_status st;
+    size_t sa, sb, sc;
+
+    if (!dev)
+        return sn_error(SHARDNET_NO_DEVICE, "matmul: no device %zu", device);
+    if (!a || !b || !c || !m || !n || !k)
+        return sn_error(SHARDNET_INVALID_ARGUMENT,
+                        "matmul: NULL matrix or zero dimension");
+    if (m > SIZE_MAX / sizeof(float) / k || k > SIZE_MAX / sizeof(float) / n ||
+        m > SIZE_MAX / sizeof(float) / n)
+        return sn_error(SHARDNET_INVALID_ARGUMENT, "matmul: size overflows");
+    sa = m * k * sizeof(float);
+    sb = k * n * sizeof(float);
+    sc = m * n * sizeof(float);
+
+    sn_gemm_desc d = {.m = m, .n = n, .k = k, .alpha = 1.0f, .beta = 0.0f,
+                      .lda = k, .ldb = n, .ldc = n, .batch = 1};
+    if ((st = sn_buffer_alloc(dev, sa, &ba)) != SHARDNET_OK ||
+        (st = sn_buffer_alloc(dev, sb, &bb)) != SHARDNET_OK ||
+        (st = sn_buffer_alloc(dev, sc, &bc)) != SHARDNET_OK ||
+        (st = sn_buffer_write(ba, 0, a, sa)) != SHARDNET_OK ||
+        (st = sn_buffer_write(bb, 0, b, sb)) != SHARDNET_OK)
+        goto out;
+    d.a.buf = ba;
+    d.b.buf = bb;
+    d.c.buf = bc;
+    if ((st = sn_gemm(dev, &d)) != SHARDNET_OK ||
+        (st = sn_buffer_read(bc, 0, c, sc)) != SHARDNET_OK)
+        goto out;
+    st = sn_synchronize(dev);
+out:
+    if (st != SHARDNET_OK)
+        sn_error_prefix(st, "matmul on %s", dev->info.name);
+    sn_buffer_free(ba);
+    sn_buffer_free(bb);
+    sn_buffer_free(bc);
+    return st;
+}

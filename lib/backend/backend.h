@@ -1,0 +1,381 @@
+/*
+ * The backend interface (private, never installed).
+ *
+ * Every backend fills one sn_backend_ops table with designated initialisers
+ * in its own file under backends/<kind>/.  A member left NULL means "not
+ * supported"; callers go through the sn_* wrappers in lib/backend/kernels.c, which
+ * validate every descriptor against the buffers' sizes before the backend
+ * sees it, so backends may assume well-formed, in-bounds arguments.
+ *
+ * Execution model, the same on every backend: each device is an in-order
+ * queue.  Kernels are enqueued and may run asynchronously; buffer_write and
+ * buffer_read block and are ordered after everything enqueued before them;
+ * synchronize waits for the queue to drain and returns the first error an
+ * asynchronous kernel hit since the last synchronize (sticky until then).
+ * Buffers passed to a kernel must stay alive until the kernel has finished.
+ *
+ * All tensors are float32, row-major (C order), addressed as a buffer plus an
+ * offset counted in elements.
+ */
+#ifndef SN_BACKEND_H
+#define SN_BACKEND_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "shardnet.h"
+
+#define SN_BACKEND_ABI 2
+
+/** Highest tensor rank the element-wise kernels accept. */
+#define SN_MAX_DIMS 8
+
+typedef struct sn_device sn_device;
+typedef struct sn_buffer sn_buffer;
+
+/** Memory owned by one device. */
+struct sn_buffer {
+    sn_device *dev;
+    size_t size;  /* bytes */
+    void *host;   /* cpu backend: the memory itself; NULL on others */
+    void *handle; /* backend object (cl_mem on OpenCL) */
+    void *own_host; /* cpu backend: host's own memory while it is lent */
+};
+
+/** A float tensor's first element: buffer + offset in elements. */
+typedef struct sn_view {
+    sn_buffer *buf;
+    size_t offset;
+} sn_view;
+
+/*
+ * C[b] = alpha * op(A[b]) * op(B[b]) + beta * C[b]  for b in [0, batch).
+ * op(A) is m x k, op(B) is k x n, C is m x n, all row-major with leading
+ * dimensions lda/ldb/ldc (elements between rows as stored).  Batch item b of
+ * A starts at a.offset + b * stride_a (stride 0 reuses one matrix).
+ */
+typedef enum sn_act {
+    SN_ACT_NONE = 0,
+    SN_ACT_RELU = 1
+} sn_act;
+
+/*
+ * Fused epilogue (optional): after the product, C += bias, then C = act(C).
+ * bias.buf NULL means no bias; otherwise bias holds n floats added to every
+ * row (a Gemm/MatMul bias), or m floats added to every column when
+ * bias_rows is set (a convolution's per-output-channel bias, C being
+ * channels x pixels).  The same bias serves every batch item.
+ */
+typedef struct sn_gemm_desc {
+    int trans_a, trans_b; /* non-zero: use the transpose of the stored matrix */
+    size_t m, n, k;
+    float alpha, beta;
+    sn_view a, b, c;
+    size_t lda, ldb, ldc;
+    size_t batch;                        /* >= 1 */
+    size_t stride_a, stride_b, stride_c; /* elements between batch items */
+    sn_view bias;
+    int bias_rows;
+    sn_act act;
+    /* B's contents never change while its buffer lives (a weight): a
+     * backend may keep a repacked copy of it, keyed by buffer and layout. */
+    int b_const;
+} sn_gemm_desc;
+
+#define SN_BINARY_OP_MAP(X) X(ADD, "add") X(SUB, "sub") X(MUL, "mul") X(DIV, "div") X(MAX, "max") X(MIN, "min") X(POW, "pow")
+
+typedef enum sn_binary_op {
+#define SN_ENUM_(name, str) SN_BINARY_##name,
+    SN_BINARY_OP_MAP(SN_ENUM_)
+#undef SN_ENUM_
+    SN_BINARY_COUNT
+} sn_binary_op;
+
+/*
+ * c[i] = a[ia] op b[ib] over the output shape `shape` (rank dims, C order,
+ * rank 0 = one element).  stride_a / stride_b give, per output dimension,
+ * the element stride in a / b: 0 where that operand is broadcast.  The
+ * output c is contiguous.  sn_binary_broadcast() fills shape and strides
+ * from two numpy-broadcastable shapes.
+ */
+typedef struct sn_binary_desc {
+    sn_binary_op op;
+    size_t rank;
+    size_t shape[SN_MAX_DIMS];
+    size_t stride_a[SN_MAX_DIMS];
+    size_t stride_b[SN_MAX_DIMS];
+    sn_view a, b, c;
+} sn_binary_desc;
+
+/*
+ * Unary ops; alpha and beta are the op's parameters:
+ *   LEAKY_RELU   x < 0 ? alpha * x : x
+ *   HARD_SIGMOID max(0, min(1, alpha * x + beta))
+ *   CLIP         min(max(x, alpha), beta)   (NaN stays NaN)
+ *   GELU         0.5 x (1 + erf(x / sqrt(2)))
+ *   GELU_TANH    0.5 x (1 + tanh(sqrt(2 / pi) (x + 0.044715 x^3)))
+ *   RELU         x > 0 ? x : 0 (NaN stays NaN); SIGMOID 1 / (1 + exp(-x))
+ */
+#define SN_UNARY_OP_MAP(X)                                                    \
+    X(RELU, "relu") X(SIGMOID, "sigmoid") X(TANH, "tanh") X(ERF, "erf")       \
+    X(EXP, "exp") X(LOG, "log") X(SQRT, "sqrt") X(NEG, "neg") X(ABS, "abs")   \
+    X(LEAKY_RELU, "leaky_relu") X(HARD_SIGMOID, "hard_sigmoid")               \
+    X(CLIP, "clip") X(GELU, "gelu") X(GELU_TANH, "gelu_tanh")
+
+typedef enum sn_unary_op {
+#define SN_ENUM_(name, str) SN_UNARY_##name,
+    SN_UNARY_OP_MAP(SN_ENUM_)
+#undef SN_ENUM_
+    SN_UNARY_COUNT
+} sn_unary_op;
+
+/* y[i] = op(x[i]) for i in [0, n); x and y may be the same memory. */
+typedef struct sn_unary_desc {
+    sn_unary_op op;
+    size_t n;
+    sn_view x, y;
+    float alpha, beta;
+} sn_unary_desc;
+
+/*
+ * Softmax over the middle axis of x viewed as (outer, len, inner), written
+ * to y of the same shape: y = exp(x - max) / sum(exp(x - max)), or its log
+ * when log_softmax is set.
+ */
+typedef struct sn_softmax_desc {
+    size_t outer, len, inner;
+    int log_softmax;
+    sn_view x, y;
+} sn_softmax_desc;
+
+#define SN_REDUCE_OP_MAP(X) X(SUM, "sum") X(MEAN, "mean") X(MAX, "max")
+
+typedef enum sn_reduce_op {
+#define SN_ENUM_(name, str) SN_REDUCE_##name,
+    SN_REDUCE_OP_MAP(SN_ENUM_)
+#undef SN_ENUM_
+    SN_REDUCE_COUNT
+} sn_reduce_op;
+
+/* x viewed as (outer, len, inner) reduced over len into y (outer, inner). */
+typedef struct sn_reduce_desc {
+    sn_reduce_op op;
+    size_t outer, len, inner;
+    sn_view x, y;
+} sn_reduce_desc;
+
+/*
+ * Where: out[i] = cond[ic] != 0 ? x[ix] : y[iy] over the output shape, each
+ * operand with its own broadcast strides (0 where broadcast), like
+ * sn_binary_desc.  cond holds floats (0.0f is false).  out is contiguous.
+ */
+typedef struct sn_where_desc {
+    size_t rank;
+    size_t shape[SN_MAX_DIMS];
+    size_t stride_cond[SN_MAX_DIMS];
+    size_t stride_x[SN_MAX_DIMS];
+    size_t stride_y[SN_MAX_DIMS];
+    sn_view cond, x, y, out;
+} sn_where_desc;
+
+/*
+ * Strided copy: dst[sum i_d * dst_stride[d]] = src[sum i_d * src_stride[d]]
+ * for every index (i_0 .. i_rank-1) of shape; views give element (0, ..., 0).
+ * Strides are signed (a Slice with negative steps), and a source stride of
+ * 0 repeats (Expand).  This one kernel moves data for Transpose, Slice,
+ * Concat, Split, Expand and plain copies.  dst elements must not overlap.
+ */
+typedef struct sn_copy_desc {
+    size_t rank;
+    size_t shape[SN_MAX_DIMS];
+    ptrdiff_t src_stride[SN_MAX_DIMS];
+    ptrdiff_t dst_stride[SN_MAX_DIMS];
+    sn_view src, dst;
+} sn_copy_desc;
+
+/*
+ * im2col for a 2-D convolution (a 1-D one has in_h = k_h = out_h = 1):
+ * src is (channels, in_h, in_w); dst is (channels * k_h * k_w, out_h * out_w)
+ * row-major, row (c, ky, kx) and column (oy, ox) holding
+ *   src[c, oy * stride_h + ky * dil_h - pad_top, ox * stride_w + kx * dil_w - pad_left]
+ * or 0 where that falls outside the input.
+ */
+typedef struct sn_im2col_desc {
+    size_t channels, in_h, in_w, out_h, out_w, k_h, k_w;
+    size_t stride_h, stride_w, dil_h, dil_w, pad_top, pad_left;
+    sn_view src, dst;
+} sn_im2col_desc;
+
+typedef enum sn_pool_op {
+    SN_POOL_MAX,
+    SN_POOL_AVG
+} sn_pool_op;
+
+/*
+ * 2-D pooling over `planes` planes (N * C), src (planes, in_h, in_w), dst
+ * (planes, out_h, out_w).  Window (oy, ox) covers input rows
+ * oy * stride_h - pad_top + ky * dil_h for ky < k_h (columns alike).  MAX
+ * ignores positions outside the input.  AVG divides by the number of
+ * positions inside the input, or with count_include_pad by the number
+ * inside the padded input [-pad_top, in_h + pad_bottom) x [-pad_left,
+ * in_w + pad_right) (a window that runs past that, in ceil mode, counts
+ * only the part inside).
+ */
+typedef struct sn_pool_desc {
+    sn_pool_op op;
+    int count_include_pad;
+    size_t planes, in_h, in_w, out_h, out_w, k_h, k_w;
+    size_t stride_h, stride_w, dil_h, dil_w;
+    size_t pad_top, pad_left, pad_bottom, pad_right;
+    sn_view src, dst;
+} sn_pool_desc;
+
+/*
+ * Layer normalisation over the last axis of x viewed as (outer, len):
+ * y = (x - mean) / sqrt(var + epsilon) * scale + bias, var the biased
+ * variance; scale has len floats, bias has len floats or bias.buf is NULL.
+ */
+typedef struct sn_layernorm_desc {
+    size_t outer, len;
+    float epsilon;
+    sn_view x, scale, bias, y;
+} sn_layernorm_desc;
+
+/*
+ * Gather along the middle axis of data viewed as (outer, axis_len, inner):
+ * out (outer, nidx, inner) = data[o, idx[j], i].  indices holds nidx int32
+ * values (the buffer stores them bit for bit; views count 4-byte elements);
+ * a negative index counts from the end; one still out of range gives 0.
+ */
+typedef struct sn_gather_desc {
+    size_t outer, axis_len, inner, nidx;
+    sn_view data, indices, out;
+} sn_gather_desc;
+
+/* Flags for buffer_map. */
+#define SN_MAP_READ 1
+#define SN_MAP_WRITE 2
+
+/** One backend: a table of function pointers, filled once per backend. */
+typedef struct sn_backend_ops {
+    unsigned abi;     /* SN_BACKEND_ABI */
+    const char *kind; /* "cpu", "cl" */
+
+    /* Release everything the device holds (called once, after a sync). */
+    void (*device_free)(sn_device *dev);
+
+    shardnet_status (*buffer_alloc)(sn_device *dev, size_t bytes,
+                                    sn_buffer **out);
+    void (*buffer_free)(sn_buffer *buf);
+    shardnet_status (*buffer_write)(sn_buffer *buf, size_t offset,
+                                    const void *src, size_t bytes);
+    shardnet_status (*buffer_read)(sn_buffer *buf, size_t offset, void *dst,
+                                   size_t bytes);
+    /* Optional: host pointer to [offset, offset + bytes), valid until unmap.
+     * Zero-copy where the device shares memory with the host. */
+    shardnet_status (*buffer_map)(sn_buffer *buf, size_t offset, size_t bytes,
+                                  int flags, void **ptr);
+    shardnet_status (*buffer_unmap)(sn_buffer *buf, void *ptr);
+    /* Optional, for buffers that are host memory: until called again with
+     * NULL, the buffer's storage is the caller's `ptr` (buf->size bytes,
+     * any alignment), so that inputs need no copy.  Ordered like a write. */
+    shardnet_status (*buffer_lend)(sn_buffer *buf, void *ptr);
+
+    shardnet_status (*gemm)(sn_device *dev, const sn_gemm_desc *d);
+    shardnet_status (*binary)(sn_device *dev, const sn_binary_desc *d);
+    shardnet_status (*unary)(sn_device *dev, const sn_unary_desc *d);
+    shardnet_status (*softmax)(sn_device *dev, const sn_softmax_desc *d);
+    shardnet_status (*reduce)(sn_device *dev, const sn_reduce_desc *d);
+    shardnet_status (*where)(sn_device *dev, const sn_where_desc *d);
+    shardnet_status (*copy)(sn_device *dev, const sn_copy_desc *d);
+    shardnet_status (*im2col)(sn_device *dev, const sn_im2col_desc *d);
+    shardnet_status (*pool)(sn_device *dev, const sn_pool_desc *d);
+    shardnet_status (*layernorm)(sn_device *dev, const sn_layernorm_desc *d);
+    shardnet_status (*gather)(sn_device *dev, const sn_gather_desc *d);
+
+    shardnet_status (*synchronize)(sn_device *dev);
+
+    /* Optional: with on, run the calling host thread near the device (a
+     * CPU device: on its package), for the threads that drive one device
+     * each in a split; otherwise such a thread, polling for its kernels,
+     * lands on a core another device computes on.  With !on, give the
+     * thread back the binding it had before. */
+    void (*bind_thread)(sn_device *dev, int on);
+} sn_backend_ops;
+
+/** One device, owned by the context that discovered it. */
+struct sn_device {
+    const sn_backend_ops *ops;
+    shardnet_device_info info;
+    void *impl; /* backend state */
+    /* In a job of several processes (lib/comm/world.h): the process the device
+     * is on.  A remote device (another process's) is a description only:
+     * its ops have no buffers and no kernels. */
+    unsigned process;
+    int remote;
+};
+
+/*
+ * Discovery: each backend appends its devices to the list.  A backend whose
+ * platform is absent (no OpenCL ICD) appends nothing and returns OK.
+ */
+typedef struct sn_device_list {
+    sn_device **items;
+    size_t count, cap;
+} sn_device_list;
+
+shardnet_status sn_device_list_push(sn_device_list *list, sn_device *dev);
+
+shardnet_status sn_cpu_discover(sn_device_list *list);
+#ifdef SN_HAVE_OPENCL
+shardnet_status sn_opencl_discover(sn_device_list *list);
+#endif
+
+/* Checked entry points (lib/backend/kernels.c): validate, then call the backend. */
+shardnet_status sn_buffer_alloc(sn_device *dev, size_t bytes, sn_buffer **out);
+void sn_buffer_free(sn_buffer *buf);
+shardnet_status sn_buffer_write(sn_buffer *buf, size_t offset, const void *src,
+                                size_t bytes);
+shardnet_status sn_buffer_read(sn_buffer *buf, size_t offset, void *dst,
+                               size_t bytes);
+shardnet_status sn_buffer_map(sn_buffer *buf, size_t offset, size_t bytes,
+                              int flags, void **ptr);
+shardnet_status sn_buffer_unmap(sn_buffer *buf, void *ptr);
+shardnet_status sn_gemm(sn_device *dev, const sn_gemm_desc *d);
+shardnet_status sn_binary(sn_device *dev, const sn_binary_desc *d);
+shardnet_status sn_unary(sn_device *dev, const sn_unary_desc *d);
+shardnet_status sn_softmax(sn_device *dev, const sn_softmax_desc *d);
+shardnet_status sn_reduce(sn_device *dev, const sn_reduce_desc *d);
+shardnet_status sn_where(sn_device *dev, const sn_where_desc *d);
+shardnet_status sn_copy(sn_device *dev, const sn_copy_desc *d);
+shardnet_status sn_im2col(sn_device *dev, const sn_im2col_desc *d);
+shardnet_status sn_pool(sn_device *dev, const sn_pool_desc *d);
+shardnet_status sn_layernorm(sn_device *dev, const sn_layernorm_desc *d);
+shardnet_status sn_gather(sn_device *dev, const sn_gather_desc *d);
+shardnet_status sn_synchronize(sn_device *dev);
+/* Bytes the planner may use on dev: its memory, capped by
+ * SHARDNET_MEMORY_LIMIT (bytes, or with a K, M or G suffix) when set;
+ * 0 when unknown. */
+uint64_t sn_device_memory(const sn_device *dev);
+/* The calling thread drives dev from now on (bind_thread, if any); with
+ * !on, the thread's earlier binding comes back. */
+void sn_bind_thread(sn_device *dev, int on);
+
+/*
+ * Fill d->rank, d->shape, d->stride_a, d->stride_b for c = a op b with numpy
+ * broadcasting of shape_a (rank_a dims) and shape_b (rank_b dims), both
+ * contiguous.  Dimensions that can be merged are merged, so d->rank may be
+ * smaller than max(rank_a, rank_b).  Fails on incompatible shapes.
+ */
+shardnet_status sn_binary_broadcast(sn_binary_desc *d, size_t rank_a,
+                                    const size_t *shape_a, size_t rank_b,
+                                    const size_t *shape_b);
+
+const char *sn_binary_op_name(sn_binary_op op);
+const char *sn_unary_op_name(sn_unary_op op);
+const char *sn_reduce_op_name(sn_reduce_op op);
+
+/* Context internals used by the CLI and the tests. */
+sn_device *sn_context_device(shardnet_context_t *ctx, size_t index);
+
+#endif /* SN_BACKEND_H */

@@ -1,0 +1,648 @@
+/*
+ * Checked entry points into the backends.
+ *
+ * Every descriptor is validated here, once, against the sizes of the
+ * buffers it names, so that a backend never reads or writes out of bounds
+ * and never narrows a size that does not fit its integer types (BLAS and
+ * OpenCL take int / cl_int).  Backends may then trust their arguments.
+ */
+#include <config.h>
+
+#include <limits.h>
+#include <stdlib.h>
+
+#include "backend/backend.h"
+#include "core/error.h"
+
+#define FLOAT_BYTES sizeof(float)
+
+static const char *const binary_names[] = {
+#define SN_NAME_(name, str) str,
+    SN_BINARY_OP_MAP(SN_NAME_)};
+static const char *const unary_names[] = {SN_UNARY_OP_MAP(SN_NAME_)};
+static const char *const reduce_names[] = {SN_REDUCE_OP_MAP(SN_NAME_)
+#undef SN_NAME_
+};
+
+const char *sn_binary_op_name(sn_binary_op op)
+{
+    return (unsigned)op < SN_BINARY_COUNT ? binary_names[op] : "?";
+}
+
+const char *sn_unary_op_name(sn_unary_op op)
+{
+    return (unsigned)op < SN_UNARY_COUNT ? unary_names[op] : "?";
+}
+
+const char *sn_reduce_op_name(sn_reduce_op op)
+{
+    return (unsigned)op < SN_REDUCE_COUNT ? reduce_names[op] : "?";
+}
+
+/* a * b and a + b, reporting overflow as failure (0). */
+static int mul_ok(size_t a, size_t b, size_t *r)
+{
+    return !__builtin_mul_overflow(a, b, r);
+}
+
+static int add_ok(size_t a, size_t b, size_t *r)
+{
+    return !__builtin_add_overflow(a, b, r);
+}
+
+static const char *dev_name(const sn_device *dev)
+{
+    return dev ? dev->info.name : "(null)";
+}
+
+/*
+ * The view must lie on dev and hold `extent` elements from its offset.
+ * extent 0 checks only the device.
+ */
+static shardnet_status check_view(const sn_device *dev, const char *what,
+                                  const char *name, sn_view v, size_t extent)
+{
+    size_t end, bytes;
+    if (!v.buf)
+        return sn_error(SHARDNET_INVALID_ARGUMENT, "%s on %s: %s is NULL",
+                        what, dev_name(dev), name);
+    if (v.buf->dev != dev)
+        return sn_error(SHARDNET_INVALID_ARGUMENT,
+                        "%s on %s: %s lives on %s", what, dev_name(dev), name,
+                        dev_name(v.buf->dev));
+    if (extent == 0)
+        return SHARDNET_OK;
+    if (!add_ok(v.offset, extent, &end) || !mul_ok(end, FLOAT_BYTES, &bytes) ||
+        bytes > v.buf->size)
+        return sn_error(SHARDNET_INVALID_ARGUMENT,
+                        "%s on %s: %s needs elements [%zu, %zu+%zu) but its "
+                        "buffer holds %zu",
+                        what, dev_name(dev), name, v.offset, v.offset, extent,
+                        v.buf->size / FLOAT_BYTES);
+    return SHARDNET_OK;
+}
+
+static shardnet_status check_device(const sn_device *dev, const void *member,
+                                    const char *what)
+{
+    if (!dev)
+        return sn_error(SHARDNET_INVALID_ARGUMENT, "%s: no device", what);
+    if (dev->remote)
+        return sn_error(SHARDNET_UNSUPPORTED,
+                        "%s: device %s belongs to process %u", what,
+                        dev->info.name, dev->process);
+    if (!member)
+        return sn_error(SHARDNET_UNSUPPORTED, "%s is not supported on %s",
+                        what, dev->info.name);
+    return SHARDNET_OK;
+}
+
+shardnet_status sn_buffer_alloc(sn_device *dev, size_t bytes, sn_buffer **out)
+{
+    shardnet_status st = check_device(dev, dev ? dev->ops->buffer_alloc : NULL,
+                                      "buffer allocation");
+    if (st != SHARDNET_OK)
+        return st;
+    if (!out)
+        return sn_error(SHARDNET_INVALID_ARGUMENT, "buffer: out is NULL");
+    *out = NULL;
+    return dev->ops->buffer_alloc(dev, bytes, out);
+}
+
+void sn_buffer_free(sn_buffer *buf)
+{
+    if (buf)
+        buf->dev->ops->buffer_free(buf);
+}
+
+static shardnet_status check_range(const sn_buffer *buf, size_t offset,
+                                   size_t bytes, const void *p,
+                                   const char *what)
+{
+    size_t end;
+    if (!buf || (!p && bytes))
+        return sn_error(SHARDNET_INVALID_ARGUMENT, "%s: NULL argument", what);
+    if (!add_ok(offset, bytes, &end) || end > buf->size)
+        return sn_error(SHARDNET_INVALID_ARGUMENT,
+                        "%s on %s: bytes [%zu, %zu+%zu) outside a buffer of %zu",
+                        what, buf->dev->info.name, offset, offset, bytes,
+                        buf->size);
+    return SHARDNET_OK;
+}
+
+shardnet_status sn_buffer_write(sn_buffer *buf, size_t offset, const void *src,
+                                size_t bytes)
+{
+    shardnet_status st = check_range(buf, offset, bytes, src, "buffer write");
+    if (st != SHARDNET_OK || bytes == 0)
+        return st;
+    return buf->dev->ops->buffer_write(buf, offset, src, bytes);
+}
+
+shardnet_status sn_buffer_read(sn_buffer *buf, size_t offset, void *dst,
+                               size_t bytes)
+{
+    shardnet_status st = check_range(buf, offset, bytes, dst, "buffer read");
+    if (st != SHARDNET_OK || bytes == 0)
+        return st;
+    return buf->dev->ops->buffer_read(buf, offset, dst, bytes);
+}
+
+shardnet_status sn_buffer_map(sn_buffer *buf, size_t offset, size_t bytes,
+                              int flags, void **ptr)
+{
+    shardnet_status st = check_range(buf, offset, bytes, ptr, "buffer map");
+    if (st != SHARDNET_OK)
+        return st;
+    if (!buf->dev->ops->buffer_map)
+        return sn_error(SHARDNET_UNSUPPORTED, "mapping buffers on %s",
+                        buf->dev->info.name);
+    return buf->dev->ops->buffer_map(buf, offset, bytes, flags, ptr);
+}
+
+shardnet_status sn_buffer_unmap(sn_buffer *buf, void *ptr)
+{
+    if (!buf || !ptr)
+        return sn_error(SHARDNET_INVALID_ARGUMENT, "buffer unmap: NULL");
+    if (!buf->dev->ops->buffer_unmap)
+        return sn_error(SHARDNET_UNSUPPORTED, "unmapping buffers on %s",
+                        buf->dev->info.name);
+    return buf->dev->ops->buffer_unmap(buf, ptr);
+}
+
+/* Elements spanned by one stored rows x cols matrix with leading dim ld,
+ * plus (batch - 1) * stride before its last copy. */
+static int matrix_extent(size_t rows, size_t cols, size_t ld, size_t batch,
+                         size_t stride, size_t *out)
+{
+    size_t last, span;
+    if (!mul_ok(rows - 1, ld, &span) || !add_ok(span, cols, &span) ||
+        !mul_ok(batch - 1, stride, &last) || !add_ok(last, span, out))
+        return 0;
+    return 1;
+}
+
+shardnet_status sn_gemm(sn_device *dev, const sn_gemm_desc *d)
+{
+    shardnet_status st = check_device(dev, dev ? dev->ops->gemm : NULL, "gemm");
+    size_t ar, ac, br, bc, ea, eb, ec;
+    if (st != SHARDNET_OK)
+        return st;
+    if (!d)
+        return sn_error(SHARDNET_INVALID_ARGUMENT, "gemm: NULL descriptor");
+    if (d->m == 0 || d->n == 0 || d->batch == 0)
+        return SHARDNET_OK; /* empty product: nothing to write */
+    if (d->k == 0)
+        return sn_error(SHARDNET_INVALID_ARGUMENT,
+                        "gemm on %s: k must be at least 1", dev->info.name);
+    ar = d->trans_a ? d->k : d->m;
+    ac = d->trans_a ? d->m : d->k;
+    br = d->trans_b ? d->n : d->k;
+    bc = d->trans_b ? d->k : d->n;
+    /* BLAS and CLBlast sizes are int: check before anyone narrows. */
+    if (d->m > INT_MAX || d->n > INT_MAX || d->k > INT_MAX ||
+        d->lda > INT_MAX || d->ldb > INT_MAX || d->ldc > INT_MAX ||
+        d->batch > INT_MAX)
+        return sn_error(SHARDNET_INVALID_ARGUMENT,
+                        "gemm on %s: a dimension exceeds %d", dev->info.name,
+                        INT_MAX);
+    if (d->lda < ac || d->ldb < bc || d->ldc < d->n)
+        return sn_error(SHARDNET_INVALID_ARGUMENT,
+                        "gemm on %s: leading dimensions (%zu, %zu, %zu) "
+                        "smaller than the rows (%zu, %zu, %zu)",
+                        dev->info.name, d->lda, d->ldb, d->ldc, ac, bc, d->n);
+    if (d->batch > 1 && d->stride_c < d->m * d->ldc)
+        return sn_error(SHARDNET_INVALID_ARGUMENT,
+                        "gemm on %s: batched outputs overlap (stride_c %zu < "
+                        "%zu)",
+                        dev->info.name, d->stride_c, d->m * d->ldc);
+    if (!matrix_extent(ar, ac, d->lda, d->batch, d->stride_a, &ea) ||
+        !matrix_extent(br, bc, d->ldb, d->batch, d->stride_b, &eb) ||
+        !matrix_extent(d->m, d->n, d->ldc, d->batch, d->stride_c, &ec))
+        return sn_error(SHARDNET_INVALID_ARGUMENT, "gemm on %s: size overflows",
+                        dev->info.name);
+    if ((st = check_view(dev, "gemm", "A", d->a, ea)) != SHARDNET_OK ||
+        (st = check_view(dev, "gemm", "B", d->b, eb)) != SHARDNET_OK ||
+        (st = check_view(dev, "gemm", "C", d->c, ec)) != SHARDNET_OK)
+        return st;
+    if (d->bias.buf &&
+        (st = check_view(dev, "gemm", "bias", d->bias,
+                         d->bias_rows ? d->m : d->n)) != SHARDNET_OK)
+        return st;
+    if ((unsigned)d->act > SN_ACT_RELU)
+        return sn_error(SHARDNET_INVALID_ARGUMENT, "gemm on %s: bad activation",
+                        dev->info.name);
+    return dev->ops->gemm(dev, d);
+}
+
+shardnet_status sn_binary(sn_device *dev, const sn_binary_desc *d)
+{
+    shardnet_status st =
+        check_device(dev, dev ? dev->ops->binary : NULL, "binary op");
+    size_t total = 1, ea = 1, eb = 1, t;
+    if (st != SHARDNET_OK)
+        return st;
+    if (!d || (unsigned)d->op >= SN_BINARY_COUNT || d->rank > SN_MAX_DIMS)
+        return sn_error(SHARDNET_INVALID_ARGUMENT,
+                        "binary op on %s: bad descriptor", dev->info.name);
+    for (size_t i = 0; i < d->rank; i++) {
+        if (d->shape[i] == 0)
+            return SHARDNET_OK; /* empty tensor */
+        if (!mul_ok(total, d->shape[i], &total) ||
+            !mul_ok(d->shape[i] - 1, d->stride_a[i], &t) || !add_ok(ea, t, &ea) ||
+            !mul_ok(d->shape[i] - 1, d->stride_b[i], &t) || !add_ok(eb, t, &eb))
+            return sn_error(SHARDNET_INVALID_ARGUMENT,
+                            "%s on %s: size overflows", sn_binary_op_name(d->op),
+                            dev->info.name);
+    }
+    if ((st = check_view(dev, sn_binary_op_name(d->op), "a", d->a, ea)) ||
+        (st = check_view(dev, sn_binary_op_name(d->op), "b", d->b, eb)) ||
+        (st = check_view(dev, sn_binary_op_name(d->op), "c", d->c, total)))
+        return st;
+    return dev->ops->binary(dev, d);
+}
+
+shardnet_status sn_unary(sn_device *dev, const sn_unary_desc *d)
+{
+    shardnet_status st =
+        check_device(dev, dev ? dev->ops->unary : NULL, "unary op");
+    if (st != SHARDNET_OK)
+        return st;
+    if (!d || (unsigned)d->op >= SN_UNARY_COUNT)
+        return sn_error(SHARDNET_INVALID_ARGUMENT,
+                        "unary op on %s: bad descriptor", dev->info.name);
+    if (d->n == 0)
+        return SHARDNET_OK;
+    if ((st = check_view(dev, sn_unary_op_name(d->op), "x", d->x, d->n)) ||
+        (st = check_view(dev, sn_unary_op_name(d->op), "y", d->y, d->n)))
+        return st;
+    return dev->ops->unary(dev, d);
+}
+
+/* outer * len * inner and outer * inner, checked; len >= 1. */
+static shardnet_status axis_sizes(const sn_device *dev, const char *what,
+                                  size_t outer, size_t len, size_t inner,
+                                  size_t *in, size_t *out)
+{
+    if (len == 0)
+        return sn_error(SHARDNET_INVALID_ARGUMENT,
+                        "%s on %s: the reduced axis is empty", what,
+                        dev->info.name);
+    if (!mul_ok(outer, inner, out) || !mul_ok(*out, len, in))
+        return sn_error(SHARDNET_INVALID_ARGUMENT, "%s on %s: size overflows",
+                        what, dev->info.name);
+    return SHARDNET_OK;
+}
+
+shardnet_status sn_softmax(sn_device *dev, const sn_softmax_desc *d)
+{
+    shardnet_status st =
+        check_device(dev, dev ? dev->ops->softmax : NULL, "softmax");
+    size_t in = 0, out = 0;
+    if (st != SHARDNET_OK)
+        return st;
+    if (!d)
+        return sn_error(SHARDNET_INVALID_ARGUMENT, "softmax: NULL descriptor");
+    if ((st = axis_sizes(dev, "softmax", d->outer, d->len, d->inner, &in,
+                         &out)) != SHARDNET_OK)
+        return st;
+    if (in == 0)
+        return SHARDNET_OK;
+    if ((st = check_view(dev, "softmax", "x", d->x, in)) ||
+        (st = check_view(dev, "softmax", "y", d->y, in)))
+        return st;
+    return dev->ops->softmax(dev, d);
+}
+
+shardnet_status sn_reduce(sn_device *dev, const sn_reduce_desc *d)
+{
+    shardnet_status st =
+        check_device(dev, dev ? dev->ops->reduce : NULL, "reduction");
+    size_t in = 0, out = 0;
+    if (st != SHARDNET_OK)
+        return st;
+    if (!d || (unsigned)d->op >= SN_REDUCE_COUNT)
+        return sn_error(SHARDNET_INVALID_ARGUMENT,
+                        "reduction on %s: bad descriptor", dev->info.name);
+    if ((st = axis_sizes(dev, sn_reduce_op_name(d->op), d->outer, d->len,
+                         d->inner, &in, &out)) != SHARDNET_OK)
+        return st;
+    if (in == 0)
+        return SHARDNET_OK;
+    if ((st = check_view(dev, sn_reduce_op_name(d->op), "x", d->x, in)) ||
+        (st = check_view(dev, sn_reduce_op_name(d->op), "y", d->y, out)))
+        return st;
+    return dev->ops->reduce(dev, d);
+}
+
+/* Elements spanned by `rank` dims of `shape` with unsigned strides (1 + the
+ * offset of the last element); 0 for an empty shape. */
+static int span_of(size_t rank, const size_t *shape, const size_t *stride,
+                   size_t *out)
+{
+    size_t e = 1, t;
+    for (size_t i = 0; i < rank; i++) {
+        if (shape[i] == 0) {
+            *out = 0;
+            return 1;
+        }
+        if (!mul_ok(shape[i] - 1, stride[i], &t) || !add_ok(e, t, &e))
+            return 0;
+    }
+    *out = e;
+    return 1;
+}
+
+shardnet_status sn_where(sn_device *dev, const sn_where_desc *d)
+{
+    shardnet_status st = check_device(dev, dev ? dev->ops->where : NULL, "where");
+    size_t total = 1, ec, ex, ey;
+    if (st != SHARDNET_OK)
+        return st;
+    if (!d || d->rank > SN_MAX_DIMS)
+        return sn_error(SHARDNET_INVALID_ARGUMENT, "where on %s: bad descriptor",
+                        dev->info.name);
+    for (size_t i = 0; i < d->rank; i++)
+        if (!mul_ok(total, d->shape[i], &total))
+            return sn_error(SHARDNET_INVALID_ARGUMENT,
+                            "where on %s: size overflows", dev->info.name);
+    if (total == 0)
+        return SHARDNET_OK;
+    if (!span_of(d->rank, d->shape, d->stride_cond, &ec) ||
+        !span_of(d->rank, d->shape, d->stride_x, &ex) ||
+        !span_of(d->rank, d->shape, d->stride_y, &ey))
+        return sn_error(SHARDNET_INVALID_ARGUMENT, "where on %s: size overflows",
+                        dev->info.name);
+    if ((st = check_view(dev, "where", "cond", d->cond, ec)) ||
+        (st = check_view(dev, "where", "x", d->x, ex)) ||
+        (st = check_view(dev, "where", "y", d->y, ey)) ||
+        (st = check_view(dev, "where", "out", d->out, total)))
+        return st;
+    return dev->ops->where(dev, d);
+}
+
+/* The lowest and highest element offsets a signed-stride walk reaches. */
+static int signed_extent(size_t rank, const size_t *shape,
+                         const ptrdiff_t *stride, long long *lo, long long *hi)
+{
+    long long l = 0, h = 0, t;
+    for (size_t i = 0; i < rank; i++) {
+        if (shape[i] > (size_t)LLONG_MAX ||
+            __builtin_mul_overflow((long long)shape[i] - 1,
+                                   (long long)stride[i], &t))
+            return 0;
+        if (t < 0 ? __builtin_add_overflow(l, t, &l)
+                  : __builtin_add_overflow(h, t, &h))
+            return 0;
+    }
+    *lo = l;
+    *hi = h;
+    return 1;
+}
+
+static shardnet_status check_strided(const sn_device *dev, const char *name,
+                                     sn_view v, size_t rank,
+                                     const size_t *shape,
+                                     const ptrdiff_t *stride)
+{
+    long long lo, hi;
+    shardnet_status st = check_view(dev, "copy", name, v, 0);
+    if (st != SHARDNET_OK)
+        return st;
+    if (!signed_extent(rank, shape, stride, &lo, &hi) ||
+        (lo < 0 && (unsigned long long)-lo > v.offset))
+        return sn_error(SHARDNET_INVALID_ARGUMENT,
+                        "copy on %s: %s reaches before its buffer", dev->info.name,
+                        name);
+    return check_view(dev, "copy", name,
+                      (sn_view){v.buf, v.offset - (size_t)-lo},
+                      (size_t)(hi - lo) + 1);
+}
+
+shardnet_status sn_copy(sn_device *dev, const sn_copy_desc *d)
+{
+    shardnet_status st = check_device(dev, dev ? dev->ops->copy : NULL, "copy");
+    if (st != SHARDNET_OK)
+        return st;
+    if (!d || d->rank > SN_MAX_DIMS)
+        return sn_error(SHARDNET_INVALID_ARGUMENT, "copy on %s: bad descriptor",
+                        dev->info.name);
+    for (size_t i = 0; i < d->rank; i++)
+        if (d->shape[i] == 0)
+            return SHARDNET_OK;
+    if ((st = check_strided(dev, "src", d->src, d->rank, d->shape,
+                            d->src_stride)) ||
+        (st = check_strided(dev, "dst", d->dst, d->rank, d->shape,
+                            d->dst_stride)))
+        return st;
+    return dev->ops->copy(dev, d);
+}
+
+/* The product of n sizes, checked; 0 on overflow with *ok cleared. */
+static size_t product(int *ok, size_t n, const size_t *v)
+{
+    size_t p = 1;
+    for (size_t i = 0; i < n; i++)
+        if (!mul_ok(p, v[i], &p))
+            *ok = 0;
+    return p;
+}
+
+shardnet_status sn_im2col(sn_device *dev, const sn_im2col_desc *d)
+{
+    shardnet_status st = check_device(dev, dev ? dev->ops->im2col : NULL,
+                                      "im2col");
+    int ok = 1;
+    if (st != SHARDNET_OK)
+        return st;
+    if (!d || !d->k_h || !d->k_w || !d->stride_h || !d->stride_w ||
+        !d->dil_h || !d->dil_w)
+        return sn_error(SHARDNET_INVALID_ARGUMENT,
+                        "im2col on %s: kernel, stride and dilation must be >= 1",
+                        dev->info.name);
+    size_t in_sz[] = {d->channels, d->in_h, d->in_w};
+    size_t out_sz[] = {d->channels, d->k_h, d->k_w, d->out_h, d->out_w};
+    size_t ein = product(&ok, 3, in_sz), eout = product(&ok, 5, out_sz);
+    if (!ok || d->in_h > INT_MAX || d->in_w > INT_MAX || d->pad_top > INT_MAX ||
+        d->pad_left > INT_MAX)
+        return sn_error(SHARDNET_INVALID_ARGUMENT, "im2col on %s: size overflows",
+                        dev->info.name);
+    if (eout == 0)
+        return SHARDNET_OK;
+    if ((st = check_view(dev, "im2col", "src", d->src, ein)) ||
+        (st = check_view(dev, "im2col", "dst", d->dst, eout)))
+        return st;
+    return dev->ops->im2col(dev, d);
+}
+
+shardnet_status sn_pool(sn_device *dev, const sn_pool_desc *d)
+{
+    shardnet_status st = check_device(dev, dev ? dev->ops->pool : NULL, "pool");
+    int ok = 1;
+    if (st != SHARDNET_OK)
+        return st;
+    if (!d || (d->op != SN_POOL_MAX && d->op != SN_POOL_AVG) || !d->k_h ||
+        !d->k_w || !d->stride_h || !d->stride_w || !d->dil_h || !d->dil_w)
+        return sn_error(SHARDNET_INVALID_ARGUMENT,
+                        "pool on %s: bad op, or kernel, stride or dilation 0",
+                        dev->info.name);
+    size_t in_sz[] = {d->planes, d->in_h, d->in_w};
+    size_t out_sz[] = {d->planes, d->out_h, d->out_w};
+    size_t ein = product(&ok, 3, in_sz), eout = product(&ok, 3, out_sz);
+    if (!ok || d->in_h > INT_MAX || d->in_w > INT_MAX || d->pad_top > INT_MAX ||
+        d->pad_left > INT_MAX || d->pad_bottom > INT_MAX ||
+        d->pad_right > INT_MAX)
+        return sn_error(SHARDNET_INVALID_ARGUMENT, "pool on %s: size overflows",
+                        dev->info.name);
+    if (eout == 0)
+        return SHARDNET_OK;
+    if ((st = check_view(dev, "pool", "src", d->src, ein)) ||
+        (st = check_view(dev, "pool", "dst", d->dst, eout)))
+        return st;
+    return dev->ops->pool(dev, d);
+}
+
+shardnet_status sn_layernorm(sn_device *dev, const sn_layernorm_desc *d)
+{
+    shardnet_status st = check_device(dev, dev ? dev->ops->layernorm : NULL,
+                                      "layer normalisation");
+    size_t n;
+    if (st != SHARDNET_OK)
+        return st;
+    if (!d || d->len == 0)
+        return sn_error(SHARDNET_INVALID_ARGUMENT,
+                        "layer normalisation on %s: empty axis", dev->info.name);
+    if (!mul_ok(d->outer, d->len, &n))
+        return sn_error(SHARDNET_INVALID_ARGUMENT,
+                        "layer normalisation on %s: size overflows",
+                        dev->info.name);
+    if (n == 0)
+        return SHARDNET_OK;
+    if ((st = check_view(dev, "layernorm", "x", d->x, n)) ||
+        (st = check_view(dev, "layernorm", "y", d->y, n)) ||
+        (st = check_view(dev, "layernorm", "scale", d->scale, d->len)) ||
+        (d->bias.buf &&
+         (st = check_view(dev, "layernorm", "bias", d->bias, d->len))))
+        return st;
+    return dev->ops->layernorm(dev, d);
+}
+
+shardnet_status sn_gather(sn_device *dev, const sn_gather_desc *d)
+{
+    shardnet_status st = check_device(dev, dev ? dev->ops->gather : NULL,
+                                      "gather");
+    int ok = 1;
+    if (st != SHARDNET_OK)
+        return st;
+    if (!d || d->axis_len == 0 || d->axis_len > INT_MAX)
+        return sn_error(SHARDNET_INVALID_ARGUMENT,
+                        "gather on %s: axis of %zu elements", dev->info.name,
+                        d ? d->axis_len : 0);
+    size_t in_sz[] = {d->outer, d->axis_len, d->inner};
+    size_t out_sz[] = {d->outer, d->nidx, d->inner};
+    size_t ein = product(&ok, 3, in_sz), eout = product(&ok, 3, out_sz);
+    if (!ok)
+        return sn_error(SHARDNET_INVALID_ARGUMENT, "gather on %s: size overflows",
+                        dev->info.name);
+    if (eout == 0)
+        return SHARDNET_OK;
+    if ((st = check_view(dev, "gather", "data", d->data, ein)) ||
+        (st = check_view(dev, "gather", "indices", d->indices, d->nidx)) ||
+        (st = check_view(dev, "gather", "out", d->out, eout)))
+        return st;
+    return dev->ops->gather(dev, d);
+}
+
+shardnet_status sn_synchronize(sn_device *dev)
+{
+    shardnet_status st =
+        check_device(dev, dev ? dev->ops->synchronize : NULL, "synchronize");
+    if (st != SHARDNET_OK)
+        return st;
+    return dev->ops->synchronize(dev);
+}
+
+uint64_t sn_device_memory(const sn_device *dev)
+{
+    uint64_t have = dev ? dev->info.global_mem : 0;
+    const char *cap = getenv("SHARDNET_MEMORY_LIMIT");
+    if (cap && *cap) {
+        char *end;
+        double v = strtod(cap, &end);
+        double unit = *end == 'K' || *end == 'k'   ? 1024.0
+                      : *end == 'M' || *end == 'm' ? 1024.0 * 1024.0
+                      : *end == 'G' || *end == 'g' ? 1024.0 * 1024.0 * 1024.0
+                                                   : 1.0;
+        if (end != cap && v > 0) {
+            uint64_t lim = (uint64_t)(v * unit);
+            if (!have || lim < have)
+                have = lim;
+        } else {
+            sn_log(SHARDNET_LOG_WARN,
+                   "SHARDNET_MEMORY_LIMIT=%s is not a size; ignored", cap);
+        }
+    }
+    return have;
+}
+
+void sn_bind_thread(sn_device *dev, int on)
+{
+    if (dev && dev->ops && dev->ops->bind_thread)
+        dev->ops->bind_thread(dev, on);
+}
+
+shardnet_status sn_binary_broadcast(sn_binary_desc *d, size_t rank_a,
+                                    const size_t *shape_a, size_t rank_b,
+                                    const size_t *shape_b)
+{
+    size_t rank = rank_a > rank_b ? rank_a : rank_b;
+    size_t shape[SN_MAX_DIMS], sa[SN_MAX_DIMS], sb[SN_MAX_DIMS];
+    size_t acc_a = 1, acc_b = 1, r = 0;
+
+    if (!d || rank_a > SN_MAX_DIMS || rank_b > SN_MAX_DIMS ||
+        (rank_a && !shape_a) || (rank_b && !shape_b))
+        return sn_error(SHARDNET_INVALID_ARGUMENT,
+                        "broadcast: rank above %d or NULL shape", SN_MAX_DIMS);
+    /* Right-align the shapes; walk from the innermost dimension. */
+    for (size_t i = 0; i < rank; i++) {
+        size_t da = i < rank_a ? shape_a[rank_a - 1 - i] : 1;
+        size_t db = i < rank_b ? shape_b[rank_b - 1 - i] : 1;
+        size_t j = rank - 1 - i;
+        if (da != db && da != 1 && db != 1)
+            return sn_error(SHARDNET_INVALID_ARGUMENT,
+                            "shapes cannot be broadcast: dimension %zu from "
+                            "the end is %zu in one and %zu in the other",
+                            i, da, db);
+        shape[j] = da > db ? da : db;
+        if (da == 0 || db == 0)
+            shape[j] = 0;
+        sa[j] = da == 1 ? 0 : acc_a;
+        sb[j] = db == 1 ? 0 : acc_b;
+        if (!mul_ok(acc_a, da, &acc_a) || !mul_ok(acc_b, db, &acc_b))
+            return sn_error(SHARDNET_INVALID_ARGUMENT, "broadcast: overflow");
+    }
+    /* Drop size-1 dimensions, then merge neighbours whose strides chain
+     * (both operands contiguous across them, or both broadcast). */
+    for (size_t j = 0; j < rank; j++) {
+        if (shape[j] == 1)
+            continue;
+        if (r > 0 && sa[r - 1] == sa[j] * shape[j] &&
+            sb[r - 1] == sb[j] * shape[j]) {
+            shape[r - 1] *= shape[j];
+            sa[r - 1] = sa[j];
+            sb[r - 1] = sb[j];
+            continue;
+        }
+        shape[r] = shape[j];
+        sa[r] = sa[j];
+        sb[r] = sb[j];
+        r++;
+    }
+    d->rank = r;
+    for (size_t j = 0; j < r; j++) {
+        d->shape[j] = shape[j];
+        d->stride_a[j] = sa[j];
+        d->stride_b[j] = sb[j];
+    }
+    return SHARDNET_OK;
+}

@@ -1,0 +1,962 @@
+/*
+ * Host-staged collectives: one chunk pipeline serves them all.
+ *
+ * A call is described as a "job" over a global index space [0, total):
+ * rank r reads its input segment [ilo, ihi) from view in (global index g at
+ * element in.offset + g - ilo) and writes its output segment [olo, ohi) to
+ * view out.  In REDUCE mode every input spans [0, total) and the chunk's
+ * result is their sum; in GATHER mode inputs are disjoint and the chunk's
+ * result is their union.  All-reduce, reduce-scatter, all-gather, broadcast
+ * and send/recv differ only in these segments.
+ *
+ * Chunk i = [i * chunk, min(total, (i + 1) * chunk)) moves through SLOTS
+ * host slots: helper r reads chunk k, then writes chunk k - 1, while the
+ * calling thread computes chunk k - 1 or k.  Progress is three counters
+ * (read_done, write_done per helper; computed for the caller) under one
+ * mutex; every wait also watches `abort`, so a failing device stops the
+ * whole job and no thread stays blocked.
+ */
+#include <config.h>
+
+#include <pthread.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "comm/collective.h"
+#include "core/error.h"
+
+#define SLOTS 3
+#define TILE 2048 /* floats reduced per pass: 8 KiB, stays in L1 */
+#define ALIGN 64
+#define DEFAULT_CHUNK_BYTES (512u * 1024u)
+
+typedef enum { JOB_REDUCE, JOB_GATHER } job_mode;
+typedef enum { OP_ALLREDUCE, OP_ALLGATHER, OP_REDUCE_SCATTER, OP_BROADCAST,
+               OP_SENDRECV } job_op;
+
+typedef struct worker {
+    sn_comm *comm;
+    size_t rank;
+    pthread_t thread;
+    unsigned long seen; /* last job taken */
+
+    /* Per job, set by the caller before the job starts. */
+    sn_view in, out;
+    size_t ilo, ihi, olo, ohi;
+    int mapped;
+    /* Per job, set by the helper. */
+    float *inp, *outp;      /* mapped: elements ilo and olo */
+    void *map_in, *map_out; /* mappings to release (map_out NULL if shared) */
+    int ready;
+    int copies_over; /* run_copies returned: no more device traffic */
+    size_t read_done, write_done; /* chunks finished */
+} worker;
+
+struct sn_comm {
+    size_t n;
+    sn_device *devs[SN_COMM_MAX];
+    size_t chunk; /* floats */
+    int no_map;
+    sn_transport *transport;
+    float *res;                  /* SLOTS * chunk: chunk results */
+    float *stage[SN_COMM_MAX];   /* SLOTS * chunk for ranks read by copy */
+    float tile[TILE] __attribute__((aligned(ALIGN)));
+
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    size_t started; /* helper threads running */
+    int quit;
+    unsigned long job;
+    size_t finished;
+
+    /* Per job. */
+    job_op op;
+    job_mode mode;
+    size_t total, nchunks, computed;
+    int caller_done; /* the caller no longer touches mappings */
+    const float *src[SLOTS]; /* what helpers write back, per slot */
+    int abort;
+    shardnet_status err;
+    char errmsg[512];
+    worker w[SN_COMM_MAX];
+};
+
+/* --- the local transport: one process, nothing to exchange ------------- */
+
+static shardnet_status local_allreduce(sn_transport *t, float *buf,
+                                       size_t count)
+{
+    return SHARDNET_OK;
+}
+
+static shardnet_status local_allgatherv(sn_transport *t, float *buf,
+                                        const size_t *counts,
+                                        const size_t *displs)
+{
+    return SHARDNET_OK;
+}
+
+static shardnet_status local_broadcast(sn_transport *t, float *buf,
+                                       size_t count, unsigned root)
+{
+    return root == 0 ? SHARDNET_OK
+                     : sn_error(SHARDNET_INVALID_ARGUMENT,
+                                "local transport: no process %u", root);
+}
+
+static shardnet_status local_sendrecv(sn_transport *t, float *buf,
+                                      size_t count, unsigned src, unsigned dst)
+{
+    return src == 0 && dst == 0
+               ? SHARDNET_OK
+               : sn_error(SHARDNET_INVALID_ARGUMENT,
+                          "local transport: no process %u", src ? src : dst);
+}
+
+static const sn_transport_ops local_ops = {
+    .name = "local",
+    .allreduce = local_allreduce,
+    .allgatherv = local_allgatherv,
+    .broadcast = local_broadcast,
+    .sendrecv = local_sendrecv,
+    .free = NULL,
+};
+
+static sn_transport local_transport = {
+    .ops = &local_ops, .process = 0, .processes = 1, .impl = NULL};
+
+sn_transport *sn_transport_local(void)
+{
+    return &local_transport;
+}
+
+/* --- job state ---------------------------------------------------------- */
+
+/* Record the first failure (with the failing thread's message) and stop
+ * everyone.  Called with comm->mu held. */
+static void fail_locked(sn_comm *c, shardnet_status st)
+{
+    if (!c->err) {
+        c->err = st;
+        snprintf(c->errmsg, sizeof c->errmsg, "%s", shardnet_last_error());
+    }
+    c->abort = 1;
+    pthread_cond_broadcast(&c->cv);
+}
+
+static void fail(sn_comm *c, shardnet_status st)
+{
+    pthread_mutex_lock(&c->mu);
+    fail_locked(c, st);
+    pthread_mutex_unlock(&c->mu);
+}
+
+static size_t chunk_lo(const sn_comm *c, size_t i)
+{
+    return i * c->chunk;
+}
+
+static size_t chunk_hi(const sn_comm *c, size_t i)
+{
+    size_t hi = (i + 1) * c->chunk;
+    return hi < c->total ? hi : c->total;
+}
+
+/* [lo, hi) = [a, b) intersected with [s, e); returns 0 when empty. */
+static int clip(size_t a, size_t b, size_t s, size_t e, size_t *lo, size_t *hi)
+{
+    *lo = a > s ? a : s;
+    *hi = b < e ? b : e;
+    return *lo < *hi;
+}
+
+/* Every helper that copies has written chunks below `upto`. */
+static int writes_done_locked(const sn_comm *c, size_t upto)
+{
+    for (size_t r = 0; r < c->n; r++)
+        if (!c->w[r].mapped && c->w[r].write_done < upto)
+            return 0;
+    return 1;
+}
+
+/* --- helper threads ----------------------------------------------------- */
+
+static shardnet_status map_views(worker *w)
+{
+    int has_in = w->ilo < w->ihi, has_out = w->olo < w->ohi;
+    size_t in_lo = w->in.offset, in_hi = in_lo + (w->ihi - w->ilo);
+    size_t out_lo = w->out.offset, out_hi = out_lo + (w->ohi - w->olo);
+    shardnet_status st;
+    void *p;
+
+    if (has_in && has_out && w->in.buf == w->out.buf) {
+        /* One mapping over both, so in-place elements are one address. */
+        size_t lo = in_lo < out_lo ? in_lo : out_lo;
+        size_t hi = in_hi > out_hi ? in_hi : out_hi;
+        st = sn_buffer_map(w->in.buf, lo * sizeof(float),
+                           (hi - lo) * sizeof(float),
+                           SN_MAP_READ | SN_MAP_WRITE, &p);
+        if (st != SHARDNET_OK)
+            return st;
+        w->map_in = p;
+        w->inp = (float *)p + (in_lo - lo);
+        w->outp = (float *)p + (out_lo - lo);
+        return SHARDNET_OK;
+    }
+    if (has_in) {
+        st = sn_buffer_map(w->in.buf, in_lo * sizeof(float),
+                           (in_hi - in_lo) * sizeof(float), SN_MAP_READ, &p);
+        if (st != SHARDNET_OK)
+            return st;
+        w->map_in = p;
+        w->inp = p;
+    }
+    if (has_out) {
+        st = sn_buffer_map(w->out.buf, out_lo * sizeof(float),
+                           (out_hi - out_lo) * sizeof(float), SN_MAP_WRITE,
+                           &p);
+        if (st != SHARDNET_OK)
+            return st;
+        w->map_out = p;
+        w->outp = p;
+    }
+    return SHARDNET_OK;
+}
+
+static shardnet_status unmap_views(worker *w)
+{
+    shardnet_status st = SHARDNET_OK, st2;
+    if (w->map_in) {
+        st = sn_buffer_unmap(w->in.buf, w->map_in);
+        w->map_in = NULL;
+    }
+    if (w->map_out) {
+        st2 = sn_buffer_unmap(w->out.buf, w->map_out);
+        w->map_out = NULL;
+        if (st == SHARDNET_OK)
+            st = st2;
+    }
+    return st;
+}
+
+/* Read chunk k of w's input into its slot; called without the lock. */
+static shardnet_status read_chunk(sn_comm *c, worker *w, size_t k)
+{
+    size_t a = chunk_lo(c, k), b = chunk_hi(c, k), lo, hi;
+    float *dst;
+
+    if (!clip(a, b, w->ilo, w->ihi, &lo, &hi))
+        return SHARDNET_OK;
+    if (c->mode == JOB_REDUCE)
+        dst = c->stage[w->rank] + (k % SLOTS) * c->chunk + (lo - a);
+    else
+        dst = c->res + (k % SLOTS) * c->chunk + (lo - a);
+    return sn_buffer_read(w->in.buf,
+                          (w->in.offset + (lo - w->ilo)) * sizeof(float), dst,
+                          (hi - lo) * sizeof(float));
+}
+
+static shardnet_status write_chunk(sn_comm *c, worker *w, size_t j,
+                                   const float *src)
+{
+    size_t a = chunk_lo(c, j), b = chunk_hi(c, j), lo, hi;
+
+    if (!clip(a, b, w->olo, w->ohi, &lo, &hi))
+        return SHARDNET_OK;
+    return sn_buffer_write(w->out.buf,
+                           (w->out.offset + (lo - w->olo)) * sizeof(float),
+                           src + (lo - a), (hi - lo) * sizeof(float));
+}
+
+/* The copy pipeline of one helper: read k, then write k - 1. */
+static void run_copies(sn_comm *c, worker *w)
+{
+    size_t m = c->nchunks;
+
+    for (size_t k = 0; k <= m; k++) {
+        shardnet_status st;
+        if (k < m) {
+            size_t a = chunk_lo(c, k), b = chunk_hi(c, k), lo, hi;
+            if (clip(a, b, w->ilo, w->ihi, &lo, &hi)) {
+                /* The slot is free once chunk k - SLOTS is computed and,
+                 * when we read into the shared result slot, written back. */
+                size_t free_at = k >= SLOTS ? k - SLOTS + 1 : 0;
+                pthread_mutex_lock(&c->mu);
+                while (!c->abort &&
+                       (c->computed < free_at ||
+                        (c->mode == JOB_GATHER &&
+                         !writes_done_locked(c, free_at))))
+                    pthread_cond_wait(&c->cv, &c->mu);
+                int stop = c->abort;
+                pthread_mutex_unlock(&c->mu);
+                if (stop)
+                    return;
+                st = read_chunk(c, w, k);
+                if (st != SHARDNET_OK) {
+                    fail(c, st);
+                    return;
+                }
+            }
+            pthread_mutex_lock(&c->mu);
+            w->read_done = k + 1;
+            pthread_cond_broadcast(&c->cv);
+            pthread_mutex_unlock(&c->mu);
+        }
+        if (k >= 1) {
+            size_t j = k - 1, a = chunk_lo(c, j), b = chunk_hi(c, j), lo, hi;
+            if (clip(a, b, w->olo, w->ohi, &lo, &hi)) {
+                const float *src;
+                pthread_mutex_lock(&c->mu);
+                while (!c->abort && c->computed < j + 1)
+                    pthread_cond_wait(&c->cv, &c->mu);
+                src = c->src[j % SLOTS];
+                int stop = c->abort;
+                pthread_mutex_unlock(&c->mu);
+                if (stop)
+                    return;
+                st = write_chunk(c, w, j, src);
+                if (st != SHARDNET_OK) {
+                    fail(c, st);
+                    return;
+                }
+            }
+            pthread_mutex_lock(&c->mu);
+            w->write_done = j + 1;
+            pthread_cond_broadcast(&c->cv);
+            pthread_mutex_unlock(&c->mu);
+        }
+    }
+}
+
+static void run_job(sn_comm *c, worker *w)
+{
+    shardnet_status st = SHARDNET_OK;
+
+    if (w->mapped)
+        st = map_views(w);
+    pthread_mutex_lock(&c->mu);
+    if (st != SHARDNET_OK)
+        fail_locked(c, st);
+    w->ready = 1;
+    pthread_cond_broadcast(&c->cv);
+    pthread_mutex_unlock(&c->mu);
+
+    if (!w->mapped) {
+        run_copies(c, w);
+        pthread_mutex_lock(&c->mu);
+        w->copies_over = 1;
+        pthread_cond_broadcast(&c->cv);
+        pthread_mutex_unlock(&c->mu);
+        return;
+    }
+    /* The caller reads and writes the mapping, and helpers may write from
+     * it (a broadcast root): release it once all of them are done. */
+    pthread_mutex_lock(&c->mu);
+    for (;;) {
+        int busy = !c->caller_done;
+        for (size_t r = 0; r < c->n && !busy; r++)
+            busy = !c->w[r].mapped && !c->w[r].copies_over;
+        if (!busy)
+            break;
+        pthread_cond_wait(&c->cv, &c->mu);
+    }
+    pthread_mutex_unlock(&c->mu);
+    st = unmap_views(w);
+    if (st != SHARDNET_OK)
+        fail(c, st);
+}
+
+static void *helper_main(void *arg)
+{
+    worker *w = arg;
+    sn_comm *c = w->comm;
+
+    pthread_mutex_lock(&c->mu);
+    for (;;) {
+        while (!c->quit && c->job == w->seen)
+            pthread_cond_wait(&c->cv, &c->mu);
+        if (c->quit)
+            break;
+        w->seen = c->job;
+        pthread_mutex_unlock(&c->mu);
+        run_job(c, w);
+        pthread_mutex_lock(&c->mu);
+        c->finished++;
+        pthread_cond_broadcast(&c->cv);
+    }
+    pthread_mutex_unlock(&c->mu);
+    return NULL;
+}
+
+/* --- the calling thread's part ----------------------------------------- */
+
+/* d[j] = s[j] (first input) or d[j] += s[j]; vectorisable, same order of
+ * additions on every run. */
+static void add_into(float *restrict d, const float *restrict s, size_t len,
+                     int first)
+{
+    if (first) {
+        memcpy(d, s, len * sizeof(float));
+        return;
+    }
+#pragma omp simd
+    for (size_t j = 0; j < len; j++)
+        d[j] += s[j];
+}
+
+/* Where rank r's input for global index g lies on the host. */
+static const float *input_at(const sn_comm *c, const worker *w, size_t g)
+{
+    if (w->mapped)
+        return w->inp + (g - w->ilo);
+    return c->stage[w->rank] + ((g / c->chunk) % SLOTS) * c->chunk +
+           (g % c->chunk);
+}
+
+/* Write global elements [lo, hi) to the mapped outputs; result holds
+ * global element a. */
+static void store_mapped(sn_comm *c, const float *result, size_t a, size_t lo,
+                         size_t hi)
+{
+    for (size_t r = 0; r < c->n; r++) {
+        worker *w = &c->w[r];
+        size_t s, e;
+        if (!w->mapped || !clip(lo, hi, w->olo, w->ohi, &s, &e))
+            continue;
+        float *dst = w->outp + (s - w->olo);
+        const float *src = result + (s - a);
+        if (dst != src)
+            memmove(dst, src, (e - s) * sizeof(float));
+    }
+}
+
+static shardnet_status compute_reduce(sn_comm *c, size_t i, int use_res)
+{
+    size_t a = chunk_lo(c, i), b = chunk_hi(c, i);
+    float *res = c->res + (i % SLOTS) * c->chunk;
+
+    for (size_t t = a; t < b; t += TILE) {
+        size_t len = b - t < TILE ? b - t : TILE;
+        float *acc = use_res ? res + (t - a) : c->tile;
+        for (size_t r = 0; r < c->n; r++)
+            add_into(acc, input_at(c, &c->w[r], t), len, r == 0);
+        if (!use_res)
+            store_mapped(c, acc, t, t, t + len);
+    }
+    if (!use_res) {
+        c->src[i % SLOTS] = NULL;
+        return SHARDNET_OK;
+    }
+    shardnet_status st = c->transport->ops->allreduce(c->transport, res,
+                                                      b - a);
+    if (st != SHARDNET_OK)
+        return st;
+    store_mapped(c, res, a, a, b);
+    c->src[i % SLOTS] = res;
+    return SHARDNET_OK;
+}
+
+static shardnet_status compute_gather(sn_comm *c, size_t i)
+{
+    size_t a = chunk_lo(c, i), b = chunk_hi(c, i), lo, hi;
+    float *res = c->res + (i % SLOTS) * c->chunk;
+    const float *result = res;
+    sn_transport *t = c->transport;
+    shardnet_status st = SHARDNET_OK;
+    size_t zero = 0, len = b - a;
+
+    for (size_t r = 0; r < c->n; r++) {
+        worker *w = &c->w[r];
+        if (!w->mapped || !clip(a, b, w->ilo, w->ihi, &lo, &hi))
+            continue;
+        if (lo == a && hi == b && t->processes == 1)
+            result = w->inp + (a - w->ilo); /* one source: no copy */
+        else
+            memcpy(res + (lo - a), w->inp + (lo - w->ilo),
+                   (hi - lo) * sizeof(float));
+    }
+    switch (c->op) {
+    case OP_BROADCAST:
+        st = t->ops->broadcast(t, res, len, 0);
+        break;
+    case OP_SENDRECV:
+        st = t->ops->sendrecv(t, res, len, 0, 0);
+        break;
+    default:
+        st = t->ops->allgatherv(t, res, &len, &zero);
+        break;
+    }
+    if (st != SHARDNET_OK)
+        return st;
+    store_mapped(c, result, a, a, b);
+    c->src[i % SLOTS] = result;
+    return SHARDNET_OK;
+}
+
+static const char *op_name(job_op op)
+{
+    switch (op) {
+    case OP_ALLREDUCE: return "all-reduce";
+    case OP_ALLGATHER: return "all-gather";
+    case OP_REDUCE_SCATTER: return "reduce-scatter";
+    case OP_BROADCAST: return "broadcast";
+    case OP_SENDRECV: return "send/recv";
+    }
+    return "collective";
+}
+
+/* Run the job whose segments are in c->w[*]; total > 0. */
+static shardnet_status run(sn_comm *c)
+{
+    int any_copy_out = 0;
+    shardnet_status st = SHARDNET_OK;
+
+    for (size_t r = 0; r < c->n; r++) {
+        worker *w = &c->w[r];
+        sn_device *dev = c->devs[r];
+        w->mapped = !c->no_map && dev->info.host_unified &&
+                    dev->ops->buffer_map && dev->ops->buffer_unmap;
+        w->inp = w->outp = NULL;
+        w->map_in = w->map_out = NULL;
+        w->ready = 0;
+        w->copies_over = 0;
+        w->read_done = w->write_done = 0;
+        if (!w->mapped && w->olo < w->ohi)
+            any_copy_out = 1;
+    }
+    c->nchunks = (c->total + c->chunk - 1) / c->chunk;
+    c->computed = 0;
+    c->caller_done = 0;
+    c->abort = 0;
+    c->err = SHARDNET_OK;
+    c->errmsg[0] = '\0';
+    for (size_t s = 0; s < SLOTS; s++)
+        c->src[s] = NULL;
+
+    /* Every device shares memory with the host: this thread maps, reduces
+     * and unmaps by itself; waking helpers would cost more than it saves. */
+    int all_mapped = 1;
+    for (size_t r = 0; r < c->n; r++)
+        all_mapped &= c->w[r].mapped;
+    if (all_mapped) {
+        size_t r_mapped = 0;
+        for (; r_mapped < c->n && st == SHARDNET_OK; r_mapped++)
+            st = map_views(&c->w[r_mapped]);
+        for (size_t i = 0; i < c->nchunks && st == SHARDNET_OK; i++)
+            st = c->mode == JOB_REDUCE
+                     ? compute_reduce(c, i, c->transport->processes > 1)
+                     : compute_gather(c, i);
+        for (size_t r = 0; r < r_mapped; r++) {
+            shardnet_status st2 = unmap_views(&c->w[r]);
+            if (st == SHARDNET_OK)
+                st = st2;
+        }
+        if (st != SHARDNET_OK)
+            return sn_error_prefix(st, "%s over %zu devices", op_name(c->op),
+                                   c->n);
+        return SHARDNET_OK;
+    }
+
+    pthread_mutex_lock(&c->mu);
+    c->finished = 0;
+    c->job++;
+    pthread_cond_broadcast(&c->cv);
+    for (size_t r = 0; r < c->n; r++)
+        while (!c->abort && !c->w[r].ready)
+            pthread_cond_wait(&c->cv, &c->mu);
+
+    for (size_t i = 0; i < c->nchunks && !c->abort; i++) {
+        size_t free_at = i >= SLOTS ? i - SLOTS + 1 : 0;
+        for (size_t r = 0; r < c->n && !c->abort; r++) {
+            worker *w = &c->w[r];
+            while (!c->abort && !w->mapped &&
+                   (w->read_done < i + 1 || w->write_done < free_at))
+                pthread_cond_wait(&c->cv, &c->mu);
+        }
+        if (c->abort)
+            break;
+        pthread_mutex_unlock(&c->mu);
+        if (c->mode == JOB_REDUCE)
+            st = compute_reduce(c, i,
+                                any_copy_out || c->transport->processes > 1);
+        else
+            st = compute_gather(c, i);
+        pthread_mutex_lock(&c->mu);
+        if (st != SHARDNET_OK) {
+            fail_locked(c, st);
+            break;
+        }
+        c->computed = i + 1;
+        pthread_cond_broadcast(&c->cv);
+    }
+    c->caller_done = 1;
+    pthread_cond_broadcast(&c->cv);
+    while (c->finished < c->n)
+        pthread_cond_wait(&c->cv, &c->mu);
+    st = c->err;
+    pthread_mutex_unlock(&c->mu);
+    if (st != SHARDNET_OK)
+        return sn_error(st, "%s over %zu devices: %s", op_name(c->op), c->n,
+                        c->errmsg);
+    return SHARDNET_OK;
+}
+
+/* --- validation --------------------------------------------------------- */
+
+static shardnet_status check_view(const sn_comm *c, job_op op, const char *what,
+                                  size_t r, sn_view v, size_t count)
+{
+    size_t end;
+    if (!v.buf)
+        return count ? sn_error(SHARDNET_INVALID_ARGUMENT,
+                                "%s: %s[%zu] has no buffer", op_name(op), what,
+                                r)
+                     : SHARDNET_OK;
+    if (v.buf->dev != c->devs[r])
+        return sn_error(SHARDNET_INVALID_ARGUMENT,
+                        "%s: %s[%zu] is on %s, but rank %zu is %s",
+                        op_name(op), what, r, v.buf->dev->info.name, r,
+                        c->devs[r]->info.name);
+    if (v.offset > SIZE_MAX / sizeof(float) - count ||
+        (end = v.offset + count) > v.buf->size / sizeof(float))
+        return sn_error(SHARDNET_INVALID_ARGUMENT,
+                        "%s: %s[%zu] on %s needs floats [%zu, %zu+%zu), "
+                        "outside a buffer of %zu floats",
+                        op_name(op), what, r, v.buf->dev->info.name, v.offset,
+                        v.offset, count, v.buf->size / sizeof(float));
+    (void)end;
+    return SHARDNET_OK;
+}
+
+/* A rank's input and output may share memory only element for element. */
+static shardnet_status check_overlap(const sn_comm *c, job_op op, size_t r)
+{
+    const worker *w = &c->w[r];
+    size_t il = w->ihi - w->ilo, ol = w->ohi - w->olo;
+
+    if (!il || !ol || w->in.buf != w->out.buf)
+        return SHARDNET_OK;
+    if (w->in.offset + il <= w->out.offset ||
+        w->out.offset + ol <= w->in.offset)
+        return SHARDNET_OK;
+    /* Same address for the same global index: in place, allowed. */
+    if (w->in.offset + w->olo == w->out.offset + w->ilo)
+        return SHARDNET_OK;
+    return sn_error(SHARDNET_INVALID_ARGUMENT,
+                    "%s: rank %zu's input (floats [%zu, %zu)) and output "
+                    "(floats [%zu, %zu)) overlap on %s without being in place",
+                    op_name(op), r, w->in.offset, w->in.offset + il,
+                    w->out.offset, w->out.offset + ol,
+                    c->devs[r]->info.name);
+}
+
+static shardnet_status begin(sn_comm *c, job_op op, const void *p)
+{
+    if (!c)
+        return sn_error(SHARDNET_INVALID_ARGUMENT, "%s: comm is NULL",
+                        op_name(op));
+    if (!p)
+        return sn_error(SHARDNET_INVALID_ARGUMENT, "%s: NULL argument",
+                        op_name(op));
+    /* Across processes, the sums: all-reduce (every process's ranks get
+     * the sum over all) and reduce-scatter (the sum over all, cut among
+     * this process's ranks).  Gathers across processes need every
+     * process's pieces placed: not through this engine. */
+    if (c->transport->processes > 1 && op != OP_ALLREDUCE &&
+        op != OP_REDUCE_SCATTER)
+        return sn_error(SHARDNET_UNSUPPORTED,
+                        "%s across %u processes: not supported by the "
+                        "staged engine",
+                        op_name(op), c->transport->processes);
+    c->op = op;
+    for (size_t r = 0; r < c->n; r++) {
+        worker *w = &c->w[r];
+        w->in.buf = w->out.buf = NULL;
+        w->in.offset = w->out.offset = 0;
+        w->ilo = w->ihi = w->olo = w->ohi = 0;
+    }
+    return SHARDNET_OK;
+}
+
+static shardnet_status finish_checks(sn_comm *c)
+{
+    shardnet_status st;
+    for (size_t r = 0; r < c->n; r++) {
+        worker *w = &c->w[r];
+        st = check_view(c, c->op, "input", r, w->in, w->ihi - w->ilo);
+        if (st == SHARDNET_OK)
+            st = check_view(c, c->op, "output", r, w->out, w->ohi - w->olo);
+        if (st == SHARDNET_OK)
+            st = check_overlap(c, c->op, r);
+        if (st != SHARDNET_OK)
+            return st;
+    }
+    return SHARDNET_OK;
+}
+
+/* Sum of counts with overflow checking; fills offsets (n + 1). */
+static shardnet_status prefix(const sn_comm *c, job_op op,
+                              const size_t *counts, size_t *offsets)
+{
+    offsets[0] = 0;
+    for (size_t r = 0; r < c->n; r++) {
+        if (counts[r] > SIZE_MAX / sizeof(float) - offsets[r])
+            return sn_error(SHARDNET_INVALID_ARGUMENT,
+                            "%s: counts overflow at rank %zu", op_name(op), r);
+        offsets[r + 1] = offsets[r] + counts[r];
+    }
+    return SHARDNET_OK;
+}
+
+/* --- public entry points ----------------------------------------------- */
+
+shardnet_status sn_allreduce(sn_comm *c, const sn_view *bufs, size_t count)
+{
+    shardnet_status st = begin(c, OP_ALLREDUCE, bufs);
+    if (st != SHARDNET_OK)
+        return st;
+    c->mode = JOB_REDUCE;
+    c->total = count;
+    for (size_t r = 0; r < c->n; r++) {
+        worker *w = &c->w[r];
+        w->in = w->out = bufs[r];
+        w->ihi = w->ohi = count;
+    }
+    st = finish_checks(c);
+    if (st != SHARDNET_OK || count == 0)
+        return st;
+    return run(c);
+}
+
+shardnet_status sn_allgather(sn_comm *c, const sn_view *send,
+                             const size_t *counts, const sn_view *recv)
+{
+    size_t off[SN_COMM_MAX + 1];
+    shardnet_status st = begin(c, OP_ALLGATHER, send);
+    if (st != SHARDNET_OK)
+        return st;
+    if (!counts || !recv)
+        return sn_error(SHARDNET_INVALID_ARGUMENT, "all-gather: NULL argument");
+    st = prefix(c, OP_ALLGATHER, counts, off);
+    if (st != SHARDNET_OK)
+        return st;
+    c->mode = JOB_GATHER;
+    c->total = off[c->n];
+    for (size_t r = 0; r < c->n; r++) {
+        worker *w = &c->w[r];
+        w->in = send[r];
+        w->ilo = off[r];
+        w->ihi = off[r + 1];
+        w->out = recv[r];
+        w->olo = 0;
+        w->ohi = c->total;
+    }
+    st = finish_checks(c);
+    if (st != SHARDNET_OK || c->total == 0)
+        return st;
+    return run(c);
+}
+
+shardnet_status sn_reduce_scatter(sn_comm *c, const sn_view *send,
+                                  const size_t *counts, const sn_view *recv)
+{
+    size_t off[SN_COMM_MAX + 1];
+    shardnet_status st = begin(c, OP_REDUCE_SCATTER, send);
+    if (st != SHARDNET_OK)
+        return st;
+    if (!counts || !recv)
+        return sn_error(SHARDNET_INVALID_ARGUMENT,
+                        "reduce-scatter: NULL argument");
+    st = prefix(c, OP_REDUCE_SCATTER, counts, off);
+    if (st != SHARDNET_OK)
+        return st;
+    c->mode = JOB_REDUCE;
+    c->total = off[c->n];
+    for (size_t r = 0; r < c->n; r++) {
+        worker *w = &c->w[r];
+        w->in = send[r];
+        w->ilo = 0;
+        w->ihi = c->total;
+        w->out = recv[r];
+        w->olo = off[r];
+        w->ohi = off[r + 1];
+    }
+    st = finish_checks(c);
+    if (st != SHARDNET_OK || c->total == 0)
+        return st;
+    return run(c);
+}
+
+shardnet_status sn_broadcast(sn_comm *c, const sn_view *bufs, size_t count,
+                             size_t root)
+{
+    shardnet_status st = begin(c, OP_BROADCAST, bufs);
+    if (st != SHARDNET_OK)
+        return st;
+    if (root >= c->n)
+        return sn_error(SHARDNET_INVALID_ARGUMENT,
+                        "broadcast: root %zu, but the comm has %zu ranks",
+                        root, c->n);
+    c->mode = JOB_GATHER;
+    c->total = count;
+    for (size_t r = 0; r < c->n; r++) {
+        worker *w = &c->w[r];
+        if (r == root) {
+            w->in = bufs[r];
+            w->ihi = count;
+        } else {
+            w->out = bufs[r];
+            w->ohi = count;
+        }
+    }
+    st = finish_checks(c);
+    if (st != SHARDNET_OK || count == 0)
+        return st;
+    return run(c);
+}
+
+shardnet_status sn_sendrecv(sn_comm *c, size_t src, sn_view send, size_t dst,
+                            sn_view recv, size_t count)
+{
+    shardnet_status st = begin(c, OP_SENDRECV, &send);
+    if (st != SHARDNET_OK)
+        return st;
+    if (src >= c->n || dst >= c->n)
+        return sn_error(SHARDNET_INVALID_ARGUMENT,
+                        "send/recv: ranks %zu -> %zu, but the comm has %zu",
+                        src, dst, c->n);
+    c->mode = JOB_GATHER;
+    c->total = count;
+    c->w[src].in = send;
+    c->w[src].ihi = count;
+    c->w[dst].out = recv;
+    c->w[dst].ohi = count;
+    st = finish_checks(c);
+    if (st != SHARDNET_OK || count == 0)
+        return st;
+    if (src == dst && send.buf == recv.buf && send.offset == recv.offset)
+        return SHARDNET_OK;
+    return run(c);
+}
+
+/* --- lifetime ------------------------------------------------------------ */
+
+static void *aligned_floats(size_t count)
+{
+    size_t bytes = count * sizeof(float);
+    bytes = (bytes + ALIGN - 1) / ALIGN * ALIGN;
+    return aligned_alloc(ALIGN, bytes ? bytes : ALIGN);
+}
+
+shardnet_status sn_comm_create(sn_device *const *devs, size_t n,
+                               const sn_comm_opts *opts, sn_comm **out)
+{
+    sn_comm_opts o = {0};
+    sn_comm *c;
+    size_t chunk_bytes;
+    int rc;
+
+    if (!out)
+        return sn_error(SHARDNET_INVALID_ARGUMENT, "comm: out is NULL");
+    *out = NULL;
+    if (n == 0 || n > SN_COMM_MAX)
+        return sn_error(SHARDNET_INVALID_ARGUMENT,
+                        "comm: %zu devices; a comm takes 1 to %d", n,
+                        SN_COMM_MAX);
+    if (!devs)
+        return sn_error(SHARDNET_INVALID_ARGUMENT, "comm: devices are NULL");
+    for (size_t r = 0; r < n; r++) {
+        if (!devs[r])
+            return sn_error(SHARDNET_INVALID_ARGUMENT,
+                            "comm: device of rank %zu is NULL", r);
+        for (size_t q = 0; q < r; q++)
+            if (devs[q] == devs[r])
+                return sn_error(SHARDNET_INVALID_ARGUMENT,
+                                "comm: %s is both rank %zu and rank %zu; "
+                                "ranks need distinct devices",
+                                devs[r]->info.name, q, r);
+    }
+    if (opts)
+        o = *opts;
+    chunk_bytes = o.chunk_bytes ? o.chunk_bytes : DEFAULT_CHUNK_BYTES;
+    chunk_bytes = (chunk_bytes + ALIGN - 1) / ALIGN * ALIGN;
+    if (chunk_bytes > ((size_t)1 << 30))
+        return sn_error(SHARDNET_INVALID_ARGUMENT,
+                        "comm: chunk of %zu bytes (at most 1 GiB)",
+                        chunk_bytes);
+
+    c = aligned_alloc(ALIGN, (sizeof *c + ALIGN - 1) / ALIGN * ALIGN);
+    if (!c)
+        return sn_error(SHARDNET_OUT_OF_MEMORY, "comm: record");
+    memset(c, 0, sizeof *c);
+    c->n = n;
+    c->chunk = chunk_bytes / sizeof(float);
+    c->no_map = o.no_map;
+    c->transport = o.transport ? o.transport : sn_transport_local();
+    for (size_t r = 0; r < n; r++)
+        c->devs[r] = devs[r];
+    pthread_mutex_init(&c->mu, NULL);
+    pthread_cond_init(&c->cv, NULL);
+
+    c->res = aligned_floats(SLOTS * c->chunk);
+    if (!c->res)
+        goto oom;
+    for (size_t r = 0; r < n; r++) {
+        if (!c->no_map && devs[r]->info.host_unified &&
+            devs[r]->ops->buffer_map && devs[r]->ops->buffer_unmap)
+            continue; /* mapped: no staging */
+        c->stage[r] = aligned_floats(SLOTS * c->chunk);
+        if (!c->stage[r])
+            goto oom;
+    }
+    for (size_t r = 0; r < n; r++) {
+        c->w[r].comm = c;
+        c->w[r].rank = r;
+        rc = pthread_create(&c->w[r].thread, NULL, helper_main, &c->w[r]);
+        if (rc != 0) {
+            sn_comm_free(c);
+            return sn_error(SHARDNET_INTERNAL,
+                            "comm: starting helper thread %zu failed: %s", r,
+                            strerror(rc));
+        }
+        c->started++;
+    }
+    *out = c;
+    return SHARDNET_OK;
+
+oom:
+    sn_comm_free(c);
+    return sn_error(SHARDNET_OUT_OF_MEMORY,
+                    "comm: %zu bytes of staging per device",
+                    SLOTS * chunk_bytes);
+}
+
+void sn_comm_free(sn_comm *c)
+{
+    if (!c)
+        return;
+    pthread_mutex_lock(&c->mu);
+    c->quit = 1;
+    pthread_cond_broadcast(&c->cv);
+    pthread_mutex_unlock(&c->mu);
+    for (size_t r = 0; r < c->started; r++)
+        pthread_join(c->w[r].thread, NULL);
+    for (size_t r = 0; r < c->n; r++)
+        free(c->stage[r]);
+    free(c->res);
+    pthread_cond_destroy(&c->cv);
+    pthread_mutex_destroy(&c->mu);
+    free(c);
+}
+
+size_t sn_comm_size(const sn_comm *c)
+{
+    return c ? c->n : 0;
+}
+
+sn_device *sn_comm_device(const sn_comm *c, size_t r)
+{
+    return c && r < c->n ? c->devs[r] : NULL;
+}

@@ -1,0 +1,161 @@
+/*
+ * Host-staged collectives between devices of any backends (private).
+ *
+ * A communicator (sn_comm) is a group of n participants, one device each,
+ * rank = position in the array it was created from.  Every collective moves
+ * float32 data through host memory, cut into chunks and pipelined: one
+ * helper thread per participant (created with the comm, parked between
+ * calls) reads chunk i+1 from its device and writes chunk i-1 back, while
+ * the calling thread reduces chunk i.  A device whose memory the host shares
+ * (info.host_unified) is mapped instead, and the calling thread reduces
+ * straight from and into the mapping.  Sums always run in rank order
+ * (((x0 + x1) + x2) + ...), so results are the same bit for bit on every
+ * run and match a plain host loop in that order.
+ *
+ * The transport seam.  The participants of a comm all live in this process.
+ * Whatever has to cross to participants of *other* processes goes through
+ * an sn_transport: a table of host-buffer collectives (all-reduce,
+ * all-gather-v, broadcast, send/recv) between processes.  The engine calls
+ * it on each staged chunk once the local ranks' contribution is in host
+ * memory and before the result is written back to the devices, so the chunk
+ * pipeline overlaps the network too.  The only transport today is the local
+ * one (a single process, every call a no-op); an MPI transport (next
+ * milestone) fills the same table with MPI_Allreduce & co. and is passed in
+ * sn_comm_opts.transport, without changing any caller of sn_allreduce etc.
+ * With more than one process, the sum over processes is taken in process
+ * order after each process has summed its own ranks in rank order: still
+ * deterministic, though grouped differently from a single-process fold.
+ * Across processes the engine runs the sums only: sn_allreduce (every
+ * process's ranks get the sum over all processes) and sn_reduce_scatter
+ * (that sum, cut among this process's ranks); the MPI transport is made
+ * by lib/comm/world.c (sn_world_transport()).
+ */
+#ifndef SN_COLLECTIVE_H
+#define SN_COLLECTIVE_H
+
+#include <stddef.h>
+
+#include "backend/backend.h"
+
+/** Most participants in one comm. */
+#define SN_COMM_MAX 16
+
+typedef struct sn_transport sn_transport;
+
+/**
+ * Host-buffer collectives between the processes of a job.  Every process
+ * calls the same member with the same sizes, in the same order.
+ */
+typedef struct sn_transport_ops {
+    const char *name; /* "local", "mpi" */
+    /** buf (count floats) becomes the element-wise sum over processes, taken
+     *  in process order, on every process. */
+    shardnet_status (*allreduce)(sn_transport *t, float *buf, size_t count);
+    /** Process p has filled counts[p] floats at buf + displs[p]; afterwards
+     *  every process's buf holds all of them. */
+    shardnet_status (*allgatherv)(sn_transport *t, float *buf,
+                                  const size_t *counts, const size_t *displs);
+    /** buf (count floats) of process root is copied to every process. */
+    shardnet_status (*broadcast)(sn_transport *t, float *buf, size_t count,
+                                 unsigned root);
+    /** count floats at buf go from process src to process dst (each other
+     *  process does nothing); src == dst is a no-op. */
+    shardnet_status (*sendrecv)(sn_transport *t, float *buf, size_t count,
+                                unsigned src, unsigned dst);
+    /** Release the transport (may be NULL for a static one). */
+    void (*free)(sn_transport *t);
+} sn_transport_ops;
+
+/** A transport: its table and where this process stands in the job. */
+struct sn_transport {
+    const sn_transport_ops *ops;
+    unsigned process;   /* this process's index */
+    unsigned processes; /* processes in the job, >= 1 */
+    void *impl;
+};
+
+/** The single-process transport (static; never freed). */
+sn_transport *sn_transport_local(void);
+
+typedef struct sn_comm sn_comm;
+
+/** Options for sn_comm_create(); a zeroed struct (or NULL) means defaults. */
+typedef struct sn_comm_opts {
+    size_t chunk_bytes; /* pipeline chunk; 0 = 512 KiB; rounded to 64 bytes */
+    int no_map;         /* non-zero: stage every device through copies, even
+                           host-unified ones (tests, benchmarks) */
+    sn_transport *transport; /* NULL = sn_transport_local(); borrowed */
+} sn_comm_opts;
+
+/**
+ * \brief Create a comm of n participants (1..SN_COMM_MAX distinct devices).
+ *
+ * Starts one helper thread per participant and allocates the host staging
+ * memory (64-byte aligned, reused by every call).
+ * \param devs  n devices, rank r = devs[r]; borrowed, must outlive the comm.
+ * \param opts  options or NULL.
+ * \param[out] out  new comm, to be released with sn_comm_free().
+ * \return SHARDNET_OK, SHARDNET_INVALID_ARGUMENT (n, NULL or repeated
+ *         devices), SHARDNET_OUT_OF_MEMORY or SHARDNET_INTERNAL (threads).
+ */
+shardnet_status sn_comm_create(sn_device *const *devs, size_t n,
+                               const sn_comm_opts *opts, sn_comm **out);
+
+/** Stop the helper threads and free the comm (NULL is fine). */
+void sn_comm_free(sn_comm *comm);
+
+/** Participants in the comm. */
+size_t sn_comm_size(const sn_comm *comm);
+
+/** Device of rank r, or NULL when r is out of range. */
+sn_device *sn_comm_device(const sn_comm *comm, size_t r);
+
+/*
+ * The collectives below are called from one thread at a time per comm and
+ * block until every device holds its result.  Views are checked first: each
+ * must be on its rank's device and inside its buffer, and a rank's input and
+ * output may overlap only where they are the same memory element for
+ * element (in place).  A backend error aborts the call with that error
+ * (devices may then hold partial results) and the comm stays usable.
+ */
+
+/**
+ * \brief All-reduce (sum): every bufs[r] ends up holding sum over r of bufs[r].
+ * \param bufs   n views, bufs[r] on rank r's device, count floats each.
+ */
+shardnet_status sn_allreduce(sn_comm *comm, const sn_view *bufs, size_t count);
+
+/**
+ * \brief All-gather with uneven counts: recv[r] receives send[0] (counts[0]
+ * floats), then send[1] (counts[1] floats), ..., on every rank.
+ * \param send    n views, send[r] holds counts[r] floats.
+ * \param counts  n counts (any may be 0).
+ * \param recv    n views of sum(counts) floats each.
+ */
+shardnet_status sn_allgather(sn_comm *comm, const sn_view *send,
+                             const size_t *counts, const sn_view *recv);
+
+/**
+ * \brief Reduce-scatter with uneven counts: recv[r] receives elements
+ * [counts[0] + ... + counts[r-1], + counts[r]) of the sum over ranks.
+ * \param send    n views of sum(counts) floats each.
+ * \param counts  n counts (any may be 0).
+ * \param recv    n views, recv[r] of counts[r] floats.
+ */
+shardnet_status sn_reduce_scatter(sn_comm *comm, const sn_view *send,
+                                  const size_t *counts, const sn_view *recv);
+
+/**
+ * \brief Broadcast: bufs[root] (count floats) is copied to every bufs[r].
+ */
+shardnet_status sn_broadcast(sn_comm *comm, const sn_view *bufs, size_t count,
+                             size_t root);
+
+/**
+ * \brief Point to point: count floats from send (on rank src's device) to
+ * recv (on rank dst's device).  src == dst copies within one device.
+ */
+shardnet_status sn_sendrecv(sn_comm *comm, size_t src, sn_view send,
+                            size_t dst, sn_view recv, size_t count);
+
+#endif /* SN_COLLECTIVE_H */

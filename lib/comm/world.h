@@ -1,0 +1,78 @@
+/*
+ * The processes of a job (private): one process, or the ranks of an MPI job
+ * (lib/comm/world.c is the only file that calls MPI).
+ *
+ * A program started by mpirun (Open MPI: OMPI_COMM_WORLD_SIZE in the
+ * environment) joins the job when its first context is created: MPI is
+ * initialised then (unless the program did it already) and finalised at
+ * exit.  Anything else, or a build without MPI, is a job of one process
+ * and every call below is a local no-op.  SHARDNET_MPI=0 keeps a process
+ * out of MPI even under mpirun.
+ *
+ * Every call between processes waits at most SHARDNET_MPI_TIMEOUT seconds
+ * (default 30) for its peers; past that it fails with a message that names
+ * the process that did not answer, so a job whose peer died or hangs stops
+ * instead of waiting forever.  (Open MPI also stops the whole job when one
+ * of its processes dies.)
+ */
+#ifndef SN_WORLD_H
+#define SN_WORLD_H
+
+#include <stddef.h>
+
+#include "comm/collective.h"
+
+/* Join the job (idempotent; thread-safe). */
+shardnet_status sn_world_init(void);
+/* This process's index and the number of processes (1 outside MPI). */
+unsigned sn_world_process(void);
+unsigned sn_world_processes(void);
+/* This process's place among the job's processes on its own machine, as
+ * the launcher tells it before MPI starts (Open MPI's
+ * OMPI_COMM_WORLD_LOCAL_RANK/SIZE, MPICH's MPI_LOCALRANKID/LOCALNRANKS):
+ * *rank of *size.  0 of 1 outside a job, under SHARDNET_MPI=0, or in a
+ * build without MPI.  Needs no sn_world_init (CPU device discovery, which
+ * comes first, shares the cores between the processes with it). */
+void sn_world_node_share(unsigned *rank, unsigned *size);
+/* The host-buffer collectives between processes (sn_transport): MPI in a
+ * job of several processes, else the local one. */
+sn_transport *sn_world_transport(void);
+
+/* Byte messages between processes.  Every process of the job calls the
+ * collective ones with the same sizes, in the same order. */
+shardnet_status sn_world_send(unsigned dst, int tag, const void *buf,
+                              size_t bytes);
+shardnet_status sn_world_recv(unsigned src, int tag, void *buf, size_t bytes);
+/* buf (bytes) of process root, copied to every process. */
+shardnet_status sn_world_bcast(unsigned root, void *buf, size_t bytes);
+/* Each process gives `bytes` bytes (the same count everywhere); all gets
+ * processes * bytes, process p's at p * bytes. */
+shardnet_status sn_world_allgather(const void *mine, size_t bytes, void *all);
+/* Non-blocking byte messages: started here, finished (and *req freed) by
+ * sn_world_wait, which gives up after the timeout like the rest. */
+typedef struct sn_world_req sn_world_req;
+shardnet_status sn_world_isend(unsigned dst, int tag, const void *buf,
+                               size_t bytes, sn_world_req **req);
+shardnet_status sn_world_irecv(unsigned src, int tag, void *buf, size_t bytes,
+                               sn_world_req **req);
+shardnet_status sn_world_wait(sn_world_req *req);
+/* Process `owner` tells every process how its part of a collective task
+ * went: its own status comes back to it (its message kept); the others get
+ * that status with a message naming `what` and the owner. */
+shardnet_status sn_world_share_status(unsigned owner, shardnet_status mine,
+                                      const char *what);
+/* A job-wide task failed on this process: at exit, end the whole job
+ * (MPI_Abort) instead of waiting in MPI_Finalize for peers that may wait
+ * for us. */
+void sn_world_failed(void);
+/* Wait for every process. */
+shardnet_status sn_world_barrier(void);
+/* The link between processes, measured once (collective, the first call
+ * on every process): a one-way latency in seconds and a bandwidth in
+ * bytes/s, the worst between process 0 and each other process (ping-pongs
+ * of 8 bytes and of 4 MiB).  One process: 0 and a huge bandwidth.
+ * SHARDNET_LINK_LATENCY_US and SHARDNET_LINK_GBPS replace the figures
+ * (to plan as if the machines were further apart). */
+shardnet_status sn_world_link(double *latency, double *bandwidth);
+
+#endif /* SN_WORLD_H */

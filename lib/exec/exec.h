@@ -1,0 +1,250 @@
+/*
+ * Lowering and execution on one device (private).
+ *
+ * A plan turns the sorted graph, with every input's shape (and the values
+ * of the inputs and constants that shapes depend on) known, into a list of
+ * kernel launches on one device:
+ *
+ *   - every value gets an sn_rt: its static shape, and where its data is:
+ *     on the host (a constant: initializer, Constant, folded shape
+ *     arithmetic, an integer input) and/or on the device (a view);
+ *   - each node's op (lib/ops_*.c, table in ops.c) infers its outputs'
+ *     shapes, then either folds on the host (shape arithmetic) or emits
+ *     steps: kernel descriptors whose views name weights (uploaded once),
+ *     input staging buffers, or activations;
+ *   - activations live in one arena buffer: each is a virtual allocation
+ *     with a lifetime (first and last step that touch it), and offsets are
+ *     assigned afterwards so that allocations whose lifetimes overlap never
+ *     share bytes.  Views into the arena are patched once offsets are known.
+ *
+ * Running a plan writes the float inputs into their staging buffers,
+ * launches the steps in order on the device's in-order queue (no host round
+ * trip between operators), synchronises once and reads the outputs.
+ */
+#ifndef SN_EXEC_H
+#define SN_EXEC_H
+
+#include "backend/backend.h"
+#include "core/error.h"
+#include "ir/graph.h"
+
+/* Runtime facts about one value under a plan. */
+typedef struct sn_rt {
+    int known;             /* shape and dtype below are valid */
+    sn_dtype dtype;        /* logical type */
+    int rank;
+    int64_t dims[SN_MAX_DIMS];
+    const void *host;      /* host data (dtype, C order), or NULL */
+    void *host_owned;      /* heap memory behind host, freed with the plan */
+    int on_device;         /* view holds the data as float32 */
+    sn_view view;
+    int on_device_idx;     /* idx_view holds it as int32 (gather indices) */
+    sn_view idx_view;
+} sn_rt;
+
+typedef enum sn_step_kind {
+    SN_STEP_GEMM,
+    SN_STEP_BINARY,
+    SN_STEP_UNARY,
+    SN_STEP_SOFTMAX,
+    SN_STEP_REDUCE,
+    SN_STEP_WHERE,
+    SN_STEP_COPY,
+    SN_STEP_IM2COL,
+    SN_STEP_POOL,
+    SN_STEP_LAYERNORM,
+    SN_STEP_GATHER,
+    SN_STEP_COLLECTIVE
+} sn_step_kind;
+
+/* A collective among the devices of a tensor split (lib/runtime/shard.c): every
+ * device's plan holds the same sequence of them; the plan stops its queue
+ * at each one and hands it to the hook set with sn_plan_set_collective(). */
+typedef enum sn_coll_kind {
+    SN_COLL_ALLREDUCE,
+    SN_COLL_ALLGATHER,
+    SN_COLL_REDUCE_SCATTER
+} sn_coll_kind;
+
+#define SN_COLL_MAX 16 /* = SN_COMM_MAX */
+
+typedef struct sn_coll_desc {
+    sn_coll_kind kind;
+    size_t n;                    /* participants */
+    size_t counts[SN_COLL_MAX];  /* floats per rank (all-gather's pieces,
+                                    reduce-scatter's results); all-reduce:
+                                    counts[0] = the whole count */
+    sn_view send, recv;          /* all-reduce: in place, send == recv */
+} sn_coll_desc;
+
+typedef struct sn_step {
+    sn_step_kind kind;
+    int node; /* the graph node it implements, for errors and traces */
+    union {
+        sn_gemm_desc gemm;
+        sn_binary_desc binary;
+        sn_unary_desc unary;
+        sn_softmax_desc softmax;
+        sn_reduce_desc reduce;
+        sn_where_desc where;
+        sn_copy_desc copy;
+        sn_im2col_desc im2col;
+        sn_pool_desc pool;
+        sn_layernorm_desc layernorm;
+        sn_gather_desc gather;
+        sn_coll_desc coll;
+    } u;
+} sn_step;
+
+typedef struct sn_alloc sn_alloc; /* a virtual arena allocation */
+typedef struct sn_plan sn_plan;
+
+/* The lowering context handed to ops. */
+typedef struct sn_lower {
+    sn_graph *g;
+    sn_device *dev;
+    sn_plan *plan;
+    sn_rt *rt; /* one per graph value */
+} sn_lower;
+
+/* An operator: checks and lowers one node.  Registered in lib/ops/ops.c. */
+typedef struct sn_op_def {
+    const char *op_type;
+    int min_inputs, max_inputs; /* counting omitted optional ones */
+    shardnet_status (*lower)(sn_lower *L, const sn_node *n);
+} sn_op_def;
+
+/* The op named `op_type` in the default domain, or NULL. */
+const sn_op_def *sn_op_find(const char *domain, const char *op_type);
+
+/* --- helpers for ops (lib/exec/exec.c) ------------------------------------- */
+
+/* The node's input i (NULL when omitted); fails if its shape is unknown. */
+sn_rt *sn_in(sn_lower *L, const sn_node *n, size_t i);
+/* Number of elements of rt. */
+size_t sn_rt_elements(const sn_rt *rt);
+/* Error naming the node: "node 'x' (Op): <message>". */
+shardnet_status sn_node_error(const sn_node *n, shardnet_status st,
+                              const char *fmt, ...) SN_PRINTF(3, 4);
+
+/* Output i as a fresh float32 device tensor of the given shape. */
+shardnet_status sn_out_device(sn_lower *L, const sn_node *n, size_t i,
+                              int rank, const int64_t *dims, sn_rt **out);
+/* Output i as a view of `src`'s device data (Reshape, Flatten, ...): no
+ * copy; element count must match. */
+shardnet_status sn_out_alias(sn_lower *L, const sn_node *n, size_t i,
+                             const sn_rt *src, int rank, const int64_t *dims);
+/* Output i as the float32 elements [at, at + count) of src's device data,
+ * in place (a Slice of consecutive elements): no copy. */
+shardnet_status sn_out_range(sn_lower *L, const sn_node *n, size_t i,
+                             const sn_rt *src, size_t at, int rank,
+                             const int64_t *dims);
+/* Output i as a host constant; takes ownership of data (malloc'ed). */
+shardnet_status sn_out_host(sn_lower *L, const sn_node *n, size_t i,
+                            sn_dtype dtype, int rank, const int64_t *dims,
+                            void *data);
+/* The device view of rt's data as float32, uploading host data (converted
+ * from bool/integer/double types) into a weight buffer on first use. */
+shardnet_status sn_dev_view(sn_lower *L, const sn_node *n, sn_rt *rt,
+                            sn_view *out);
+/* Is rt's device data a graph constant's shared, never-rewritten weight
+ * buffer (after sn_dev_view)? */
+int sn_rt_is_weight(const sn_lower *L, const sn_rt *rt);
+/* The device view of rt's data as int32 indices (uploads and converts). */
+shardnet_status sn_dev_indices(sn_lower *L, const sn_node *n, sn_rt *rt,
+                               sn_view *out);
+/* Upload `count` floats computed on the host (malloc'ed; taken and freed)
+ * into a buffer the plan owns. */
+shardnet_status sn_dev_upload(sn_lower *L, const sn_node *n, float *data,
+                              size_t count, sn_view *out);
+/* A scratch float32 device tensor used only by the steps of this node. */
+shardnet_status sn_scratch(sn_lower *L, size_t elements, sn_view *out);
+/* Append a step. */
+shardnet_status sn_emit(sn_lower *L, const sn_node *n, const sn_step *s);
+
+/* IEEE half and bfloat16 conversions (round to nearest even). */
+float sn_half_to_float(uint16_t h);
+uint16_t sn_float_to_half(float f);
+float sn_bf16_to_float(uint16_t h);
+uint16_t sn_float_to_bf16(float f);
+
+/* Host values as int64 (integer/bool types) or double (float types). */
+int sn_rt_is_host(const sn_rt *rt);
+int64_t sn_rt_get_int(const sn_rt *rt, size_t i);
+double sn_rt_get_double(const sn_rt *rt, size_t i);
+
+/* --- plans ------------------------------------------------------------ */
+
+/* A bound input: its shape and, for the plan, its host data. */
+typedef struct sn_binding {
+    sn_dtype dtype;
+    int rank;
+    int64_t dims[SN_MAX_DIMS];
+    const void *data;
+    size_t nbytes;
+} sn_binding;
+
+/*
+ * Weights uploaded to one device, shared by the plans built for it (one
+ * plan per input shape): each constant of the graph is uploaded once.
+ */
+typedef struct sn_weights {
+    sn_device *dev;
+    sn_buffer **f32;  /* per graph value: float32 copy, or NULL */
+    sn_buffer **i32;  /* per graph value: int32 copy, or NULL */
+    size_t nvalues;
+    size_t bytes;
+} sn_weights;
+
+shardnet_status sn_weights_new(const sn_graph *g, sn_device *dev,
+                               sn_weights **out);
+void sn_weights_free(sn_weights *w);
+
+/*
+ * Build a plan for graph g on the weights' device with the given inputs
+ * (one binding per g->inputs entry, in order).  Fails naming the node that
+ * cannot be run.
+ */
+shardnet_status sn_plan_build(sn_graph *g, sn_weights *w,
+                              const sn_binding *inputs, sn_plan **out);
+/* The plan for these inputs from a most-recently-used cache of n plans
+ * (NULL slots at the end), built (evicting the oldest) when none fits. */
+shardnet_status sn_plan_cache_get(sn_plan **cache, size_t n, sn_graph *g,
+                                  sn_weights *w, const sn_binding *inputs,
+                                  sn_plan **out);
+/* Does this plan fit these inputs (shapes, and values of host inputs)? */
+int sn_plan_matches(const sn_plan *p, const sn_binding *inputs);
+/* Run the plan; outputs land in host tensors owned by the plan, valid until
+ * the next run or free. */
+shardnet_status sn_plan_run(sn_plan *p, const sn_binding *inputs);
+/* The hook that runs the plan's collective steps (called on the thread
+ * running the plan, after the device's queue has drained; must block until
+ * the collective is done on every device).  A plan without one fails at its
+ * first collective step. */
+typedef shardnet_status (*sn_coll_hook)(void *ctx, const sn_coll_desc *d);
+void sn_plan_set_collective(sn_plan *p, sn_coll_hook hook, void *ctx);
+/* Run the plan waiting for each step, its seconds summed per graph node in
+ * node_time[0 .. g->nnodes) (the profile the layer split's planner cuts
+ * by). */
+shardnet_status sn_plan_time_nodes(sn_plan *p, const sn_binding *inputs,
+                                   double *node_time);
+/* Output i (g->outputs order) of the last run. */
+const sn_host_tensor *sn_plan_output(const sn_plan *p, size_t i);
+/* What the plan knows of graph value v (shape, type). */
+const sn_rt *sn_plan_value(const sn_plan *p, size_t v);
+size_t sn_plan_steps(const sn_plan *p);
+size_t sn_plan_arena_bytes(const sn_plan *p);
+size_t sn_plan_weight_bytes(const sn_plan *p);
+void sn_plan_free(sn_plan *p);
+
+/* Passes (lib/passes/passes.c, and constant folding in lib/exec/exec.c).  Each takes a
+ * sorted graph and leaves it sorted; removed nodes are marked dead. */
+shardnet_status sn_pass_fold_constants(sn_graph *g, size_t *folded);
+shardnet_status sn_pass_fold_batchnorm(sn_graph *g, size_t *folded);
+shardnet_status sn_pass_fuse_bias(sn_graph *g, size_t *fused);
+shardnet_status sn_pass_fuse_activation(sn_graph *g, size_t *fused);
+shardnet_status sn_pass_remove_dead(sn_graph *g, size_t *removed);
+/* All of them, in order. */
+shardnet_status sn_passes_run(sn_graph *g);
+
+#endif /* SN_EXEC_H */

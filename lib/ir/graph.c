@@ -1,0 +1,717 @@
+/* The graph IR: construction, queries, topological sort; see graph.h. */
+#include <config.h>
+
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+
+#include "core/error.h"
+#include "ir/graph.h"
+
+size_t sn_dtype_size(sn_dtype t)
+{
+    switch (t) {
+    case SN_DT_FLOAT: return 4;
+    case SN_DT_UINT8: return 1;
+    case SN_DT_INT8: return 1;
+    case SN_DT_UINT16: return 2;
+    case SN_DT_INT16: return 2;
+    case SN_DT_INT32: return 4;
+    case SN_DT_INT64: return 8;
+    case SN_DT_BOOL: return 1;
+    case SN_DT_FLOAT16: return 2;
+    case SN_DT_DOUBLE: return 8;
+    case SN_DT_UINT32: return 4;
+    case SN_DT_UINT64: return 8;
+    case SN_DT_COMPLEX64: return 8;
+    case SN_DT_COMPLEX128: return 16;
+    case SN_DT_BFLOAT16: return 2;
+    case SN_DT_UNDEFINED:
+    case SN_DT_STRING:
+        return 0;
+    }
+    return 0;
+}
+
+const char *sn_dtype_name(sn_dtype t)
+{
+    switch (t) {
+    case SN_DT_UNDEFINED: return "undefined";
+    case SN_DT_FLOAT: return "float";
+    case SN_DT_UINT8: return "uint8";
+    case SN_DT_INT8: return "int8";
+    case SN_DT_UINT16: return "uint16";
+    case SN_DT_INT16: return "int16";
+    case SN_DT_INT32: return "int32";
+    case SN_DT_INT64: return "int64";
+    case SN_DT_STRING: return "string";
+    case SN_DT_BOOL: return "bool";
+    case SN_DT_FLOAT16: return "float16";
+    case SN_DT_DOUBLE: return "double";
+    case SN_DT_UINT32: return "uint32";
+    case SN_DT_UINT64: return "uint64";
+    case SN_DT_COMPLEX64: return "complex64";
+    case SN_DT_COMPLEX128: return "complex128";
+    case SN_DT_BFLOAT16: return "bfloat16";
+    }
+    return "?";
+}
+
+int64_t sn_value_elements(const sn_value *v)
+{
+    int64_t n = 1;
+    if (v->rank < 0 || v->rank > SN_MAX_DIMS)
+        return -1;
+    for (int i = 0; i < v->rank; i++) {
+        if (v->dims[i] < 0)
+            return -1;
+        if (v->dims[i] && n > INT64_MAX / v->dims[i])
+            return -1;
+        n *= v->dims[i];
+    }
+    return n;
+}
+
+void sn_host_tensor_free(sn_host_tensor *t)
+{
+    if (!t)
+        return;
+    free(t->name);
+    free(t->data);
+    t->name = NULL;
+    t->data = NULL;
+    t->nbytes = 0;
+}
+
+/*
+ * Name -> value index: open addressing with linear probing over a power of
+ * two slots, at most half full.  It covers values[0, count); values appended
+ * behind sn_graph_add_value's back are still found, by a linear scan.
+ */
+struct sn_name_index {
+    int *slot; /* value index, or -1 */
+    size_t cap;
+    size_t count;
+    uint64_t seed;
+};
+
+/*
+ * FNV-1a from a per-graph seed, then a 64-bit finaliser (MurmurHash3's).
+ * The seed comes from the address of the index (ASLR) and a counter, so a
+ * model file cannot pick thousands of names that land in one slot and turn
+ * every lookup into a scan.
+ */
+static size_t hash_name(uint64_t seed, const char *s)
+{
+    uint64_t h = 1469598103934665603u ^ seed;
+    for (; *s; s++) {
+        h ^= (unsigned char)*s;
+        h *= 1099511628211u;
+    }
+    h ^= h >> 33;
+    h *= 0xff51afd7ed558ccdu;
+    h ^= h >> 33;
+    h *= 0xc4ceb9fe1a85ec53u;
+    h ^= h >> 33;
+    return (size_t)h;
+}
+
+static void index_put(struct sn_name_index *ix, const sn_value *values,
+                      int vi)
+{
+    size_t mask = ix->cap - 1;
+    size_t i = hash_name(ix->seed, values[vi].name) & mask;
+    while (ix->slot[i] >= 0)
+        i = (i + 1) & mask;
+    ix->slot[i] = vi;
+}
+
+/* Make the index cover values[0, g->nvalues); 0, or -1 out of memory. */
+static int index_update(sn_graph *g)
+{
+    struct sn_name_index *ix = g->name_index;
+    if (!ix) {
+        static _Atomic uint64_t graphs;
+        ix = calloc(1, sizeof *ix);
+        if (!ix)
+            return -1;
+        ix->seed = ((uint64_t)(uintptr_t)ix ^ (uint64_t)(uintptr_t)&graphs) *
+                       0x9e3779b97f4a7c15u +
+                   graphs++;
+        g->name_index = ix;
+    }
+    if (ix->count > g->nvalues) /* cannot happen; start over */
+        ix->count = 0, ix->cap = 0;
+    if (g->nvalues * 2 > ix->cap) {
+        size_t cap = ix->cap ? ix->cap : 64;
+        int *slot;
+        while (g->nvalues * 2 > cap)
+            cap *= 2;
+        slot = malloc(cap * sizeof *slot);
+        if (!slot)
+            return -1;
+        free(ix->slot);
+        ix->slot = slot;
+        ix->cap = cap;
+        memset(slot, 0xff, cap * sizeof *slot); /* all -1 */
+        ix->count = 0;
+    }
+    for (; ix->count < g->nvalues; ix->count++)
+        index_put(ix, g->values, (int)ix->count);
+    return 0;
+}
+
+int sn_graph_find(const sn_graph *g, const char *name)
+{
+    const struct sn_name_index *ix = g->name_index;
+    size_t from = 0;
+    if (!name)
+        return -1;
+    if (ix && ix->cap) {
+        size_t mask = ix->cap - 1, i = hash_name(ix->seed, name) & mask;
+        for (; ix->slot[i] >= 0; i = (i + 1) & mask)
+            if (strcmp(g->values[ix->slot[i]].name, name) == 0)
+                return ix->slot[i];
+        from = ix->count;
+    }
+    for (size_t v = from; v < g->nvalues; v++)
+        if (strcmp(g->values[v].name, name) == 0)
+            return (int)v;
+    return -1;
+}
+
+sn_graph *sn_graph_new(void)
+{
+    sn_graph *g = calloc(1, sizeof *g);
+    if (!g) {
+        sn_error(SHARDNET_OUT_OF_MEMORY, "out of memory creating a graph");
+        return NULL;
+    }
+    static unsigned long next_id;
+    g->opset = 0;
+    g->id = __atomic_add_fetch(&next_id, 1, __ATOMIC_RELAXED);
+    return g;
+}
+
+static void free_attr(sn_attr *a)
+{
+    free(a->name);
+    free(a->s);
+    free(a->ints);
+    free(a->floats);
+    if (a->strings)
+        for (size_t i = 0; i < a->count; i++)
+            free(a->strings[i]);
+    free(a->strings);
+}
+
+void sn_graph_free(sn_graph *g)
+{
+    if (!g)
+        return;
+    for (size_t i = 0; i < g->nvalues; i++) {
+        sn_value *v = &g->values[i];
+        free(v->name);
+        for (int d = 0; d < SN_MAX_DIMS; d++)
+            free(v->dim_param[d]);
+        free(v->owned);
+    }
+    free(g->values);
+    for (size_t i = 0; i < g->nnodes; i++) {
+        sn_node *n = &g->nodes[i];
+        free(n->name);
+        free(n->op_type);
+        free(n->domain);
+        free(n->inputs);
+        free(n->outputs);
+        for (size_t a = 0; a < n->nattrs; a++)
+            free_attr(&n->attrs[a]);
+        free(n->attrs);
+    }
+    free(g->nodes);
+    free(g->inputs);
+    free(g->outputs);
+    free(g->producer);
+    for (size_t i = 0; i < g->nmaps; i++)
+        if (g->maps[i].addr && g->maps[i].len)
+            munmap(g->maps[i].addr, g->maps[i].len);
+    free(g->maps);
+    if (g->name_index)
+        free(g->name_index->slot);
+    free(g->name_index);
+    free(g);
+}
+
+/* Grow *arr (of *cap elements of size sz) to hold at least need. */
+static int grow(void **arr, size_t *cap, size_t need, size_t sz)
+{
+    size_t ncap;
+    void *p;
+    if (need <= *cap)
+        return 0;
+    ncap = *cap ? *cap : 16;
+    while (ncap < need) {
+        if (ncap > SIZE_MAX / 2 / sz)
+            return -1;
+        ncap *= 2;
+    }
+    p = realloc(*arr, ncap * sz);
+    if (!p)
+        return -1;
+    *arr = p;
+    *cap = ncap;
+    return 0;
+}
+
+static char *dup_str(const char *s)
+{
+    size_t n = strlen(s) + 1;
+    char *d = malloc(n);
+    if (d)
+        memcpy(d, s, n);
+    return d;
+}
+
+int sn_graph_add_value(sn_graph *g, const char *name)
+{
+    sn_value *v;
+    if (!name)
+        return sn_error(SHARDNET_INVALID_ARGUMENT, "value without a name"), -1;
+    if (sn_graph_find(g, name) >= 0) {
+        sn_error(SHARDNET_INVALID_ARGUMENT, "value '%s' defined twice", name);
+        return -1;
+    }
+    if (g->nvalues >= INT_MAX - 1) {
+        sn_error(SHARDNET_INVALID_ARGUMENT, "too many values");
+        return -1;
+    }
+    if (grow((void **)&g->values, &g->cap_values, g->nvalues + 1,
+             sizeof *g->values) < 0)
+        goto oom;
+    v = &g->values[g->nvalues];
+    memset(v, 0, sizeof *v);
+    v->name = dup_str(name);
+    if (!v->name)
+        goto oom;
+    v->dtype = SN_DT_UNDEFINED;
+    v->rank = -1;
+    for (int d = 0; d < SN_MAX_DIMS; d++)
+        v->dims[d] = -1;
+    v->producer = -1;
+    g->nvalues++;
+    if (index_update(g) < 0) {
+        g->nvalues--;
+        free(v->name);
+        goto oom;
+    }
+    return (int)g->nvalues - 1;
+oom:
+    sn_error(SHARDNET_OUT_OF_MEMORY, "out of memory adding value '%s'", name);
+    return -1;
+}
+
+static int *dup_ints(const int *a, size_t n, int *ok)
+{
+    int *d;
+    *ok = 1;
+    if (!n)
+        return NULL;
+    d = malloc(n * sizeof *d);
+    if (!d) {
+        *ok = 0;
+        return NULL;
+    }
+    memcpy(d, a, n * sizeof *d);
+    return d;
+}
+
+int sn_graph_add_node(sn_graph *g, const char *name, const char *op_type,
+                      const char *domain, const int *inputs, size_t ninputs,
+                      const int *outputs, size_t noutputs)
+{
+    sn_node *n;
+    int ok_in, ok_out;
+    if (!op_type)
+        return sn_error(SHARDNET_INVALID_ARGUMENT, "node without op_type"), -1;
+    for (size_t i = 0; i < ninputs + noutputs; i++) {
+        int v = i < ninputs ? inputs[i] : outputs[i - ninputs];
+        if (v < -1 || v >= (int)g->nvalues) {
+            sn_error(SHARDNET_INVALID_ARGUMENT,
+                     "node '%s' (%s): %s %zu refers to value %d, out of range",
+                     name ? name : "", op_type, i < ninputs ? "input" : "output",
+                     i < ninputs ? i : i - ninputs, v);
+            return -1;
+        }
+    }
+    if (g->nnodes >= SN_MAX_NODES) {
+        sn_error(SHARDNET_INVALID_ARGUMENT, "more than %d nodes",
+                 SN_MAX_NODES);
+        return -1;
+    }
+    if (grow((void **)&g->nodes, &g->cap_nodes, g->nnodes + 1,
+             sizeof *g->nodes) < 0)
+        goto oom;
+    n = &g->nodes[g->nnodes];
+    memset(n, 0, sizeof *n);
+    if (name && *name) {
+        n->name = dup_str(name);
+    } else {
+        size_t len = strlen(op_type) + 24;
+        n->name = malloc(len);
+        if (n->name)
+            snprintf(n->name, len, "%s#%zu", op_type, g->nnodes);
+    }
+    n->op_type = dup_str(op_type);
+    n->domain = dup_str(domain ? domain : "");
+    n->inputs = dup_ints(inputs, ninputs, &ok_in);
+    n->outputs = dup_ints(outputs, noutputs, &ok_out);
+    n->ninputs = ninputs;
+    n->noutputs = noutputs;
+    if (!n->name || !n->op_type || !n->domain || !ok_in || !ok_out) {
+        free(n->name);
+        free(n->op_type);
+        free(n->domain);
+        free(n->inputs);
+        free(n->outputs);
+        goto oom;
+    }
+    return (int)g->nnodes++;
+oom:
+    sn_error(SHARDNET_OUT_OF_MEMORY, "out of memory adding node '%s' (%s)",
+             name ? name : "", op_type);
+    return -1;
+}
+
+int sn_graph_add_mapping(sn_graph *g, void *addr, size_t len)
+{
+    sn_mapping *m = realloc(g->maps, (g->nmaps + 1) * sizeof *m);
+    if (!m) {
+        sn_error(SHARDNET_OUT_OF_MEMORY, "out of memory recording a mapping");
+        return -1;
+    }
+    g->maps = m;
+    m[g->nmaps].addr = addr;
+    m[g->nmaps].len = len;
+    g->nmaps++;
+    return 0;
+}
+
+const sn_attr *sn_node_attr(const sn_node *n, const char *name)
+{
+    for (size_t i = 0; i < n->nattrs; i++)
+        if (strcmp(n->attrs[i].name, name) == 0)
+            return &n->attrs[i];
+    return NULL;
+}
+
+sn_attr *sn_node_add_attr(sn_node *n, const char *name, sn_attr_type type)
+{
+    sn_attr *a;
+    if (sn_node_attr(n, name)) {
+        sn_error(SHARDNET_INVALID_ARGUMENT,
+                 "node '%s' (%s): attribute '%s' given twice", n->name,
+                 n->op_type, name);
+        return NULL;
+    }
+    a = realloc(n->attrs, (n->nattrs + 1) * sizeof *a);
+    if (!a) {
+        sn_error(SHARDNET_OUT_OF_MEMORY, "out of memory adding attribute");
+        return NULL;
+    }
+    n->attrs = a;
+    a = &n->attrs[n->nattrs];
+    memset(a, 0, sizeof *a);
+    a->name = dup_str(name);
+    if (!a->name) {
+        sn_error(SHARDNET_OUT_OF_MEMORY, "out of memory adding attribute");
+        return NULL;
+    }
+    a->type = type;
+    a->tensor = -1;
+    n->nattrs++;
+    return a;
+}
+
+int64_t sn_attr_int(const sn_node *n, const char *name, int64_t dflt)
+{
+    const sn_attr *a = sn_node_attr(n, name);
+    return a && a->type == SN_ATTR_INT ? a->i : dflt;
+}
+
+float sn_attr_float(const sn_node *n, const char *name, float dflt)
+{
+    const sn_attr *a = sn_node_attr(n, name);
+    return a && a->type == SN_ATTR_FLOAT ? a->f : dflt;
+}
+
+const char *sn_attr_string(const sn_node *n, const char *name,
+                           const char *dflt)
+{
+    const sn_attr *a = sn_node_attr(n, name);
+    return a && a->type == SN_ATTR_STRING && a->s ? a->s : dflt;
+}
+
+/* Min-heap of node indices: the ready node that came first in the file
+ * goes first, which keeps an already sorted graph as it is. */
+static void heap_push(int *h, size_t *n, int v)
+{
+    size_t i = (*n)++;
+    while (i > 0 && h[(i - 1) / 2] > v) {
+        h[i] = h[(i - 1) / 2];
+        i = (i - 1) / 2;
+    }
+    h[i] = v;
+}
+
+static int heap_pop(int *h, size_t *n)
+{
+    int top = h[0], last = h[--*n];
+    size_t i = 0;
+    for (;;) {
+        size_t c = 2 * i + 1;
+        if (c >= *n)
+            break;
+        if (c + 1 < *n && h[c + 1] < h[c])
+            c++;
+        if (h[c] >= last)
+            break;
+        h[i] = h[c];
+        i = c;
+    }
+    if (*n)
+        h[i] = last;
+    return top;
+}
+
+shardnet_status sn_graph_sort(sn_graph *g)
+{
+    size_t nn = g->nnodes, nv = g->nvalues, nedges = 0, nheap = 0, done = 0;
+    int *prod = NULL, *indeg = NULL, *edges = NULL;
+    size_t *first = NULL, *fill = NULL; /* edges of node i: first[i] on */
+    int *heap = NULL, *order = NULL;
+    sn_node *sorted = NULL;
+    shardnet_status st = SHARDNET_OK;
+
+    if (nn > INT_MAX || nv > INT_MAX)
+        return sn_error(SHARDNET_INVALID_ARGUMENT, "graph too large");
+    prod = malloc((nv ? nv : 1) * sizeof *prod);
+    indeg = calloc(nn + 1, sizeof *indeg);
+    first = calloc(nn + 1, sizeof *first);
+    fill = malloc((nn ? nn : 1) * sizeof *fill);
+    heap = malloc((nn ? nn : 1) * sizeof *heap);
+    order = malloc((nn ? nn : 1) * sizeof *order);
+    if (!prod || !indeg || !first || !fill || !heap || !order)
+        goto oom;
+
+    /* Producers, in file indices; every reference checked first. */
+    for (size_t v = 0; v < nv; v++)
+        prod[v] = -1;
+    for (size_t i = 0; i < nn; i++) {
+        const sn_node *n = &g->nodes[i];
+        for (size_t k = 0; k < n->ninputs + n->noutputs; k++) {
+            int v = k < n->ninputs ? n->inputs[k] : n->outputs[k - n->ninputs];
+            if (v < -1 || v >= (int)nv) {
+                st = sn_error(SHARDNET_INVALID_ARGUMENT,
+                              "node '%s' (%s): %s %zu refers to value %d, "
+                              "out of range",
+                              n->name, n->op_type,
+                              k < n->ninputs ? "input" : "output",
+                              k < n->ninputs ? k : k - n->ninputs, v);
+                goto out;
+            }
+        }
+        if (n->dead)
+            continue;
+        for (size_t k = 0; k < n->noutputs; k++) {
+            int v = n->outputs[k];
+            const sn_value *val;
+            if (v < 0)
+                continue;
+            val = &g->values[v];
+            if (prod[v] >= 0) {
+                const sn_node *o = &g->nodes[prod[v]];
+                st = sn_error(SHARDNET_INVALID_ARGUMENT,
+                              "value '%s' is produced twice: by node '%s' (%s) "
+                              "and by node '%s' (%s)",
+                              val->name, o->name, o->op_type, n->name,
+                              n->op_type);
+                goto out;
+            }
+            if (val->flags & (SN_VALUE_INPUT | SN_VALUE_CONST)) {
+                st = sn_error(SHARDNET_INVALID_ARGUMENT,
+                              "node '%s' (%s): output '%s' is also %s",
+                              n->name, n->op_type, val->name,
+                              val->flags & SN_VALUE_INPUT
+                                  ? "a graph input"
+                                  : "an initializer (constant)");
+                goto out;
+            }
+            prod[v] = (int)i;
+        }
+    }
+
+    /* Edges producer -> consumer, one per input, in compressed rows. */
+    for (size_t i = 0; i < nn; i++) {
+        const sn_node *n = &g->nodes[i];
+        if (n->dead)
+            continue;
+        for (size_t k = 0; k < n->ninputs; k++) {
+            int v = n->inputs[k];
+            if (v < 0)
+                continue;
+            if (prod[v] >= 0) {
+                first[prod[v] + 1]++;
+                indeg[i]++;
+                nedges++;
+            } else if (!(g->values[v].flags &
+                         (SN_VALUE_INPUT | SN_VALUE_CONST))) {
+                st = sn_error(SHARDNET_INVALID_ARGUMENT,
+                              "node '%s' (%s): input '%s' is not produced by "
+                              "any node, nor a graph input or initializer",
+                              n->name, n->op_type, g->values[v].name);
+                goto out;
+            }
+        }
+    }
+    for (size_t i = 0; i < g->noutputs; i++) {
+        int v = g->outputs[i];
+        if (v < 0 || v >= (int)nv) {
+            st = sn_error(SHARDNET_INVALID_ARGUMENT,
+                          "graph output %zu refers to value %d, out of range",
+                          i, v);
+            goto out;
+        }
+        if (prod[v] < 0 &&
+            !(g->values[v].flags & (SN_VALUE_INPUT | SN_VALUE_CONST))) {
+            st = sn_error(SHARDNET_INVALID_ARGUMENT,
+                          "graph output '%s' is not produced by any node, "
+                          "nor a graph input or initializer",
+                          g->values[v].name);
+            goto out;
+        }
+    }
+    for (size_t i = 0; i < nn; i++)
+        first[i + 1] += first[i];
+    edges = malloc((nedges ? nedges : 1) * sizeof *edges);
+    if (!edges)
+        goto oom;
+    memcpy(fill, first, nn * sizeof *fill);
+    for (size_t i = 0; i < nn; i++) {
+        const sn_node *n = &g->nodes[i];
+        if (n->dead)
+            continue;
+        for (size_t k = 0; k < n->ninputs; k++) {
+            int v = n->inputs[k];
+            if (v >= 0 && prod[v] >= 0)
+                edges[fill[prod[v]]++] = (int)i;
+        }
+    }
+
+    /* Kahn. */
+    for (size_t i = 0; i < nn; i++)
+        if (!g->nodes[i].dead && indeg[i] == 0)
+            heap_push(heap, &nheap, (int)i);
+    while (nheap) {
+        int i = heap_pop(heap, &nheap);
+        order[done++] = i;
+        for (size_t e = first[i]; e < first[i + 1]; e++)
+            if (--indeg[edges[e]] == 0)
+                heap_push(heap, &nheap, edges[e]);
+    }
+    {
+        size_t live = 0;
+        for (size_t i = 0; i < nn; i++)
+            live += !g->nodes[i].dead;
+        if (done < live) {
+            /* Every node left waits on another node left: walking back
+             * through them as many steps as there are nodes ends on a
+             * cycle. */
+            int cur = -1;
+            for (size_t i = 0; i < nn && cur < 0; i++)
+                if (!g->nodes[i].dead && indeg[i] > 0)
+                    cur = (int)i;
+            for (size_t step = 0; step < live; step++) {
+                const sn_node *n = &g->nodes[cur];
+                for (size_t k = 0; k < n->ninputs; k++) {
+                    int v = n->inputs[k];
+                    if (v >= 0 && prod[v] >= 0 && indeg[prod[v]] > 0) {
+                        cur = prod[v];
+                        break;
+                    }
+                }
+            }
+            st = sn_error(SHARDNET_INVALID_ARGUMENT,
+                          "graph has a cycle through node '%s' (%s)",
+                          g->nodes[cur].name, g->nodes[cur].op_type);
+            goto out;
+        }
+    }
+    for (size_t i = 0; i < nn; i++)
+        if (g->nodes[i].dead)
+            order[done++] = (int)i;
+
+    sorted = malloc((nn ? nn : 1) * sizeof *sorted);
+    if (!sorted)
+        goto oom;
+    for (size_t k = 0; k < nn; k++)
+        sorted[k] = g->nodes[order[k]];
+    if (nn)
+        memcpy(g->nodes, sorted, nn * sizeof *sorted);
+    for (size_t v = 0; v < nv; v++)
+        g->values[v].producer = -1;
+    for (size_t k = 0; k < nn; k++) {
+        const sn_node *n = &g->nodes[k];
+        if (n->dead)
+            continue;
+        for (size_t j = 0; j < n->noutputs; j++)
+            if (n->outputs[j] >= 0)
+                g->values[n->outputs[j]].producer = (int)k;
+    }
+    goto out;
+
+oom:
+    st = sn_error(SHARDNET_OUT_OF_MEMORY, "out of memory sorting the graph");
+out:
+    free(prod);
+    free(indeg);
+    free(first);
+    free(fill);
+    free(edges);
+    free(heap);
+    free(order);
+    free(sorted);
+    return st;
+}
+
+int sn_attr_copy(sn_attr *d, const sn_attr *a, const int *map)
+{
+    memset(d, 0, sizeof *d);
+    d->name = strdup(a->name);
+    d->type = a->type;
+    d->i = a->i;
+    d->f = a->f;
+    d->count = a->count;
+    d->tensor = a->tensor >= 0 ? map[a->tensor] : -1;
+    if (!d->name || (a->s && !(d->s = strdup(a->s))))
+        return 0;
+    if (a->ints) {
+        if (!(d->ints = malloc(a->count * sizeof *d->ints + 1)))
+            return 0;
+        memcpy(d->ints, a->ints, a->count * sizeof *d->ints);
+    }
+    if (a->floats) {
+        if (!(d->floats = malloc(a->count * sizeof *d->floats + 1)))
+            return 0;
+        memcpy(d->floats, a->floats, a->count * sizeof *d->floats);
+    }
+    if (a->strings) {
+        if (!(d->strings = calloc(a->count + 1, sizeof *d->strings)))
+            return 0;
+        for (size_t i = 0; i < a->count; i++)
+            if (a->strings[i] && !(d->strings[i] = strdup(a->strings[i])))
+                return 0;
+    }
+    return 1;
+}

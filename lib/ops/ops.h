@@ -1,0 +1,109 @@
+/*
+ * Operators (private): the lowering functions of lib/ops_*.c and helpers
+ * they share.  The table mapping op_type to them is in lib/ops/ops.c.
+ *
+ * A lowering function reads its inputs with sn_in(), checks attributes and
+ * shapes (every error names the node and says why), then either folds on
+ * the host (sn_out_host: shape arithmetic on integer tensors) or emits
+ * kernel steps on the device (sn_out_device / sn_out_alias + sn_emit).
+ */
+#ifndef SN_OPS_H
+#define SN_OPS_H
+
+#include "exec/exec.h"
+
+#define SN_LOWER(name) shardnet_status name(sn_lower *L, const sn_node *n)
+
+/* Normalise an axis in [-rank, rank) to [0, rank); -1 if out of range. */
+int sn_axis(int64_t axis, int rank);
+/* Numpy-broadcast two shapes into out (rank max(ra, rb)); 0 on mismatch. */
+int sn_broadcast_shape(int ra, const int64_t *a, int rb, const int64_t *b,
+                       int *rank, int64_t *out);
+/* Row-major strides (elements) of a shape. */
+void sn_strides(int rank, const int64_t *dims, int64_t *strides);
+/* Copy src (any layout on device) broadcast into a fresh output: used by
+ * Expand, Gemm's C, ... ; src_dims right-aligned against dims. */
+shardnet_status sn_emit_broadcast_copy(sn_lower *L, const sn_node *n,
+                                       sn_rt *src, int rank,
+                                       const int64_t *dims, sn_view dst);
+/* One binary step c = a op b on device views, numpy-broadcasting shape da
+ * (rank ra) against db (rank rb). */
+shardnet_status sn_emit_binary(sn_lower *L, const sn_node *n,
+                               sn_binary_op op, int ra, const int64_t *da,
+                               sn_view a, int rb, const int64_t *db, sn_view b,
+                               sn_view c);
+/* The integer values of a host input (shape, axes, ...), at most cap. */
+shardnet_status sn_host_ints(const sn_node *n, const sn_rt *rt,
+                             const char *what, int64_t *out, size_t cap,
+                             size_t *count);
+
+/*
+ * Parameters that moved from an attribute to an input at some opset:
+ * Slice's starts, ends, axes and steps (inputs 1-4 from opset 10), Clip's
+ * min and max (1-2, opset 11), the axes of Squeeze, Unsqueeze and
+ * ReduceSum and Split's split (input 1, opset 13; Split-1 took either
+ * form), the axes of ReduceMean and ReduceMax (input 1, opset 18).  One table, read by the lowering and
+ * by the splits that write such nodes.
+ *
+ * The input that carries `param` of `op` in a graph of `opset`, or -1
+ * where it is an attribute; *since (may be NULL): the opset it became an
+ * input.  -2 for a parameter the table does not know.
+ */
+int sn_param_input(const char *op, const char *param, int64_t opset,
+                   int64_t *since);
+/*
+ * Node n's integer parameter `param` (see sn_param_input), from its input
+ * or its attribute as the graph's opset says, at most cap values;
+ * *given: whether the node has it.  An input where the opset wants the
+ * attribute (or the reverse) is an error naming the node.
+ */
+shardnet_status sn_param_ints(sn_lower *L, const sn_node *n,
+                              const char *param, int64_t *out, size_t cap,
+                              size_t *count, int *given);
+/* The input carrying `param` of node n of graph g (as sn_param_input),
+ * after checking the node does not give it in the other form. */
+shardnet_status sn_param_where(const sn_graph *g, const sn_node *n,
+                               const char *param, int *input);
+/* The INTS attribute `name` of node n into out (at most cap values);
+ * *given (may be NULL) says whether it is there. */
+shardnet_status sn_attr_ints(const sn_node *n, const char *name,
+                             int64_t *out, size_t cap, size_t *count,
+                             int *given);
+/* `param` of node n where sn_param_where says: from in (the input's
+ * runtime facts, its data on the host; NULL when the node lacks it) when
+ * input >= 0, else from the attribute. */
+shardnet_status sn_param_read(const sn_node *n, const char *param,
+                              int input, const sn_rt *in, int64_t *out,
+                              size_t cap, size_t *count, int *given);
+
+/* Largest tensor computed on the host when folding (bytes): a hostile
+ * model's shape arithmetic must not make the host allocate without bound. */
+#define SN_MAX_HOST_FOLD ((size_t)256 << 20)
+
+/* Store a value (dv, or iv when is_int) as type t at element i of p. */
+void sn_store_value(sn_dtype t, void *p, size_t i, double dv, int64_t iv,
+                    int is_int);
+
+/* lib/ops/ops.c: element-wise, shape and tensor manipulation. */
+SN_LOWER(sn_lower_identity);
+SN_LOWER(sn_lower_reshape);
+SN_LOWER(sn_lower_flatten);
+SN_LOWER(sn_lower_squeeze);
+SN_LOWER(sn_lower_unsqueeze);
+SN_LOWER(sn_lower_shape);
+SN_LOWER(sn_lower_constant);
+SN_LOWER(sn_lower_cast);
+SN_LOWER(sn_lower_binary);
+SN_LOWER(sn_lower_unary);
+
+/* lib/ops/ops_nn.c: linear algebra and neural-network layers. */
+SN_LOWER(sn_lower_gemm);
+SN_LOWER(sn_lower_matmul);
+SN_LOWER(sn_lower_softmax);
+
+/* lib/ops/ops_more.c: convolution, pooling, normalisation, reductions and data
+ * movement (Transpose, Concat, Split, Slice, Gather, Expand, Where, ...). */
+extern const sn_op_def sn_ops_more[];
+extern const size_t sn_ops_more_count;
+
+#endif /* SN_OPS_H */

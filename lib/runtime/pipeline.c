@@ -1,0 +1,2203 @@
+/* Layer split: stages, the cut planner and the micro-batch pipeline.  See
+ * pipeline.h. */
+#include <config.h>
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "ops/ops.h"
+#include "runtime/pipeline.h"
+#include "plan/profile.h"
+#include "runtime/tensor_split.h"
+#include "core/trace.h"
+#include "comm/world.h"
+
+/* Plans kept per stage, one per micro-batch shape. */
+#define STAGE_PLANS 3
+
+typedef struct stage {
+    sn_graph *g;        /* the stage's own graph */
+    sn_device *dev;
+    sn_weights *w;
+    sn_plan *plans[STAGE_PLANS];
+    int *in_parent;     /* per stage input: parent value index */
+    int *out_parent;    /* per stage output: parent value index */
+    /* A hybrid stage: its nodes tensor-split over a group of devices
+     * (grp[0] == dev), one split per micro-batch shape. */
+    sn_device *grp[SN_COLL_MAX];
+    size_t ngrp;
+    sn_tensor_split *ts[STAGE_PLANS];
+    struct sn_pipeline *p;
+    size_t index;
+    pthread_t thread;
+    int started;
+    /* Processes (lib/comm/world.h): the stage runs on its devices' process; a
+     * thread there runs it, and a "proxy" thread on each other process
+     * that reads its values receives them. */
+    unsigned owner;
+    int local;          /* owner == this process */
+    int proxy;          /* remote, and a local stage reads its values */
+    unsigned char *dep; /* per earlier stage: this stage reads its values */
+    int **send;         /* local: per process, the values it reads of ours */
+    size_t *nsend;
+    int *recv;          /* proxy: the values local stages read of ours */
+    size_t nrecv;
+} stage;
+
+struct sn_pipeline {
+    sn_graph *g;
+    size_t nstages;
+    stage *st;
+    size_t nlive;
+    size_t *start; /* first live node of each stage */
+
+    /* One run: micro-batch bookkeeping, shared by the stage threads.  The
+     * counters change under the lock (and the condition is broadcast), and
+     * may be read without it by a thread polling for them. */
+    pthread_mutex_t lock;
+    pthread_cond_t cond;   /* the stages wait on it */
+    pthread_cond_t caller; /* the caller waits on it: batches out, the end
+                              (not woken by every item) */
+    atomic_size_t *done; /* micro-batches finished per stage */
+    atomic_int failed;
+    shardnet_status fail_st;
+    char fail_msg[1024];
+    size_t micro, rows, chunk;
+    int apart;         /* micro-batches may cut the batch (rows_apart) */
+    size_t apart_rows; /* the batch `apart` was decided for */
+    /* A job: nbatch batches of micro micro-batches each ("items", batch b's
+     * micro-batch j being item b * micro + j), up to two batches in
+     * flight: batch b's inputs in bin[b % 2], its boundary values in vals
+     * [(b % 2) * micro + j]. */
+    size_t nbatch;
+    atomic_size_t fed;     /* batches whose inputs are in bin */
+    double row_bytes;      /* the largest activation per row (0: unknown) */
+    sn_binding *bin[2];
+    sn_host_tensor **vals; /* [micro][parent value]: boundary values, their
+                              memory kept from run to run */
+    size_t **cap;          /* [micro][parent value]: bytes allocated */
+    size_t nvals;          /* micro-batches vals has room for */
+    sn_host_tensor *outputs;
+    size_t *out_cap;
+
+    /* Stage threads, started by the first run and parked between runs. */
+    atomic_uint job;       /* bumped to start a run */
+    size_t finished;       /* threads done with the current run */
+    size_t nthreads;       /* local stages and proxies */
+    atomic_int quit;
+    int started;
+    int *prod;             /* per parent value: the stage producing it, -1 */
+    unsigned me, nproc;    /* this process, processes in the job */
+};
+
+static void stop_stages(sn_pipeline *p);
+
+/* --- stage graphs -------------------------------------------------------- */
+
+/* Add parent value v to sub (metadata; constant data is borrowed). */
+static int add_value(sn_graph *sub, const sn_graph *g, int v, int *map)
+{
+    const sn_value *pv = &g->values[v];
+    int s = sn_graph_add_value(sub, pv->name);
+    if (s < 0)
+        return 0;
+    sn_value *sv = &sub->values[s];
+    sv->dtype = pv->dtype;
+    sv->rank = pv->rank;
+    memcpy(sv->dims, pv->dims, sizeof sv->dims);
+    if (pv->flags & SN_VALUE_CONST) {
+        sv->flags |= SN_VALUE_CONST;
+        sv->data = pv->data;
+        sv->nbytes = pv->nbytes;
+    }
+    map[v] = s;
+    return 1;
+}
+
+/*
+ * The graph of live nodes order[a..b): its inputs are what it reads and
+ * does not produce (constants excepted); its outputs what it produces and
+ * later nodes or the model's outputs read.
+ */
+static shardnet_status build_stage(const sn_graph *g, const size_t *order,
+                                   size_t nlive, size_t a, size_t b,
+                                   stage *st)
+{
+    int *map = malloc(g->nvalues * sizeof *map);
+    unsigned char *mine = calloc(g->nnodes + 1, 1);
+    unsigned char *later = calloc(g->nvalues + 1, 1);
+    sn_graph *sub = sn_graph_new();
+    size_t nin = 0, nout = 0;
+    shardnet_status st_ = SHARDNET_OK;
+
+    if (!map || !mine || !later || !sub)
+        goto oom;
+    for (size_t i = 0; i < g->nvalues; i++)
+        map[i] = -1;
+    for (size_t i = a; i < b; i++)
+        mine[order[i]] = 1;
+    for (size_t i = b; i < nlive; i++) {
+        const sn_node *n = &g->nodes[order[i]];
+        for (size_t j = 0; j < n->ninputs; j++)
+            if (n->inputs[j] >= 0)
+                later[n->inputs[j]] = 1;
+    }
+    for (size_t i = 0; i < g->noutputs; i++)
+        later[g->outputs[i]] = 1;
+    sub->opset = g->opset;
+    sub->ir_version = g->ir_version;
+    sub->inputs = malloc((g->nvalues + 1) * sizeof *sub->inputs);
+    sub->outputs = malloc((g->nvalues + 1) * sizeof *sub->outputs);
+    st->in_parent = malloc((g->nvalues + 1) * sizeof *st->in_parent);
+    st->out_parent = malloc((g->nvalues + 1) * sizeof *st->out_parent);
+    if (!sub->inputs || !sub->outputs || !st->in_parent || !st->out_parent)
+        goto oom;
+
+    /* Values read from outside: constants come along, the rest are inputs. */
+    for (size_t i = a; i < b; i++) {
+        const sn_node *n = &g->nodes[order[i]];
+        for (size_t j = 0; j < n->ninputs + n->nattrs; j++) {
+            int v = j < n->ninputs ? n->inputs[j]
+                                   : n->attrs[j - n->ninputs].tensor;
+            if (v < 0 || map[v] >= 0)
+                continue;
+            int p = g->values[v].producer;
+            if (!(g->values[v].flags & SN_VALUE_CONST) && p >= 0 && mine[p])
+                continue; /* produced here: added with its node */
+            if (!add_value(sub, g, v, map))
+                goto oom;
+            if (!(g->values[v].flags & SN_VALUE_CONST)) {
+                sub->values[map[v]].flags |= SN_VALUE_INPUT;
+                sub->inputs[nin] = map[v];
+                st->in_parent[nin++] = v;
+            }
+        }
+        for (size_t j = 0; j < n->noutputs; j++) {
+            int v = n->outputs[j];
+            if (v < 0 || map[v] >= 0)
+                continue;
+            if (!add_value(sub, g, v, map))
+                goto oom;
+            if (later[v]) {
+                sub->values[map[v]].flags |= SN_VALUE_OUTPUT;
+                sub->outputs[nout] = map[v];
+                st->out_parent[nout++] = v;
+            }
+        }
+    }
+    sub->ninputs = nin;
+    sub->noutputs = nout;
+
+    for (size_t i = a; i < b; i++) {
+        const sn_node *n = &g->nodes[order[i]];
+        int in[64], out[16];
+        if (n->ninputs > 64 || n->noutputs > 16) {
+            st_ = sn_error(SHARDNET_UNSUPPORTED,
+                           "node '%s' has too many inputs to split", n->name);
+            goto fail;
+        }
+        for (size_t j = 0; j < n->ninputs; j++)
+            in[j] = n->inputs[j] >= 0 ? map[n->inputs[j]] : -1;
+        for (size_t j = 0; j < n->noutputs; j++)
+            out[j] = n->outputs[j] >= 0 ? map[n->outputs[j]] : -1;
+        int k = sn_graph_add_node(sub, n->name, n->op_type, n->domain, in,
+                                  n->ninputs, out, n->noutputs);
+        if (k < 0)
+            goto oom;
+        sn_node *sn = &sub->nodes[k];
+        if (n->nattrs) {
+            sn->attrs = calloc(n->nattrs, sizeof *sn->attrs);
+            if (!sn->attrs)
+                goto oom;
+            for (size_t j = 0; j < n->nattrs; j++) {
+                sn->nattrs = j + 1;
+                if (!sn_attr_copy(&sn->attrs[j], &n->attrs[j], map))
+                    goto oom;
+            }
+        }
+    }
+    if ((st_ = sn_graph_sort(sub)) != SHARDNET_OK)
+        goto fail;
+    st->g = sub;
+    free(map);
+    free(mine);
+    free(later);
+    return SHARDNET_OK;
+oom:
+    st_ = sn_error(SHARDNET_OUT_OF_MEMORY, "building a pipeline stage");
+fail:
+    sn_graph_free(sub);
+    free(map);
+    free(mine);
+    free(later);
+    return st_;
+}
+
+/* --- costs and cuts ---------------------------------------------------- */
+
+/* Work of one node in flops (GEMM-like ops) or elements touched. */
+double sn_node_work(const sn_graph *g, const sn_plan *p, const sn_node *n)
+{
+    const sn_rt *o = n->noutputs && n->outputs[0] >= 0
+                         ? sn_plan_value(p, (size_t)n->outputs[0])
+                         : NULL;
+    const sn_rt *a = n->ninputs && n->inputs[0] >= 0
+                         ? sn_plan_value(p, (size_t)n->inputs[0])
+                         : NULL;
+    const sn_rt *w = n->ninputs > 1 && n->inputs[1] >= 0
+                         ? sn_plan_value(p, (size_t)n->inputs[1])
+                         : NULL;
+    double out = o && o->known ? (double)sn_rt_elements(o) : 0.0;
+    (void)g;
+    if (!strcmp(n->op_type, "MatMul") && a && a->known && a->rank)
+        return 2.0 * out * (double)a->dims[a->rank - 1];
+    if (!strcmp(n->op_type, "Gemm") && a && a->known && a->rank == 2)
+        return 2.0 * out *
+               (double)(sn_attr_int(n, "transA", 0) ? a->dims[0] : a->dims[1]);
+    if (!strcmp(n->op_type, "Conv") && w && w->known && w->rank > 1)
+        return 2.0 * out * (double)sn_rt_elements(w) / (double)w->dims[0];
+    return out; /* element-wise and data movement: about one op per output */
+}
+
+/*
+ * The cost model's inputs for a graph, its input shapes and devices: every
+ * live node timed on every device (a plan of the whole graph run on each,
+ * waiting for each step: the best of three runs), and what a cut costs.
+ */
+#define TIMED_RUNS 5
+typedef struct costs {
+    size_t nlive, ndev;
+    double *xfer;  /* per live node: seconds to move what crosses a cut
+                      just before it */
+    double *speed; /* per device: GEMM flops/s (for the report) */
+    double *pre;   /* [d * (nlive + 1) + i]: seconds of live nodes [0, i)
+                      on device d */
+    double bw;     /* bytes/s across a cut: the slowest device's staging */
+    double *xbytes; /* per live node: bytes crossing a cut just before it */
+    double *wpre;  /* per live node i: weight bytes first read by live
+                      nodes [0, i) */
+    double arena;  /* activation bytes of the whole graph, whole batch */
+    double *limit; /* per device: bytes it has (global memory) */
+    double *launch; /* per device: seconds to launch a kernel */
+    size_t rows;   /* the batch */
+    double *obytes; /* per live node: bytes of its first output */
+    unsigned char *weighted; /* per live node: reads a constant matrix */
+    /* What the cut planner places stages on: "units", each one device or a
+     * group tensor-splitting its stage (set_units). */
+    size_t nunits;
+    double *upre;  /* [u * (nlive + 1) + i]: seconds of live nodes [0, i) */
+    double *ulimit; /* per unit: bytes of a stage it can hold */
+    unsigned char *ucross; /* per unit: on another process than the one
+                              before it */
+    unsigned *proc;        /* per device: its process */
+    double link_lat, link_bw; /* between processes */
+} costs;
+
+static void free_costs(costs *c)
+{
+    free(c->pre);
+    free(c->xfer);
+    free(c->xbytes);
+    free(c->wpre);
+    free(c->limit);
+    free(c->launch);
+    free(c->obytes);
+    free(c->weighted);
+    free(c->upre);
+    free(c->ulimit);
+    free(c->ucross);
+    free(c->proc);
+    free(c->speed);
+}
+
+/* Seconds per graph node of the whole graph on dev: the median of
+ * TIMED_RUNS runs after one untimed (a node's best run would sum to less
+ * than any real run takes). */
+static shardnet_status time_nodes(sn_graph *g, sn_device *dev,
+                                  const sn_binding *inputs, double *best)
+{
+    sn_weights *w = NULL;
+    sn_plan *p = NULL;
+    double *t = calloc(TIMED_RUNS * g->nnodes + 1, sizeof *t);
+    shardnet_status st;
+    if (!t)
+        return sn_error(SHARDNET_OUT_OF_MEMORY, "cost model");
+    if ((st = sn_weights_new(g, dev, &w)) != SHARDNET_OK ||
+        (st = sn_plan_build(g, w, inputs, &p)) != SHARDNET_OK)
+        goto out;
+    /* Driven the way a split drives it: by a thread of its own, bound to
+     * it (a CPU device then runs the kernels on that thread). */
+    sn_bind_thread(dev, 1);
+    /* A first run untimed: weights packed on first use, arena pages. */
+    st = sn_plan_run(p, inputs);
+    for (int r = 0; r < TIMED_RUNS && st == SHARDNET_OK; r++)
+        st = sn_plan_time_nodes(p, inputs, &t[(size_t)r * g->nnodes]);
+    sn_bind_thread(dev, 0);
+    if (st != SHARDNET_OK)
+        goto out;
+    for (size_t i = 0; i < g->nnodes; i++) {
+        double v[TIMED_RUNS];
+        for (int r = 0; r < TIMED_RUNS; r++) {
+            double x = t[(size_t)r * g->nnodes + i];
+            int k = r;
+            for (; k > 0 && v[k - 1] > x; k--)
+                v[k] = v[k - 1];
+            v[k] = x;
+        }
+        best[i] = v[TIMED_RUNS / 2];
+    }
+out:
+    free(t);
+    sn_plan_free(p);
+    sn_weights_free(w);
+    return st;
+}
+
+/*
+ * Timings already taken in this process, by graph, device and input
+ * shapes: the planner asks for the same ones several times (the layer
+ * split's estimate, the tensor split's, the layer split it then builds).
+ */
+#define TIME_CACHE 16
+static struct timed {
+    unsigned long graph;
+    const sn_device *dev;
+    size_t nnodes, ninputs;
+    sn_binding *shapes; /* data pointers cleared */
+    double *t;
+} time_cache[TIME_CACHE];
+static size_t time_next;
+static pthread_mutex_t time_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static int same_shapes(const sn_binding *a, const sn_binding *b, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        if (a[i].dtype != b[i].dtype || a[i].rank != b[i].rank ||
+            memcmp(a[i].dims, b[i].dims,
+                   (size_t)a[i].rank * sizeof a[i].dims[0]))
+            return 0;
+    return 1;
+}
+
+shardnet_status sn_time_nodes_shared(sn_graph *g, sn_device *dev,
+                                     const sn_binding *inputs, double *t,
+                                     int shared)
+{
+    shardnet_status st = SHARDNET_OK;
+    if (!dev->remote && (st = sn_time_nodes(g, dev, inputs, t)) != SHARDNET_OK)
+        st = sn_error_prefix(st, "timing the model on %s", dev->info.name);
+    if (!shared || sn_world_processes() == 1)
+        return st;
+    if ((st = sn_world_share_status(dev->process, st, "timing the model")) !=
+        SHARDNET_OK)
+        return st;
+    return sn_world_bcast(dev->process, t, g->nnodes * sizeof *t);
+}
+
+shardnet_status sn_time_nodes(sn_graph *g, sn_device *dev,
+                              const sn_binding *inputs, double *best)
+{
+    shardnet_status st;
+    pthread_mutex_lock(&time_lock);
+    for (size_t k = 0; k < TIME_CACHE; k++) {
+        struct timed *e = &time_cache[k];
+        if (e->t && e->graph == g->id && e->dev == dev &&
+            e->nnodes == g->nnodes && e->ninputs == g->ninputs &&
+            same_shapes(e->shapes, inputs, g->ninputs)) {
+            memcpy(best, e->t, g->nnodes * sizeof *best);
+            pthread_mutex_unlock(&time_lock);
+            return SHARDNET_OK;
+        }
+    }
+    pthread_mutex_unlock(&time_lock);
+    if ((st = time_nodes(g, dev, inputs, best)) != SHARDNET_OK)
+        return st;
+    double *t = malloc((g->nnodes + 1) * sizeof *t);
+    sn_binding *shapes = malloc((g->ninputs + 1) * sizeof *shapes);
+    if (!t || !shapes) { /* not remembered: still a good answer */
+        free(t);
+        free(shapes);
+        return SHARDNET_OK;
+    }
+    memcpy(t, best, g->nnodes * sizeof *t);
+    for (size_t i = 0; i < g->ninputs; i++) {
+        shapes[i] = inputs[i];
+        shapes[i].data = NULL;
+    }
+    pthread_mutex_lock(&time_lock);
+    struct timed *e = &time_cache[time_next++ % TIME_CACHE];
+    free(e->t);
+    free(e->shapes);
+    *e = (struct timed){g->id, dev, g->nnodes, g->ninputs, shapes, t};
+    pthread_mutex_unlock(&time_lock);
+    return SHARDNET_OK;
+}
+
+/* The shapes' part of the cost model, from a plan of g on dev (a device of
+ * this process). */
+static shardnet_status shape_costs(sn_graph *g, sn_device *dev,
+                                   const sn_binding *inputs,
+                                   const size_t *order, costs *c)
+{
+    sn_weights *w0 = NULL;
+    sn_plan *shape_plan = NULL;
+    unsigned char *seen = calloc(g->nvalues + 1, 1);
+    shardnet_status st;
+    if (!seen)
+        return sn_error(SHARDNET_OUT_OF_MEMORY, "cost model");
+    if ((st = sn_weights_new(g, dev, &w0)) != SHARDNET_OK ||
+        (st = sn_plan_build(g, w0, inputs, &shape_plan)) != SHARDNET_OK)
+        goto out;
+    for (size_t i = 0; i < c->nlive; i++) {
+        /* Bytes crossing a cut before node i: values produced before it
+         * (or model inputs) that it or the next nodes read. */
+        for (size_t k = i; k < c->nlive && k < i + 64; k++) {
+            const sn_node *m = &g->nodes[order[k]];
+            for (size_t j = 0; j < m->ninputs; j++) {
+                int v = m->inputs[j];
+                if (v < 0 || (g->values[v].flags & SN_VALUE_CONST))
+                    continue;
+                int pr = g->values[v].producer;
+                const sn_rt *r = sn_plan_value(shape_plan, (size_t)v);
+                if ((pr < 0 || pr < (int)order[i]) && r && r->known)
+                    c->xbytes[i] += (double)sn_rt_elements(r) *
+                                    (double)sn_dtype_size(r->dtype);
+            }
+        }
+    }
+    /* Weights: each constant counted at the first live node reading it
+     * (a stage holds the weights its nodes read). */
+    for (size_t i = 0; i < c->nlive; i++) {
+        const sn_node *m = &g->nodes[order[i]];
+        double w = 0;
+        const sn_rt *o = m->noutputs && m->outputs[0] >= 0
+                             ? sn_plan_value(shape_plan, (size_t)m->outputs[0])
+                             : NULL;
+        if (o && o->known)
+            c->obytes[i] = (double)sn_rt_elements(o) *
+                           (double)sn_dtype_size(o->dtype);
+        for (size_t j = 0; j < m->ninputs; j++) {
+            int v = m->inputs[j];
+            if (v < 0 || !(g->values[v].flags & SN_VALUE_CONST))
+                continue;
+            if (g->values[v].rank >= 2)
+                c->weighted[i] = 1;
+            if (seen[v])
+                continue;
+            seen[v] = 1;
+            const sn_rt *r = sn_plan_value(shape_plan, (size_t)v);
+            if (r && r->known)
+                w += (double)sn_rt_elements(r) * (double)sn_dtype_size(r->dtype);
+        }
+        c->wpre[i + 1] = c->wpre[i] + w;
+    }
+    c->arena = (double)sn_plan_arena_bytes(shape_plan);
+out:
+    sn_plan_free(shape_plan);
+    sn_weights_free(w0);
+    free(seen);
+    return st;
+}
+
+/*
+ * The batch that micro-batches cut: the first dimension of the first input
+ * that has one.  1 (nothing to cut) when an input of that first dimension
+ * is declared with a fixed size by the model: a model that fixes it has no
+ * batch, its nodes may mix the rows (a Softmax over axis 0, a Reshape to a
+ * fixed shape) and each stage's plan expects every row at once.
+ */
+static size_t batch_rows(const sn_graph *g, const sn_binding *in)
+{
+    size_t rows = 1, i;
+    for (i = 0; i < g->ninputs && in[i].rank <= 0; i++)
+        ;
+    if (i == g->ninputs)
+        return 1;
+    rows = (size_t)in[i].dims[0];
+    for (i = 0; i < g->ninputs; i++) {
+        const sn_value *v = &g->values[g->inputs[i]];
+        if (in[i].rank > 0 && (size_t)in[i].dims[0] == rows && v->rank > 0 &&
+            v->dims[0] >= 0)
+            return 1;
+    }
+    return rows;
+}
+
+/* --- whether micro-batches may cut the batch ------------------------------ */
+
+static int in_list(const char *op, const char *const *list)
+{
+    for (; *list; list++)
+        if (!strcmp(op, *list))
+            return 1;
+    return 0;
+}
+
+/* Ops whose first input, row by row, gives their output (their other
+ * inputs are whole: Clip's bounds, a convolution's weights). */
+static const char *const row_ops[] = {
+    "Relu", "LeakyRelu", "Elu", "Selu", "Celu", "Sigmoid", "HardSigmoid",
+    "HardSwish", "Tanh", "Erf", "Exp", "Log", "Sqrt", "Neg", "Abs",
+    "Reciprocal", "Floor", "Ceil", "Round", "Sign", "Sin", "Cos", "Tan",
+    "Softplus", "Softsign", "Gelu", "Mish", "Identity", "Dropout", "Cast",
+    "Not", "IsNaN", "IsInf", "Clip", "Conv", "ConvTranspose", "MaxPool",
+    "AveragePool", "LpPool", "GlobalAveragePool", "GlobalMaxPool",
+    "BatchNormalization", "InstanceNormalization", "LRN", NULL};
+/* Element-wise ops with broadcasting. */
+static const char *const broadcast_ops[] = {
+    "Add", "Sub", "Mul", "Div", "Pow", "Max", "Min", "Mod", "PRelu",
+    "Where", "Equal", "Less", "LessOrEqual", "Greater", "GreaterOrEqual",
+    "And", "Or", "Xor", "Sum", "Mean", NULL};
+static const char *const reduce_ops[] = {
+    "ReduceSum", "ReduceMean", "ReduceMax", "ReduceMin", "ReduceProd",
+    "ReduceL1", "ReduceL2", "ReduceLogSum", "ReduceLogSumExp",
+    "ReduceSumSquare", NULL};
+
+static const sn_rt *fact(const sn_plan *plan, const sn_node *n, size_t j)
+{
+    const sn_rt *r = j < n->ninputs && n->inputs[j] >= 0
+                         ? sn_plan_value(plan, (size_t)n->inputs[j])
+                         : NULL;
+    return r && r->known ? r : NULL;
+}
+
+/* Whether node n's `param` axes (of a tensor of rank r) name axis 0: 1
+ * yes, 0 no, -1 when they cannot be read; absent, `absent`. */
+static int axes_name_batch(const sn_graph *g, const sn_plan *plan,
+                           const sn_node *n, const char *param, int r,
+                           int absent)
+{
+    int64_t ax[SN_MAX_DIMS];
+    size_t cnt;
+    int k, given;
+    if (sn_param_where(g, n, param, &k) != SHARDNET_OK ||
+        sn_param_read(n, param, k, k >= 0 ? fact(plan, n, (size_t)k) : NULL,
+                      ax, SN_MAX_DIMS, &cnt, &given) != SHARDNET_OK) {
+        sn_error_clear();
+        return -1;
+    }
+    if (!given || !cnt)
+        return absent;
+    for (size_t i = 0; i < cnt; i++)
+        if (sn_axis(ax[i], r) <= 0)
+            return 1;
+    return 0;
+}
+
+/* Does node n, reading the batch (b[v]: value v carries it on axis 0),
+ * keep the rows apart and give the batch on axis 0 of its outputs (of
+ * rank ro)?  nb: how many of its inputs carry the batch. */
+static int keeps_rows(const sn_graph *g, const sn_plan *plan,
+                      const sn_node *n, const unsigned char *b, int nb,
+                      int ro)
+{
+    const char *op = n->op_type;
+    const sn_rt *x = fact(plan, n, 0);
+    int x_only = nb == 1 && n->inputs[0] >= 0 && b[n->inputs[0]] && x;
+    if (in_list(op, row_ops))
+        return x_only;
+    if (in_list(op, broadcast_ops)) {
+        /* the batch's inputs as ranked as the output; the others
+         * broadcast along axis 0 */
+        for (size_t j = 0; j < n->ninputs; j++) {
+            const sn_rt *r = fact(plan, n, j);
+            if (n->inputs[j] < 0)
+                continue;
+            if (!r || (b[n->inputs[j]] ? r->rank != ro
+                                       : r->rank == ro && r->dims[0] != 1))
+                return 0;
+        }
+        return 1;
+    }
+    if (!strcmp(op, "MatMul")) {
+        const sn_rt *w = fact(plan, n, 1);
+        if (!x || !w || !b[n->inputs[0]] || x->rank < 2 || x->rank != ro)
+            return 0;
+        if (b[n->inputs[1]]) /* batched products: both carry it */
+            return w->rank == ro && ro >= 3;
+        return w->rank <= 2 || w->rank < ro || w->dims[0] == 1;
+    }
+    if (!strcmp(op, "Gemm")) {
+        const sn_rt *c = fact(plan, n, 2);
+        if (!x || !b[n->inputs[0]] || b[n->inputs[1]] ||
+            sn_attr_int(n, "transA", 0))
+            return 0;
+        return !c || b[n->inputs[2]] || c->rank < 2 || c->dims[0] == 1;
+    }
+    if (!strcmp(op, "Softmax") || !strcmp(op, "LogSoftmax") ||
+        !strcmp(op, "Hardmax"))
+        /* before opset 13 the axes from `axis` on are one: axis 0 too */
+        return x_only &&
+               sn_axis(sn_attr_int(n, "axis", g->opset >= 13 ? -1 : 1),
+                       x->rank) >= 1;
+    if (!strcmp(op, "LayerNormalization"))
+        return x_only && sn_axis(sn_attr_int(n, "axis", -1), x->rank) >= 1;
+    if (!strcmp(op, "Transpose")) {
+        const sn_attr *perm = sn_node_attr(n, "perm");
+        return x_only && (perm ? perm->type == SN_ATTR_INTS &&
+                                     perm->count > 0 && perm->ints[0] == 0
+                               : x->rank == 1);
+    }
+    if (!strcmp(op, "Reshape")) {
+        /* a target whose first entry keeps the batch (0: copied, -1: what
+         * is left); the outputs' first dimension is checked before */
+        const sn_rt *t = fact(plan, n, 1);
+        int64_t first;
+        if (!x_only || !t || !t->host || sn_rt_elements(t) < 1)
+            return 0;
+        first = sn_rt_get_int(t, 0);
+        return first == 0 || first == -1;
+    }
+    if (!strcmp(op, "Flatten"))
+        return x_only && sn_axis(sn_attr_int(n, "axis", 1), x->rank) >= 1;
+    if (!strcmp(op, "Squeeze"))
+        return x_only && axes_name_batch(g, plan, n, "axes", x->rank, 0) == 0;
+    if (!strcmp(op, "Unsqueeze"))
+        return x_only && axes_name_batch(g, plan, n, "axes", ro, 1) == 0;
+    if (in_list(op, reduce_ops))
+        return x_only &&
+               axes_name_batch(g, plan, n, "axes", x->rank,
+                               !sn_attr_int(n, "noop_with_empty_axes", 0)) ==
+                   0;
+    if (!strcmp(op, "Slice"))
+        return x_only && axes_name_batch(g, plan, n, "axes", x->rank, 1) == 0;
+    if (!strcmp(op, "Split") || !strcmp(op, "ArgMax") ||
+        !strcmp(op, "ArgMin"))
+        return x_only && sn_axis(sn_attr_int(n, "axis", 0), x->rank) >= 1;
+    if (!strcmp(op, "Concat")) {
+        for (size_t j = 0; j < n->ninputs; j++)
+            if (n->inputs[j] >= 0 && !b[n->inputs[j]])
+                return 0;
+        return x && sn_axis(sn_attr_int(n, "axis", 0), x->rank) >= 1;
+    }
+    if (!strcmp(op, "Gather")) {
+        int64_t axis = sn_attr_int(n, "axis", 0);
+        const sn_rt *idx = fact(plan, n, 1);
+        if (!x || !idx || n->ninputs != 2)
+            return 0;
+        if (b[n->inputs[0]] && !b[n->inputs[1]])
+            return sn_axis(axis, x->rank) >= 1;
+        /* rows of indices into a whole table: an embedding */
+        return !b[n->inputs[0]] && sn_axis(axis, x->rank) == 0 &&
+               idx->rank >= 1;
+    }
+    return 0;
+}
+
+/*
+ * Do the nodes of g keep the rows of the batch apart, so that micro-batches
+ * (cuts of axis 0 of the inputs whose first dimension is `rows`) give the
+ * whole batch's answer?  Each value carries the batch on its axis 0 or does
+ * not depend on it; a node that reads the batch must work row by row along
+ * axis 0 (element-wise, rows times a matrix, images, normalisations and
+ * reductions over other axes, reshapes that keep the rows, ...) and give
+ * it on axis 0 again.  Anything else (a Softmax or a sum over axis 0,
+ * Shape, an operator not listed) runs the batch whole.  plan: the whole
+ * graph planned for these inputs (every value's shape).
+ */
+static int rows_apart(const sn_graph *g, const sn_plan *plan, size_t rows)
+{
+    unsigned char *b = calloc(g->nvalues + 1, 1);
+    int ok = 1;
+    if (!b)
+        return 0;
+    for (size_t i = 0; i < g->ninputs; i++) {
+        const sn_rt *r = sn_plan_value(plan, (size_t)g->inputs[i]);
+        if (r && r->known && r->rank > 0 && (size_t)r->dims[0] == rows)
+            b[g->inputs[i]] = 1;
+    }
+    for (size_t i = 0; i < g->nnodes && ok; i++) {
+        const sn_node *n = &g->nodes[i];
+        int nb = 0, ro = -1;
+        if (n->dead)
+            continue;
+        for (size_t j = 0; j < n->ninputs; j++)
+            nb += n->inputs[j] >= 0 && b[n->inputs[j]];
+        if (!nb)
+            continue;
+        for (size_t j = 0; j < n->noutputs && ok; j++) {
+            const sn_rt *r = n->outputs[j] >= 0
+                                 ? sn_plan_value(plan, (size_t)n->outputs[j])
+                                 : NULL;
+            if (n->outputs[j] < 0)
+                continue;
+            if (!r || !r->known || r->rank < 1 ||
+                (size_t)r->dims[0] != rows)
+                ok = 0;
+            else if (ro < 0)
+                ro = r->rank;
+        }
+        ok = ok && ro > 0 && (!*n->domain || !strcmp(n->domain, "ai.onnx")) &&
+             keeps_rows(g, plan, n, b, nb, ro);
+        if (!ok)
+            sn_log(SHARDNET_LOG_DEBUG,
+                   "layer split: node '%s' (%s) mixes the rows of the "
+                   "batch: no micro-batches",
+                   n->name, n->op_type);
+        for (size_t j = 0; j < n->noutputs && ok; j++)
+            if (n->outputs[j] >= 0)
+                b[n->outputs[j]] = 1;
+    }
+    free(b);
+    return ok;
+}
+
+/* rows_apart for graph g and these inputs, decided on dev's process (a
+ * plan of the whole graph there) and shared with every process.  A plan
+ * that fails leaves the batch whole. */
+static shardnet_status batch_apart(sn_graph *g, sn_device *dev,
+                                   const sn_binding *inputs, int *apart)
+{
+    unsigned char flag = 0;
+    size_t rows = batch_rows(g, inputs);
+    shardnet_status st;
+    if (!dev->remote && rows > 1) {
+        sn_weights *w = NULL;
+        sn_plan *plan = NULL;
+        if (sn_weights_new(g, dev, &w) == SHARDNET_OK &&
+            sn_plan_build(g, w, inputs, &plan) == SHARDNET_OK)
+            flag = (unsigned char)rows_apart(g, plan, rows);
+        else
+            sn_log(SHARDNET_LOG_DEBUG,
+                   "layer split: no micro-batches (planning the shapes: "
+                   "%s)",
+                   shardnet_last_error());
+        sn_error_clear();
+        sn_plan_free(plan);
+        sn_weights_free(w);
+    }
+    if (sn_world_processes() > 1 &&
+        (st = sn_world_bcast(dev->process, &flag, sizeof flag)) !=
+            SHARDNET_OK)
+        return st;
+    *apart = flag;
+    return SHARDNET_OK;
+}
+
+/*
+ * Every device's profile and node times, and the shapes.  In a job of
+ * several processes this is collective: each device is measured on its
+ * own process and the figures broadcast, the shapes come from the first
+ * device's process, and the link between processes is measured once.
+ */
+static shardnet_status measure_costs(sn_graph *g, sn_device *const *devs,
+                                     size_t ndev, const sn_binding *inputs,
+                                     costs *c)
+{
+    size_t *order = malloc((g->nnodes + 1) * sizeof *order);
+    double *t = calloc(g->nnodes + 1, sizeof *t);
+    shardnet_status st = SHARDNET_OK;
+    int multi = sn_world_processes() > 1;
+    memset(c, 0, sizeof *c);
+    if (!order || !t) {
+        free(order);
+        free(t);
+        return sn_error(SHARDNET_OUT_OF_MEMORY, "cost model");
+    }
+    for (size_t i = 0; i < g->nnodes; i++)
+        if (!g->nodes[i].dead)
+            order[c->nlive++] = i;
+    c->ndev = ndev;
+    c->xfer = calloc(c->nlive + 1, sizeof *c->xfer);
+    c->xbytes = calloc(c->nlive + 1, sizeof *c->xbytes);
+    c->wpre = calloc(c->nlive + 1, sizeof *c->wpre);
+    c->limit = calloc(ndev + 1, sizeof *c->limit);
+    c->launch = calloc(ndev + 1, sizeof *c->launch);
+    c->obytes = calloc(c->nlive + 1, sizeof *c->obytes);
+    c->weighted = calloc(c->nlive + 1, 1);
+    c->speed = calloc(ndev + 1, sizeof *c->speed);
+    c->proc = calloc(ndev + 1, sizeof *c->proc);
+    c->pre = calloc(ndev * (c->nlive + 1) + 1, sizeof *c->pre);
+    if (!c->xfer || !c->xbytes || !c->wpre || !c->limit || !c->speed ||
+        !c->pre || !c->obytes || !c->weighted || !c->launch || !c->proc) {
+        st = sn_error(SHARDNET_OUT_OF_MEMORY, "cost model");
+        goto out;
+    }
+    c->bw = 1e30;
+    c->rows = batch_rows(g, inputs);
+    if ((st = sn_profiles_share(devs, ndev)) != SHARDNET_OK)
+        goto out;
+    for (size_t d = 0; d < ndev; d++) {
+        const sn_profile *pr = sn_device_profile(devs[d]);
+        uint64_t mem = devs[d]->remote ? 0 : sn_device_memory(devs[d]);
+        unsigned owner = devs[d]->process;
+        c->proc[d] = owner;
+        if (multi &&
+            (st = sn_world_bcast(owner, &mem, sizeof mem)) != SHARDNET_OK)
+            goto out;
+        c->limit[d] = mem ? (double)mem : 1e300;
+        c->speed[d] = pr->gemm_flops;
+        c->launch[d] = pr->launch_s;
+        if (sn_profile_staging_bw(pr) < c->bw)
+            c->bw = sn_profile_staging_bw(pr);
+        /* The same device twice (a stage list may repeat one) is timed
+         * once. */
+        size_t same = d;
+        for (size_t e = 0; e < d; e++)
+            if (devs[e] == devs[d])
+                same = e;
+        double *pre = &c->pre[d * (c->nlive + 1)];
+        if (same != d) {
+            memcpy(pre, &c->pre[same * (c->nlive + 1)],
+                   (c->nlive + 1) * sizeof *pre);
+            continue;
+        }
+        if ((st = sn_time_nodes_shared(g, devs[d], inputs, t, 1)) !=
+            SHARDNET_OK)
+            goto out;
+        for (size_t i = 0; i < c->nlive; i++)
+            pre[i + 1] = pre[i] + t[order[i]];
+    }
+    /* Shapes of the values crossing cuts, weights, activations: a plan on
+     * the first device, on its process. */
+    unsigned owner0 = devs[0]->process;
+    if (!devs[0]->remote)
+        st = shape_costs(g, devs[0], inputs, order, c);
+    if ((st = sn_world_share_status(owner0, st, "planning the model's shapes")) !=
+        SHARDNET_OK)
+        goto out;
+    if (multi && ((st = sn_world_bcast(owner0, c->xbytes,
+                                       c->nlive * sizeof *c->xbytes)) !=
+                      SHARDNET_OK ||
+                  (st = sn_world_bcast(owner0, c->obytes,
+                                       c->nlive * sizeof *c->obytes)) !=
+                      SHARDNET_OK ||
+                  (st = sn_world_bcast(owner0, c->wpre,
+                                       (c->nlive + 1) * sizeof *c->wpre)) !=
+                      SHARDNET_OK ||
+                  (st = sn_world_bcast(owner0, c->weighted, c->nlive)) !=
+                      SHARDNET_OK ||
+                  (st = sn_world_bcast(owner0, &c->arena,
+                                       sizeof c->arena)) != SHARDNET_OK))
+        goto out;
+    for (size_t i = 0; i < c->nlive; i++)
+        c->xfer[i] = c->xbytes[i] / c->bw;
+    /* The link between processes, when the devices span several. */
+    c->link_lat = 0;
+    c->link_bw = c->bw;
+    for (size_t d = 1; d < ndev; d++)
+        if (c->proc[d] != c->proc[0]) {
+            st = sn_world_link(&c->link_lat, &c->link_bw);
+            break;
+        }
+out:
+    free(order);
+    free(t);
+    if (st != SHARDNET_OK)
+        free_costs(c);
+    return st;
+}
+
+/* Estimated seconds of stage s over live nodes [a, b): its nodes' measured
+ * times on the stage's device, and what enters it across a cut. */
+static double dev_time(const costs *c, size_t d, size_t a, size_t b)
+{
+    const double *pre = &c->pre[d * (c->nlive + 1)];
+    return pre[b] - pre[a];
+}
+
+/*
+ * The units stages go to: groups[u] consecutive devices each (NULL: one
+ * device per unit).  A group's time for a node: every device launches its
+ * share (the slowest launch counts once), and the rest of the node's
+ * measured time is shared at the devices' rates (1 / sum of 1 / t); each
+ * product with a weight matrix adds half a collective (the Megatron pairs:
+ * one per two products) of its output bytes, staged out and back in, with
+ * a fixed cost.  A group holds a stage when its share fits the smallest
+ * device of the group.
+ */
+static shardnet_status set_units(costs *c, const size_t *groups,
+                                 size_t ngroups)
+{
+    size_t nl = c->nlive, n = groups ? ngroups : c->ndev;
+    free(c->upre);
+    free(c->ulimit);
+    free(c->ucross);
+    c->upre = calloc(n * (nl + 1) + 1, sizeof *c->upre);
+    c->ulimit = calloc(n + 1, sizeof *c->ulimit);
+    c->ucross = calloc(n + 1, 1);
+    if (!c->upre || !c->ulimit || !c->ucross)
+        return sn_error(SHARDNET_OUT_OF_MEMORY, "cost model");
+    c->nunits = n;
+    size_t first = 0;
+    for (size_t u = 0; u < n; u++) {
+        size_t k = groups ? groups[u] : 1;
+        double *up = &c->upre[u * (nl + 1)];
+        if (!k || first + k > c->ndev)
+            return sn_error(SHARDNET_INVALID_ARGUMENT,
+                            "split: the groups name more devices than "
+                            "there are");
+        c->ulimit[u] = 1e300;
+        c->ucross[u] = first > 0 && c->proc[first] != c->proc[first - 1];
+        for (size_t d = first; d < first + k; d++)
+            if (c->limit[d] * (double)k < c->ulimit[u])
+                c->ulimit[u] = c->limit[d] * (double)k;
+        for (size_t i = 0; i < nl; i++) {
+            double rate = 0, fixed = 0, t;
+            for (size_t d = first; d < first + k; d++) {
+                double td = dev_time(c, d, i, i + 1);
+                double f = k > 1 && c->launch[d] < td ? c->launch[d] : 0;
+                if (f > fixed)
+                    fixed = f;
+                rate += td - f > 0 ? 1.0 / (td - f) : 1e12;
+            }
+            t = fixed + 1.0 / rate;
+            if (k > 1 && c->weighted[i])
+                t += 0.5 * (SN_COLL_LATENCY_S + 2.0 * c->obytes[i] / c->bw);
+            up[i + 1] = up[i] + t;
+        }
+        first += k;
+    }
+    return SHARDNET_OK;
+}
+
+/* Estimated seconds of a stage on unit u over live nodes [a, b): its
+ * nodes' measured times, and what enters it across a cut. */
+static double stage_time(const costs *c, size_t u, size_t a, size_t b)
+{
+    const double *pre = &c->upre[u * (c->nlive + 1)];
+    double in = !a            ? 0.0
+                : c->ucross[u] ? c->link_lat + c->xbytes[a] / c->link_bw
+                               : c->xfer[a];
+    return pre[b] - pre[a] + in;
+}
+
+/* Estimated device bytes of stage s over live nodes [a, b) with m
+ * micro-batches: the weights its nodes read, and activations at most the
+ * whole graph's for one micro-batch. */
+static double stage_memory(const costs *c, size_t a, size_t b, size_t m)
+{
+    return c->wpre[b] - c->wpre[a] + c->arena / (double)(m ? m : 1);
+}
+
+/* stage_time, or "never" when the stage does not fit its device. */
+static double stage_cost(const costs *c, size_t s, size_t a, size_t b,
+                         size_t m)
+{
+    if (stage_memory(c, a, b, m) > c->ulimit[s])
+        return 1e300;
+    return stage_time(c, s, a, b);
+}
+
+/*
+ * Cuts minimising the slowest stage.  best[s][i]: the smallest possible
+ * bottleneck when stages 0..s take live nodes [0, i).
+ */
+static shardnet_status plan_cuts(const costs *c, size_t ns, size_t m,
+                                 size_t *start)
+{
+    size_t nl = c->nlive;
+    double *best = malloc(ns * (nl + 1) * sizeof *best);
+    size_t *arg = malloc(ns * (nl + 1) * sizeof *arg);
+    if (!best || !arg) {
+        free(best);
+        free(arg);
+        return sn_error(SHARDNET_OUT_OF_MEMORY, "planning the layer split");
+    }
+    for (size_t k = 0; k < ns * (nl + 1); k++) {
+        best[k] = 1e300;
+        arg[k] = 0;
+    }
+    for (size_t s = 0; s < ns; s++)
+        for (size_t i = 0; i <= nl; i++) {
+            if (i < s + 1)
+                continue;
+            if (s == 0) {
+                best[i] = stage_cost(c, 0, 0, i, m);
+                arg[i] = 0;
+                continue;
+            }
+            for (size_t j = s; j < i; j++) {
+                double prev = best[(s - 1) * (nl + 1) + j];
+                double t = stage_cost(c, s, j, i, m);
+                double v = prev > t ? prev : t;
+                if (v < best[s * (nl + 1) + i]) {
+                    best[s * (nl + 1) + i] = v;
+                    arg[s * (nl + 1) + i] = j;
+                }
+            }
+        }
+    size_t i = nl;
+    if (best[(ns - 1) * (nl + 1) + nl] >= 1e300) {
+        free(best);
+        free(arg);
+        return sn_error(SHARDNET_OUT_OF_MEMORY,
+                        "layer split: no cut fits the devices' memory");
+    }
+    for (size_t s = ns; s-- > 0;) {
+        start[s] = arg[s * (nl + 1) + i];
+        i = start[s];
+    }
+    free(best);
+    free(arg);
+    return SHARDNET_OK;
+}
+
+size_t sn_pipeline_micro(const sn_pipeline *p)
+{
+    return p->micro;
+}
+
+size_t sn_pipeline_default_micro(size_t rows, size_t stages)
+{
+    /* Enough micro-batches that the pipeline's fill and drain (stages - 1
+     * of them) cost little, few enough that each keeps four rows or more
+     * for the kernels to work on.  (A hand-off between stages costs about
+     * a microsecond when the stages run on CPU devices; the transformer
+     * at batch 64 runs 3% faster in 16 micro-batches than in 8, the MLP
+     * at batch 1024 alike in 16 or 32.) */
+    size_t m = rows / 4;
+    if (m > 8 * stages)
+        m = 8 * stages;
+    return m > stages ? m : stages;
+}
+
+/* The layer split over units (set_units) with m micro-batches: cuts in
+ * start[0..nunits], the estimate (HUGE when nothing fits), and a line per
+ * stage in the report. */
+static double layer_estimate(costs *c, sn_device *const *devs,
+                             const size_t *groups, size_t m, size_t *start,
+                             char *report, size_t cap, size_t *len)
+{
+    /* (More devices than nodes: the first ones, a node each.) */
+    size_t ns = c->nunits < c->nlive ? c->nunits : c->nlive, first = 0;
+    double bottleneck = 0, moved = 0;
+#define SAY(...)                                                              \
+    do {                                                                      \
+        if (report && *len < cap)                                             \
+            *len += (size_t)snprintf(report + *len, cap - *len, __VA_ARGS__); \
+    } while (0)
+    if (plan_cuts(c, ns, m, start) != SHARDNET_OK) {
+        SAY("%s: not possible: %s\n", groups ? "hybrid" : "layer",
+            shardnet_last_error());
+        sn_error_clear();
+        return 1e300;
+    }
+    start[ns] = c->nlive;
+    for (size_t s = 0; s < ns; s++) {
+        size_t k = groups ? groups[s] : 1;
+        double t = stage_time(c, s, start[s], start[s + 1]);
+        SAY("%s stage %zu on ", groups ? "hybrid" : "layer", s);
+        for (size_t d = first; d < first + k; d++)
+            SAY("%s%s", d > first ? "+" : "", devs[d]->info.name);
+        SAY(": nodes %zu-%zu, estimated %.3f ms per batch, memory %.2f MB%s\n",
+            start[s], start[s + 1] - 1, t * 1e3,
+            stage_memory(c, start[s], start[s + 1], m) / 1e6 / (double)k,
+            k > 1 ? " per device (tensor split)" : "");
+        if (t > bottleneck)
+            bottleneck = t;
+        if (s)
+            moved += c->xbytes[start[s]];
+        first += k;
+    }
+    /* m micro-batches through ns stages: the slowest stage's share,
+     * m + ns - 1 times. */
+    double est = bottleneck / (double)m * (double)(m + ns - 1);
+    /* Each boundary value leaves one device and enters the next. */
+    SAY("%s over %zu stages, %zu micro-batches: estimated %.3f ms (%.2f MB "
+        "moved between stages per run)\n",
+        groups ? "hybrid" : "layer", ns, m, est * 1e3, 2.0 * moved / 1e6);
+#undef SAY
+    return est;
+}
+
+shardnet_status sn_split_choose(sn_graph *g, sn_device *const *devs,
+                                size_t ndev, const sn_binding *inputs,
+                                size_t micro, sn_split_choice *out,
+                                char *report, size_t cap)
+{
+    costs c;
+    size_t start[65], len = 0;
+    shardnet_status st;
+    memset(out, 0, sizeof *out);
+    out->none = out->layer = out->hybrid = 1e300;
+    if (ndev < 1 || ndev > 64)
+        return sn_error(SHARDNET_INVALID_ARGUMENT, "split: 1 to 64 devices");
+    if ((st = measure_costs(g, devs, ndev, inputs, &c)) != SHARDNET_OK)
+        return st;
+    size_t ns = ndev < c.nlive ? ndev : c.nlive;
+    if (report && cap)
+        report[0] = '\0';
+#define SAY(...)                                                              \
+    do {                                                                      \
+        if (report && len < cap)                                              \
+            len += (size_t)snprintf(report + len, cap - len, __VA_ARGS__);    \
+    } while (0)
+    for (size_t d = 0; d < ndev; d++) {
+        double t = dev_time(&c, d, 0, c.nlive);
+        double mem = stage_memory(&c, 0, c.nlive, 1);
+        SAY("none on %s: estimated %.3f ms (GEMM speed %.1f GFLOP/s), "
+            "memory %.2f MB of %.0f MB",
+            devs[d]->info.name, t * 1e3, c.speed[d] * 1e-9, mem / 1e6,
+            c.limit[d] / 1e6);
+        if (mem > c.limit[d]) {
+            SAY(": does not fit\n");
+            continue;
+        }
+        SAY("\n");
+        if (t < out->none) {
+            out->none = t;
+            out->best_dev = d;
+        }
+    }
+    size_t m = micro ? micro : sn_pipeline_default_micro(c.rows, ns);
+    if (m > c.rows)
+        m = c.rows ? c.rows : 1;
+    if (ns > 1 && (st = set_units(&c, NULL, 0)) == SHARDNET_OK)
+        out->layer = layer_estimate(&c, devs, NULL, m, start, report, cap,
+                                    &len);
+    /* Hybrid: two stages, each tensor-split over a group of consecutive
+     * devices (at least one group of two or more). */
+    for (size_t k = 1; st == SHARDNET_OK && ndev >= 3 && k < ndev; k++) {
+        size_t groups[2] = {k, ndev - k};
+        /* A group tensor-splits its stage: all of it on one process. */
+        int spans = 0;
+        for (size_t d = 1; d < ndev; d++)
+            if (d != k && devs[d]->process != devs[d - 1]->process)
+                spans = 1;
+        if (spans)
+            continue;
+        size_t mh = micro ? micro : sn_pipeline_default_micro(c.rows, 2);
+        if (mh > c.rows)
+            mh = c.rows ? c.rows : 1;
+        if ((st = set_units(&c, groups, 2)) != SHARDNET_OK)
+            break;
+        double e = layer_estimate(&c, devs, groups, mh, start, report, cap,
+                                  &len);
+        if (e < out->hybrid) {
+            out->hybrid = e;
+            out->groups[0] = k;
+            out->groups[1] = ndev - k;
+            out->ngroups = 2;
+        }
+    }
+#undef SAY
+    free_costs(&c);
+    if (st != SHARDNET_OK)
+        return st;
+    if (out->none >= 1e300 && out->layer >= 1e300 && out->hybrid >= 1e300)
+        return sn_error(SHARDNET_OUT_OF_MEMORY,
+                        "the model fits neither one of the devices nor a "
+                        "layer split of them");
+    return SHARDNET_OK;
+}
+
+/* Add v to a sorted list without repeats (room for nvalues). */
+static void add_sorted(int *list, size_t *n, int v)
+{
+    size_t k = 0;
+    while (k < *n && list[k] < v)
+        k++;
+    if (k < *n && list[k] == v)
+        return;
+    memmove(list + k + 1, list + k, (*n - k) * sizeof *list);
+    list[k] = v;
+    (*n)++;
+}
+
+/* Who reads whose values: each value's producing stage, each stage's
+ * earlier stages it reads from, and across processes what each local
+ * stage sends where and what each proxy receives (both sides compute the
+ * same sorted lists, so messages match in order). */
+static shardnet_status link_stages(sn_pipeline *p)
+{
+    const sn_graph *g = p->g;
+    if (!(p->prod = malloc((g->nvalues + 1) * sizeof *p->prod)))
+        return sn_error(SHARDNET_OUT_OF_MEMORY, "pipeline");
+    for (size_t v = 0; v < g->nvalues; v++)
+        p->prod[v] = -1;
+    for (size_t s = 0; s < p->nstages; s++)
+        for (size_t i = 0; i < p->st[s].g->noutputs; i++)
+            p->prod[p->st[s].out_parent[i]] = (int)s;
+    for (size_t s = 0; s < p->nstages; s++) {
+        stage *st = &p->st[s];
+        st->dep = calloc(p->nstages + 1, 1);
+        st->send = calloc(p->nproc, sizeof *st->send);
+        st->nsend = calloc(p->nproc, sizeof *st->nsend);
+        st->recv = malloc((g->nvalues + 1) * sizeof *st->recv);
+        if (!st->dep || !st->send || !st->nsend || !st->recv)
+            return sn_error(SHARDNET_OUT_OF_MEMORY, "pipeline");
+        for (size_t i = 0; i < st->g->ninputs; i++) {
+            int t = p->prod[st->in_parent[i]];
+            if (t >= 0 && (size_t)t < s)
+                st->dep[t] = 1;
+        }
+    }
+    for (size_t t = 0; t < p->nstages; t++) {
+        stage *reader = &p->st[t];
+        for (size_t i = 0; i < reader->g->ninputs; i++) {
+            int v = reader->in_parent[i], s = p->prod[v];
+            if (s < 0)
+                continue;
+            stage *maker = &p->st[s];
+            if (maker->owner == reader->owner)
+                continue;
+            /* maker sends v to reader's process; there a proxy gets it. */
+            if (maker->local) {
+                unsigned q = reader->owner;
+                if (!maker->send[q] &&
+                    !(maker->send[q] =
+                          malloc((g->nvalues + 1) * sizeof(int))))
+                    return sn_error(SHARDNET_OUT_OF_MEMORY, "pipeline");
+                add_sorted(maker->send[q], &maker->nsend[q], v);
+            }
+            if (reader->local) {
+                maker->proxy = 1;
+                add_sorted(maker->recv, &maker->nrecv, v);
+            }
+        }
+    }
+    return SHARDNET_OK;
+}
+
+shardnet_status sn_pipeline_create(sn_graph *g, sn_device *const *devs,
+                                   size_t ndev, const sn_binding *inputs,
+                                   const size_t *cuts, sn_pipeline **out)
+{
+    return sn_pipeline_create_groups(g, devs, ndev, NULL, 0, inputs, cuts,
+                                     out);
+}
+
+shardnet_status sn_pipeline_create_groups(sn_graph *g, sn_device *const *devs,
+                                          size_t ndev, const size_t *groups,
+                                          size_t ngroups,
+                                          const sn_binding *inputs,
+                                          const size_t *cuts,
+                                          sn_pipeline **out)
+{
+    sn_pipeline *p = calloc(1, sizeof *p);
+    size_t *order = NULL;
+    shardnet_status st = SHARDNET_OK;
+    *out = NULL;
+    if (!p)
+        return sn_error(SHARDNET_OUT_OF_MEMORY, "pipeline");
+    p->g = g;
+    pthread_mutex_init(&p->lock, NULL);
+    pthread_cond_init(&p->cond, NULL);
+    pthread_cond_init(&p->caller, NULL);
+    order = malloc((g->nnodes + 1) * sizeof *order);
+    if (!order)
+        goto oom;
+    for (size_t i = 0; i < g->nnodes; i++)
+        if (!g->nodes[i].dead)
+            order[p->nlive++] = i;
+    if (groups) {
+        size_t total = 0;
+        for (size_t u = 0; u < ngroups; u++) {
+            if (!groups[u] || groups[u] > SN_COLL_MAX) {
+                st = sn_error(SHARDNET_INVALID_ARGUMENT,
+                              "hybrid split: group %zu has %zu devices (1 "
+                              "to %d)",
+                              u, groups[u], SN_COLL_MAX);
+                goto fail;
+            }
+            total += groups[u];
+        }
+        if (total != ndev) {
+            st = sn_error(SHARDNET_INVALID_ARGUMENT,
+                          "hybrid split: the groups have %zu devices, the "
+                          "list %zu",
+                          total, ndev);
+            goto fail;
+        }
+        p->nstages = ngroups < p->nlive ? ngroups : p->nlive;
+        if (p->nstages < ngroups) {
+            st = sn_error(SHARDNET_INVALID_ARGUMENT,
+                          "hybrid split: %zu groups for %zu nodes", ngroups,
+                          p->nlive);
+            goto fail;
+        }
+    } else {
+        p->nstages = ndev < p->nlive ? ndev : p->nlive;
+    }
+    if (p->nstages == 0) {
+        st = sn_error(SHARDNET_INVALID_ARGUMENT,
+                      "layer split: no devices, or a model without nodes");
+        goto fail;
+    }
+    p->st = calloc(p->nstages, sizeof *p->st);
+    p->start = calloc(p->nstages + 1, sizeof *p->start);
+    if (!p->st || !p->start)
+        goto oom;
+
+    if (cuts) {
+        p->start[0] = 0;
+        for (size_t s = 1; s < p->nstages; s++) {
+            p->start[s] = cuts[s - 1];
+            if (p->start[s] <= p->start[s - 1] || p->start[s] >= p->nlive) {
+                st = sn_error(SHARDNET_INVALID_ARGUMENT,
+                              "layer split: cut %zu at node %zu is out of "
+                              "order or range (%zu nodes)",
+                              s, cuts[s - 1], p->nlive);
+                goto fail;
+            }
+        }
+    } else {
+        costs cm;
+        if ((st = measure_costs(g, devs, groups ? ndev : p->nstages, inputs,
+                                &cm)) != SHARDNET_OK)
+            goto fail;
+        if ((st = set_units(&cm, groups, ngroups)) == SHARDNET_OK)
+            st = plan_cuts(&cm, p->nstages,
+                           sn_pipeline_default_micro(cm.rows, p->nstages),
+                           p->start);
+        for (size_t i = 0; i < cm.nlive; i++)
+            if (cm.rows && cm.obytes[i] / (double)cm.rows > p->row_bytes)
+                p->row_bytes = cm.obytes[i] / (double)cm.rows;
+        free_costs(&cm);
+        if (st != SHARDNET_OK)
+            goto fail;
+    }
+    p->start[p->nstages] = p->nlive;
+    p->me = sn_world_process();
+    p->nproc = sn_world_processes();
+    for (size_t s = 0, first = 0; s < p->nstages; s++) {
+        stage *sg = &p->st[s];
+        sg->ngrp = groups ? groups[s] : 1;
+        memcpy(sg->grp, devs + first, sg->ngrp * sizeof *devs);
+        sg->dev = devs[first];
+        sg->owner = sg->dev->process;
+        sg->local = !sg->dev->remote;
+        for (size_t k = 1; k < sg->ngrp; k++)
+            if (sg->grp[k]->process != sg->owner) {
+                st = sn_error(SHARDNET_UNSUPPORTED,
+                              "hybrid split: stage %zu's group spans "
+                              "processes (%s and %s); a tensor split stays "
+                              "inside one process",
+                              s, sg->dev->info.name, sg->grp[k]->info.name);
+                goto fail;
+            }
+        first += sg->ngrp;
+        if ((st = build_stage(g, order, p->nlive, p->start[s],
+                              p->start[s + 1], sg)) != SHARDNET_OK)
+            goto fail;
+        /* A group's weights are its tensor split's shards, made with it;
+         * another process's stage has none here. */
+        if (sg->ngrp == 1 && sg->local &&
+            (st = sn_weights_new(sg->g, sg->dev, &sg->w)) != SHARDNET_OK)
+            goto fail;
+    }
+    if ((st = link_stages(p)) != SHARDNET_OK)
+        goto fail;
+    p->outputs = calloc(g->noutputs + 1, sizeof *p->outputs);
+    p->out_cap = calloc(g->noutputs + 1, sizeof *p->out_cap);
+    if (!p->outputs || !p->out_cap)
+        goto oom;
+    free(order);
+    *out = p;
+    return SHARDNET_OK;
+oom:
+    st = sn_error(SHARDNET_OUT_OF_MEMORY, "pipeline");
+fail:
+    free(order);
+    sn_pipeline_free(p);
+    return st;
+}
+
+void sn_pipeline_free(sn_pipeline *p)
+{
+    if (!p)
+        return;
+    stop_stages(p);
+    for (size_t j = 0; j < p->nvals; j++) {
+        for (size_t v = 0; v < p->g->nvalues; v++)
+            free(p->vals[j][v].data);
+        free(p->vals[j]);
+        free(p->cap[j]);
+    }
+    free(p->vals);
+    free(p->cap);
+    free(p->done);
+    free(p->bin[0]);
+    free(p->bin[1]);
+    free(p->prod);
+    free(p->out_cap);
+    for (size_t s = 0; p->st && s < p->nstages; s++) {
+        for (int k = 0; k < STAGE_PLANS; k++) {
+            sn_plan_free(p->st[s].plans[k]);
+            sn_tensor_split_free(p->st[s].ts[k]);
+        }
+        sn_weights_free(p->st[s].w);
+        sn_graph_free(p->st[s].g);
+        free(p->st[s].in_parent);
+        free(p->st[s].out_parent);
+        free(p->st[s].dep);
+        for (unsigned q = 0; p->st[s].send && q < p->nproc; q++)
+            free(p->st[s].send[q]);
+        free(p->st[s].send);
+        free(p->st[s].nsend);
+        free(p->st[s].recv);
+    }
+    free(p->st);
+    free(p->start);
+    for (size_t i = 0; p->outputs && i < p->g->noutputs; i++)
+        free(p->outputs[i].data);
+    free(p->outputs);
+    pthread_mutex_destroy(&p->lock);
+    pthread_cond_destroy(&p->cond);
+    pthread_cond_destroy(&p->caller);
+    free(p);
+}
+
+size_t sn_pipeline_stages(const sn_pipeline *p)
+{
+    return p->nstages;
+}
+
+size_t sn_pipeline_stage_start(const sn_pipeline *p, size_t s)
+{
+    return s <= p->nstages ? p->start[s] : p->nlive;
+}
+
+size_t sn_pipeline_live_nodes(const sn_pipeline *p)
+{
+    return p->nlive;
+}
+
+const sn_host_tensor *sn_pipeline_output(const sn_pipeline *p, size_t i)
+{
+    return i < p->g->noutputs ? &p->outputs[i] : NULL;
+}
+
+/* --- running ------------------------------------------------------------- */
+
+static int graph_input_slot(const sn_graph *g, int v)
+{
+    for (size_t i = 0; i < g->ninputs; i++)
+        if (g->inputs[i] == v)
+            return (int)i;
+    return -1;
+}
+
+/* Item k's binding of parent value v for a stage input. */
+static int bind_input(sn_pipeline *p, size_t k, int v, sn_binding *b)
+{
+    int slot = graph_input_slot(p->g, v);
+    size_t j = k % p->micro;
+    if (slot >= 0) {
+        const sn_binding *in = &p->bin[(k / p->micro) % 2][slot];
+        *b = *in;
+        if (p->micro > 1 && in->rank > 0 && (size_t)in->dims[0] == p->rows) {
+            size_t row = in->nbytes / p->rows;
+            size_t first = j * p->chunk;
+            size_t take = p->rows - first < p->chunk ? p->rows - first
+                                                      : p->chunk;
+            b->dims[0] = (int64_t)take;
+            b->data = (const char *)in->data + first * row;
+            b->nbytes = take * row;
+        }
+        return 1;
+    }
+    const sn_host_tensor *t = &p->vals[k % (2 * p->micro)][v];
+    if (!t->data && t->nbytes)
+        return 0;
+    b->dtype = t->dtype;
+    b->rank = t->rank;
+    memcpy(b->dims, t->dims, sizeof b->dims);
+    b->data = t->data ? t->data : "";
+    b->nbytes = t->nbytes;
+    return 1;
+}
+
+/* A group stage's tensor split for inputs shaped like b: kept per shape
+ * (most recent first), made on first use. */
+static shardnet_status stage_split(stage *st, const sn_binding *b,
+                                   sn_tensor_split **out)
+{
+    double speed[SN_COLL_MAX];
+    shardnet_status rc;
+    for (int k = 0; k < STAGE_PLANS; k++)
+        if (st->ts[k] && sn_tensor_split_matches(st->ts[k], b)) {
+            sn_tensor_split *hit = st->ts[k];
+            memmove(&st->ts[1], &st->ts[0], (size_t)k * sizeof st->ts[0]);
+            st->ts[0] = hit;
+            *out = hit;
+            return SHARDNET_OK;
+        }
+    for (size_t d = 0; d < st->ngrp; d++)
+        speed[d] = sn_device_profile(st->grp[d])->gemm_flops;
+    sn_tensor_split *ts;
+    if ((rc = sn_tensor_split_create(st->g, st->grp, st->ngrp, speed, b, NULL,
+                                     0, NULL, &ts)) != SHARDNET_OK)
+        return rc;
+    sn_tensor_split_free(st->ts[STAGE_PLANS - 1]);
+    memmove(&st->ts[1], &st->ts[0], (STAGE_PLANS - 1) * sizeof st->ts[0]);
+    st->ts[0] = ts;
+    *out = ts;
+    return SHARDNET_OK;
+}
+
+static shardnet_status run_stage(sn_pipeline *p, size_t s, size_t j)
+{
+    stage *st = &p->st[s];
+    sn_binding b[64];
+    sn_plan *plan = NULL;
+    shardnet_status rc;
+    if (st->g->ninputs > 64)
+        return sn_error(SHARDNET_UNSUPPORTED, "stage %zu has too many inputs", s);
+    for (size_t i = 0; i < st->g->ninputs; i++)
+        if (!bind_input(p, j, st->in_parent[i], &b[i]))
+            return sn_error(SHARDNET_INTERNAL, "stage %zu: missing input", s);
+    sn_tensor_split *ts = NULL;
+    if (st->ngrp > 1) {
+        if ((rc = stage_split(st, b, &ts)) != SHARDNET_OK ||
+            (rc = sn_tensor_split_run(ts, b)) != SHARDNET_OK)
+            return sn_error_prefix(rc, "stage %zu (tensor split over %zu "
+                                   "devices)", s, st->ngrp);
+    } else {
+        if ((rc = sn_plan_cache_get(st->plans, STAGE_PLANS, st->g, st->w, b,
+                                    &plan)) != SHARDNET_OK)
+            return sn_error_prefix(rc, "stage %zu on %s", s,
+                                   st->dev->info.name);
+        if ((rc = sn_plan_run(plan, b)) != SHARDNET_OK)
+            return sn_error_prefix(rc, "stage %zu on %s", s,
+                                   st->dev->info.name);
+    }
+    /* Keep what later stages read, for this micro-batch. */
+    for (size_t i = 0; i < st->g->noutputs; i++) {
+        const sn_host_tensor *t = ts ? sn_tensor_split_output(ts, i)
+                                     : sn_plan_output(plan, i);
+        sn_host_tensor *d = &p->vals[j % (2 * p->micro)][st->out_parent[i]];
+        size_t *cap = &p->cap[j % (2 * p->micro)][st->out_parent[i]];
+        void *data = d->data;
+        if (!data || *cap < t->nbytes) {
+            free(data);
+            if (!(data = malloc(t->nbytes ? t->nbytes : 1))) {
+                d->data = NULL;
+                *cap = 0;
+                return sn_error(SHARDNET_OUT_OF_MEMORY, "pipeline values");
+            }
+            *cap = t->nbytes;
+        }
+        *d = *t;
+        d->name = NULL;
+        d->data = data;
+        memcpy(d->data, t->data, t->nbytes);
+    }
+    return SHARDNET_OK;
+}
+
+/* Item j's inputs of stage s are there: its batch is fed and every stage
+ * it reads from has finished the item (lock held). */
+static int inputs_ready(const sn_pipeline *p, size_t s, size_t j)
+{
+    if (p->fed <= j / p->micro)
+        return 0;
+    for (size_t t = 0; t < s; t++)
+        if (p->st[s].dep[t] && p->done[t] <= j)
+            return 0;
+    return 1;
+}
+
+/* Header of a value between processes, then its bytes. */
+typedef struct wire_value {
+    int32_t dtype, rank;
+    int64_t dims[SN_MAX_DIMS];
+    uint64_t nbytes;
+} wire_value;
+
+/* Sends of a local stage still in flight: per value slot, each value's
+ * header and data requests (the header kept alive with them). */
+typedef struct in_flight {
+    size_t nper;       /* values sent per item, over all processes */
+    sn_world_req **req; /* [slot][2 * nper] */
+    wire_value *hdr;   /* [slot][nper] */
+    size_t slots;
+} in_flight;
+
+/* Finish the sends of one slot (before its values are written again). */
+static shardnet_status finish_sends(in_flight *f, size_t slot)
+{
+    shardnet_status rc = SHARDNET_OK;
+    for (size_t k = 0; f->req && k < 2 * f->nper; k++) {
+        sn_world_req **r = &f->req[slot * 2 * f->nper + k];
+        shardnet_status r2 = sn_world_wait(*r);
+        *r = NULL;
+        if (rc == SHARDNET_OK)
+            rc = r2;
+    }
+    return rc;
+}
+
+/* Start sending item j's values that other processes read from local stage
+ * s; they go while the stage computes the next items. */
+static shardnet_status send_values(sn_pipeline *p, size_t s, size_t j,
+                                   in_flight *f)
+{
+    const stage *st = &p->st[s];
+    size_t slot = j % (2 * p->micro), at = 0;
+    sn_host_tensor *vals = p->vals[slot];
+    shardnet_status rc = SHARDNET_OK;
+    for (unsigned q = 0; q < p->nproc && rc == SHARDNET_OK; q++)
+        for (size_t k = 0; k < st->nsend[q] && rc == SHARDNET_OK; k++, at++) {
+            const sn_host_tensor *t = &vals[st->send[q][k]];
+            wire_value *h = &f->hdr[slot * f->nper + at];
+            sn_world_req **r = &f->req[slot * 2 * f->nper + 2 * at];
+            memset(h, 0, sizeof *h);
+            h->dtype = (int32_t)t->dtype;
+            h->rank = t->rank;
+            h->nbytes = t->nbytes;
+            memcpy(h->dims, t->dims, sizeof h->dims);
+            if ((rc = sn_world_isend(q, (int)s, h, sizeof *h, &r[0])) ==
+                    SHARDNET_OK &&
+                t->nbytes)
+                rc = sn_world_isend(q, (int)s, t->data, t->nbytes, &r[1]);
+        }
+    return rc;
+}
+
+/* Receive item j's values of remote stage s into vals. */
+static shardnet_status recv_values(sn_pipeline *p, size_t s, size_t j)
+{
+    const stage *st = &p->st[s];
+    size_t slot = j % (2 * p->micro);
+    for (size_t k = 0; k < st->nrecv; k++) {
+        int v = st->recv[k];
+        sn_host_tensor *d = &p->vals[slot][v];
+        size_t *cap = &p->cap[slot][v];
+        wire_value h;
+        shardnet_status rc = sn_world_recv(st->owner, (int)s, &h, sizeof h);
+        if (rc != SHARDNET_OK)
+            return rc;
+        if (h.rank < 0 || h.rank > SN_MAX_DIMS || h.nbytes > SN_MAX_ELEMENTS * 8)
+            return sn_error(SHARDNET_INTERNAL,
+                            "stage %zu: a malformed value from process %u", s,
+                            st->owner);
+        if (!d->data || *cap < h.nbytes) {
+            free(d->data);
+            *cap = 0;
+            if (!(d->data = malloc(h.nbytes ? h.nbytes : 1)))
+                return sn_error(SHARDNET_OUT_OF_MEMORY, "pipeline values");
+            *cap = h.nbytes;
+        }
+        d->dtype = (sn_dtype)h.dtype;
+        d->rank = h.rank;
+        memcpy(d->dims, h.dims, sizeof d->dims);
+        d->nbytes = h.nbytes;
+        d->name = NULL;
+        if (h.nbytes &&
+            (rc = sn_world_recv(st->owner, (int)s, d->data, h.nbytes)) !=
+                SHARDNET_OK)
+            return rc;
+    }
+    return SHARDNET_OK;
+}
+
+/*
+ * Waiting.  A thread that drives a CPU device has the device's cores to
+ * itself, so before it sleeps on the condition it polls a while: the item
+ * it waits for is usually one upstream micro-batch away, and a poll sees it
+ * within microseconds where a wake-up from sleep takes tens of them (on
+ * every hand-off, on the critical path).  Threads that share cores with a
+ * device's own (OpenCL) sleep at once.
+ */
+#define STAGE_POLL_S 1e-3 /* a stage, for its next item's inputs */
+#define JOB_POLL_S 500e-6 /* a stage, for the next run */
+#define OUT_POLL_S 1e-3   /* the caller, for a batch's outputs */
+
+typedef struct wait_for {
+    const sn_pipeline *p;
+    size_t s, j;
+    unsigned seen;
+} wait_for;
+
+static int polls(const stage *st)
+{
+    return st->local && st->dev->info.kind == SHARDNET_DEVICE_CPU;
+}
+
+static int item_ready(const void *arg)
+{
+    const wait_for *w = arg;
+    return atomic_load(&w->p->failed) || inputs_ready(w->p, w->s, w->j);
+}
+
+static int job_posted(const void *arg)
+{
+    const wait_for *w = arg;
+    return atomic_load(&w->p->quit) || atomic_load(&w->p->job) != w->seen;
+}
+
+/* Batch w->j is out: every local stage that makes an output is through it
+ * (or the run failed). */
+static int batch_out(const void *arg)
+{
+    const wait_for *w = arg;
+    const sn_pipeline *p = w->p;
+    if (atomic_load(&p->failed))
+        return 1;
+    for (size_t i = 0; i < p->g->noutputs; i++) {
+        int s = p->prod[p->g->outputs[i]];
+        if (s >= 0 && p->st[s].local &&
+            atomic_load(&p->done[s]) < (w->j + 1) * p->micro)
+            return 0;
+    }
+    return 1;
+}
+
+/* The caller polls for the outputs only once the local stages that make
+ * none are through the whole job (their cores are free then; before, a
+ * poller would take turns with them). */
+static int outputs_awaited(const sn_pipeline *p)
+{
+    for (size_t s = 0; s < p->nstages; s++) {
+        if (!polls(&p->st[s]))
+            continue;
+        int makes = 0;
+        for (size_t i = 0; i < p->g->noutputs; i++)
+            makes |= p->prod[p->g->outputs[i]] == (int)s;
+        if (!makes && atomic_load(&p->done[s]) < p->nbatch * p->micro)
+            return 0;
+    }
+    return 1;
+}
+
+/* Record stage s's result for item j (lock taken here). */
+static void item_done(sn_pipeline *p, size_t s, size_t j, shardnet_status rc)
+{
+    pthread_mutex_lock(&p->lock);
+    if (rc != SHARDNET_OK && !p->failed) {
+        p->failed = 1;
+        p->fail_st = rc;
+        snprintf(p->fail_msg, sizeof p->fail_msg, "%s", shardnet_last_error());
+    }
+    p->done[s] = j + 1;
+    pthread_cond_broadcast(&p->cond);
+    if (p->failed || (j + 1) % p->micro == 0)
+        pthread_cond_broadcast(&p->caller);
+    pthread_mutex_unlock(&p->lock);
+}
+
+/* A proxy's job: receive remote stage s's values, item by item, once the
+ * item's slot is free (its batch fed here). */
+static void receive_micro_batches(sn_pipeline *p, size_t s)
+{
+    for (size_t j = 0; j < p->nbatch * p->micro; j++) {
+        pthread_mutex_lock(&p->lock);
+        while (!p->failed && p->fed <= j / p->micro)
+            pthread_cond_wait(&p->cond, &p->lock);
+        int stop = p->failed;
+        pthread_mutex_unlock(&p->lock);
+        if (stop)
+            break;
+        shardnet_status rc = recv_values(p, s, j);
+        if (rc != SHARDNET_OK)
+            rc = sn_error_prefix(rc, "stage %zu's values", s);
+        item_done(p, s, j, rc);
+        if (rc != SHARDNET_OK)
+            break;
+    }
+}
+
+/* A job's items through stage s, each once its inputs are there. */
+static void run_micro_batches(sn_pipeline *p, size_t s)
+{
+    const stage *st = &p->st[s];
+    in_flight f = {0};
+    for (unsigned q = 0; q < p->nproc; q++)
+        f.nper += st->nsend[q];
+    if (f.nper) {
+        f.slots = 2 * p->micro;
+        f.req = calloc(f.slots * 2 * f.nper, sizeof *f.req);
+        f.hdr = calloc(f.slots * f.nper, sizeof *f.hdr);
+        if (!f.req || !f.hdr) {
+            free(f.req);
+            free(f.hdr);
+            item_done(p, s, 0,
+                      sn_error(SHARDNET_OUT_OF_MEMORY, "pipeline sends"));
+            return;
+        }
+    }
+    for (size_t j = 0; j < p->nbatch * p->micro; j++) {
+        wait_for w = {.p = p, .s = s, .j = j};
+        if (polls(st))
+            sn_poll(item_ready, &w, STAGE_POLL_S);
+        pthread_mutex_lock(&p->lock);
+        while (!item_ready(&w))
+            pthread_cond_wait(&p->cond, &p->lock);
+        int stop = p->failed;
+        pthread_mutex_unlock(&p->lock);
+        if (stop)
+            break;
+        double t0 = sn_trace_on() ? sn_trace_now() : 0;
+        /* The slot's values of two batches ago must be out first. */
+        shardnet_status rc = f.nper ? finish_sends(&f, j % f.slots)
+                                    : SHARDNET_OK;
+        if (rc == SHARDNET_OK)
+            rc = run_stage(p, s, j);
+        if (rc == SHARDNET_OK && f.nper)
+            rc = send_values(p, s, j, &f);
+        if (sn_trace_on()) {
+            char name[96];
+            if (p->nbatch > 1)
+                snprintf(name, sizeof name,
+                         "micro-batch %zu (stage %zu) of batch %zu",
+                         j % p->micro, s, j / p->micro);
+            else
+                snprintf(name, sizeof name, "micro-batch %zu (stage %zu)", j,
+                         s);
+            sn_trace_add(p->st[s].dev->info.name, "micro-batch", name, t0,
+                         sn_trace_now());
+        }
+        item_done(p, s, j, rc);
+        if (rc != SHARDNET_OK)
+            break;
+    }
+    /* Every send done before the job ends (its buffers may go). */
+    for (size_t slot = 0; slot < f.slots; slot++) {
+        shardnet_status rc = finish_sends(&f, slot);
+        if (rc != SHARDNET_OK) {
+            item_done(p, s, p->done[s] ? p->done[s] - 1 : 0, rc);
+            break;
+        }
+    }
+    free(f.req);
+    free(f.hdr);
+}
+
+/* A stage's thread: bound to its device for its whole life, it runs each
+ * run's micro-batches and parks in between. */
+static void *stage_main(void *arg)
+{
+    stage *me = arg;
+    sn_pipeline *p = me->p;
+    size_t s = me->index;
+    unsigned seen = 0;
+    /* (A group stage's tensor split binds the thread to its first device
+     * for each run itself; a proxy only waits for messages.) */
+    if (me->ngrp == 1 && me->local)
+        sn_bind_thread(p->st[s].dev, 1);
+    for (;;) {
+        wait_for w = {.p = p, .seen = seen};
+        if (polls(me))
+            sn_poll(job_posted, &w, JOB_POLL_S);
+        pthread_mutex_lock(&p->lock);
+        while (!job_posted(&w))
+            pthread_cond_wait(&p->cond, &p->lock);
+        if (p->quit) {
+            pthread_mutex_unlock(&p->lock);
+            break;
+        }
+        seen = p->job;
+        pthread_mutex_unlock(&p->lock);
+        if (me->local)
+            run_micro_batches(p, s);
+        else
+            receive_micro_batches(p, s);
+        pthread_mutex_lock(&p->lock);
+        p->finished++;
+        pthread_cond_broadcast(&p->caller);
+        pthread_mutex_unlock(&p->lock);
+    }
+    if (me->local)
+        sn_bind_thread(p->st[s].dev, 0);
+    return NULL;
+}
+
+/* Output i of batch b: the micro-batches' pieces concatenated along the
+ * batch, or, for an output without the batch dimension, the first
+ * micro-batch's. */
+static shardnet_status gather_output(sn_pipeline *p, size_t i, size_t b)
+{
+    int v = p->g->outputs[i];
+    sn_host_tensor *o = &p->outputs[i];
+    sn_host_tensor **vals = p->vals + (b % 2) * p->micro;
+    const sn_host_tensor *first = &vals[0][v];
+    int batched = p->micro > 1 && first->rank > 0 &&
+                  (size_t)first->dims[0] <= p->chunk;
+    size_t parts = batched ? p->micro : 1, bytes = 0, at = 0;
+    for (size_t j = 0; j < parts; j++)
+        bytes += vals[j][v].nbytes;
+    if (!o->data || p->out_cap[i] < bytes) {
+        free(o->data);
+        p->out_cap[i] = 0;
+        if (!(o->data = malloc(bytes ? bytes : 1)))
+            return sn_error(SHARDNET_OUT_OF_MEMORY, "pipeline outputs");
+        p->out_cap[i] = bytes;
+    }
+    o->name = p->g->values[v].name;
+    o->dtype = first->dtype;
+    o->rank = first->rank;
+    memcpy(o->dims, first->dims, sizeof o->dims);
+    o->nbytes = bytes;
+    for (size_t j = 0; j < parts; j++) {
+        const sn_host_tensor *t = &vals[j][v];
+        if (t->nbytes)
+            memcpy((char *)o->data + at, t->data, t->nbytes);
+        at += t->nbytes;
+        if (j && o->rank > 0)
+            o->dims[0] += t->dims[0];
+    }
+    return SHARDNET_OK;
+}
+
+/* Room for n micro-batches' boundary values (kept from run to run). */
+static shardnet_status reserve_vals(sn_pipeline *p, size_t n)
+{
+    if (n <= p->nvals)
+        return SHARDNET_OK;
+    sn_host_tensor **v = realloc(p->vals, n * sizeof *v);
+    if (v)
+        p->vals = v;
+    size_t **c = realloc(p->cap, n * sizeof *c);
+    if (c)
+        p->cap = c;
+    if (!v || !c)
+        return sn_error(SHARDNET_OUT_OF_MEMORY, "pipeline");
+    for (; p->nvals < n; p->nvals++) {
+        p->vals[p->nvals] = calloc(p->g->nvalues + 1, sizeof **p->vals);
+        p->cap[p->nvals] = calloc(p->g->nvalues + 1, sizeof **p->cap);
+        if (!p->vals[p->nvals] || !p->cap[p->nvals]) {
+            free(p->vals[p->nvals]);
+            free(p->cap[p->nvals]);
+            return sn_error(SHARDNET_OUT_OF_MEMORY, "pipeline");
+        }
+    }
+    return SHARDNET_OK;
+}
+
+/* Stop and join the stage threads. */
+static void stop_stages(sn_pipeline *p)
+{
+    pthread_mutex_lock(&p->lock);
+    p->quit = 1;
+    pthread_cond_broadcast(&p->cond);
+    pthread_mutex_unlock(&p->lock);
+    for (size_t s = 0; p->st && s < p->nstages; s++)
+        if (p->st[s].started) {
+            pthread_join(p->st[s].thread, NULL);
+            p->st[s].started = 0;
+        }
+}
+
+/*
+ * Micro-batches per batch of a stream when none are asked for.  A stream
+ * fills the pipeline once, so bubbles cost little and fewer, larger
+ * micro-batches waste less per hand-off; but a micro-batch whose
+ * activations stay in cache runs faster per row.  So: enough that the
+ * largest activation of a micro-batch is about 512 KiB, from one to eight
+ * per stage.
+ */
+#define STREAM_MICRO_BYTES (512.0 * 1024.0)
+static size_t stream_micro(const sn_pipeline *p)
+{
+    size_t m = (size_t)(p->row_bytes * (double)p->rows / STREAM_MICRO_BYTES +
+                        0.999);
+    if (m < p->nstages)
+        m = p->nstages;
+    if (m > 8 * p->nstages)
+        m = 8 * p->nstages;
+    return m;
+}
+
+/* Output i, made on process root: broadcast to every process. */
+static shardnet_status share_output(sn_pipeline *p, size_t i, unsigned root)
+{
+    sn_host_tensor *o = &p->outputs[i];
+    wire_value h = {0};
+    shardnet_status st;
+    if (p->me == root) {
+        h.dtype = (int32_t)o->dtype;
+        h.rank = o->rank;
+        memcpy(h.dims, o->dims, sizeof h.dims);
+        h.nbytes = o->nbytes;
+    }
+    if ((st = sn_world_bcast(root, &h, sizeof h)) != SHARDNET_OK)
+        return st;
+    if (p->me != root) {
+        if (h.rank < 0 || h.rank > SN_MAX_DIMS ||
+            h.nbytes > SN_MAX_ELEMENTS * 8)
+            return sn_error(SHARDNET_INTERNAL,
+                            "output %zu: malformed from process %u", i, root);
+        if (!o->data || p->out_cap[i] < h.nbytes) {
+            free(o->data);
+            p->out_cap[i] = 0;
+            if (!(o->data = malloc(h.nbytes ? h.nbytes : 1)))
+                return sn_error(SHARDNET_OUT_OF_MEMORY, "pipeline outputs");
+            p->out_cap[i] = h.nbytes;
+        }
+        o->name = p->g->values[p->g->outputs[i]].name;
+        o->dtype = (sn_dtype)h.dtype;
+        o->rank = h.rank;
+        memcpy(o->dims, h.dims, sizeof o->dims);
+        o->nbytes = h.nbytes;
+    }
+    return sn_world_bcast(root, o->data, o->nbytes);
+}
+
+/* Take batch b's inputs from feed into bin[b % 2]. */
+static shardnet_status take_batch(sn_pipeline *p, size_t b, sn_feed_fn feed,
+                                  void *user)
+{
+    const sn_binding *in = NULL;
+    shardnet_status st = feed(user, b, &in);
+    if (st != SHARDNET_OK)
+        return st;
+    if (b && !same_shapes(in, p->bin[0], p->g->ninputs) &&
+        !same_shapes(in, p->bin[1], p->g->ninputs))
+        return sn_error(SHARDNET_INVALID_ARGUMENT,
+                        "stream: batch %zu is shaped unlike the first", b);
+    memcpy(p->bin[b % 2], in, p->g->ninputs * sizeof *in);
+    return SHARDNET_OK;
+}
+
+shardnet_status sn_pipeline_stream(sn_pipeline *p, size_t nbatch, size_t micro,
+                                   sn_feed_fn feed, sn_drain_fn drain,
+                                   void *user)
+{
+    sn_graph *g = p->g;
+    shardnet_status st = SHARDNET_OK;
+    if (!nbatch)
+        return SHARDNET_OK;
+    for (int k = 0; k < 2; k++)
+        if (!p->bin[k] &&
+            !(p->bin[k] = calloc(g->ninputs + 1, sizeof *p->bin[k])))
+            return sn_error(SHARDNET_OUT_OF_MEMORY, "pipeline");
+    if ((st = take_batch(p, 0, feed, user)) != SHARDNET_OK)
+        return st;
+    memcpy(p->bin[1], p->bin[0], g->ninputs * sizeof *p->bin[0]);
+    /* The batch, cut only where the nodes keep its rows apart (decided
+     * once per batch size). */
+    p->rows = batch_rows(g, p->bin[0]);
+    if (p->rows > 1 && p->rows != p->apart_rows) {
+        /* The shapes planned on a CPU device if a stage has one (its
+         * weights need no copy), else on the first stage's. */
+        sn_device *where = p->st[0].dev;
+        for (size_t s = p->nstages; s-- > 0;)
+            for (size_t k = p->st[s].ngrp; k-- > 0;)
+                if (p->st[s].grp[k]->info.kind == SHARDNET_DEVICE_CPU)
+                    where = p->st[s].grp[k];
+        if ((st = batch_apart(g, where, p->bin[0], &p->apart)) !=
+            SHARDNET_OK)
+            return st;
+        p->apart_rows = p->rows;
+    }
+    if (!p->apart && p->rows > 1)
+        p->rows = 1;
+    p->micro = micro                ? micro
+               : nbatch > 1 ? stream_micro(p)
+                            : sn_pipeline_default_micro(p->rows, p->nstages);
+    if (p->micro > p->rows)
+        p->micro = p->rows ? p->rows : 1;
+    p->chunk = (p->rows + p->micro - 1) / p->micro;
+    p->micro = p->chunk ? (p->rows + p->chunk - 1) / p->chunk : 1;
+    if (!p->micro)
+        p->micro = 1;
+    if ((st = reserve_vals(p, 2 * p->micro)) != SHARDNET_OK)
+        return st;
+    if (!p->done && !(p->done = calloc(p->nstages, sizeof *p->done)))
+        return sn_error(SHARDNET_OUT_OF_MEMORY, "pipeline");
+    if (!p->started) {
+        p->nthreads = 0;
+        for (size_t s = 0; s < p->nstages; s++) {
+            p->st[s].p = p;
+            p->st[s].index = s;
+            if (!p->st[s].local && !p->st[s].proxy)
+                continue;
+            if (pthread_create(&p->st[s].thread, NULL, stage_main,
+                               &p->st[s])) {
+                stop_stages(p);
+                p->quit = 0;
+                return sn_error(SHARDNET_INTERNAL, "cannot start a stage");
+            }
+            p->st[s].started = 1;
+            p->nthreads++;
+        }
+        p->started = 1;
+    }
+    pthread_mutex_lock(&p->lock);
+    p->nbatch = nbatch;
+    p->fed = 1;
+    p->failed = 0;
+    p->finished = 0;
+    for (size_t s = 0; s < p->nstages; s++)
+        atomic_store(&p->done[s], 0);
+    p->job++;
+    pthread_cond_broadcast(&p->cond);
+    pthread_mutex_unlock(&p->lock);
+    /* Feed batch b + 1 while batch b is in the stages, then hand batch b
+     * out; batch b + 1 reuses the slots of batch b - 1, handed out
+     * already. */
+    for (size_t b = 0; b < nbatch; b++) {
+        if (b + 1 < nbatch) {
+            shardnet_status fs = take_batch(p, b + 1, feed, user);
+            pthread_mutex_lock(&p->lock);
+            if (fs != SHARDNET_OK && !p->failed) {
+                p->failed = 1;
+                p->fail_st = fs;
+                snprintf(p->fail_msg, sizeof p->fail_msg, "%s",
+                         shardnet_last_error());
+            }
+            p->fed = b + 2;
+            pthread_cond_broadcast(&p->cond);
+            pthread_mutex_unlock(&p->lock);
+        }
+        /* Batch b is out once every local stage that makes an output has
+         * finished it (then every stage before it has too). */
+        wait_for w = {.p = p, .j = b};
+        if (b + 1 == nbatch) {
+            pthread_mutex_lock(&p->lock);
+            while (!p->failed && !outputs_awaited(p))
+                pthread_cond_wait(&p->caller, &p->lock);
+            pthread_mutex_unlock(&p->lock);
+            sn_poll(batch_out, &w, OUT_POLL_S);
+        }
+        pthread_mutex_lock(&p->lock);
+        while (!batch_out(&w))
+            pthread_cond_wait(&p->caller, &p->lock);
+        int failed = p->failed;
+        pthread_mutex_unlock(&p->lock);
+        if (failed)
+            break;
+        for (size_t i = 0; i < g->noutputs && st == SHARDNET_OK; i++) {
+            int s = p->prod[g->outputs[i]];
+            if (s < 0 || p->st[s].local)
+                st = gather_output(p, i, b);
+            /* Every process gets the outputs, from the process that made
+             * each. */
+            if (st == SHARDNET_OK && p->nproc > 1)
+                st = share_output(p, i, s < 0 ? 0 : p->st[s].owner);
+        }
+        if (st == SHARDNET_OK && drain)
+            st = drain(user, b);
+        if (st != SHARDNET_OK) {
+            pthread_mutex_lock(&p->lock);
+            if (!p->failed) {
+                p->failed = 1;
+                p->fail_st = st;
+                snprintf(p->fail_msg, sizeof p->fail_msg, "%s",
+                         shardnet_last_error());
+            }
+            pthread_cond_broadcast(&p->cond);
+            pthread_mutex_unlock(&p->lock);
+            break;
+        }
+    }
+    pthread_mutex_lock(&p->lock);
+    while (p->finished < p->nthreads)
+        pthread_cond_wait(&p->caller, &p->lock);
+    pthread_mutex_unlock(&p->lock);
+    if (p->failed)
+        return sn_error(p->fail_st, "%s", p->fail_msg);
+    return SHARDNET_OK;
+}
+
+/* sn_pipeline_run: one batch, its inputs given. */
+static shardnet_status feed_one(void *user, size_t b, const sn_binding **in)
+{
+    (void)b;
+    *in = user;
+    return SHARDNET_OK;
+}
+
+shardnet_status sn_pipeline_run(sn_pipeline *p, const sn_binding *inputs,
+                                size_t micro)
+{
+    return sn_pipeline_stream(p, 1, micro, feed_one, NULL,
+                              (void *)(uintptr_t)inputs);
+}

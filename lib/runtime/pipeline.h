@@ -1,0 +1,116 @@
+/*
+ * Layer split (private): a model cut into contiguous stages of its
+ * topological order, one stage per device, with the batch cut into
+ * micro-batches that flow through the stages at once (a pipeline).
+ *
+ * Each stage is a graph of its own (the nodes of its range; its inputs are
+ * the values it reads from earlier stages or from the model's inputs; its
+ * outputs are the values later stages or the model's outputs read) with its
+ * own plans on its device.  Values cross stages through host memory.  One
+ * thread per stage runs micro-batch j once the stage before it has
+ * finished micro-batch j.
+ *
+ * Cuts come from a dynamic programme over the live nodes (PipeDream's
+ * partitioner for a chain of heterogeneous devices in the given order): it
+ * minimises the slowest stage, a stage costing its nodes' work divided by
+ * the device's measured GEMM speed, plus a launch overhead per node, plus
+ * the bytes entering it divided by the host staging bandwidth.
+ */
+#ifndef SN_PIPELINE_H
+#define SN_PIPELINE_H
+
+#include "exec/exec.h"
+
+typedef struct sn_pipeline sn_pipeline;
+
+/*
+ * Cut graph g (sorted, passes run) across devs[0..ndev) for inputs shaped
+ * like `inputs` (one binding per g->inputs entry; used to estimate costs).
+ * cuts: NULL to let the planner choose, else ndev - 1 indices into the live
+ * nodes (stage s starts at cuts[s - 1]).
+ */
+shardnet_status sn_pipeline_create(sn_graph *g, sn_device *const *devs,
+                                   size_t ndev, const sn_binding *inputs,
+                                   const size_t *cuts, sn_pipeline **out);
+/*
+ * A hybrid split: stage s runs on groups[s] consecutive devices of devs
+ * (the groups cover devs), its nodes tensor-split across them when there
+ * are several (lib/runtime/shard.c); the cut planner weighs each group as its
+ * devices working together.  groups NULL: one device per stage, as
+ * sn_pipeline_create().
+ */
+shardnet_status sn_pipeline_create_groups(sn_graph *g, sn_device *const *devs,
+                                          size_t ndev, const size_t *groups,
+                                          size_t ngroups,
+                                          const sn_binding *inputs,
+                                          const size_t *cuts,
+                                          sn_pipeline **out);
+void sn_pipeline_free(sn_pipeline *p);
+
+/* The planner's estimates (seconds; HUGE_VAL-like 1e300 when a plan is
+ * not possible or does not fit): one device (the best, best_dev, an index
+ * into devs), a layer split over all of devs, and the best hybrid split
+ * (two stages, each on a group of consecutive devices, groups[0..ngroups)
+ * devices each; with three devices or more). */
+typedef struct sn_split_choice {
+    double none, layer, hybrid;
+    size_t best_dev;
+    size_t groups[2];
+    size_t ngroups;
+} sn_split_choice;
+
+/* Every alternative's estimate, from the cost model, and a readable
+ * account of them in report (may be NULL). */
+shardnet_status sn_split_choose(sn_graph *g, sn_device *const *devs,
+                                size_t ndev, const sn_binding *inputs,
+                                size_t micro, sn_split_choice *out,
+                                char *report, size_t cap);
+
+/* Micro-batches of the last run. */
+size_t sn_pipeline_micro(const sn_pipeline *p);
+/* Micro-batches when none are asked for: rows / 4, at least one per stage
+ * and at most eight per stage. */
+size_t sn_pipeline_default_micro(size_t rows, size_t stages);
+/* Run on inputs, the batch (first dimension of the inputs) cut into
+ * `micro` micro-batches (0: sn_pipeline_default_micro()). */
+shardnet_status sn_pipeline_run(sn_pipeline *p, const sn_binding *inputs,
+                                size_t micro);
+/* Streams: batch b's inputs (one binding per model input, valid until
+ * batch b is drained) come from feed; drain is called with batch b's
+ * outputs ready (sn_pipeline_output), in order. */
+typedef shardnet_status (*sn_feed_fn)(void *user, size_t batch,
+                                      const sn_binding **inputs);
+typedef shardnet_status (*sn_drain_fn)(void *user, size_t batch);
+/* Run nbatch batches back to back (all shaped like the first), each cut
+ * into `micro` micro-batches: batch b + 1 enters the first stage while
+ * batch b is in the later ones, so the pipeline fills and drains once per
+ * stream, not once per batch.  feed is called for batch b + 1 before
+ * drain for batch b. */
+shardnet_status sn_pipeline_stream(sn_pipeline *p, size_t nbatch, size_t micro,
+                                   sn_feed_fn feed, sn_drain_fn drain,
+                                   void *user);
+/* Output i of the last run (or of the batch being drained). */
+const sn_host_tensor *sn_pipeline_output(const sn_pipeline *p, size_t i);
+
+size_t sn_pipeline_stages(const sn_pipeline *p);
+/* Seconds each node of graph g takes on dev for these inputs (a plan of
+ * the whole graph, run waiting for each step, best of three runs), in
+ * best[0 .. g->nnodes).  Measured once per graph, device and input shapes
+ * in a process; asked again, the same figures come back. */
+shardnet_status sn_time_nodes(sn_graph *g, sn_device *dev,
+                              const sn_binding *inputs, double *best);
+/* sn_time_nodes on dev's own process (t: g->nnodes seconds); with shared
+ * (a task every process of the job runs alike), the times, or how timing
+ * failed, are broadcast from there to every process. */
+shardnet_status sn_time_nodes_shared(sn_graph *g, sn_device *dev,
+                                     const sn_binding *inputs, double *t,
+                                     int shared);
+/* Work of node n under plan p: flops for GEMM-like ops, else about one
+ * per output element. */
+double sn_node_work(const sn_graph *g, const sn_plan *p, const sn_node *n);
+/* First live node (index into the sorted live nodes) of stage s, and the
+ * number of live nodes. */
+size_t sn_pipeline_stage_start(const sn_pipeline *p, size_t s);
+size_t sn_pipeline_live_nodes(const sn_pipeline *p);
+
+#endif /* SN_PIPELINE_H */

@@ -1,0 +1,89 @@
+/*
+ * Tensor split (private): one model run by several devices at once, each
+ * holding a shard of the weights, partial results combined through the
+ * host-staged collectives.  See lib/runtime/shard.c.
+ */
+#ifndef SN_TENSOR_SPLIT_H
+#define SN_TENSOR_SPLIT_H
+
+#include "exec/exec.h"
+
+/* A collective's fixed cost beyond its devices' launch costs (thread
+ * hand-offs at the rendezvous), for estimates. */
+#define SN_COLL_LATENCY_S 20e-6
+
+typedef struct sn_tensor_split sn_tensor_split;
+
+/*
+ * A sharding strategy for one operator in MindSpore's notation: one tuple
+ * per input, one number per dimension of that input, saying into how many
+ * parts that dimension is cut.  "((1,2),(2,1))" on a MatMul cuts A's
+ * columns and B's rows in two: a row-parallel layer.
+ */
+#define SN_STRATEGY_TUPLES 4
+typedef struct sn_strategy {
+    char node[256];               /* the node's name */
+    size_t ntuples;
+    size_t len[SN_STRATEGY_TUPLES];
+    unsigned v[SN_STRATEGY_TUPLES][SN_MAX_DIMS];
+} sn_strategy;
+
+/* Parse "((a,b),(c,d))" (spaces allowed) into *out (node name untouched). */
+shardnet_status sn_strategy_parse(const char *text, sn_strategy *out);
+/* Write the tuples back in the same notation. */
+void sn_strategy_format(const sn_strategy *s, char *buf, size_t cap);
+
+/*
+ * Shard graph g (sorted, passes run) over devs[0..ndev) for inputs shaped
+ * like `inputs` (one binding per g->inputs entry): every value gets a
+ * layout (whole on every device, cut along one axis, or partial sums),
+ * weights are cut in proportion to speed[d] (flops/s), and each device
+ * gets a graph of its own with the collectives that change layouts as
+ * nodes.  strategies (may be NULL) force the cut of named operators.
+ * The split is built for these input shapes: sn_tensor_split_matches()
+ * says whether it fits others.
+ *
+ * In a job of several processes (lib/comm/world.h) every process calls this
+ * (and then each run) alike: each plans and runs only its own devices,
+ * collectives between devices of different processes go through messages,
+ * and every process gets the outputs: that is when home is given (a device
+ * of this process, for working out shapes when none of devs is here).
+ * home NULL: only this process, every device its own.
+ */
+shardnet_status sn_tensor_split_create(sn_graph *g, sn_device *const *devs,
+                                       size_t ndev, const double *speed,
+                                       const sn_binding *inputs,
+                                       const sn_strategy *strategies,
+                                       size_t nstrategies, sn_device *home,
+                                       sn_tensor_split **out);
+void sn_tensor_split_free(sn_tensor_split *t);
+int sn_tensor_split_matches(const sn_tensor_split *t, const sn_binding *in);
+/* Run on the inputs; outputs in sn_tensor_split_output(). */
+shardnet_status sn_tensor_split_run(sn_tensor_split *t, const sn_binding *in);
+const sn_host_tensor *sn_tensor_split_output(const sn_tensor_split *t,
+                                             size_t i);
+
+/* What the split does: one line per node that is cut (its strategy in
+ * MindSpore's notation and how), memory per device and bytes moved per
+ * run; appended to buf. */
+void sn_tensor_split_describe(const sn_tensor_split *t, char *buf,
+                              size_t cap);
+/* The strategies chosen for the cut matrix products and convolutions
+ * (named nodes), to save in a plan file. */
+size_t sn_tensor_split_strategies(const sn_tensor_split *t,
+                                  const sn_strategy **out);
+/* Estimated seconds per run: the slowest device's work at its speed plus
+ * launch costs, plus the collectives at the measured host bandwidth. */
+double sn_tensor_split_estimate(const sn_tensor_split *t);
+/* The first device whose shard (weights and activations) exceeds its
+ * memory, or NULL when every shard fits; in a job, the same answer on
+ * every process. */
+const char *sn_tensor_split_overflow(const sn_tensor_split *t);
+/* Collectives per run and the float bytes they move. */
+size_t sn_tensor_split_collectives(const sn_tensor_split *t, double *bytes);
+
+/* The internal collective op ("ShardCollective" in domain "ai.shardnet"),
+ * found by sn_op_find(). */
+extern const sn_op_def sn_shard_collective_op;
+
+#endif /* SN_TENSOR_SPLIT_H */
