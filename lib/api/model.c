@@ -17,6 +17,7 @@
 #include "runtime/tensor_split.h"
 #include "core/trace.h"
 #include "comm/world.h"
+#include "import/tensorfile.h"
 
 /* Plans kept per session, one per input shape seen recently. */
 #define PLAN_CACHE 4

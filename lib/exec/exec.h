@@ -28,6 +28,10 @@
 #include "core/error.h"
 #include "ir/graph.h"
 
+/* The graph keeps shapes of the public API's rank; the kernels take them. */
+_Static_assert(SN_MAX_DIMS == SHARDNET_MAX_DIMS,
+               "kernel and graph ranks differ");
+
 /* Runtime facts about one value under a plan. */
 typedef struct sn_rt {
     int known;             /* shape and dtype below are valid */

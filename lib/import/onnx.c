@@ -486,8 +486,8 @@ static shardnet_status apply_type(ctx *c, int vi, const uint8_t *p, size_t n)
     sn_pb_field f, ft, fs, fd;
     const uint8_t *tensor = NULL, *shape = NULL;
     size_t tlen = 0, slen = 0, rank = 0;
-    int64_t dims[SN_MAX_DIMS];
-    char *params[SN_MAX_DIMS] = {0};
+    int64_t dims[SHARDNET_MAX_DIMS];
+    char *params[SHARDNET_MAX_DIMS] = {0};
     uint64_t elem = 0;
     int rc, have_shape = 0;
     sn_value *v;
@@ -531,9 +531,9 @@ static shardnet_status apply_type(ctx *c, int vi, const uint8_t *p, size_t n)
                 continue;
             if (sn_pb_expect(&fs, SN_PB_LEN, "dim") < 0)
                 goto fail;
-            if (rank == SN_MAX_DIMS) {
+            if (rank == SHARDNET_MAX_DIMS) {
                 sn_error(SHARDNET_INVALID_ARGUMENT,
-                         "shape has more than %d dimensions", SN_MAX_DIMS);
+                         "shape has more than %d dimensions", SHARDNET_MAX_DIMS);
                 goto fail;
             }
             sn_pb_init(&rd, fs.data, fs.len);
@@ -576,7 +576,7 @@ static shardnet_status apply_type(ctx *c, int vi, const uint8_t *p, size_t n)
     if (elem >= 1 && elem <= SN_DT_BFLOAT16)
         v->dtype = (sn_dtype)elem;
     if (have_shape) {
-        for (int d = 0; d < SN_MAX_DIMS; d++) {
+        for (int d = 0; d < SHARDNET_MAX_DIMS; d++) {
             free(v->dim_param[d]);
             v->dim_param[d] = params[d];
             v->dims[d] = (size_t)d < rank ? dims[d] : -1;
@@ -585,7 +585,7 @@ static shardnet_status apply_type(ctx *c, int vi, const uint8_t *p, size_t n)
     }
     return SHARDNET_OK;
 fail:
-    for (int d = 0; d < SN_MAX_DIMS; d++)
+    for (int d = 0; d < SHARDNET_MAX_DIMS; d++)
         free(params[d]);
     return SHARDNET_INVALID_ARGUMENT;
 }

@@ -482,7 +482,7 @@ shardnet_status sn_pb_tensor_parse(const void *msg, size_t len,
             if (sn_pb_rep_begin(&it, &f, SN_PB_VARINT) < 0)
                 goto fail;
             while ((rc = sn_pb_rep_next(&it, &v)) > 0) {
-                if (rank < SN_MAX_DIMS)
+                if (rank < SHARDNET_MAX_DIMS)
                     t->dims[rank] = (int64_t)v;
                 rank++;
             }
@@ -553,10 +553,10 @@ shardnet_status sn_pb_tensor_parse(const void *msg, size_t len,
     if (rc < 0)
         goto fail;
 
-    if (rank > SN_MAX_DIMS) {
+    if (rank > SHARDNET_MAX_DIMS) {
         sn_error(SHARDNET_INVALID_ARGUMENT,
                  "rank %zu exceeds the limit of %d dimensions", rank,
-                 SN_MAX_DIMS);
+                 SHARDNET_MAX_DIMS);
         goto fail;
     }
     t->rank = (int)rank;

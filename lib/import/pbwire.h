@@ -125,7 +125,7 @@ typedef struct sn_pb_tensor {
     size_t name_len;
     sn_dtype dtype;
     int rank;
-    int64_t dims[SN_MAX_DIMS];
+    int64_t dims[SHARDNET_MAX_DIMS];
     uint64_t count;       /* elements: the product of dims (1 for rank 0) */
     size_t elem_size;     /* sn_dtype_size(dtype) */
     size_t nbytes;        /* count * elem_size */
@@ -142,7 +142,7 @@ typedef struct sn_pb_tensor {
 } sn_pb_tensor;
 
 /*
- * Decode and check a TensorProto: rank <= SN_MAX_DIMS, every dim >= 0, the
+ * Decode and check a TensorProto: rank <= SHARDNET_MAX_DIMS, every dim >= 0, the
  * element count without overflow and <= SN_MAX_ELEMENTS, a numeric data
  * type, one data source, and exactly count elements of data (raw_data
  * bytes or typed values).  External data is checked only for the presence

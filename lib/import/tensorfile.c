@@ -17,6 +17,7 @@
 #include "core/error.h"
 #include "ir/graph.h"
 #include "import/pbwire.h"
+#include "import/tensorfile.h"
 
 /* The whole file in one allocation of its size. */
 static shardnet_status read_file(const char *path, uint8_t **buf, size_t *len)
@@ -198,10 +199,10 @@ static shardnet_status parse_npy_header(const char *path, const char *h,
                     goto bad;
                 if (l.p < l.end && *l.p == 'L') /* Python 2 long */
                     l.p++;
-                if (rank == SN_MAX_DIMS)
+                if (rank == SHARDNET_MAX_DIMS)
                     return sn_error(SHARDNET_INVALID_ARGUMENT,
                                     "%s: more than %d dimensions", path,
-                                    SN_MAX_DIMS);
+                                    SHARDNET_MAX_DIMS);
                 t->dims[rank++] = d;
                 if (eat(&l, ')'))
                     break;
@@ -413,7 +414,7 @@ shardnet_status sn_tensor_save_npy(const char *path, const sn_host_tensor *t)
         return sn_error(SHARDNET_INVALID_ARGUMENT,
                         "%s: cannot save %s tensors as .npy", path,
                         sn_dtype_name(t->dtype));
-    if (t->rank < 0 || t->rank > SN_MAX_DIMS)
+    if (t->rank < 0 || t->rank > SHARDNET_MAX_DIMS)
         return sn_error(SHARDNET_INVALID_ARGUMENT, "%s: rank %d", path,
                         t->rank);
     for (int i = 0; i < t->rank; i++) {

@@ -62,7 +62,7 @@ const char *sn_dtype_name(sn_dtype t)
 int64_t sn_value_elements(const sn_value *v)
 {
     int64_t n = 1;
-    if (v->rank < 0 || v->rank > SN_MAX_DIMS)
+    if (v->rank < 0 || v->rank > SHARDNET_MAX_DIMS)
         return -1;
     for (int i = 0; i < v->rank; i++) {
         if (v->dims[i] < 0)
@@ -214,7 +214,7 @@ void sn_graph_free(sn_graph *g)
     for (size_t i = 0; i < g->nvalues; i++) {
         sn_value *v = &g->values[i];
         free(v->name);
-        for (int d = 0; d < SN_MAX_DIMS; d++)
+        for (int d = 0; d < SHARDNET_MAX_DIMS; d++)
             free(v->dim_param[d]);
         free(v->owned);
     }
@@ -297,7 +297,7 @@ int sn_graph_add_value(sn_graph *g, const char *name)
         goto oom;
     v->dtype = SN_DT_UNDEFINED;
     v->rank = -1;
-    for (int d = 0; d < SN_MAX_DIMS; d++)
+    for (int d = 0; d < SHARDNET_MAX_DIMS; d++)
         v->dims[d] = -1;
     v->producer = -1;
     g->nvalues++;

@@ -29,7 +29,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "backend/backend.h"
+#include "shardnet.h"
 
 /* Element types; the values are ONNX's TensorProto.DataType numbers. */
 typedef enum sn_dtype {
@@ -67,8 +67,8 @@ typedef struct sn_value {
     char *name;
     sn_dtype dtype;        /* SN_DT_UNDEFINED until known */
     int rank;              /* -1 until known; 0 = scalar */
-    int64_t dims[SN_MAX_DIMS];      /* -1 = unknown */
-    char *dim_param[SN_MAX_DIMS];   /* symbolic name of dims[i], or NULL */
+    int64_t dims[SHARDNET_MAX_DIMS];      /* -1 = unknown */
+    char *dim_param[SHARDNET_MAX_DIMS];   /* symbolic name of dims[i], or NULL */
     const void *data;      /* SN_VALUE_CONST: elements, C order,
                               little-endian, maybe unaligned */
     size_t nbytes;         /* bytes at data */
@@ -243,21 +243,11 @@ typedef struct sn_host_tensor {
     char *name; /* may be NULL */
     sn_dtype dtype;
     int rank;
-    int64_t dims[SN_MAX_DIMS];
+    int64_t dims[SHARDNET_MAX_DIMS];
     void *data; /* owned, C order */
     size_t nbytes;
 } sn_host_tensor;
 
 void sn_host_tensor_free(sn_host_tensor *t); /* frees name and data */
-
-/*
- * Tensor files (lib/import/tensorfile.c): NumPy .npy (version 1.0-3.0, C order,
- * little-endian; float32/float64/int32/int64/uint8/int8/bool) and ONNX
- * TensorProto .pb (the ONNX test data's format, raw_data or typed fields).
- */
-shardnet_status sn_tensor_load(const char *path, sn_host_tensor *out);
-shardnet_status sn_tensor_load_npy(const char *path, sn_host_tensor *out);
-shardnet_status sn_tensor_load_pb(const char *path, sn_host_tensor *out);
-shardnet_status sn_tensor_save_npy(const char *path, const sn_host_tensor *t);
 
 #endif /* SN_GRAPH_H */

@@ -1,0 +1,66 @@
+#!/bin/sh
+# tests/layering.sh, the include check of the library's layers: it passes
+# on the tree as it is, and fails, naming the file and the rule, on copies
+# of the tree each given one include that breaks a layer.
+set -u
+src=${SHARDNET_SRCDIR:-.}
+check=$src/tests/layering.sh
+passes=0 fails=0 skips=0
+pass() { echo "ok: $*"; passes=$((passes + 1)); }
+fail() { echo "FAIL: $*"; fails=$((fails + 1)); }
+tmp=$(mktemp -d) || exit 1
+trap 'rm -rf "$tmp"' EXIT
+
+if out=$(sh "$check" "$src" 2>&1); then
+    pass "the tree keeps to its layers: $out"
+else
+    fail "the tree breaks its layers"
+    echo "$out" | sed 's/^/    /'
+fi
+
+# broken WHAT FILE LINE PATTERN: a copy of the tree with LINE added to
+# FILE (or, with FILE of the form -FILE, LINE deleted from it) fails the
+# check with a message matching PATTERN.
+broken() {
+    rm -rf "$tmp/t" && mkdir -p "$tmp/t/tests" &&
+        cp -R "$src/lib" "$src/backends" "$src/cpu" "$src/kernels_cl" "$tmp/t/" &&
+        cp "$check" "$tmp/t/tests/" || { fail "$1: cannot copy the tree"; return; }
+    case $2 in
+    -*) f=${2#-}
+        grep -vF "$3" "$tmp/t/$f" >"$tmp/edit" && cp "$tmp/edit" "$tmp/t/$f" ;;
+    *) printf '%s\n' "$3" >>"$tmp/t/$2" ;;
+    esac
+    if out=$(sh "$tmp/t/tests/layering.sh" "$tmp/t" 2>&1); then
+        fail "$1: the check passed"
+    elif echo "$out" | grep -Eq "$4"; then
+        pass "$1: $(echo "$out" | head -n 1)"
+    else
+        fail "$1: the check failed without saying '$4'"
+        echo "$out" | sed 's/^/    /'
+    fi
+}
+broken "core including the API layer" lib/core/status.c \
+    '#include "api/session.h"' \
+    'lib/core/status.c includes "api/session.h": lib/core may not include lib/api'
+broken "the graph including the executor" lib/ir/graph.h \
+    '#include "exec/exec.h"' 'lib/ir/graph.h includes "exec/exec.h"'
+broken "import and comm side by side" lib/import/onnx.c \
+    '#include "comm/world.h"' 'lib/import may not include lib/comm'
+broken "a backend including the planner" backends/cpu/cpu.c \
+    '#include "plan/profile.h"' 'backends/cpu/cpu.c includes "plan/profile.h": outside lib/'
+broken "a lib header named without its folder" lib/exec/exec.c \
+    '#include "graph.h"' 'not a header of lib/exec'
+broken "lib/ including a backend's header" lib/exec/exec.c \
+    '#include "cpu_kernels.h"' 'lib/exec/exec.c includes "cpu_kernels.h"'
+# The first known exception, its include taken out of its file.
+set -- $(sed -n "/^KNOWN='/,/^'/p" "$check" | sed -n 2p)
+if [ $# -ge 2 ] && [ "$1" != "'" ]; then
+    broken "a known exception that is gone" "-$1" "#include \"$2\"" \
+        "known exception $1 -> $2 is gone"
+else
+    echo "SKIP: a known exception that is gone (none are left)"
+    skips=1
+fi
+
+echo "$passes passed, $fails failed, $skips skipped"
+[ "$fails" -eq 0 ]
