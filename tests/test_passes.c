@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "exec/exec.h"
+#include "passes/passes.h"
 #include "shardnet.h"
 
 static shardnet_context_t *ctx;

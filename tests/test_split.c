@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "runtime/pipeline.h"
+#include "passes/passes.h"
 #include "shardnet.h"
 
 static shardnet_context_t *ctx;

@@ -18,6 +18,7 @@
 #include "core/trace.h"
 #include "comm/world.h"
 #include "import/tensorfile.h"
+#include "passes/passes.h"
 
 /* Plans kept per session, one per input shape seen recently. */
 #define PLAN_CACHE 4

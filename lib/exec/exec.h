@@ -241,14 +241,9 @@ size_t sn_plan_arena_bytes(const sn_plan *p);
 size_t sn_plan_weight_bytes(const sn_plan *p);
 void sn_plan_free(sn_plan *p);
 
-/* Passes (lib/passes/passes.c, and constant folding in lib/exec/exec.c).  Each takes a
- * sorted graph and leaves it sorted; removed nodes are marked dead. */
+/* Constant folding, the first graph pass (lib/passes/passes.h): nodes whose
+ * inputs are all constants are run on the host by their lowering, and their
+ * outputs become constants.  Takes a sorted graph and leaves it sorted. */
 shardnet_status sn_pass_fold_constants(sn_graph *g, size_t *folded);
-shardnet_status sn_pass_fold_batchnorm(sn_graph *g, size_t *folded);
-shardnet_status sn_pass_fuse_bias(sn_graph *g, size_t *fused);
-shardnet_status sn_pass_fuse_activation(sn_graph *g, size_t *fused);
-shardnet_status sn_pass_remove_dead(sn_graph *g, size_t *removed);
-/* All of them, in order. */
-shardnet_status sn_passes_run(sn_graph *g);
 
 #endif /* SN_EXEC_H */

@@ -1,0 +1,28 @@
+/*
+ * Graph passes (private): rewrites of a loaded graph, run once before any
+ * plan.  Each takes a sorted graph and leaves it sorted; removed nodes are
+ * marked dead.  One file per pass in lib/passes/; constant folding is
+ * lib/exec/exec.c's (sn_pass_fold_constants): it runs the operators'
+ * lowering on the host.
+ */
+#ifndef SN_PASSES_H
+#define SN_PASSES_H
+
+#include <stddef.h>
+
+#include "ir/graph.h"
+
+/* BatchNormalization after a Conv or Gemm with constant weights, folded
+ * into them (batchnorm.c). */
+shardnet_status sn_pass_fold_batchnorm(sn_graph *g, size_t *folded);
+/* A constant bias added after a MatMul, moved into it (fuse_bias.c). */
+shardnet_status sn_pass_fuse_bias(sn_graph *g, size_t *fused);
+/* A Relu after a Gemm, MatMul or Conv, applied by its epilogue
+ * (fuse_activation.c). */
+shardnet_status sn_pass_fuse_activation(sn_graph *g, size_t *fused);
+/* Nodes nothing uses, removed (dead.c). */
+shardnet_status sn_pass_remove_dead(sn_graph *g, size_t *removed);
+/* All of them, constant folding first, in order (passes.c). */
+shardnet_status sn_passes_run(sn_graph *g);
+
+#endif /* SN_PASSES_H */

@@ -1,0 +1,124 @@
+/*
+ * What the graph passes share (lib/passes/rewrite.h): who reads a value,
+ * constants read and made, a node taking over the node after it.
+ */
+#include <config.h>
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "passes/rewrite.h"
+
+/* How many live nodes read each value; graph outputs count as a use. */
+int *sn_pass_use_counts(const sn_graph *g)
+{
+    int *uses = calloc(g->nvalues + 1, sizeof *uses);
+    if (!uses)
+        return NULL;
+    for (size_t i = 0; i < g->nnodes; i++) {
+        const sn_node *n = &g->nodes[i];
+        if (n->dead)
+            continue;
+        for (size_t j = 0; j < n->ninputs; j++)
+            if (n->inputs[j] >= 0)
+                uses[n->inputs[j]]++;
+    }
+    for (size_t i = 0; i < g->noutputs; i++)
+        uses[g->outputs[i]]++;
+    return uses;
+}
+
+/* The only live consumer of value v, or NULL. */
+sn_node *sn_pass_sole_consumer(sn_graph *g, const int *uses, int v)
+{
+    if (v < 0 || uses[v] != 1 || (g->values[v].flags & SN_VALUE_OUTPUT))
+        return NULL;
+    for (size_t i = 0; i < g->nnodes; i++) {
+        sn_node *n = &g->nodes[i];
+        if (n->dead)
+            continue;
+        for (size_t j = 0; j < n->ninputs; j++)
+            if (n->inputs[j] == v)
+                return n;
+    }
+    return NULL;
+}
+
+int sn_pass_is_op(const sn_node *n, const char *op)
+{
+    return n && !n->dead && (!n->domain[0] || !strcmp(n->domain, "ai.onnx")) &&
+           !strcmp(n->op_type, op);
+}
+
+/*
+ * A float constant with exactly `count` elements, copied (aligned: the
+ * mapped file's raw_data need not be) into the caller's buffer `out`.
+ */
+const float *sn_pass_const_floats(const sn_graph *g, int v, size_t count,
+                                  float *out)
+{
+    const sn_value *val;
+    if (v < 0)
+        return NULL;
+    val = &g->values[v];
+    if (!(val->flags & SN_VALUE_CONST) || val->dtype != SN_DT_FLOAT ||
+        sn_value_elements(val) != (int64_t)count)
+        return NULL;
+    memcpy(out, val->data, count * sizeof *out);
+    return out;
+}
+
+/* A new constant value holding `data` (owned), 1-D or with the given dims. */
+int sn_pass_new_const(sn_graph *g, const char *base, const char *suffix,
+                      float *data, int rank, const int64_t *dims)
+{
+    char name[SN_MAX_NAME + 32];
+    int v;
+    size_t count = 1;
+    for (int i = 0; i < rank; i++)
+        count *= (size_t)dims[i];
+    for (int k = 0;; k++) {
+        snprintf(name, sizeof name, "%.*s%s%d", SN_MAX_NAME, base, suffix, k);
+        if (sn_graph_find(g, name) < 0)
+            break;
+    }
+    v = sn_graph_add_value(g, name);
+    if (v < 0) {
+        free(data);
+        return -1;
+    }
+    sn_value *val = &g->values[v];
+    val->dtype = SN_DT_FLOAT;
+    val->rank = rank;
+    memcpy(val->dims, dims, (size_t)rank * sizeof *dims);
+    val->data = val->owned = data;
+    val->nbytes = count * sizeof(float);
+    val->flags = SN_VALUE_CONST;
+    val->producer = -1;
+    return v;
+}
+
+/* Give node n a third input slot if it has only two (Conv/Gemm bias). */
+int sn_pass_ensure_inputs(sn_node *n, size_t count)
+{
+    if (n->ninputs >= count)
+        return 1;
+    int *in = realloc(n->inputs, count * sizeof *in);
+    if (!in)
+        return 0;
+    for (size_t i = n->ninputs; i < count; i++)
+        in[i] = -1;
+    n->inputs = in;
+    n->ninputs = count;
+    return 1;
+}
+
+/* Node r, the only reader of node p's output, done by p: p now writes
+ * r's output, and r is dead. */
+void sn_pass_absorb(sn_graph *g, size_t p, sn_node *r)
+{
+    g->nodes[p].outputs[0] = r->outputs[0];
+    g->values[r->outputs[0]].producer = (int)p;
+    r->dead = 1;
+}

@@ -1,0 +1,36 @@
+/*
+ * Graph rewriting helpers shared by the passes (private to lib/passes).
+ * Every pass keeps the graph sorted and marks removed nodes dead.
+ */
+#ifndef SN_PASSES_REWRITE_H
+#define SN_PASSES_REWRITE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "core/error.h"
+#include "ir/graph.h"
+#include "passes/passes.h"
+
+/* How many live nodes read each value (graph outputs count as a use);
+ * NULL when out of memory.  The caller frees it. */
+int *sn_pass_use_counts(const sn_graph *g);
+/* The only live consumer of value v, or NULL. */
+sn_node *sn_pass_sole_consumer(sn_graph *g, const int *uses, int v);
+/* Node n is live and of op type `op` in the default domain. */
+int sn_pass_is_op(const sn_node *n, const char *op);
+/* A float constant with exactly `count` elements, copied (aligned: the
+ * mapped file's raw_data need not be) into `out`; NULL when v is not. */
+const float *sn_pass_const_floats(const sn_graph *g, int v, size_t count,
+                                  float *out);
+/* A new constant value holding `data` (owned: freed on failure too) with
+ * the given shape, named after `base` and `suffix`; its index, or -1. */
+int sn_pass_new_const(sn_graph *g, const char *base, const char *suffix,
+                      float *data, int rank, const int64_t *dims);
+/* Give node n `count` input slots (new ones omitted); 0 when out of memory. */
+int sn_pass_ensure_inputs(sn_node *n, size_t count);
+/* Node r, the only reader of node p's output, done by p: p now writes r's
+ * output, and r is dead. */
+void sn_pass_absorb(sn_graph *g, size_t p, sn_node *r);
+
+#endif /* SN_PASSES_REWRITE_H */
