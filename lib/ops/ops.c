@@ -1,6 +1,6 @@
 /*
- * The operator table, shared helpers, and the element-wise and shape
- * operators.  Integer tensors (shapes, axes, indices) are computed on the
+ * Helpers the operators share, and the element-wise and shape operators
+ * (the table that names them is lib/ops/registry.c).  Integer tensors (shapes, axes, indices) are computed on the
  * host when the model is planned; float tensors live on the device.
  */
 #include <config.h>
@@ -10,7 +10,6 @@
 #include <string.h>
 
 #include "ops/ops.h"
-#include "runtime/tensor_split.h"
 
 int sn_axis(int64_t axis, int rank)
 {
@@ -891,59 +890,4 @@ SN_LOWER(sn_lower_unary)
                                     out->view)) != SHARDNET_OK)
         return st;
     return SHARDNET_OK;
-}
-
-/* --- the table ------------------------------------------------------------ */
-
-static const sn_op_def op_table[] = {
-    {"Identity", 1, 1, sn_lower_identity},
-    {"Dropout", 1, 3, sn_lower_identity},
-    {"Reshape", 1, 2, sn_lower_reshape},
-    {"Flatten", 1, 1, sn_lower_flatten},
-    {"Squeeze", 1, 2, sn_lower_squeeze},
-    {"Unsqueeze", 1, 2, sn_lower_unsqueeze},
-    {"Shape", 1, 1, sn_lower_shape},
-    {"Constant", 0, 0, sn_lower_constant},
-    {"Cast", 1, 1, sn_lower_cast},
-    {"Add", 2, 2, sn_lower_binary},
-    {"Sub", 2, 2, sn_lower_binary},
-    {"Mul", 2, 2, sn_lower_binary},
-    {"Div", 2, 2, sn_lower_binary},
-    {"Pow", 2, 2, sn_lower_binary},
-    {"Relu", 1, 1, sn_lower_unary},
-    {"Sigmoid", 1, 1, sn_lower_unary},
-    {"Tanh", 1, 1, sn_lower_unary},
-    {"Erf", 1, 1, sn_lower_unary},
-    {"Exp", 1, 1, sn_lower_unary},
-    {"Log", 1, 1, sn_lower_unary},
-    {"Sqrt", 1, 1, sn_lower_unary},
-    {"Neg", 1, 1, sn_lower_unary},
-    {"Abs", 1, 1, sn_lower_unary},
-    {"LeakyRelu", 1, 1, sn_lower_unary},
-    {"HardSigmoid", 1, 1, sn_lower_unary},
-    {"Gelu", 1, 1, sn_lower_unary},
-    {"Clip", 1, 3, sn_lower_unary},
-    {"Gemm", 2, 3, sn_lower_gemm},
-    {"MatMul", 2, 3, sn_lower_matmul}, /* 3: a fused bias (passes.c) */
-    {"Softmax", 1, 1, sn_lower_softmax},
-    {"LogSoftmax", 1, 1, sn_lower_softmax},
-};
-
-const sn_op_def *sn_op_find(const char *domain, const char *op_type)
-{
-    /* The tensor split's own node (lib/runtime/shard.c); a model file using it
-     * fails at run time: its plan has no devices to meet. */
-    if (domain && !strcmp(domain, "ai.shardnet"))
-        return strcmp(op_type, sn_shard_collective_op.op_type)
-                   ? NULL
-                   : &sn_shard_collective_op;
-    if (domain && *domain && strcmp(domain, "ai.onnx"))
-        return NULL;
-    for (size_t i = 0; i < sizeof op_table / sizeof op_table[0]; i++)
-        if (!strcmp(op_table[i].op_type, op_type))
-            return &op_table[i];
-    for (size_t i = 0; i < sn_ops_more_count; i++)
-        if (!strcmp(sn_ops_more[i].op_type, op_type))
-            return &sn_ops_more[i];
-    return NULL;
 }

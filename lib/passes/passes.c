@@ -1,7 +1,7 @@
 /*
  * Graph passes: BatchNorm folded into the Conv/Gemm before it, an
  * activation fused into the GEMM or convolution before it, dead-node
- * removal.  (Constant folding is in exec.c: it reuses the ops' lowering.)
+ * removal.  (Constant folding is in fold_constants.c.)
  * Every pass keeps the graph sorted and marks removed nodes dead.
  */
 #include <config.h>
