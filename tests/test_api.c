@@ -466,6 +466,7 @@ Test(api, operator_registry_lists_each_operator_once_with_its_opsets)
 {
     size_t n = shardnet_operator_count();
     shardnet_operator_info info;
+    int reciprocal = 0, not_ = 0;
     cr_assert_gt(n, 40);
     for (size_t i = 0; i < n; i++) {
         cr_assert_eq(shardnet_operator_get(i, &info), SHARDNET_OK, "%s",
@@ -475,12 +476,16 @@ Test(api, operator_registry_lists_each_operator_once_with_its_opsets)
         cr_assert_geq(info.since_opset, 1, "%s", info.name);
         cr_assert(info.until_opset == 0 || info.until_opset >= info.since_opset,
                   "%s", info.name);
+        reciprocal += !strcmp(info.name, "Reciprocal");
+        not_ += !strcmp(info.name, "Not");
         for (size_t j = 0; j < i; j++) {
             shardnet_operator_info other;
             cr_assert_eq(shardnet_operator_get(j, &other), SHARDNET_OK);
             cr_assert_str_neq(other.name, info.name, "listed twice");
         }
     }
+    cr_assert_eq(reciprocal, 1);
+    cr_assert_eq(not_, 1);
     cr_assert_eq(shardnet_operator_get(n, &info), SHARDNET_INVALID_ARGUMENT);
     cr_assert_eq(shardnet_operator_get(0, NULL), SHARDNET_INVALID_ARGUMENT);
 }

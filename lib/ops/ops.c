@@ -891,3 +891,37 @@ SN_LOWER(sn_lower_unary)
         return st;
     return SHARDNET_OK;
 }
+
+/* --- one minus x, one over x ---------------------------------------------- */
+
+/* out = 1 op x: a broadcast binary step against a device scalar 1. */
+static shardnet_status emit_from_one(sn_lower *L, const sn_node *n,
+                                     sn_binary_op op)
+{
+    sn_rt *x = sn_in(L, n, 0), *out;
+    sn_view one, vx;
+    float *data = malloc(sizeof *data);
+    shardnet_status st;
+    if (!data)
+        return sn_error(SHARDNET_OUT_OF_MEMORY, "node '%s'", n->name);
+    *data = 1.0f;
+    if ((st = sn_dev_upload(L, n, data, 1, &one)) != SHARDNET_OK ||
+        (st = sn_dev_view(L, n, x, &vx)) != SHARDNET_OK ||
+        (st = sn_out_device(L, n, 0, x->rank, x->dims, &out)) != SHARDNET_OK)
+        return st;
+    out->dtype = x->dtype; /* computed in float32, read back as this */
+    return sn_emit_binary(L, n, op, 0, NULL, one, x->rank, x->dims, vx,
+                          out->view);
+}
+
+/* Reciprocal: 1 / x. */
+SN_LOWER(sn_lower_reciprocal)
+{
+    return emit_from_one(L, n, SN_BINARY_DIV);
+}
+
+/* Not: booleans are 0 and 1 on the device, so 1 - x. */
+SN_LOWER(sn_lower_not)
+{
+    return emit_from_one(L, n, SN_BINARY_SUB);
+}

@@ -96,6 +96,8 @@ SN_LOWER(sn_lower_constant);
 SN_LOWER(sn_lower_cast);
 SN_LOWER(sn_lower_binary);
 SN_LOWER(sn_lower_unary);
+SN_LOWER(sn_lower_reciprocal);
+SN_LOWER(sn_lower_not);
 
 /* lib/ops/ops_nn.c: linear algebra and neural-network layers. */
 SN_LOWER(sn_lower_gemm);

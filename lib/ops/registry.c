@@ -51,6 +51,9 @@ static const sn_operator registry[] = {
     OP("HardSigmoid", 1, 1, sn_lower_unary, 1, ELEMENTWISE, EACH, ELEMENTS),
     OP("Gelu", 1, 1, sn_lower_unary, 20, ELEMENTWISE, EACH, ELEMENTS),
     OP("Clip", 1, 3, sn_lower_unary, 1, ELEMENTWISE, EACH, ELEMENTS),
+    OP("Reciprocal", 1, 1, sn_lower_reciprocal, 1, ELEMENTWISE, EACH,
+       ELEMENTS),
+    OP("Not", 1, 1, sn_lower_not, 1, REPLICATE, EACH, ELEMENTS),
     /* linear algebra and layers (ops_nn.c); MatMul's third input is a
      * bias fused by a pass */
     OP("Gemm", 2, 3, sn_lower_gemm, 1, GEMM, GEMM, GEMM),
