@@ -25,7 +25,7 @@ static const sn_operator registry[] = {
     OP("Identity", 1, 1, sn_lower_identity, 1, ADDITIVE, EACH, ELEMENTS),
     OP("Dropout", 1, 3, sn_lower_identity, 1, REPLICATE, EACH, ELEMENTS),
     OP("Reshape", 1, 2, sn_lower_reshape, 1, RESHAPE, RESHAPE, ELEMENTS),
-    OP("Flatten", 1, 1, sn_lower_flatten, 1, RESHAPE, FLATTEN, ELEMENTS),
+    OP("Flatten", 1, 1, sn_lower_flatten, 1, FLATTEN, FLATTEN, ELEMENTS),
     OP("Squeeze", 1, 2, sn_lower_squeeze, 1, REPLICATE, SQUEEZE, ELEMENTS),
     OP("Unsqueeze", 1, 2, sn_lower_unsqueeze, 1, REPLICATE, UNSQUEEZE,
        ELEMENTS),
@@ -58,8 +58,8 @@ static const sn_operator registry[] = {
      * bias fused by a pass */
     OP("Gemm", 2, 3, sn_lower_gemm, 1, GEMM, GEMM, GEMM),
     OP("MatMul", 2, 3, sn_lower_matmul, 1, MATMUL, MATMUL, MATMUL),
-    OP("Softmax", 1, 1, sn_lower_softmax, 1, NORMALISE, SOFTMAX, ELEMENTS),
-    OP("LogSoftmax", 1, 1, sn_lower_softmax, 1, NORMALISE, SOFTMAX,
+    OP("Softmax", 1, 1, sn_lower_softmax, 1, SOFTMAX, SOFTMAX, ELEMENTS),
+    OP("LogSoftmax", 1, 1, sn_lower_softmax, 1, SOFTMAX, SOFTMAX,
        ELEMENTS),
     /* images, normalisation, data movement, reductions (ops_more.c) */
     OP("Conv", 2, 3, sn_lower_conv, 1, CONV, EACH, CONV),
@@ -71,7 +71,7 @@ static const sn_operator registry[] = {
        ELEMENTS),
     OP("BatchNormalization", 5, 5, sn_lower_batchnorm, 1, REPLICATE, EACH,
        ELEMENTS),
-    OP("LayerNormalization", 2, 3, sn_lower_layernorm, 17, NORMALISE,
+    OP("LayerNormalization", 2, 3, sn_lower_layernorm, 17, LAYERNORM,
        LAYERNORM, ELEMENTS),
     OP("Transpose", 1, 1, sn_lower_transpose, 1, TRANSPOSE, TRANSPOSE,
        ELEMENTS),

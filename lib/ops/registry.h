@@ -24,9 +24,13 @@ typedef enum sn_shard_rule {
     SN_SHARD_ELEMENTWISE, /* follows its cut inputs, with broadcasting */
     SN_SHARD_ADDITIVE,    /* element-wise and linear: partial sums stay
                              partial */
-    SN_SHARD_NORMALISE,   /* over one axis: cut the others */
+    SN_SHARD_SOFTMAX,     /* normalised over the axes from `axis` on (its
+                             default by opset): cut the others */
+    SN_SHARD_LAYERNORM,   /* as Softmax, `axis` -1 by default */
     SN_SHARD_TRANSPOSE,   /* the cut axis follows the permutation */
-    SN_SHARD_RESHAPE,     /* keeps a cut of the leading axes */
+    SN_SHARD_RESHAPE,     /* a cut that maps onto one axis of the target
+                             (input 1, constant) */
+    SN_SHARD_FLATTEN,     /* as Reshape, to two axes at `axis` */
     SN_SHARD_POOL,        /* images: cut the batch or the channels */
     SN_SHARD_RULES
 } sn_shard_rule;

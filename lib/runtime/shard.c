@@ -802,6 +802,14 @@ static const sn_strategy *find_strategy(bld *b, const sn_node *n)
 
 enum { M_REP, M_COL, M_ROW, M_DATA };
 
+/* Node n's shard rule in the operator registry (ops/registry.h): what the
+ * rules shared by several operators tell them apart by. */
+static sn_shard_rule rule_of(const sn_node *n)
+{
+    const sn_operator *op = sn_operator_find(n->domain, n->op_type);
+    return op ? op->shard : SN_SHARD_REPLICATE;
+}
+
 /*
  * Read a forced strategy for an operand pair of ranks ra (data) and rb
  * (weight): which mode and, for M_DATA, which axis of the data.
@@ -824,7 +832,7 @@ static shardnet_status strategy_mode(const bld *b, const sn_node *n,
             sw = i;
         }
     if (!bad) {
-        int k_axis_a = !strcmp(n->op_type, "Conv") ? 1 : ra - 1;
+        int k_axis_a = rule_of(n) == SN_SHARD_CONV ? 1 : ra - 1;
         if (sa < 0 && sw < 0)
             *mode = M_REP;
         else if (sa == k_axis_a && sw == k_axis_w)
@@ -880,7 +888,7 @@ static shardnet_status relu_after_sum(bld *b, const sn_node *n, int part,
  */
 static shardnet_status linear(bld *b, const sn_node *n, int *handled)
 {
-    int gemm = !strcmp(n->op_type, "Gemm");
+    int gemm = rule_of(n) == SN_SHARD_GEMM;
     int A = n->inputs[0], W = n->inputs[1];
     int C = n->ninputs > 2 ? n->inputs[2] : -1; /* MatMul: a fused bias */
     const sn_rt *fa = full(b, A), *fw = full(b, W);
@@ -1244,8 +1252,7 @@ static shardnet_status elementwise(bld *b, const sn_node *n, int *handled)
     if (!fo || fo->dtype != SN_DT_FLOAT || n->ninputs > 8)
         return SHARDNET_OK;
     int r = fo->rank;
-    const sn_operator *op = sn_operator_find(n->domain, n->op_type);
-    int linear = op && op->shard == SN_SHARD_ADDITIVE;
+    int linear = rule_of(n) == SN_SHARD_ADDITIVE;
     int nP = 0, nS = 0, nOther = 0;
     lay target = lay_r();
     for (size_t j = 0; j < n->ninputs; j++) {
@@ -1326,7 +1333,7 @@ static shardnet_status normalise(bld *b, const sn_node *n, int *handled)
     for (size_t j = 1; j < n->noutputs; j++)
         if (n->outputs[j] >= 0)
             return SHARDNET_OK;
-    int r = fx->rank, ln = !strcmp(n->op_type, "LayerNormalization");
+    int r = fx->rank, ln = rule_of(n) == SN_SHARD_LAYERNORM;
     int64_t axis = sn_attr_int(n, "axis", ln || b->g->opset >= 13 ? -1 : 1);
     if (axis < 0)
         axis += r;
@@ -1425,7 +1432,7 @@ static shardnet_status reshape(bld *b, const sn_node *n, int *handled)
     int X = n->inputs[0];
     const sn_rt *fx = full(b, X), *fo = full(b, n->outputs[0]);
     const lay *l = layout_of(b, X);
-    int is_reshape = !strcmp(n->op_type, "Reshape");
+    int is_reshape = rule_of(n) == SN_SHARD_RESHAPE;
     *handled = 0;
     if (!fx || !fo || l->kind == LAY_R ||
         (is_reshape && (n->ninputs != 2 || !is_const(b, n->inputs[1]))))
@@ -1502,32 +1509,32 @@ static const shard_rule_fn shard_rules[SN_SHARD_RULES] = {
     [SN_SHARD_CONV] = conv_rule,
     [SN_SHARD_ELEMENTWISE] = elementwise,
     [SN_SHARD_ADDITIVE] = elementwise,
-    [SN_SHARD_NORMALISE] = normalise,
+    [SN_SHARD_SOFTMAX] = normalise,
+    [SN_SHARD_LAYERNORM] = normalise,
     [SN_SHARD_TRANSPOSE] = transpose,
     [SN_SHARD_RESHAPE] = reshape,
+    [SN_SHARD_FLATTEN] = reshape,
     [SN_SHARD_POOL] = pool,
 };
 
 static shardnet_status shard_node(bld *b, const sn_node *n)
 {
-    const sn_operator *op = sn_operator_find(n->domain, n->op_type);
-    shard_rule_fn rule = op ? shard_rules[op->shard] : NULL;
+    sn_shard_rule r = rule_of(n);
     int handled = 0;
     shardnet_status st = SHARDNET_OK;
     const sn_strategy *s = NULL;
     if (*n->domain && strcmp(n->domain, "ai.onnx"))
         return replicate(b, n);
-    if (rule)
-        st = rule(b, n, &handled);
+    if (shard_rules[r])
+        st = shard_rules[r](b, n, &handled);
     if (st != SHARDNET_OK)
         return st;
     if (!handled) {
         if ((s = find_strategy(b, n)) != NULL) {
             char t[256];
             sn_strategy_format(s, t, sizeof t);
-            if (!op || (op->shard != SN_SHARD_GEMM &&
-                        op->shard != SN_SHARD_MATMUL &&
-                        op->shard != SN_SHARD_CONV))
+            if (r != SN_SHARD_GEMM && r != SN_SHARD_MATMUL &&
+                r != SN_SHARD_CONV)
                 return sn_error(SHARDNET_INVALID_ARGUMENT,
                                 "strategy %s for node '%s' (%s): strategies "
                                 "are taken for MatMul, Gemm and Conv with "
