@@ -522,6 +522,24 @@ SHARDNET_API shardnet_status shardnet_tensor_save(
 /** \brief Free what shardnet_tensor_load() allocated. NULL is ignored. */
 SHARDNET_API void shardnet_tensor_release(shardnet_tensor *tensor);
 
+/* --- Operators ------------------------------------------------------------ */
+
+/** \brief One ONNX operator shardnet runs (see shardnet_operator_get()). */
+typedef struct shardnet_operator_info {
+    const char *name;   /**< op_type, e.g. "MatMul" (static storage) */
+    const char *domain; /**< "ai.onnx" for the default domain */
+    int since_opset;    /**< the first opset of the form implemented */
+    int until_opset;    /**< the last one; 0: up to the newest */
+} shardnet_operator_info;
+
+/** \brief Number of operators in shardnet's operator registry. */
+SHARDNET_API size_t shardnet_operator_count(void);
+
+/** \brief Operator i (0 <= i < shardnet_operator_count()) of the registry.
+ * \return SHARDNET_INVALID_ARGUMENT when i is out of range or info NULL. */
+SHARDNET_API shardnet_status shardnet_operator_get(
+    size_t i, shardnet_operator_info *info);
+
 #ifdef __cplusplus
 }
 #endif

@@ -28,6 +28,7 @@
 #include <sys/stat.h>
 
 #include "exec/exec.h"
+#include "ops/registry.h"
 #include "ir/graph.h"
 #include "shardnet.h"
 #include "tensorcheck.h"

@@ -40,7 +40,6 @@ rank() {
 }
 
 KNOWN='
-lib/ops/ops.c runtime/tensor_split.h the ShardCollective node (issue 14: the operator registry)
 backends/cpu/cpu.c comm/world.h unbound MPI processes share cores (issue 14: discovery arguments)
 backends/opencl/program.c plan/profile.h the cache folder (issue 14: lib/core)
 '

@@ -459,3 +459,64 @@ Test(api, threads_with_their_own_models_on_several_devices)
         shardnet_model_free(m[i]);
     multi_io_release(&t);
 }
+
+/* --- the operator registry ------------------------------------------------ */
+
+Test(api, operator_registry_lists_each_operator_once_with_its_opsets)
+{
+    size_t n = shardnet_operator_count();
+    shardnet_operator_info info;
+    int reciprocal = 0, not_ = 0;
+    cr_assert_gt(n, 40);
+    for (size_t i = 0; i < n; i++) {
+        cr_assert_eq(shardnet_operator_get(i, &info), SHARDNET_OK, "%s",
+                     shardnet_last_error());
+        cr_assert(info.name && *info.name);
+        cr_assert_str_eq(info.domain, "ai.onnx");
+        cr_assert_geq(info.since_opset, 1, "%s", info.name);
+        cr_assert(info.until_opset == 0 || info.until_opset >= info.since_opset,
+                  "%s", info.name);
+        reciprocal += !strcmp(info.name, "Reciprocal");
+        not_ += !strcmp(info.name, "Not");
+        for (size_t j = 0; j < i; j++) {
+            shardnet_operator_info other;
+            cr_assert_eq(shardnet_operator_get(j, &other), SHARDNET_OK);
+            cr_assert_str_neq(other.name, info.name, "listed twice");
+        }
+    }
+    cr_assert_eq(reciprocal, 1);
+    cr_assert_eq(not_, 1);
+    cr_assert_eq(shardnet_operator_get(n, &info), SHARDNET_INVALID_ARGUMENT);
+    cr_assert_eq(shardnet_operator_get(0, NULL), SHARDNET_INVALID_ARGUMENT);
+}
+
+/* The README's operator list ("* **Operators** (...): A, B, ..., Z.") is
+ * the registry's, in its order. */
+Test(api, readme_lists_the_operators_of_the_registry)
+{
+    const char *src = getenv("SHARDNET_SRCDIR");
+    char path[4096], text[1 << 16], *at, *end, *tok, *save = NULL;
+    size_t len, k = 0;
+    FILE *f;
+    snprintf(path, sizeof path, "%s/README.md", src ? src : ".");
+    cr_assert((f = fopen(path, "r")) != NULL, "%s", path);
+    len = fread(text, 1, sizeof text - 1, f);
+    fclose(f);
+    text[len] = '\0';
+    cr_assert((at = strstr(text, "* **Operators**")) != NULL);
+    cr_assert((at = strstr(at, "): ")) != NULL);
+    at += 3;
+    cr_assert((end = strchr(at, '.')) != NULL);
+    *end = '\0';
+    for (tok = strtok_r(at, ", \n", &save); tok;
+         tok = strtok_r(NULL, ", \n", &save), k++) {
+        shardnet_operator_info info;
+        cr_assert_eq(shardnet_operator_get(k, &info), SHARDNET_OK,
+                     "the README lists %s, more than the registry's %zu",
+                     tok, shardnet_operator_count());
+        cr_assert_str_eq(tok, info.name, "README entry %zu", k);
+    }
+    cr_assert_eq(k, shardnet_operator_count(),
+                 "the README lists %zu operators, the registry %zu", k,
+                 shardnet_operator_count());
+}

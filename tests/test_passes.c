@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "exec/exec.h"
+#include "ops/registry.h"
 #include "passes/passes.h"
 #include "shardnet.h"
 
@@ -73,7 +74,7 @@ static float *run_graph_on(sn_graph *g, size_t index, int64_t batch,
     b.data = x;
     b.nbytes = n * sizeof *x;
     cr_assert_eq(sn_weights_new(g, dev, &w), SHARDNET_OK);
-    cr_assert_eq(sn_plan_build(g, w, &b, &p), SHARDNET_OK, "%s",
+    cr_assert_eq(sn_plan_build(g, w, &b, sn_op_find, &p), SHARDNET_OK, "%s",
                  shardnet_last_error());
     cr_assert_eq(sn_plan_run(p, &b), SHARDNET_OK, "%s", shardnet_last_error());
     const sn_host_tensor *t = sn_plan_output(p, 0);
@@ -259,7 +260,7 @@ Test(passes, a_matmul_given_three_inputs_without_the_mark_is_refused)
     b.data = x;
     b.nbytes = sizeof x;
     cr_assert_eq(sn_weights_new(g, dev, &w), SHARDNET_OK);
-    cr_assert_eq(sn_plan_build(g, w, &b, &p), SHARDNET_INVALID_ARGUMENT);
+    cr_assert_eq(sn_plan_build(g, w, &b, sn_op_find, &p), SHARDNET_INVALID_ARGUMENT);
     cr_assert(strstr(shardnet_last_error(), "takes two inputs"), "%s",
               shardnet_last_error());
     sn_weights_free(w);

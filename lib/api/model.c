@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "exec/exec.h"
+#include "ops/registry.h"
 #include "runtime/pipeline.h"
 #include "plan/profile.h"
 #include "runtime/tensor_split.h"
@@ -996,7 +997,8 @@ static shardnet_status session_run(shardnet_session_t *session)
     if (session->ndev > 1 || session->multi)
         return sn_pipeline_run(session->pipe, session->inputs, session->micro);
     if ((st = sn_plan_cache_get(session->plans, PLAN_CACHE, g, session->w,
-                                session->inputs, &p)) != SHARDNET_OK)
+                                session->inputs, sn_op_find, &p)) !=
+        SHARDNET_OK)
         return st;
     session->last = p;
     sn_bind_thread(session->w->dev, 1);

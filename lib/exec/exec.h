@@ -111,15 +111,19 @@ typedef struct sn_lower {
     sn_rt *rt; /* one per graph value */
 } sn_lower;
 
-/* An operator: checks and lowers one node.  Registered in lib/ops/ops.c. */
+/* An operator as the plan builder sees it: checks and lowers one node.
+ * The operators are registered in lib/ops/registry.c, above this layer:
+ * who builds a plan hands it the lookup. */
 typedef struct sn_op_def {
     const char *op_type;
     int min_inputs, max_inputs; /* counting omitted optional ones */
     shardnet_status (*lower)(sn_lower *L, const sn_node *n);
 } sn_op_def;
 
-/* The op named `op_type` in the default domain, or NULL. */
-const sn_op_def *sn_op_find(const char *domain, const char *op_type);
+/* The operator op_type of domain, or NULL (sn_op_find in ops/registry.h,
+ * or a runtime's own lookup that adds its nodes to it). */
+typedef const sn_op_def *(*sn_op_lookup)(const char *domain,
+                                         const char *op_type);
 
 /* --- helpers for ops (lib/exec/exec.c) ------------------------------------- */
 
@@ -206,16 +210,17 @@ void sn_weights_free(sn_weights *w);
 
 /*
  * Build a plan for graph g on the weights' device with the given inputs
- * (one binding per g->inputs entry, in order).  Fails naming the node that
- * cannot be run.
+ * (one binding per g->inputs entry, in order), lowering each node by the
+ * operator `ops` finds for it.  Fails naming the node that cannot be run.
  */
 shardnet_status sn_plan_build(sn_graph *g, sn_weights *w,
-                              const sn_binding *inputs, sn_plan **out);
+                              const sn_binding *inputs, sn_op_lookup ops,
+                              sn_plan **out);
 /* The plan for these inputs from a most-recently-used cache of n plans
  * (NULL slots at the end), built (evicting the oldest) when none fits. */
 shardnet_status sn_plan_cache_get(sn_plan **cache, size_t n, sn_graph *g,
                                   sn_weights *w, const sn_binding *inputs,
-                                  sn_plan **out);
+                                  sn_op_lookup ops, sn_plan **out);
 /* Does this plan fit these inputs (shapes, and values of host inputs)? */
 int sn_plan_matches(const sn_plan *p, const sn_binding *inputs);
 /* Run the plan; outputs land in host tensors owned by the plan, valid until
@@ -240,10 +245,5 @@ size_t sn_plan_steps(const sn_plan *p);
 size_t sn_plan_arena_bytes(const sn_plan *p);
 size_t sn_plan_weight_bytes(const sn_plan *p);
 void sn_plan_free(sn_plan *p);
-
-/* Constant folding, the first graph pass (lib/passes/passes.h): nodes whose
- * inputs are all constants are run on the host by their lowering, and their
- * outputs become constants.  Takes a sorted graph and leaves it sorted. */
-shardnet_status sn_pass_fold_constants(sn_graph *g, size_t *folded);
 
 #endif /* SN_EXEC_H */

@@ -1,6 +1,6 @@
 /*
- * The operator table, shared helpers, and the element-wise and shape
- * operators.  Integer tensors (shapes, axes, indices) are computed on the
+ * Helpers the operators share, and the element-wise and shape operators
+ * (the table that names them is lib/ops/registry.c).  Integer tensors (shapes, axes, indices) are computed on the
  * host when the model is planned; float tensors live on the device.
  */
 #include <config.h>
@@ -10,7 +10,6 @@
 #include <string.h>
 
 #include "ops/ops.h"
-#include "runtime/tensor_split.h"
 
 int sn_axis(int64_t axis, int rank)
 {
@@ -893,57 +892,36 @@ SN_LOWER(sn_lower_unary)
     return SHARDNET_OK;
 }
 
-/* --- the table ------------------------------------------------------------ */
+/* --- one minus x, one over x ---------------------------------------------- */
 
-static const sn_op_def op_table[] = {
-    {"Identity", 1, 1, sn_lower_identity},
-    {"Dropout", 1, 3, sn_lower_identity},
-    {"Reshape", 1, 2, sn_lower_reshape},
-    {"Flatten", 1, 1, sn_lower_flatten},
-    {"Squeeze", 1, 2, sn_lower_squeeze},
-    {"Unsqueeze", 1, 2, sn_lower_unsqueeze},
-    {"Shape", 1, 1, sn_lower_shape},
-    {"Constant", 0, 0, sn_lower_constant},
-    {"Cast", 1, 1, sn_lower_cast},
-    {"Add", 2, 2, sn_lower_binary},
-    {"Sub", 2, 2, sn_lower_binary},
-    {"Mul", 2, 2, sn_lower_binary},
-    {"Div", 2, 2, sn_lower_binary},
-    {"Pow", 2, 2, sn_lower_binary},
-    {"Relu", 1, 1, sn_lower_unary},
-    {"Sigmoid", 1, 1, sn_lower_unary},
-    {"Tanh", 1, 1, sn_lower_unary},
-    {"Erf", 1, 1, sn_lower_unary},
-    {"Exp", 1, 1, sn_lower_unary},
-    {"Log", 1, 1, sn_lower_unary},
-    {"Sqrt", 1, 1, sn_lower_unary},
-    {"Neg", 1, 1, sn_lower_unary},
-    {"Abs", 1, 1, sn_lower_unary},
-    {"LeakyRelu", 1, 1, sn_lower_unary},
-    {"HardSigmoid", 1, 1, sn_lower_unary},
-    {"Gelu", 1, 1, sn_lower_unary},
-    {"Clip", 1, 3, sn_lower_unary},
-    {"Gemm", 2, 3, sn_lower_gemm},
-    {"MatMul", 2, 3, sn_lower_matmul}, /* 3: a fused bias (passes.c) */
-    {"Softmax", 1, 1, sn_lower_softmax},
-    {"LogSoftmax", 1, 1, sn_lower_softmax},
-};
-
-const sn_op_def *sn_op_find(const char *domain, const char *op_type)
+/* out = 1 op x: a broadcast binary step against a device scalar 1. */
+static shardnet_status emit_from_one(sn_lower *L, const sn_node *n,
+                                     sn_binary_op op)
 {
-    /* The tensor split's own node (lib/runtime/shard.c); a model file using it
-     * fails at run time: its plan has no devices to meet. */
-    if (domain && !strcmp(domain, "ai.shardnet"))
-        return strcmp(op_type, sn_shard_collective_op.op_type)
-                   ? NULL
-                   : &sn_shard_collective_op;
-    if (domain && *domain && strcmp(domain, "ai.onnx"))
-        return NULL;
-    for (size_t i = 0; i < sizeof op_table / sizeof op_table[0]; i++)
-        if (!strcmp(op_table[i].op_type, op_type))
-            return &op_table[i];
-    for (size_t i = 0; i < sn_ops_more_count; i++)
-        if (!strcmp(sn_ops_more[i].op_type, op_type))
-            return &sn_ops_more[i];
-    return NULL;
+    sn_rt *x = sn_in(L, n, 0), *out;
+    sn_view one, vx;
+    float *data = malloc(sizeof *data);
+    shardnet_status st;
+    if (!data)
+        return sn_error(SHARDNET_OUT_OF_MEMORY, "node '%s'", n->name);
+    *data = 1.0f;
+    if ((st = sn_dev_upload(L, n, data, 1, &one)) != SHARDNET_OK ||
+        (st = sn_dev_view(L, n, x, &vx)) != SHARDNET_OK ||
+        (st = sn_out_device(L, n, 0, x->rank, x->dims, &out)) != SHARDNET_OK)
+        return st;
+    out->dtype = x->dtype; /* computed in float32, read back as this */
+    return sn_emit_binary(L, n, op, 0, NULL, one, x->rank, x->dims, vx,
+                          out->view);
+}
+
+/* Reciprocal: 1 / x. */
+SN_LOWER(sn_lower_reciprocal)
+{
+    return emit_from_one(L, n, SN_BINARY_DIV);
+}
+
+/* Not: booleans are 0 and 1 on the device, so 1 - x. */
+SN_LOWER(sn_lower_not)
+{
+    return emit_from_one(L, n, SN_BINARY_SUB);
 }

@@ -1,6 +1,7 @@
 /*
- * Operators (private): the lowering functions of lib/ops_*.c and helpers
- * they share.  The table mapping op_type to them is in lib/ops/ops.c.
+ * Operators (private): the lowering functions of lib/ops/ops*.c and helpers
+ * they share.  The table naming them (with each operator's opsets, shard
+ * rule and cost) is lib/ops/registry.c.
  *
  * A lowering function reads its inputs with sn_in(), checks attributes and
  * shapes (every error names the node and says why), then either folds on
@@ -95,15 +96,33 @@ SN_LOWER(sn_lower_constant);
 SN_LOWER(sn_lower_cast);
 SN_LOWER(sn_lower_binary);
 SN_LOWER(sn_lower_unary);
+SN_LOWER(sn_lower_reciprocal);
+SN_LOWER(sn_lower_not);
 
 /* lib/ops/ops_nn.c: linear algebra and neural-network layers. */
 SN_LOWER(sn_lower_gemm);
 SN_LOWER(sn_lower_matmul);
 SN_LOWER(sn_lower_softmax);
 
-/* lib/ops/ops_more.c: convolution, pooling, normalisation, reductions and data
- * movement (Transpose, Concat, Split, Slice, Gather, Expand, Where, ...). */
-extern const sn_op_def sn_ops_more[];
-extern const size_t sn_ops_more_count;
+/* lib/ops/ops_more.c: convolution, pooling, normalisation, reductions and
+ * data movement. */
+SN_LOWER(sn_lower_conv);
+SN_LOWER(sn_lower_maxpool);
+SN_LOWER(sn_lower_avgpool);
+SN_LOWER(sn_lower_global_avgpool);
+SN_LOWER(sn_lower_global_maxpool);
+SN_LOWER(sn_lower_batchnorm);
+SN_LOWER(sn_lower_layernorm);
+SN_LOWER(sn_lower_transpose);
+SN_LOWER(sn_lower_concat);
+SN_LOWER(sn_lower_split);
+SN_LOWER(sn_lower_slice);
+SN_LOWER(sn_lower_gather);
+SN_LOWER(sn_lower_expand);
+SN_LOWER(sn_lower_where);
+SN_LOWER(sn_lower_reduce_mean);
+SN_LOWER(sn_lower_reduce_sum);
+SN_LOWER(sn_lower_reduce_max);
+SN_LOWER(sn_lower_constant_of_shape);
 
 #endif /* SN_OPS_H */

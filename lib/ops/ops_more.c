@@ -336,7 +336,7 @@ static shardnet_status spatial_rank(const sn_node *n, const sn_rt *x,
  * The bias is the GEMM's epilogue (bias_rows: one value per output
  * channel); with groups, a broadcast ADD (and the fused Relu) after.
  */
-static SN_LOWER(lower_conv)
+SN_LOWER(sn_lower_conv)
 {
     sn_rt *x = sn_in(L, n, 0), *w = sn_in(L, n, 1), *b = sn_in(L, n, 2), *out;
     int64_t group = sn_attr_int(n, "group", 1), kern[2], ks[4], od[4];
@@ -581,12 +581,12 @@ static shardnet_status lower_pool(sn_lower *L, const sn_node *n,
     return sn_emit(L, n, &s);
 }
 
-static SN_LOWER(lower_maxpool)
+SN_LOWER(sn_lower_maxpool)
 {
     return lower_pool(L, n, SN_POOL_MAX);
 }
 
-static SN_LOWER(lower_avgpool)
+SN_LOWER(sn_lower_avgpool)
 {
     return lower_pool(L, n, SN_POOL_AVG);
 }
@@ -627,12 +627,12 @@ static shardnet_status lower_global_pool(sn_lower *L, const sn_node *n,
     return sn_emit(L, n, &s);
 }
 
-static SN_LOWER(lower_global_avgpool)
+SN_LOWER(sn_lower_global_avgpool)
 {
     return lower_global_pool(L, n, SN_REDUCE_MEAN);
 }
 
-static SN_LOWER(lower_global_maxpool)
+SN_LOWER(sn_lower_global_maxpool)
 {
     return lower_global_pool(L, n, SN_REDUCE_MAX);
 }
@@ -770,7 +770,7 @@ static shardnet_status batchnorm_training(sn_lower *L, const sn_node *n)
  * device take the long way: a from var, epsilon and scale in three small
  * steps, then y = (x - mean) * a + B.
  */
-static SN_LOWER(lower_batchnorm)
+SN_LOWER(sn_lower_batchnorm)
 {
     sn_rt *x = sn_in(L, n, 0), *out, *p[4];
     static const char *const names[4] = {"scale", "B", "mean", "var"};
@@ -992,7 +992,7 @@ static shardnet_status norm_stats(sn_lower *L, const sn_node *n, sn_rt *x,
                              mhalf, vinv);
 }
 
-static SN_LOWER(lower_layernorm)
+SN_LOWER(sn_lower_layernorm)
 {
     sn_rt *x = sn_in(L, n, 0), *scale = sn_in(L, n, 1), *bias = sn_in(L, n, 2);
     sn_rt *out;
@@ -1052,7 +1052,7 @@ static SN_LOWER(lower_layernorm)
 
 /* --- data movement ------------------------------------------------------- */
 
-static SN_LOWER(lower_transpose)
+SN_LOWER(sn_lower_transpose)
 {
     sn_rt *x = sn_in(L, n, 0), *out;
     int64_t perm[SN_MAX_DIMS], od[SN_MAX_DIMS], xs[SN_MAX_DIMS];
@@ -1113,7 +1113,7 @@ static SN_LOWER(lower_transpose)
     return emit_copy(L, n, vx, out->view, r, od, ss, ds);
 }
 
-static SN_LOWER(lower_concat)
+SN_LOWER(sn_lower_concat)
 {
     sn_rt *first = sn_in(L, n, 0), *out;
     const sn_attr *aa = sn_node_attr(n, "axis");
@@ -1202,7 +1202,7 @@ static SN_LOWER(lower_concat)
     return SHARDNET_OK;
 }
 
-static SN_LOWER(lower_split)
+SN_LOWER(sn_lower_split)
 {
     sn_rt *x = sn_in(L, n, 0), *out;
     int64_t axis = sn_attr_int(n, "axis", 0), *sizes, sum = 0;
@@ -1315,7 +1315,7 @@ done:
     return st;
 }
 
-static SN_LOWER(lower_slice)
+SN_LOWER(sn_lower_slice)
 {
     sn_rt *x = sn_in(L, n, 0), *out;
     int64_t starts[SN_MAX_DIMS], ends[SN_MAX_DIMS], axes[SN_MAX_DIMS];
@@ -1407,7 +1407,7 @@ static SN_LOWER(lower_slice)
                      out->view, r, od, ss, ds);
 }
 
-static SN_LOWER(lower_gather)
+SN_LOWER(sn_lower_gather)
 {
     sn_rt *x = sn_in(L, n, 0), *idx = sn_in(L, n, 1), *out;
     int64_t axis = sn_attr_int(n, "axis", 0), od[SN_MAX_DIMS];
@@ -1482,7 +1482,7 @@ static SN_LOWER(lower_gather)
     return sn_emit(L, n, &s);
 }
 
-static SN_LOWER(lower_expand)
+SN_LOWER(sn_lower_expand)
 {
     sn_rt *x = sn_in(L, n, 0), *shape_in = sn_in(L, n, 1), *out;
     int64_t shape[SN_MAX_DIMS], od[SN_MAX_DIMS];
@@ -1523,7 +1523,7 @@ static SN_LOWER(lower_expand)
     return sn_emit_broadcast_copy(L, n, x, r, od, out->view);
 }
 
-static SN_LOWER(lower_where)
+SN_LOWER(sn_lower_where)
 {
     sn_rt *c = sn_in(L, n, 0), *x = sn_in(L, n, 1), *y = sn_in(L, n, 2), *out;
     int64_t t1[SN_MAX_DIMS], od[SN_MAX_DIMS];
@@ -1784,24 +1784,24 @@ static shardnet_status lower_reduce(sn_lower *L, const sn_node *n,
     return SHARDNET_OK;
 }
 
-static SN_LOWER(lower_reduce_mean)
+SN_LOWER(sn_lower_reduce_mean)
 {
     return lower_reduce(L, n, SN_REDUCE_MEAN);
 }
 
-static SN_LOWER(lower_reduce_sum)
+SN_LOWER(sn_lower_reduce_sum)
 {
     return lower_reduce(L, n, SN_REDUCE_SUM);
 }
 
-static SN_LOWER(lower_reduce_max)
+SN_LOWER(sn_lower_reduce_max)
 {
     return lower_reduce(L, n, SN_REDUCE_MAX);
 }
 
 /* --- ConstantOfShape ------------------------------------------------------ */
 
-static SN_LOWER(lower_constant_of_shape)
+SN_LOWER(sn_lower_constant_of_shape)
 {
     sn_rt *shp = sn_in(L, n, 0);
     const sn_attr *a = sn_node_attr(n, "value");
@@ -1849,27 +1849,3 @@ static SN_LOWER(lower_constant_of_shape)
         memset(d, 0, count * es); /* float 0 */
     return sn_out_host(L, n, 0, t, (int)r, dims, d);
 }
-
-/* --- the table ---------------------------------------------------------- */
-
-const sn_op_def sn_ops_more[] = {
-    {"Conv", 2, 3, lower_conv},
-    {"MaxPool", 1, 1, lower_maxpool},
-    {"AveragePool", 1, 1, lower_avgpool},
-    {"GlobalAveragePool", 1, 1, lower_global_avgpool},
-    {"GlobalMaxPool", 1, 1, lower_global_maxpool},
-    {"BatchNormalization", 5, 5, lower_batchnorm},
-    {"LayerNormalization", 2, 3, lower_layernorm},
-    {"Transpose", 1, 1, lower_transpose},
-    {"Concat", 1, 1 << 20, lower_concat},
-    {"Split", 1, 2, lower_split},
-    {"Slice", 1, 5, lower_slice},
-    {"Gather", 2, 2, lower_gather},
-    {"Expand", 2, 2, lower_expand},
-    {"Where", 3, 3, lower_where},
-    {"ReduceMean", 1, 2, lower_reduce_mean},
-    {"ReduceSum", 1, 2, lower_reduce_sum},
-    {"ReduceMax", 1, 2, lower_reduce_max},
-    {"ConstantOfShape", 1, 1, lower_constant_of_shape},
-};
-const size_t sn_ops_more_count = sizeof sn_ops_more / sizeof sn_ops_more[0];

@@ -1,9 +1,7 @@
 /*
  * Graph passes (private): rewrites of a loaded graph, run once before any
  * plan.  Each takes a sorted graph and leaves it sorted; removed nodes are
- * marked dead.  One file per pass in lib/passes/; constant folding is
- * lib/exec/exec.c's (sn_pass_fold_constants): it runs the operators'
- * lowering on the host.
+ * marked dead.  One file per pass in lib/passes/.
  */
 #ifndef SN_PASSES_H
 #define SN_PASSES_H
@@ -12,6 +10,10 @@
 
 #include "ir/graph.h"
 
+/* Every node whose inputs are all constants and whose lowering computes on
+ * the host, evaluated once: its outputs become constants
+ * (fold_constants.c). */
+shardnet_status sn_pass_fold_constants(sn_graph *g, size_t *folded);
 /* BatchNormalization after a Conv or Gemm with constant weights, folded
  * into them (batchnorm.c). */
 shardnet_status sn_pass_fold_batchnorm(sn_graph *g, size_t *folded);

@@ -11,6 +11,7 @@
 #include <time.h>
 
 #include "ops/ops.h"
+#include "ops/registry.h"
 #include "runtime/pipeline.h"
 #include "plan/profile.h"
 #include "runtime/tensor_split.h"
@@ -240,30 +241,6 @@ fail:
 
 /* --- costs and cuts ---------------------------------------------------- */
 
-/* Work of one node in flops (GEMM-like ops) or elements touched. */
-double sn_node_work(const sn_graph *g, const sn_plan *p, const sn_node *n)
-{
-    const sn_rt *o = n->noutputs && n->outputs[0] >= 0
-                         ? sn_plan_value(p, (size_t)n->outputs[0])
-                         : NULL;
-    const sn_rt *a = n->ninputs && n->inputs[0] >= 0
-                         ? sn_plan_value(p, (size_t)n->inputs[0])
-                         : NULL;
-    const sn_rt *w = n->ninputs > 1 && n->inputs[1] >= 0
-                         ? sn_plan_value(p, (size_t)n->inputs[1])
-                         : NULL;
-    double out = o && o->known ? (double)sn_rt_elements(o) : 0.0;
-    (void)g;
-    if (!strcmp(n->op_type, "MatMul") && a && a->known && a->rank)
-        return 2.0 * out * (double)a->dims[a->rank - 1];
-    if (!strcmp(n->op_type, "Gemm") && a && a->known && a->rank == 2)
-        return 2.0 * out *
-               (double)(sn_attr_int(n, "transA", 0) ? a->dims[0] : a->dims[1]);
-    if (!strcmp(n->op_type, "Conv") && w && w->known && w->rank > 1)
-        return 2.0 * out * (double)sn_rt_elements(w) / (double)w->dims[0];
-    return out; /* element-wise and data movement: about one op per output */
-}
-
 /*
  * The cost model's inputs for a graph, its input shapes and devices: every
  * live node timed on every device (a plan of the whole graph run on each,
@@ -328,7 +305,7 @@ static shardnet_status time_nodes(sn_graph *g, sn_device *dev,
     if (!t)
         return sn_error(SHARDNET_OUT_OF_MEMORY, "cost model");
     if ((st = sn_weights_new(g, dev, &w)) != SHARDNET_OK ||
-        (st = sn_plan_build(g, w, inputs, &p)) != SHARDNET_OK)
+        (st = sn_plan_build(g, w, inputs, sn_op_find, &p)) != SHARDNET_OK)
         goto out;
     /* Driven the way a split drives it: by a thread of its own, bound to
      * it (a CPU device then runs the kernels on that thread). */
@@ -451,7 +428,8 @@ static shardnet_status shape_costs(sn_graph *g, sn_device *dev,
     if (!seen)
         return sn_error(SHARDNET_OUT_OF_MEMORY, "cost model");
     if ((st = sn_weights_new(g, dev, &w0)) != SHARDNET_OK ||
-        (st = sn_plan_build(g, w0, inputs, &shape_plan)) != SHARDNET_OK)
+        (st = sn_plan_build(g, w0, inputs, sn_op_find, &shape_plan)) !=
+            SHARDNET_OK)
         goto out;
     for (size_t i = 0; i < c->nlive; i++) {
         /* Bytes crossing a cut before node i: values produced before it
@@ -530,34 +508,6 @@ static size_t batch_rows(const sn_graph *g, const sn_binding *in)
 
 /* --- whether micro-batches may cut the batch ------------------------------ */
 
-static int in_list(const char *op, const char *const *list)
-{
-    for (; *list; list++)
-        if (!strcmp(op, *list))
-            return 1;
-    return 0;
-}
-
-/* Ops whose first input, row by row, gives their output (their other
- * inputs are whole: Clip's bounds, a convolution's weights). */
-static const char *const row_ops[] = {
-    "Relu", "LeakyRelu", "Elu", "Selu", "Celu", "Sigmoid", "HardSigmoid",
-    "HardSwish", "Tanh", "Erf", "Exp", "Log", "Sqrt", "Neg", "Abs",
-    "Reciprocal", "Floor", "Ceil", "Round", "Sign", "Sin", "Cos", "Tan",
-    "Softplus", "Softsign", "Gelu", "Mish", "Identity", "Dropout", "Cast",
-    "Not", "IsNaN", "IsInf", "Clip", "Conv", "ConvTranspose", "MaxPool",
-    "AveragePool", "LpPool", "GlobalAveragePool", "GlobalMaxPool",
-    "BatchNormalization", "InstanceNormalization", "LRN", NULL};
-/* Element-wise ops with broadcasting. */
-static const char *const broadcast_ops[] = {
-    "Add", "Sub", "Mul", "Div", "Pow", "Max", "Min", "Mod", "PRelu",
-    "Where", "Equal", "Less", "LessOrEqual", "Greater", "GreaterOrEqual",
-    "And", "Or", "Xor", "Sum", "Mean", NULL};
-static const char *const reduce_ops[] = {
-    "ReduceSum", "ReduceMean", "ReduceMax", "ReduceMin", "ReduceProd",
-    "ReduceL1", "ReduceL2", "ReduceLogSum", "ReduceLogSumExp",
-    "ReduceSumSquare", NULL};
-
 static const sn_rt *fact(const sn_plan *plan, const sn_node *n, size_t j)
 {
     const sn_rt *r = j < n->ninputs && n->inputs[j] >= 0
@@ -591,17 +541,21 @@ static int axes_name_batch(const sn_graph *g, const sn_plan *plan,
 
 /* Does node n, reading the batch (b[v]: value v carries it on axis 0),
  * keep the rows apart and give the batch on axis 0 of its outputs (of
- * rank ro)?  nb: how many of its inputs carry the batch. */
+ * rank ro)?  nb: how many of its inputs carry the batch.  By its
+ * operator's rows rule (ops/registry.h). */
 static int keeps_rows(const sn_graph *g, const sn_plan *plan,
                       const sn_node *n, const unsigned char *b, int nb,
                       int ro)
 {
-    const char *op = n->op_type;
+    const sn_operator *op = sn_operator_find(n->domain, n->op_type);
     const sn_rt *x = fact(plan, n, 0);
     int x_only = nb == 1 && n->inputs[0] >= 0 && b[n->inputs[0]] && x;
-    if (in_list(op, row_ops))
+    switch (op ? op->rows : SN_ROWS_MIXED) {
+    case SN_ROWS_MIXED:
+        return 0;
+    case SN_ROWS_EACH:
         return x_only;
-    if (in_list(op, broadcast_ops)) {
+    case SN_ROWS_BROADCAST:
         /* the batch's inputs as ranked as the output; the others
          * broadcast along axis 0 */
         for (size_t j = 0; j < n->ninputs; j++) {
@@ -613,8 +567,7 @@ static int keeps_rows(const sn_graph *g, const sn_plan *plan,
                 return 0;
         }
         return 1;
-    }
-    if (!strcmp(op, "MatMul")) {
+    case SN_ROWS_MATMUL: {
         const sn_rt *w = fact(plan, n, 1);
         if (!x || !w || !b[n->inputs[0]] || x->rank < 2 || x->rank != ro)
             return 0;
@@ -622,28 +575,27 @@ static int keeps_rows(const sn_graph *g, const sn_plan *plan,
             return w->rank == ro && ro >= 3;
         return w->rank <= 2 || w->rank < ro || w->dims[0] == 1;
     }
-    if (!strcmp(op, "Gemm")) {
+    case SN_ROWS_GEMM: {
         const sn_rt *c = fact(plan, n, 2);
         if (!x || !b[n->inputs[0]] || b[n->inputs[1]] ||
             sn_attr_int(n, "transA", 0))
             return 0;
         return !c || b[n->inputs[2]] || c->rank < 2 || c->dims[0] == 1;
     }
-    if (!strcmp(op, "Softmax") || !strcmp(op, "LogSoftmax") ||
-        !strcmp(op, "Hardmax"))
+    case SN_ROWS_SOFTMAX:
         /* before opset 13 the axes from `axis` on are one: axis 0 too */
         return x_only &&
                sn_axis(sn_attr_int(n, "axis", g->opset >= 13 ? -1 : 1),
                        x->rank) >= 1;
-    if (!strcmp(op, "LayerNormalization"))
+    case SN_ROWS_LAYERNORM:
         return x_only && sn_axis(sn_attr_int(n, "axis", -1), x->rank) >= 1;
-    if (!strcmp(op, "Transpose")) {
+    case SN_ROWS_TRANSPOSE: {
         const sn_attr *perm = sn_node_attr(n, "perm");
         return x_only && (perm ? perm->type == SN_ATTR_INTS &&
                                      perm->count > 0 && perm->ints[0] == 0
                                : x->rank == 1);
     }
-    if (!strcmp(op, "Reshape")) {
+    case SN_ROWS_RESHAPE: {
         /* a target whose first entry keeps the batch (0: copied, -1: what
          * is left); the outputs' first dimension is checked before */
         const sn_rt *t = fact(plan, n, 1);
@@ -653,29 +605,27 @@ static int keeps_rows(const sn_graph *g, const sn_plan *plan,
         first = sn_rt_get_int(t, 0);
         return first == 0 || first == -1;
     }
-    if (!strcmp(op, "Flatten"))
+    case SN_ROWS_FLATTEN:
         return x_only && sn_axis(sn_attr_int(n, "axis", 1), x->rank) >= 1;
-    if (!strcmp(op, "Squeeze"))
+    case SN_ROWS_SQUEEZE:
         return x_only && axes_name_batch(g, plan, n, "axes", x->rank, 0) == 0;
-    if (!strcmp(op, "Unsqueeze"))
+    case SN_ROWS_UNSQUEEZE:
         return x_only && axes_name_batch(g, plan, n, "axes", ro, 1) == 0;
-    if (in_list(op, reduce_ops))
+    case SN_ROWS_REDUCE:
         return x_only &&
                axes_name_batch(g, plan, n, "axes", x->rank,
                                !sn_attr_int(n, "noop_with_empty_axes", 0)) ==
                    0;
-    if (!strcmp(op, "Slice"))
+    case SN_ROWS_SLICE:
         return x_only && axes_name_batch(g, plan, n, "axes", x->rank, 1) == 0;
-    if (!strcmp(op, "Split") || !strcmp(op, "ArgMax") ||
-        !strcmp(op, "ArgMin"))
+    case SN_ROWS_SPLIT:
         return x_only && sn_axis(sn_attr_int(n, "axis", 0), x->rank) >= 1;
-    if (!strcmp(op, "Concat")) {
+    case SN_ROWS_CONCAT:
         for (size_t j = 0; j < n->ninputs; j++)
             if (n->inputs[j] >= 0 && !b[n->inputs[j]])
                 return 0;
         return x && sn_axis(sn_attr_int(n, "axis", 0), x->rank) >= 1;
-    }
-    if (!strcmp(op, "Gather")) {
+    case SN_ROWS_GATHER: {
         int64_t axis = sn_attr_int(n, "axis", 0);
         const sn_rt *idx = fact(plan, n, 1);
         if (!x || !idx || n->ninputs != 2)
@@ -685,6 +635,7 @@ static int keeps_rows(const sn_graph *g, const sn_plan *plan,
         /* rows of indices into a whole table: an embedding */
         return !b[n->inputs[0]] && sn_axis(axis, x->rank) == 0 &&
                idx->rank >= 1;
+    }
     }
     return 0;
 }
@@ -760,7 +711,7 @@ static shardnet_status batch_apart(sn_graph *g, sn_device *dev,
         sn_weights *w = NULL;
         sn_plan *plan = NULL;
         if (sn_weights_new(g, dev, &w) == SHARDNET_OK &&
-            sn_plan_build(g, w, inputs, &plan) == SHARDNET_OK)
+            sn_plan_build(g, w, inputs, sn_op_find, &plan) == SHARDNET_OK)
             flag = (unsigned char)rows_apart(g, plan, rows);
         else
             sn_log(SHARDNET_LOG_DEBUG,
@@ -1551,7 +1502,7 @@ static shardnet_status run_stage(sn_pipeline *p, size_t s, size_t j)
                                    "devices)", s, st->ngrp);
     } else {
         if ((rc = sn_plan_cache_get(st->plans, STAGE_PLANS, st->g, st->w, b,
-                                    &plan)) != SHARDNET_OK)
+                                    sn_op_find, &plan)) != SHARDNET_OK)
             return sn_error_prefix(rc, "stage %zu on %s", s,
                                    st->dev->info.name);
         if ((rc = sn_plan_run(plan, b)) != SHARDNET_OK)

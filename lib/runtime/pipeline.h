@@ -105,9 +105,6 @@ shardnet_status sn_time_nodes(sn_graph *g, sn_device *dev,
 shardnet_status sn_time_nodes_shared(sn_graph *g, sn_device *dev,
                                      const sn_binding *inputs, double *t,
                                      int shared);
-/* Work of node n under plan p: flops for GEMM-like ops, else about one
- * per output element. */
-double sn_node_work(const sn_graph *g, const sn_plan *p, const sn_node *n);
 /* First live node (index into the sorted live nodes) of stage s, and the
  * number of live nodes. */
 size_t sn_pipeline_stage_start(const sn_pipeline *p, size_t s);

@@ -43,6 +43,7 @@
 
 #include "comm/collective.h"
 #include "ops/ops.h"
+#include "ops/registry.h"
 #include "runtime/pipeline.h"
 #include "plan/profile.h"
 #include "runtime/tensor_split.h"
@@ -801,6 +802,14 @@ static const sn_strategy *find_strategy(bld *b, const sn_node *n)
 
 enum { M_REP, M_COL, M_ROW, M_DATA };
 
+/* Node n's shard rule in the operator registry (ops/registry.h): what the
+ * rules shared by several operators tell them apart by. */
+static sn_shard_rule rule_of(const sn_node *n)
+{
+    const sn_operator *op = sn_operator_find(n->domain, n->op_type);
+    return op ? op->shard : SN_SHARD_REPLICATE;
+}
+
 /*
  * Read a forced strategy for an operand pair of ranks ra (data) and rb
  * (weight): which mode and, for M_DATA, which axis of the data.
@@ -823,7 +832,7 @@ static shardnet_status strategy_mode(const bld *b, const sn_node *n,
             sw = i;
         }
     if (!bad) {
-        int k_axis_a = !strcmp(n->op_type, "Conv") ? 1 : ra - 1;
+        int k_axis_a = rule_of(n) == SN_SHARD_CONV ? 1 : ra - 1;
         if (sa < 0 && sw < 0)
             *mode = M_REP;
         else if (sa == k_axis_a && sw == k_axis_w)
@@ -879,7 +888,7 @@ static shardnet_status relu_after_sum(bld *b, const sn_node *n, int part,
  */
 static shardnet_status linear(bld *b, const sn_node *n, int *handled)
 {
-    int gemm = !strcmp(n->op_type, "Gemm");
+    int gemm = rule_of(n) == SN_SHARD_GEMM;
     int A = n->inputs[0], W = n->inputs[1];
     int C = n->ninputs > 2 ? n->inputs[2] : -1; /* MatMul: a fused bias */
     const sn_rt *fa = full(b, A), *fw = full(b, W);
@@ -1231,22 +1240,6 @@ static shardnet_status matmul2(bld *b, const sn_node *n, int *handled)
     return SHARDNET_OK;
 }
 
-static int in_list(const char *op, const char *const *list)
-{
-    for (; *list; list++)
-        if (!strcmp(op, *list))
-            return 1;
-    return 0;
-}
-
-static const char *const unary_ops[] = {
-    "Relu", "LeakyRelu", "Elu", "Selu", "Sigmoid", "Tanh", "Erf", "Exp",
-    "Log", "Sqrt", "Neg", "Abs", "Reciprocal", "Floor", "Ceil", "Round",
-    "Sign", "Sin", "Cos", "HardSigmoid", "HardSwish", "Softplus",
-    "Softsign", "Gelu", "Identity", "Clip", NULL};
-static const char *const binary_ops[] = {"Add", "Sub", "Mul", "Div", "Pow",
-                                         "Max", "Min", "PRelu", NULL};
-
 /*
  * Element-wise ops (with broadcasting) follow their cut inputs: the
  * others are sliced locally to match, or used whole where they broadcast
@@ -1259,9 +1252,7 @@ static shardnet_status elementwise(bld *b, const sn_node *n, int *handled)
     if (!fo || fo->dtype != SN_DT_FLOAT || n->ninputs > 8)
         return SHARDNET_OK;
     int r = fo->rank;
-    int linear = !strcmp(n->op_type, "Add") || !strcmp(n->op_type, "Sub") ||
-                 !strcmp(n->op_type, "Identity") ||
-                 !strcmp(n->op_type, "Neg");
+    int linear = rule_of(n) == SN_SHARD_ADDITIVE;
     int nP = 0, nS = 0, nOther = 0;
     lay target = lay_r();
     for (size_t j = 0; j < n->ninputs; j++) {
@@ -1342,7 +1333,7 @@ static shardnet_status normalise(bld *b, const sn_node *n, int *handled)
     for (size_t j = 1; j < n->noutputs; j++)
         if (n->outputs[j] >= 0)
             return SHARDNET_OK;
-    int r = fx->rank, ln = !strcmp(n->op_type, "LayerNormalization");
+    int r = fx->rank, ln = rule_of(n) == SN_SHARD_LAYERNORM;
     int64_t axis = sn_attr_int(n, "axis", ln || b->g->opset >= 13 ? -1 : 1);
     if (axis < 0)
         axis += r;
@@ -1441,7 +1432,7 @@ static shardnet_status reshape(bld *b, const sn_node *n, int *handled)
     int X = n->inputs[0];
     const sn_rt *fx = full(b, X), *fo = full(b, n->outputs[0]);
     const lay *l = layout_of(b, X);
-    int is_reshape = !strcmp(n->op_type, "Reshape");
+    int is_reshape = rule_of(n) == SN_SHARD_RESHAPE;
     *handled = 0;
     if (!fx || !fo || l->kind == LAY_R ||
         (is_reshape && (n->ninputs != 2 || !is_const(b, n->inputs[1]))))
@@ -1486,46 +1477,69 @@ static shardnet_status pool(bld *b, const sn_node *n, int *handled)
     return emit_copy(b, n, in, &lo, NULL);
 }
 
+/* The rules of the registry's products (ops/registry.h): Gemm cut when
+ * its weights are constant; MatMul too, and else by its batch. */
+static shardnet_status gemm(bld *b, const sn_node *n, int *handled)
+{
+    *handled = 0;
+    return n->ninputs > 1 && is_const(b, n->inputs[1]) ? linear(b, n, handled)
+                                                       : SHARDNET_OK;
+}
+
+static shardnet_status matmul(bld *b, const sn_node *n, int *handled)
+{
+    return n->ninputs > 1 && is_const(b, n->inputs[1]) ? linear(b, n, handled)
+                                                       : matmul2(b, n, handled);
+}
+
+static shardnet_status conv_rule(bld *b, const sn_node *n, int *handled)
+{
+    *handled = 0;
+    return n->ninputs > 1 && is_const(b, n->inputs[1]) ? conv(b, n, handled)
+                                                       : SHARDNET_OK;
+}
+
+/* Each shard rule of the registry, by its enum; NULL: replicated. */
+typedef shardnet_status (*shard_rule_fn)(bld *b, const sn_node *n,
+                                         int *handled);
+static const shard_rule_fn shard_rules[SN_SHARD_RULES] = {
+    [SN_SHARD_REPLICATE] = NULL,
+    [SN_SHARD_GEMM] = gemm,
+    [SN_SHARD_MATMUL] = matmul,
+    [SN_SHARD_CONV] = conv_rule,
+    [SN_SHARD_ELEMENTWISE] = elementwise,
+    [SN_SHARD_ADDITIVE] = elementwise,
+    [SN_SHARD_SOFTMAX] = normalise,
+    [SN_SHARD_LAYERNORM] = normalise,
+    [SN_SHARD_TRANSPOSE] = transpose,
+    [SN_SHARD_RESHAPE] = reshape,
+    [SN_SHARD_FLATTEN] = reshape,
+    [SN_SHARD_POOL] = pool,
+};
+
 static shardnet_status shard_node(bld *b, const sn_node *n)
 {
-    const char *op = n->op_type;
+    sn_shard_rule r = rule_of(n);
     int handled = 0;
     shardnet_status st = SHARDNET_OK;
-    int w_const = n->ninputs > 1 && is_const(b, n->inputs[1]);
     const sn_strategy *s = NULL;
     if (*n->domain && strcmp(n->domain, "ai.onnx"))
         return replicate(b, n);
-    if ((!strcmp(op, "Gemm") || !strcmp(op, "MatMul")) && w_const)
-        st = linear(b, n, &handled);
-    else if (!strcmp(op, "Conv") && w_const)
-        st = conv(b, n, &handled);
-    else if (!strcmp(op, "MatMul"))
-        st = matmul2(b, n, &handled);
-    else if (in_list(op, unary_ops) || in_list(op, binary_ops))
-        st = elementwise(b, n, &handled);
-    else if (!strcmp(op, "Softmax") || !strcmp(op, "LogSoftmax") ||
-             !strcmp(op, "LayerNormalization"))
-        st = normalise(b, n, &handled);
-    else if (!strcmp(op, "Transpose"))
-        st = transpose(b, n, &handled);
-    else if (!strcmp(op, "Reshape") || !strcmp(op, "Flatten"))
-        st = reshape(b, n, &handled);
-    else if (!strcmp(op, "MaxPool") || !strcmp(op, "AveragePool") ||
-             !strcmp(op, "GlobalAveragePool") || !strcmp(op, "GlobalMaxPool"))
-        st = pool(b, n, &handled);
+    if (shard_rules[r])
+        st = shard_rules[r](b, n, &handled);
     if (st != SHARDNET_OK)
         return st;
     if (!handled) {
         if ((s = find_strategy(b, n)) != NULL) {
             char t[256];
             sn_strategy_format(s, t, sizeof t);
-            if (strcmp(op, "MatMul") && strcmp(op, "Gemm") &&
-                strcmp(op, "Conv"))
+            if (r != SN_SHARD_GEMM && r != SN_SHARD_MATMUL &&
+                r != SN_SHARD_CONV)
                 return sn_error(SHARDNET_INVALID_ARGUMENT,
                                 "strategy %s for node '%s' (%s): strategies "
                                 "are taken for MatMul, Gemm and Conv with "
                                 "constant weights",
-                                t, n->name, op);
+                                t, n->name, n->op_type);
         }
         sn_error_clear();
         return replicate(b, n);
@@ -2508,8 +2522,7 @@ static double estimate(sn_tensor_split *t)
             /* added nodes (slices, activations after a sum): products at
              * the device's GEMM speed, the rest about eight bytes per
              * output element at its staging bandwidth */
-            if (!strcmp(nd->op_type, "MatMul") ||
-                !strcmp(nd->op_type, "Gemm") || !strcmp(nd->op_type, "Conv"))
+            if (sn_node_is_product(nd))
                 work += w / p->gemm_flops;
             else
                 work += 8.0 * w / sn_profile_staging_bw(p);
@@ -2542,6 +2555,10 @@ static double estimate(sn_tensor_split *t)
     }
     return worst + t->coll_time;
 }
+
+/* The operators of the devices' graphs (the split's own node among them):
+ * defined with that node's lowering, at the end. */
+static const sn_op_def *shard_ops(const char *domain, const char *op_type);
 
 shardnet_status sn_tensor_split_create(sn_graph *g, sn_device *const *devs,
                                        size_t ndev, const double *speed,
@@ -2607,7 +2624,8 @@ shardnet_status sn_tensor_split_create(sn_graph *g, sn_device *const *devs,
         if (!devs[d]->remote)
             shape_dev = devs[d];
     if ((st = sn_weights_new(g, shape_dev, &w0)) != SHARDNET_OK ||
-        (st = sn_plan_build(g, w0, inputs, &b.shape)) != SHARDNET_OK)
+        (st = sn_plan_build(g, w0, inputs, sn_op_find, &b.shape)) !=
+            SHARDNET_OK)
         goto fail;
     /* Every node timed whole on every device: the estimate scales these
      * by each device's share of the work. */
@@ -2722,8 +2740,8 @@ shardnet_status sn_tensor_split_create(sn_graph *g, sn_device *const *devs,
         if (st == SHARDNET_OK &&
             ((st = sn_weights_new(t->sub[d], devs[d], &t->w[d])) !=
                  SHARDNET_OK ||
-             (st = sn_plan_build(t->sub[d], t->w[d], inputs, &t->plan[d])) !=
-                 SHARDNET_OK))
+             (st = sn_plan_build(t->sub[d], t->w[d], inputs, shard_ops,
+                                 &t->plan[d])) != SHARDNET_OK))
             st = sn_error_prefix(st, "tensor split on %s",
                                  devs[d]->info.name);
         if (st == SHARDNET_OK)
@@ -3071,5 +3089,13 @@ static shardnet_status lower_collective(sn_lower *L, const sn_node *n)
                    0);
 }
 
-const sn_op_def sn_shard_collective_op = {"ShardCollective", 1, 1,
-                                          lower_collective};
+/* The operators of a device's graph: the registry's, and the split's own
+ * node (a model file naming it finds it unsupported). */
+static const sn_op_def *shard_ops(const char *domain, const char *op_type)
+{
+    static const sn_op_def collective = {"ShardCollective", 1, 1,
+                                         lower_collective};
+    if (!strcmp(domain, "ai.shardnet"))
+        return strcmp(op_type, collective.op_type) ? NULL : &collective;
+    return sn_op_find(domain, op_type);
+}

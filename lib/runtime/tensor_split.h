@@ -82,8 +82,4 @@ const char *sn_tensor_split_overflow(const sn_tensor_split *t);
 /* Collectives per run and the float bytes they move. */
 size_t sn_tensor_split_collectives(const sn_tensor_split *t, double *bytes);
 
-/* The internal collective op ("ShardCollective" in domain "ai.shardnet"),
- * found by sn_op_find(). */
-extern const sn_op_def sn_shard_collective_op;
-
 #endif /* SN_TENSOR_SPLIT_H */
