@@ -1,0 +1,59 @@
+/*
+ * What the files of the shardnet command share: the program's name, the
+ * entry point of each command (one file each, listed in main.c's table) and
+ * the helpers two commands or more use (common.c).  The command is a client
+ * of the public API (shardnet.h) only; nothing here reaches into lib/.
+ */
+#ifndef SHARDNET_CLI_H
+#define SHARDNET_CLI_H
+
+#include <stdint.h>
+#include <stdio.h>
+
+#include "shardnet.h"
+
+/* Devices one command may name, and inputs or outputs one model may have. */
+#define CLI_MAX_DEVICES 256
+#define CLI_MAX_IO 64
+
+/* What a command's option parser returns when the command goes on (else the
+ * exit status: 0 after --help, 2 for a bad option). */
+#define CLI_GO_ON (-1)
+
+/* The program's name, at the start of every message. */
+extern const char cli_prog[];
+
+/* The commands: argv[0] is "shardnet COMMAND", the rest its arguments;
+ * each returns the process's exit status. */
+int cli_devices(int argc, char **argv);
+int cli_info(int argc, char **argv);
+int cli_run(int argc, char **argv);
+int cli_plan(int argc, char **argv);
+int cli_matmul(int argc, char **argv);
+
+/* Print WHAT failed with ST and the library's detail; returns 1. */
+int cli_fail(const char *what, shardnet_status st);
+
+/* In an MPI job every process runs the command; process 0 speaks for all
+ * (errors still come from whichever process has them). */
+void cli_job_joined(void);
+
+/* Open the context and resolve the device list SPEC (NULL: the default)
+ * into IDX[0..*N); 0, or the exit status after printing what failed. */
+int cli_open_devices(const char *spec, shardnet_context_t **ctx, size_t *idx,
+                     size_t *n);
+
+/* ARG as a whole decimal number in LO..HI into *OUT; 0, or -1 if it is not
+ * one. */
+int cli_parse_long(const char *arg, long lo, long hi, long *out);
+
+/* Seconds on a monotonic clock. */
+double cli_now(void);
+
+/* qsort's comparison for doubles, ascending. */
+int cli_cmp_double(const void *a, const void *b);
+
+/* Print "PREFIXname: dtype [dims]", symbolic dimensions by name. */
+void cli_print_tensor_info(const char *prefix, const shardnet_tensor_info *t);
+
+#endif

@@ -1,0 +1,106 @@
+/*
+ * Helpers two commands or more share: error messages in the library's
+ * words, MPI jobs where process 0 speaks, opening the devices of a device
+ * list, numbers from options, the clock, and printing a tensor's shape.
+ */
+#include <config.h>
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <time.h>
+
+#include "cli.h"
+
+int cli_fail(const char *what, shardnet_status st)
+{
+    const char *detail = shardnet_last_error();
+    if (shardnet_job_processes() > 1)
+        fprintf(stderr, "%s (process %u of %u): %s: %s%s%s\n", cli_prog,
+                shardnet_job_process(), shardnet_job_processes(), what,
+                shardnet_status_str(st), *detail ? ": " : "", detail);
+    else
+        fprintf(stderr, "%s: %s: %s%s%s\n", cli_prog, what,
+                shardnet_status_str(st), *detail ? ": " : "", detail);
+    return 1;
+}
+
+void cli_job_joined(void)
+{
+    if (shardnet_job_processes() > 1 && shardnet_job_process() != 0 &&
+        !freopen("/dev/null", "w", stdout))
+        fclose(stdout);
+}
+
+int cli_open_devices(const char *spec, shardnet_context_t **ctx, size_t *idx,
+                     size_t *n)
+{
+    shardnet_status st = shardnet_context_create(ctx);
+    if (st != SHARDNET_OK)
+        return cli_fail("device discovery", st);
+    cli_job_joined();
+    st = shardnet_devices_select(*ctx, spec, idx, CLI_MAX_DEVICES, n);
+    if (st != SHARDNET_OK) {
+        cli_fail("device list", st);
+        shardnet_context_free(*ctx);
+        *ctx = NULL;
+        return 2;
+    }
+    return 0;
+}
+
+int cli_parse_long(const char *arg, long lo, long hi, long *out)
+{
+    char *end;
+    long v = strtol(arg, &end, 10);
+    if (*end || v < lo || v > hi)
+        return -1;
+    *out = v;
+    return 0;
+}
+
+double cli_now(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+}
+
+int cli_cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+static const char *dtype_name(shardnet_dtype t)
+{
+    switch (t) {
+    case SHARDNET_DTYPE_FLOAT32:
+        return "float32";
+    case SHARDNET_DTYPE_FLOAT64:
+        return "float64";
+    case SHARDNET_DTYPE_INT64:
+        return "int64";
+    case SHARDNET_DTYPE_INT32:
+        return "int32";
+    case SHARDNET_DTYPE_INT8:
+        return "int8";
+    case SHARDNET_DTYPE_UINT8:
+        return "uint8";
+    case SHARDNET_DTYPE_BOOL:
+        return "bool";
+    default:
+        return "?";
+    }
+}
+
+void cli_print_tensor_info(const char *prefix, const shardnet_tensor_info *t)
+{
+    printf("%s%s: %s [", prefix, t->name, dtype_name(t->dtype));
+    for (int i = 0; i < t->rank; i++) {
+        if (t->dims[i] >= 0)
+            printf("%s%lld", i ? ", " : "", (long long)t->dims[i]);
+        else
+            printf("%s%s", i ? ", " : "", t->dim_names[i] ? t->dim_names[i] : "?");
+    }
+    printf("]\n");
+}

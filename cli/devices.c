@@ -1,0 +1,118 @@
+/*
+ * shardnet devices: one line per device of the device list (all by
+ * default), with its kind, compute units, memory, NUMA node and CPUs, and
+ * what the driver says it is.
+ */
+#include <config.h>
+
+#include <getopt.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "cli.h"
+
+static void usage(FILE *out)
+{
+    fprintf(out,
+            "Usage: %s devices [--devices LIST]\n"
+            "\n"
+            "List the devices found on this machine: CPU packages (through\n"
+            "hwloc) and OpenCL devices (through the ICD loader).\n"
+            "\n"
+            "  -d, --devices LIST  show only these devices (default: all, or\n"
+            "                      SHARDNET_DEVICES)\n"
+            "  -h, --help          show this help\n",
+            cli_prog);
+}
+
+/* Sets *SPEC from the options; CLI_GO_ON or the exit status. */
+static int parse_options(int argc, char **argv, const char **spec)
+{
+    static const struct option opts[] = {{"devices", required_argument, 0, 'd'},
+                                         {"help", no_argument, 0, 'h'},
+                                         {0, 0, 0, 0}};
+    int c;
+    while ((c = getopt_long(argc, argv, "d:h", opts, NULL)) != -1) {
+        switch (c) {
+        case 'd':
+            *spec = optarg;
+            break;
+        case 'h':
+            usage(stdout);
+            return 0;
+        default:
+            usage(stderr);
+            return 2;
+        }
+    }
+    if (optind < argc) {
+        fprintf(stderr, "%s devices: unexpected argument '%s'\n", cli_prog,
+                argv[optind]);
+        return 2;
+    }
+    return CLI_GO_ON;
+}
+
+static void format_bytes(char *out, size_t cap, uint64_t bytes)
+{
+    const char *unit[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+    double v = (double)bytes;
+    int u = 0;
+    while (v >= 1024.0 && u < 4) {
+        v /= 1024.0;
+        u++;
+    }
+    snprintf(out, cap, u ? "%.1f %s" : "%.0f %s", v, unit[u]);
+}
+
+static const char *kind_name(shardnet_device_kind kind)
+{
+    switch (kind) {
+    case SHARDNET_DEVICE_CPU:
+        return "cpu";
+    case SHARDNET_DEVICE_OPENCL:
+        return "opencl";
+    case SHARDNET_DEVICE_CUDA:
+        return "cuda";
+    }
+    return "?";
+}
+
+static void print_device(const shardnet_device_info *info)
+{
+    char mem[32], alloc[32], numa[16];
+    format_bytes(mem, sizeof mem, info->global_mem);
+    format_bytes(alloc, sizeof alloc, info->max_alloc);
+    if (info->numa_node >= 0)
+        snprintf(numa, sizeof numa, "%d", info->numa_node);
+    else
+        snprintf(numa, sizeof numa, "-");
+    printf("%-7s %-6s %5u %10s %10s %7s %5s %-8s %s / %s / %s\n", info->name,
+           kind_name(info->kind), info->compute_units, mem, alloc,
+           info->host_unified ? "yes" : "no", numa,
+           *info->cpuset ? info->cpuset : "-", info->model, info->vendor,
+           info->driver);
+}
+
+int cli_devices(int argc, char **argv)
+{
+    const char *spec = NULL;
+    shardnet_context_t *ctx;
+    size_t idx[CLI_MAX_DEVICES], n;
+    int rc;
+
+    if ((rc = parse_options(argc, argv, &spec)) != CLI_GO_ON)
+        return rc;
+    if ((rc = cli_open_devices(spec, &ctx, idx, &n)) != 0)
+        return rc;
+    printf("%-7s %-6s %5s %10s %10s %7s %5s %-8s %s\n", "DEVICE", "KIND",
+           "UNITS", "MEMORY", "MAX-ALLOC", "UNIFIED", "NUMA", "CPUS",
+           "MODEL / VENDOR / DRIVER");
+    for (size_t i = 0; i < n; i++) {
+        shardnet_device_info info;
+        shardnet_device_get_info(ctx, idx[i], &info);
+        print_device(&info);
+    }
+    shardnet_context_free(ctx);
+    return 0;
+}
