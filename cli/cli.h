@@ -27,6 +27,7 @@ extern const char cli_prog[];
  * each returns the process's exit status. */
 int cli_devices(int argc, char **argv);
 int cli_info(int argc, char **argv);
+int cli_ops(int argc, char **argv);
 int cli_run(int argc, char **argv);
 int cli_plan(int argc, char **argv);
 int cli_matmul(int argc, char **argv);

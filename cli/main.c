@@ -2,8 +2,8 @@
  * shardnet: the command-line tool.  This file holds what comes before a
  * command: the general usage, --version, the library's log on stderr, the
  * choice of BLAS kernels, and the dispatch to a command by its name.  Each
- * command lives in a file of its own under cli/ (devices.c, info.c, run.c,
- * plan.c, matmul.c), helpers they share in common.c, and everything uses
+ * command lives in a file of its own under cli/ (devices.c, info.c, ops.c,
+ * run.c, plan.c, matmul.c), helpers they share in common.c, and everything uses
  * the public API (shardnet.h) only.
  *
  * Adding a command NAME: write cli/NAME.c with `int cli_NAME(int argc,
@@ -32,6 +32,8 @@ static const struct {
 } commands[] = {
     {"devices", "list the devices found on this machine", cli_devices},
     {"info", "describe an ONNX model: inputs, outputs, operators", cli_info},
+    {"ops", "list the ONNX operators shardnet runs, with their opsets",
+     cli_ops},
     {"run", "run an ONNX model on inputs from files", cli_run},
     {"plan",
      "show how a model would be split across devices, with\n"
