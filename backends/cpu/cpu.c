@@ -1083,6 +1083,5 @@ static const sn_backend_ops cpu_ops = {
 const sn_backend sn_cpu_backend = {
     .abi = SN_BACKEND_ABI,
     .kind = "cpu",
-    .device_kind = SHARDNET_DEVICE_CPU,
     .discover = cpu_discover,
 };

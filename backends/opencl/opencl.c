@@ -1507,6 +1507,5 @@ static const sn_backend_ops cl_ops = {
 const sn_backend sn_opencl_backend = {
     .abi = SN_BACKEND_ABI,
     .kind = "cl",
-    .device_kind = SHARDNET_DEVICE_OPENCL,
     .discover = cl_discover,
 };

@@ -263,7 +263,7 @@ typedef struct sn_gather_desc {
 /** One backend: a table of function pointers, filled once per backend. */
 typedef struct sn_backend_ops {
     unsigned abi;     /* SN_BACKEND_ABI */
-    const char *kind; /* "cpu", "cl" */
+    const char *kind; /* as device strings name it: "cpu" in "cpu:0" */
 
     /* Release everything the device holds (called once, after a sync). */
     void (*device_free)(sn_device *dev);
@@ -330,7 +330,7 @@ typedef struct sn_device_list {
 } sn_device_list;
 
 shardnet_status sn_device_list_push(sn_device_list *list, sn_device *dev);
-/* Free every device of the list (device_free) and the list itself. */
+/* Free every device of the list (device_free) and empty the list. */
 void sn_device_list_free(sn_device_list *list);
 
 /* What discovery needs to know that only layers above the backends can
@@ -352,7 +352,6 @@ typedef struct sn_discover_args {
 typedef struct sn_backend {
     unsigned abi; /* SN_BACKEND_ABI */
     const char *kind;
-    shardnet_device_kind device_kind;
     shardnet_status (*discover)(sn_device_list *list,
                                 const sn_discover_args *args);
 } sn_backend;
