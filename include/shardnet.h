@@ -29,9 +29,12 @@ extern "C" {
  * of the headers this program was compiled against (generated from VERSION). */
 #include <shardnet-version.h>
 
-/** Version as one number: major * 10000 + minor * 100 + patch. */
+/** Version of the headers as one number, 0xMMmmpp (major, minor, patch one
+ * byte each, as libuv and hwloc write theirs): versions compare as numbers,
+ * e.g. `#if SHARDNET_VERSION_HEX >= 0x000200`.  shardnet_version_hex() is
+ * the library's. */
 #define SHARDNET_VERSION_HEX                                                  \
-    (SHARDNET_VERSION_MAJOR * 10000 + SHARDNET_VERSION_MINOR * 100 +          \
+    ((SHARDNET_VERSION_MAJOR << 16) | (SHARDNET_VERSION_MINOR << 8) |         \
      SHARDNET_VERSION_PATCH)
 
 /**
@@ -61,6 +64,13 @@ typedef enum shardnet_status {
  * \return a static string; never NULL.
  */
 SHARDNET_API const char *shardnet_version(void);
+
+/**
+ * \brief Version of the library loaded at run time, as SHARDNET_VERSION_HEX
+ * writes it (0xMMmmpp): a program can check that the library it runs with
+ * is at least the one whose headers it was compiled against.
+ */
+SHARDNET_API unsigned shardnet_version_hex(void);
 
 /**
  * \brief Short message describing a status code.
@@ -235,6 +245,14 @@ typedef enum shardnet_dtype {
 /** Bytes per element of \p dtype; 0 for types shardnet does not handle. */
 SHARDNET_API size_t shardnet_dtype_size(shardnet_dtype dtype);
 
+/**
+ * \brief Name of \p dtype: the enumerator's in lower case ("float32",
+ * "int64", "bfloat16", "undefined").
+ * \return a static string; "unknown" for a value that is not a
+ *         ::shardnet_dtype.
+ */
+SHARDNET_API const char *shardnet_dtype_name(shardnet_dtype dtype);
+
 /** Name, type and shape of a model input or output, or of a result. */
 typedef struct shardnet_tensor_info {
     const char *name;        /**< owned by the model or session */
@@ -362,8 +380,23 @@ SHARDNET_API shardnet_status shardnet_session_create(shardnet_context_t *ctx,
                                                      const char *devices,
                                                      shardnet_session_t **out);
 
-/** How a session spreads a model over several devices. */
+/**
+ * How a session spreads a model over several devices.
+ *
+ * The struct can grow without breaking programs built against an older
+ * one: the library reads only the \p size bytes the caller states, and
+ * fields past them keep their defaults.  A program built against a newer
+ * header gives a larger size; this library accepts it when every byte past
+ * the fields it knows is 0 (the newer options left unset), and refuses it
+ * with SHARDNET_INVALID_ARGUMENT otherwise.
+ */
 typedef struct shardnet_session_options {
+    /**
+     * sizeof(shardnet_session_options).  0 stands for the size of the first
+     * version of the struct (up to plan_file), so that a struct initialised
+     * with only the fields it sets (`{.split = "layer"}`) is valid.
+     */
+    size_t size;
     /**
      * NULL: "none" with one device, "auto" with several.
      * "none": one device runs everything;
@@ -390,8 +423,9 @@ typedef struct shardnet_session_options {
 
 /**
  * \brief shardnet_session_create() with options (NULL = defaults).
- * \return SHARDNET_INVALID_ARGUMENT for an unknown split, or several
- *         devices with split "none".  A model the tensor split cannot shard
+ * \return SHARDNET_INVALID_ARGUMENT for an unknown split, several
+ *         devices with split "none", or options whose size this library
+ *         cannot read (see shardnet_session_options).  A model the tensor split cannot shard
  *         fails at its first run with SHARDNET_UNSUPPORTED.
  */
 SHARDNET_API shardnet_status shardnet_session_create_with(
@@ -501,7 +535,7 @@ SHARDNET_API shardnet_status shardnet_trace_stop(const char *path);
 /** A tensor in host memory, as read from a file. */
 typedef struct shardnet_tensor {
     shardnet_tensor_info info; /**< info.name: the file's tensor name or NULL */
-    void *data;                /**< owned; release with shardnet_tensor_release() */
+    void *data;                /**< owned; freed by shardnet_tensor_free() */
     size_t nbytes;
 } shardnet_tensor;
 
@@ -509,7 +543,7 @@ typedef struct shardnet_tensor {
  * \brief Read a tensor file: NumPy .npy, or an ONNX TensorProto .pb (the
  * format of the ONNX test data), chosen by the file's extension.  A tensor
  * with a zero dimension is valid: it loads with data NULL and nbytes 0.
- * \param[out] out  filled on success; release with shardnet_tensor_release().
+ * \param[out] out  filled on success; release with shardnet_tensor_free().
  */
 SHARDNET_API shardnet_status shardnet_tensor_load(const char *path,
                                                   shardnet_tensor *out);
@@ -519,7 +553,12 @@ SHARDNET_API shardnet_status shardnet_tensor_load(const char *path,
 SHARDNET_API shardnet_status shardnet_tensor_save(
     const char *path, const shardnet_tensor_info *info, const void *data);
 
-/** \brief Free what shardnet_tensor_load() allocated. NULL is ignored. */
+/** \brief Free what shardnet_tensor_load() allocated (the tensor's data and
+ * name; the struct itself is the caller's). NULL is ignored. */
+SHARDNET_API void shardnet_tensor_free(shardnet_tensor *tensor);
+
+/** \brief The earlier name of shardnet_tensor_free(), kept so that programs
+ * built against it still link; new code calls shardnet_tensor_free(). */
 SHARDNET_API void shardnet_tensor_release(shardnet_tensor *tensor);
 
 /* --- Operators ------------------------------------------------------------ */

@@ -40,8 +40,6 @@ rank() {
 }
 
 KNOWN='
-backends/cpu/cpu.c comm/world.h unbound MPI processes share cores (issue 14: discovery arguments)
-backends/opencl/program.c plan/profile.h the cache folder (issue 14: lib/core)
 '
 
 found=$(mktemp) || exit 2

@@ -10,6 +10,7 @@
 #include <criterion/criterion.h>
 #include <criterion/parameterized.h>
 #include <math.h>
+#include <stddef.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -78,10 +79,10 @@ static void multi_io_load(multi_io *t)
 
 static void multi_io_release(multi_io *t)
 {
-    shardnet_tensor_release(&t->x);
-    shardnet_tensor_release(&t->idx);
-    shardnet_tensor_release(&t->y1);
-    shardnet_tensor_release(&t->y2);
+    shardnet_tensor_free(&t->x);
+    shardnet_tensor_free(&t->idx);
+    shardnet_tensor_free(&t->y1);
+    shardnet_tensor_free(&t->y2);
 }
 
 /* Bind x and idx by name, rows [0, rows) of them. */
@@ -519,4 +520,59 @@ Test(api, readme_lists_the_operators_of_the_registry)
     cr_assert_eq(k, shardnet_operator_count(),
                  "the README lists %zu operators, the registry %zu", k,
                  shardnet_operator_count());
+}
+
+/* Session options are read up to the size the caller states: a program
+ * built against the first version of the struct (up to plan_file) still
+ * works, the memory past its struct untouched; a newer program's options
+ * pass when the fields this library lacks are unset, and are refused when
+ * one is set. */
+Test(api, session_options_grow_without_breaking_programs)
+{
+    const size_t first = offsetof(shardnet_session_options, plan_file) +
+                         sizeof(const char *);
+    const size_t newer = sizeof(shardnet_session_options) + 16;
+    shardnet_session_options *o;
+    shardnet_session_t *s = NULL;
+    need_devices("cpu:0,cpu:1");
+    shardnet_model_t *m = load_model("multi_io.onnx");
+
+    /* The first version, in a block of exactly its size: its split is
+     * read ("none" on two devices is refused, "layer" runs). */
+    cr_assert(o = malloc(first));
+    memset(o, 0, first);
+    o->size = first;
+    o->split = "none";
+    cr_assert_eq(shardnet_session_create_with(ctx, m, "cpu:0,cpu:1", o, &s),
+                 SHARDNET_INVALID_ARGUMENT);
+    o->split = "layer";
+    o->micro_batches = 2;
+    cr_assert_eq(shardnet_session_create_with(ctx, m, "cpu:0,cpu:1", o, &s),
+                 SHARDNET_OK, "%s", shardnet_last_error());
+    shardnet_session_free(s);
+    s = NULL;
+    /* Too small to hold the first version's fields. */
+    o->size = sizeof o->size;
+    cr_assert_eq(shardnet_session_create_with(ctx, m, "cpu:0,cpu:1", o, &s),
+                 SHARDNET_INVALID_ARGUMENT);
+    cr_assert(strstr(shardnet_last_error(), "too small"), "%s",
+              shardnet_last_error());
+    free(o);
+
+    /* A newer program's larger struct. */
+    cr_assert(o = calloc(1, newer));
+    o->size = newer;
+    o->split = "layer";
+    cr_assert_eq(shardnet_session_create_with(ctx, m, "cpu:0,cpu:1", o, &s),
+                 SHARDNET_OK, "%s", shardnet_last_error());
+    shardnet_session_free(s);
+    s = NULL;
+    ((unsigned char *)o)[newer - 1] = 1;
+    cr_assert_eq(shardnet_session_create_with(ctx, m, "cpu:0,cpu:1", o, &s),
+                 SHARDNET_INVALID_ARGUMENT);
+    cr_assert(strstr(shardnet_last_error(), "newer shardnet"), "%s",
+              shardnet_last_error());
+    cr_assert_null(s);
+    free(o);
+    shardnet_model_free(m);
 }

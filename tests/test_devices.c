@@ -6,6 +6,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "backend/backend.h"
+#include "core/error.h"
 #include "shardnet.h"
 
 static shardnet_context_t *ctx;
@@ -220,4 +222,109 @@ Test(devices, matmul_runs_on_every_device)
                  SHARDNET_NO_DEVICE);
     cr_assert_eq(shardnet_matmul(ctx, 0, 0, 2, 3, a, b, (float *)want),
                  SHARDNET_INVALID_ARGUMENT);
+}
+
+/* --- the backend registry ------------------------------------------------ */
+
+/* A backend of this test's own: its devices are descriptions that count
+ * their frees; `fail` makes its discovery fail after pushing one. */
+static int fake_discovered, fake_freed, fake_fail;
+
+static void fake_free(sn_device *dev)
+{
+    fake_freed++;
+    free(dev);
+}
+
+static const sn_backend_ops fake_ops = {
+    .abi = SN_BACKEND_ABI, .kind = "fake", .device_free = fake_free};
+static const sn_backend_ops fake_old_ops = {
+    .abi = SN_BACKEND_ABI - 1, .kind = "fake", .device_free = fake_free};
+
+static shardnet_status fake_discover(sn_device_list *list,
+                                     const sn_discover_args *args)
+{
+    sn_device *dev = calloc(1, sizeof *dev);
+    shardnet_status st;
+    cr_assert(dev);
+    cr_assert_eq(args->node_size, 1);
+    fake_discovered++;
+    dev->ops = &fake_ops;
+    snprintf(dev->info.name, sizeof dev->info.name, "fake:0");
+    if ((st = sn_device_list_push(list, dev)) != SHARDNET_OK) {
+        fake_free(dev);
+        return st;
+    }
+    return fake_fail ? sn_error(SHARDNET_DEVICE_ERROR, "fake failure")
+                     : SHARDNET_OK;
+}
+
+Test(registry, a_backend_of_another_interface_is_refused)
+{
+    const sn_backend old = {.abi = SN_BACKEND_ABI + 1, .kind = "fake",
+                            .discover = fake_discover};
+    const sn_discover_args args = {0, 1};
+    sn_device_list list = {0};
+    char want[128];
+    cr_assert_eq(sn_backend_discover(&old, &list, &args), SHARDNET_INTERNAL);
+    snprintf(want, sizeof want,
+             "backend 'fake' states backend interface %u, this library has "
+             "%u",
+             SN_BACKEND_ABI + 1, SN_BACKEND_ABI);
+    cr_assert(strstr(shardnet_last_error(), want), "%s",
+              shardnet_last_error());
+    cr_assert_eq(fake_discovered, 0, "its discovery ran");
+    cr_assert_eq(list.count, 0);
+}
+
+Test(registry, a_device_of_another_interface_is_refused)
+{
+    sn_device dev = {.ops = &fake_old_ops, .info = {.name = "fake:0"}};
+    sn_device_list list = {0};
+    cr_assert_eq(sn_device_list_push(&list, &dev), SHARDNET_INTERNAL);
+    cr_assert(strstr(shardnet_last_error(), "states backend interface"), "%s",
+              shardnet_last_error());
+    cr_assert_eq(list.count, 0);
+}
+
+Test(registry, a_backend_of_this_interface_lists_its_devices)
+{
+    const sn_backend fake = {.abi = SN_BACKEND_ABI, .kind = "fake",
+                             .discover = fake_discover};
+    const sn_discover_args args = {0, 1};
+    sn_device_list list = {0};
+    cr_assert_eq(sn_backend_discover(&fake, &list, &args), SHARDNET_OK, "%s",
+                 shardnet_last_error());
+    cr_assert_eq(list.count, 1);
+    cr_assert_str_eq(list.items[0]->info.name, "fake:0");
+    sn_device_list_free(&list);
+    cr_assert_eq(fake_freed, 1);
+    cr_assert_null(list.items);
+}
+
+Test(registry, a_failed_discovery_leaves_the_list_as_it_was)
+{
+    const sn_backend fake = {.abi = SN_BACKEND_ABI, .kind = "fake",
+                             .discover = fake_discover};
+    const sn_discover_args args = {0, 1};
+    sn_device_list list = {0};
+    fake_fail = 1;
+    cr_assert_eq(sn_backend_discover(&fake, &list, &args),
+                 SHARDNET_DEVICE_ERROR);
+    cr_assert(strstr(shardnet_last_error(), "discovering fake devices: fake "
+                                            "failure"),
+              "%s", shardnet_last_error());
+    cr_assert_eq(list.count, 0);
+    cr_assert_eq(fake_freed, 1, "the device it had listed was not freed");
+    sn_device_list_free(&list);
+}
+
+Test(registry, device_strings_name_the_registry_kinds)
+{
+    char kinds[64];
+    sn_backend_kinds(kinds, sizeof kinds);
+    cr_assert_str_eq(kinds, "cpu, cl, cuda");
+    cr_assert(sn_backend_kind_known("cl:0", 2));
+    cr_assert(!sn_backend_kind_known("c", 1));
+    cr_assert(!sn_backend_kind_known("gpu", 3));
 }

@@ -16,9 +16,50 @@ Test(version, run_time_version_matches_the_headers)
              SHARDNET_VERSION_MINOR, SHARDNET_VERSION_PATCH);
     cr_assert_str_eq(shardnet_version(), want);
     cr_assert_str_eq(SHARDNET_VERSION_STRING, want);
-    cr_assert_eq(SHARDNET_VERSION_HEX, SHARDNET_VERSION_MAJOR * 10000 +
-                                           SHARDNET_VERSION_MINOR * 100 +
+    cr_assert_eq(SHARDNET_VERSION_HEX, SHARDNET_VERSION_MAJOR * 0x10000 +
+                                           SHARDNET_VERSION_MINOR * 0x100 +
                                            SHARDNET_VERSION_PATCH);
+}
+
+Test(version, numeric_run_time_version_matches_the_headers)
+{
+    unsigned v = shardnet_version_hex();
+    char text[32];
+    cr_assert_eq(v, SHARDNET_VERSION_HEX, "library 0x%06x, headers 0x%06x", v,
+                 (unsigned)SHARDNET_VERSION_HEX);
+    /* The number and the string tell the same version. */
+    snprintf(text, sizeof text, "%u.%u.%u", v >> 16, (v >> 8) & 0xff,
+             v & 0xff);
+    cr_assert_str_eq(text, shardnet_version());
+#if SHARDNET_VERSION_HEX < 0x000001
+#error "SHARDNET_VERSION_HEX does not compare as a number in #if"
+#endif
+}
+
+Test(dtype, every_type_has_its_name)
+{
+    static const struct {
+        shardnet_dtype dtype;
+        const char *name;
+    } names[] = {
+        {SHARDNET_DTYPE_UNDEFINED, "undefined"},
+        {SHARDNET_DTYPE_FLOAT32, "float32"}, {SHARDNET_DTYPE_UINT8, "uint8"},
+        {SHARDNET_DTYPE_INT8, "int8"},       {SHARDNET_DTYPE_UINT16, "uint16"},
+        {SHARDNET_DTYPE_INT16, "int16"},     {SHARDNET_DTYPE_INT32, "int32"},
+        {SHARDNET_DTYPE_INT64, "int64"},     {SHARDNET_DTYPE_BOOL, "bool"},
+        {SHARDNET_DTYPE_FLOAT16, "float16"}, {SHARDNET_DTYPE_FLOAT64, "float64"},
+        {SHARDNET_DTYPE_UINT32, "uint32"},   {SHARDNET_DTYPE_UINT64, "uint64"},
+        {SHARDNET_DTYPE_BFLOAT16, "bfloat16"},
+    };
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
+        cr_assert_str_eq(shardnet_dtype_name(names[i].dtype), names[i].name);
+        /* every named type but undefined has a size */
+        cr_assert_eq(shardnet_dtype_size(names[i].dtype) == 0,
+                     names[i].dtype == SHARDNET_DTYPE_UNDEFINED, "%s",
+                     names[i].name);
+    }
+    cr_assert_str_eq(shardnet_dtype_name((shardnet_dtype)8), "unknown");
+    cr_assert_str_eq(shardnet_dtype_name((shardnet_dtype)-1), "unknown");
 }
 
 Test(status, every_code_has_its_own_message)

@@ -17,8 +17,9 @@
  * core) keeps to its cores, and its team is as big as they are.  A process
  * free to run anywhere that shares the machine with other processes of its
  * job (mpirun --bind-to none) takes its even share of each package's cores,
- * by its rank on the machine, so that two processes opening the same
- * package do not pin their teams onto the same cores.  A process bound
+ * by its rank on the machine (sn_discover_args: the context, which knows
+ * the job, passes it), so that two processes opening the same package do
+ * not pin their teams onto the same cores.  A process bound
  * outside a package (a simulated package, or one its launcher gave to
  * another process) uses the whole package where the system lets it bind
  * there; where it cannot (a simulated topology with more PUs than the
@@ -44,7 +45,6 @@
 #include "cpu_kernels.h"
 #include "core/error.h"
 #include "core/trace.h"
-#include "comm/world.h"
 
 /* The topology, shared by every CPU device of the process. */
 static struct {
@@ -991,7 +991,8 @@ static hwloc_bitmap_t package_share(hwloc_topology_t topo, hwloc_obj_t pkg,
     return use;
 }
 
-shardnet_status sn_cpu_discover(sn_device_list *list)
+static shardnet_status cpu_discover(sn_device_list *list,
+                                    const sn_discover_args *args)
 {
     hwloc_topology_t topo;
     shardnet_status st = acquire_topology(&topo);
@@ -1002,7 +1003,8 @@ shardnet_status sn_cpu_discover(sn_device_list *list)
     if (st != SHARDNET_OK)
         return st;
     sn_cpu_gemm_init();
-    sn_world_node_share(&share, &shares);
+    share = args->node_rank;
+    shares = args->node_size;
     if (!(mine = process_cpus(topo, &bound))) {
         release_topology();
         return sn_error(SHARDNET_OUT_OF_MEMORY, "cpu devices");
@@ -1076,4 +1078,10 @@ static const sn_backend_ops cpu_ops = {
     .gather = cpu_gather,
     .synchronize = cpu_synchronize,
     .bind_thread = cpu_bind_thread,
+};
+
+const sn_backend sn_cpu_backend = {
+    .abi = SN_BACKEND_ABI,
+    .kind = "cpu",
+    .discover = cpu_discover,
 };

@@ -439,7 +439,8 @@ static shardnet_status open_device(cl_platform_id platform, cl_device_id id,
  * left out with a warning rather than failing the whole discovery; only
  * running out of host memory is an error.
  */
-shardnet_status sn_opencl_discover(sn_device_list *list)
+static shardnet_status cl_discover(sn_device_list *list,
+                                   const sn_discover_args *args)
 {
     cl_uint nplat = 0;
     cl_platform_id *plats = NULL;
@@ -448,6 +449,7 @@ shardnet_status sn_opencl_discover(sn_device_list *list)
     shardnet_status st = SHARDNET_OK;
     cl_int err = clGetPlatformIDs(0, NULL, &nplat);
 
+    (void)args; /* OpenCL devices are not shared out between processes */
     if (err == CL_PLATFORM_NOT_FOUND_KHR || (err == CL_SUCCESS && nplat == 0)) {
         sn_log(SHARDNET_LOG_DEBUG, "no OpenCL platform");
         return SHARDNET_OK;
@@ -1500,4 +1502,10 @@ static const sn_backend_ops cl_ops = {
     .layernorm = cl_layernorm,
     .gather = cl_gather,
     .synchronize = cl_synchronize,
+};
+
+const sn_backend sn_opencl_backend = {
+    .abi = SN_BACKEND_ABI,
+    .kind = "cl",
+    .discover = cl_discover,
 };

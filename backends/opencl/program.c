@@ -34,9 +34,9 @@
 #include <sys/types.h>
 #include <unistd.h>
 
+#include "core/cachedir.h"
 #include "core/error.h"
 #include "program.h"
-#include "plan/profile.h"
 
 #define CACHE_MAGIC "SNCLBIN1"
 #define CACHE_PATH_MAX 4096

@@ -1,4 +1,5 @@
-/* The context: device discovery across backends, device lists, matmul. */
+/* The context: the devices the backend registry discovers (and, in a job
+ * of several processes, every process's), device lists, matmul. */
 #include <config.h>
 
 #include <ctype.h>
@@ -14,61 +15,7 @@
 #include "core/error.h"
 
 struct shardnet_context {
-    sn_device_list devices; /* in discovery order: cpu first, then cl */
-};
-
-/* Backends, in the order their devices are listed. */
-typedef shardnet_status (*sn_discover_fn)(sn_device_list *list);
-static const struct {
-    const char *kind;
-    sn_discover_fn discover;
-} registry[] = {
-    {"cpu", sn_cpu_discover},
-#ifdef SN_HAVE_OPENCL
-    {"cl", sn_opencl_discover},
-#endif
-};
-
-/* Every kind a device string may name, including kinds not built in. */
-static const char *const known_kinds[] = {"cpu", "cl", "cuda"};
-
-shardnet_status sn_device_list_push(sn_device_list *list, sn_device *dev)
-{
-    if (list->count == list->cap) {
-        size_t cap = list->cap ? 2 * list->cap : 8;
-        sn_device **items = realloc(list->items, cap * sizeof *items);
-        if (!items)
-            return sn_error(SHARDNET_OUT_OF_MEMORY, "device list");
-        list->items = items;
-        list->cap = cap;
-    }
-    list->items[list->count++] = dev;
-    return SHARDNET_OK;
-}
-
-static void free_devices(sn_device_list *list)
-{
-    for (size_t i = 0; i < list->count; i++) {
-        sn_device *dev = list->items[i];
-        dev->ops->device_free(dev);
-    }
-    free(list->items);
-    list->items = NULL;
-    list->count = list->cap = 0;
-}
-
-/* --- devices of other processes ----------------------------------------- */
-
-/* A remote device: its description, no buffers and no kernels. */
-static void remote_free(sn_device *dev)
-{
-    free(dev);
-}
-
-static const sn_backend_ops remote_ops[] = {
-    {.abi = SN_BACKEND_ABI, .kind = "cpu", .device_free = remote_free},
-    {.abi = SN_BACKEND_ABI, .kind = "cl", .device_free = remote_free},
-    {.abi = SN_BACKEND_ABI, .kind = "cuda", .device_free = remote_free},
+    sn_device_list devices; /* by process, each's in the registry's order */
 };
 
 /*
@@ -117,15 +64,9 @@ static shardnet_status join_devices(shardnet_context_t *ctx)
             sn_device *dev;
             if (p == me) {
                 dev = ctx->devices.items[i];
-            } else {
-                size_t k = info->kind < 3 ? (size_t)info->kind : 0;
-                if (!(dev = calloc(1, sizeof *dev))) {
-                    st = sn_error(SHARDNET_OUT_OF_MEMORY, "devices of the job");
-                    goto out;
-                }
-                dev->ops = &remote_ops[k];
-                dev->info = *info;
-                dev->remote = 1;
+            } else if ((st = sn_remote_device_new(info, &dev)) !=
+                       SHARDNET_OK) {
+                goto out;
             }
             dev->process = p;
             char name[sizeof dev->info.name];
@@ -193,6 +134,7 @@ static shardnet_status check_environment(void)
 shardnet_status shardnet_context_create(shardnet_context_t **out)
 {
     shardnet_context_t *ctx;
+    sn_discover_args args;
     shardnet_status st;
 
     if (!out)
@@ -204,20 +146,18 @@ shardnet_status shardnet_context_create(shardnet_context_t **out)
     ctx = calloc(1, sizeof *ctx);
     if (!ctx)
         return sn_error(SHARDNET_OUT_OF_MEMORY, "context");
-    for (size_t i = 0; i < sizeof registry / sizeof registry[0]; i++) {
-        st = registry[i].discover(&ctx->devices);
-        if (st != SHARDNET_OK) {
-            sn_error_prefix(st, "discovering %s devices", registry[i].kind);
-            free_devices(&ctx->devices);
-            free(ctx);
-            return st;
-        }
+    /* Processes of the job on this machine share its cores: discovery,
+     * which comes before the job is joined, learns its share here. */
+    sn_world_node_share(&args.node_rank, &args.node_size);
+    if ((st = sn_backends_discover(&ctx->devices, &args)) != SHARDNET_OK) {
+        free(ctx);
+        return st;
     }
     if ((st = sn_world_init()) != SHARDNET_OK ||
         (sn_world_processes() > 1 &&
          (st = join_devices(ctx)) != SHARDNET_OK)) {
         sn_error_prefix(st, "joining the MPI job");
-        free_devices(&ctx->devices);
+        sn_device_list_free(&ctx->devices);
         free(ctx);
         return st;
     }
@@ -242,7 +182,7 @@ void shardnet_context_free(shardnet_context_t *ctx)
         return;
     for (size_t i = 0; i < ctx->devices.count; i++)
         sn_synchronize(ctx->devices.items[i]);
-    free_devices(&ctx->devices);
+    sn_device_list_free(&ctx->devices);
     free(ctx);
 }
 
@@ -271,14 +211,6 @@ shardnet_status shardnet_device_get_info(const shardnet_context_t *ctx,
                         ctx->devices.count);
     *info = ctx->devices.items[index]->info;
     return SHARDNET_OK;
-}
-
-static int kind_is_known(const char *kind, size_t len)
-{
-    for (size_t i = 0; i < sizeof known_kinds / sizeof known_kinds[0]; i++)
-        if (strlen(known_kinds[i]) == len && !memcmp(known_kinds[i], kind, len))
-            return 1;
-    return 0;
 }
 
 /* Append device i unless already chosen. */
@@ -330,11 +262,14 @@ static shardnet_status select_item(const shardnet_context_t *ctx,
             return sn_error(SHARDNET_NO_DEVICE, "no devices found");
         return SHARDNET_OK;
     }
-    if (kind_len == 0 || !kind_is_known(item, kind_len))
+    if (kind_len == 0 || !sn_backend_kind_known(item, kind_len)) {
+        char kinds[128];
+        sn_backend_kinds(kinds, sizeof kinds);
         return sn_error(SHARDNET_NO_DEVICE,
-                        "unknown device '%s' (expected all, cpu, cl, cuda, or "
-                        "KIND:N such as cpu:0)",
-                        item);
+                        "unknown device '%s' (expected all, %s, or KIND:N "
+                        "such as cpu:0)",
+                        item, kinds);
+    }
     if (!colon) {
         int found = 0;
         for (size_t i = 0; i < devs->count; i++) {

@@ -87,6 +87,27 @@ size_t shardnet_dtype_size(shardnet_dtype dtype)
     }
 }
 
+const char *shardnet_dtype_name(shardnet_dtype dtype)
+{
+    switch (dtype) {
+    case SHARDNET_DTYPE_UNDEFINED: return "undefined";
+    case SHARDNET_DTYPE_FLOAT32: return "float32";
+    case SHARDNET_DTYPE_UINT8: return "uint8";
+    case SHARDNET_DTYPE_INT8: return "int8";
+    case SHARDNET_DTYPE_UINT16: return "uint16";
+    case SHARDNET_DTYPE_INT16: return "int16";
+    case SHARDNET_DTYPE_INT32: return "int32";
+    case SHARDNET_DTYPE_INT64: return "int64";
+    case SHARDNET_DTYPE_BOOL: return "bool";
+    case SHARDNET_DTYPE_FLOAT16: return "float16";
+    case SHARDNET_DTYPE_FLOAT64: return "float64";
+    case SHARDNET_DTYPE_UINT32: return "uint32";
+    case SHARDNET_DTYPE_UINT64: return "uint64";
+    case SHARDNET_DTYPE_BFLOAT16: return "bfloat16";
+    }
+    return "unknown";
+}
+
 shardnet_status shardnet_model_load(const char *path, shardnet_model_t **out)
 {
     return shardnet_model_load_with(path, NULL, out);
@@ -506,18 +527,56 @@ static shardnet_status session_create(shardnet_context_t *ctx,
                                       plan_file *pfp,
                                       shardnet_session_t **out);
 
+/* The caller's options (NULL: the defaults) as this library's struct: the
+ * size the caller states, fields past it left at their defaults, and
+ * refused when it sets options this library does not know (see
+ * shardnet_session_options). */
+static shardnet_status session_options_read(const shardnet_session_options *in,
+                                            shardnet_session_options *o)
+{
+    const size_t first =
+        offsetof(shardnet_session_options, plan_file) + sizeof in->plan_file;
+    size_t size;
+    memset(o, 0, sizeof *o);
+    o->size = sizeof *o;
+    if (!in)
+        return SHARDNET_OK;
+    size = in->size ? in->size : first;
+    if (size < first)
+        return sn_error(SHARDNET_INVALID_ARGUMENT,
+                        "session options: size %zu is too small (set it to "
+                        "sizeof(shardnet_session_options))",
+                        in->size);
+    for (size_t i = sizeof *o; i < size; i++)
+        if (((const unsigned char *)in)[i])
+            return sn_error(SHARDNET_INVALID_ARGUMENT,
+                            "session options: byte %zu is set, past the %zu "
+                            "this library knows (an option of a newer "
+                            "shardnet)",
+                            i, sizeof *o);
+    memcpy(o, in, size < sizeof *o ? size : sizeof *o);
+    o->size = sizeof *o;
+    return SHARDNET_OK;
+}
+
 shardnet_status shardnet_session_create_with(
     shardnet_context_t *ctx, shardnet_model_t *model, const char *devices,
-    const shardnet_session_options *options, shardnet_session_t **out)
+    const shardnet_session_options *caller_options, shardnet_session_t **out)
 {
     shardnet_status st;
-    const char *split = options && options->split ? options->split : NULL;
+    shardnet_session_options opts;
+    const shardnet_session_options *options = &opts;
+    const char *split;
     plan_file pf;
-    int from_file = options && options->plan_file;
+    int from_file;
 
     if (!ctx || !model || !out)
         return sn_error(SHARDNET_INVALID_ARGUMENT, "session: NULL argument");
     *out = NULL;
+    if ((st = session_options_read(caller_options, &opts)) != SHARDNET_OK)
+        return st;
+    split = options->split;
+    from_file = options->plan_file != NULL;
     /* A mapped model's files must still be what was loaded. */
     if ((st = sn_model_files_check(model->files, model->nfiles)) !=
         SHARDNET_OK)
@@ -1121,13 +1180,18 @@ shardnet_status shardnet_tensor_load(const char *path, shardnet_tensor *out)
     return SHARDNET_OK;
 }
 
-void shardnet_tensor_release(shardnet_tensor *tensor)
+void shardnet_tensor_free(shardnet_tensor *tensor)
 {
     if (!tensor)
         return;
     free((char *)tensor->info.name);
     free(tensor->data);
     memset(tensor, 0, sizeof *tensor);
+}
+
+void shardnet_tensor_release(shardnet_tensor *tensor)
+{
+    shardnet_tensor_free(tensor);
 }
 
 shardnet_status shardnet_tensor_save(const char *path,

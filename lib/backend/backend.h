@@ -25,7 +25,11 @@
 
 #include "shardnet.h"
 
-#define SN_BACKEND_ABI 2
+/* The number of this interface: every backend states the one it was
+ * written against (sn_backend.abi, sn_backend_ops.abi) and the registry
+ * refuses one that differs.  Raise it with every change to the structs and
+ * the vtable below. */
+#define SN_BACKEND_ABI 3
 
 /** Highest tensor rank the element-wise kernels accept. */
 #define SN_MAX_DIMS 8
@@ -259,7 +263,7 @@ typedef struct sn_gather_desc {
 /** One backend: a table of function pointers, filled once per backend. */
 typedef struct sn_backend_ops {
     unsigned abi;     /* SN_BACKEND_ABI */
-    const char *kind; /* "cpu", "cl" */
+    const char *kind; /* as device strings name it: "cpu" in "cpu:0" */
 
     /* Release everything the device holds (called once, after a sync). */
     void (*device_free)(sn_device *dev);
@@ -315,21 +319,63 @@ struct sn_device {
     int remote;
 };
 
-/*
- * Discovery: each backend appends its devices to the list.  A backend whose
- * platform is absent (no OpenCL ICD) appends nothing and returns OK.
- */
+/* --- the registry (lib/backend/registry.c) ------------------------------ */
+
+/* The devices discovered so far, in discovery order; each backend appends
+ * its own.  sn_device_list_push refuses a device whose ops state another
+ * SN_BACKEND_ABI. */
 typedef struct sn_device_list {
     sn_device **items;
     size_t count, cap;
 } sn_device_list;
 
 shardnet_status sn_device_list_push(sn_device_list *list, sn_device *dev);
+/* Free every device of the list (device_free) and empty the list. */
+void sn_device_list_free(sn_device_list *list);
 
-shardnet_status sn_cpu_discover(sn_device_list *list);
-#ifdef SN_HAVE_OPENCL
-shardnet_status sn_opencl_discover(sn_device_list *list);
-#endif
+/* What discovery needs to know that only layers above the backends can
+ * tell (a backend sees only this interface and lib/core): this process's
+ * place among the processes of its job on the same machine that the
+ * launcher left unbound, node_rank of node_size (0 of 1 outside a job).
+ * The CPU backend gives such processes even shares of the cores. */
+typedef struct sn_discover_args {
+    unsigned node_rank, node_size;
+} sn_discover_args;
+
+/*
+ * One backend, as its folder exports it (backends/<kind>/): the interface
+ * number it was written against, its kind as device strings name it, and
+ * its discovery, which appends the backend's devices to the list.  A
+ * backend whose platform is absent (no OpenCL ICD) appends nothing and
+ * returns OK.
+ */
+typedef struct sn_backend {
+    unsigned abi; /* SN_BACKEND_ABI */
+    const char *kind;
+    shardnet_status (*discover)(sn_device_list *list,
+                                const sn_discover_args *args);
+} sn_backend;
+
+/* Every compiled backend's devices, in the registry's order, appended to
+ * list; on failure the list is left as it was. */
+shardnet_status sn_backends_discover(sn_device_list *list,
+                                     const sn_discover_args *args);
+/* One backend's devices: a backend that states another SN_BACKEND_ABI is
+ * refused with SHARDNET_INTERNAL and a message that says so.  (The
+ * registry's own check, open to the tests.) */
+shardnet_status sn_backend_discover(const sn_backend *backend,
+                                    sn_device_list *list,
+                                    const sn_discover_args *args);
+/* Is kind (len bytes, not NUL-terminated) a kind device strings may name,
+ * built in or not? */
+int sn_backend_kind_known(const char *kind, size_t len);
+/* The kinds device strings may name, as "cpu, cl, cuda", in buf (cap
+ * bytes, truncated). */
+void sn_backend_kinds(char *buf, size_t cap);
+/* A device of another process of the job: its description only (no
+ * buffers, no kernels), under its kind's name; freed by device_free. */
+shardnet_status sn_remote_device_new(const shardnet_device_info *info,
+                                     sn_device **out);
 
 /* Checked entry points (lib/backend/kernels.c): validate, then call the backend. */
 shardnet_status sn_buffer_alloc(sn_device *dev, size_t bytes, sn_buffer **out);

@@ -21,6 +21,11 @@ const char *shardnet_version(void)
     return PACKAGE_VERSION;
 }
 
+unsigned shardnet_version_hex(void)
+{
+    return SHARDNET_VERSION_HEX;
+}
+
 const char *shardnet_status_str(shardnet_status status)
 {
     switch (status) {

@@ -74,7 +74,4 @@ void sn_profiles_check_run(sn_device *const *devs, size_t ndev,
  * profile pointer may be in use. */
 void sn_profiles_forget(void);
 
-/* The cache folder (created if needed) in dir; 0 when there is none. */
-int sn_cache_dir(char *dir, size_t cap);
-
 #endif /* SN_PROFILE_H */
