@@ -587,7 +587,7 @@ static int report(const run_opts *o, run_job *job)
 static void release_job(run_job *job)
 {
     for (size_t k = 0; k < CLI_MAX_IO; k++) {
-        shardnet_tensor_release(&job->in[k]);
+        shardnet_tensor_free(&job->in[k]);
         free(job->outbuf[k]);
     }
     free(job->lat);

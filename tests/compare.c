@@ -60,7 +60,7 @@ int sn_test_compare(const char *want, const char *got, double tol,
     }
     if (shardnet_tensor_load(got, &y) != SHARDNET_OK) {
         fprintf(report, "CANNOT READ the answer: %s\n", shardnet_last_error());
-        shardnet_tensor_release(&x);
+        shardnet_tensor_free(&x);
         return 2;
     }
     int rc = 0;
@@ -132,7 +132,7 @@ int sn_test_compare(const char *want, const char *got, double tol,
             tol == 0 || !is_float ? "identical" : "within tolerance", n,
             worst);
 done:
-    shardnet_tensor_release(&x);
-    shardnet_tensor_release(&y);
+    shardnet_tensor_free(&x);
+    shardnet_tensor_free(&y);
     return rc;
 }

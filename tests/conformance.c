@@ -256,8 +256,8 @@ static int run_case(shardnet_context_t *ctx, const char *dir,
     ok = 1;
 done:
     for (size_t i = 0; i < MAX_TENSORS; i++) {
-        shardnet_tensor_release(&in[i]);
-        shardnet_tensor_release(&out[i]);
+        shardnet_tensor_free(&in[i]);
+        shardnet_tensor_free(&out[i]);
     }
     shardnet_session_free(s);
     shardnet_model_free(m);

@@ -54,7 +54,7 @@ typedef struct result {
 static void result_release(result *r)
 {
     for (size_t i = 0; i < r->n; i++)
-        shardnet_tensor_release(&r->t[i]);
+        shardnet_tensor_free(&r->t[i]);
     r->n = 0;
 }
 
@@ -184,7 +184,7 @@ static int run_case(shardnet_context_t *ctx, const char *dir,
     ok = 1;
 done:
     for (size_t i = 0; i < MAX_TENSORS; i++)
-        shardnet_tensor_release(&in[i]);
+        shardnet_tensor_free(&in[i]);
     if (!ok)
         result_release(res);
     shardnet_session_free(s);
@@ -211,7 +211,7 @@ static int matches_expected(const char *dir, const result *res, char *why,
             snprintf(why, cap, "output %zu: %s", i, detail);
             ok = 0;
         }
-        shardnet_tensor_release(&want);
+        shardnet_tensor_free(&want);
     }
     return ok;
 }

@@ -78,7 +78,7 @@ static void setup(void)
 
 static void teardown(void)
 {
-    shardnet_tensor_release(&input);
+    shardnet_tensor_free(&input);
     shardnet_model_free(model);
     shardnet_context_free(ctx);
     hwloc_topology_destroy(topo);

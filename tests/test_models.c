@@ -116,8 +116,8 @@ Test(models, fashion_mlp_matches_pytorch_on_every_device)
         run_rows(s, dev, &in, &want, 0, 256, 1e-4f, 0); /* cached plan */
         shardnet_session_free(s);
     }
-    shardnet_tensor_release(&in);
-    shardnet_tensor_release(&want);
+    shardnet_tensor_free(&in);
+    shardnet_tensor_free(&want);
     shardnet_model_free(m);
 }
 
@@ -148,8 +148,8 @@ Test(models, fashion_mlp_classifies_the_fixture_images)
     }
     cr_expect_geq(correct * 100, n * 88, "accuracy %zu of %zu", correct, n);
     shardnet_session_free(s);
-    shardnet_tensor_release(&in);
-    shardnet_tensor_release(&labels);
+    shardnet_tensor_free(&in);
+    shardnet_tensor_free(&labels);
     shardnet_model_free(m);
 }
 
@@ -169,8 +169,8 @@ static void model_on_every_device(const char *model, const char *input,
         run_rows(s, dev, &in, &want, 1, 1, atol, rtol);
         shardnet_session_free(s);
     }
-    shardnet_tensor_release(&in);
-    shardnet_tensor_release(&want);
+    shardnet_tensor_free(&in);
+    shardnet_tensor_free(&want);
     shardnet_model_free(m);
 }
 

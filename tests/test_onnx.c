@@ -1450,7 +1450,7 @@ Test(zero_size, npy_save_with_no_data_writes_what_numpy_writes)
     cr_assert_eq(back.info.dims[1], 3);
     cr_assert_eq(back.nbytes, 0);
     cr_assert_null(back.data);
-    shardnet_tensor_release(&back);
+    shardnet_tensor_free(&back);
     /* Elements without data stay an error. */
     info.dims[0] = 2;
     cr_assert_eq(shardnet_tensor_save(path, &info, NULL),
@@ -1474,14 +1474,14 @@ Test(zero_size, pb_tensors_with_a_zero_dimension_load)
     cr_assert_eq(t.info.dims[0], 0);
     cr_assert_eq(t.info.dims[1], 3);
     cr_assert_eq(t.nbytes, 0);
-    shardnet_tensor_release(&t);
+    shardnet_tensor_free(&t);
     onnx_path(path, sizeof path,
               "test_split_zero_size_splits/test_data_set_0/output_0.pb");
     cr_assert_eq(shardnet_tensor_load(path, &t), SHARDNET_OK, "%s",
                  shardnet_last_error());
     cr_assert_eq(t.info.rank, 1);
     cr_assert_eq(t.info.dims[0], 0);
-    shardnet_tensor_release(&t);
+    shardnet_tensor_free(&t);
 }
 
 /* A batch of zero rows through a session, then one of two rows: the
@@ -1529,7 +1529,7 @@ static void run_zero_rows(const char *device)
                  shardnet_last_error());
     cr_assert_eq(back.info.dims[0], 0);
     cr_assert_eq(back.info.dims[1], 4);
-    shardnet_tensor_release(&back);
+    shardnet_tensor_free(&back);
     rm_tmpdir(dir);
 
     /* Softmax rows of the next batch sum to 1. */

@@ -180,7 +180,7 @@ static void plan_text(const char *devices, const char *split, char *text,
                  devices, shardnet_last_error());
     shardnet_session_describe(s, text, cap);
     shardnet_session_free(s);
-    shardnet_tensor_release(&in);
+    shardnet_tensor_free(&in);
     shardnet_model_free(m);
 }
 

@@ -258,7 +258,7 @@ static void split_matches_one_device(const split_case *sc)
         free(got);
     }
     free(want);
-    shardnet_tensor_release(&in);
+    shardnet_tensor_free(&in);
     shardnet_model_free(m);
 }
 
@@ -398,7 +398,7 @@ Test(layer_split, auto_takes_the_smallest_of_its_estimates)
              dev);
     cr_assert(strstr(text, running), "%s", text);
     shardnet_session_free(s);
-    shardnet_tensor_release(&in);
+    shardnet_tensor_free(&in);
     shardnet_model_free(m);
 }
 
@@ -482,7 +482,7 @@ Test(tensor_split, shared_memory_and_staged_collectives_agree_exactly)
                          models[k][0], sets[d]);
             free(shared);
             free(staged);
-            shardnet_tensor_release(&in);
+            shardnet_tensor_free(&in);
             shardnet_model_free(m);
         }
 }
@@ -546,7 +546,7 @@ Test(tensor_split, describes_what_each_layer_does)
             cr_assert(strstr(text, cases[k].want[j]), "%s: no '%s' in\n%s",
                       cases[k].model, cases[k].want[j], text);
         shardnet_session_free(s);
-        shardnet_tensor_release(&in);
+        shardnet_tensor_free(&in);
         shardnet_model_free(m);
     }
 }
@@ -639,11 +639,11 @@ Test(tensor_split, plan_file_strategies_force_the_cut)
                   cases[k].want, text2);
         shardnet_session_free(s2);
         shardnet_session_free(s);
-        shardnet_tensor_release(&in);
+        shardnet_tensor_free(&in);
         shardnet_model_free(m);
     }
     shardnet_session_free(ref);
-    shardnet_tensor_release(&in0);
+    shardnet_tensor_free(&in0);
     shardnet_model_free(m0);
     unlink(plan);
 }
@@ -699,7 +699,7 @@ Test(tensor_split, bad_strategies_are_refused_clearly)
                   "plan %zu: '%s'", k, shardnet_last_error());
         shardnet_session_free(s);
     }
-    shardnet_tensor_release(&in);
+    shardnet_tensor_free(&in);
     shardnet_model_free(m);
     unlink(plan);
 }
@@ -829,7 +829,7 @@ Test(layer_split, streamed_batches_each_get_their_own_answer)
         cr_assert_eq(shardnet_session_run(s), SHARDNET_OK, "%s",
                      shardnet_last_error());
         shardnet_session_free(s);
-        shardnet_tensor_release(&in);
+        shardnet_tensor_free(&in);
         shardnet_model_free(m);
     }
 }
