@@ -392,20 +392,6 @@ static void *helper_main(void *arg)
 
 /* --- the calling thread's part ----------------------------------------- */
 
-/* d[j] = s[j] (first input) or d[j] += s[j]; vectorisable, same order of
- * additions on every run. */
-static void add_into(float *restrict d, const float *restrict s, size_t len,
-                     int first)
-{
-    if (first) {
-        memcpy(d, s, len * sizeof(float));
-        return;
-    }
-#pragma omp simd
-    for (size_t j = 0; j < len; j++)
-        d[j] += s[j];
-}
-
 /* Where rank r's input for global index g lies on the host. */
 static const float *input_at(const sn_comm *c, const worker *w, size_t g)
 {
@@ -441,7 +427,7 @@ static shardnet_status compute_reduce(sn_comm *c, size_t i, int use_res)
         size_t len = b - t < TILE ? b - t : TILE;
         float *acc = use_res ? res + (t - a) : c->tile;
         for (size_t r = 0; r < c->n; r++)
-            add_into(acc, input_at(c, &c->w[r], t), len, r == 0);
+            sn_comm_add(acc, input_at(c, &c->w[r], t), len, r == 0);
         if (!use_res)
             store_mapped(c, acc, t, t, t + len);
     }
