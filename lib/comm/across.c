@@ -137,9 +137,7 @@ static shardnet_status unstage_chunk(sn_group *g, sn_group_kind kind,
                                  res + a, (b - a) * sizeof(float));
             continue;
         }
-        lo = off[r] > a ? off[r] : a;
-        hi = off[r] + counts[r] < b ? off[r] + counts[r] : b;
-        if (lo < hi)
+        if (sn_comm_clip(a, b, off[r], off[r] + counts[r], &lo, &hi))
             st = sn_buffer_write(g->pend[r].recv.buf,
                                  (g->pend[r].recv.offset + lo - off[r]) *
                                      sizeof(float),
@@ -217,9 +215,8 @@ static shardnet_status cross_reduce(sn_group *g, sn_group_kind kind,
         size_t at = 0;
         for (size_t c = 0; c < nch && st == SHARDNET_OK; c++)
             for (size_t q = 0; q < nk && st == SHARDNET_OK; q++) {
-                size_t a = lo[q] > CH(c) ? lo[q] : CH(c);
-                size_t b = hi[q] < CE(c) ? hi[q] : CE(c);
-                if (a >= b)
+                size_t a, b;
+                if (!sn_comm_clip(CH(c), CE(c), lo[q], hi[q], &a, &b))
                     continue;
                 st = sn_world_irecv(g->where.procs[k], CROSS_TAG,
                                     rest + k * mine + at,
@@ -236,9 +233,8 @@ static shardnet_status cross_reduce(sn_group *g, sn_group_kind kind,
                 continue;
             kn = kept(g, kind, k, counts, off, total, klo, khi);
             for (size_t q = 0; q < kn && st == SHARDNET_OK; q++) {
-                size_t a = klo[q] > CH(c) ? klo[q] : CH(c);
-                size_t b = khi[q] < CE(c) ? khi[q] : CE(c);
-                if (a < b)
+                size_t a, b;
+                if (sn_comm_clip(CH(c), CE(c), klo[q], khi[q], &a, &b))
                     st = sn_world_isend(g->where.procs[k], CROSS_TAG, h + a,
                                         (b - a) * sizeof(float),
                                         &req[nreq++]);

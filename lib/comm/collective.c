@@ -108,14 +108,6 @@ static size_t chunk_hi(const sn_comm *c, size_t i)
     return hi < c->total ? hi : c->total;
 }
 
-/* [lo, hi) = [a, b) intersected with [s, e); returns 0 when empty. */
-static int clip(size_t a, size_t b, size_t s, size_t e, size_t *lo, size_t *hi)
-{
-    *lo = a > s ? a : s;
-    *hi = b < e ? b : e;
-    return *lo < *hi;
-}
-
 /* Every helper that copies has written chunks below `upto`. */
 static int writes_done_locked(const sn_comm *c, size_t upto)
 {
@@ -191,7 +183,7 @@ static shardnet_status read_chunk(sn_comm *c, worker *w, size_t k)
     size_t a = chunk_lo(c, k), b = chunk_hi(c, k), lo, hi;
     float *dst;
 
-    if (!clip(a, b, w->ilo, w->ihi, &lo, &hi))
+    if (!sn_comm_clip(a, b, w->ilo, w->ihi, &lo, &hi))
         return SHARDNET_OK;
     if (c->mode == JOB_REDUCE)
         dst = c->stage[w->rank] + (k % SLOTS) * c->chunk + (lo - a);
@@ -207,7 +199,7 @@ static shardnet_status write_chunk(sn_comm *c, worker *w, size_t j,
 {
     size_t a = chunk_lo(c, j), b = chunk_hi(c, j), lo, hi;
 
-    if (!clip(a, b, w->olo, w->ohi, &lo, &hi))
+    if (!sn_comm_clip(a, b, w->olo, w->ohi, &lo, &hi))
         return SHARDNET_OK;
     return sn_buffer_write(w->out.buf,
                            (w->out.offset + (lo - w->olo)) * sizeof(float),
@@ -223,7 +215,7 @@ static void run_copies(sn_comm *c, worker *w)
         shardnet_status st;
         if (k < m) {
             size_t a = chunk_lo(c, k), b = chunk_hi(c, k), lo, hi;
-            if (clip(a, b, w->ilo, w->ihi, &lo, &hi)) {
+            if (sn_comm_clip(a, b, w->ilo, w->ihi, &lo, &hi)) {
                 /* The slot is free once chunk k - SLOTS is computed and,
                  * when we read into the shared result slot, written back. */
                 size_t free_at = k >= SLOTS ? k - SLOTS + 1 : 0;
@@ -250,7 +242,7 @@ static void run_copies(sn_comm *c, worker *w)
         }
         if (k >= 1) {
             size_t j = k - 1, a = chunk_lo(c, j), b = chunk_hi(c, j), lo, hi;
-            if (clip(a, b, w->olo, w->ohi, &lo, &hi)) {
+            if (sn_comm_clip(a, b, w->olo, w->ohi, &lo, &hi)) {
                 const float *src;
                 pthread_mutex_lock(&c->mu);
                 while (!c->abort && c->computed < j + 1)
@@ -353,7 +345,7 @@ static void store_mapped(sn_comm *c, const float *result, size_t a, size_t lo,
     for (size_t r = 0; r < c->n; r++) {
         worker *w = &c->w[r];
         size_t s, e;
-        if (!w->mapped || !clip(lo, hi, w->olo, w->ohi, &s, &e))
+        if (!w->mapped || !sn_comm_clip(lo, hi, w->olo, w->ohi, &s, &e))
             continue;
         float *dst = w->outp + (s - w->olo);
         const float *src = result + (s - a);
@@ -399,7 +391,7 @@ static shardnet_status compute_gather(sn_comm *c, size_t i)
 
     for (size_t r = 0; r < c->n; r++) {
         worker *w = &c->w[r];
-        if (!w->mapped || !clip(a, b, w->ilo, w->ihi, &lo, &hi))
+        if (!w->mapped || !sn_comm_clip(a, b, w->ilo, w->ihi, &lo, &hi))
             continue;
         if (lo == a && hi == b && t->processes == 1)
             result = w->inp + (a - w->ilo); /* one source: no copy */

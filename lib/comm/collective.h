@@ -159,6 +159,16 @@ shardnet_status sn_broadcast(sn_comm *comm, const sn_view *bufs, size_t count,
 shardnet_status sn_sendrecv(sn_comm *comm, size_t src, sn_view send,
                             size_t dst, sn_view recv, size_t count);
 
+/* [lo, hi) = [a, b) intersected with [s, e); 0 when empty.  Every
+ * transport cuts its chunks and segments with it. */
+static inline int sn_comm_clip(size_t a, size_t b, size_t s, size_t e,
+                               size_t *lo, size_t *hi)
+{
+    *lo = a > s ? a : s;
+    *hi = b < e ? b : e;
+    return *lo < *hi;
+}
+
 /* d[j] = s[j] (first) or d[j] += s[j]: one step of a sum in rank order,
  * vectorisable, the same additions on every run.  Every transport sums
  * with it, so their results agree bit for bit. */
