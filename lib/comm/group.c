@@ -93,7 +93,7 @@ static shardnet_status staged_run(sn_group *g)
     return st;
 }
 
-static shardnet_status stopped(void)
+shardnet_status sn_group_stopped(void)
 {
     return sn_error(SHARDNET_INTERNAL,
                     "tensor split: stopped, another device failed");
@@ -108,7 +108,7 @@ shardnet_status sn_group_collective(sn_group *g, size_t rank,
     pthread_mutex_lock(&g->lock);
     if (g->abort) {
         pthread_mutex_unlock(&g->lock);
-        return stopped();
+        return sn_group_stopped();
     }
     g->pend[rank] = *call;
     if (++g->arrived == g->where.nlocal) {
@@ -129,7 +129,7 @@ shardnet_status sn_group_collective(sn_group *g, size_t rank,
         pthread_cond_wait(&g->cond, &g->lock);
     if (g->gen == gen) {
         pthread_mutex_unlock(&g->lock);
-        return stopped();
+        return sn_group_stopped();
     }
     st = g->st;
     pthread_mutex_unlock(&g->lock);

@@ -50,6 +50,8 @@ shardnet_status sn_group_across_run(sn_group *g);
 /* Do the descriptions of ranks[0 .. nranks) agree with call's? */
 shardnet_status sn_group_agree(const sn_group *g, const size_t *ranks,
                                size_t nranks, const sn_group_call *call);
+/* The error of a device that stops because another failed. */
+shardnet_status sn_group_stopped(void);
 /* Floats the collective covers: the all-reduce's count, or all pieces. */
 size_t sn_group_total(const sn_group *g, const sn_group_call *call);
 /* Record [t0, now) as the collective on ranks[0 .. nranks)'s devices in

@@ -147,14 +147,12 @@ shardnet_status sn_group_shared_run(sn_group *g, size_t r,
         share(g, r, d);
     /* Nobody reuses its buffers while another device still reads them. */
     if (!barrier(g) && st == SHARDNET_OK)
-        st = sn_error(SHARDNET_INTERNAL,
-                      "tensor split: stopped, another device failed");
+        st = sn_group_stopped();
 unmap:
     st = unmap(d->send, &g->send_p[r], st);
     st = unmap(d->recv, &g->recv_p[r], st);
     if (st == SHARDNET_OK && atomic_load(&g->abort))
-        st = sn_error(SHARDNET_INTERNAL,
-                      "tensor split: stopped, another device failed");
+        st = sn_group_stopped();
     sn_group_trace(g, &r, 1, d, t0, "");
     return st;
 }
