@@ -7,7 +7,9 @@
  * view out.  In REDUCE mode every input spans [0, total) and the chunk's
  * result is their sum; in GATHER mode inputs are disjoint and the chunk's
  * result is their union.  All-reduce, reduce-scatter, all-gather, broadcast
- * and send/recv differ only in these segments.
+ * and send/recv differ only in these segments (set, with the checks of
+ * each call, by collective_calls.c; this file runs the jobs and owns the
+ * comm's threads and memory).
  *
  * Chunk i = [i * chunk, min(total, (i + 1) * chunk)) moves through SLOTS
  * host slots: helper r reads chunk k, then writes chunk k - 1, while the
@@ -19,69 +21,11 @@
 #include <config.h>
 
 #include <pthread.h>
-#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "comm/collective.h"
-#include "core/error.h"
-
-#define SLOTS 3
-#define TILE 2048 /* floats reduced per pass: 8 KiB, stays in L1 */
-#define ALIGN 64
-#define DEFAULT_CHUNK_BYTES (512u * 1024u)
-
-typedef enum { JOB_REDUCE, JOB_GATHER } job_mode;
-typedef enum { OP_ALLREDUCE, OP_ALLGATHER, OP_REDUCE_SCATTER, OP_BROADCAST,
-               OP_SENDRECV } job_op;
-
-typedef struct worker {
-    sn_comm *comm;
-    size_t rank;
-    pthread_t thread;
-    unsigned long seen; /* last job taken */
-
-    /* Per job, set by the caller before the job starts. */
-    sn_view in, out;
-    size_t ilo, ihi, olo, ohi;
-    int mapped;
-    /* Per job, set by the helper. */
-    float *inp, *outp;      /* mapped: elements ilo and olo */
-    void *map_in, *map_out; /* mappings to release (map_out NULL if shared) */
-    int ready;
-    int copies_over; /* run_copies returned: no more device traffic */
-    size_t read_done, write_done; /* chunks finished */
-} worker;
-
-struct sn_comm {
-    size_t n;
-    sn_device *devs[SN_COMM_MAX];
-    size_t chunk; /* floats */
-    int no_map;
-    sn_transport *transport;
-    float *res;                  /* SLOTS * chunk: chunk results */
-    float *stage[SN_COMM_MAX];   /* SLOTS * chunk for ranks read by copy */
-    float tile[TILE] __attribute__((aligned(ALIGN)));
-
-    pthread_mutex_t mu;
-    pthread_cond_t cv;
-    size_t started; /* helper threads running */
-    int quit;
-    unsigned long job;
-    size_t finished;
-
-    /* Per job. */
-    job_op op;
-    job_mode mode;
-    size_t total, nchunks, computed;
-    int caller_done; /* the caller no longer touches mappings */
-    const float *src[SLOTS]; /* what helpers write back, per slot */
-    int abort;
-    shardnet_status err;
-    char errmsg[512];
-    worker w[SN_COMM_MAX];
-};
+#include "comm/collective_impl.h"
 
 /* --- the local transport: one process, nothing to exchange ------------- */
 
@@ -164,14 +108,6 @@ static size_t chunk_hi(const sn_comm *c, size_t i)
     return hi < c->total ? hi : c->total;
 }
 
-/* [lo, hi) = [a, b) intersected with [s, e); returns 0 when empty. */
-static int clip(size_t a, size_t b, size_t s, size_t e, size_t *lo, size_t *hi)
-{
-    *lo = a > s ? a : s;
-    *hi = b < e ? b : e;
-    return *lo < *hi;
-}
-
 /* Every helper that copies has written chunks below `upto`. */
 static int writes_done_locked(const sn_comm *c, size_t upto)
 {
@@ -247,7 +183,7 @@ static shardnet_status read_chunk(sn_comm *c, worker *w, size_t k)
     size_t a = chunk_lo(c, k), b = chunk_hi(c, k), lo, hi;
     float *dst;
 
-    if (!clip(a, b, w->ilo, w->ihi, &lo, &hi))
+    if (!sn_comm_clip(a, b, w->ilo, w->ihi, &lo, &hi))
         return SHARDNET_OK;
     if (c->mode == JOB_REDUCE)
         dst = c->stage[w->rank] + (k % SLOTS) * c->chunk + (lo - a);
@@ -263,7 +199,7 @@ static shardnet_status write_chunk(sn_comm *c, worker *w, size_t j,
 {
     size_t a = chunk_lo(c, j), b = chunk_hi(c, j), lo, hi;
 
-    if (!clip(a, b, w->olo, w->ohi, &lo, &hi))
+    if (!sn_comm_clip(a, b, w->olo, w->ohi, &lo, &hi))
         return SHARDNET_OK;
     return sn_buffer_write(w->out.buf,
                            (w->out.offset + (lo - w->olo)) * sizeof(float),
@@ -279,7 +215,7 @@ static void run_copies(sn_comm *c, worker *w)
         shardnet_status st;
         if (k < m) {
             size_t a = chunk_lo(c, k), b = chunk_hi(c, k), lo, hi;
-            if (clip(a, b, w->ilo, w->ihi, &lo, &hi)) {
+            if (sn_comm_clip(a, b, w->ilo, w->ihi, &lo, &hi)) {
                 /* The slot is free once chunk k - SLOTS is computed and,
                  * when we read into the shared result slot, written back. */
                 size_t free_at = k >= SLOTS ? k - SLOTS + 1 : 0;
@@ -306,7 +242,7 @@ static void run_copies(sn_comm *c, worker *w)
         }
         if (k >= 1) {
             size_t j = k - 1, a = chunk_lo(c, j), b = chunk_hi(c, j), lo, hi;
-            if (clip(a, b, w->olo, w->ohi, &lo, &hi)) {
+            if (sn_comm_clip(a, b, w->olo, w->ohi, &lo, &hi)) {
                 const float *src;
                 pthread_mutex_lock(&c->mu);
                 while (!c->abort && c->computed < j + 1)
@@ -392,20 +328,6 @@ static void *helper_main(void *arg)
 
 /* --- the calling thread's part ----------------------------------------- */
 
-/* d[j] = s[j] (first input) or d[j] += s[j]; vectorisable, same order of
- * additions on every run. */
-static void add_into(float *restrict d, const float *restrict s, size_t len,
-                     int first)
-{
-    if (first) {
-        memcpy(d, s, len * sizeof(float));
-        return;
-    }
-#pragma omp simd
-    for (size_t j = 0; j < len; j++)
-        d[j] += s[j];
-}
-
 /* Where rank r's input for global index g lies on the host. */
 static const float *input_at(const sn_comm *c, const worker *w, size_t g)
 {
@@ -423,7 +345,7 @@ static void store_mapped(sn_comm *c, const float *result, size_t a, size_t lo,
     for (size_t r = 0; r < c->n; r++) {
         worker *w = &c->w[r];
         size_t s, e;
-        if (!w->mapped || !clip(lo, hi, w->olo, w->ohi, &s, &e))
+        if (!w->mapped || !sn_comm_clip(lo, hi, w->olo, w->ohi, &s, &e))
             continue;
         float *dst = w->outp + (s - w->olo);
         const float *src = result + (s - a);
@@ -441,7 +363,7 @@ static shardnet_status compute_reduce(sn_comm *c, size_t i, int use_res)
         size_t len = b - t < TILE ? b - t : TILE;
         float *acc = use_res ? res + (t - a) : c->tile;
         for (size_t r = 0; r < c->n; r++)
-            add_into(acc, input_at(c, &c->w[r], t), len, r == 0);
+            sn_comm_add(acc, input_at(c, &c->w[r], t), len, r == 0);
         if (!use_res)
             store_mapped(c, acc, t, t, t + len);
     }
@@ -469,7 +391,7 @@ static shardnet_status compute_gather(sn_comm *c, size_t i)
 
     for (size_t r = 0; r < c->n; r++) {
         worker *w = &c->w[r];
-        if (!w->mapped || !clip(a, b, w->ilo, w->ihi, &lo, &hi))
+        if (!w->mapped || !sn_comm_clip(a, b, w->ilo, w->ihi, &lo, &hi))
             continue;
         if (lo == a && hi == b && t->processes == 1)
             result = w->inp + (a - w->ilo); /* one source: no copy */
@@ -495,7 +417,7 @@ static shardnet_status compute_gather(sn_comm *c, size_t i)
     return SHARDNET_OK;
 }
 
-static const char *op_name(job_op op)
+const char *sn_comm_op_name(job_op op)
 {
     switch (op) {
     case OP_ALLREDUCE: return "all-reduce";
@@ -507,8 +429,9 @@ static const char *op_name(job_op op)
     return "collective";
 }
 
-/* Run the job whose segments are in c->w[*]; total > 0. */
-static shardnet_status run(sn_comm *c)
+/* The job whose segments are in c->w[*]: its chunks through the helpers
+ * and the caller. */
+shardnet_status sn_comm_run(sn_comm *c)
 {
     int any_copy_out = 0;
     shardnet_status st = SHARDNET_OK;
@@ -554,8 +477,8 @@ static shardnet_status run(sn_comm *c)
                 st = st2;
         }
         if (st != SHARDNET_OK)
-            return sn_error_prefix(st, "%s over %zu devices", op_name(c->op),
-                                   c->n);
+            return sn_error_prefix(st, "%s over %zu devices",
+                                   sn_comm_op_name(c->op), c->n);
         return SHARDNET_OK;
     }
 
@@ -598,247 +521,9 @@ static shardnet_status run(sn_comm *c)
     st = c->err;
     pthread_mutex_unlock(&c->mu);
     if (st != SHARDNET_OK)
-        return sn_error(st, "%s over %zu devices: %s", op_name(c->op), c->n,
-                        c->errmsg);
+        return sn_error(st, "%s over %zu devices: %s",
+                        sn_comm_op_name(c->op), c->n, c->errmsg);
     return SHARDNET_OK;
-}
-
-/* --- validation --------------------------------------------------------- */
-
-static shardnet_status check_view(const sn_comm *c, job_op op, const char *what,
-                                  size_t r, sn_view v, size_t count)
-{
-    size_t end;
-    if (!v.buf)
-        return count ? sn_error(SHARDNET_INVALID_ARGUMENT,
-                                "%s: %s[%zu] has no buffer", op_name(op), what,
-                                r)
-                     : SHARDNET_OK;
-    if (v.buf->dev != c->devs[r])
-        return sn_error(SHARDNET_INVALID_ARGUMENT,
-                        "%s: %s[%zu] is on %s, but rank %zu is %s",
-                        op_name(op), what, r, v.buf->dev->info.name, r,
-                        c->devs[r]->info.name);
-    if (v.offset > SIZE_MAX / sizeof(float) - count ||
-        (end = v.offset + count) > v.buf->size / sizeof(float))
-        return sn_error(SHARDNET_INVALID_ARGUMENT,
-                        "%s: %s[%zu] on %s needs floats [%zu, %zu+%zu), "
-                        "outside a buffer of %zu floats",
-                        op_name(op), what, r, v.buf->dev->info.name, v.offset,
-                        v.offset, count, v.buf->size / sizeof(float));
-    (void)end;
-    return SHARDNET_OK;
-}
-
-/* A rank's input and output may share memory only element for element. */
-static shardnet_status check_overlap(const sn_comm *c, job_op op, size_t r)
-{
-    const worker *w = &c->w[r];
-    size_t il = w->ihi - w->ilo, ol = w->ohi - w->olo;
-
-    if (!il || !ol || w->in.buf != w->out.buf)
-        return SHARDNET_OK;
-    if (w->in.offset + il <= w->out.offset ||
-        w->out.offset + ol <= w->in.offset)
-        return SHARDNET_OK;
-    /* Same address for the same global index: in place, allowed. */
-    if (w->in.offset + w->olo == w->out.offset + w->ilo)
-        return SHARDNET_OK;
-    return sn_error(SHARDNET_INVALID_ARGUMENT,
-                    "%s: rank %zu's input (floats [%zu, %zu)) and output "
-                    "(floats [%zu, %zu)) overlap on %s without being in place",
-                    op_name(op), r, w->in.offset, w->in.offset + il,
-                    w->out.offset, w->out.offset + ol,
-                    c->devs[r]->info.name);
-}
-
-static shardnet_status begin(sn_comm *c, job_op op, const void *p)
-{
-    if (!c)
-        return sn_error(SHARDNET_INVALID_ARGUMENT, "%s: comm is NULL",
-                        op_name(op));
-    if (!p)
-        return sn_error(SHARDNET_INVALID_ARGUMENT, "%s: NULL argument",
-                        op_name(op));
-    /* Across processes, the sums: all-reduce (every process's ranks get
-     * the sum over all) and reduce-scatter (the sum over all, cut among
-     * this process's ranks).  Gathers across processes need every
-     * process's pieces placed: not through this engine. */
-    if (c->transport->processes > 1 && op != OP_ALLREDUCE &&
-        op != OP_REDUCE_SCATTER)
-        return sn_error(SHARDNET_UNSUPPORTED,
-                        "%s across %u processes: not supported by the "
-                        "staged engine",
-                        op_name(op), c->transport->processes);
-    c->op = op;
-    for (size_t r = 0; r < c->n; r++) {
-        worker *w = &c->w[r];
-        w->in.buf = w->out.buf = NULL;
-        w->in.offset = w->out.offset = 0;
-        w->ilo = w->ihi = w->olo = w->ohi = 0;
-    }
-    return SHARDNET_OK;
-}
-
-static shardnet_status finish_checks(sn_comm *c)
-{
-    shardnet_status st;
-    for (size_t r = 0; r < c->n; r++) {
-        worker *w = &c->w[r];
-        st = check_view(c, c->op, "input", r, w->in, w->ihi - w->ilo);
-        if (st == SHARDNET_OK)
-            st = check_view(c, c->op, "output", r, w->out, w->ohi - w->olo);
-        if (st == SHARDNET_OK)
-            st = check_overlap(c, c->op, r);
-        if (st != SHARDNET_OK)
-            return st;
-    }
-    return SHARDNET_OK;
-}
-
-/* Sum of counts with overflow checking; fills offsets (n + 1). */
-static shardnet_status prefix(const sn_comm *c, job_op op,
-                              const size_t *counts, size_t *offsets)
-{
-    offsets[0] = 0;
-    for (size_t r = 0; r < c->n; r++) {
-        if (counts[r] > SIZE_MAX / sizeof(float) - offsets[r])
-            return sn_error(SHARDNET_INVALID_ARGUMENT,
-                            "%s: counts overflow at rank %zu", op_name(op), r);
-        offsets[r + 1] = offsets[r] + counts[r];
-    }
-    return SHARDNET_OK;
-}
-
-/* --- public entry points ----------------------------------------------- */
-
-shardnet_status sn_allreduce(sn_comm *c, const sn_view *bufs, size_t count)
-{
-    shardnet_status st = begin(c, OP_ALLREDUCE, bufs);
-    if (st != SHARDNET_OK)
-        return st;
-    c->mode = JOB_REDUCE;
-    c->total = count;
-    for (size_t r = 0; r < c->n; r++) {
-        worker *w = &c->w[r];
-        w->in = w->out = bufs[r];
-        w->ihi = w->ohi = count;
-    }
-    st = finish_checks(c);
-    if (st != SHARDNET_OK || count == 0)
-        return st;
-    return run(c);
-}
-
-shardnet_status sn_allgather(sn_comm *c, const sn_view *send,
-                             const size_t *counts, const sn_view *recv)
-{
-    size_t off[SN_COMM_MAX + 1];
-    shardnet_status st = begin(c, OP_ALLGATHER, send);
-    if (st != SHARDNET_OK)
-        return st;
-    if (!counts || !recv)
-        return sn_error(SHARDNET_INVALID_ARGUMENT, "all-gather: NULL argument");
-    st = prefix(c, OP_ALLGATHER, counts, off);
-    if (st != SHARDNET_OK)
-        return st;
-    c->mode = JOB_GATHER;
-    c->total = off[c->n];
-    for (size_t r = 0; r < c->n; r++) {
-        worker *w = &c->w[r];
-        w->in = send[r];
-        w->ilo = off[r];
-        w->ihi = off[r + 1];
-        w->out = recv[r];
-        w->olo = 0;
-        w->ohi = c->total;
-    }
-    st = finish_checks(c);
-    if (st != SHARDNET_OK || c->total == 0)
-        return st;
-    return run(c);
-}
-
-shardnet_status sn_reduce_scatter(sn_comm *c, const sn_view *send,
-                                  const size_t *counts, const sn_view *recv)
-{
-    size_t off[SN_COMM_MAX + 1];
-    shardnet_status st = begin(c, OP_REDUCE_SCATTER, send);
-    if (st != SHARDNET_OK)
-        return st;
-    if (!counts || !recv)
-        return sn_error(SHARDNET_INVALID_ARGUMENT,
-                        "reduce-scatter: NULL argument");
-    st = prefix(c, OP_REDUCE_SCATTER, counts, off);
-    if (st != SHARDNET_OK)
-        return st;
-    c->mode = JOB_REDUCE;
-    c->total = off[c->n];
-    for (size_t r = 0; r < c->n; r++) {
-        worker *w = &c->w[r];
-        w->in = send[r];
-        w->ilo = 0;
-        w->ihi = c->total;
-        w->out = recv[r];
-        w->olo = off[r];
-        w->ohi = off[r + 1];
-    }
-    st = finish_checks(c);
-    if (st != SHARDNET_OK || c->total == 0)
-        return st;
-    return run(c);
-}
-
-shardnet_status sn_broadcast(sn_comm *c, const sn_view *bufs, size_t count,
-                             size_t root)
-{
-    shardnet_status st = begin(c, OP_BROADCAST, bufs);
-    if (st != SHARDNET_OK)
-        return st;
-    if (root >= c->n)
-        return sn_error(SHARDNET_INVALID_ARGUMENT,
-                        "broadcast: root %zu, but the comm has %zu ranks",
-                        root, c->n);
-    c->mode = JOB_GATHER;
-    c->total = count;
-    for (size_t r = 0; r < c->n; r++) {
-        worker *w = &c->w[r];
-        if (r == root) {
-            w->in = bufs[r];
-            w->ihi = count;
-        } else {
-            w->out = bufs[r];
-            w->ohi = count;
-        }
-    }
-    st = finish_checks(c);
-    if (st != SHARDNET_OK || count == 0)
-        return st;
-    return run(c);
-}
-
-shardnet_status sn_sendrecv(sn_comm *c, size_t src, sn_view send, size_t dst,
-                            sn_view recv, size_t count)
-{
-    shardnet_status st = begin(c, OP_SENDRECV, &send);
-    if (st != SHARDNET_OK)
-        return st;
-    if (src >= c->n || dst >= c->n)
-        return sn_error(SHARDNET_INVALID_ARGUMENT,
-                        "send/recv: ranks %zu -> %zu, but the comm has %zu",
-                        src, dst, c->n);
-    c->mode = JOB_GATHER;
-    c->total = count;
-    c->w[src].in = send;
-    c->w[src].ihi = count;
-    c->w[dst].out = recv;
-    c->w[dst].ohi = count;
-    st = finish_checks(c);
-    if (st != SHARDNET_OK || count == 0)
-        return st;
-    if (src == dst && send.buf == recv.buf && send.offset == recv.offset)
-        return SHARDNET_OK;
-    return run(c);
 }
 
 /* --- lifetime ------------------------------------------------------------ */

@@ -34,6 +34,7 @@
 #define SN_COLLECTIVE_H
 
 #include <stddef.h>
+#include <string.h>
 
 #include "backend/backend.h"
 
@@ -157,5 +158,30 @@ shardnet_status sn_broadcast(sn_comm *comm, const sn_view *bufs, size_t count,
  */
 shardnet_status sn_sendrecv(sn_comm *comm, size_t src, sn_view send,
                             size_t dst, sn_view recv, size_t count);
+
+/* [lo, hi) = [a, b) intersected with [s, e); 0 when empty.  Every
+ * transport cuts its chunks and segments with it. */
+static inline int sn_comm_clip(size_t a, size_t b, size_t s, size_t e,
+                               size_t *lo, size_t *hi)
+{
+    *lo = a > s ? a : s;
+    *hi = b < e ? b : e;
+    return *lo < *hi;
+}
+
+/* d[j] = s[j] (first) or d[j] += s[j]: one step of a sum in rank order,
+ * vectorisable, the same additions on every run.  Every transport sums
+ * with it, so their results agree bit for bit. */
+static inline void sn_comm_add(float *restrict d, const float *restrict s,
+                               size_t len, int first)
+{
+    if (first) {
+        memcpy(d, s, len * sizeof(float));
+        return;
+    }
+#pragma omp simd
+    for (size_t j = 0; j < len; j++)
+        d[j] += s[j];
+}
 
 #endif /* SN_COLLECTIVE_H */

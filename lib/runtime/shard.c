@@ -25,11 +25,12 @@
  * order: weight shards are constants of their own, reshape targets are the
  * local shapes, and each conversion is a "ShardCollective" node (domain
  * ai.shardnet).  Each device's graph is planned like any other; a plan
- * stops its queue at a collective step and calls the rendezvous below,
- * where the last device to arrive runs the collective (lib/comm/collective.c)
- * for all.  One host thread per device runs its plan, so every device
- * computes at once.  Sums change order against one device: results agree
- * to rounding (tested within 1e-4 relative), not bit for bit.
+ * stops its queue at a collective step and hands it to the devices'
+ * collective group (lib/comm/group.h), which runs it over the transport
+ * that fits: staged, host-shared or between processes.  One host thread
+ * per device runs its plan, so every device computes at once.  Sums
+ * change order against one device: results agree to rounding (tested
+ * within 1e-4 relative), not bit for bit.
  */
 #include <config.h>
 
@@ -41,7 +42,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "comm/collective.h"
+#include "comm/group.h"
 #include "ops/ops.h"
 #include "ops/registry.h"
 #include "runtime/pipeline.h"
@@ -120,7 +121,6 @@ struct sn_tensor_split {
     sn_graph *sub[MAXD];
     sn_weights *w[MAXD];
     sn_plan *plan[MAXD];
-    sn_comm *comm;
     sn_binding *bound; /* shapes it was built for */
     sn_host_tensor *out;
     char *desc;
@@ -136,39 +136,18 @@ struct sn_tensor_split {
     lay *out_lay;          /* per model output: R, or cut (S) and put
                               together on the host from every device */
 
-    /* rendezvous and workers */
+    /* the collectives, and the workers */
+    sn_group *group;
+    /* The group's places: this process plans and runs only its own
+     * devices, ranks where->local[0 .. nlocal), the first driven by the
+     * caller; in a job every process gets the outputs. */
+    const sn_group_where *where;
     pthread_mutex_t lock;
     pthread_cond_t cond;
     atomic_uint job;       /* bumped to start a run on the workers */
     atomic_size_t done;    /* workers finished with the current job */
     int quit;
     const sn_binding *in;  /* the current run's inputs */
-    size_t arrived;        /* devices waiting at the collective */
-    unsigned coll_gen;
-    sn_coll_desc pend[MAXD];
-    shardnet_status coll_st;
-    char coll_msg[1024];
-    atomic_int abort;      /* a device failed: the others stop */
-    /* Devices that all share host memory run collectives together: each
-     * maps its own buffers, and after a barrier each computes its share. */
-    int coop;
-    atomic_size_t bar_count;
-    atomic_uint bar_gen;
-    float *send_p[MAXD], *recv_p[MAXD];
-
-    /* Processes (lib/comm/world.h).  This process plans and runs only its own
-     * devices: global ranks local[0 .. nlocal), the first driven by the
-     * caller.  When the devices span processes, the last local device at a
-     * collective exchanges with the other processes that own devices
-     * (procs, in order; procs[0] the root) by messages; every process gets
-     * the outputs. */
-    unsigned me;
-    size_t local[MAXD], nlocal;
-    int spans;
-    unsigned procs[MAXD];
-    size_t nprocs;
-    float *host, *tmp, *rest; /* cross-process staging */
-    size_t host_cap, tmp_cap, rest_cap;
     int me_owned_out;  /* every output has a buffer of its own (a job of
                           several processes) */
     int overflow;      /* the first device whose shard exceeds its memory
@@ -1639,402 +1618,6 @@ static shardnet_status build(bld *b)
 
 /* --- running --------------------------------------------------------------- */
 
-/* Run the collective all devices have arrived at (lock held by caller
- * released meanwhile). */
-static shardnet_status run_collective(sn_tensor_split *t)
-{
-    sn_view send[MAXD], recv[MAXD];
-    const sn_coll_desc *d0 = &t->pend[0];
-    for (size_t r = 0; r < t->n; r++) {
-        const sn_coll_desc *d = &t->pend[r];
-        if (d->kind != d0->kind ||
-            (d->kind != SN_COLL_ALLREDUCE && d->n != t->n) ||
-            memcmp(d->counts, d0->counts, t->n * sizeof d->counts[0]))
-            return sn_error(SHARDNET_INTERNAL,
-                            "tensor split: devices disagree on a collective");
-        send[r] = d->send;
-        recv[r] = d->recv;
-    }
-    double t0 = sn_trace_on() ? sn_trace_now() : 0;
-    shardnet_status st;
-    const char *what;
-    switch (d0->kind) {
-    case SN_COLL_ALLREDUCE:
-        st = sn_allreduce(t->comm, send, d0->counts[0]);
-        what = "all-reduce";
-        break;
-    case SN_COLL_ALLGATHER:
-        st = sn_allgather(t->comm, send, d0->counts, recv);
-        what = "all-gather";
-        break;
-    default:
-        st = sn_reduce_scatter(t->comm, send, d0->counts, recv);
-        what = "reduce-scatter";
-        break;
-    }
-    if (sn_trace_on()) {
-        size_t total = 0;
-        char name[96];
-        for (size_t r = 0; r < t->n; r++)
-            total += d0->kind == SN_COLL_ALLREDUCE ? (r ? 0 : d0->counts[0])
-                                                   : d0->counts[r];
-        snprintf(name, sizeof name, "%s %zu floats", what, total);
-        for (size_t r = 0; r < t->n; r++)
-            sn_trace_add(t->dev[r]->info.name, "collective", name, t0,
-                         sn_trace_now());
-    }
-    return st;
-}
-
-/* A collective's name, for traces. */
-static const char *coll_name(sn_coll_kind kind)
-{
-    return kind == SN_COLL_ALLREDUCE   ? "all-reduce"
-           : kind == SN_COLL_ALLGATHER ? "all-gather"
-                                       : "reduce-scatter";
-}
-
-/* --- collectives between processes -------------------------------------- */
-
-#define CROSS_TAG 31000
-
-static int grow(float **buf, size_t *cap, size_t count)
-{
-    if (*cap >= count)
-        return 1;
-    float *nb = realloc(*buf, (count ? count : 1) * sizeof *nb);
-    if (!nb)
-        return 0;
-    *buf = nb;
-    *cap = count;
-    return 1;
-}
-
-/* Bytes of the pieces process q owns (elements `unit` bytes each; counts
- * per global rank). */
-static size_t owned(const sn_tensor_split *t, unsigned q, const size_t *counts,
-                    size_t unit)
-{
-    size_t n = 0;
-    for (size_t r = 0; r < t->n; r++)
-        if (t->dev[r]->process == q)
-            n += counts[r] * unit;
-    return n;
-}
-
-/* Every rank's piece (counts[r] elements of `unit` bytes, at offset off[r]
- * in full, in global rank order): this process's are in full already; the
- * others' come through the root, which sends the whole back.  packed:
- * scratch of this process's pieces, back to back. */
-static shardnet_status cross_gather(sn_tensor_split *t, char *full,
-                                    const size_t *counts, const size_t *off,
-                                    size_t unit, char *packed)
-{
-    unsigned root = t->procs[0];
-    size_t total = 0, at = 0;
-    shardnet_status st = SHARDNET_OK;
-    for (size_t r = 0; r < t->n; r++)
-        total += counts[r] * unit;
-    if (t->me != root) {
-        for (size_t r = 0; r < t->n; r++)
-            if (t->dev[r]->process == t->me) {
-                memcpy(packed + at, full + off[r] * unit, counts[r] * unit);
-                at += counts[r] * unit;
-            }
-        if ((st = sn_world_send(root, CROSS_TAG, packed, at)) == SHARDNET_OK)
-            st = sn_world_recv(root, CROSS_TAG, full, total);
-        return st;
-    }
-    for (size_t k = 1; k < t->nprocs && st == SHARDNET_OK; k++) {
-        unsigned q = t->procs[k];
-        size_t bytes = owned(t, q, counts, unit);
-        if ((st = sn_world_recv(q, CROSS_TAG, packed, bytes)) != SHARDNET_OK)
-            break;
-        at = 0;
-        for (size_t r = 0; r < t->n; r++)
-            if (t->dev[r]->process == q) {
-                memcpy(full + off[r] * unit, packed + at, counts[r] * unit);
-                at += counts[r] * unit;
-            }
-    }
-    for (size_t k = 1; k < t->nprocs && st == SHARDNET_OK; k++)
-        st = sn_world_send(t->procs[k], CROSS_TAG, full, total);
-    return st;
-}
-
-/* Finish requests req[0 .. n) (and clear them); the first error. */
-static shardnet_status wait_all(sn_world_req **req, size_t n)
-{
-    shardnet_status st = SHARDNET_OK;
-    for (size_t r = 0; r < n; r++) {
-        shardnet_status s2 = sn_world_wait(req[r]);
-        req[r] = NULL;
-        if (st == SHARDNET_OK)
-            st = s2;
-    }
-    return st;
-}
-
-/* Floats per chunk of a sum across processes (2 MiB). */
-#define CROSS_CHUNK (512u * 1024u)
-
-/* Stage chunk [a, b) of this process's ranks' inputs, summed in rank
- * order, into h + a. */
-static shardnet_status stage_chunk(sn_tensor_split *t, float *h, size_t a,
-                                   size_t b)
-{
-    shardnet_status st = SHARDNET_OK;
-    float *tmp = t->tmp + a;
-    for (size_t k = 0; k < t->nlocal && st == SHARDNET_OK; k++) {
-        size_t r = t->local[k];
-        st = sn_buffer_read(t->pend[r].send.buf,
-                            (t->pend[r].send.offset + a) * sizeof(float),
-                            k ? tmp : h + a, (b - a) * sizeof(float));
-        for (size_t i = 0; k && i < b - a && st == SHARDNET_OK; i++)
-            h[a + i] += tmp[i];
-    }
-    return st;
-}
-
-/* Write chunk [a, b) of the sum (res) back: every rank's all of it
- * (all-reduce, in place) or each rank the part of its own segment. */
-static shardnet_status unstage_chunk(sn_tensor_split *t, sn_coll_kind kind,
-                                     const float *res, size_t a, size_t b,
-                                     const size_t *counts, const size_t *off)
-{
-    shardnet_status st = SHARDNET_OK;
-    for (size_t k = 0; k < t->nlocal && st == SHARDNET_OK; k++) {
-        size_t r = t->local[k], lo, hi;
-        if (kind == SN_COLL_ALLREDUCE) {
-            st = sn_buffer_write(t->pend[r].send.buf,
-                                 (t->pend[r].send.offset + a) * sizeof(float),
-                                 res + a, (b - a) * sizeof(float));
-            continue;
-        }
-        lo = off[r] > a ? off[r] : a;
-        hi = off[r] + counts[r] < b ? off[r] + counts[r] : b;
-        if (lo < hi)
-            st = sn_buffer_write(t->pend[r].recv.buf,
-                                 (t->pend[r].recv.offset + lo - off[r]) *
-                                     sizeof(float),
-                                 res + lo, (hi - lo) * sizeof(float));
-    }
-    return st;
-}
-
-/* The ranges of [0, total) whose sums process k of procs keeps: its
- * ranks' segments (reduce-scatter), or its k-th share (all-reduce).  At
- * most MAXD ranges, in order. */
-static size_t kept(const sn_tensor_split *t, sn_coll_kind kind, size_t k,
-                   const size_t *counts, const size_t *off, size_t total,
-                   size_t *lo, size_t *hi)
-{
-    size_t n = 0;
-    if (kind == SN_COLL_ALLREDUCE) {
-        lo[0] = total * k / t->nprocs;
-        hi[0] = total * (k + 1) / t->nprocs;
-        return lo[0] < hi[0];
-    }
-    for (size_t r = 0; r < t->n; r++)
-        if (t->dev[r]->process == t->procs[k] && counts[r]) {
-            if (n && hi[n - 1] == off[r]) {
-                hi[n - 1] += counts[r];
-                continue;
-            }
-            lo[n] = off[r];
-            hi[n++] = off[r] + counts[r];
-        }
-    return n;
-}
-
-/*
- * A sum across processes (all-reduce or reduce-scatter of `total` floats)
- * as a reduce-scatter between processes: each process stages its ranks'
- * sum chunk by chunk and sends every other process the parts that process
- * keeps as soon as they are staged; each adds what it keeps over the
- * processes in process order; an all-reduce then sends each kept share to
- * all.  Each process moves the others' parts only, not the whole.
- */
-static shardnet_status cross_reduce(sn_tensor_split *t, sn_coll_kind kind,
-                                    const size_t *counts, const size_t *off,
-                                    size_t total)
-{
-    size_t me_k = 0, nch = (total + CROSS_CHUNK - 1) / CROSS_CHUNK;
-    size_t lo[MAXD], hi[MAXD], nk, mine = 0, nreq = 0, maxreq;
-    shardnet_status st = SHARDNET_OK;
-    for (size_t k = 0; k < t->nprocs; k++)
-        if (t->procs[k] == t->me)
-            me_k = k;
-    nk = kept(t, kind, me_k, counts, off, total, lo, hi);
-    for (size_t q = 0; q < nk; q++)
-        mine += hi[q] - lo[q];
-    /* Every piece is at most one message: (ranges + chunks) per peer, each
-     * way, plus the all-reduce's shares. */
-    maxreq = 4 * t->nprocs * (MAXD + nch + 2) + 8;
-    sn_world_req **req = calloc(maxreq, sizeof *req);
-    /* rest: the other processes' parts of what this one keeps, one block
-     * of `mine` floats each, in process order. */
-    if (!req || !grow(&t->rest, &t->rest_cap, t->nprocs * mine + 1) ||
-        !grow(&t->host, &t->host_cap, total) ||
-        !grow(&t->tmp, &t->tmp_cap, total)) {
-        free(req);
-        return oom();
-    }
-    float *h = t->host, *rest = t->rest;
-#define CH(c) ((c) * (size_t)CROSS_CHUNK)
-#define CE(c) (CH(c) + CROSS_CHUNK < total ? CH(c) + CROSS_CHUNK : total)
-    /* Receive: from each other process, the pieces of what this one keeps,
-     * chunk by chunk, in the order they are sent. */
-    for (size_t k = 0; k < t->nprocs && st == SHARDNET_OK; k++) {
-        if (k == me_k)
-            continue;
-        size_t at = 0;
-        for (size_t c = 0; c < nch && st == SHARDNET_OK; c++)
-            for (size_t q = 0; q < nk && st == SHARDNET_OK; q++) {
-                size_t a = lo[q] > CH(c) ? lo[q] : CH(c);
-                size_t b = hi[q] < CE(c) ? hi[q] : CE(c);
-                if (a >= b)
-                    continue;
-                st = sn_world_irecv(t->procs[k], CROSS_TAG,
-                                    rest + k * mine + at,
-                                    (b - a) * sizeof(float), &req[nreq++]);
-                at += b - a;
-            }
-    }
-    /* Stage and send, chunk by chunk. */
-    for (size_t c = 0; c < nch && st == SHARDNET_OK; c++) {
-        st = stage_chunk(t, h, CH(c), CE(c));
-        for (size_t k = 0; k < t->nprocs && st == SHARDNET_OK; k++) {
-            size_t klo[MAXD], khi[MAXD], kn;
-            if (k == me_k)
-                continue;
-            kn = kept(t, kind, k, counts, off, total, klo, khi);
-            for (size_t q = 0; q < kn && st == SHARDNET_OK; q++) {
-                size_t a = klo[q] > CH(c) ? klo[q] : CH(c);
-                size_t b = khi[q] < CE(c) ? khi[q] : CE(c);
-                if (a < b)
-                    st = sn_world_isend(t->procs[k], CROSS_TAG, h + a,
-                                        (b - a) * sizeof(float),
-                                        &req[nreq++]);
-            }
-        }
-    }
-    /* Every part in; every part of ours out (an all-reduce receives the
-     * shares into the very ranges it sent from). */
-    shardnet_status done = wait_all(req, nreq);
-    if (st == SHARDNET_OK)
-        st = done;
-    nreq = 0;
-    /* What this process keeps: the processes' parts in process order. */
-    if (st == SHARDNET_OK) {
-        /* This process's own part into its block too, then the sum into h. */
-        size_t at = 0;
-        for (size_t q = 0; q < nk; q++) {
-            memcpy(rest + me_k * mine + at, h + lo[q],
-                   (hi[q] - lo[q]) * sizeof(float));
-            at += hi[q] - lo[q];
-        }
-        at = 0;
-        for (size_t q = 0; q < nk; q++)
-            for (size_t i = lo[q]; i < hi[q]; i++, at++) {
-                float sum = rest[at];
-                for (size_t k = 1; k < t->nprocs; k++)
-                    sum += rest[k * mine + at];
-                h[i] = sum;
-            }
-    }
-    /* An all-reduce: every process sends its share to all. */
-    if (st == SHARDNET_OK && kind == SN_COLL_ALLREDUCE) {
-        for (size_t k = 0; k < t->nprocs && st == SHARDNET_OK; k++) {
-            size_t klo[MAXD], khi[MAXD];
-            if (k == me_k || !kept(t, kind, k, counts, off, total, klo, khi))
-                continue;
-            st = sn_world_irecv(t->procs[k], CROSS_TAG, h + klo[0],
-                                (khi[0] - klo[0]) * sizeof(float),
-                                &req[nreq++]);
-        }
-        for (size_t k = 0; k < t->nprocs && st == SHARDNET_OK && nk; k++)
-            if (k != me_k)
-                st = sn_world_isend(t->procs[k], CROSS_TAG, h + lo[0],
-                                    (hi[0] - lo[0]) * sizeof(float),
-                                    &req[nreq++]);
-    }
-    done = wait_all(req, nreq);
-    if (st == SHARDNET_OK)
-        st = done;
-    if (st == SHARDNET_OK)
-        st = unstage_chunk(t, kind, h, 0, total, counts, off);
-#undef CH
-#undef CE
-    /* (After a failure the job ends; requests still out are left, with
-     * their buffers.) */
-    free(req);
-    if (st != SHARDNET_OK) {
-        t->rest = NULL;
-        t->rest_cap = 0;
-    }
-    return st;
-}
-
-/* A collective over devices on several processes, run by the last local
- * device to arrive: this process's ranks staged through host memory (in
- * global rank order), the processes combined by messages, the results
- * written back. */
-static shardnet_status cross_collective(sn_tensor_split *t)
-{
-    const sn_coll_desc *d0 = &t->pend[t->local[0]];
-    size_t counts[MAXD], off[MAXD], total = 0;
-    shardnet_status st = SHARDNET_OK;
-    double t0 = sn_trace_on() ? sn_trace_now() : 0;
-    for (size_t k = 0; k < t->nlocal; k++) {
-        const sn_coll_desc *d = &t->pend[t->local[k]];
-        if (d->kind != d0->kind ||
-            memcmp(d->counts, d0->counts, t->n * sizeof d->counts[0]))
-            return sn_error(SHARDNET_INTERNAL,
-                            "tensor split: devices disagree on a collective");
-    }
-    for (size_t r = 0; r < t->n; r++) {
-        counts[r] = d0->kind == SN_COLL_ALLREDUCE ? 0 : d0->counts[r];
-        off[r] = total;
-        total += counts[r];
-    }
-    if (d0->kind == SN_COLL_ALLREDUCE)
-        total = d0->counts[0];
-    if (!grow(&t->host, &t->host_cap, total) ||
-        !grow(&t->tmp, &t->tmp_cap, total))
-        return oom();
-    float *h = t->host;
-    if (d0->kind == SN_COLL_ALLGATHER) {
-        for (size_t k = 0; k < t->nlocal && st == SHARDNET_OK; k++) {
-            size_t r = t->local[k];
-            if (counts[r])
-                st = sn_buffer_read(t->pend[r].send.buf,
-                                    t->pend[r].send.offset * sizeof(float),
-                                    h + off[r], counts[r] * sizeof(float));
-        }
-        if (st == SHARDNET_OK)
-            st = cross_gather(t, (char *)h, counts, off, sizeof(float),
-                              (char *)t->tmp);
-        for (size_t k = 0; k < t->nlocal && st == SHARDNET_OK; k++) {
-            size_t r = t->local[k];
-            st = sn_buffer_write(t->pend[r].recv.buf,
-                                 t->pend[r].recv.offset * sizeof(float), h,
-                                 total * sizeof(float));
-        }
-    } else {
-        st = cross_reduce(t, d0->kind, counts, off, total);
-    }
-    if (sn_trace_on()) {
-        char name[96];
-        snprintf(name, sizeof name, "%s %zu floats across %zu processes",
-                 coll_name(d0->kind), total, t->nprocs);
-        for (size_t k = 0; k < t->nlocal; k++)
-            sn_trace_add(t->dev[t->local[k]]->info.name, "collective", name,
-                         t0, sn_trace_now());
-    }
-    return st;
-}
-
 /* After a run: every process gets every output.  A whole output comes
  * from the root (it has a device, so the result); a cut one is put
  * together at the root from every owning process's pieces; then the root
@@ -2042,29 +1625,26 @@ static shardnet_status cross_collective(sn_tensor_split *t)
 static shardnet_status share_outputs(sn_tensor_split *t)
 {
     shardnet_status st = SHARDNET_OK;
-    unsigned root = t->procs[0];
+    unsigned root = t->where->procs[0];
     for (size_t i = 0; i < t->g->noutputs && st == SHARDNET_OK; i++) {
         sn_host_tensor *o = &t->out[i];
         const lay *l = &t->out_lay[i];
-        if (l->kind == LAY_S && t->spans) {
+        if (l->kind == LAY_S) {
             /* Per index of the axes before the cut one: each rank's rows
              * of `inner` bytes, gathered. */
             size_t es = sn_dtype_size(o->dtype);
             size_t outer = prod(o->dims, 0, l->axis),
                    inner = prod(o->dims, l->axis + 1, o->rank) * es;
-            size_t counts[MAXD], off[MAXD], at = 0;
-            for (size_t r = 0; r < t->n; r++) {
-                counts[r] = l->cnt[r];
-                off[r] = at;
-                at += l->cnt[r];
-            }
+            size_t off[MAXD];
+            sn_group_offsets(l->cnt, t->n, off);
             size_t len = (size_t)o->dims[l->axis];
             char *scratch = malloc(len * inner + 1);
             if (!scratch)
                 return oom();
             for (size_t k = 0; k < outer && st == SHARDNET_OK; k++) {
                 char *full = (char *)o->data + k * len * inner;
-                st = cross_gather(t, full, counts, off, inner, scratch);
+                st = sn_group_gather(t->group, full, l->cnt, off, inner,
+                                     scratch);
             }
             free(scratch);
         }
@@ -2074,25 +1654,29 @@ static shardnet_status share_outputs(sn_tensor_split *t)
     return st;
 }
 
-/* --- collectives between devices that share host memory -------------------- */
+/* The hook every device's plan calls at a collective: the group runs it. */
+_Static_assert(SN_COLL_MAX == SN_COMM_MAX, "a plan's collective fits a group");
+static shardnet_status rendezvous(void *ctx, const sn_coll_desc *d)
+{
+    static const sn_group_kind kinds[] = {
+        [SN_COLL_ALLREDUCE] = SN_GROUP_ALLREDUCE,
+        [SN_COLL_ALLGATHER] = SN_GROUP_ALLGATHER,
+        [SN_COLL_REDUCE_SCATTER] = SN_GROUP_REDUCE_SCATTER};
+    const rank_ctx *rc = ctx;
+    sn_group_call call = {.kind = kinds[d->kind], .n = d->n,
+                          .send = d->send, .recv = d->recv};
+    memcpy(call.counts, d->counts, sizeof call.counts);
+    return sn_group_collective(rc->t->group, rc->rank, &call);
+}
 
-/* How long a device waiting at a barrier polls before it sleeps. */
-#define BARRIER_SPIN_S 200e-6
 /* How long a worker polls for the next run, and the caller for the
  * workers' end, before sleeping. */
 #define WAKE_SPIN_S 200e-6
 
 typedef struct split_wait {
     const sn_tensor_split *t;
-    unsigned seen; /* the barrier generation or job seen */
+    unsigned seen; /* the job seen */
 } split_wait;
-
-static int barrier_passed(const void *arg)
-{
-    const split_wait *w = arg;
-    return atomic_load(&w->t->bar_gen) != w->seen ||
-           atomic_load(&w->t->abort);
-}
 
 static int job_posted(const void *arg)
 {
@@ -2103,210 +1687,7 @@ static int job_posted(const void *arg)
 static int workers_done(const void *arg)
 {
     const split_wait *w = arg;
-    return atomic_load(&w->t->done) >= w->t->nlocal - 1;
-}
-
-/* Wait until every device has come here; 0 when another device failed.
- * The devices run on their own cores, so a short poll usually sees the
- * last one arrive, cheaper than a sleep and a wake-up. */
-static int barrier(sn_tensor_split *t)
-{
-    unsigned gen = atomic_load(&t->bar_gen);
-    if (atomic_fetch_add(&t->bar_count, 1) + 1 == t->nlocal) {
-        atomic_store(&t->bar_count, 0);
-        pthread_mutex_lock(&t->lock);
-        atomic_fetch_add(&t->bar_gen, 1);
-        pthread_cond_broadcast(&t->cond);
-        pthread_mutex_unlock(&t->lock);
-        return 1;
-    }
-    split_wait w = {t, gen};
-    sn_poll(barrier_passed, &w, BARRIER_SPIN_S);
-    pthread_mutex_lock(&t->lock);
-    while (!barrier_passed(&w))
-        pthread_cond_wait(&t->cond, &t->lock);
-    pthread_mutex_unlock(&t->lock);
-    return atomic_load(&t->bar_gen) != gen;
-}
-
-static shardnet_status map_view(sn_view v, size_t count, float **p)
-{
-    void *ptr = NULL;
-    *p = NULL;
-    if (!count)
-        return SHARDNET_OK;
-    shardnet_status st = sn_buffer_map(v.buf, v.offset * sizeof(float),
-                                       count * sizeof(float),
-                                       SN_MAP_READ | SN_MAP_WRITE, &ptr);
-    *p = ptr;
-    return st;
-}
-
-/* [lo, hi) of count floats for rank r of n, in 16-float blocks. */
-static void share_of(size_t count, size_t r, size_t n, size_t *lo, size_t *hi)
-{
-    size_t blocks = (count + 15) / 16;
-    size_t a = blocks * r / n, b = blocks * (r + 1) / n;
-    *lo = a * 16 < count ? a * 16 : count;
-    *hi = b * 16 < count ? b * 16 : count;
-}
-
-/* Floats of an all-reduce summed at a time. */
-#define COOP_BLOCK 1024
-
-/* out[i] = src[0][at + i] + src[1][at + i] + ... for i < k, added in rank
- * order (as sn_allreduce does, so the results match it bit for bit), a
- * device at a time so that the adds vectorise. */
-static void sum_rows(float *out, float *const *src, size_t n,
-                     size_t at, size_t k)
-{
-    const float *a = src[0] + at;
-    if (n > 1) {
-        const float *b = src[1] + at;
-        for (size_t i = 0; i < k; i++)
-            out[i] = a[i] + b[i];
-    } else {
-        memcpy(out, a, k * sizeof(float));
-    }
-    for (size_t q = 2; q < n; q++) {
-        const float *c = src[q] + at;
-        for (size_t i = 0; i < k; i++)
-            out[i] += c[i];
-    }
-}
-
-/* Device r's part of a collective: sums run in rank order, as in
- * sn_allreduce, so the results match it bit for bit. */
-static void coop_share(sn_tensor_split *t, size_t r, const sn_coll_desc *d)
-{
-    size_t n = t->n, lo, hi, pre = 0;
-    switch (d->kind) {
-    case SN_COLL_ALLREDUCE:
-        /* In blocks that stay in L1: the sum of the devices' block, then
-         * the sum copied to each. */
-        share_of(d->counts[0], r, n, &lo, &hi);
-        for (size_t i = lo; i < hi; i += COOP_BLOCK) {
-            size_t k = hi - i < COOP_BLOCK ? hi - i : COOP_BLOCK;
-            float sum[COOP_BLOCK];
-            sum_rows(sum, t->send_p, n, i, k);
-            for (size_t q = 0; q < n; q++)
-                memcpy(t->send_p[q] + i, sum, k * sizeof(float));
-        }
-        break;
-    case SN_COLL_REDUCE_SCATTER:
-        for (size_t q = 0; q < r; q++)
-            pre += d->counts[q];
-        sum_rows(t->recv_p[r], t->send_p, n, pre, d->counts[r]);
-        break;
-    default: /* all-gather: this device's piece into every device's result */
-        for (size_t q = 0; q < r; q++)
-            pre += d->counts[q];
-        for (size_t q = 0; q < n && d->counts[r]; q++)
-            if (t->recv_p[q] + pre != t->send_p[r])
-                memcpy(t->recv_p[q] + pre, t->send_p[r],
-                       d->counts[r] * sizeof(float));
-        break;
-    }
-}
-
-static shardnet_status coop_collective(sn_tensor_split *t, size_t r,
-                                       const sn_coll_desc *d)
-{
-    shardnet_status st = SHARDNET_OK, st2;
-    size_t total = 0;
-    double t0 = sn_trace_on() ? sn_trace_now() : 0;
-    for (size_t q = 0; q < t->n; q++)
-        total += d->counts[q];
-    size_t nsend = d->kind == SN_COLL_ALLREDUCE ? d->counts[0]
-                   : d->kind == SN_COLL_ALLGATHER ? d->counts[r] : total;
-    size_t nrecv = d->kind == SN_COLL_ALLREDUCE ? 0
-                   : d->kind == SN_COLL_ALLGATHER ? total : d->counts[r];
-    t->pend[r] = *d;
-    if ((st = map_view(d->send, nsend, &t->send_p[r])) == SHARDNET_OK)
-        st = map_view(d->recv, nrecv, &t->recv_p[r]);
-    if (st != SHARDNET_OK) {
-        atomic_store(&t->abort, 1);
-        pthread_mutex_lock(&t->lock);
-        pthread_cond_broadcast(&t->cond);
-        pthread_mutex_unlock(&t->lock);
-    }
-    if (!barrier(t) || st != SHARDNET_OK)
-        goto unmap;
-    /* Everyone's buffers are mapped and their descriptions agree? */
-    for (size_t q = 0; q < t->n; q++)
-        if (t->pend[q].kind != d->kind ||
-            (d->kind != SN_COLL_ALLREDUCE && t->pend[q].n != t->n) ||
-            memcmp(t->pend[q].counts, d->counts, t->n * sizeof d->counts[0]))
-            st = sn_error(SHARDNET_INTERNAL,
-                          "tensor split: devices disagree on a collective");
-    if (st == SHARDNET_OK)
-        coop_share(t, r, d);
-    /* Nobody reuses its buffers while another device still reads them. */
-    if (!barrier(t) && st == SHARDNET_OK)
-        st = sn_error(SHARDNET_INTERNAL,
-                      "tensor split: stopped, another device failed");
-unmap:
-    if (t->send_p[r] && (st2 = sn_buffer_unmap(d->send.buf, t->send_p[r])) !=
-                            SHARDNET_OK && st == SHARDNET_OK)
-        st = st2;
-    if (t->recv_p[r] && (st2 = sn_buffer_unmap(d->recv.buf, t->recv_p[r])) !=
-                            SHARDNET_OK && st == SHARDNET_OK)
-        st = st2;
-    t->send_p[r] = t->recv_p[r] = NULL;
-    if (st == SHARDNET_OK && atomic_load(&t->abort))
-        st = sn_error(SHARDNET_INTERNAL,
-                      "tensor split: stopped, another device failed");
-    if (sn_trace_on()) {
-        char name[96];
-        snprintf(name, sizeof name, "%s %zu floats", coll_name(d->kind),
-                 d->kind == SN_COLL_ALLREDUCE ? d->counts[0] : total);
-        sn_trace_add(t->dev[r]->info.name, "collective", name, t0,
-                     sn_trace_now());
-    }
-    return st;
-}
-
-static shardnet_status rendezvous(void *ctx, const sn_coll_desc *d)
-{
-    rank_ctx *rc = ctx;
-    sn_tensor_split *t = rc->t;
-    shardnet_status st;
-    if (t->coop)
-        return coop_collective(t, rc->rank, d);
-    pthread_mutex_lock(&t->lock);
-    if (t->abort) {
-        pthread_mutex_unlock(&t->lock);
-        return sn_error(SHARDNET_INTERNAL,
-                        "tensor split: stopped, another device failed");
-    }
-    t->pend[rc->rank] = *d;
-    if (++t->arrived == t->nlocal) {
-        pthread_mutex_unlock(&t->lock);
-        st = t->spans ? cross_collective(t) : run_collective(t);
-        pthread_mutex_lock(&t->lock);
-        t->coll_st = st;
-        if (st != SHARDNET_OK)
-            snprintf(t->coll_msg, sizeof t->coll_msg, "%s",
-                     shardnet_last_error());
-        t->arrived = 0;
-        t->coll_gen++;
-        pthread_cond_broadcast(&t->cond);
-        pthread_mutex_unlock(&t->lock);
-        return st;
-    }
-    unsigned gen = t->coll_gen;
-    while (t->coll_gen == gen && !t->abort)
-        pthread_cond_wait(&t->cond, &t->lock);
-    if (t->coll_gen == gen) {
-        pthread_mutex_unlock(&t->lock);
-        return sn_error(SHARDNET_INTERNAL,
-                        "tensor split: stopped, another device failed");
-    }
-    st = t->coll_st;
-    pthread_mutex_unlock(&t->lock);
-    if (st != SHARDNET_OK)
-        return sn_error(st, "%s", t->coll_msg);
-    return SHARDNET_OK;
+    return atomic_load(&w->t->done) >= w->t->where->nlocal - 1;
 }
 
 /* Device r's piece of each cut output, copied into the host result. */
@@ -2347,12 +1728,8 @@ static shardnet_status run_rank(sn_tensor_split *t, size_t r)
     if (sn_trace_on())
         sn_trace_add(t->dev[r]->info.name, "shard", "tensor-split run", t0,
                      sn_trace_now());
-    if (st != SHARDNET_OK) {
-        pthread_mutex_lock(&t->lock);
-        t->abort = 1;
-        pthread_cond_broadcast(&t->cond);
-        pthread_mutex_unlock(&t->lock);
-    }
+    if (st != SHARDNET_OK)
+        sn_group_abort(t->group);
     return st;
 }
 
@@ -2396,10 +1773,8 @@ shardnet_status sn_tensor_split_run(sn_tensor_split *t, const sn_binding *in)
                         "tensor split: inputs shaped unlike the ones it was "
                         "built for");
     pthread_mutex_lock(&t->lock);
+    sn_group_begin(t->group);
     t->in = in;
-    t->abort = 0;
-    atomic_store(&t->bar_count, 0);
-    t->arrived = 0;
     t->done = 0;
     t->job++;
     pthread_cond_broadcast(&t->cond);
@@ -2407,8 +1782,8 @@ shardnet_status sn_tensor_split_run(sn_tensor_split *t, const sn_binding *in)
     /* The caller drives this process's first device for the run, then gets
      * its binding back. */
     st = SHARDNET_OK;
-    if (t->nlocal) {
-        size_t lead = t->local[0];
+    if (t->where->nlocal) {
+        size_t lead = t->where->local[0];
         sn_bind_thread(t->dev[lead], 1);
         st = run_rank(t, lead);
         sn_bind_thread(t->dev[lead], 0);
@@ -2420,16 +1795,17 @@ shardnet_status sn_tensor_split_run(sn_tensor_split *t, const sn_binding *in)
         pthread_mutex_unlock(&t->lock);
         if (st != SHARDNET_OK)
             return st;
-        for (size_t k = 1; k < t->nlocal; k++) {
-            size_t r = t->local[k];
+        for (size_t k = 1; k < t->where->nlocal; k++) {
+            size_t r = t->where->local[k];
             if (t->wk[r].st != SHARDNET_OK)
                 return sn_error(t->wk[r].st, "on %s: %s",
                                 t->dev[r]->info.name, t->wk[r].msg);
         }
     }
     for (size_t i = 0; i < t->g->noutputs; i++)
-        if (t->out_lay[i].kind != LAY_S && t->nlocal) {
-            const sn_host_tensor *o = sn_plan_output(t->plan[t->local[0]], i);
+        if (t->out_lay[i].kind != LAY_S && t->where->nlocal) {
+            const sn_host_tensor *o =
+                sn_plan_output(t->plan[t->where->local[0]], i);
             if (t->me_owned_out) {
                 /* An owned buffer (a job of several processes). */
                 if (o->nbytes != t->out[i].nbytes)
@@ -2484,7 +1860,7 @@ static double estimate(sn_tensor_split *t)
     /* Across processes each collective also crosses the measured link:
      * two latencies and its bytes, per other process (an upper bound: the
      * processes exchange only the parts the others keep). */
-    if (t->spans) {
+    if (t->where->nprocs > 1) {
         double lat, lbw;
         if (sn_world_link(&lat, &lbw) != SHARDNET_OK) {
             sn_error_clear();
@@ -2492,7 +1868,7 @@ static double estimate(sn_tensor_split *t)
             lbw = 1e9;
         }
         t->coll_time += (double)t->ncoll * 2.0 * lat +
-                        2.0 * t->coll_bytes * (double)(t->nprocs - 1) / lbw;
+                        2.0 * t->coll_bytes * (double)(t->where->nprocs - 1) / lbw;
     }
     /* Per device: its time, and whether its shard overflows its memory. */
     double each[2 * MAXD] = {0};
@@ -2714,21 +2090,13 @@ shardnet_status sn_tensor_split_create(sn_graph *g, sn_device *const *devs,
         t->bound[i].data = NULL;
     }
     t->me_owned_out = owned_out;
-    t->me = sn_world_process();
-    for (size_t d = 0; d < ndev; d++) {
-        int known = 0;
-        for (size_t k = 0; k < t->nprocs; k++)
-            known |= t->procs[k] == devs[d]->process;
-        if (!known) {
-            size_t k = t->nprocs++;
-            while (k > 0 && t->procs[k - 1] > devs[d]->process) {
-                t->procs[k] = t->procs[k - 1];
-                k--;
-            }
-            t->procs[k] = devs[d]->process;
-        }
-    }
-    t->spans = t->nprocs > 1;
+    /* SHARDNET_STAGED_COLLECTIVES=1 forces the staged transport (tests). */
+    const char *staged = getenv("SHARDNET_STAGED_COLLECTIVES");
+    if ((st = sn_group_create(devs, ndev, staged && *staged &&
+                                              strcmp(staged, "0"),
+                              &t->group)) != SHARDNET_OK)
+        goto fail_t;
+    t->where = sn_group_where_of(t->group);
     /* This process plans (and uploads the shards of) its own devices. */
     st = SHARDNET_OK;
     for (size_t d = 0; d < ndev; d++) {
@@ -2736,7 +2104,6 @@ shardnet_status sn_tensor_split_create(sn_graph *g, sn_device *const *devs,
         t->ctx[d].rank = d;
         if (devs[d]->remote)
             continue;
-        t->local[t->nlocal++] = d;
         if (st == SHARDNET_OK &&
             ((st = sn_weights_new(t->sub[d], devs[d], &t->w[d])) !=
                  SHARDNET_OK ||
@@ -2748,30 +2115,21 @@ shardnet_status sn_tensor_split_create(sn_graph *g, sn_device *const *devs,
             sn_plan_set_collective(t->plan[d], rendezvous, &t->ctx[d]);
     }
     /* (Every process must know before any goes on to a collective.) */
-    for (size_t k = 0; k < t->nprocs && job; k++) {
-        shardnet_status mine = t->procs[k] == t->me ? st : SHARDNET_OK;
+    for (size_t k = 0; k < t->where->nprocs && job; k++) {
+        unsigned q = t->where->procs[k];
+        shardnet_status mine = q == t->where->me ? st : SHARDNET_OK;
         shardnet_status all = sn_world_share_status(
-            t->procs[k], mine, "tensor split: planning the shards");
+            q, mine, "tensor split: planning the shards");
         if (all != SHARDNET_OK && st == SHARDNET_OK)
             st = all;
     }
     if (st != SHARDNET_OK)
         goto fail_t;
-    /* SHARDNET_STAGED_COLLECTIVES=1 forces the staged engine (tests). */
-    const char *staged = getenv("SHARDNET_STAGED_COLLECTIVES");
-    t->coop = !t->spans && !(staged && *staged && strcmp(staged, "0"));
-    for (size_t d = 0; d < ndev; d++)
-        if (!devs[d]->info.host_unified || !devs[d]->ops->buffer_map)
-            t->coop = 0;
     t->desc = b.desc;
     b.desc = NULL;
     t->estimate = estimate(t);
-    if (!t->spans && t->nlocal == ndev &&
-        (st = sn_comm_create(devs, ndev, NULL, &t->comm)) != SHARDNET_OK) {
-        goto fail_t;
-    }
-    for (size_t k = 1; k < t->nlocal; k++) {
-        size_t r = t->local[k];
+    for (size_t k = 1; k < t->where->nlocal; k++) {
+        size_t r = t->where->local[k];
         t->wk[r].t = t;
         t->wk[r].rank = r;
         if (pthread_create(&t->wk[r].thread, NULL, worker_main, &t->wk[r])) {
@@ -2821,7 +2179,7 @@ void sn_tensor_split_free(sn_tensor_split *t)
     for (size_t d = 0; d < t->n; d++)
         if (t->dev[d])
             sn_synchronize(t->dev[d]);
-    sn_comm_free(t->comm);
+    sn_group_free(t->group);
     for (size_t d = 0; d < t->n; d++) {
         sn_plan_free(t->plan[d]);
         sn_weights_free(t->w[d]);
@@ -2834,9 +2192,6 @@ void sn_tensor_split_free(sn_tensor_split *t)
         if (t->out_lay[i].kind == LAY_S || t->me_owned_out)
             free(t->out[i].data);
     free(t->out);
-    free(t->host);
-    free(t->tmp);
-    free(t->rest);
     free(t->out_lay);
     free(t->desc);
     free(t->chosen);

@@ -1,7 +1,7 @@
 /*
  * Tensor split (private): one model run by several devices at once, each
  * holding a shard of the weights, partial results combined through the
- * host-staged collectives.  See lib/runtime/shard.c.
+ * devices' collective group (lib/comm/group.h).  See lib/runtime/shard.c.
  */
 #ifndef SN_TENSOR_SPLIT_H
 #define SN_TENSOR_SPLIT_H

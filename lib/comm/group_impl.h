@@ -1,0 +1,62 @@
+/*
+ * The collective group's state, shared by its transports (private to
+ * lib/comm: group.c, shared.c, across.c).  See comm/group.h.
+ */
+#ifndef SN_GROUP_IMPL_H
+#define SN_GROUP_IMPL_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+
+#include "comm/group.h"
+#include "core/error.h"
+
+struct sn_group {
+    size_t n;
+    sn_device *dev[SN_COMM_MAX];
+    sn_group_where where;
+    int spans;            /* ranks on several processes */
+    int shared;           /* the host-shared transport */
+    sn_comm *comm;        /* the staged engine (one process, all devices
+                             here), else NULL */
+
+    /* The rendezvous: the last device to arrive runs the collective. */
+    pthread_mutex_t lock;
+    pthread_cond_t cond;
+    size_t arrived;       /* devices waiting at the collective */
+    unsigned gen;         /* collectives completed */
+    sn_group_call pend[SN_COMM_MAX];
+    shardnet_status st;   /* the completed collective's, and its message */
+    char msg[1024];
+    atomic_int abort;     /* a device failed: the others stop */
+
+    /* Host-shared: a barrier, and each rank's mapped buffers. */
+    atomic_size_t bar_count;
+    atomic_uint bar_gen;
+    float *send_p[SN_COMM_MAX], *recv_p[SN_COMM_MAX];
+
+    /* Between processes: host staging, reused by every call. */
+    float *host, *tmp, *rest;
+    size_t host_cap, tmp_cap, rest_cap;
+};
+
+/* The host-shared transport: rank r's side (shared.c). */
+shardnet_status sn_group_shared_run(sn_group *g, size_t r,
+                                    const sn_group_call *call);
+/* Between processes: the collective all local ranks have arrived at
+ * (across.c). */
+shardnet_status sn_group_across_run(sn_group *g);
+
+/* Do the descriptions of ranks[0 .. nranks) agree with call's? */
+shardnet_status sn_group_agree(const sn_group *g, const size_t *ranks,
+                               size_t nranks, const sn_group_call *call);
+/* The error of a device that stops because another failed. */
+shardnet_status sn_group_stopped(void);
+/* Floats the collective covers: the all-reduce's count, or all pieces. */
+size_t sn_group_total(const sn_group *g, const sn_group_call *call);
+/* Record [t0, now) as the collective on ranks[0 .. nranks)'s devices in
+ * the trace (when tracing); `where` is appended to its name. */
+void sn_group_trace(const sn_group *g, const size_t *ranks, size_t nranks,
+                    const sn_group_call *call, double t0, const char *where);
+
+#endif /* SN_GROUP_IMPL_H */
