@@ -207,6 +207,19 @@ static void free_attr(sn_attr *a)
     free(a->strings);
 }
 
+/* What node n owns (not n itself). */
+static void free_node(sn_node *n)
+{
+    free(n->name);
+    free(n->op_type);
+    free(n->domain);
+    free(n->inputs);
+    free(n->outputs);
+    for (size_t a = 0; a < n->nattrs; a++)
+        free_attr(&n->attrs[a]);
+    free(n->attrs);
+}
+
 void sn_graph_free(sn_graph *g)
 {
     if (!g)
@@ -219,17 +232,8 @@ void sn_graph_free(sn_graph *g)
         free(v->owned);
     }
     free(g->values);
-    for (size_t i = 0; i < g->nnodes; i++) {
-        sn_node *n = &g->nodes[i];
-        free(n->name);
-        free(n->op_type);
-        free(n->domain);
-        free(n->inputs);
-        free(n->outputs);
-        for (size_t a = 0; a < n->nattrs; a++)
-            free_attr(&n->attrs[a]);
-        free(n->attrs);
-    }
+    for (size_t i = 0; i < g->nnodes; i++)
+        free_node(&g->nodes[i]);
     free(g->nodes);
     free(g->inputs);
     free(g->outputs);
@@ -380,11 +384,7 @@ int sn_graph_add_node(sn_graph *g, const char *name, const char *op_type,
     n->ninputs = ninputs;
     n->noutputs = noutputs;
     if (!n->name || !n->op_type || !n->domain || !ok_in || !ok_out) {
-        free(n->name);
-        free(n->op_type);
-        free(n->domain);
-        free(n->inputs);
-        free(n->outputs);
+        free_node(n);
         goto oom;
     }
     return (int)g->nnodes++;
