@@ -81,6 +81,11 @@ static uint64_t get_le(const uint8_t *p, unsigned n)
     return v;
 }
 
+static unsigned fixed_size(unsigned wire)
+{
+    return wire == SN_PB_I32 ? 4 : wire == SN_PB_I64 ? 8 : 0;
+}
+
 static pb_why next_field(sn_pb *r, sn_pb_field *f)
 {
     uint64_t tag, len;
@@ -98,17 +103,14 @@ static pb_why next_field(sn_pb *r, sn_pb_field *f)
     case SN_PB_VARINT:
         return varint(&r->p, r->end, &f->u);
     case SN_PB_I64:
-        if ((size_t)(r->end - r->p) < 8)
+    case SN_PB_I32: {
+        unsigned size = fixed_size(f->wire);
+        if ((size_t)(r->end - r->p) < size)
             return PB_TRUNC_FIXED;
-        f->u = get_le(r->p, 8);
-        r->p += 8;
+        f->u = get_le(r->p, size);
+        r->p += size;
         return PB_OK;
-    case SN_PB_I32:
-        if ((size_t)(r->end - r->p) < 4)
-            return PB_TRUNC_FIXED;
-        f->u = get_le(r->p, 4);
-        r->p += 4;
-        return PB_OK;
+    }
     case SN_PB_LEN:
         if ((w = varint(&r->p, r->end, &len)) != PB_OK)
             return w;
@@ -152,11 +154,6 @@ int sn_pb_varint(const uint8_t **p, const uint8_t *end, uint64_t *v)
         return 0;
     sn_error(SHARDNET_INVALID_ARGUMENT, "malformed protobuf: %s", why_str(w));
     return -1;
-}
-
-static unsigned fixed_size(unsigned wire)
-{
-    return wire == SN_PB_I32 ? 4 : wire == SN_PB_I64 ? 8 : 0;
 }
 
 int sn_pb_rep_begin(sn_pb_rep *it, const sn_pb_field *f, unsigned elem_wire)
@@ -449,100 +446,104 @@ static int parse_external_entry(sn_pb_tensor *t, const sn_pb_field *entry)
     return 0;
 }
 
-shardnet_status sn_pb_tensor_parse(const void *msg, size_t len,
-                                   sn_pb_tensor *t)
+/* What a first pass over a TensorProto saw besides what it put in the
+ * tensor itself. */
+typedef struct tensor_scan {
+    size_t rank;        /* dims given (more than the limit: refused later) */
+    size_t typed[16];   /* values per typed field number */
+    uint64_t data_type;
+    int segment;
+} tensor_scan;
+
+/* A typed field of values: counted, and noted as t's source (UINT32_MAX
+ * when several are used, refused by tensor_source). */
+static int scan_typed(sn_pb_tensor *t, const sn_pb_field *f, tensor_scan *sc)
+{
+    size_t n;
+    if (f->num == SN_TP_STRING_DATA) {
+        if (sn_pb_expect(f, SN_PB_LEN, "string_data") < 0)
+            return -1;
+        sc->typed[f->num]++;
+        t->typed_field = t->typed_field && t->typed_field != f->num
+                             ? UINT32_MAX : f->num;
+        return 0;
+    }
+    if (sn_pb_rep_count(f, typed_wire(f->num), &n) < 0)
+        return -1;
+    sc->typed[f->num] += n;
+    if (n && !t->typed_field)
+        t->typed_field = f->num;
+    else if (n && t->typed_field != f->num)
+        t->typed_field = UINT32_MAX;
+    return 0;
+}
+
+/* The first pass: every field's wire type checked, the parts noted in t
+ * and sc; 0, or -1 with the error set. */
+static int scan_tensor(const void *msg, size_t len, sn_pb_tensor *t,
+                       tensor_scan *sc)
 {
     sn_pb r;
     sn_pb_field f;
     sn_pb_rep it;
-    const uint8_t *nm;
-    size_t nl, rank = 0;
-    size_t typed[16] = {0}; /* values per typed field number */
-    uint64_t data_type = 0, v;
-    int rc, segment = 0, nsources;
-    char label[SN_MAX_NAME < 200 ? SN_MAX_NAME : 200];
-    char shape[256];
-    shardnet_status st = SHARDNET_INVALID_ARGUMENT;
-
-    memset(t, 0, sizeof *t);
-    t->msg = msg;
-    t->msg_len = len;
-    if (sn_pb_peek_len(msg, len, TP_NAME, &nm, &nl)) {
-        char shown[160];
-        snprintf(label, sizeof label, "tensor '%s'",
-                 sn_pb_printable(shown, sizeof shown, nm, nl));
-    } else {
-        snprintf(label, sizeof label, "unnamed tensor");
-    }
+    uint64_t v;
+    int rc;
 
     sn_pb_init(&r, msg, len);
     while ((rc = sn_pb_next(&r, &f)) > 0) {
         switch (f.num) {
         case TP_DIMS:
             if (sn_pb_rep_begin(&it, &f, SN_PB_VARINT) < 0)
-                goto fail;
+                return -1;
             while ((rc = sn_pb_rep_next(&it, &v)) > 0) {
-                if (rank < SHARDNET_MAX_DIMS)
-                    t->dims[rank] = (int64_t)v;
-                rank++;
+                if (sc->rank < SHARDNET_MAX_DIMS)
+                    t->dims[sc->rank] = (int64_t)v;
+                sc->rank++;
             }
             if (rc < 0)
-                goto fail;
+                return -1;
             break;
         case TP_DATA_TYPE:
             if (sn_pb_expect(&f, SN_PB_VARINT, "data_type") < 0)
-                goto fail;
-            data_type = f.u;
+                return -1;
+            sc->data_type = f.u;
             break;
         case TP_SEGMENT:
-            segment = 1;
+            sc->segment = 1;
             break;
         case SN_TP_FLOAT_DATA:
         case SN_TP_INT32_DATA:
         case SN_TP_INT64_DATA:
         case SN_TP_DOUBLE_DATA:
-        case SN_TP_UINT64_DATA: {
-            size_t n;
-            if (sn_pb_rep_count(&f, typed_wire(f.num), &n) < 0)
-                goto fail;
-            typed[f.num] += n;
-            if (n && !t->typed_field)
-                t->typed_field = f.num;
-            else if (n && t->typed_field != f.num)
-                t->typed_field = UINT32_MAX; /* several: refused below */
-            break;
-        }
+        case SN_TP_UINT64_DATA:
         case SN_TP_STRING_DATA:
-            if (sn_pb_expect(&f, SN_PB_LEN, "string_data") < 0)
-                goto fail;
-            typed[f.num]++;
-            t->typed_field = t->typed_field && t->typed_field != f.num
-                                 ? UINT32_MAX : f.num;
+            if (scan_typed(t, &f, sc) < 0)
+                return -1;
             break;
         case TP_NAME:
             if (sn_pb_expect(&f, SN_PB_LEN, "name") < 0)
-                goto fail;
+                return -1;
             t->name = f.data;
             t->name_len = f.len;
             break;
         case TP_RAW_DATA:
             if (sn_pb_expect(&f, SN_PB_LEN, "raw_data") < 0)
-                goto fail;
+                return -1;
             t->raw = f.data;
             t->has_raw = 1;
-            t->nbytes = f.len; /* checked against the shape below */
+            t->nbytes = f.len; /* checked against the shape later */
             break;
         case TP_EXTERNAL_DATA:
             if (parse_external_entry(t, &f) < 0)
-                goto fail;
+                return -1;
             break;
         case TP_DATA_LOCATION:
             if (sn_pb_expect(&f, SN_PB_VARINT, "data_location") < 0)
-                goto fail;
+                return -1;
             if (f.u > 1) {
                 sn_error(SHARDNET_INVALID_ARGUMENT,
                          "unknown data_location %" PRIu64, f.u);
-                goto fail;
+                return -1;
             }
             t->external = f.u == 1;
             break;
@@ -550,30 +551,35 @@ shardnet_status sn_pb_tensor_parse(const void *msg, size_t len,
             break;
         }
     }
-    if (rc < 0)
-        goto fail;
+    return rc < 0 ? -1 : 0;
+}
 
+/* t's rank and element count, each dimension checked (shape: the dims
+ * written out, for messages); 0, or -1 with the error set. */
+static int tensor_count(sn_pb_tensor *t, size_t rank, char *shape,
+                        size_t cap)
+{
     if (rank > SHARDNET_MAX_DIMS) {
         sn_error(SHARDNET_INVALID_ARGUMENT,
                  "rank %zu exceeds the limit of %d dimensions", rank,
                  SHARDNET_MAX_DIMS);
-        goto fail;
+        return -1;
     }
     t->rank = (int)rank;
-    format_dims(shape, sizeof shape, t->dims, t->rank);
+    format_dims(shape, cap, t->dims, t->rank);
     t->count = 1;
     for (int i = 0; i < t->rank; i++) {
         if (t->dims[i] < 0) {
             sn_error(SHARDNET_INVALID_ARGUMENT,
                      "dimension %d is negative (dims %s)", i, shape);
-            goto fail;
+            return -1;
         }
         if (t->dims[i] > SN_MAX_ELEMENTS) {
             sn_error(SHARDNET_INVALID_ARGUMENT,
                      "dimension %d is %" PRId64
                      ", more than the 2^34 elements a tensor may hold",
                      i, t->dims[i]);
-            goto fail;
+            return -1;
         }
     }
     for (int i = 0; i < t->rank; i++) {
@@ -593,38 +599,43 @@ shardnet_status sn_pb_tensor_parse(const void *msg, size_t len,
             }
             sn_error(SHARDNET_INVALID_ARGUMENT,
                      "dims %s give more than 2^34 elements", shape);
-            goto fail;
+            return -1;
         }
         t->count *= d;
     }
+    return 0;
+}
 
-    if (data_type == SN_DT_UNDEFINED) {
-        sn_error(SHARDNET_INVALID_ARGUMENT, "has no data_type");
-        goto fail;
-    }
-    if (data_type == SN_DT_STRING) {
-        sn_error(SHARDNET_UNSUPPORTED, "string tensors are not supported");
-        st = SHARDNET_UNSUPPORTED;
-        goto fail;
-    }
-    if (data_type > SN_DT_BFLOAT16 || sn_dtype_size((sn_dtype)data_type) == 0) {
-        sn_error(SHARDNET_UNSUPPORTED, "data type %" PRIu64
-                 " is not supported", data_type);
-        st = SHARDNET_UNSUPPORTED;
-        goto fail;
-    }
+/* t's element type: a numeric one, not segmented. */
+static shardnet_status tensor_dtype(sn_pb_tensor *t, const tensor_scan *sc)
+{
+    uint64_t data_type = sc->data_type;
+    if (data_type == SN_DT_UNDEFINED)
+        return sn_error(SHARDNET_INVALID_ARGUMENT, "has no data_type");
+    if (data_type == SN_DT_STRING)
+        return sn_error(SHARDNET_UNSUPPORTED,
+                        "string tensors are not supported");
+    if (data_type > SN_DT_BFLOAT16 || sn_dtype_size((sn_dtype)data_type) == 0)
+        return sn_error(SHARDNET_UNSUPPORTED, "data type %" PRIu64
+                        " is not supported", data_type);
     t->dtype = (sn_dtype)data_type;
     t->elem_size = sn_dtype_size(t->dtype);
-    if (segment) {
-        sn_error(SHARDNET_UNSUPPORTED, "segmented tensors are not supported");
-        st = SHARDNET_UNSUPPORTED;
-        goto fail;
-    }
+    if (sc->segment)
+        return sn_error(SHARDNET_UNSUPPORTED,
+                        "segmented tensors are not supported");
+    return SHARDNET_OK;
+}
 
+/* t's one source of data, holding exactly the bytes its shape needs; 0, or
+ * -1 with the error set. */
+static int tensor_source(sn_pb_tensor *t, const tensor_scan *sc,
+                         const char *shape)
+{
+    int nsources;
     if (t->typed_field == UINT32_MAX) {
         sn_error(SHARDNET_INVALID_ARGUMENT,
                  "holds values in more than one typed field");
-        goto fail;
+        return -1;
     }
     nsources = t->has_raw + (t->typed_field != 0) + t->external;
     if (nsources > 1) {
@@ -633,14 +644,14 @@ shardnet_status sn_pb_tensor_parse(const void *msg, size_t len,
                  t->has_raw ? "raw_data " : "",
                  t->typed_field ? typed_name(t->typed_field) : "",
                  t->external ? " external data" : "");
-        goto fail;
+        return -1;
     }
 
     if (t->external) {
         if (!t->has_location) {
             sn_error(SHARDNET_INVALID_ARGUMENT,
                      "external data has no 'location'");
-            goto fail;
+            return -1;
         }
         t->nbytes = (size_t)t->count * t->elem_size;
     } else if (t->has_raw) {
@@ -649,22 +660,23 @@ shardnet_status sn_pb_tensor_parse(const void *msg, size_t len,
                      "raw_data holds %zu bytes but dims %s of %s need %" PRIu64,
                      t->nbytes, shape, sn_dtype_name(t->dtype),
                      t->count * t->elem_size);
-            goto fail;
+            return -1;
         }
     } else if (t->typed_field) {
         unsigned per = typed_per_elem(t->typed_field, t->dtype);
+        size_t have = sc->typed[t->typed_field];
         if (!per) {
             sn_error(SHARDNET_INVALID_ARGUMENT,
                      "%s cannot hold %s elements",
                      typed_name(t->typed_field), sn_dtype_name(t->dtype));
-            goto fail;
+            return -1;
         }
-        if ((uint64_t)typed[t->typed_field] != t->count * per) {
+        if ((uint64_t)have != t->count * per) {
             sn_error(SHARDNET_INVALID_ARGUMENT,
                      "%s holds %zu values but dims %s need %" PRIu64,
-                     typed_name(t->typed_field), typed[t->typed_field], shape,
+                     typed_name(t->typed_field), have, shape,
                      t->count * per);
-            goto fail;
+            return -1;
         }
         t->nbytes = (size_t)t->count * t->elem_size;
     } else {
@@ -672,10 +684,42 @@ shardnet_status sn_pb_tensor_parse(const void *msg, size_t len,
             sn_error(SHARDNET_INVALID_ARGUMENT,
                      "has no data for its %" PRIu64 " elements (dims %s)",
                      t->count, shape);
-            goto fail;
+            return -1;
         }
         t->nbytes = 0;
     }
+    return 0;
+}
+
+shardnet_status sn_pb_tensor_parse(const void *msg, size_t len,
+                                   sn_pb_tensor *t)
+{
+    tensor_scan sc;
+    const uint8_t *nm;
+    size_t nl;
+    char label[SN_MAX_NAME < 200 ? SN_MAX_NAME : 200];
+    char shape[256];
+    shardnet_status st = SHARDNET_INVALID_ARGUMENT;
+
+    memset(t, 0, sizeof *t);
+    memset(&sc, 0, sizeof sc);
+    t->msg = msg;
+    t->msg_len = len;
+    if (sn_pb_peek_len(msg, len, TP_NAME, &nm, &nl)) {
+        char shown[160];
+        snprintf(label, sizeof label, "tensor '%s'",
+                 sn_pb_printable(shown, sizeof shown, nm, nl));
+    } else {
+        snprintf(label, sizeof label, "unnamed tensor");
+    }
+    if (scan_tensor(msg, len, t, &sc) < 0 ||
+        tensor_count(t, sc.rank, shape, sizeof shape) < 0)
+        goto fail;
+    if ((st = tensor_dtype(t, &sc)) != SHARDNET_OK)
+        goto fail;
+    st = SHARDNET_INVALID_ARGUMENT;
+    if (tensor_source(t, &sc, shape) < 0)
+        goto fail;
     return SHARDNET_OK;
 
 fail:

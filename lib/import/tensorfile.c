@@ -19,14 +19,20 @@
 #include "import/pbwire.h"
 #include "import/tensorfile.h"
 
-/* The whole file in one allocation of its size. */
-static shardnet_status read_file(const char *path, uint8_t **buf, size_t *len)
+/* The start of a loader: *out cleared, and the whole file at path in one
+ * allocation of its size. */
+static shardnet_status read_file(const char *path, sn_host_tensor *out,
+                                 uint8_t **buf, size_t *len)
 {
     struct stat sb;
     uint8_t *b;
     size_t got = 0;
+    int fd;
+    if (!out)
+        return sn_error(SHARDNET_INVALID_ARGUMENT, "no tensor to load into");
+    memset(out, 0, sizeof *out);
     /* O_NONBLOCK: opening a FIFO for reading would wait for a writer. */
-    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+    fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
     *buf = NULL;
     *len = 0;
     if (fd < 0)
@@ -239,10 +245,7 @@ shardnet_status sn_tensor_load_npy(const char *path, sn_host_tensor *out)
     sn_host_tensor t;
     shardnet_status st;
 
-    if (!out)
-        return sn_error(SHARDNET_INVALID_ARGUMENT, "no tensor to load into");
-    memset(out, 0, sizeof *out);
-    if ((st = read_file(path, &buf, &len)) != SHARDNET_OK)
+    if ((st = read_file(path, out, &buf, &len)) != SHARDNET_OK)
         return st;
     memset(&t, 0, sizeof t);
     if (len < 10 || memcmp(buf, magic, 6) != 0) {
@@ -325,11 +328,8 @@ shardnet_status sn_tensor_load_pb(const char *path, sn_host_tensor *out)
     sn_host_tensor t;
     shardnet_status st;
 
-    if (!out)
-        return sn_error(SHARDNET_INVALID_ARGUMENT, "no tensor to load into");
-    memset(out, 0, sizeof *out);
     memset(&t, 0, sizeof t);
-    if ((st = read_file(path, &buf, &len)) != SHARDNET_OK)
+    if ((st = read_file(path, out, &buf, &len)) != SHARDNET_OK)
         return st;
     if ((st = sn_pb_tensor_parse(buf, len, &pt)) != SHARDNET_OK)
         goto fail;

@@ -207,6 +207,19 @@ static void free_attr(sn_attr *a)
     free(a->strings);
 }
 
+/* What node n owns (not n itself). */
+static void free_node(sn_node *n)
+{
+    free(n->name);
+    free(n->op_type);
+    free(n->domain);
+    free(n->inputs);
+    free(n->outputs);
+    for (size_t a = 0; a < n->nattrs; a++)
+        free_attr(&n->attrs[a]);
+    free(n->attrs);
+}
+
 void sn_graph_free(sn_graph *g)
 {
     if (!g)
@@ -219,17 +232,8 @@ void sn_graph_free(sn_graph *g)
         free(v->owned);
     }
     free(g->values);
-    for (size_t i = 0; i < g->nnodes; i++) {
-        sn_node *n = &g->nodes[i];
-        free(n->name);
-        free(n->op_type);
-        free(n->domain);
-        free(n->inputs);
-        free(n->outputs);
-        for (size_t a = 0; a < n->nattrs; a++)
-            free_attr(&n->attrs[a]);
-        free(n->attrs);
-    }
+    for (size_t i = 0; i < g->nnodes; i++)
+        free_node(&g->nodes[i]);
     free(g->nodes);
     free(g->inputs);
     free(g->outputs);
@@ -244,25 +248,28 @@ void sn_graph_free(sn_graph *g)
     free(g);
 }
 
-/* Grow *arr (of *cap elements of size sz) to hold at least need. */
-static int grow(void **arr, size_t *cap, size_t need, size_t sz)
+/* Room in *arr (of *cap elements of size sz, n of them in use) for one
+ * more: the new element, zeroed; NULL when out of memory. */
+static void *grow_one(void **arr, size_t *cap, size_t n, size_t sz)
 {
     size_t ncap;
     void *p;
-    if (need <= *cap)
-        return 0;
-    ncap = *cap ? *cap : 16;
-    while (ncap < need) {
-        if (ncap > SIZE_MAX / 2 / sz)
-            return -1;
-        ncap *= 2;
+    if (n >= *cap) {
+        ncap = *cap ? *cap : 16;
+        while (ncap < n + 1) {
+            if (ncap > SIZE_MAX / 2 / sz)
+                return NULL;
+            ncap *= 2;
+        }
+        p = realloc(*arr, ncap * sz);
+        if (!p)
+            return NULL;
+        *arr = p;
+        *cap = ncap;
     }
-    p = realloc(*arr, ncap * sz);
-    if (!p)
-        return -1;
-    *arr = p;
-    *cap = ncap;
-    return 0;
+    p = (char *)*arr + n * sz;
+    memset(p, 0, sz);
+    return p;
 }
 
 static char *dup_str(const char *s)
@@ -287,11 +294,9 @@ int sn_graph_add_value(sn_graph *g, const char *name)
         sn_error(SHARDNET_INVALID_ARGUMENT, "too many values");
         return -1;
     }
-    if (grow((void **)&g->values, &g->cap_values, g->nvalues + 1,
-             sizeof *g->values) < 0)
+    v = grow_one((void **)&g->values, &g->cap_values, g->nvalues, sizeof *v);
+    if (!v)
         goto oom;
-    v = &g->values[g->nvalues];
-    memset(v, 0, sizeof *v);
     v->name = dup_str(name);
     if (!v->name)
         goto oom;
@@ -327,14 +332,12 @@ static int *dup_ints(const int *a, size_t n, int *ok)
     return d;
 }
 
-int sn_graph_add_node(sn_graph *g, const char *name, const char *op_type,
-                      const char *domain, const int *inputs, size_t ninputs,
+/* Every value a node refers to in range (-1: an omitted input or output);
+ * -1 with the error set. */
+static int check_refs(const sn_graph *g, const char *name,
+                      const char *op_type, const int *inputs, size_t ninputs,
                       const int *outputs, size_t noutputs)
 {
-    sn_node *n;
-    int ok_in, ok_out;
-    if (!op_type)
-        return sn_error(SHARDNET_INVALID_ARGUMENT, "node without op_type"), -1;
     for (size_t i = 0; i < ninputs + noutputs; i++) {
         int v = i < ninputs ? inputs[i] : outputs[i - ninputs];
         if (v < -1 || v >= (int)g->nvalues) {
@@ -345,16 +348,27 @@ int sn_graph_add_node(sn_graph *g, const char *name, const char *op_type,
             return -1;
         }
     }
+    return 0;
+}
+
+int sn_graph_add_node(sn_graph *g, const char *name, const char *op_type,
+                      const char *domain, const int *inputs, size_t ninputs,
+                      const int *outputs, size_t noutputs)
+{
+    sn_node *n;
+    int ok_in, ok_out;
+    if (!op_type)
+        return sn_error(SHARDNET_INVALID_ARGUMENT, "node without op_type"), -1;
+    if (check_refs(g, name, op_type, inputs, ninputs, outputs, noutputs) < 0)
+        return -1;
     if (g->nnodes >= SN_MAX_NODES) {
         sn_error(SHARDNET_INVALID_ARGUMENT, "more than %d nodes",
                  SN_MAX_NODES);
         return -1;
     }
-    if (grow((void **)&g->nodes, &g->cap_nodes, g->nnodes + 1,
-             sizeof *g->nodes) < 0)
+    n = grow_one((void **)&g->nodes, &g->cap_nodes, g->nnodes, sizeof *n);
+    if (!n)
         goto oom;
-    n = &g->nodes[g->nnodes];
-    memset(n, 0, sizeof *n);
     if (name && *name) {
         n->name = dup_str(name);
     } else {
@@ -370,11 +384,7 @@ int sn_graph_add_node(sn_graph *g, const char *name, const char *op_type,
     n->ninputs = ninputs;
     n->noutputs = noutputs;
     if (!n->name || !n->op_type || !n->domain || !ok_in || !ok_out) {
-        free(n->name);
-        free(n->op_type);
-        free(n->domain);
-        free(n->inputs);
-        free(n->outputs);
+        free_node(n);
         goto oom;
     }
     return (int)g->nnodes++;
@@ -485,43 +495,29 @@ static int heap_pop(int *h, size_t *n)
     return top;
 }
 
-shardnet_status sn_graph_sort(sn_graph *g)
+/* The work arrays of sn_graph_sort(), indexed by file order. */
+typedef struct sort_work {
+    int *prod;     /* (nvalues) producing node of each value, or -1 */
+    int *indeg;    /* (nnodes + 1) inputs produced by nodes not yet placed */
+    size_t *first; /* (nnodes + 1) edges of node i: first[i] to first[i+1] */
+    size_t *fill;  /* (nnodes) next free edge of node i while filling */
+    int *edges;    /* (nedges) consumer of each edge */
+    size_t nedges;
+    int *heap;     /* (nnodes) ready nodes */
+    int *order;    /* (nnodes) the sorted order */
+} sort_work;
+
+/* Every node's value references in range, and the node producing each
+ * value: one at most, never for a graph input or an initializer. */
+static shardnet_status find_producers(const sn_graph *g, int *prod)
 {
-    size_t nn = g->nnodes, nv = g->nvalues, nedges = 0, nheap = 0, done = 0;
-    int *prod = NULL, *indeg = NULL, *edges = NULL;
-    size_t *first = NULL, *fill = NULL; /* edges of node i: first[i] on */
-    int *heap = NULL, *order = NULL;
-    sn_node *sorted = NULL;
-    shardnet_status st = SHARDNET_OK;
-
-    if (nn > INT_MAX || nv > INT_MAX)
-        return sn_error(SHARDNET_INVALID_ARGUMENT, "graph too large");
-    prod = malloc((nv ? nv : 1) * sizeof *prod);
-    indeg = calloc(nn + 1, sizeof *indeg);
-    first = calloc(nn + 1, sizeof *first);
-    fill = malloc((nn ? nn : 1) * sizeof *fill);
-    heap = malloc((nn ? nn : 1) * sizeof *heap);
-    order = malloc((nn ? nn : 1) * sizeof *order);
-    if (!prod || !indeg || !first || !fill || !heap || !order)
-        goto oom;
-
-    /* Producers, in file indices; every reference checked first. */
-    for (size_t v = 0; v < nv; v++)
+    for (size_t v = 0; v < g->nvalues; v++)
         prod[v] = -1;
-    for (size_t i = 0; i < nn; i++) {
+    for (size_t i = 0; i < g->nnodes; i++) {
         const sn_node *n = &g->nodes[i];
-        for (size_t k = 0; k < n->ninputs + n->noutputs; k++) {
-            int v = k < n->ninputs ? n->inputs[k] : n->outputs[k - n->ninputs];
-            if (v < -1 || v >= (int)nv) {
-                st = sn_error(SHARDNET_INVALID_ARGUMENT,
-                              "node '%s' (%s): %s %zu refers to value %d, "
-                              "out of range",
-                              n->name, n->op_type,
-                              k < n->ninputs ? "input" : "output",
-                              k < n->ninputs ? k : k - n->ninputs, v);
-                goto out;
-            }
-        }
+        if (check_refs(g, n->name, n->op_type, n->inputs, n->ninputs,
+                       n->outputs, n->noutputs) < 0)
+            return SHARDNET_INVALID_ARGUMENT;
         if (n->dead)
             continue;
         for (size_t k = 0; k < n->noutputs; k++) {
@@ -532,28 +528,37 @@ shardnet_status sn_graph_sort(sn_graph *g)
             val = &g->values[v];
             if (prod[v] >= 0) {
                 const sn_node *o = &g->nodes[prod[v]];
-                st = sn_error(SHARDNET_INVALID_ARGUMENT,
-                              "value '%s' is produced twice: by node '%s' (%s) "
-                              "and by node '%s' (%s)",
-                              val->name, o->name, o->op_type, n->name,
-                              n->op_type);
-                goto out;
+                return sn_error(SHARDNET_INVALID_ARGUMENT,
+                                "value '%s' is produced twice: by node '%s' "
+                                "(%s) and by node '%s' (%s)",
+                                val->name, o->name, o->op_type, n->name,
+                                n->op_type);
             }
-            if (val->flags & (SN_VALUE_INPUT | SN_VALUE_CONST)) {
-                st = sn_error(SHARDNET_INVALID_ARGUMENT,
-                              "node '%s' (%s): output '%s' is also %s",
-                              n->name, n->op_type, val->name,
-                              val->flags & SN_VALUE_INPUT
-                                  ? "a graph input"
-                                  : "an initializer (constant)");
-                goto out;
-            }
+            if (val->flags & (SN_VALUE_INPUT | SN_VALUE_CONST))
+                return sn_error(SHARDNET_INVALID_ARGUMENT,
+                                "node '%s' (%s): output '%s' is also %s",
+                                n->name, n->op_type, val->name,
+                                val->flags & SN_VALUE_INPUT
+                                    ? "a graph input"
+                                    : "an initializer (constant)");
             prod[v] = (int)i;
         }
     }
+    return SHARDNET_OK;
+}
 
-    /* Edges producer -> consumer, one per input, in compressed rows. */
-    for (size_t i = 0; i < nn; i++) {
+/* Whether value v has a source: a node, a graph input or an initializer. */
+static int has_source(const sn_graph *g, const int *prod, int v)
+{
+    return prod[v] >= 0 ||
+           (g->values[v].flags & (SN_VALUE_INPUT | SN_VALUE_CONST));
+}
+
+/* The edges producer -> consumer counted (one per input, in w->first and
+ * w->indeg); every input and graph output must have a source. */
+static shardnet_status count_edges(const sn_graph *g, sort_work *w)
+{
+    for (size_t i = 0; i < g->nnodes; i++) {
         const sn_node *n = &g->nodes[i];
         if (n->dead)
             continue;
@@ -561,105 +566,112 @@ shardnet_status sn_graph_sort(sn_graph *g)
             int v = n->inputs[k];
             if (v < 0)
                 continue;
-            if (prod[v] >= 0) {
-                first[prod[v] + 1]++;
-                indeg[i]++;
-                nedges++;
-            } else if (!(g->values[v].flags &
-                         (SN_VALUE_INPUT | SN_VALUE_CONST))) {
-                st = sn_error(SHARDNET_INVALID_ARGUMENT,
-                              "node '%s' (%s): input '%s' is not produced by "
-                              "any node, nor a graph input or initializer",
-                              n->name, n->op_type, g->values[v].name);
-                goto out;
+            if (!has_source(g, w->prod, v))
+                return sn_error(SHARDNET_INVALID_ARGUMENT,
+                                "node '%s' (%s): input '%s' is not produced "
+                                "by any node, nor a graph input or "
+                                "initializer",
+                                n->name, n->op_type, g->values[v].name);
+            if (w->prod[v] >= 0) {
+                w->first[w->prod[v] + 1]++;
+                w->indeg[i]++;
+                w->nedges++;
             }
         }
     }
     for (size_t i = 0; i < g->noutputs; i++) {
         int v = g->outputs[i];
-        if (v < 0 || v >= (int)nv) {
-            st = sn_error(SHARDNET_INVALID_ARGUMENT,
-                          "graph output %zu refers to value %d, out of range",
-                          i, v);
-            goto out;
-        }
-        if (prod[v] < 0 &&
-            !(g->values[v].flags & (SN_VALUE_INPUT | SN_VALUE_CONST))) {
-            st = sn_error(SHARDNET_INVALID_ARGUMENT,
-                          "graph output '%s' is not produced by any node, "
-                          "nor a graph input or initializer",
-                          g->values[v].name);
-            goto out;
-        }
+        if (v < 0 || v >= (int)g->nvalues)
+            return sn_error(SHARDNET_INVALID_ARGUMENT,
+                            "graph output %zu refers to value %d, out of "
+                            "range", i, v);
+        if (!has_source(g, w->prod, v))
+            return sn_error(SHARDNET_INVALID_ARGUMENT,
+                            "graph output '%s' is not produced by any node, "
+                            "nor a graph input or initializer",
+                            g->values[v].name);
     }
+    return SHARDNET_OK;
+}
+
+/* The edges in compressed rows: node i's consumers at first[i] on. */
+static int fill_edges(const sn_graph *g, sort_work *w)
+{
+    size_t nn = g->nnodes;
     for (size_t i = 0; i < nn; i++)
-        first[i + 1] += first[i];
-    edges = malloc((nedges ? nedges : 1) * sizeof *edges);
-    if (!edges)
-        goto oom;
-    memcpy(fill, first, nn * sizeof *fill);
+        w->first[i + 1] += w->first[i];
+    w->edges = malloc((w->nedges ? w->nedges : 1) * sizeof *w->edges);
+    if (!w->edges)
+        return -1;
+    memcpy(w->fill, w->first, nn * sizeof *w->fill);
     for (size_t i = 0; i < nn; i++) {
         const sn_node *n = &g->nodes[i];
         if (n->dead)
             continue;
         for (size_t k = 0; k < n->ninputs; k++) {
             int v = n->inputs[k];
-            if (v >= 0 && prod[v] >= 0)
-                edges[fill[prod[v]]++] = (int)i;
+            if (v >= 0 && w->prod[v] >= 0)
+                w->edges[w->fill[w->prod[v]]++] = (int)i;
         }
     }
+    return 0;
+}
 
-    /* Kahn. */
-    for (size_t i = 0; i < nn; i++)
-        if (!g->nodes[i].dead && indeg[i] == 0)
-            heap_push(heap, &nheap, (int)i);
+/* Kahn's algorithm over the live nodes, in w->order; how many it placed. */
+static size_t kahn(const sn_graph *g, sort_work *w)
+{
+    size_t nheap = 0, done = 0;
+    for (size_t i = 0; i < g->nnodes; i++)
+        if (!g->nodes[i].dead && w->indeg[i] == 0)
+            heap_push(w->heap, &nheap, (int)i);
     while (nheap) {
-        int i = heap_pop(heap, &nheap);
-        order[done++] = i;
-        for (size_t e = first[i]; e < first[i + 1]; e++)
-            if (--indeg[edges[e]] == 0)
-                heap_push(heap, &nheap, edges[e]);
+        int i = heap_pop(w->heap, &nheap);
+        w->order[done++] = i;
+        for (size_t e = w->first[i]; e < w->first[i + 1]; e++)
+            if (--w->indeg[w->edges[e]] == 0)
+                heap_push(w->heap, &nheap, w->edges[e]);
     }
-    {
-        size_t live = 0;
-        for (size_t i = 0; i < nn; i++)
-            live += !g->nodes[i].dead;
-        if (done < live) {
-            /* Every node left waits on another node left: walking back
-             * through them as many steps as there are nodes ends on a
-             * cycle. */
-            int cur = -1;
-            for (size_t i = 0; i < nn && cur < 0; i++)
-                if (!g->nodes[i].dead && indeg[i] > 0)
-                    cur = (int)i;
-            for (size_t step = 0; step < live; step++) {
-                const sn_node *n = &g->nodes[cur];
-                for (size_t k = 0; k < n->ninputs; k++) {
-                    int v = n->inputs[k];
-                    if (v >= 0 && prod[v] >= 0 && indeg[prod[v]] > 0) {
-                        cur = prod[v];
-                        break;
-                    }
-                }
+    return done;
+}
+
+/* The error for a graph whose live nodes could not all be placed.  Every
+ * node left waits on another node left: walking back through them as many
+ * steps as there are live nodes ends on a cycle. */
+static shardnet_status cycle_error(const sn_graph *g, const sort_work *w,
+                                   size_t live)
+{
+    int cur = -1;
+    for (size_t i = 0; i < g->nnodes && cur < 0; i++)
+        if (!g->nodes[i].dead && w->indeg[i] > 0)
+            cur = (int)i;
+    for (size_t step = 0; step < live; step++) {
+        const sn_node *n = &g->nodes[cur];
+        for (size_t k = 0; k < n->ninputs; k++) {
+            int v = n->inputs[k];
+            if (v >= 0 && w->prod[v] >= 0 && w->indeg[w->prod[v]] > 0) {
+                cur = w->prod[v];
+                break;
             }
-            st = sn_error(SHARDNET_INVALID_ARGUMENT,
-                          "graph has a cycle through node '%s' (%s)",
-                          g->nodes[cur].name, g->nodes[cur].op_type);
-            goto out;
         }
     }
-    for (size_t i = 0; i < nn; i++)
-        if (g->nodes[i].dead)
-            order[done++] = (int)i;
+    return sn_error(SHARDNET_INVALID_ARGUMENT,
+                    "graph has a cycle through node '%s' (%s)",
+                    g->nodes[cur].name, g->nodes[cur].op_type);
+}
 
-    sorted = malloc((nn ? nn : 1) * sizeof *sorted);
+/* The nodes put in w->order, and each value's producer set anew. */
+static int reorder(sn_graph *g, const int *order)
+{
+    size_t nn = g->nnodes;
+    sn_node *sorted = malloc((nn ? nn : 1) * sizeof *sorted);
     if (!sorted)
-        goto oom;
+        return -1;
     for (size_t k = 0; k < nn; k++)
         sorted[k] = g->nodes[order[k]];
     if (nn)
         memcpy(g->nodes, sorted, nn * sizeof *sorted);
-    for (size_t v = 0; v < nv; v++)
+    free(sorted);
+    for (size_t v = 0; v < g->nvalues; v++)
         g->values[v].producer = -1;
     for (size_t k = 0; k < nn; k++) {
         const sn_node *n = &g->nodes[k];
@@ -669,19 +681,55 @@ shardnet_status sn_graph_sort(sn_graph *g)
             if (n->outputs[j] >= 0)
                 g->values[n->outputs[j]].producer = (int)k;
     }
+    return 0;
+}
+
+shardnet_status sn_graph_sort(sn_graph *g)
+{
+    size_t nn = g->nnodes, nv = g->nvalues, done, live = 0;
+    sort_work w = {0};
+    shardnet_status st = SHARDNET_OK;
+
+    if (nn > INT_MAX || nv > INT_MAX)
+        return sn_error(SHARDNET_INVALID_ARGUMENT, "graph too large");
+    w.prod = malloc((nv ? nv : 1) * sizeof *w.prod);
+    w.indeg = calloc(nn + 1, sizeof *w.indeg);
+    w.first = calloc(nn + 1, sizeof *w.first);
+    w.fill = malloc((nn ? nn : 1) * sizeof *w.fill);
+    w.heap = malloc((nn ? nn : 1) * sizeof *w.heap);
+    w.order = malloc((nn ? nn : 1) * sizeof *w.order);
+    if (!w.prod || !w.indeg || !w.first || !w.fill || !w.heap || !w.order)
+        goto oom;
+
+    if ((st = find_producers(g, w.prod)) != SHARDNET_OK ||
+        (st = count_edges(g, &w)) != SHARDNET_OK)
+        goto out;
+    if (fill_edges(g, &w) < 0)
+        goto oom;
+    done = kahn(g, &w);
+    for (size_t i = 0; i < nn; i++)
+        live += !g->nodes[i].dead;
+    if (done < live) {
+        st = cycle_error(g, &w, live);
+        goto out;
+    }
+    for (size_t i = 0; i < nn; i++)
+        if (g->nodes[i].dead)
+            w.order[done++] = (int)i;
+    if (reorder(g, w.order) < 0)
+        goto oom;
     goto out;
 
 oom:
     st = sn_error(SHARDNET_OUT_OF_MEMORY, "out of memory sorting the graph");
 out:
-    free(prod);
-    free(indeg);
-    free(first);
-    free(fill);
-    free(edges);
-    free(heap);
-    free(order);
-    free(sorted);
+    free(w.prod);
+    free(w.indeg);
+    free(w.first);
+    free(w.fill);
+    free(w.edges);
+    free(w.heap);
+    free(w.order);
     return st;
 }
 
