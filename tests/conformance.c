@@ -30,6 +30,7 @@
 #include "exec/exec.h"
 #include "ops/registry.h"
 #include "ir/graph.h"
+#include "import/onnx.h"
 #include "shardnet.h"
 #include "tensorcheck.h"
 

@@ -18,6 +18,7 @@
 #include <stdint.h>
 
 #include "ir/graph.h"
+#include "import/onnx.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

@@ -38,6 +38,7 @@
 
 #include "core/error.h"
 #include "ir/graph.h"
+#include "import/onnx.h"
 #include "shardnet.h"
 #include "tensorcheck.h"
 

@@ -21,6 +21,7 @@
 #include "core/error.h"
 #include "ir/graph.h"
 #include "import/tensorfile.h"
+#include "import/onnx.h"
 #include "shardnet.h"
 
 #define ONNX_NODE_DIR "/usr/share/libonnx-testdata/data/node"

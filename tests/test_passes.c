@@ -14,6 +14,7 @@
 #include "exec/exec.h"
 #include "ops/registry.h"
 #include "passes/passes.h"
+#include "import/onnx.h"
 #include "shardnet.h"
 
 static shardnet_context_t *ctx;

@@ -17,6 +17,7 @@
 
 #include "runtime/pipeline.h"
 #include "passes/passes.h"
+#include "import/onnx.h"
 #include "shardnet.h"
 
 static shardnet_context_t *ctx;

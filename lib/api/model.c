@@ -20,6 +20,7 @@
 #include "comm/world.h"
 #include "import/tensorfile.h"
 #include "passes/passes.h"
+#include "import/onnx.h"
 
 /* Plans kept per session, one per input shape seen recently. */
 #define PLAN_CACHE 4

@@ -36,6 +36,7 @@
 
 #include "core/error.h"
 #include "import/onnx_read.h"
+#include "import/onnx.h"
 
 /* Opsets 1 to 6 load too: the lowerings (lib/ops*.c) read the old operator
  * versions' forms (broadcast and axis of the arithmetic and of Gemm, Cast's

@@ -23,6 +23,7 @@
 
 #include "core/error.h"
 #include "import/onnx_read.h"
+#include "import/onnx.h"
 
 /* A location inside the model's folder: relative, no ".." component. */
 static int location_ok(const char *loc)

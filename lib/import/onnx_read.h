@@ -14,6 +14,7 @@
 
 #include "import/pbwire.h"
 #include "ir/graph.h"
+#include "import/onnx.h"
 #include "shardnet.h"
 
 /* An external-data file, mapped once however many tensors it holds. */
