@@ -218,7 +218,7 @@ static float *to_float(sn_dtype t, const void *data, size_t n)
     return f;
 }
 
-static int is_integer_type(sn_dtype t)
+int sn_dtype_is_integer(sn_dtype t)
 {
     switch (t) {
     case SN_DT_INT64:
@@ -239,7 +239,7 @@ static int is_integer_type(sn_dtype t)
 static int is_device_type(sn_dtype t)
 {
     return t == SN_DT_FLOAT || t == SN_DT_DOUBLE || t == SN_DT_FLOAT16 ||
-           t == SN_DT_BFLOAT16 || is_integer_type(t);
+           t == SN_DT_BFLOAT16 || sn_dtype_is_integer(t);
 }
 
 /* --- weights ------------------------------------------------------------ */
@@ -421,7 +421,7 @@ shardnet_status sn_dev_indices(sn_lower *L, const sn_node *n, sn_rt *rt,
                              "supported; '%s' must be known when the model "
                              "is planned",
                              L->g->values[vi].name);
-    if (!is_integer_type(rt->dtype))
+    if (!sn_dtype_is_integer(rt->dtype))
         return sn_node_error(n, SHARDNET_INVALID_ARGUMENT,
                              "indices '%s' are %s, not integers",
                              L->g->values[vi].name, sn_dtype_name(rt->dtype));

@@ -176,6 +176,10 @@ uint16_t sn_float_to_half(float f);
 float sn_bf16_to_float(uint16_t h);
 uint16_t sn_float_to_bf16(float f);
 
+/* Is t an integer type (bool included)?  Float types, float16 and
+ * bfloat16 included, are not; nor are strings and complex numbers. */
+int sn_dtype_is_integer(sn_dtype t);
+
 /* Host values as int64 (integer/bool types) or double (float types). */
 int sn_rt_is_host(const sn_rt *rt);
 int64_t sn_rt_get_int(const sn_rt *rt, size_t i);

@@ -1597,11 +1597,6 @@ SN_LOWER(sn_lower_where)
 
 /* --- reductions ---------------------------------------------------------- */
 
-static int is_int_type(sn_dtype t)
-{
-    return t != SN_DT_FLOAT && t != SN_DT_DOUBLE;
-}
-
 /* The reduction on the host: red[i] marks reduced axes; od (rank or) is
  * the output shape. */
 static shardnet_status host_reduce(sn_lower *L, const sn_node *n,
@@ -1611,7 +1606,7 @@ static shardnet_status host_reduce(sn_lower *L, const sn_node *n,
 {
     int64_t kd[SN_MAX_DIMS], ks[SN_MAX_DIMS], idx[SN_MAX_DIMS] = {0}, pos = 0;
     size_t total = sn_rt_elements(x), ocount = 1, cnt;
-    int isint = is_int_type(x->dtype);
+    int isint = sn_dtype_is_integer(x->dtype);
     double *fa = NULL;
     int64_t *ia = NULL;
     void *d;
