@@ -8,7 +8,7 @@
  *   - every value gets an sn_rt: its static shape, and where its data is:
  *     on the host (a constant: initializer, Constant, folded shape
  *     arithmetic, an integer input) and/or on the device (a view);
- *   - each node's op (lib/ops_*.c, table in ops.c) infers its outputs'
+ *   - each node's op (lib/ops/, table in registry.c) infers its outputs'
  *     shapes, then either folds on the host (shape arithmetic) or emits
  *     steps: kernel descriptors whose views name weights (uploaded once),
  *     input staging buffers, or activations;

@@ -1,7 +1,8 @@
 /*
- * Operators (private): the lowering functions of lib/ops/ops*.c and helpers
- * they share.  The table naming them (with each operator's opsets, shard
- * rule and cost) is lib/ops/registry.c.
+ * Operators (private): the lowering functions of lib/ops/ops_*.c, one file
+ * per family, and the helpers they share (in ops.c; sn_emit_binary in
+ * ops_elementwise.c).  The table naming them (with each operator's opsets,
+ * shard rule and cost) is lib/ops/registry.c.
  *
  * A lowering function reads its inputs with sn_in(), checks attributes and
  * shapes (every error names the node and says why), then either folds on
@@ -85,7 +86,36 @@ shardnet_status sn_param_read(const sn_node *n, const char *param,
 void sn_store_value(sn_dtype t, void *p, size_t i, double dv, int64_t iv,
                     int is_int);
 
-/* lib/ops/ops.c: element-wise, shape and tensor manipulation. */
+/* Product of dims[from, to). */
+size_t sn_dims_product(int from, int to, const int64_t *dims);
+/*
+ * Is rt's data known on the host?  An empty tensor counts as known: there
+ * is nothing to read (and empty constants have no data pointer).
+ */
+int sn_host_known(const sn_rt *rt);
+/* sn_host_ints, accepting an empty tensor. */
+shardnet_status sn_host_ints_or_empty(const sn_node *n, const sn_rt *rt,
+                                      const char *what, int64_t *out,
+                                      size_t cap, size_t *count);
+/* Bytes per element of host data of type t (any type with a fixed size). */
+shardnet_status sn_host_elem_size(const sn_node *n, sn_dtype t, size_t *es);
+/* Host memory for a folded tensor of count elements of es bytes (at least
+ * one byte); NULL beyond SN_MAX_HOST_FOLD. */
+void *sn_host_alloc(size_t count, size_t es);
+/*
+ * The type a device output of data of type t reports: the device holds
+ * float32 either way, converted back when the output is read, which the
+ * executor does for these types only.
+ */
+shardnet_status sn_device_type(const sn_node *n, sn_dtype t, sn_dtype *out);
+/* Float inputs only (float32, or float64 computed in float32). */
+shardnet_status sn_float_type(const sn_node *n, const sn_rt *x, sn_dtype *out);
+/* Strides (elements) of a (rank_a, dims_a) operand broadcast to `rank`
+ * dims, right-aligned: 0 where it is broadcast. */
+void sn_bcast_strides(int rank_a, const int64_t *dims_a, int rank,
+                      int64_t *str);
+
+/* lib/ops/ops_shape.c: aliases and values made on the host. */
 SN_LOWER(sn_lower_identity);
 SN_LOWER(sn_lower_reshape);
 SN_LOWER(sn_lower_flatten);
@@ -93,6 +123,9 @@ SN_LOWER(sn_lower_squeeze);
 SN_LOWER(sn_lower_unsqueeze);
 SN_LOWER(sn_lower_shape);
 SN_LOWER(sn_lower_constant);
+SN_LOWER(sn_lower_constant_of_shape);
+
+/* lib/ops/ops_elementwise.c: Cast and the element-wise operators. */
 SN_LOWER(sn_lower_cast);
 SN_LOWER(sn_lower_binary);
 SN_LOWER(sn_lower_unary);
@@ -104,15 +137,18 @@ SN_LOWER(sn_lower_gemm);
 SN_LOWER(sn_lower_matmul);
 SN_LOWER(sn_lower_softmax);
 
-/* lib/ops/ops_more.c: convolution, pooling, normalisation, reductions and
- * data movement. */
+/* lib/ops/ops_conv.c: convolution and pooling. */
 SN_LOWER(sn_lower_conv);
 SN_LOWER(sn_lower_maxpool);
 SN_LOWER(sn_lower_avgpool);
 SN_LOWER(sn_lower_global_avgpool);
 SN_LOWER(sn_lower_global_maxpool);
+
+/* lib/ops/ops_norm.c: normalisation. */
 SN_LOWER(sn_lower_batchnorm);
 SN_LOWER(sn_lower_layernorm);
+
+/* lib/ops/ops_data.c: data movement. */
 SN_LOWER(sn_lower_transpose);
 SN_LOWER(sn_lower_concat);
 SN_LOWER(sn_lower_split);
@@ -120,9 +156,10 @@ SN_LOWER(sn_lower_slice);
 SN_LOWER(sn_lower_gather);
 SN_LOWER(sn_lower_expand);
 SN_LOWER(sn_lower_where);
+
+/* lib/ops/ops_reduce.c: reductions. */
 SN_LOWER(sn_lower_reduce_mean);
 SN_LOWER(sn_lower_reduce_sum);
 SN_LOWER(sn_lower_reduce_max);
-SN_LOWER(sn_lower_constant_of_shape);
 
 #endif /* SN_OPS_H */

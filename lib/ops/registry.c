@@ -1,8 +1,9 @@
 /*
  * The operator registry (see registry.h): the one table of the operators
  * shardnet runs, and what is computed from an entry alone (a node's work).
- * The lowerings live with their family (ops.c, ops_nn.c, ops_more.c); the
- * shard and rows rules are carried out by the splits that read them.
+ * The lowerings live with their family (ops_shape.c, ops_elementwise.c,
+ * ops_nn.c, ops_conv.c, ops_norm.c, ops_data.c, ops_reduce.c); the shard
+ * and rows rules are carried out by the splits that read them.
  *
  * Adding an operator: its lowering in the file of its family (declared in
  * ops.h), then one line below.  since/until: the ONNX opsets whose form
@@ -21,7 +22,7 @@
      SN_COST_##cost}
 
 static const sn_operator registry[] = {
-    /* shapes, copies and constants (ops.c) */
+    /* shapes, copies and constants (ops_shape.c; Cast in ops_elementwise.c) */
     OP("Identity", 1, 1, sn_lower_identity, 1, ADDITIVE, EACH, ELEMENTS),
     OP("Dropout", 1, 3, sn_lower_identity, 1, REPLICATE, EACH, ELEMENTS),
     OP("Reshape", 1, 2, sn_lower_reshape, 1, RESHAPE, RESHAPE, ELEMENTS),
@@ -32,7 +33,7 @@ static const sn_operator registry[] = {
     OP("Shape", 1, 1, sn_lower_shape, 1, REPLICATE, MIXED, ELEMENTS),
     OP("Constant", 0, 0, sn_lower_constant, 1, REPLICATE, MIXED, ELEMENTS),
     OP("Cast", 1, 1, sn_lower_cast, 1, REPLICATE, EACH, ELEMENTS),
-    /* element-wise (ops.c) */
+    /* element-wise (ops_elementwise.c) */
     OP("Add", 2, 2, sn_lower_binary, 1, ADDITIVE, BROADCAST, ELEMENTS),
     OP("Sub", 2, 2, sn_lower_binary, 1, ADDITIVE, BROADCAST, ELEMENTS),
     OP("Mul", 2, 2, sn_lower_binary, 1, ELEMENTWISE, BROADCAST, ELEMENTS),
@@ -61,7 +62,7 @@ static const sn_operator registry[] = {
     OP("Softmax", 1, 1, sn_lower_softmax, 1, SOFTMAX, SOFTMAX, ELEMENTS),
     OP("LogSoftmax", 1, 1, sn_lower_softmax, 1, SOFTMAX, SOFTMAX,
        ELEMENTS),
-    /* images, normalisation, data movement, reductions (ops_more.c) */
+    /* convolution and pooling (ops_conv.c) */
     OP("Conv", 2, 3, sn_lower_conv, 1, CONV, EACH, CONV),
     OP("MaxPool", 1, 1, sn_lower_maxpool, 1, POOL, EACH, ELEMENTS),
     OP("AveragePool", 1, 1, sn_lower_avgpool, 1, POOL, EACH, ELEMENTS),
@@ -69,10 +70,12 @@ static const sn_operator registry[] = {
        ELEMENTS),
     OP("GlobalMaxPool", 1, 1, sn_lower_global_maxpool, 1, POOL, EACH,
        ELEMENTS),
+    /* normalisation (ops_norm.c) */
     OP("BatchNormalization", 5, 5, sn_lower_batchnorm, 1, REPLICATE, EACH,
        ELEMENTS),
     OP("LayerNormalization", 2, 3, sn_lower_layernorm, 17, LAYERNORM,
        LAYERNORM, ELEMENTS),
+    /* data movement (ops_data.c) */
     OP("Transpose", 1, 1, sn_lower_transpose, 1, TRANSPOSE, TRANSPOSE,
        ELEMENTS),
     OP("Concat", 1, 1 << 20, sn_lower_concat, 1, REPLICATE, CONCAT,
@@ -82,12 +85,14 @@ static const sn_operator registry[] = {
     OP("Gather", 2, 2, sn_lower_gather, 1, REPLICATE, GATHER, ELEMENTS),
     OP("Expand", 2, 2, sn_lower_expand, 8, REPLICATE, MIXED, ELEMENTS),
     OP("Where", 3, 3, sn_lower_where, 9, REPLICATE, BROADCAST, ELEMENTS),
+    /* reductions (ops_reduce.c) */
     OP("ReduceMean", 1, 2, sn_lower_reduce_mean, 1, REPLICATE, REDUCE,
        ELEMENTS),
     OP("ReduceSum", 1, 2, sn_lower_reduce_sum, 1, REPLICATE, REDUCE,
        ELEMENTS),
     OP("ReduceMax", 1, 2, sn_lower_reduce_max, 1, REPLICATE, REDUCE,
        ELEMENTS),
+    /* a value made on the host (ops_shape.c) */
     OP("ConstantOfShape", 1, 1, sn_lower_constant_of_shape, 9, REPLICATE,
        MIXED, ELEMENTS),
 };

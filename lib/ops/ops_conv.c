@@ -1,0 +1,460 @@
+/*
+ * Convolution and pooling, the operators that slide a window over the
+ * spatial axes: Conv, MaxPool and AveragePool (1-D to 3-D), and
+ * GlobalAveragePool and GlobalMaxPool (a reduction over the spatial axes).
+ * They share the window's geometry (kernel, strides, dilations, pads,
+ * auto_pad, ceil_mode).  Convolution is im2col + GEMM, one image at a time;
+ * every group of a grouped convolution is one batch item of the same GEMM.
+ */
+#include <config.h>
+
+#include <string.h>
+
+#include "ops/ops.h"
+
+/* Attribute values above this are refused: keeps window arithmetic in
+ * int64 far from overflow. */
+#define MAX_WINDOW ((int64_t)1 << 30)
+
+/* The fused activation a pass attached to a node ("activation" = "Relu"). */
+static sn_act fused_act(const sn_node *n)
+{
+    return strcmp(sn_attr_string(n, "activation", ""), "Relu") ? SN_ACT_NONE
+                                                                : SN_ACT_RELU;
+}
+
+/* Geometry of a window along the nd (1 to 3) spatial axes. */
+typedef struct geom {
+    int nd;
+    int64_t in[3], k[3], stride[3], dil[3], pb[3], pe[3], out[3];
+} geom;
+
+/* Height and width views of a 1-D or 2-D geometry: a 1-D window has
+ * height 1. */
+#define G_H(g, f, one) ((g)->nd == 2 ? (size_t)(g)->f[0] : (size_t)(one))
+#define G_W(g, f) ((size_t)(g)->f[(g)->nd - 1])
+
+/*
+ * Output size and pads of a window from the attributes strides, dilations,
+ * pads and auto_pad; ceil_mode for pooling.  In ceil mode the last window
+ * must start inside the input or its left padding (ONNX / PyTorch).
+ */
+static shardnet_status window_geometry(const sn_node *n, int nd,
+                                       const int64_t *in, const int64_t *k,
+                                       int ceil_mode, geom *g)
+{
+    int64_t v[6];
+    size_t c;
+    shardnet_status st;
+    const char *ap = sn_attr_string(n, "auto_pad", "NOTSET");
+    int same = 0, lower = 0;
+
+    g->nd = nd;
+    for (int i = 0; i < nd; i++) {
+        if (k[i] < 1 || k[i] > MAX_WINDOW)
+            return sn_node_error(n, SHARDNET_INVALID_ARGUMENT,
+                                 "kernel size %lld out of range",
+                                 (long long)k[i]);
+        g->in[i] = in[i];
+        g->k[i] = k[i];
+        g->stride[i] = g->dil[i] = 1;
+        g->pb[i] = g->pe[i] = 0;
+    }
+    if ((st = sn_attr_ints(n, "strides", v, 6, &c, NULL)) != SHARDNET_OK)
+        return st;
+    if (c && c != (size_t)nd)
+        return sn_node_error(n, SHARDNET_INVALID_ARGUMENT,
+                             "strides has %zu values for %d spatial axes", c,
+                             nd);
+    for (size_t i = 0; i < c; i++) {
+        if (v[i] < 1 || v[i] > MAX_WINDOW)
+            return sn_node_error(n, SHARDNET_INVALID_ARGUMENT,
+                                 "stride %lld out of range", (long long)v[i]);
+        g->stride[i] = v[i];
+    }
+    if ((st = sn_attr_ints(n, "dilations", v, 6, &c, NULL)) != SHARDNET_OK)
+        return st;
+    if (c && c != (size_t)nd)
+        return sn_node_error(n, SHARDNET_INVALID_ARGUMENT,
+                             "dilations has %zu values for %d spatial axes",
+                             c, nd);
+    for (size_t i = 0; i < c; i++) {
+        if (v[i] < 1 || v[i] > MAX_WINDOW)
+            return sn_node_error(n, SHARDNET_INVALID_ARGUMENT,
+                                 "dilation %lld out of range",
+                                 (long long)v[i]);
+        g->dil[i] = v[i];
+    }
+    if (!strcmp(ap, "SAME_UPPER") || !strcmp(ap, "SAME_LOWER")) {
+        same = 1;
+        lower = ap[5] == 'L';
+    } else if (strcmp(ap, "VALID") && strcmp(ap, "NOTSET") && *ap) {
+        return sn_node_error(n, SHARDNET_INVALID_ARGUMENT,
+                             "unknown auto_pad '%s'", ap);
+    } else if (!strcmp(ap, "NOTSET") || !*ap) {
+        if ((st = sn_attr_ints(n, "pads", v, 6, &c, NULL)) != SHARDNET_OK)
+            return st;
+        if (c && c != 2 * (size_t)nd)
+            return sn_node_error(n, SHARDNET_INVALID_ARGUMENT,
+                                 "pads has %zu values for %d spatial axes",
+                                 c, nd);
+        for (size_t i = 0; i < c; i++)
+            if (v[i] < 0 || v[i] > MAX_WINDOW)
+                return sn_node_error(n, SHARDNET_INVALID_ARGUMENT,
+                                     "pad %lld out of range",
+                                     (long long)v[i]);
+        for (size_t i = 0; c && i < (size_t)nd; i++) {
+            g->pb[i] = v[i];
+            g->pe[i] = v[i + (size_t)nd];
+        }
+    }
+    for (int i = 0; i < nd; i++) {
+        int64_t eff = (g->k[i] - 1) * g->dil[i] + 1, s = g->stride[i];
+        if (same) {
+            int64_t total;
+            g->out[i] = (g->in[i] + s - 1) / s;
+            total = (g->out[i] - 1) * s + eff - g->in[i];
+            if (total < 0)
+                total = 0;
+            g->pb[i] = lower ? total - total / 2 : total / 2;
+            g->pe[i] = total - g->pb[i];
+            continue;
+        }
+        int64_t num = g->in[i] + g->pb[i] + g->pe[i] - eff;
+        if (num < 0)
+            return sn_node_error(n, SHARDNET_INVALID_ARGUMENT,
+                                 "the window (%lld) is larger than the "
+                                 "padded input (%lld)",
+                                 (long long)eff,
+                                 (long long)(g->in[i] + g->pb[i] + g->pe[i]));
+        g->out[i] = (ceil_mode ? (num + s - 1) / s : num / s) + 1;
+        if (ceil_mode && (g->out[i] - 1) * s >= g->in[i] + g->pb[i])
+            g->out[i]--;
+    }
+    return SHARDNET_OK;
+}
+
+/* Input rank 3 (1-D), 4 (2-D) or, where allow_3d, 5 (3-D). */
+static shardnet_status spatial_rank(const sn_node *n, const sn_rt *x,
+                                    const char *what, int allow_3d, int *nd)
+{
+    if (x->rank == 5 && !allow_3d)
+        return sn_node_error(n, SHARDNET_UNSUPPORTED,
+                             "3-D %s is not supported (1-D and 2-D only)",
+                             what);
+    if (x->rank != 3 && x->rank != 4 && x->rank != 5)
+        return sn_node_error(n, SHARDNET_INVALID_ARGUMENT,
+                             "input must be (N, C, W), (N, C, H, W) or (N, "
+                             "C, D, H, W), not of rank %d",
+                             x->rank);
+    *nd = x->rank - 2;
+    return SHARDNET_OK;
+}
+
+/*
+ * Conv: per image, an im2col step (skipped for 1x1 kernels with stride 1
+ * and no padding, where the input already is the column matrix), then one
+ * GEMM W (M x C/group*kh*kw) times the columns, batched over the groups.
+ * The bias is the GEMM's epilogue (bias_rows: one value per output
+ * channel); with groups, a broadcast ADD (and the fused Relu) after.
+ */
+SN_LOWER(sn_lower_conv)
+{
+    sn_rt *x = sn_in(L, n, 0), *w = sn_in(L, n, 1), *b = sn_in(L, n, 2), *out;
+    int64_t group = sn_attr_int(n, "group", 1), kern[2], ks[4], od[4];
+    size_t nks;
+    int nd = 0, given;
+    geom g;
+    shardnet_status st;
+    sn_view vx, vw, vb = {0}, col = {0};
+    sn_act act = fused_act(n);
+    sn_dtype t = SN_DT_FLOAT;
+
+    if ((st = spatial_rank(n, x, "convolution", 0, &nd)) != SHARDNET_OK ||
+        (st = sn_float_type(n, x, &t)) != SHARDNET_OK)
+        return st;
+    if (w->rank != x->rank)
+        return sn_node_error(n, SHARDNET_INVALID_ARGUMENT,
+                             "weights of rank %d for an input of rank %d",
+                             w->rank, x->rank);
+    int64_t nimg = x->dims[0], c = x->dims[1], m = w->dims[0],
+            cg = w->dims[1];
+    int64_t cgg;
+    if (group < 1 || __builtin_mul_overflow(cg, group, &cgg) || cgg != c ||
+        m % group)
+        return sn_node_error(n, SHARDNET_INVALID_ARGUMENT,
+                             "group %lld does not fit %lld input channels "
+                             "(weights take %lld per group) and %lld output "
+                             "channels",
+                             (long long)group, (long long)c, (long long)cg,
+                             (long long)m);
+    for (int i = 0; i < nd; i++)
+        kern[i] = w->dims[2 + i];
+    if ((st = sn_attr_ints(n, "kernel_shape", ks, 4, &nks, &given)))
+        return st;
+    if (given) {
+        int same = nks == (size_t)nd;
+        for (int i = 0; same && i < nd; i++)
+            same = ks[i] == kern[i];
+        if (!same)
+            return sn_node_error(n, SHARDNET_INVALID_ARGUMENT,
+                                 "kernel_shape disagrees with the weights' "
+                                 "shape");
+    }
+    if (b && (b->rank != 1 || b->dims[0] != m))
+        return sn_node_error(n, SHARDNET_INVALID_ARGUMENT,
+                             "bias must hold %lld values (one per output "
+                             "channel)",
+                             (long long)m);
+    if ((st = window_geometry(n, nd, x->dims + 2, kern, 0, &g)))
+        return st;
+    od[0] = nimg;
+    od[1] = m;
+    for (int i = 0; i < nd; i++)
+        od[2 + i] = g.out[i];
+    if ((st = sn_out_device(L, n, 0, x->rank, od, &out)) != SHARDNET_OK)
+        return st;
+    out->dtype = t;
+    if (sn_rt_elements(out) == 0)
+        return SHARDNET_OK;
+    if (cg == 0)
+        return sn_node_error(n, SHARDNET_INVALID_ARGUMENT,
+                             "no input channels");
+    if ((st = sn_dev_view(L, n, x, &vx)) != SHARDNET_OK ||
+        (st = sn_dev_view(L, n, w, &vw)) != SHARDNET_OK ||
+        (b && (st = sn_dev_view(L, n, b, &vb)) != SHARDNET_OK))
+        return st;
+
+    size_t kh = G_H(&g, k, 1), kw = G_W(&g, k);
+    size_t ih = G_H(&g, in, 1), iw = G_W(&g, in);
+    size_t oh = G_H(&g, out, 1), ow = G_W(&g, out);
+    size_t mg = (size_t)(m / group), ck = (size_t)cg * kh * kw;
+    size_t ihw = ih * iw, ohw = oh * ow;
+    int direct = kh == 1 && kw == 1;
+    for (int i = 0; i < nd; i++)
+        direct &= g.stride[i] == 1 && g.pb[i] == 0 && g.pe[i] == 0;
+    int split_bias = b && group > 1; /* differs per batch item */
+
+    sn_step s = {.kind = SN_STEP_GEMM};
+    s.u.gemm = (sn_gemm_desc){.m = mg, .n = ohw, .k = ck, .alpha = 1.0f,
+                              .lda = ck, .ldb = ohw, .ldc = ohw,
+                              .batch = (size_t)group, .stride_a = mg * ck,
+                              .stride_b = ck * ohw, .stride_c = mg * ohw,
+                              .a = vw, .act = split_bias ? SN_ACT_NONE : act};
+    if (b && !split_bias) {
+        s.u.gemm.bias = vb;
+        s.u.gemm.bias_rows = 1;
+    }
+    if (direct && group == 1 && nimg > 1) {
+        /* Every image in one batched GEMM, the weights shared. */
+        s.u.gemm.batch = (size_t)nimg;
+        s.u.gemm.stride_a = 0;
+        s.u.gemm.stride_b = (size_t)c * ihw;
+        s.u.gemm.stride_c = (size_t)m * ohw;
+        s.u.gemm.b = vx;
+        s.u.gemm.c = out->view;
+        if ((st = sn_emit(L, n, &s)) != SHARDNET_OK)
+            return st;
+    } else {
+        if (!direct &&
+            (st = sn_scratch(L, (size_t)group * ck * ohw, &col)) != SHARDNET_OK)
+            return st;
+        for (int64_t i = 0; i < nimg; i++) {
+            sn_view src = {vx.buf, vx.offset + (size_t)i * (size_t)c * ihw};
+            if (!direct) {
+                sn_step ic = {.kind = SN_STEP_IM2COL};
+                ic.u.im2col = (sn_im2col_desc){
+                    .channels = (size_t)c, .in_h = ih, .in_w = iw,
+                    .out_h = oh, .out_w = ow, .k_h = kh, .k_w = kw,
+                    .stride_h = G_H(&g, stride, 1),
+                    .stride_w = G_W(&g, stride), .dil_h = G_H(&g, dil, 1),
+                    .dil_w = G_W(&g, dil), .pad_top = G_H(&g, pb, 0),
+                    .pad_left = G_W(&g, pb), .src = src, .dst = col};
+                if ((st = sn_emit(L, n, &ic)) != SHARDNET_OK)
+                    return st;
+            }
+            s.u.gemm.b = direct ? src : col;
+            s.u.gemm.c = (sn_view){out->view.buf,
+                                   out->view.offset +
+                                       (size_t)i * (size_t)m * ohw};
+            if ((st = sn_emit(L, n, &s)) != SHARDNET_OK)
+                return st;
+        }
+    }
+    if (split_bias) {
+        int64_t o3[3] = {nimg, m, (int64_t)ohw}, b2[2] = {m, 1};
+        if ((st = sn_emit_binary(L, n, SN_BINARY_ADD, 3, o3, out->view, 2,
+                                    b2, vb, out->view)) != SHARDNET_OK)
+            return st;
+        if (act == SN_ACT_RELU) {
+            sn_step u = {.kind = SN_STEP_UNARY};
+            u.u.unary = (sn_unary_desc){.op = SN_UNARY_RELU,
+                                        .n = sn_rt_elements(out),
+                                        .x = out->view, .y = out->view};
+            if ((st = sn_emit(L, n, &u)) != SHARDNET_OK)
+                return st;
+        }
+    }
+    return SHARDNET_OK;
+}
+
+/*
+ * MaxPool and AveragePool, 1-D to 3-D.  A 3-D window is separable: a 2-D
+ * pool over every (H, W) plane into scratch, then a (kd x 1) pool along D
+ * over the (D, OH * OW) planes.  The maximum of maxima is the maximum, and
+ * as a clipped box's position count is the product of its per-axis counts
+ * (inside the input, or inside the padded input), the average of averages
+ * is the average.
+ */
+static shardnet_status pool_3d(sn_lower *L, const sn_node *n, sn_pool_op op,
+                               int cip, sn_rt *x, const geom *g, sn_view dst)
+{
+    size_t nc = (size_t)(x->dims[0] * x->dims[1]);
+    size_t ohw = (size_t)(g->out[1] * g->out[2]);
+    sn_step s = {.kind = SN_STEP_POOL};
+    sn_view tmp;
+    shardnet_status st;
+    if ((st = sn_scratch(L, nc * (size_t)g->in[0] * ohw, &tmp)))
+        return st;
+    s.u.pool = (sn_pool_desc){
+        .op = op, .count_include_pad = cip,
+        .planes = nc * (size_t)g->in[0],
+        .in_h = (size_t)g->in[1], .in_w = (size_t)g->in[2],
+        .out_h = (size_t)g->out[1], .out_w = (size_t)g->out[2],
+        .k_h = (size_t)g->k[1], .k_w = (size_t)g->k[2],
+        .stride_h = (size_t)g->stride[1], .stride_w = (size_t)g->stride[2],
+        .dil_h = (size_t)g->dil[1], .dil_w = (size_t)g->dil[2],
+        .pad_top = (size_t)g->pb[1], .pad_left = (size_t)g->pb[2],
+        .pad_bottom = (size_t)g->pe[1], .pad_right = (size_t)g->pe[2],
+        .dst = tmp};
+    if ((st = sn_dev_view(L, n, x, &s.u.pool.src)) != SHARDNET_OK ||
+        (st = sn_emit(L, n, &s)) != SHARDNET_OK)
+        return st;
+    s.u.pool = (sn_pool_desc){
+        .op = op, .count_include_pad = cip, .planes = nc,
+        .in_h = (size_t)g->in[0], .in_w = ohw,
+        .out_h = (size_t)g->out[0], .out_w = ohw,
+        .k_h = (size_t)g->k[0], .k_w = 1,
+        .stride_h = (size_t)g->stride[0], .stride_w = 1,
+        .dil_h = (size_t)g->dil[0], .dil_w = 1,
+        .pad_top = (size_t)g->pb[0], .pad_bottom = (size_t)g->pe[0],
+        .src = tmp, .dst = dst};
+    return sn_emit(L, n, &s);
+}
+
+static shardnet_status lower_pool(sn_lower *L, const sn_node *n,
+                                  sn_pool_op op)
+{
+    sn_rt *x = sn_in(L, n, 0), *out;
+    int64_t ks[6], od[5];
+    size_t nks;
+    int nd = 0;
+    geom g;
+    shardnet_status st;
+    sn_step s = {.kind = SN_STEP_POOL};
+    sn_dtype t = SN_DT_FLOAT;
+    int ceil_mode = (int)sn_attr_int(n, "ceil_mode", 0);
+
+    if ((st = spatial_rank(n, x, "pooling", 1, &nd)) != SHARDNET_OK)
+        return st;
+    if ((st = op == SN_POOL_AVG ? sn_float_type(n, x, &t)
+                                : sn_device_type(n, x->dtype, &t)))
+        return st;
+    /* storage_order only changes the Indices output. */
+    if (n->noutputs > 1 && n->outputs[1] >= 0)
+        return sn_node_error(n, SHARDNET_UNSUPPORTED,
+                             "the Indices output is not supported");
+    if ((st = sn_attr_ints(n, "kernel_shape", ks, 6, &nks, NULL)))
+        return st;
+    if (nks != (size_t)nd)
+        return sn_node_error(n, SHARDNET_INVALID_ARGUMENT,
+                             "kernel_shape needs %d values for an input of "
+                             "rank %d, not %zu",
+                             nd, x->rank, nks);
+    if ((st = window_geometry(n, nd, x->dims + 2, ks, ceil_mode, &g)))
+        return st;
+    od[0] = x->dims[0];
+    od[1] = x->dims[1];
+    for (int i = 0; i < nd; i++)
+        od[2 + i] = g.out[i];
+    if ((st = sn_out_device(L, n, 0, x->rank, od, &out)) != SHARDNET_OK)
+        return st;
+    out->dtype = t;
+    if (sn_rt_elements(out) == 0)
+        return SHARDNET_OK;
+    int cip = op == SN_POOL_AVG &&
+              sn_attr_int(n, "count_include_pad", 0) != 0;
+    if (nd == 3)
+        return pool_3d(L, n, op, cip, x, &g, out->view);
+    s.u.pool = (sn_pool_desc){
+        .op = op,
+        .count_include_pad = cip,
+        .planes = (size_t)(x->dims[0] * x->dims[1]),
+        .in_h = G_H(&g, in, 1), .in_w = G_W(&g, in),
+        .out_h = G_H(&g, out, 1), .out_w = G_W(&g, out),
+        .k_h = G_H(&g, k, 1), .k_w = G_W(&g, k),
+        .stride_h = G_H(&g, stride, 1), .stride_w = G_W(&g, stride),
+        .dil_h = G_H(&g, dil, 1), .dil_w = G_W(&g, dil),
+        .pad_top = G_H(&g, pb, 0), .pad_left = G_W(&g, pb),
+        .pad_bottom = G_H(&g, pe, 0), .pad_right = G_W(&g, pe),
+        .dst = out->view};
+    if ((st = sn_dev_view(L, n, x, &s.u.pool.src)) != SHARDNET_OK)
+        return st;
+    return sn_emit(L, n, &s);
+}
+
+SN_LOWER(sn_lower_maxpool)
+{
+    return lower_pool(L, n, SN_POOL_MAX);
+}
+
+SN_LOWER(sn_lower_avgpool)
+{
+    return lower_pool(L, n, SN_POOL_AVG);
+}
+
+/* GlobalAveragePool / GlobalMaxPool: a reduction over the spatial axes. */
+static shardnet_status lower_global_pool(sn_lower *L, const sn_node *n,
+                                         sn_reduce_op op)
+{
+    sn_rt *x = sn_in(L, n, 0), *out;
+    int64_t od[SN_MAX_DIMS];
+    sn_step s = {.kind = SN_STEP_REDUCE};
+    shardnet_status st;
+    sn_dtype t = SN_DT_FLOAT;
+
+    if (x->rank < 2)
+        return sn_node_error(n, SHARDNET_INVALID_ARGUMENT,
+                             "input must be (N, C, ...), not of rank %d",
+                             x->rank);
+    if ((st = op == SN_REDUCE_MEAN ? sn_float_type(n, x, &t)
+                                   : sn_device_type(n, x->dtype, &t)))
+        return st;
+    for (int i = 0; i < x->rank; i++)
+        od[i] = i < 2 ? x->dims[i] : 1;
+    if ((st = sn_out_device(L, n, 0, x->rank, od, &out)) != SHARDNET_OK)
+        return st;
+    out->dtype = t;
+    s.u.reduce = (sn_reduce_desc){.op = op,
+                                  .outer = sn_dims_product(0, 2, x->dims),
+                                  .len = sn_dims_product(2, x->rank, x->dims),
+                                  .inner = 1, .y = out->view};
+    if (s.u.reduce.outer == 0)
+        return SHARDNET_OK;
+    if (s.u.reduce.len == 0)
+        return sn_node_error(n, SHARDNET_UNSUPPORTED,
+                             "pooling over empty spatial axes");
+    if ((st = sn_dev_view(L, n, x, &s.u.reduce.x)) != SHARDNET_OK)
+        return st;
+    return sn_emit(L, n, &s);
+}
+
+SN_LOWER(sn_lower_global_avgpool)
+{
+    return lower_global_pool(L, n, SN_REDUCE_MEAN);
+}
+
+SN_LOWER(sn_lower_global_maxpool)
+{
+    return lower_global_pool(L, n, SN_REDUCE_MAX);
+}

@@ -1,0 +1,447 @@
+/*
+ * Element-wise operators: Cast, the binary ops (Add, Sub, Mul, Div, Pow:
+ * numpy broadcasting, or before opset 7 the legacy form), the unary ops
+ * (Relu to Clip, one table) and Reciprocal and Not.  Integer tensors (shape
+ * arithmetic) and small float ones fold on the host; otherwise each is one
+ * BINARY or UNARY step on the device.  sn_emit_binary, the binary step
+ * with broadcasting, serves the other operator files too (ops.h).
+ */
+#include <config.h>
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ops/ops.h"
+
+/* --- Cast ---------------------------------------------------------------- */
+
+static int is_float_type(sn_dtype t)
+{
+    return t == SN_DT_FLOAT || t == SN_DT_DOUBLE || t == SN_DT_FLOAT16 ||
+           t == SN_DT_BFLOAT16;
+}
+
+/* Is node n's output 0 a graph output that no other node reads? */
+static int consumed_only_as_output(const sn_lower *L, const sn_node *n)
+{
+    int v = n->outputs[0];
+    if (v < 0 || !(L->g->values[v].flags & SN_VALUE_OUTPUT))
+        return 0;
+    for (size_t i = 0; i < L->g->nnodes; i++) {
+        const sn_node *m = &L->g->nodes[i];
+        if (m->dead)
+            continue;
+        for (size_t j = 0; j < m->ninputs; j++)
+            if (m->inputs[j] == v)
+                return 0;
+    }
+    return 1;
+}
+
+/* Cast's target: a TensorProto type number, or before opset 6 its name
+ * ("FLOAT", "INT64", ...); SN_DT_UNDEFINED if neither. */
+static sn_dtype cast_target(const sn_node *n)
+{
+    const sn_attr *a = sn_node_attr(n, "to");
+    if (a && a->type == SN_ATTR_STRING && a->s) {
+        for (int t = SN_DT_FLOAT; t <= SN_DT_BFLOAT16; t++) {
+            const char *name = sn_dtype_name((sn_dtype)t);
+            size_t i = 0;
+            while (name[i] && a->s[i] &&
+                   (a->s[i] | 0x20) == name[i]) /* upper or lower case */
+                i++;
+            if (!name[i] && !a->s[i])
+                return (sn_dtype)t;
+        }
+        return SN_DT_UNDEFINED;
+    }
+    return (sn_dtype)sn_attr_int(n, "to", SN_DT_UNDEFINED);
+}
+
+SN_LOWER(sn_lower_cast)
+{
+    sn_rt *x = sn_in(L, n, 0);
+    sn_dtype to = cast_target(n);
+    size_t es = sn_dtype_size(to), c = sn_rt_elements(x);
+    if (!es || to == SN_DT_STRING || x->dtype == SN_DT_STRING)
+        return sn_node_error(n, SHARDNET_UNSUPPORTED,
+                             "cast to type %s is not supported",
+                             sn_dtype_name(to));
+    if (x->host) {
+        void *d = malloc(c ? c * es : 1);
+        if (!d)
+            return sn_error(SHARDNET_OUT_OF_MEMORY, "cast");
+        for (size_t i = 0; i < c; i++) {
+            if (is_float_type(x->dtype))
+                sn_store_value(to, d, i, sn_rt_get_double(x, i), 0, 0);
+            else
+                sn_store_value(to, d, i, 0, sn_rt_get_int(x, i), 1);
+        }
+        return sn_out_host(L, n, 0, to, x->rank, x->dims, d);
+    }
+    /* Device tensors are float32: a cast to a float type is a relabel; a
+     * cast to anything else is only done where the result leaves the model
+     * (converted when read back), since nothing here computes on it. */
+    if (to == SN_DT_FLOAT || to == SN_DT_DOUBLE || consumed_only_as_output(L, n)) {
+        shardnet_status st = sn_out_alias(L, n, 0, x, x->rank, x->dims);
+        if (st == SHARDNET_OK)
+            L->rt[n->outputs[0]].dtype = to;
+        return st;
+    }
+    return sn_node_error(n, SHARDNET_UNSUPPORTED,
+                         "cast of a tensor computed on the device to %s is "
+                         "not supported",
+                         sn_dtype_name(to));
+}
+
+/* --- element-wise binary ops -------------------------------------------- */
+
+static const struct {
+    const char *name;
+    sn_binary_op op;
+} binary_ops[] = {{"Add", SN_BINARY_ADD}, {"Sub", SN_BINARY_SUB},
+                  {"Mul", SN_BINARY_MUL}, {"Div", SN_BINARY_DIV},
+                  {"Pow", SN_BINARY_POW}, {"Max", SN_BINARY_MAX},
+                  {"Min", SN_BINARY_MIN}};
+
+static int64_t int_op(sn_binary_op op, int64_t a, int64_t b)
+{
+    switch (op) {
+    case SN_BINARY_ADD:
+        return (int64_t)((uint64_t)a + (uint64_t)b);
+    case SN_BINARY_SUB:
+        return (int64_t)((uint64_t)a - (uint64_t)b);
+    case SN_BINARY_MUL:
+        return (int64_t)((uint64_t)a * (uint64_t)b);
+    case SN_BINARY_DIV:
+        return b == 0 || (a == INT64_MIN && b == -1) ? 0 : a / b;
+    case SN_BINARY_MAX:
+        return a > b ? a : b;
+    case SN_BINARY_MIN:
+        return a < b ? a : b;
+    case SN_BINARY_POW: {
+        int64_t r = 1;
+        for (int64_t i = 0; i < b && i < 64; i++)
+            r *= a;
+        return b < 0 ? 0 : r;
+    }
+    default:
+        return 0;
+    }
+}
+
+static double float_op(sn_binary_op op, double a, double b)
+{
+    switch (op) {
+    case SN_BINARY_ADD:
+        return a + b;
+    case SN_BINARY_SUB:
+        return a - b;
+    case SN_BINARY_MUL:
+        return a * b;
+    case SN_BINARY_DIV:
+        return a / b;
+    case SN_BINARY_MAX:
+        return fmax(a, b);
+    case SN_BINARY_MIN:
+        return fmin(a, b);
+    case SN_BINARY_POW:
+        return pow(a, b);
+    default:
+        return 0;
+    }
+}
+
+/* Shape arithmetic on the host: both inputs known. */
+static shardnet_status fold_binary(sn_lower *L, const sn_node *n,
+                                   sn_binary_op op, sn_rt *a, sn_rt *b,
+                                   int rank, const int64_t *dims)
+{
+    int64_t sa[SN_MAX_DIMS], sb[SN_MAX_DIMS], idx[SN_MAX_DIMS] = {0};
+    int64_t out_count = 1;
+    sn_dtype t = a->dtype;
+    size_t es = sn_dtype_size(t);
+    void *d;
+    for (int i = 0; i < rank; i++)
+        if (__builtin_mul_overflow(out_count, dims[i], &out_count))
+            out_count = INT64_MAX;
+    if ((uint64_t)out_count > SN_MAX_HOST_FOLD / es)
+        return sn_node_error(n, SHARDNET_INVALID_ARGUMENT,
+                             "folding on the host would need more than %zu "
+                             "MiB",
+                             SN_MAX_HOST_FOLD >> 20);
+    d = malloc(out_count ? (size_t)out_count * es : 1);
+    if (!d)
+        return sn_error(SHARDNET_OUT_OF_MEMORY, "folding");
+    sn_strides(a->rank, a->dims, sa);
+    sn_strides(b->rank, b->dims, sb);
+    for (int64_t k = 0; k < out_count; k++) {
+        size_t ia = 0, ib = 0;
+        for (int i = 0; i < rank; i++) {
+            int ja = i - (rank - a->rank), jb = i - (rank - b->rank);
+            if (ja >= 0 && a->dims[ja] != 1)
+                ia += (size_t)(idx[i] * sa[ja]);
+            if (jb >= 0 && b->dims[jb] != 1)
+                ib += (size_t)(idx[i] * sb[jb]);
+        }
+        if (is_float_type(t))
+            sn_store_value(t, d, (size_t)k,
+                  float_op(op, sn_rt_get_double(a, ia),
+                           sn_rt_get_double(b, ib)),
+                  0, 0);
+        else
+            sn_store_value(t, d, (size_t)k, 0,
+                  int_op(op, sn_rt_get_int(a, ia), sn_rt_get_int(b, ib)), 1);
+        for (int i = rank - 1; i >= 0 && ++idx[i] == dims[i]; i--)
+            idx[i] = 0;
+    }
+    return sn_out_host(L, n, 0, t, rank, dims, d);
+}
+
+/* One binary step c = a op b with numpy broadcasting. */
+shardnet_status sn_emit_binary(sn_lower *L, const sn_node *n,
+                               sn_binary_op op, int ra, const int64_t *da,
+                               sn_view a, int rb, const int64_t *db, sn_view b,
+                               sn_view c)
+{
+    sn_step s = {.kind = SN_STEP_BINARY};
+    size_t sa[SN_MAX_DIMS], sb[SN_MAX_DIMS];
+    shardnet_status st;
+    for (int i = 0; i < ra; i++)
+        sa[i] = (size_t)da[i];
+    for (int i = 0; i < rb; i++)
+        sb[i] = (size_t)db[i];
+    s.u.binary.op = op;
+    if ((st = sn_binary_broadcast(&s.u.binary, (size_t)ra, sa, (size_t)rb,
+                                  sb)) != SHARDNET_OK)
+        return sn_node_error(n, st, "%s", shardnet_last_error());
+    s.u.binary.a = a;
+    s.u.binary.b = b;
+    s.u.binary.c = c;
+    return sn_emit(L, n, &s);
+}
+
+/* Emit out = a op b for two values, uploading them as needed. */
+static shardnet_status emit_binary(sn_lower *L, const sn_node *n,
+                                   sn_binary_op op, sn_rt *a, sn_rt *b,
+                                   sn_view out)
+{
+    sn_view va, vb;
+    shardnet_status st;
+    if ((st = sn_dev_view(L, n, a, &va)) != SHARDNET_OK ||
+        (st = sn_dev_view(L, n, b, &vb)) != SHARDNET_OK)
+        return st;
+    return sn_emit_binary(L, n, op, a->rank, a->dims, va, b->rank, b->dims,
+                          vb, out);
+}
+
+/*
+ * Before opset 7, Add, Sub, Mul, Div and Pow broadcast only when the
+ * attribute broadcast is 1, and only B onto A: B's shape is a contiguous
+ * run of A's, aligned at the end, or at `axis` when given (A (2,3,4,5),
+ * B (3,4), axis 1).  B's shape, padded with ones after the run, then
+ * broadcasts the numpy way.  Without broadcast, the shapes must be equal.
+ * *bl is b with that shape (same data).
+ */
+static shardnet_status legacy_broadcast(const sn_node *n, const sn_rt *a,
+                                        const sn_rt *b, sn_rt *bl)
+{
+    const sn_attr *ax = sn_node_attr(n, "axis");
+    *bl = *b;
+    if (!sn_attr_int(n, "broadcast", 0)) {
+        if (a->rank != b->rank ||
+            memcmp(a->dims, b->dims, (size_t)a->rank * sizeof a->dims[0]))
+            return sn_node_error(n, SHARDNET_INVALID_ARGUMENT,
+                                 "before opset 7 the inputs must have the "
+                                 "same shape unless broadcast is 1");
+        return SHARDNET_OK;
+    }
+    if (b->rank > a->rank)
+        return sn_node_error(n, SHARDNET_INVALID_ARGUMENT,
+                             "broadcast: B has rank %d, more than A's %d",
+                             b->rank, a->rank);
+    if (ax && b->rank > 0) {
+        int at = ax->type == SN_ATTR_INT ? sn_axis(ax->i, a->rank) : -1;
+        if (at < 0 || at + b->rank > a->rank)
+            return sn_node_error(n, SHARDNET_INVALID_ARGUMENT,
+                                 "broadcast axis %lld does not fit B of rank "
+                                 "%d in A of rank %d",
+                                 ax->type == SN_ATTR_INT ? (long long)ax->i
+                                                         : -1LL,
+                                 b->rank, a->rank);
+        bl->rank = a->rank - at;
+        for (int i = b->rank; i < bl->rank; i++)
+            bl->dims[i] = 1;
+    }
+    for (int i = 0; i < bl->rank; i++) {
+        int64_t da = a->dims[a->rank - bl->rank + i];
+        if (bl->dims[i] != da && bl->dims[i] != 1)
+            return sn_node_error(n, SHARDNET_INVALID_ARGUMENT,
+                                 "broadcast: B's dimension %d is %lld where "
+                                 "A's is %lld",
+                                 i, (long long)bl->dims[i], (long long)da);
+    }
+    return SHARDNET_OK;
+}
+
+SN_LOWER(sn_lower_binary)
+{
+    sn_rt *a = sn_in(L, n, 0), *b = sn_in(L, n, 1), *out, bl;
+    int64_t dims[SN_MAX_DIMS];
+    int rank;
+    sn_binary_op op = SN_BINARY_ADD;
+    sn_view va, vb;
+    shardnet_status st;
+
+    for (size_t i = 0; i < sizeof binary_ops / sizeof binary_ops[0]; i++)
+        if (!strcmp(n->op_type, binary_ops[i].name))
+            op = binary_ops[i].op;
+    if (L->g->opset < 7) {
+        if ((st = legacy_broadcast(n, a, b, &bl)) != SHARDNET_OK)
+            return st;
+    } else {
+        bl = *b;
+    }
+    if (!sn_broadcast_shape(a->rank, a->dims, bl.rank, bl.dims, &rank, dims))
+        return sn_node_error(n, SHARDNET_INVALID_ARGUMENT,
+                             "input shapes cannot be broadcast together");
+    /* fold_binary reads only bl's shape and host data. */
+    if (a->host && b->host && !is_float_type(a->dtype))
+        return fold_binary(L, n, op, a, &bl, rank, dims);
+    if (a->host && b->host && sn_rt_elements(a) <= 64 &&
+        sn_rt_elements(b) <= 64)
+        return fold_binary(L, n, op, a, &bl, rank, dims);
+    if ((st = sn_out_device(L, n, 0, rank, dims, &out)) != SHARDNET_OK)
+        return st;
+    out->dtype = a->dtype; /* computed in float32, read back as this */
+    /* The views come from the graph's own values (b, not its copy bl). */
+    if ((st = sn_dev_view(L, n, a, &va)) != SHARDNET_OK ||
+        (st = sn_dev_view(L, n, b, &vb)) != SHARDNET_OK)
+        return st;
+    return sn_emit_binary(L, n, op, a->rank, a->dims, va, bl.rank, bl.dims,
+                          vb, out->view);
+}
+
+/* --- element-wise unary ops --------------------------------------------- */
+
+static const struct {
+    const char *name;
+    sn_unary_op op;
+    float alpha, beta; /* defaults of the op's attributes */
+} unary_ops[] = {
+    {"Relu", SN_UNARY_RELU, 0, 0},
+    {"Sigmoid", SN_UNARY_SIGMOID, 0, 0},
+    {"Tanh", SN_UNARY_TANH, 0, 0},
+    {"Erf", SN_UNARY_ERF, 0, 0},
+    {"Exp", SN_UNARY_EXP, 0, 0},
+    {"Log", SN_UNARY_LOG, 0, 0},
+    {"Sqrt", SN_UNARY_SQRT, 0, 0},
+    {"Neg", SN_UNARY_NEG, 0, 0},
+    {"Abs", SN_UNARY_ABS, 0, 0},
+    {"LeakyRelu", SN_UNARY_LEAKY_RELU, 0.01f, 0},
+    {"HardSigmoid", SN_UNARY_HARD_SIGMOID, 0.2f, 0.5f},
+    {"Gelu", SN_UNARY_GELU, 0, 0},
+    {"Clip", SN_UNARY_CLIP, -INFINITY, INFINITY},
+};
+
+/* Clip's bounds: attributes before opset 11, optional inputs after. */
+static shardnet_status clip_bound(sn_lower *L, const sn_node *n,
+                                  const char *attr, float *v, sn_rt **dev)
+{
+    sn_rt *in;
+    int k;
+    shardnet_status st = sn_param_where(L->g, n, attr, &k);
+    *dev = NULL;
+    if (st != SHARDNET_OK)
+        return st;
+    if (k < 0) {
+        *v = sn_attr_float(n, attr, *v);
+        return SHARDNET_OK;
+    }
+    if (!(in = sn_in(L, n, (size_t)k)))
+        return SHARDNET_OK;
+    if (sn_rt_elements(in) != 1)
+        return sn_node_error(n, SHARDNET_INVALID_ARGUMENT,
+                             "the %s bound must be a scalar", attr);
+    if (in->host)
+        *v = (float)sn_rt_get_double(in, 0);
+    else
+        *dev = in; /* computed on the device: a MAX/MIN step */
+    return SHARDNET_OK;
+}
+
+SN_LOWER(sn_lower_unary)
+{
+    sn_rt *x = sn_in(L, n, 0), *out, *lo_dev = NULL, *hi_dev = NULL;
+    sn_step s = {.kind = SN_STEP_UNARY};
+    shardnet_status st;
+    size_t k = 0;
+
+    while (strcmp(unary_ops[k].name, n->op_type))
+        k++;
+    s.u.unary.op = unary_ops[k].op;
+    s.u.unary.alpha = sn_attr_float(n, "alpha", unary_ops[k].alpha);
+    s.u.unary.beta = sn_attr_float(n, "beta", unary_ops[k].beta);
+    if (s.u.unary.op == SN_UNARY_GELU &&
+        !strcmp(sn_attr_string(n, "approximate", "none"), "tanh"))
+        s.u.unary.op = SN_UNARY_GELU_TANH;
+    if (s.u.unary.op == SN_UNARY_CLIP) {
+        s.u.unary.alpha = -INFINITY;
+        s.u.unary.beta = INFINITY;
+        if ((st = clip_bound(L, n, "min", &s.u.unary.alpha, &lo_dev)) ||
+            (st = clip_bound(L, n, "max", &s.u.unary.beta, &hi_dev)))
+            return st;
+    }
+    if ((st = sn_out_device(L, n, 0, x->rank, x->dims, &out)) != SHARDNET_OK)
+        return st;
+    out->dtype = x->dtype; /* computed in float32, read back as this */
+    if ((st = sn_dev_view(L, n, x, &s.u.unary.x)) != SHARDNET_OK)
+        return st;
+    s.u.unary.y = out->view;
+    s.u.unary.n = sn_rt_elements(x);
+    if ((st = sn_emit(L, n, &s)) != SHARDNET_OK)
+        return st;
+    /* Bounds only known on the device: clamp with broadcast MAX / MIN. */
+    if (lo_dev && (st = emit_binary(L, n, SN_BINARY_MAX, out, lo_dev,
+                                    out->view)) != SHARDNET_OK)
+        return st;
+    if (hi_dev && (st = emit_binary(L, n, SN_BINARY_MIN, out, hi_dev,
+                                    out->view)) != SHARDNET_OK)
+        return st;
+    return SHARDNET_OK;
+}
+
+/* --- one minus x, one over x ---------------------------------------------- */
+
+/* out = 1 op x: a broadcast binary step against a device scalar 1. */
+static shardnet_status emit_from_one(sn_lower *L, const sn_node *n,
+                                     sn_binary_op op)
+{
+    sn_rt *x = sn_in(L, n, 0), *out;
+    sn_view one, vx;
+    float *data = malloc(sizeof *data);
+    shardnet_status st;
+    if (!data)
+        return sn_error(SHARDNET_OUT_OF_MEMORY, "node '%s'", n->name);
+    *data = 1.0f;
+    if ((st = sn_dev_upload(L, n, data, 1, &one)) != SHARDNET_OK ||
+        (st = sn_dev_view(L, n, x, &vx)) != SHARDNET_OK ||
+        (st = sn_out_device(L, n, 0, x->rank, x->dims, &out)) != SHARDNET_OK)
+        return st;
+    out->dtype = x->dtype; /* computed in float32, read back as this */
+    return sn_emit_binary(L, n, op, 0, NULL, one, x->rank, x->dims, vx,
+                          out->view);
+}
+
+/* Reciprocal: 1 / x. */
+SN_LOWER(sn_lower_reciprocal)
+{
+    return emit_from_one(L, n, SN_BINARY_DIV);
+}
+
+/* Not: booleans are 0 and 1 on the device, so 1 - x. */
+SN_LOWER(sn_lower_not)
+{
+    return emit_from_one(L, n, SN_BINARY_SUB);
+}
