@@ -6,7 +6,7 @@
  * devices (its shard rule), whether it keeps the rows of a batch apart
  * (its rows rule, for the layer split's micro-batches) and its work (its
  * cost).  The rules are enums: the tensor split (lib/runtime/shard.c) and
- * the planner (lib/runtime/pipeline.c) keep the code of each rule and
+ * the planner (lib/plan/micro_batch.c) keep the code of each rule and
  * dispatch on the enum, so that adding an operator is its lowering plus
  * one entry in lib/ops/registry.c.
  */

@@ -50,6 +50,10 @@ typedef struct sn_profile {
     int from_disk;           /* read from the cache file, not measured */
 } sn_profile;
 
+/* A collective's fixed cost beyond its devices' launch costs (thread
+ * hand-offs at the rendezvous), for estimates. */
+#define SN_COLL_LATENCY_S 20e-6
+
 /* The device's profile (measured, or read from the cache; never NULL).
  * Thread-safe; the pointer stays valid for the process. */
 const sn_profile *sn_device_profile(sn_device *dev);

@@ -10,16 +10,18 @@
  * thread per stage runs micro-batch j once the stage before it has
  * finished micro-batch j.
  *
- * Cuts come from a dynamic programme over the live nodes (PipeDream's
- * partitioner for a chain of heterogeneous devices in the given order): it
- * minimises the slowest stage, a stage costing its nodes' work divided by
- * the device's measured GEMM speed, plus a launch overhead per node, plus
- * the bytes entering it divided by the host staging bandwidth.
+ * Cuts come from the layer split's planner (lib/plan/layer_split.h): a
+ * dynamic programme over the live nodes (PipeDream's partitioner for a
+ * chain of heterogeneous devices in the given order): it minimises the
+ * slowest stage, a stage costing its nodes' work divided by the device's
+ * measured GEMM speed, plus a launch overhead per node, plus the bytes
+ * entering it divided by the host staging bandwidth.
  */
 #ifndef SN_PIPELINE_H
 #define SN_PIPELINE_H
 
 #include "exec/exec.h"
+#include "plan/layer_split.h" /* the planner whose cuts and groups it runs */
 
 typedef struct sn_pipeline sn_pipeline;
 
@@ -47,30 +49,8 @@ shardnet_status sn_pipeline_create_groups(sn_graph *g, sn_device *const *devs,
                                           sn_pipeline **out);
 void sn_pipeline_free(sn_pipeline *p);
 
-/* The planner's estimates (seconds; HUGE_VAL-like 1e300 when a plan is
- * not possible or does not fit): one device (the best, best_dev, an index
- * into devs), a layer split over all of devs, and the best hybrid split
- * (two stages, each on a group of consecutive devices, groups[0..ngroups)
- * devices each; with three devices or more). */
-typedef struct sn_split_choice {
-    double none, layer, hybrid;
-    size_t best_dev;
-    size_t groups[2];
-    size_t ngroups;
-} sn_split_choice;
-
-/* Every alternative's estimate, from the cost model, and a readable
- * account of them in report (may be NULL). */
-shardnet_status sn_split_choose(sn_graph *g, sn_device *const *devs,
-                                size_t ndev, const sn_binding *inputs,
-                                size_t micro, sn_split_choice *out,
-                                char *report, size_t cap);
-
 /* Micro-batches of the last run. */
 size_t sn_pipeline_micro(const sn_pipeline *p);
-/* Micro-batches when none are asked for: rows / 4, at least one per stage
- * and at most eight per stage. */
-size_t sn_pipeline_default_micro(size_t rows, size_t stages);
 /* Run on inputs, the batch (first dimension of the inputs) cut into
  * `micro` micro-batches (0: sn_pipeline_default_micro()). */
 shardnet_status sn_pipeline_run(sn_pipeline *p, const sn_binding *inputs,
@@ -93,18 +73,6 @@ shardnet_status sn_pipeline_stream(sn_pipeline *p, size_t nbatch, size_t micro,
 const sn_host_tensor *sn_pipeline_output(const sn_pipeline *p, size_t i);
 
 size_t sn_pipeline_stages(const sn_pipeline *p);
-/* Seconds each node of graph g takes on dev for these inputs (a plan of
- * the whole graph, run waiting for each step, best of three runs), in
- * best[0 .. g->nnodes).  Measured once per graph, device and input shapes
- * in a process; asked again, the same figures come back. */
-shardnet_status sn_time_nodes(sn_graph *g, sn_device *dev,
-                              const sn_binding *inputs, double *best);
-/* sn_time_nodes on dev's own process (t: g->nnodes seconds); with shared
- * (a task every process of the job runs alike), the times, or how timing
- * failed, are broadcast from there to every process. */
-shardnet_status sn_time_nodes_shared(sn_graph *g, sn_device *dev,
-                                     const sn_binding *inputs, double *t,
-                                     int shared);
 /* First live node (index into the sorted live nodes) of stage s, and the
  * number of live nodes. */
 size_t sn_pipeline_stage_start(const sn_pipeline *p, size_t s);

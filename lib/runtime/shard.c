@@ -45,7 +45,7 @@
 #include "comm/group.h"
 #include "ops/ops.h"
 #include "ops/registry.h"
-#include "runtime/pipeline.h"
+#include "plan/timing.h"
 #include "plan/profile.h"
 #include "runtime/tensor_split.h"
 #include "core/trace.h"

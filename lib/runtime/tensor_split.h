@@ -8,10 +8,6 @@
 
 #include "exec/exec.h"
 
-/* A collective's fixed cost beyond its devices' launch costs (thread
- * hand-offs at the rendezvous), for estimates. */
-#define SN_COLL_LATENCY_S 20e-6
-
 typedef struct sn_tensor_split sn_tensor_split;
 
 /*

@@ -1,0 +1,303 @@
+/*
+ * The layer split's cost model: every live node of a graph timed on every
+ * device, the bytes that cross a cut before each node, the weights each
+ * stage would hold, and each device's memory and launch cost; then, for
+ * the "units" stages are placed on (a device, or a group tensor-splitting
+ * its stage), the seconds and bytes of a stage over a range of nodes.
+ * The cut planner (layer_cuts.c) and the chooser (choose.c) read it.  See
+ * layer_costs.h.
+ */
+#include <config.h>
+
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ops/registry.h"
+#include "plan/layer_costs.h"
+#include "plan/layer_split.h"
+#include "plan/profile.h"
+#include "plan/timing.h"
+#include "comm/world.h"
+
+void sn_layer_costs_free(sn_layer_costs *c)
+{
+    free(c->pre);
+    free(c->xfer);
+    free(c->xbytes);
+    free(c->wpre);
+    free(c->limit);
+    free(c->launch);
+    free(c->obytes);
+    free(c->weighted);
+    free(c->upre);
+    free(c->ulimit);
+    free(c->ucross);
+    free(c->proc);
+    free(c->speed);
+}
+
+/* The shapes' part of the cost model, from a plan of g on dev (a device of
+ * this process). */
+static shardnet_status shape_costs(sn_graph *g, sn_device *dev,
+                                   const sn_binding *inputs,
+                                   const size_t *order, sn_layer_costs *c)
+{
+    sn_weights *w0 = NULL;
+    sn_plan *shape_plan = NULL;
+    unsigned char *seen = calloc(g->nvalues + 1, 1);
+    shardnet_status st;
+    if (!seen)
+        return sn_error(SHARDNET_OUT_OF_MEMORY, "cost model");
+    if ((st = sn_weights_new(g, dev, &w0)) != SHARDNET_OK ||
+        (st = sn_plan_build(g, w0, inputs, sn_op_find, &shape_plan)) !=
+            SHARDNET_OK)
+        goto out;
+    for (size_t i = 0; i < c->nlive; i++) {
+        /* Bytes crossing a cut before node i: values produced before it
+         * (or model inputs) that it or the next nodes read. */
+        for (size_t k = i; k < c->nlive && k < i + 64; k++) {
+            const sn_node *m = &g->nodes[order[k]];
+            for (size_t j = 0; j < m->ninputs; j++) {
+                int v = m->inputs[j];
+                if (v < 0 || (g->values[v].flags & SN_VALUE_CONST))
+                    continue;
+                int pr = g->values[v].producer;
+                const sn_rt *r = sn_plan_value(shape_plan, (size_t)v);
+                if ((pr < 0 || pr < (int)order[i]) && r && r->known)
+                    c->xbytes[i] += (double)sn_rt_elements(r) *
+                                    (double)sn_dtype_size(r->dtype);
+            }
+        }
+    }
+    /* Weights: each constant counted at the first live node reading it
+     * (a stage holds the weights its nodes read). */
+    for (size_t i = 0; i < c->nlive; i++) {
+        const sn_node *m = &g->nodes[order[i]];
+        double w = 0;
+        const sn_rt *o = m->noutputs && m->outputs[0] >= 0
+                             ? sn_plan_value(shape_plan, (size_t)m->outputs[0])
+                             : NULL;
+        if (o && o->known)
+            c->obytes[i] = (double)sn_rt_elements(o) *
+                           (double)sn_dtype_size(o->dtype);
+        for (size_t j = 0; j < m->ninputs; j++) {
+            int v = m->inputs[j];
+            if (v < 0 || !(g->values[v].flags & SN_VALUE_CONST))
+                continue;
+            if (g->values[v].rank >= 2)
+                c->weighted[i] = 1;
+            if (seen[v])
+                continue;
+            seen[v] = 1;
+            const sn_rt *r = sn_plan_value(shape_plan, (size_t)v);
+            if (r && r->known)
+                w += (double)sn_rt_elements(r) * (double)sn_dtype_size(r->dtype);
+        }
+        c->wpre[i + 1] = c->wpre[i] + w;
+    }
+    c->arena = (double)sn_plan_arena_bytes(shape_plan);
+out:
+    sn_plan_free(shape_plan);
+    sn_weights_free(w0);
+    free(seen);
+    return st;
+}
+
+/*
+ * Every device's profile and node times, and the shapes.  In a job of
+ * several processes this is collective: each device is measured on its
+ * own process and the figures broadcast, the shapes come from the first
+ * device's process, and the link between processes is measured once.
+ */
+shardnet_status sn_layer_costs_measure(sn_graph *g, sn_device *const *devs,
+                                       size_t ndev, const sn_binding *inputs,
+                                       sn_layer_costs *c)
+{
+    size_t *order = malloc((g->nnodes + 1) * sizeof *order);
+    double *t = calloc(g->nnodes + 1, sizeof *t);
+    shardnet_status st = SHARDNET_OK;
+    int multi = sn_world_processes() > 1;
+    memset(c, 0, sizeof *c);
+    if (!order || !t) {
+        free(order);
+        free(t);
+        return sn_error(SHARDNET_OUT_OF_MEMORY, "cost model");
+    }
+    for (size_t i = 0; i < g->nnodes; i++)
+        if (!g->nodes[i].dead)
+            order[c->nlive++] = i;
+    c->ndev = ndev;
+    c->xfer = calloc(c->nlive + 1, sizeof *c->xfer);
+    c->xbytes = calloc(c->nlive + 1, sizeof *c->xbytes);
+    c->wpre = calloc(c->nlive + 1, sizeof *c->wpre);
+    c->limit = calloc(ndev + 1, sizeof *c->limit);
+    c->launch = calloc(ndev + 1, sizeof *c->launch);
+    c->obytes = calloc(c->nlive + 1, sizeof *c->obytes);
+    c->weighted = calloc(c->nlive + 1, 1);
+    c->speed = calloc(ndev + 1, sizeof *c->speed);
+    c->proc = calloc(ndev + 1, sizeof *c->proc);
+    c->pre = calloc(ndev * (c->nlive + 1) + 1, sizeof *c->pre);
+    if (!c->xfer || !c->xbytes || !c->wpre || !c->limit || !c->speed ||
+        !c->pre || !c->obytes || !c->weighted || !c->launch || !c->proc) {
+        st = sn_error(SHARDNET_OUT_OF_MEMORY, "cost model");
+        goto out;
+    }
+    c->bw = 1e30;
+    c->rows = sn_batch_rows(g, inputs);
+    if ((st = sn_profiles_share(devs, ndev)) != SHARDNET_OK)
+        goto out;
+    for (size_t d = 0; d < ndev; d++) {
+        const sn_profile *pr = sn_device_profile(devs[d]);
+        uint64_t mem = devs[d]->remote ? 0 : sn_device_memory(devs[d]);
+        unsigned owner = devs[d]->process;
+        c->proc[d] = owner;
+        if (multi &&
+            (st = sn_world_bcast(owner, &mem, sizeof mem)) != SHARDNET_OK)
+            goto out;
+        c->limit[d] = mem ? (double)mem : 1e300;
+        c->speed[d] = pr->gemm_flops;
+        c->launch[d] = pr->launch_s;
+        if (sn_profile_staging_bw(pr) < c->bw)
+            c->bw = sn_profile_staging_bw(pr);
+        /* The same device twice (a stage list may repeat one) is timed
+         * once. */
+        size_t same = d;
+        for (size_t e = 0; e < d; e++)
+            if (devs[e] == devs[d])
+                same = e;
+        double *pre = &c->pre[d * (c->nlive + 1)];
+        if (same != d) {
+            memcpy(pre, &c->pre[same * (c->nlive + 1)],
+                   (c->nlive + 1) * sizeof *pre);
+            continue;
+        }
+        if ((st = sn_time_nodes_shared(g, devs[d], inputs, t, 1)) !=
+            SHARDNET_OK)
+            goto out;
+        for (size_t i = 0; i < c->nlive; i++)
+            pre[i + 1] = pre[i] + t[order[i]];
+    }
+    /* Shapes of the values crossing cuts, weights, activations: a plan on
+     * the first device, on its process. */
+    unsigned owner0 = devs[0]->process;
+    if (!devs[0]->remote)
+        st = shape_costs(g, devs[0], inputs, order, c);
+    if ((st = sn_world_share_status(owner0, st, "planning the model's shapes")) !=
+        SHARDNET_OK)
+        goto out;
+    if (multi && ((st = sn_world_bcast(owner0, c->xbytes,
+                                       c->nlive * sizeof *c->xbytes)) !=
+                      SHARDNET_OK ||
+                  (st = sn_world_bcast(owner0, c->obytes,
+                                       c->nlive * sizeof *c->obytes)) !=
+                      SHARDNET_OK ||
+                  (st = sn_world_bcast(owner0, c->wpre,
+                                       (c->nlive + 1) * sizeof *c->wpre)) !=
+                      SHARDNET_OK ||
+                  (st = sn_world_bcast(owner0, c->weighted, c->nlive)) !=
+                      SHARDNET_OK ||
+                  (st = sn_world_bcast(owner0, &c->arena,
+                                       sizeof c->arena)) != SHARDNET_OK))
+        goto out;
+    for (size_t i = 0; i < c->nlive; i++)
+        c->xfer[i] = c->xbytes[i] / c->bw;
+    /* The link between processes, when the devices span several. */
+    c->link_lat = 0;
+    c->link_bw = c->bw;
+    for (size_t d = 1; d < ndev; d++)
+        if (c->proc[d] != c->proc[0]) {
+            st = sn_world_link(&c->link_lat, &c->link_bw);
+            break;
+        }
+out:
+    free(order);
+    free(t);
+    if (st != SHARDNET_OK)
+        sn_layer_costs_free(c);
+    return st;
+}
+
+/* Estimated seconds of stage s over live nodes [a, b): its nodes' measured
+ * times on the stage's device, and what enters it across a cut. */
+double sn_layer_dev_time(const sn_layer_costs *c, size_t d, size_t a, size_t b)
+{
+    const double *pre = &c->pre[d * (c->nlive + 1)];
+    return pre[b] - pre[a];
+}
+
+/*
+ * The units stages go to: groups[u] consecutive devices each (NULL: one
+ * device per unit).  A group's time for a node: every device launches its
+ * share (the slowest launch counts once), and the rest of the node's
+ * measured time is shared at the devices' rates (1 / sum of 1 / t); each
+ * product with a weight matrix adds half a collective (the Megatron pairs:
+ * one per two products) of its output bytes, staged out and back in, with
+ * a fixed cost.  A group holds a stage when its share fits the smallest
+ * device of the group.
+ */
+shardnet_status sn_layer_set_units(sn_layer_costs *c, const size_t *groups,
+                                   size_t ngroups)
+{
+    size_t nl = c->nlive, n = groups ? ngroups : c->ndev;
+    free(c->upre);
+    free(c->ulimit);
+    free(c->ucross);
+    c->upre = calloc(n * (nl + 1) + 1, sizeof *c->upre);
+    c->ulimit = calloc(n + 1, sizeof *c->ulimit);
+    c->ucross = calloc(n + 1, 1);
+    if (!c->upre || !c->ulimit || !c->ucross)
+        return sn_error(SHARDNET_OUT_OF_MEMORY, "cost model");
+    c->nunits = n;
+    size_t first = 0;
+    for (size_t u = 0; u < n; u++) {
+        size_t k = groups ? groups[u] : 1;
+        double *up = &c->upre[u * (nl + 1)];
+        if (!k || first + k > c->ndev)
+            return sn_error(SHARDNET_INVALID_ARGUMENT,
+                            "split: the groups name more devices than "
+                            "there are");
+        c->ulimit[u] = 1e300;
+        c->ucross[u] = first > 0 && c->proc[first] != c->proc[first - 1];
+        for (size_t d = first; d < first + k; d++)
+            if (c->limit[d] * (double)k < c->ulimit[u])
+                c->ulimit[u] = c->limit[d] * (double)k;
+        for (size_t i = 0; i < nl; i++) {
+            double rate = 0, fixed = 0, t;
+            for (size_t d = first; d < first + k; d++) {
+                double td = sn_layer_dev_time(c, d, i, i + 1);
+                double f = k > 1 && c->launch[d] < td ? c->launch[d] : 0;
+                if (f > fixed)
+                    fixed = f;
+                rate += td - f > 0 ? 1.0 / (td - f) : 1e12;
+            }
+            t = fixed + 1.0 / rate;
+            if (k > 1 && c->weighted[i])
+                t += 0.5 * (SN_COLL_LATENCY_S + 2.0 * c->obytes[i] / c->bw);
+            up[i + 1] = up[i] + t;
+        }
+        first += k;
+    }
+    return SHARDNET_OK;
+}
+
+/* Estimated seconds of a stage on unit u over live nodes [a, b): its
+ * nodes' measured times, and what enters it across a cut. */
+double sn_layer_stage_time(const sn_layer_costs *c, size_t u, size_t a,
+                           size_t b)
+{
+    const double *pre = &c->upre[u * (c->nlive + 1)];
+    double in = !a            ? 0.0
+                : c->ucross[u] ? c->link_lat + c->xbytes[a] / c->link_bw
+                               : c->xfer[a];
+    return pre[b] - pre[a] + in;
+}
+
+/* Estimated device bytes of stage s over live nodes [a, b) with m
+ * micro-batches: the weights its nodes read, and activations at most the
+ * whole graph's for one micro-batch. */
+double sn_layer_stage_memory(const sn_layer_costs *c, size_t a, size_t b,
+                             size_t m)
+{
+    return c->wpre[b] - c->wpre[a] + c->arena / (double)(m ? m : 1);
+}

@@ -1,0 +1,97 @@
+/*
+ * Layer split's runtime (private to lib/runtime/pipeline*.c): a stage and
+ * the pipeline as pipeline.c builds them (the stages' graphs, devices and
+ * who reads whose values) and pipeline_run.c runs them (the stage threads
+ * and the micro-batch bookkeeping they share).
+ */
+#ifndef SN_PIPELINE_IMPL_H
+#define SN_PIPELINE_IMPL_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+
+#include "runtime/pipeline.h"
+#include "runtime/tensor_split.h"
+
+/* Plans kept per stage, one per micro-batch shape. */
+#define STAGE_PLANS 3
+
+typedef struct stage {
+    sn_graph *g;        /* the stage's own graph */
+    sn_device *dev;
+    sn_weights *w;
+    sn_plan *plans[STAGE_PLANS];
+    int *in_parent;     /* per stage input: parent value index */
+    int *out_parent;    /* per stage output: parent value index */
+    /* A hybrid stage: its nodes tensor-split over a group of devices
+     * (grp[0] == dev), one split per micro-batch shape. */
+    sn_device *grp[SN_COLL_MAX];
+    size_t ngrp;
+    sn_tensor_split *ts[STAGE_PLANS];
+    struct sn_pipeline *p;
+    size_t index;
+    pthread_t thread;
+    int started;
+    /* Processes (lib/comm/world.h): the stage runs on its devices' process; a
+     * thread there runs it, and a "proxy" thread on each other process
+     * that reads its values receives them. */
+    unsigned owner;
+    int local;          /* owner == this process */
+    int proxy;          /* remote, and a local stage reads its values */
+    unsigned char *dep; /* per earlier stage: this stage reads its values */
+    int **send;         /* local: per process, the values it reads of ours */
+    size_t *nsend;
+    int *recv;          /* proxy: the values local stages read of ours */
+    size_t nrecv;
+} stage;
+
+struct sn_pipeline {
+    sn_graph *g;
+    size_t nstages;
+    stage *st;
+    size_t nlive;
+    size_t *start; /* first live node of each stage */
+
+    /* One run: micro-batch bookkeeping, shared by the stage threads.  The
+     * counters change under the lock (and the condition is broadcast), and
+     * may be read without it by a thread polling for them. */
+    pthread_mutex_t lock;
+    pthread_cond_t cond;   /* the stages wait on it */
+    pthread_cond_t caller; /* the caller waits on it: batches out, the end
+                              (not woken by every item) */
+    atomic_size_t *done; /* micro-batches finished per stage */
+    atomic_int failed;
+    shardnet_status fail_st;
+    char fail_msg[1024];
+    size_t micro, rows, chunk;
+    int apart;         /* micro-batches may cut the batch (sn_batch_apart) */
+    size_t apart_rows; /* the batch `apart` was decided for */
+    /* A job: nbatch batches of micro micro-batches each ("items", batch b's
+     * micro-batch j being item b * micro + j), up to two batches in
+     * flight: batch b's inputs in bin[b % 2], its boundary values in vals
+     * [(b % 2) * micro + j]. */
+    size_t nbatch;
+    atomic_size_t fed;     /* batches whose inputs are in bin */
+    double row_bytes;      /* the largest activation per row (0: unknown) */
+    sn_binding *bin[2];
+    sn_host_tensor **vals; /* [micro][parent value]: boundary values, their
+                              memory kept from run to run */
+    size_t **cap;          /* [micro][parent value]: bytes allocated */
+    size_t nvals;          /* micro-batches vals has room for */
+    sn_host_tensor *outputs;
+    size_t *out_cap;
+
+    /* Stage threads, started by the first run and parked between runs. */
+    atomic_uint job;       /* bumped to start a run */
+    size_t finished;       /* threads done with the current run */
+    size_t nthreads;       /* local stages and proxies */
+    atomic_int quit;
+    int started;
+    int *prod;             /* per parent value: the stage producing it, -1 */
+    unsigned me, nproc;    /* this process, processes in the job */
+};
+
+/* Stop and join the stage threads (pipeline_run.c). */
+void sn_pipeline_stop_stages(sn_pipeline *p);
+
+#endif /* SN_PIPELINE_IMPL_H */

@@ -1,0 +1,759 @@
+/* Layer split: running the stages (pipeline.c builds them): one thread per
+ * stage, micro-batches handed from stage to stage through host memory or,
+ * between processes, by messages, and batches streamed back to back.  See
+ * pipeline.h. */
+#include <config.h>
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ops/registry.h"
+#include "runtime/pipeline_impl.h"
+#include "plan/layer_split.h"
+#include "plan/profile.h"
+#include "plan/timing.h"
+#include "core/trace.h"
+#include "comm/world.h"
+
+/* --- running ------------------------------------------------------------- */
+
+static int graph_input_slot(const sn_graph *g, int v)
+{
+    for (size_t i = 0; i < g->ninputs; i++)
+        if (g->inputs[i] == v)
+            return (int)i;
+    return -1;
+}
+
+/* Item k's binding of parent value v for a stage input. */
+static int bind_input(sn_pipeline *p, size_t k, int v, sn_binding *b)
+{
+    int slot = graph_input_slot(p->g, v);
+    size_t j = k % p->micro;
+    if (slot >= 0) {
+        const sn_binding *in = &p->bin[(k / p->micro) % 2][slot];
+        *b = *in;
+        if (p->micro > 1 && in->rank > 0 && (size_t)in->dims[0] == p->rows) {
+            size_t row = in->nbytes / p->rows;
+            size_t first = j * p->chunk;
+            size_t take = p->rows - first < p->chunk ? p->rows - first
+                                                      : p->chunk;
+            b->dims[0] = (int64_t)take;
+            b->data = (const char *)in->data + first * row;
+            b->nbytes = take * row;
+        }
+        return 1;
+    }
+    const sn_host_tensor *t = &p->vals[k % (2 * p->micro)][v];
+    if (!t->data && t->nbytes)
+        return 0;
+    b->dtype = t->dtype;
+    b->rank = t->rank;
+    memcpy(b->dims, t->dims, sizeof b->dims);
+    b->data = t->data ? t->data : "";
+    b->nbytes = t->nbytes;
+    return 1;
+}
+
+/* A group stage's tensor split for inputs shaped like b: kept per shape
+ * (most recent first), made on first use. */
+static shardnet_status stage_split(stage *st, const sn_binding *b,
+                                   sn_tensor_split **out)
+{
+    double speed[SN_COLL_MAX];
+    shardnet_status rc;
+    for (int k = 0; k < STAGE_PLANS; k++)
+        if (st->ts[k] && sn_tensor_split_matches(st->ts[k], b)) {
+            sn_tensor_split *hit = st->ts[k];
+            memmove(&st->ts[1], &st->ts[0], (size_t)k * sizeof st->ts[0]);
+            st->ts[0] = hit;
+            *out = hit;
+            return SHARDNET_OK;
+        }
+    for (size_t d = 0; d < st->ngrp; d++)
+        speed[d] = sn_device_profile(st->grp[d])->gemm_flops;
+    sn_tensor_split *ts;
+    if ((rc = sn_tensor_split_create(st->g, st->grp, st->ngrp, speed, b, NULL,
+                                     0, NULL, &ts)) != SHARDNET_OK)
+        return rc;
+    sn_tensor_split_free(st->ts[STAGE_PLANS - 1]);
+    memmove(&st->ts[1], &st->ts[0], (STAGE_PLANS - 1) * sizeof st->ts[0]);
+    st->ts[0] = ts;
+    *out = ts;
+    return SHARDNET_OK;
+}
+
+static shardnet_status run_stage(sn_pipeline *p, size_t s, size_t j)
+{
+    stage *st = &p->st[s];
+    sn_binding b[64];
+    sn_plan *plan = NULL;
+    shardnet_status rc;
+    if (st->g->ninputs > 64)
+        return sn_error(SHARDNET_UNSUPPORTED, "stage %zu has too many inputs", s);
+    for (size_t i = 0; i < st->g->ninputs; i++)
+        if (!bind_input(p, j, st->in_parent[i], &b[i]))
+            return sn_error(SHARDNET_INTERNAL, "stage %zu: missing input", s);
+    sn_tensor_split *ts = NULL;
+    if (st->ngrp > 1) {
+        if ((rc = stage_split(st, b, &ts)) != SHARDNET_OK ||
+            (rc = sn_tensor_split_run(ts, b)) != SHARDNET_OK)
+            return sn_error_prefix(rc, "stage %zu (tensor split over %zu "
+                                   "devices)", s, st->ngrp);
+    } else {
+        if ((rc = sn_plan_cache_get(st->plans, STAGE_PLANS, st->g, st->w, b,
+                                    sn_op_find, &plan)) != SHARDNET_OK)
+            return sn_error_prefix(rc, "stage %zu on %s", s,
+                                   st->dev->info.name);
+        if ((rc = sn_plan_run(plan, b)) != SHARDNET_OK)
+            return sn_error_prefix(rc, "stage %zu on %s", s,
+                                   st->dev->info.name);
+    }
+    /* Keep what later stages read, for this micro-batch. */
+    for (size_t i = 0; i < st->g->noutputs; i++) {
+        const sn_host_tensor *t = ts ? sn_tensor_split_output(ts, i)
+                                     : sn_plan_output(plan, i);
+        sn_host_tensor *d = &p->vals[j % (2 * p->micro)][st->out_parent[i]];
+        size_t *cap = &p->cap[j % (2 * p->micro)][st->out_parent[i]];
+        void *data = d->data;
+        if (!data || *cap < t->nbytes) {
+            free(data);
+            if (!(data = malloc(t->nbytes ? t->nbytes : 1))) {
+                d->data = NULL;
+                *cap = 0;
+                return sn_error(SHARDNET_OUT_OF_MEMORY, "pipeline values");
+            }
+            *cap = t->nbytes;
+        }
+        *d = *t;
+        d->name = NULL;
+        d->data = data;
+        memcpy(d->data, t->data, t->nbytes);
+    }
+    return SHARDNET_OK;
+}
+
+/* Item j's inputs of stage s are there: its batch is fed and every stage
+ * it reads from has finished the item (lock held). */
+static int inputs_ready(const sn_pipeline *p, size_t s, size_t j)
+{
+    if (p->fed <= j / p->micro)
+        return 0;
+    for (size_t t = 0; t < s; t++)
+        if (p->st[s].dep[t] && p->done[t] <= j)
+            return 0;
+    return 1;
+}
+
+/* Header of a value between processes, then its bytes. */
+typedef struct wire_value {
+    int32_t dtype, rank;
+    int64_t dims[SN_MAX_DIMS];
+    uint64_t nbytes;
+} wire_value;
+
+/* Sends of a local stage still in flight: per value slot, each value's
+ * header and data requests (the header kept alive with them). */
+typedef struct in_flight {
+    size_t nper;       /* values sent per item, over all processes */
+    sn_world_req **req; /* [slot][2 * nper] */
+    wire_value *hdr;   /* [slot][nper] */
+    size_t slots;
+} in_flight;
+
+/* Finish the sends of one slot (before its values are written again). */
+static shardnet_status finish_sends(in_flight *f, size_t slot)
+{
+    shardnet_status rc = SHARDNET_OK;
+    for (size_t k = 0; f->req && k < 2 * f->nper; k++) {
+        sn_world_req **r = &f->req[slot * 2 * f->nper + k];
+        shardnet_status r2 = sn_world_wait(*r);
+        *r = NULL;
+        if (rc == SHARDNET_OK)
+            rc = r2;
+    }
+    return rc;
+}
+
+/* Start sending item j's values that other processes read from local stage
+ * s; they go while the stage computes the next items. */
+static shardnet_status send_values(sn_pipeline *p, size_t s, size_t j,
+                                   in_flight *f)
+{
+    const stage *st = &p->st[s];
+    size_t slot = j % (2 * p->micro), at = 0;
+    sn_host_tensor *vals = p->vals[slot];
+    shardnet_status rc = SHARDNET_OK;
+    for (unsigned q = 0; q < p->nproc && rc == SHARDNET_OK; q++)
+        for (size_t k = 0; k < st->nsend[q] && rc == SHARDNET_OK; k++, at++) {
+            const sn_host_tensor *t = &vals[st->send[q][k]];
+            wire_value *h = &f->hdr[slot * f->nper + at];
+            sn_world_req **r = &f->req[slot * 2 * f->nper + 2 * at];
+            memset(h, 0, sizeof *h);
+            h->dtype = (int32_t)t->dtype;
+            h->rank = t->rank;
+            h->nbytes = t->nbytes;
+            memcpy(h->dims, t->dims, sizeof h->dims);
+            if ((rc = sn_world_isend(q, (int)s, h, sizeof *h, &r[0])) ==
+                    SHARDNET_OK &&
+                t->nbytes)
+                rc = sn_world_isend(q, (int)s, t->data, t->nbytes, &r[1]);
+        }
+    return rc;
+}
+
+/* Receive item j's values of remote stage s into vals. */
+static shardnet_status recv_values(sn_pipeline *p, size_t s, size_t j)
+{
+    const stage *st = &p->st[s];
+    size_t slot = j % (2 * p->micro);
+    for (size_t k = 0; k < st->nrecv; k++) {
+        int v = st->recv[k];
+        sn_host_tensor *d = &p->vals[slot][v];
+        size_t *cap = &p->cap[slot][v];
+        wire_value h;
+        shardnet_status rc = sn_world_recv(st->owner, (int)s, &h, sizeof h);
+        if (rc != SHARDNET_OK)
+            return rc;
+        if (h.rank < 0 || h.rank > SN_MAX_DIMS || h.nbytes > SN_MAX_ELEMENTS * 8)
+            return sn_error(SHARDNET_INTERNAL,
+                            "stage %zu: a malformed value from process %u", s,
+                            st->owner);
+        if (!d->data || *cap < h.nbytes) {
+            free(d->data);
+            *cap = 0;
+            if (!(d->data = malloc(h.nbytes ? h.nbytes : 1)))
+                return sn_error(SHARDNET_OUT_OF_MEMORY, "pipeline values");
+            *cap = h.nbytes;
+        }
+        d->dtype = (sn_dtype)h.dtype;
+        d->rank = h.rank;
+        memcpy(d->dims, h.dims, sizeof d->dims);
+        d->nbytes = h.nbytes;
+        d->name = NULL;
+        if (h.nbytes &&
+            (rc = sn_world_recv(st->owner, (int)s, d->data, h.nbytes)) !=
+                SHARDNET_OK)
+            return rc;
+    }
+    return SHARDNET_OK;
+}
+
+/*
+ * Waiting.  A thread that drives a CPU device has the device's cores to
+ * itself, so before it sleeps on the condition it polls a while: the item
+ * it waits for is usually one upstream micro-batch away, and a poll sees it
+ * within microseconds where a wake-up from sleep takes tens of them (on
+ * every hand-off, on the critical path).  Threads that share cores with a
+ * device's own (OpenCL) sleep at once.
+ */
+#define STAGE_POLL_S 1e-3 /* a stage, for its next item's inputs */
+#define JOB_POLL_S 500e-6 /* a stage, for the next run */
+#define OUT_POLL_S 1e-3   /* the caller, for a batch's outputs */
+
+typedef struct wait_for {
+    const sn_pipeline *p;
+    size_t s, j;
+    unsigned seen;
+} wait_for;
+
+static int polls(const stage *st)
+{
+    return st->local && st->dev->info.kind == SHARDNET_DEVICE_CPU;
+}
+
+static int item_ready(const void *arg)
+{
+    const wait_for *w = arg;
+    return atomic_load(&w->p->failed) || inputs_ready(w->p, w->s, w->j);
+}
+
+static int job_posted(const void *arg)
+{
+    const wait_for *w = arg;
+    return atomic_load(&w->p->quit) || atomic_load(&w->p->job) != w->seen;
+}
+
+/* Batch w->j is out: every local stage that makes an output is through it
+ * (or the run failed). */
+static int batch_out(const void *arg)
+{
+    const wait_for *w = arg;
+    const sn_pipeline *p = w->p;
+    if (atomic_load(&p->failed))
+        return 1;
+    for (size_t i = 0; i < p->g->noutputs; i++) {
+        int s = p->prod[p->g->outputs[i]];
+        if (s >= 0 && p->st[s].local &&
+            atomic_load(&p->done[s]) < (w->j + 1) * p->micro)
+            return 0;
+    }
+    return 1;
+}
+
+/* The caller polls for the outputs only once the local stages that make
+ * none are through the whole job (their cores are free then; before, a
+ * poller would take turns with them). */
+static int outputs_awaited(const sn_pipeline *p)
+{
+    for (size_t s = 0; s < p->nstages; s++) {
+        if (!polls(&p->st[s]))
+            continue;
+        int makes = 0;
+        for (size_t i = 0; i < p->g->noutputs; i++)
+            makes |= p->prod[p->g->outputs[i]] == (int)s;
+        if (!makes && atomic_load(&p->done[s]) < p->nbatch * p->micro)
+            return 0;
+    }
+    return 1;
+}
+
+/* Record stage s's result for item j (lock taken here). */
+static void item_done(sn_pipeline *p, size_t s, size_t j, shardnet_status rc)
+{
+    pthread_mutex_lock(&p->lock);
+    if (rc != SHARDNET_OK && !p->failed) {
+        p->failed = 1;
+        p->fail_st = rc;
+        snprintf(p->fail_msg, sizeof p->fail_msg, "%s", shardnet_last_error());
+    }
+    p->done[s] = j + 1;
+    pthread_cond_broadcast(&p->cond);
+    if (p->failed || (j + 1) % p->micro == 0)
+        pthread_cond_broadcast(&p->caller);
+    pthread_mutex_unlock(&p->lock);
+}
+
+/* A proxy's job: receive remote stage s's values, item by item, once the
+ * item's slot is free (its batch fed here). */
+static void receive_micro_batches(sn_pipeline *p, size_t s)
+{
+    for (size_t j = 0; j < p->nbatch * p->micro; j++) {
+        pthread_mutex_lock(&p->lock);
+        while (!p->failed && p->fed <= j / p->micro)
+            pthread_cond_wait(&p->cond, &p->lock);
+        int stop = p->failed;
+        pthread_mutex_unlock(&p->lock);
+        if (stop)
+            break;
+        shardnet_status rc = recv_values(p, s, j);
+        if (rc != SHARDNET_OK)
+            rc = sn_error_prefix(rc, "stage %zu's values", s);
+        item_done(p, s, j, rc);
+        if (rc != SHARDNET_OK)
+            break;
+    }
+}
+
+/* A job's items through stage s, each once its inputs are there. */
+static void run_micro_batches(sn_pipeline *p, size_t s)
+{
+    const stage *st = &p->st[s];
+    in_flight f = {0};
+    for (unsigned q = 0; q < p->nproc; q++)
+        f.nper += st->nsend[q];
+    if (f.nper) {
+        f.slots = 2 * p->micro;
+        f.req = calloc(f.slots * 2 * f.nper, sizeof *f.req);
+        f.hdr = calloc(f.slots * f.nper, sizeof *f.hdr);
+        if (!f.req || !f.hdr) {
+            free(f.req);
+            free(f.hdr);
+            item_done(p, s, 0,
+                      sn_error(SHARDNET_OUT_OF_MEMORY, "pipeline sends"));
+            return;
+        }
+    }
+    for (size_t j = 0; j < p->nbatch * p->micro; j++) {
+        wait_for w = {.p = p, .s = s, .j = j};
+        if (polls(st))
+            sn_poll(item_ready, &w, STAGE_POLL_S);
+        pthread_mutex_lock(&p->lock);
+        while (!item_ready(&w))
+            pthread_cond_wait(&p->cond, &p->lock);
+        int stop = p->failed;
+        pthread_mutex_unlock(&p->lock);
+        if (stop)
+            break;
+        double t0 = sn_trace_on() ? sn_trace_now() : 0;
+        /* The slot's values of two batches ago must be out first. */
+        shardnet_status rc = f.nper ? finish_sends(&f, j % f.slots)
+                                    : SHARDNET_OK;
+        if (rc == SHARDNET_OK)
+            rc = run_stage(p, s, j);
+        if (rc == SHARDNET_OK && f.nper)
+            rc = send_values(p, s, j, &f);
+        if (sn_trace_on()) {
+            char name[96];
+            if (p->nbatch > 1)
+                snprintf(name, sizeof name,
+                         "micro-batch %zu (stage %zu) of batch %zu",
+                         j % p->micro, s, j / p->micro);
+            else
+                snprintf(name, sizeof name, "micro-batch %zu (stage %zu)", j,
+                         s);
+            sn_trace_add(p->st[s].dev->info.name, "micro-batch", name, t0,
+                         sn_trace_now());
+        }
+        item_done(p, s, j, rc);
+        if (rc != SHARDNET_OK)
+            break;
+    }
+    /* Every send done before the job ends (its buffers may go). */
+    for (size_t slot = 0; slot < f.slots; slot++) {
+        shardnet_status rc = finish_sends(&f, slot);
+        if (rc != SHARDNET_OK) {
+            item_done(p, s, p->done[s] ? p->done[s] - 1 : 0, rc);
+            break;
+        }
+    }
+    free(f.req);
+    free(f.hdr);
+}
+
+/* A stage's thread: bound to its device for its whole life, it runs each
+ * run's micro-batches and parks in between. */
+static void *stage_main(void *arg)
+{
+    stage *me = arg;
+    sn_pipeline *p = me->p;
+    size_t s = me->index;
+    unsigned seen = 0;
+    /* (A group stage's tensor split binds the thread to its first device
+     * for each run itself; a proxy only waits for messages.) */
+    if (me->ngrp == 1 && me->local)
+        sn_bind_thread(p->st[s].dev, 1);
+    for (;;) {
+        wait_for w = {.p = p, .seen = seen};
+        if (polls(me))
+            sn_poll(job_posted, &w, JOB_POLL_S);
+        pthread_mutex_lock(&p->lock);
+        while (!job_posted(&w))
+            pthread_cond_wait(&p->cond, &p->lock);
+        if (p->quit) {
+            pthread_mutex_unlock(&p->lock);
+            break;
+        }
+        seen = p->job;
+        pthread_mutex_unlock(&p->lock);
+        if (me->local)
+            run_micro_batches(p, s);
+        else
+            receive_micro_batches(p, s);
+        pthread_mutex_lock(&p->lock);
+        p->finished++;
+        pthread_cond_broadcast(&p->caller);
+        pthread_mutex_unlock(&p->lock);
+    }
+    if (me->local)
+        sn_bind_thread(p->st[s].dev, 0);
+    return NULL;
+}
+
+/* Output i of batch b: the micro-batches' pieces concatenated along the
+ * batch, or, for an output without the batch dimension, the first
+ * micro-batch's. */
+static shardnet_status gather_output(sn_pipeline *p, size_t i, size_t b)
+{
+    int v = p->g->outputs[i];
+    sn_host_tensor *o = &p->outputs[i];
+    sn_host_tensor **vals = p->vals + (b % 2) * p->micro;
+    const sn_host_tensor *first = &vals[0][v];
+    int batched = p->micro > 1 && first->rank > 0 &&
+                  (size_t)first->dims[0] <= p->chunk;
+    size_t parts = batched ? p->micro : 1, bytes = 0, at = 0;
+    for (size_t j = 0; j < parts; j++)
+        bytes += vals[j][v].nbytes;
+    if (!o->data || p->out_cap[i] < bytes) {
+        free(o->data);
+        p->out_cap[i] = 0;
+        if (!(o->data = malloc(bytes ? bytes : 1)))
+            return sn_error(SHARDNET_OUT_OF_MEMORY, "pipeline outputs");
+        p->out_cap[i] = bytes;
+    }
+    o->name = p->g->values[v].name;
+    o->dtype = first->dtype;
+    o->rank = first->rank;
+    memcpy(o->dims, first->dims, sizeof o->dims);
+    o->nbytes = bytes;
+    for (size_t j = 0; j < parts; j++) {
+        const sn_host_tensor *t = &vals[j][v];
+        if (t->nbytes)
+            memcpy((char *)o->data + at, t->data, t->nbytes);
+        at += t->nbytes;
+        if (j && o->rank > 0)
+            o->dims[0] += t->dims[0];
+    }
+    return SHARDNET_OK;
+}
+
+/* Room for n micro-batches' boundary values (kept from run to run). */
+static shardnet_status reserve_vals(sn_pipeline *p, size_t n)
+{
+    if (n <= p->nvals)
+        return SHARDNET_OK;
+    sn_host_tensor **v = realloc(p->vals, n * sizeof *v);
+    if (v)
+        p->vals = v;
+    size_t **c = realloc(p->cap, n * sizeof *c);
+    if (c)
+        p->cap = c;
+    if (!v || !c)
+        return sn_error(SHARDNET_OUT_OF_MEMORY, "pipeline");
+    for (; p->nvals < n; p->nvals++) {
+        p->vals[p->nvals] = calloc(p->g->nvalues + 1, sizeof **p->vals);
+        p->cap[p->nvals] = calloc(p->g->nvalues + 1, sizeof **p->cap);
+        if (!p->vals[p->nvals] || !p->cap[p->nvals]) {
+            free(p->vals[p->nvals]);
+            free(p->cap[p->nvals]);
+            return sn_error(SHARDNET_OUT_OF_MEMORY, "pipeline");
+        }
+    }
+    return SHARDNET_OK;
+}
+
+/* Stop and join the stage threads. */
+void sn_pipeline_stop_stages(sn_pipeline *p)
+{
+    pthread_mutex_lock(&p->lock);
+    p->quit = 1;
+    pthread_cond_broadcast(&p->cond);
+    pthread_mutex_unlock(&p->lock);
+    for (size_t s = 0; p->st && s < p->nstages; s++)
+        if (p->st[s].started) {
+            pthread_join(p->st[s].thread, NULL);
+            p->st[s].started = 0;
+        }
+}
+
+/*
+ * Micro-batches per batch of a stream when none are asked for.  A stream
+ * fills the pipeline once, so bubbles cost little and fewer, larger
+ * micro-batches waste less per hand-off; but a micro-batch whose
+ * activations stay in cache runs faster per row.  So: enough that the
+ * largest activation of a micro-batch is about 512 KiB, from one to eight
+ * per stage.
+ */
+#define STREAM_MICRO_BYTES (512.0 * 1024.0)
+static size_t stream_micro(const sn_pipeline *p)
+{
+    size_t m = (size_t)(p->row_bytes * (double)p->rows / STREAM_MICRO_BYTES +
+                        0.999);
+    if (m < p->nstages)
+        m = p->nstages;
+    if (m > 8 * p->nstages)
+        m = 8 * p->nstages;
+    return m;
+}
+
+/* Output i, made on process root: broadcast to every process. */
+static shardnet_status share_output(sn_pipeline *p, size_t i, unsigned root)
+{
+    sn_host_tensor *o = &p->outputs[i];
+    wire_value h = {0};
+    shardnet_status st;
+    if (p->me == root) {
+        h.dtype = (int32_t)o->dtype;
+        h.rank = o->rank;
+        memcpy(h.dims, o->dims, sizeof h.dims);
+        h.nbytes = o->nbytes;
+    }
+    if ((st = sn_world_bcast(root, &h, sizeof h)) != SHARDNET_OK)
+        return st;
+    if (p->me != root) {
+        if (h.rank < 0 || h.rank > SN_MAX_DIMS ||
+            h.nbytes > SN_MAX_ELEMENTS * 8)
+            return sn_error(SHARDNET_INTERNAL,
+                            "output %zu: malformed from process %u", i, root);
+        if (!o->data || p->out_cap[i] < h.nbytes) {
+            free(o->data);
+            p->out_cap[i] = 0;
+            if (!(o->data = malloc(h.nbytes ? h.nbytes : 1)))
+                return sn_error(SHARDNET_OUT_OF_MEMORY, "pipeline outputs");
+            p->out_cap[i] = h.nbytes;
+        }
+        o->name = p->g->values[p->g->outputs[i]].name;
+        o->dtype = (sn_dtype)h.dtype;
+        o->rank = h.rank;
+        memcpy(o->dims, h.dims, sizeof o->dims);
+        o->nbytes = h.nbytes;
+    }
+    return sn_world_bcast(root, o->data, o->nbytes);
+}
+
+/* Take batch b's inputs from feed into bin[b % 2]. */
+static shardnet_status take_batch(sn_pipeline *p, size_t b, sn_feed_fn feed,
+                                  void *user)
+{
+    const sn_binding *in = NULL;
+    shardnet_status st = feed(user, b, &in);
+    if (st != SHARDNET_OK)
+        return st;
+    if (b && !sn_same_shapes(in, p->bin[0], p->g->ninputs) &&
+        !sn_same_shapes(in, p->bin[1], p->g->ninputs))
+        return sn_error(SHARDNET_INVALID_ARGUMENT,
+                        "stream: batch %zu is shaped unlike the first", b);
+    memcpy(p->bin[b % 2], in, p->g->ninputs * sizeof *in);
+    return SHARDNET_OK;
+}
+
+shardnet_status sn_pipeline_stream(sn_pipeline *p, size_t nbatch, size_t micro,
+                                   sn_feed_fn feed, sn_drain_fn drain,
+                                   void *user)
+{
+    sn_graph *g = p->g;
+    shardnet_status st = SHARDNET_OK;
+    if (!nbatch)
+        return SHARDNET_OK;
+    for (int k = 0; k < 2; k++)
+        if (!p->bin[k] &&
+            !(p->bin[k] = calloc(g->ninputs + 1, sizeof *p->bin[k])))
+            return sn_error(SHARDNET_OUT_OF_MEMORY, "pipeline");
+    if ((st = take_batch(p, 0, feed, user)) != SHARDNET_OK)
+        return st;
+    memcpy(p->bin[1], p->bin[0], g->ninputs * sizeof *p->bin[0]);
+    /* The batch, cut only where the nodes keep its rows apart (decided
+     * once per batch size). */
+    p->rows = sn_batch_rows(g, p->bin[0]);
+    if (p->rows > 1 && p->rows != p->apart_rows) {
+        /* The shapes planned on a CPU device if a stage has one (its
+         * weights need no copy), else on the first stage's. */
+        sn_device *where = p->st[0].dev;
+        for (size_t s = p->nstages; s-- > 0;)
+            for (size_t k = p->st[s].ngrp; k-- > 0;)
+                if (p->st[s].grp[k]->info.kind == SHARDNET_DEVICE_CPU)
+                    where = p->st[s].grp[k];
+        if ((st = sn_batch_apart(g, where, p->bin[0], &p->apart)) !=
+            SHARDNET_OK)
+            return st;
+        p->apart_rows = p->rows;
+    }
+    if (!p->apart && p->rows > 1)
+        p->rows = 1;
+    p->micro = micro                ? micro
+               : nbatch > 1 ? stream_micro(p)
+                            : sn_pipeline_default_micro(p->rows, p->nstages);
+    if (p->micro > p->rows)
+        p->micro = p->rows ? p->rows : 1;
+    p->chunk = (p->rows + p->micro - 1) / p->micro;
+    p->micro = p->chunk ? (p->rows + p->chunk - 1) / p->chunk : 1;
+    if (!p->micro)
+        p->micro = 1;
+    if ((st = reserve_vals(p, 2 * p->micro)) != SHARDNET_OK)
+        return st;
+    if (!p->done && !(p->done = calloc(p->nstages, sizeof *p->done)))
+        return sn_error(SHARDNET_OUT_OF_MEMORY, "pipeline");
+    if (!p->started) {
+        p->nthreads = 0;
+        for (size_t s = 0; s < p->nstages; s++) {
+            p->st[s].p = p;
+            p->st[s].index = s;
+            if (!p->st[s].local && !p->st[s].proxy)
+                continue;
+            if (pthread_create(&p->st[s].thread, NULL, stage_main,
+                               &p->st[s])) {
+                sn_pipeline_stop_stages(p);
+                p->quit = 0;
+                return sn_error(SHARDNET_INTERNAL, "cannot start a stage");
+            }
+            p->st[s].started = 1;
+            p->nthreads++;
+        }
+        p->started = 1;
+    }
+    pthread_mutex_lock(&p->lock);
+    p->nbatch = nbatch;
+    p->fed = 1;
+    p->failed = 0;
+    p->finished = 0;
+    for (size_t s = 0; s < p->nstages; s++)
+        atomic_store(&p->done[s], 0);
+    p->job++;
+    pthread_cond_broadcast(&p->cond);
+    pthread_mutex_unlock(&p->lock);
+    /* Feed batch b + 1 while batch b is in the stages, then hand batch b
+     * out; batch b + 1 reuses the slots of batch b - 1, handed out
+     * already. */
+    for (size_t b = 0; b < nbatch; b++) {
+        if (b + 1 < nbatch) {
+            shardnet_status fs = take_batch(p, b + 1, feed, user);
+            pthread_mutex_lock(&p->lock);
+            if (fs != SHARDNET_OK && !p->failed) {
+                p->failed = 1;
+                p->fail_st = fs;
+                snprintf(p->fail_msg, sizeof p->fail_msg, "%s",
+                         shardnet_last_error());
+            }
+            p->fed = b + 2;
+            pthread_cond_broadcast(&p->cond);
+            pthread_mutex_unlock(&p->lock);
+        }
+        /* Batch b is out once every local stage that makes an output has
+         * finished it (then every stage before it has too). */
+        wait_for w = {.p = p, .j = b};
+        if (b + 1 == nbatch) {
+            pthread_mutex_lock(&p->lock);
+            while (!p->failed && !outputs_awaited(p))
+                pthread_cond_wait(&p->caller, &p->lock);
+            pthread_mutex_unlock(&p->lock);
+            sn_poll(batch_out, &w, OUT_POLL_S);
+        }
+        pthread_mutex_lock(&p->lock);
+        while (!batch_out(&w))
+            pthread_cond_wait(&p->caller, &p->lock);
+        int failed = p->failed;
+        pthread_mutex_unlock(&p->lock);
+        if (failed)
+            break;
+        for (size_t i = 0; i < g->noutputs && st == SHARDNET_OK; i++) {
+            int s = p->prod[g->outputs[i]];
+            if (s < 0 || p->st[s].local)
+                st = gather_output(p, i, b);
+            /* Every process gets the outputs, from the process that made
+             * each. */
+            if (st == SHARDNET_OK && p->nproc > 1)
+                st = share_output(p, i, s < 0 ? 0 : p->st[s].owner);
+        }
+        if (st == SHARDNET_OK && drain)
+            st = drain(user, b);
+        if (st != SHARDNET_OK) {
+            pthread_mutex_lock(&p->lock);
+            if (!p->failed) {
+                p->failed = 1;
+                p->fail_st = st;
+                snprintf(p->fail_msg, sizeof p->fail_msg, "%s",
+                         shardnet_last_error());
+            }
+            pthread_cond_broadcast(&p->cond);
+            pthread_mutex_unlock(&p->lock);
+            break;
+        }
+    }
+    pthread_mutex_lock(&p->lock);
+    while (p->finished < p->nthreads)
+        pthread_cond_wait(&p->caller, &p->lock);
+    pthread_mutex_unlock(&p->lock);
+    if (p->failed)
+        return sn_error(p->fail_st, "%s", p->fail_msg);
+    return SHARDNET_OK;
+}
+
+/* sn_pipeline_run: one batch, its inputs given. */
+static shardnet_status feed_one(void *user, size_t b, const sn_binding **in)
+{
+    (void)b;
+    *in = user;
+    return SHARDNET_OK;
+}
+
+shardnet_status sn_pipeline_run(sn_pipeline *p, const sn_binding *inputs,
+                                size_t micro)
+{
+    return sn_pipeline_stream(p, 1, micro, feed_one, NULL,
+                              (void *)(uintptr_t)inputs);
+}
+
