@@ -206,15 +206,99 @@ shardnet_status sn_session_prepare(shardnet_session_t *session)
     return SHARDNET_OK;
 }
 
+/* What a session runs, as describe tells it: the session's own split, or,
+ * where "auto" or a hybrid's default groups are still open, what the
+ * first run will decide from the same estimates (apply_choice and
+ * take_groups, on a copy).  Describing decides nothing. */
+typedef struct running {
+    int open;       /* "auto", with no estimate to tell */
+    int tensor;
+    size_t ndev;
+    size_t ngroups;
+    const size_t *groups;
+    const sn_device *dev;
+    const sn_tensor_split *ts; /* what a tensor split cuts, or NULL */
+} running;
+
+static running running_of(const shardnet_session_t *session, int estimated,
+                          int kind, const sn_split_choice *ch,
+                          const sn_tensor_split *ts)
+{
+    running r = {.open = session->choose,
+                 .tensor = session->tensor,
+                 .ndev = session->ndev,
+                 .ngroups = session->ngroups,
+                 .groups = session->groups,
+                 .dev = session->dev,
+                 .ts = session->tensor ? session->ts : NULL};
+    if (!estimated)
+        return r;
+    if (session->choose) {
+        r.open = 0;
+        if (kind == SPLIT_TENSOR) {
+            r.tensor = 1;
+            r.ndev = session->nlisted;
+            r.ts = ts;
+        } else if (kind == SPLIT_LAYER || kind == SPLIT_HYBRID) {
+            r.ndev = session->nlisted;
+        } else {
+            r.dev = session->devs[ch->best_dev];
+        }
+    }
+    if (((session->choose && kind == SPLIT_HYBRID) ||
+         (!session->choose && session->hybrid_default && !session->pipe)) &&
+        ch->ngroups) {
+        r.ngroups = ch->ngroups;
+        r.groups = ch->groups;
+    }
+    return r;
+}
+
+/* The "running:" line of r, appended to text (of len characters). */
+static size_t describe_running(const shardnet_session_t *session,
+                               const running *r, char *text, size_t cap,
+                               size_t len)
+{
+    if (r->open)
+        len += (size_t)snprintf(text + len, cap - len,
+                                "running: decided at the first run (auto)\n");
+    else if (r->tensor)
+        len += (size_t)snprintf(text + len, cap - len,
+                                "running: tensor split over %zu devices\n",
+                                session->nlisted);
+    else if (r->ndev > 1 && r->ngroups) {
+        len += (size_t)snprintf(text + len, cap - len,
+                                "running: hybrid split, stages on");
+        for (size_t u = 0, d = 0; u < r->ngroups && len < cap; u++) {
+            len += (size_t)snprintf(text + len, cap - len, "%s",
+                                    u ? " |" : "");
+            for (size_t k = 0; k < r->groups[u] && len < cap; k++, d++)
+                len += (size_t)snprintf(text + len, cap - len, "%s%s",
+                                        k ? "+" : " ",
+                                        session->devs[d]->info.name);
+        }
+        if (len < cap)
+            len += (size_t)snprintf(text + len, cap - len, "\n");
+    } else if (r->ndev > 1)
+        len += (size_t)snprintf(text + len, cap - len,
+                                "running: layer split over %zu devices\n",
+                                r->ndev);
+    else
+        len += (size_t)snprintf(text + len, cap - len,
+                                "running: none, on %s\n", r->dev->info.name);
+    return len;
+}
+
 size_t shardnet_session_describe(shardnet_session_t *session, char *buf,
                                  size_t cap)
 {
     char text[16384];
-    int kind;
+    int kind = SPLIT_NONE, estimated;
     size_t len;
     sn_split_choice ch;
     const sn_graph *g;
     sn_tensor_split *ts = NULL;
+    running r;
     if (buf && cap)
         buf[0] = '\0';
     if (!session)
@@ -226,53 +310,15 @@ size_t shardnet_session_describe(shardnet_session_t *session, char *buf,
                                "shapes\n");
             return strlen(buf ? buf : "");
         }
-    if (choose_split(session, text, sizeof text, &kind, &ch, &ts) !=
-        SHARDNET_OK) {
+    estimated = choose_split(session, text, sizeof text, &kind, &ch, &ts) ==
+                SHARDNET_OK;
+    if (!estimated)
         snprintf(text, sizeof text, "no estimate: %s\n", shardnet_last_error());
-    } else if (session->choose) {
-        /* "auto" decides here, so the run does what this text says. */
-        if (apply_choice(session, kind, &ch, ts) != SHARDNET_OK)
-            sn_error_clear(); /* the first run will try again */
-        ts = NULL; /* taken */
-    } else if (session->hybrid_default && !session->pipe && ch.ngroups) {
-        take_groups(session, &ch);
-    }
-    len = strlen(text);
-    if (session->choose)
-        len += (size_t)snprintf(text + len, sizeof text - len,
-                                "running: decided at the first run (auto)\n");
-    else if (session->tensor)
-        len += (size_t)snprintf(text + len, sizeof text - len,
-                                "running: tensor split over %zu devices\n",
-                                session->nlisted);
-    else if (session->ndev > 1 && session->ngroups) {
-        len += (size_t)snprintf(text + len, sizeof text - len,
-                                "running: hybrid split, stages on");
-        for (size_t u = 0, d = 0; u < session->ngroups && len < sizeof text;
-             u++) {
-            len += (size_t)snprintf(text + len, sizeof text - len, "%s",
-                                    u ? " |" : "");
-            for (size_t k = 0; k < session->groups[u] && len < sizeof text;
-                 k++, d++)
-                len += (size_t)snprintf(text + len, sizeof text - len, "%s%s",
-                                        k ? "+" : " ",
-                                        session->devs[d]->info.name);
-        }
-        if (len < sizeof text)
-            len += (size_t)snprintf(text + len, sizeof text - len, "\n");
-    } else if (session->ndev > 1)
-        len += (size_t)snprintf(text + len, sizeof text - len,
-                                "running: layer split over %zu devices\n",
-                                session->ndev);
-    else
-        len += (size_t)snprintf(text + len, sizeof text - len,
-                                "running: none, on %s\n",
-                                session->dev->info.name);
+    r = running_of(session, estimated, kind, &ch, ts);
+    len = describe_running(session, &r, text, sizeof text, strlen(text));
     /* What a tensor split cuts, when it runs or would be chosen. */
-    const sn_tensor_split *show =
-        session->tensor && session->ts ? session->ts : NULL;
-    if (show && len < sizeof text)
-        sn_tensor_split_describe(show, text, sizeof text);
+    if (r.ts && len < sizeof text)
+        sn_tensor_split_describe(r.ts, text, sizeof text);
     sn_tensor_split_free(ts);
     len = strlen(text);
     if (buf && cap)
