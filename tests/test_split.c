@@ -362,6 +362,12 @@ Test(layer_split, auto_takes_the_smallest_of_its_estimates)
                                             in.info.dims, in.data),
                  SHARDNET_OK);
     shardnet_session_describe(s, text, sizeof text);
+    /* Describing decides nothing: the split is still open (saving the plan
+     * is refused before any file is opened). */
+    cr_assert_eq(shardnet_session_save_plan(s, "/nonexistent/plan"),
+                 SHARDNET_INVALID_ARGUMENT, "%s", shardnet_last_error());
+    cr_assert(strstr(shardnet_last_error(), "chosen at the first run"), "%s",
+              shardnet_last_error());
     /* Every alternative is estimated... */
     double t_cpu, t_cl, t_layer;
     const char *p;

@@ -125,7 +125,7 @@ typedef struct sn_op_def {
 typedef const sn_op_def *(*sn_op_lookup)(const char *domain,
                                          const char *op_type);
 
-/* --- helpers for ops (lib/exec/exec.c) ------------------------------------- */
+/* --- helpers for ops (lib/exec/lower.c) ------------------------------------ */
 
 /* The node's input i (NULL when omitted); fails if its shape is unknown. */
 sn_rt *sn_in(sn_lower *L, const sn_node *n, size_t i);

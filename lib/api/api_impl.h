@@ -1,0 +1,86 @@
+/* What the files of the public API (lib/api) share and nobody else sees:
+ * the model and session behind include/shardnet.h's handles, what a plan
+ * file says, and the steps of a session's run that pass between creating
+ * it (session.c), plan files (planfile.c), choosing its split (split.c)
+ * and running it (run.c). */
+#ifndef SN_API_IMPL_H
+#define SN_API_IMPL_H
+
+#include "exec/exec.h"
+#include "import/onnx.h"
+#include "runtime/pipeline.h"
+#include "runtime/tensor_split.h"
+
+/* Plans kept per session, one per input shape seen recently. */
+#define PLAN_CACHE 4
+
+struct shardnet_model {
+    sn_graph *g;
+    sn_model_file *files; /* the files mapped (none when read) */
+    size_t nfiles;
+};
+
+/* Devices a layer split may use. */
+#define MAX_SPLIT 16
+
+struct shardnet_session {
+    shardnet_model_t *model;
+    sn_device *dev;
+    sn_device *devs[MAX_SPLIT]; /* the listed devices, in order */
+    size_t nlisted;
+    size_t ndev;                /* devices in use: 1, or all for layer */
+    int choose;                 /* split "auto": decide at the first run */
+    size_t micro;
+    size_t cuts[MAX_SPLIT];     /* from a plan file: the layer split's cuts */
+    int have_cuts;
+    size_t groups[MAX_SPLIT];   /* hybrid split: devices per stage */
+    size_t ngroups;             /* 0: a layer split (one device a stage) */
+    int hybrid_default;         /* groups not given: the planner's */
+    int multi;                  /* an MPI job: every process runs the
+                                   session, and gets its outputs */
+    sn_device *home;            /* a device of this process */
+    sn_pipeline *pipe;          /* layer split, made at the first run */
+    int tensor;                 /* split "tensor" */
+    sn_tensor_split *ts;        /* made at the first run (per input shape) */
+    sn_strategy *strat;         /* from a plan file: forced strategies */
+    size_t nstrat;
+    sn_weights *w;
+    sn_binding *inputs;
+    int *bound;
+    sn_plan *plans[PLAN_CACHE]; /* most recently used first */
+    sn_plan *last;              /* the plan of the last run */
+    double est_s;               /* "auto": the chosen plan's estimate */
+    int64_t est_rows;           /* the batch it was estimated for */
+    double run_s;               /* the fastest run checked against it */
+    int nruns;
+};
+
+/* What a plan file says. */
+typedef struct plan_file {
+    char split[16];
+    char devices[512];
+    size_t micro;
+    size_t cuts[MAX_SPLIT];
+    size_t ncuts;
+    int have_cuts;
+    size_t groups[MAX_SPLIT];
+    size_t ngroups;
+    sn_strategy *strat; /* malloc'ed */
+    size_t nstrat;
+} plan_file;
+
+/* The plan file at path read into *pf (planfile.c). */
+shardnet_status sn_plan_file_read(const char *path, plan_file *pf);
+
+/* The session's tensor split over its listed devices for its bound
+ * inputs, with the strategies given (split.c). */
+shardnet_status sn_session_tensor_split(shardnet_session_t *session,
+                                        const sn_strategy *strat,
+                                        size_t nstrat, sn_tensor_split **out);
+/* The batch of the bound inputs: the first input's first dimension. */
+int64_t sn_session_rows(const shardnet_session_t *session);
+/* Decide what "auto" or a hybrid without groups leaves open, for the bound
+ * inputs, and make the pipeline of a layer or hybrid split (split.c). */
+shardnet_status sn_session_prepare(shardnet_session_t *session);
+
+#endif

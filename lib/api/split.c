@@ -1,0 +1,327 @@
+/* Choosing a session's split: the cost model's estimates of one device,
+ * a layer, a tensor and a hybrid split over the listed devices, the
+ * choice "auto" makes from them, the pipeline made for a layer or hybrid
+ * split, and shardnet_session_describe, which tells all of it. */
+#include <config.h>
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "api/api_impl.h"
+#include "plan/profile.h"
+
+enum { SPLIT_NONE, SPLIT_LAYER, SPLIT_TENSOR, SPLIT_HYBRID };
+
+shardnet_status sn_session_tensor_split(shardnet_session_t *session,
+                                        const sn_strategy *strat,
+                                        size_t nstrat, sn_tensor_split **out)
+{
+    double speed[MAX_SPLIT];
+    shardnet_status st;
+    if ((st = sn_profiles_share(session->devs, session->nlisted)) !=
+        SHARDNET_OK)
+        return st;
+    for (size_t d = 0; d < session->nlisted; d++)
+        speed[d] = sn_device_speed(session->devs[d]);
+    return sn_tensor_split_create(session->model->g, session->devs,
+                                  session->nlisted, speed, session->inputs,
+                                  strat, nstrat, session->home, out);
+}
+
+/*
+ * The cost model's choice among one device, a layer split, a tensor split
+ * and a hybrid split over all listed devices, with every estimate told in
+ * report (may be NULL).  *ts: the tensor split that was built to estimate
+ * it (NULL if it could not be); the caller owns it.  ch: the estimates.
+ */
+static shardnet_status choose_split(shardnet_session_t *session, char *report,
+                                    size_t cap, int *kind,
+                                    sn_split_choice *ch, sn_tensor_split **ts)
+{
+    double est, t_est = 1e300;
+    shardnet_status st;
+    size_t len;
+    *ts = NULL;
+    if ((st = sn_split_choose(session->model->g, session->devs,
+                              session->nlisted, session->inputs,
+                              session->micro, ch, report, cap)) !=
+        SHARDNET_OK)
+        return st;
+    *kind = SPLIT_NONE;
+    est = ch->none;
+    if (ch->layer < est) {
+        *kind = SPLIT_LAYER;
+        est = ch->layer;
+    }
+    if (ch->hybrid < est) {
+        *kind = SPLIT_HYBRID;
+        est = ch->hybrid;
+    }
+    len = report ? strlen(report) : 0;
+    if (session->nlisted > 1) {
+        if (sn_session_tensor_split(session, NULL, 0, ts) == SHARDNET_OK) {
+            double bytes;
+            size_t nc = sn_tensor_split_collectives(*ts, &bytes);
+            const char *full = sn_tensor_split_overflow(*ts);
+            t_est = sn_tensor_split_estimate(*ts);
+            if (report && len < cap)
+                len += (size_t)snprintf(
+                    report + len, cap - len,
+                    "tensor over %zu devices: estimated %.3f ms (%zu "
+                    "collectives, %.2f MB moved per run)%s%s\n",
+                    session->nlisted, t_est * 1e3, nc, bytes / 1e6,
+                    full ? ": does not fit on " : "", full ? full : "");
+            if (full)
+                t_est = 1e300;
+        } else {
+            if (report && len < cap)
+                len += (size_t)snprintf(report + len, cap - len,
+                                        "tensor: not possible: %s\n",
+                                        shardnet_last_error());
+            sn_error_clear();
+        }
+    }
+    if (t_est < est) {
+        *kind = SPLIT_TENSOR;
+        est = t_est;
+    } else {
+        sn_tensor_split_free(*ts);
+        *ts = NULL;
+    }
+    if (report && len < cap) {
+        /* Why: against the fastest device alone, the baseline every split
+         * must beat. */
+        char why[160] = "";
+        if (*kind == SPLIT_NONE && session->nlisted > 1)
+            snprintf(why, sizeof why,
+                     ": splitting would be slower than the fastest device "
+                     "alone");
+        else if (*kind != SPLIT_NONE && est > 0 && ch->none < 1e300)
+            snprintf(why, sizeof why,
+                     ": the fastest estimate, %.2fx as fast as the fastest "
+                     "device alone (%s, %.3f ms)",
+                     ch->none / est,
+                     session->devs[ch->best_dev]->info.name, ch->none * 1e3);
+        snprintf(report + len, cap - len, "choice: %s (estimated %.3f ms)%s\n",
+                 *kind == SPLIT_TENSOR   ? "tensor"
+                 : *kind == SPLIT_LAYER  ? "layer"
+                 : *kind == SPLIT_HYBRID ? "hybrid"
+                                         : "none",
+                 est * 1e3, why);
+    }
+    return SHARDNET_OK;
+}
+
+/* The planner's hybrid grouping becomes the session's (when it has one);
+ * the groups are decided from then on. */
+static void take_groups(shardnet_session_t *session, const sn_split_choice *ch)
+{
+    if (ch->ngroups) {
+        memcpy(session->groups, ch->groups,
+               ch->ngroups * sizeof ch->groups[0]);
+        session->ngroups = ch->ngroups;
+    }
+    session->hybrid_default = 0;
+}
+
+int64_t sn_session_rows(const shardnet_session_t *session)
+{
+    return session->model->g->ninputs && session->inputs[0].rank
+               ? session->inputs[0].dims[0]
+               : 1;
+}
+
+/* Make the session run as chosen (auto decides once); takes ts. */
+static shardnet_status apply_choice(shardnet_session_t *session, int kind,
+                                    const sn_split_choice *ch,
+                                    sn_tensor_split *ts)
+{
+    size_t best = ch->best_dev;
+    session->est_s = kind == SPLIT_TENSOR   ? sn_tensor_split_estimate(ts)
+                     : kind == SPLIT_LAYER  ? ch->layer
+                     : kind == SPLIT_HYBRID ? ch->hybrid
+                                            : ch->none;
+    session->est_rows = sn_session_rows(session);
+    session->nruns = 0;
+    if (kind == SPLIT_TENSOR) {
+        session->choose = 0;
+        session->tensor = 1;
+        session->ndev = session->nlisted;
+        session->ts = ts;
+        return SHARDNET_OK;
+    }
+    sn_tensor_split_free(ts);
+    if (kind == SPLIT_LAYER || kind == SPLIT_HYBRID) {
+        session->ndev = session->nlisted;
+        if (kind == SPLIT_HYBRID)
+            take_groups(session, ch);
+    } else if (session->multi) {
+        session->dev = session->devs[best]; /* a pipeline of one stage */
+    } else if (session->devs[best] != session->dev) {
+        sn_weights *w;
+        shardnet_status st;
+        if ((st = sn_weights_new(session->model->g, session->devs[best], &w)))
+            return st;
+        sn_weights_free(session->w);
+        session->w = w;
+        session->dev = session->devs[best];
+    }
+    session->choose = 0;
+    return SHARDNET_OK;
+}
+
+shardnet_status sn_session_prepare(shardnet_session_t *session)
+{
+    sn_graph *g = session->model->g;
+    shardnet_status st;
+    if (session->choose) {
+        /* "auto": one device, a layer split or a tensor split, whichever
+         * the cost model says is fastest for these inputs. */
+        int kind;
+        sn_split_choice ch;
+        sn_tensor_split *ts = NULL;
+        if ((st = choose_split(session, NULL, 0, &kind, &ch, &ts)) !=
+                SHARDNET_OK ||
+            (st = apply_choice(session, kind, &ch, ts)) != SHARDNET_OK)
+            return st;
+    }
+    if (session->hybrid_default && !session->pipe) {
+        /* "hybrid" without groups: the planner's best grouping. */
+        sn_split_choice ch;
+        if ((st = sn_split_choose(g, session->devs, session->nlisted,
+                                  session->inputs, session->micro, &ch, NULL,
+                                  0)) != SHARDNET_OK)
+            return st;
+        take_groups(session, &ch);
+    }
+    if (!session->tensor && (session->ndev > 1 || session->multi) &&
+        !session->pipe &&
+        (st = sn_pipeline_create_groups(
+             g, session->ndev > 1 ? session->devs : &session->dev,
+             session->ndev, session->ngroups ? session->groups : NULL,
+             session->ngroups, session->inputs,
+             session->have_cuts ? session->cuts : NULL, &session->pipe)))
+        return st;
+    return SHARDNET_OK;
+}
+
+/* What a session runs, as describe tells it: the session's own split, or,
+ * where "auto" or a hybrid's default groups are still open, what the
+ * first run will decide from the same estimates (apply_choice and
+ * take_groups, on a copy).  Describing decides nothing. */
+typedef struct running {
+    int open;       /* "auto", with no estimate to tell */
+    int tensor;
+    size_t ndev;
+    size_t ngroups;
+    const size_t *groups;
+    const sn_device *dev;
+    const sn_tensor_split *ts; /* what a tensor split cuts, or NULL */
+} running;
+
+static running running_of(const shardnet_session_t *session, int estimated,
+                          int kind, const sn_split_choice *ch,
+                          const sn_tensor_split *ts)
+{
+    running r = {.open = session->choose,
+                 .tensor = session->tensor,
+                 .ndev = session->ndev,
+                 .ngroups = session->ngroups,
+                 .groups = session->groups,
+                 .dev = session->dev,
+                 .ts = session->tensor ? session->ts : NULL};
+    if (!estimated)
+        return r;
+    if (session->choose) {
+        r.open = 0;
+        if (kind == SPLIT_TENSOR) {
+            r.tensor = 1;
+            r.ndev = session->nlisted;
+            r.ts = ts;
+        } else if (kind == SPLIT_LAYER || kind == SPLIT_HYBRID) {
+            r.ndev = session->nlisted;
+        } else {
+            r.dev = session->devs[ch->best_dev];
+        }
+    }
+    if (((session->choose && kind == SPLIT_HYBRID) ||
+         (!session->choose && session->hybrid_default && !session->pipe)) &&
+        ch->ngroups) {
+        r.ngroups = ch->ngroups;
+        r.groups = ch->groups;
+    }
+    return r;
+}
+
+/* The "running:" line of r, appended to text (of len characters). */
+static size_t describe_running(const shardnet_session_t *session,
+                               const running *r, char *text, size_t cap,
+                               size_t len)
+{
+    if (r->open)
+        len += (size_t)snprintf(text + len, cap - len,
+                                "running: decided at the first run (auto)\n");
+    else if (r->tensor)
+        len += (size_t)snprintf(text + len, cap - len,
+                                "running: tensor split over %zu devices\n",
+                                session->nlisted);
+    else if (r->ndev > 1 && r->ngroups) {
+        len += (size_t)snprintf(text + len, cap - len,
+                                "running: hybrid split, stages on");
+        for (size_t u = 0, d = 0; u < r->ngroups && len < cap; u++) {
+            len += (size_t)snprintf(text + len, cap - len, "%s",
+                                    u ? " |" : "");
+            for (size_t k = 0; k < r->groups[u] && len < cap; k++, d++)
+                len += (size_t)snprintf(text + len, cap - len, "%s%s",
+                                        k ? "+" : " ",
+                                        session->devs[d]->info.name);
+        }
+        if (len < cap)
+            len += (size_t)snprintf(text + len, cap - len, "\n");
+    } else if (r->ndev > 1)
+        len += (size_t)snprintf(text + len, cap - len,
+                                "running: layer split over %zu devices\n",
+                                r->ndev);
+    else
+        len += (size_t)snprintf(text + len, cap - len,
+                                "running: none, on %s\n", r->dev->info.name);
+    return len;
+}
+
+size_t shardnet_session_describe(shardnet_session_t *session, char *buf,
+                                 size_t cap)
+{
+    char text[16384];
+    int kind = SPLIT_NONE, estimated;
+    size_t len;
+    sn_split_choice ch;
+    const sn_graph *g;
+    sn_tensor_split *ts = NULL;
+    running r;
+    if (buf && cap)
+        buf[0] = '\0';
+    if (!session)
+        return 0;
+    g = session->model->g;
+    for (size_t i = 0; i < g->ninputs; i++)
+        if (!session->bound[i]) {
+            snprintf(buf, cap, "bind the inputs first: plans depend on their "
+                               "shapes\n");
+            return strlen(buf ? buf : "");
+        }
+    estimated = choose_split(session, text, sizeof text, &kind, &ch, &ts) ==
+                SHARDNET_OK;
+    if (!estimated)
+        snprintf(text, sizeof text, "no estimate: %s\n", shardnet_last_error());
+    r = running_of(session, estimated, kind, &ch, ts);
+    len = describe_running(session, &r, text, sizeof text, strlen(text));
+    /* What a tensor split cuts, when it runs or would be chosen. */
+    if (r.ts && len < sizeof text)
+        sn_tensor_split_describe(r.ts, text, sizeof text);
+    sn_tensor_split_free(ts);
+    len = strlen(text);
+    if (buf && cap)
+        snprintf(buf, cap, "%s", text);
+    return len;
+}

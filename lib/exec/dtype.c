@@ -1,0 +1,240 @@
+/* Element types on the host: the 16-bit float conversions, reading any
+ * element of a host value as an integer or a double, and the conversions
+ * to and from the float32 that devices compute in.  Lowering converts
+ * host data on its way to a device (lower.c); running converts a float
+ * result back to the output's type (run.c). */
+#include <config.h>
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "exec/exec_impl.h"
+
+size_t sn_rt_elements(const sn_rt *rt)
+{
+    size_t n = 1;
+    for (int i = 0; i < rt->rank; i++)
+        n *= (size_t)rt->dims[i];
+    return n;
+}
+
+int sn_rt_is_host(const sn_rt *rt)
+{
+    return rt && rt->host != NULL;
+}
+
+float sn_half_to_float(uint16_t h)
+{
+    uint32_t sign = (uint32_t)(h >> 15) << 31, exp = (h >> 10) & 0x1f;
+    uint32_t man = h & 0x3ff, bits;
+    float f;
+    if (exp == 0x1f) { /* inf, NaN */
+        bits = sign | 0x7f800000u | (man << 13);
+    } else if (exp) {
+        bits = sign | ((exp + 112) << 23) | (man << 13);
+    } else if (man) { /* subnormal: value = man * 2^-24 */
+        f = (float)man * 0x1p-24f;
+        return sign ? -f : f;
+    } else {
+        bits = sign;
+    }
+    memcpy(&f, &bits, sizeof f);
+    return f;
+}
+
+uint16_t sn_float_to_half(float f)
+{
+    uint32_t x, sign, exp, man;
+    memcpy(&x, &f, sizeof x);
+    sign = (x >> 16) & 0x8000;
+    exp = (x >> 23) & 0xff;
+    man = x & 0x7fffff;
+    if (exp == 0xff) /* inf, NaN (kept quiet) */
+        return (uint16_t)(sign | 0x7c00 | (man ? 0x200 | (man >> 13) : 0));
+    int e = (int)exp - 127 + 15;
+    if (e >= 0x1f)
+        return (uint16_t)(sign | 0x7c00);
+    if (e <= 0) { /* subnormal half, or zero */
+        if (e < -10)
+            return (uint16_t)sign;
+        man |= 0x800000;
+        uint32_t shift = (uint32_t)(14 - e);
+        uint32_t half = man >> shift, rest = man & ((1u << shift) - 1);
+        uint32_t mid = 1u << (shift - 1);
+        if (rest > mid || (rest == mid && (half & 1)))
+            half++;
+        return (uint16_t)(sign | half);
+    }
+    uint32_t h = sign | ((uint32_t)e << 10) | (man >> 13), rest = man & 0x1fff;
+    if (rest > 0x1000 || (rest == 0x1000 && (h & 1)))
+        h++; /* may carry into the exponent: still right */
+    return (uint16_t)h;
+}
+
+float sn_bf16_to_float(uint16_t h)
+{
+    uint32_t bits = (uint32_t)h << 16;
+    float f;
+    memcpy(&f, &bits, sizeof f);
+    return f;
+}
+
+uint16_t sn_float_to_bf16(float f)
+{
+    uint32_t x;
+    memcpy(&x, &f, sizeof x);
+    if ((x & 0x7fffffff) > 0x7f800000) /* NaN stays NaN */
+        return (uint16_t)((x >> 16) | 0x40);
+    x += 0x7fff + ((x >> 16) & 1);
+    return (uint16_t)(x >> 16);
+}
+
+/*
+ * Element i of host data, whatever its alignment: initializers point into
+ * the mapped model file, where raw_data need not be aligned.
+ */
+#define LOAD(type, p, i)                                                      \
+    ({                                                                        \
+        type v_;                                                              \
+        memcpy(&v_, (const char *)(p) + (i) * sizeof(type), sizeof v_);       \
+        v_;                                                                   \
+    })
+
+int64_t sn_rt_get_int(const sn_rt *rt, size_t i)
+{
+    const void *p = rt->host;
+    switch (rt->dtype) {
+    case SN_DT_INT64:
+        return LOAD(int64_t, p, i);
+    case SN_DT_INT32:
+        return LOAD(int32_t, p, i);
+    case SN_DT_INT16:
+        return LOAD(int16_t, p, i);
+    case SN_DT_INT8:
+        return LOAD(int8_t, p, i);
+    case SN_DT_UINT8:
+    case SN_DT_BOOL:
+        return LOAD(uint8_t, p, i);
+    case SN_DT_UINT16:
+        return LOAD(uint16_t, p, i);
+    case SN_DT_UINT32:
+        return LOAD(uint32_t, p, i);
+    case SN_DT_UINT64:
+        return (int64_t)LOAD(uint64_t, p, i);
+    case SN_DT_FLOAT:
+        return (int64_t)LOAD(float, p, i);
+    case SN_DT_DOUBLE:
+        return (int64_t)LOAD(double, p, i);
+    case SN_DT_FLOAT16:
+        return (int64_t)sn_half_to_float(LOAD(uint16_t, p, i));
+    case SN_DT_BFLOAT16:
+        return (int64_t)sn_bf16_to_float(LOAD(uint16_t, p, i));
+    default:
+        return 0;
+    }
+}
+
+double sn_rt_get_double(const sn_rt *rt, size_t i)
+{
+    switch (rt->dtype) {
+    case SN_DT_FLOAT:
+        return LOAD(float, rt->host, i);
+    case SN_DT_DOUBLE:
+        return LOAD(double, rt->host, i);
+    case SN_DT_FLOAT16:
+        return sn_half_to_float(LOAD(uint16_t, rt->host, i));
+    case SN_DT_BFLOAT16:
+        return sn_bf16_to_float(LOAD(uint16_t, rt->host, i));
+    default:
+        return (double)sn_rt_get_int(rt, i);
+    }
+}
+
+/* Host data of n elements of type t converted to float32 (malloc'ed). */
+float *sn_to_float(sn_dtype t, const void *data, size_t n)
+{
+    float *f = malloc((n ? n : 1) * sizeof *f);
+    sn_rt tmp = {.dtype = t, .host = data};
+    if (!f)
+        return NULL;
+    if (t == SN_DT_FLOAT) {
+        memcpy(f, data, n * sizeof *f);
+        return f;
+    }
+    for (size_t i = 0; i < n; i++)
+        f[i] = (float)sn_rt_get_double(&tmp, i);
+    return f;
+}
+
+int sn_dtype_is_integer(sn_dtype t)
+{
+    switch (t) {
+    case SN_DT_INT64:
+    case SN_DT_INT32:
+    case SN_DT_INT16:
+    case SN_DT_INT8:
+    case SN_DT_UINT8:
+    case SN_DT_UINT16:
+    case SN_DT_UINT32:
+    case SN_DT_UINT64:
+    case SN_DT_BOOL:
+        return 1;
+    default:
+        return 0;
+    }
+}
+
+int sn_dtype_on_device(sn_dtype t)
+{
+    return t == SN_DT_FLOAT || t == SN_DT_DOUBLE || t == SN_DT_FLOAT16 ||
+           t == SN_DT_BFLOAT16 || sn_dtype_is_integer(t);
+}
+
+
+
+/* Convert count floats into dtype t at dst. */
+void sn_from_float(sn_dtype t, const float *src, void *dst, size_t count)
+{
+    for (size_t i = 0; i < count; i++) {
+        float f = src[i];
+        switch (t) {
+        case SN_DT_DOUBLE:
+            ((double *)dst)[i] = f;
+            break;
+        case SN_DT_INT64:
+            ((int64_t *)dst)[i] = (int64_t)f;
+            break;
+        case SN_DT_INT32:
+            ((int32_t *)dst)[i] = (int32_t)f;
+            break;
+        case SN_DT_BOOL:
+        case SN_DT_UINT8:
+            ((uint8_t *)dst)[i] = (uint8_t)(f != 0.0f ? (t == SN_DT_BOOL ? 1 : f) : 0);
+            break;
+        case SN_DT_INT8:
+            ((int8_t *)dst)[i] = (int8_t)f;
+            break;
+        case SN_DT_INT16:
+            ((int16_t *)dst)[i] = (int16_t)f;
+            break;
+        case SN_DT_UINT16:
+            ((uint16_t *)dst)[i] = (uint16_t)f;
+            break;
+        case SN_DT_UINT32:
+            ((uint32_t *)dst)[i] = (uint32_t)f;
+            break;
+        case SN_DT_UINT64:
+            ((uint64_t *)dst)[i] = (uint64_t)f;
+            break;
+        case SN_DT_FLOAT16:
+            ((uint16_t *)dst)[i] = sn_float_to_half(f);
+            break;
+        case SN_DT_BFLOAT16:
+            ((uint16_t *)dst)[i] = sn_float_to_bf16(f);
+            break;
+        default:
+            ((float *)dst)[i] = f;
+        }
+    }
+}

@@ -1,0 +1,197 @@
+/* Running a plan: its inputs lent to or written into the device, its
+ * steps launched on the device's in-order queue (collectives handed to
+ * the runtime's hook), one wait, and the outputs read back in their own
+ * types.  Also timing each node's steps, for the profiles. */
+#include <config.h>
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "exec/exec_impl.h"
+#include "core/trace.h"
+
+static shardnet_status launch(sn_device *dev, sn_step *s)
+{
+    switch (s->kind) {
+    case SN_STEP_GEMM:
+        return sn_gemm(dev, &s->u.gemm);
+    case SN_STEP_BINARY:
+        return sn_binary(dev, &s->u.binary);
+    case SN_STEP_UNARY:
+        return sn_unary(dev, &s->u.unary);
+    case SN_STEP_SOFTMAX:
+        return sn_softmax(dev, &s->u.softmax);
+    case SN_STEP_REDUCE:
+        return sn_reduce(dev, &s->u.reduce);
+    case SN_STEP_WHERE:
+        return sn_where(dev, &s->u.where);
+    case SN_STEP_COPY:
+        return sn_copy(dev, &s->u.copy);
+    case SN_STEP_IM2COL:
+        return sn_im2col(dev, &s->u.im2col);
+    case SN_STEP_POOL:
+        return sn_pool(dev, &s->u.pool);
+    case SN_STEP_LAYERNORM:
+        return sn_layernorm(dev, &s->u.layernorm);
+    case SN_STEP_GATHER:
+        return sn_gather(dev, &s->u.gather);
+    case SN_STEP_COLLECTIVE:
+        break; /* run by run_and_read through the hook */
+    }
+    return sn_error(SHARDNET_INTERNAL, "unknown step kind");
+}
+
+static void return_inputs(sn_plan *p);
+static shardnet_status run_and_read(sn_plan *p);
+
+shardnet_status sn_plan_run(sn_plan *p, const sn_binding *inputs)
+{
+    shardnet_status st;
+    sn_graph *g = p->g;
+
+    /* Inputs: lent to the device where its buffers are host memory (no
+     * copy), else written into the staging buffers. */
+    int lend = p->dev->ops->buffer_lend != NULL;
+    double t0 = sn_trace_on() ? sn_trace_now() : 0;
+    for (size_t i = 0; i < g->ninputs; i++) {
+        if (!p->input_buf[i])
+            continue;
+        st = lend && inputs[i].nbytes
+                 ? p->dev->ops->buffer_lend(p->input_buf[i],
+                                            (void *)inputs[i].data)
+                 : sn_buffer_write(p->input_buf[i], 0, inputs[i].data,
+                                   inputs[i].nbytes);
+        if (st != SHARDNET_OK) {
+            return_inputs(p);
+            return sn_error_prefix(st, "input '%s'",
+                                   g->values[g->inputs[i]].name);
+        }
+    }
+    if (sn_trace_on())
+        sn_trace_add(p->dev->info.name, "transfer",
+                     lend ? "inputs (lent)" : "inputs to device", t0,
+                     sn_trace_now());
+    st = run_and_read(p);
+    return_inputs(p);
+    return st;
+}
+
+/* Give lent input memory back to the staging buffers. */
+static void return_inputs(sn_plan *p)
+{
+    if (!p->dev->ops->buffer_lend)
+        return;
+    for (size_t i = 0; i < p->g->ninputs; i++)
+        if (p->input_buf[i])
+            p->dev->ops->buffer_lend(p->input_buf[i], NULL);
+}
+
+/* Launch the steps, wait, and read the outputs back. */
+static shardnet_status run_and_read(sn_plan *p)
+{
+    shardnet_status st;
+    sn_graph *g = p->g;
+    int tracing = sn_trace_on();
+    double node_t0 = 0; /* timing nodes: when the current node began */
+    for (size_t s = 0; s < p->nsteps; s++) {
+        const sn_node *n = &g->nodes[p->steps[s].node];
+        double t0 = tracing || p->node_time ? sn_trace_now() : 0;
+        if (p->node_time && (s == 0 || p->steps[s - 1].node != p->steps[s].node))
+            node_t0 = t0;
+        if (p->steps[s].kind == SN_STEP_COLLECTIVE) {
+            if (!p->coll_hook) {
+                sn_synchronize(p->dev);
+                return sn_error(SHARDNET_UNSUPPORTED,
+                                "node '%s' (%s): a collective outside a "
+                                "tensor split",
+                                n->name, n->op_type);
+            }
+            if ((st = sn_synchronize(p->dev)) != SHARDNET_OK ||
+                (st = p->coll_hook(p->coll_ctx, &p->steps[s].u.coll)) !=
+                    SHARDNET_OK)
+                return st;
+            continue;
+        }
+        if ((st = launch(p->dev, &p->steps[s])) != SHARDNET_OK) {
+            sn_synchronize(p->dev);
+            return sn_error_prefix(st, "node '%s' (%s)", n->name, n->op_type);
+        }
+        /* A node's time: from its first step to the end of its last (one
+         * wait per node, not per step: a batched MatMul may be hundreds
+         * of small launches). */
+        if (p->node_time && (s + 1 == p->nsteps ||
+                             p->steps[s + 1].node != p->steps[s].node)) {
+            if ((st = sn_synchronize(p->dev)) != SHARDNET_OK)
+                return st;
+            p->node_time[p->steps[s].node] += sn_trace_now() - node_t0;
+        }
+        if (tracing) { /* wait, so that the kernel's time is its own */
+            char name[96];
+            sn_synchronize(p->dev);
+            snprintf(name, sizeof name, "%s %s", n->op_type, n->name);
+            sn_trace_add(p->dev->info.name, "kernel", name, t0,
+                         sn_trace_now());
+        }
+    }
+    if ((st = sn_synchronize(p->dev)) != SHARDNET_OK)
+        return st;
+    double t_out = tracing ? sn_trace_now() : 0;
+    for (size_t i = 0; i < g->noutputs; i++) {
+        const sn_rt *rt = &p->rt[g->outputs[i]];
+        sn_host_tensor *t = &p->outputs[i];
+        size_t count = sn_rt_elements(rt);
+        size_t bytes = count * sn_dtype_size(rt->dtype);
+        if (!t->data || t->nbytes != bytes) {
+            free(t->data);
+            t->data = malloc(bytes ? bytes : 1);
+            if (!t->data)
+                return sn_error(SHARDNET_OUT_OF_MEMORY, "output");
+        }
+        t->name = g->values[g->outputs[i]].name; /* borrowed */
+        t->dtype = rt->dtype;
+        t->rank = rt->rank;
+        memcpy(t->dims, rt->dims, sizeof t->dims);
+        t->nbytes = bytes;
+        if (rt->host) {
+            memcpy(t->data, rt->host, bytes);
+        } else if (rt->dtype == SN_DT_FLOAT) {
+            if ((st = sn_buffer_read(rt->view.buf,
+                                     rt->view.offset * sizeof(float), t->data,
+                                     bytes)) != SHARDNET_OK)
+                return st;
+        } else {
+            float *f = malloc((count ? count : 1) * sizeof *f);
+            if (!f)
+                return sn_error(SHARDNET_OUT_OF_MEMORY, "output");
+            st = sn_buffer_read(rt->view.buf, rt->view.offset * sizeof(float),
+                                f, count * sizeof *f);
+            if (st == SHARDNET_OK)
+                sn_from_float(rt->dtype, f, t->data, count);
+            free(f);
+            if (st != SHARDNET_OK)
+                return st;
+        }
+    }
+    if (tracing)
+        sn_trace_add(p->dev->info.name, "transfer", "outputs to host", t_out,
+                     sn_trace_now());
+    return SHARDNET_OK;
+}
+
+shardnet_status sn_plan_time_nodes(sn_plan *p, const sn_binding *inputs,
+                                   double *node_time)
+{
+    for (size_t i = 0; i < p->g->nnodes; i++)
+        node_time[i] = 0;
+    p->node_time = node_time;
+    shardnet_status st = sn_plan_run(p, inputs);
+    p->node_time = NULL;
+    return st;
+}
+
+void sn_plan_set_collective(sn_plan *p, sn_coll_hook hook, void *ctx)
+{
+    p->coll_hook = hook;
+    p->coll_ctx = ctx;
+}
