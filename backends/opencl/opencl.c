@@ -552,7 +552,6 @@ static shardnet_status cl_buffer_alloc(sn_device *dev, size_t bytes,
     }
     b->pub.dev = dev;
     b->pub.size = bytes;
-    b->pub.host = NULL;
     b->pub.handle = mem;
     *out = &b->pub;
     return SHARDNET_OK;
