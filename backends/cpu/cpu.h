@@ -72,7 +72,7 @@ typedef struct cpu_device {
     size_t cap, head, count;
     atomic_size_t pending; /* tasks queued or running; read while spinning */
     atomic_int sleepers;   /* synchronize callers waiting on `idle` */
-    atomic_int worker_team; /* the worker has an OpenMP team (sn_cpu_worker_main) */
+    atomic_int worker_team; /* the worker has an OpenMP team (queue.c) */
     int running;           /* the worker is executing a task */
     int quit;
     pthread_t worker;

@@ -50,7 +50,8 @@ static const sn_cpu_packed_b *packed_b(cpu_device *cd, const sn_gemm_desc *d)
     if (pb)
         return pb;
     /* Packed outside the lock: only this worker adds entries, and the
-     * buffer cannot be freed while its task runs (sn_cpu_buffer_free drains). */
+     * buffer cannot be freed while its task runs (sn_cpu_buffer_free
+     * drains). */
     e = malloc(sizeof *e);
     pb = e ? sn_cpu_packed_b_alloc(d->k, d->n) : NULL;
     if (!pb) {
