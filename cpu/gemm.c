@@ -55,7 +55,7 @@
  * AVX-512: on CPUs with AVX-512 F/BW/DQ/VL, cpu/sgemm_avx512.c's kernel
  * (B packed into 32-column panels) takes the call instead where it is
  * faster (sn_cpu_sgemm_avx512_worth, with the measurements): here only when
- * packing B per call still pays; the backend (backends/cpu/cpu.c) keeps
+ * packing B per call still pays; the backend (backends/cpu/tasks.c) keeps
  * packed copies of constant B (b_const) and calls the kernel on them
  * directly.  SHARDNET_CPU_SGEMM=blas turns it off.
  *
@@ -256,7 +256,7 @@ void sn_cpu_gemm(const sn_gemm_desc *d, const float *a, const float *b,
         return;
     }
     /* The AVX-512 kernel packs B per call here (cached copies of constant
-     * B: backends/cpu/cpu.c); see sn_cpu_sgemm_avx512_worth for where it
+     * B: backends/cpu/tasks.c); see sn_cpu_sgemm_avx512_worth for where it
      * wins. */
     if (sn_cpu_sgemm_avx512_supports(d) && sn_cpu_sgemm_avx512_worth(d, 0) &&
         sn_cpu_sgemm_avx512(d, a, b, c, bias))

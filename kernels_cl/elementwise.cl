@@ -2,7 +2,7 @@
  * Element-wise kernels: binary ops with broadcasting, unary ops.
  *
  * Every tensor is a float buffer plus an offset counted in elements.  The
- * host (backends/opencl/opencl.c) checks that every index a kernel forms
+ * host (backends/opencl/launch.c) checks that every index a kernel forms
  * fits in a uint, rounds the global size up and passes the true count n;
  * work-items past n return at once.  Outputs may alias inputs (in-place
  * ops): each work-item reads its inputs before it writes its one output.

@@ -487,31 +487,42 @@ Test(collectives, rejects_input_and_output_that_overlap_out_of_place)
     sn_comm_free(comm);
 }
 
-/* A device whose reads fail once armed: a stand-in for a lost GPU. */
+/* A device whose reads fail once armed: a stand-in for a lost GPU.  Its
+ * buffers are host memory, behind the public part as a backend's are. */
 static int fake_fail;
+
+typedef struct fake_buffer {
+    sn_buffer pub;
+    void *host;
+} fake_buffer;
+
+static void *fake_host(sn_buffer *b)
+{
+    return ((fake_buffer *)b)->host;
+}
 
 static shardnet_status fake_alloc(sn_device *dev, size_t bytes,
                                   sn_buffer **out)
 {
-    sn_buffer *b = calloc(1, sizeof *b);
+    fake_buffer *b = calloc(1, sizeof *b);
     cr_assert(b);
-    b->dev = dev;
-    b->size = bytes;
+    b->pub.dev = dev;
+    b->pub.size = bytes;
     b->host = calloc(1, bytes ? bytes : 1);
-    *out = b;
+    *out = &b->pub;
     return SHARDNET_OK;
 }
 
 static void fake_free(sn_buffer *b)
 {
-    free(b->host);
+    free(fake_host(b));
     free(b);
 }
 
 static shardnet_status fake_write(sn_buffer *b, size_t off, const void *src,
                                   size_t bytes)
 {
-    memcpy((char *)b->host + off, src, bytes);
+    memcpy((char *)fake_host(b) + off, src, bytes);
     return SHARDNET_OK;
 }
 
@@ -520,7 +531,7 @@ static shardnet_status fake_read(sn_buffer *b, size_t off, void *dst,
 {
     if (fake_fail && off > 0)
         return sn_error(SHARDNET_DEVICE_ERROR, "fake:0: the device is lost");
-    memcpy(dst, (char *)b->host + off, bytes);
+    memcpy(dst, (char *)fake_host(b) + off, bytes);
     return SHARDNET_OK;
 }
 

@@ -29,7 +29,7 @@
  * written against (sn_backend.abi, sn_backend_ops.abi) and the registry
  * refuses one that differs.  Raise it with every change to the structs and
  * the vtable below. */
-#define SN_BACKEND_ABI 3
+#define SN_BACKEND_ABI 4
 
 /** Highest tensor rank the element-wise kernels accept. */
 #define SN_MAX_DIMS 8
@@ -37,13 +37,13 @@
 typedef struct sn_device sn_device;
 typedef struct sn_buffer sn_buffer;
 
-/** Memory owned by one device. */
+/** Memory owned by one device.  A backend that keeps more per buffer (the
+ * CPU backend its host memory) embeds this struct as the first member of
+ * its own, so that an sn_buffer * converts back. */
 struct sn_buffer {
     sn_device *dev;
     size_t size;  /* bytes */
-    void *host;   /* cpu backend: the memory itself; NULL on others */
     void *handle; /* backend object (cl_mem on OpenCL) */
-    void *own_host; /* cpu backend: host's own memory while it is lent */
 };
 
 /** A float tensor's first element: buffer + offset in elements. */

@@ -1,0 +1,130 @@
+/*
+ * The CPU backend's own declarations, shared by its files and seen nowhere
+ * else: a device's state and its queue of tasks, its buffers, and what one
+ * file of the backend calls in another.
+ *
+ *   cpu.c     discovery (hwloc packages, this process's share of their
+ *             cores), a device's life, the ops table
+ *   queue.c   the worker thread and its queue, the thread that drives a
+ *             device itself, binding threads and teams to the package
+ *   tasks.c   one task run on the package's cores: the cpu/ kernel it
+ *             calls, the packed copies of constant GEMM operands
+ *   buffer.c  buffers: host memory bound to the package's NUMA node
+ */
+#ifndef SN_CPU_BACKEND_H
+#define SN_CPU_BACKEND_H
+
+#include <hwloc.h>
+#include <pthread.h>
+#include <stdatomic.h>
+
+#include "backend/backend.h"
+#include "cpu_kernels.h"
+
+typedef enum task_kind {
+    TASK_GEMM,
+    TASK_BINARY,
+    TASK_UNARY,
+    TASK_SOFTMAX,
+    TASK_REDUCE,
+    TASK_WHERE,
+    TASK_COPY,
+    TASK_IM2COL,
+    TASK_POOL,
+    TASK_LAYERNORM,
+    TASK_GATHER,
+    TASK_RELEASE_TEAM /* the worker's: its OpenMP team goes (queue.c) */
+} task_kind;
+
+typedef struct task {
+    task_kind kind;
+    union {
+        sn_gemm_desc gemm;
+        sn_binary_desc binary;
+        sn_unary_desc unary;
+        sn_softmax_desc softmax;
+        sn_reduce_desc reduce;
+        sn_where_desc where;
+        sn_copy_desc copy;
+        sn_im2col_desc im2col;
+        sn_pool_desc pool;
+        sn_layernorm_desc layernorm;
+        sn_gather_desc gather;
+    } u;
+} task;
+
+typedef struct cpu_device {
+    char name[16];
+    hwloc_topology_t topo;
+    hwloc_cpuset_t cpuset;   /* the package's PUs that this process uses */
+    hwloc_nodeset_t nodeset; /* its NUMA node(s) */
+    hwloc_cpuset_t *cores;   /* one cpuset per core, ncores of them */
+    unsigned ncores;
+    int membind_ok; /* hwloc_alloc_membind works here */
+    int one_node;   /* the machine has one NUMA node */
+    atomic_int bind_warned; /* a failed binding was reported */
+
+    /* The queue: a ring of tasks, grown under the lock when full. */
+    pthread_mutex_t lock;
+    pthread_cond_t wake; /* worker: work arrived or quit */
+    pthread_cond_t idle; /* waiters: queue drained */
+    task *ring;
+    size_t cap, head, count;
+    atomic_size_t pending; /* tasks queued or running; read while spinning */
+    atomic_int sleepers;   /* synchronize callers waiting on `idle` */
+    atomic_int worker_team; /* the worker has an OpenMP team (queue.c) */
+    int running;           /* the worker is executing a task */
+    int quit;
+    pthread_t worker;
+    int worker_started;
+
+    /* Packed copies of constant GEMM B operands (b_const), for the AVX-512
+     * SGEMM: made on first use on the worker, dropped when their buffer is
+     * freed.  The lock orders the worker against sn_cpu_buffer_free. */
+    pthread_mutex_t pack_lock;
+    struct packed_entry *packs;
+} cpu_device;
+
+typedef struct packed_entry {
+    const sn_buffer *buf;
+    size_t offset, ldb, k, n;
+    int trans_b;
+    sn_cpu_packed_b *pb;
+    struct packed_entry *next;
+} packed_entry;
+
+/* A buffer: the public part first, so that sn_buffer * converts back. */
+typedef struct cpu_buf {
+    sn_buffer pub;  /* pub.handle marks hwloc memory (buffer.c) */
+    void *host;     /* the memory itself */
+    void *own_host; /* host's own memory while it is lent */
+} cpu_buf;
+
+/* tasks.c: run t on the calling thread (the worker, or the thread that
+ * drives the device); drop the packed copies of buf's contents (every one
+ * where buf is NULL). */
+void sn_cpu_run_task(cpu_device *cd, const task *t);
+void sn_cpu_drop_packed(cpu_device *cd, const sn_buffer *buf);
+
+/* queue.c: the worker's loop (its thread's start routine); queue a task
+ * (run it at once on the driving thread); wait for the queue to drain;
+ * the ops table's bind_thread. */
+void *sn_cpu_worker_main(void *arg);
+shardnet_status sn_cpu_enqueue(sn_device *dev, const task *t);
+shardnet_status sn_cpu_synchronize(sn_device *dev);
+void sn_cpu_bind_thread(sn_device *dev, int on);
+
+/* buffer.c: the ops table's buffer members. */
+shardnet_status sn_cpu_buffer_alloc(sn_device *dev, size_t bytes,
+                                    sn_buffer **out);
+void sn_cpu_buffer_free(sn_buffer *buf);
+shardnet_status sn_cpu_buffer_write(sn_buffer *buf, size_t offset,
+                                    const void *src, size_t bytes);
+shardnet_status sn_cpu_buffer_read(sn_buffer *buf, size_t offset, void *dst,
+                                   size_t bytes);
+shardnet_status sn_cpu_buffer_map(sn_buffer *buf, size_t offset, size_t bytes,
+                                  int flags, void **ptr);
+shardnet_status sn_cpu_buffer_unmap(sn_buffer *buf, void *ptr);
+shardnet_status sn_cpu_buffer_lend(sn_buffer *buf, void *ptr);
+
+#endif /* SN_CPU_BACKEND_H */

@@ -1,0 +1,150 @@
+/*
+ * The CPU backend's tasks: what a kernel does once its turn comes on the
+ * device's queue (queue.c), on the worker or on the thread that drives the
+ * device: the cpu/ kernel it calls, on its buffers' host memory.  GEMMs
+ * with a constant B (a weight) use a packed copy of B, kept per device
+ * until B's buffer is freed.
+ */
+#include <config.h>
+
+#include <stdlib.h>
+
+#include "cpu.h"
+
+static float *view_ptr(sn_view v)
+{
+    return (float *)((cpu_buf *)v.buf)->host + v.offset;
+}
+
+/* An optional operand (a bias): NULL when the view has no buffer. */
+static const float *view_ptr_or_null(sn_view v)
+{
+    return v.buf ? view_ptr(v) : NULL;
+}
+
+/* Gather's indices: int32 stored bit for bit, the offset in 4-byte units. */
+static const int32_t *index_ptr(sn_view v)
+{
+    return (const int32_t *)((cpu_buf *)v.buf)->host + v.offset;
+}
+
+/* The packed copy of d's constant B, made now if missing; NULL where the
+ * AVX-512 kernel does not take d or memory is short. */
+static const sn_cpu_packed_b *packed_b(cpu_device *cd, const sn_gemm_desc *d)
+{
+    packed_entry *e;
+    sn_cpu_packed_b *pb = NULL;
+
+    if (!d->b_const || !sn_cpu_sgemm_avx512_supports(d) ||
+        !sn_cpu_sgemm_avx512_worth(d, 1))
+        return NULL;
+    pthread_mutex_lock(&cd->pack_lock);
+    for (e = cd->packs; e; e = e->next)
+        if (e->buf == d->b.buf && e->offset == d->b.offset &&
+            e->ldb == d->ldb && e->trans_b == !!d->trans_b && e->k == d->k &&
+            e->n == d->n) {
+            pb = e->pb;
+            break;
+        }
+    pthread_mutex_unlock(&cd->pack_lock);
+    if (pb)
+        return pb;
+    /* Packed outside the lock: only this worker adds entries, and the
+     * buffer cannot be freed while its task runs (sn_cpu_buffer_free
+     * drains). */
+    e = malloc(sizeof *e);
+    pb = e ? sn_cpu_packed_b_alloc(d->k, d->n) : NULL;
+    if (!pb) {
+        free(e);
+        return NULL;
+    }
+    sn_cpu_pack_b(pb, d, view_ptr(d->b));
+    *e = (packed_entry){d->b.buf, d->b.offset, d->ldb, d->k, d->n,
+                        !!d->trans_b, pb, NULL};
+    pthread_mutex_lock(&cd->pack_lock);
+    e->next = cd->packs;
+    cd->packs = e;
+    pthread_mutex_unlock(&cd->pack_lock);
+    return pb;
+}
+
+/* Drops the packed copies of buf's contents (every one where buf is NULL). */
+void sn_cpu_drop_packed(cpu_device *cd, const sn_buffer *buf)
+{
+    packed_entry **pe, *e;
+    pthread_mutex_lock(&cd->pack_lock);
+    for (pe = &cd->packs; (e = *pe);) {
+        if (!buf || e->buf == buf) {
+            *pe = e->next;
+            sn_cpu_packed_b_free(e->pb);
+            free(e);
+        } else {
+            pe = &e->next;
+        }
+    }
+    pthread_mutex_unlock(&cd->pack_lock);
+}
+
+void sn_cpu_run_task(cpu_device *cd, const task *t)
+{
+    const sn_cpu_packed_b *pb;
+
+    switch (t->kind) {
+    case TASK_GEMM:
+        if ((pb = packed_b(cd, &t->u.gemm))) {
+            sn_cpu_sgemm_avx512_packed(&t->u.gemm, view_ptr(t->u.gemm.a), pb,
+                                       view_ptr(t->u.gemm.c),
+                                       view_ptr_or_null(t->u.gemm.bias));
+            break;
+        }
+        sn_cpu_gemm(&t->u.gemm, view_ptr(t->u.gemm.a), view_ptr(t->u.gemm.b),
+                    view_ptr(t->u.gemm.c), view_ptr_or_null(t->u.gemm.bias));
+        break;
+    case TASK_BINARY:
+        sn_cpu_binary(&t->u.binary, view_ptr(t->u.binary.a),
+                      view_ptr(t->u.binary.b), view_ptr(t->u.binary.c));
+        break;
+    case TASK_UNARY:
+        sn_cpu_unary(&t->u.unary, view_ptr(t->u.unary.x),
+                     view_ptr(t->u.unary.y));
+        break;
+    case TASK_SOFTMAX:
+        sn_cpu_softmax(&t->u.softmax, view_ptr(t->u.softmax.x),
+                       view_ptr(t->u.softmax.y));
+        break;
+    case TASK_REDUCE:
+        sn_cpu_reduce(&t->u.reduce, view_ptr(t->u.reduce.x),
+                      view_ptr(t->u.reduce.y));
+        break;
+    case TASK_WHERE:
+        sn_cpu_where(&t->u.where, view_ptr(t->u.where.cond),
+                     view_ptr(t->u.where.x), view_ptr(t->u.where.y),
+                     view_ptr(t->u.where.out));
+        break;
+    case TASK_COPY:
+        sn_cpu_copy(&t->u.copy, view_ptr(t->u.copy.src),
+                    view_ptr(t->u.copy.dst));
+        break;
+    case TASK_IM2COL:
+        sn_cpu_im2col(&t->u.im2col, view_ptr(t->u.im2col.src),
+                      view_ptr(t->u.im2col.dst));
+        break;
+    case TASK_POOL:
+        sn_cpu_pool(&t->u.pool, view_ptr(t->u.pool.src),
+                    view_ptr(t->u.pool.dst));
+        break;
+    case TASK_LAYERNORM:
+        sn_cpu_layernorm(&t->u.layernorm, view_ptr(t->u.layernorm.x),
+                         view_ptr(t->u.layernorm.scale),
+                         view_ptr_or_null(t->u.layernorm.bias),
+                         view_ptr(t->u.layernorm.y));
+        break;
+    case TASK_GATHER:
+        sn_cpu_gather(&t->u.gather, view_ptr(t->u.gather.data),
+                      index_ptr(t->u.gather.indices),
+                      view_ptr(t->u.gather.out));
+        break;
+    case TASK_RELEASE_TEAM: /* the worker's own (sn_cpu_worker_main) */
+        break;
+    }
+}

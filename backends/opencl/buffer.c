@@ -1,0 +1,179 @@
+/*
+ * The OpenCL device's buffers: one cl_mem each (host-allocated where the
+ * device shares the host's memory, so that mapping is zero-copy), blocking
+ * reads and writes on the device's in-order queue, and the buffer's list
+ * of outstanding mappings, released with it.
+ */
+#include <config.h>
+
+#include <pthread.h>
+#include <stdlib.h>
+
+#include "opencl.h"
+#include "core/error.h"
+
+/* --- buffers ----------------------------------------------------------- */
+
+shardnet_status sn_cl_buffer_alloc(sn_device *dev, size_t bytes,
+                                   sn_buffer **out)
+{
+    cl_dev *cd = dev->impl;
+    cl_mem_flags flags = CL_MEM_READ_WRITE;
+    size_t real = bytes ? bytes : sizeof(float); /* OpenCL refuses 0 */
+    cl_buf *b;
+    cl_mem mem;
+    cl_int err;
+
+    if (bytes > cd->max_alloc)
+        return sn_error(SHARDNET_OUT_OF_MEMORY,
+                        "%s: a buffer of %zu bytes exceeds the device's "
+                        "largest allocation of %zu bytes",
+                        cd->label, bytes, cd->max_alloc);
+    b = calloc(1, sizeof *b);
+    if (!b)
+        return sn_error(SHARDNET_OUT_OF_MEMORY, "%s: buffer record",
+                        dev->info.name);
+    if (cd->host_unified)
+        flags |= CL_MEM_ALLOC_HOST_PTR; /* mapping is then zero-copy */
+    mem = clCreateBuffer(cd->ctx, flags, real, NULL, &err);
+    if (!mem || err != CL_SUCCESS) {
+        free(b);
+        return sn_error(sn_cl_status(err),
+                        "%s: clCreateBuffer of %zu bytes failed: %s",
+                        dev->info.name, bytes, sn_cl_error_name(err));
+    }
+    b->pub.dev = dev;
+    b->pub.size = bytes;
+    b->pub.handle = mem;
+    *out = &b->pub;
+    return SHARDNET_OK;
+}
+
+void sn_cl_buffer_free(sn_buffer *buf)
+{
+    cl_buf *b = (cl_buf *)buf;
+    cl_dev *cd;
+    cl_mapping *m;
+
+    if (!buf)
+        return;
+    cd = buf->dev->impl;
+    pthread_mutex_lock(&cd->lock);
+    m = b->maps;
+    b->maps = NULL;
+    pthread_mutex_unlock(&cd->lock);
+    while (m) {
+        cl_mapping *next = m->next;
+        if (m->mapped)
+            clEnqueueUnmapMemObject(cd->queue, buf->handle, m->ptr, 0, NULL,
+                                    NULL);
+        free(m);
+        m = next;
+    }
+    /* OpenCL keeps the memory until the commands using it have finished. */
+    clReleaseMemObject(buf->handle);
+    free(b);
+}
+
+shardnet_status sn_cl_buffer_write(sn_buffer *buf, size_t offset,
+                                   const void *src, size_t bytes)
+{
+    cl_dev *cd = buf->dev->impl;
+    cl_int err = clEnqueueWriteBuffer(cd->queue, buf->handle, CL_TRUE, offset,
+                                      bytes, src, 0, NULL, NULL);
+    if (err != CL_SUCCESS)
+        return sn_error(sn_cl_status(err),
+                        "%s: writing %zu bytes at %zu failed: %s",
+                        buf->dev->info.name, bytes, offset,
+                        sn_cl_error_name(err));
+    return SHARDNET_OK;
+}
+
+shardnet_status sn_cl_buffer_read(sn_buffer *buf, size_t offset,
+                                  void *dst, size_t bytes)
+{
+    cl_dev *cd = buf->dev->impl;
+    cl_int err = clEnqueueReadBuffer(cd->queue, buf->handle, CL_TRUE, offset,
+                                     bytes, dst, 0, NULL, NULL);
+    if (err != CL_SUCCESS)
+        return sn_error(sn_cl_status(err),
+                        "%s: reading %zu bytes at %zu failed: %s",
+                        buf->dev->info.name, bytes, offset,
+                        sn_cl_error_name(err));
+    return SHARDNET_OK;
+}
+
+shardnet_status sn_cl_buffer_map(sn_buffer *buf, size_t offset,
+                                 size_t bytes, int flags, void **ptr)
+{
+    cl_dev *cd = buf->dev->impl;
+    cl_buf *b = (cl_buf *)buf;
+    cl_map_flags mf = 0;
+    cl_mapping *m = calloc(1, sizeof *m);
+    cl_int err;
+
+    if (!m)
+        return sn_error(SHARDNET_OUT_OF_MEMORY, "%s: mapping record",
+                        buf->dev->info.name);
+    if (flags & SN_MAP_READ)
+        mf |= CL_MAP_READ;
+    if (flags & SN_MAP_WRITE)
+        mf |= CL_MAP_WRITE;
+    if (!mf)
+        mf = CL_MAP_READ;
+    if (bytes == 0) {
+        m->ptr = m; /* unique, never dereferenced */
+    } else {
+        m->ptr = clEnqueueMapBuffer(cd->queue, buf->handle, CL_TRUE, mf,
+                                    offset, bytes, 0, NULL, NULL, &err);
+        if (!m->ptr || err != CL_SUCCESS) {
+            free(m);
+            return sn_error(sn_cl_status(err),
+                            "%s: mapping %zu bytes at %zu failed: %s",
+                            buf->dev->info.name, bytes, offset,
+                            sn_cl_error_name(err));
+        }
+        m->mapped = 1;
+    }
+    pthread_mutex_lock(&cd->lock);
+    m->next = b->maps;
+    b->maps = m;
+    pthread_mutex_unlock(&cd->lock);
+    *ptr = m->ptr;
+    return SHARDNET_OK;
+}
+
+shardnet_status sn_cl_buffer_unmap(sn_buffer *buf, void *ptr)
+{
+    cl_dev *cd = buf->dev->impl;
+    cl_buf *b = (cl_buf *)buf;
+    cl_mapping *m, **link;
+    cl_event ev = NULL;
+    cl_int err = CL_SUCCESS;
+
+    pthread_mutex_lock(&cd->lock);
+    for (link = &b->maps; *link && (*link)->ptr != ptr; link = &(*link)->next)
+        ;
+    m = *link;
+    if (m)
+        *link = m->next;
+    pthread_mutex_unlock(&cd->lock);
+    if (!m)
+        return sn_error(SHARDNET_INVALID_ARGUMENT,
+                        "%s: unmapping %p, which is not mapped from this "
+                        "buffer",
+                        buf->dev->info.name, ptr);
+    if (m->mapped) {
+        err = clEnqueueUnmapMemObject(cd->queue, buf->handle, ptr, 0, NULL,
+                                      &ev);
+        if (err == CL_SUCCESS) {
+            err = clWaitForEvents(1, &ev);
+            clReleaseEvent(ev);
+        }
+    }
+    free(m);
+    if (err != CL_SUCCESS)
+        return sn_error(SHARDNET_DEVICE_ERROR, "%s: unmapping failed: %s",
+                        buf->dev->info.name, sn_cl_error_name(err));
+    return SHARDNET_OK;
+}
