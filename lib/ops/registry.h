@@ -5,8 +5,8 @@
  * builder of lib/exec calls), how the tensor split lays it out over
  * devices (its shard rule), whether it keeps the rows of a batch apart
  * (its rows rule, for the layer split's micro-batches) and its work (its
- * cost).  The rules are enums: the tensor split (lib/runtime/shard.c) and
- * the planner (lib/plan/micro_batch.c) keep the code of each rule and
+ * cost).  The rules are enums: the tensor split (lib/runtime/shard_rules.c)
+ * and the planner (lib/plan/micro_batch.c) keep the code of each rule and
  * dispatch on the enum, so that adding an operator is its lowering plus
  * one entry in lib/ops/registry.c.
  */

@@ -1,0 +1,217 @@
+/*
+ * The tensor split's planner (private to lib/runtime/shard*.c): the
+ * layouts of values and the state of the walk that writes one graph per
+ * device.  shard_graph.c holds the layout algebra and the building blocks
+ * of the device graphs (values, constants, nodes, the conversions between
+ * layouts), shard_rules.c the walk and the registry's shard rules but the
+ * products', which are in shard_products.c, shard_strategy.c the
+ * strategies of a plan file; shard.c creates a split from the result.
+ */
+#ifndef SN_SHARD_BUILD_H
+#define SN_SHARD_BUILD_H
+
+#include <string.h>
+
+#include "core/error.h"
+#include "exec/exec.h"
+#include "ir/graph.h"
+#include "ops/registry.h"
+#include "runtime/tensor_split.h"
+
+#define MAXD SN_COLL_MAX
+#define NVER 3          /* layouts remembered per value */
+#define FEATURE_GRAN 16 /* feature cuts: multiples of this many */
+
+enum { LAY_R, LAY_S, LAY_P };
+
+typedef struct lay {
+    int kind, axis;
+    size_t cnt[MAXD];
+} lay;
+
+typedef struct version {
+    int sub; /* value index in every device graph */
+    lay l;
+} version;
+
+typedef struct vinfo {
+    version v[NVER];
+    int nv;     /* v[0]: as produced */
+    int cnst_r; /* the constant, whole, or -1 */
+} vinfo;
+
+typedef struct bld {
+    sn_graph *g;
+    sn_plan *shape; /* the whole graph on one device: every value's shape */
+    size_t n;
+    const double *speed;
+    sn_graph *sub[MAXD];
+    vinfo *vi;
+    const sn_strategy *strat;
+    size_t nstrat;
+    unsigned char *strat_used;
+    unsigned counter; /* for unique value names */
+    size_t ncoll;
+    double coll_bytes;
+    char *desc;
+    size_t desc_len, desc_cap;
+    sn_strategy *chosen;
+    size_t nchosen, cap_chosen;
+    shardnet_status why; /* why sn_shard_to_layout() failed (not memory) */
+    int *origin;         /* per device-graph node: the model's node, -1 */
+    size_t norigin, cap_origin;
+    double *full_time;   /* see sn_tensor_split */
+    double *full_work;
+    lay *out_lay;        /* per model output: its layout on the devices */
+} bld;
+
+/* --- small helpers --------------------------------------------------------- */
+
+static inline shardnet_status oom(void)
+{
+    return sn_error(SHARDNET_OUT_OF_MEMORY, "tensor split");
+}
+
+/* The status behind a -1 from sn_shard_to_layout() and the builders below
+ * it. */
+static inline shardnet_status failed(const bld *b)
+{
+    return b->why ? b->why : oom();
+}
+
+static inline const sn_rt *full(const bld *b, int v)
+{
+    const sn_rt *rt = sn_plan_value(b->shape, (size_t)v);
+    return rt && rt->known ? rt : NULL;
+}
+
+static inline int is_float(const bld *b, int v)
+{
+    const sn_rt *rt = full(b, v);
+    return rt && rt->dtype == SN_DT_FLOAT;
+}
+
+static inline int is_const(const bld *b, int v)
+{
+    return v >= 0 && (b->g->values[v].flags & SN_VALUE_CONST);
+}
+
+static inline size_t prod(const int64_t *d, int from, int to)
+{
+    size_t p = 1;
+    for (int i = from; i < to; i++)
+        p *= (size_t)d[i];
+    return p;
+}
+
+static inline int lay_eq(const lay *a, const lay *c, size_t n)
+{
+    if (a->kind != c->kind)
+        return 0;
+    if (a->kind != LAY_S)
+        return 1;
+    return a->axis == c->axis && !memcmp(a->cnt, c->cnt, n * sizeof a->cnt[0]);
+}
+
+static inline lay lay_r(void)
+{
+    lay l = {.kind = LAY_R};
+    return l;
+}
+
+static inline lay lay_p(void)
+{
+    lay l = {.kind = LAY_P};
+    return l;
+}
+
+static inline lay lay_s(int axis, const size_t *cnt, size_t n)
+{
+    lay l = {.kind = LAY_S, .axis = axis};
+    memcpy(l.cnt, cnt, n * sizeof *cnt);
+    return l;
+}
+
+enum { M_REP, M_COL, M_ROW, M_DATA };
+
+/* Node n's shard rule in the operator registry (ops/registry.h): what the
+ * rules shared by several operators tell them apart by. */
+static inline sn_shard_rule rule_of(const sn_node *n)
+{
+    const sn_operator *op = sn_operator_find(n->domain, n->op_type);
+    return op ? op->shard : SN_SHARD_REPLICATE;
+}
+
+/* --- shard_graph.c: the device graphs ------------------------------------- */
+
+/* Append to the split's description (what `shardnet plan` shows). */
+void sn_shard_say(bld *b, const char *fmt, ...) SN_PRINTF(2, 3);
+/* Cut `total` into b->n shares proportional to speed, each a multiple of
+ * gran and at least gran (the last takes what is left over).  0 when the
+ * total is too small to give every device a share. */
+int sn_shard_shares(const bld *b, size_t total, size_t gran, size_t *cnt);
+/* A value named like `base` plus a suffix, in every device graph. */
+int sn_shard_new_value(bld *b, const char *base, const char *suffix);
+/* int64 constants, one per device: vals[d][0..len). */
+int sn_shard_const_i64(bld *b, const char *base, size_t len,
+                       int64_t (*vals)[SN_MAX_DIMS]);
+/* Add a node to every device graph, attributes copied from `like` (may be
+ * NULL) except the one named `drop`.  Its index, or -1. */
+int sn_shard_add_node(bld *b, const sn_node *like, const char *op,
+                      const char *domain, const int *in, size_t nin,
+                      const int *out, size_t nout, const char *drop);
+/* Set integer attribute `name` of node k on device d (added if absent). */
+int sn_shard_set_int_attr(bld *b, int k, size_t d, const char *name,
+                          int64_t v);
+/* Model value v is device value `sub` in layout l. */
+void sn_shard_remember(bld *b, int v, int sub, const lay *l);
+/* Model value v in layout `want` on every device (converted when needed);
+ * -1 with an error set when it cannot be. */
+int sn_shard_to_layout(bld *b, int v, const lay *want);
+/* The current (first) layout of model value v; R for constants. */
+const lay *sn_shard_layout_of(const bld *b, int v);
+/* Output j of node n, as a fresh value named like the model's. */
+int sn_shard_out_value(bld *b, const sn_node *n, size_t j);
+/* Partial sums v reduce-scattered along `axis`, or R when too small. */
+lay sn_shard_p_target_axis(const bld *b, int v, int axis);
+/* Where partial sums v go before a non-linear op. */
+lay sn_shard_p_target(const bld *b, int v);
+/* Copy node n with inputs in[] (sub indices); outputs get the layout l. */
+shardnet_status sn_shard_emit_copy(bld *b, const sn_node *n, const int *in,
+                                   const lay *l, const char *drop);
+/* Every input whole, the node computed whole on every device. */
+shardnet_status sn_shard_replicate(bld *b, const sn_node *n);
+
+/* --- shard_strategy.c: strategies ----------------------------------------- */
+
+/* The strategy of a product cutting axis sa of its data (rank ra[0]) and
+ * axis sb of its weight (rank rb), -1 for none, in MindSpore's notation. */
+void sn_shard_strategy_text(const bld *b, char *buf, size_t cap,
+                            const size_t *ra, int sa, size_t rb, int sb);
+/* Keep the strategy `text` chosen for node n, for the plan file. */
+void sn_shard_record_choice(bld *b, const sn_node *n, const char *text);
+/* The strategy the plan file forces on node n (marked used), or NULL. */
+const sn_strategy *sn_shard_find_strategy(bld *b, const sn_node *n);
+/* Read a forced strategy for an operand pair of ranks ra (data) and rb
+ * (weight): which mode and, for M_DATA, which axis of the data. */
+shardnet_status sn_shard_strategy_mode(const bld *b, const sn_node *n,
+                                       const sn_strategy *s, int ra, int rb,
+                                       int k_axis_w, int n_axis_w, int *mode,
+                                       int *axis);
+
+/* --- shard_products.c: the products' shard rules -------------------------- */
+
+/* Gemm cut when its weights are constant; MatMul too, and else by its
+ * batch; Conv cut when its weights are constant.  *handled = 0: the
+ * caller replicates the node. */
+shardnet_status sn_shard_gemm(bld *b, const sn_node *n, int *handled);
+shardnet_status sn_shard_matmul(bld *b, const sn_node *n, int *handled);
+shardnet_status sn_shard_conv(bld *b, const sn_node *n, int *handled);
+
+/* --- shard_rules.c: the walk ---------------------------------------------- */
+
+/* The device graphs of b->g: every live node laid out by its rule, the
+ * model's outputs laid out for the host, each graph sorted. */
+shardnet_status sn_shard_build(bld *b);
+
+#endif /* SN_SHARD_BUILD_H */

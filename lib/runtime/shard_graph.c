@@ -1,0 +1,526 @@
+/*
+ * The tensor split's layout algebra and the building blocks of its device
+ * graphs (see lib/runtime/shard.c for the layouts): values and constants
+ * added to every device's graph alike, weights cut into shards, nodes
+ * copied with their attributes, and the conversions between layouts (a
+ * collective node, or a local slice) that the shard rules ask for
+ * through sn_shard_to_layout().
+ */
+#include <config.h>
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ops/ops.h"
+#include "runtime/shard_build.h"
+
+void sn_shard_say(bld *b, const char *fmt, ...)
+{
+    va_list ap;
+    if (b->desc_cap - b->desc_len < 512) {
+        size_t cap = b->desc_cap ? 2 * b->desc_cap : 4096;
+        char *d = realloc(b->desc, cap);
+        if (!d)
+            return;
+        b->desc = d;
+        b->desc_cap = cap;
+    }
+    va_start(ap, fmt);
+    int k = vsnprintf(b->desc + b->desc_len, b->desc_cap - b->desc_len, fmt,
+                      ap);
+    va_end(ap);
+    if (k > 0)
+        b->desc_len += (size_t)k < b->desc_cap - b->desc_len
+                           ? (size_t)k
+                           : b->desc_cap - b->desc_len - 1;
+}
+
+/*
+ * Cut `total` into n shares proportional to speed, each a multiple of
+ * gran and at least gran (the last takes what is left over).  0 when the
+ * total is too small to give every device a share.
+ */
+int sn_shard_shares(const bld *b, size_t total, size_t gran, size_t *cnt)
+{
+    size_t units = total / gran, at = 0;
+    double sum = 0;
+    if (gran == 0 || units < b->n)
+        return 0;
+    for (size_t d = 0; d < b->n; d++)
+        sum += b->speed[d];
+    for (size_t d = 0; d < b->n; d++) {
+        size_t u = (size_t)((double)units * b->speed[d] / sum + 0.5);
+        if (u < 1)
+            u = 1;
+        /* leave at least one unit to each later device */
+        if (at + u + (b->n - 1 - d) > units)
+            u = units - at - (b->n - 1 - d);
+        if (d == b->n - 1)
+            u = units - at;
+        cnt[d] = u * gran;
+        at += u;
+    }
+    cnt[b->n - 1] += total - units * gran;
+    return 1;
+}
+
+/* --- building the device graphs ------------------------------------------- */
+
+/* A value named like `base` plus a suffix, in every device graph. */
+int sn_shard_new_value(bld *b, const char *base, const char *suffix)
+{
+    char name[SN_MAX_NAME + 32];
+    int idx = -1;
+    if (suffix)
+        snprintf(name, sizeof name, "%s#%s%u", base, suffix, ++b->counter);
+    else
+        snprintf(name, sizeof name, "%s", base);
+    for (size_t d = 0; d < b->n; d++) {
+        int k = sn_graph_add_value(b->sub[d], name);
+        if (k < 0 || (idx >= 0 && k != idx))
+            return -1;
+        idx = k;
+    }
+    return idx;
+}
+
+/* Make value k of every device graph a constant: data[d] (taken). */
+static void set_const(bld *b, int k, sn_dtype dt, int rank,
+                      int64_t (*dims)[SN_MAX_DIMS], void **data)
+{
+    for (size_t d = 0; d < b->n; d++) {
+        sn_value *v = &b->sub[d]->values[k];
+        v->dtype = dt;
+        v->rank = rank;
+        memcpy(v->dims, dims[d], sizeof v->dims);
+        v->data = v->owned = data[d];
+        v->nbytes = prod(dims[d], 0, rank) * sn_dtype_size(dt);
+        v->flags |= SN_VALUE_CONST;
+        data[d] = NULL;
+    }
+}
+
+/* The constant v, whole, shared with the model graph (borrowed data). */
+static int const_r(bld *b, int v)
+{
+    const sn_value *pv = &b->g->values[v];
+    if (b->vi[v].cnst_r >= 0)
+        return b->vi[v].cnst_r;
+    int k = sn_shard_new_value(b, pv->name, NULL);
+    if (k < 0)
+        return -1;
+    for (size_t d = 0; d < b->n; d++) {
+        sn_value *sv = &b->sub[d]->values[k];
+        sv->dtype = pv->dtype;
+        sv->rank = pv->rank;
+        memcpy(sv->dims, pv->dims, sizeof sv->dims);
+        sv->data = pv->data;
+        sv->nbytes = pv->nbytes;
+        sv->flags |= SN_VALUE_CONST;
+    }
+    b->vi[v].cnst_r = k;
+    return k;
+}
+
+/*
+ * Constant v cut along `axis` by cnt (or, with rank0_only, whole on device
+ * 0 and zeros elsewhere: a bias added once to partial sums).
+ */
+static int const_cut(bld *b, int v, int axis, const size_t *cnt,
+                     int rank0_only)
+{
+    const sn_value *pv = &b->g->values[v];
+    size_t es = sn_dtype_size(pv->dtype);
+    int64_t dims[MAXD][SN_MAX_DIMS];
+    void *data[MAXD] = {0};
+    int k = sn_shard_new_value(b, pv->name, rank0_only ? "bias" : "shard");
+    if (k < 0 || !es)
+        return -1;
+    size_t outer = prod(pv->dims, 0, axis),
+           inner = prod(pv->dims, axis + 1, pv->rank) * es,
+           whole = (size_t)pv->dims[axis], at = 0;
+    for (size_t d = 0; d < b->n; d++) {
+        memcpy(dims[d], pv->dims, sizeof dims[d]);
+        if (!rank0_only)
+            dims[d][axis] = (int64_t)cnt[d];
+        size_t bytes = prod(dims[d], 0, pv->rank) * es;
+        data[d] = calloc(bytes ? bytes : 1, 1);
+        if (!data[d])
+            goto fail;
+        if (rank0_only) {
+            if (d == 0)
+                memcpy(data[d], pv->data, bytes);
+            continue;
+        }
+        for (size_t o = 0; o < outer; o++)
+            memcpy((char *)data[d] + o * cnt[d] * inner,
+                   (const char *)pv->data + (o * whole + at) * inner,
+                   cnt[d] * inner);
+        at += cnt[d];
+    }
+    set_const(b, k, pv->dtype, pv->rank, dims, data);
+    return k;
+fail:
+    for (size_t d = 0; d < b->n; d++)
+        free(data[d]);
+    return -1;
+}
+
+/* int64 constants, one per device: vals[d][0..len). */
+int sn_shard_const_i64(bld *b, const char *base, size_t len,
+                     int64_t (*vals)[SN_MAX_DIMS])
+{
+    int64_t dims[MAXD][SN_MAX_DIMS] = {{0}};
+    void *data[MAXD] = {0};
+    int k = sn_shard_new_value(b, base, "c");
+    if (k < 0)
+        return -1;
+    for (size_t d = 0; d < b->n; d++) {
+        dims[d][0] = (int64_t)len;
+        data[d] = malloc(len * sizeof(int64_t) + 1);
+        if (!data[d]) {
+            for (size_t e = 0; e < d; e++)
+                free(data[e]);
+            return -1;
+        }
+        memcpy(data[d], vals[d], len * sizeof(int64_t));
+    }
+    set_const(b, k, SN_DT_INT64, 1, dims, data);
+    return k;
+}
+
+/* Add a node to every device graph, attributes copied from `like` (may be
+ * NULL) except the one named `drop`.  Its index, or -1. */
+int sn_shard_add_node(bld *b, const sn_node *like, const char *op,
+                    const char *domain, const int *in, size_t nin,
+                    const int *out, size_t nout, const char *drop)
+{
+    int idx = -1;
+    char name[SN_MAX_NAME + 32];
+    snprintf(name, sizeof name, "%s#%u", like ? like->name : op,
+             ++b->counter);
+    for (size_t j = 0; like && j < like->nattrs; j++)
+        if (like->attrs[j].type == SN_ATTR_TENSOR &&
+            like->attrs[j].tensor >= 0 &&
+            const_r(b, like->attrs[j].tensor) < 0)
+            return -1;
+    if (b->norigin == b->cap_origin) {
+        size_t cap = b->cap_origin ? 2 * b->cap_origin : 64;
+        int *o = realloc(b->origin, cap * sizeof *o);
+        if (!o)
+            return -1;
+        b->origin = o;
+        b->cap_origin = cap;
+    }
+    b->origin[b->norigin++] = like ? (int)(like - b->g->nodes) : -1;
+    for (size_t d = 0; d < b->n; d++) {
+        int k = sn_graph_add_node(b->sub[d], like ? like->name : name, op,
+                                  domain, in, nin, out, nout);
+        if (k < 0 || (idx >= 0 && k != idx))
+            return -1;
+        idx = k;
+        if (!like || !like->nattrs)
+            continue;
+        sn_node *sn = &b->sub[d]->nodes[k];
+        sn->attrs = calloc(like->nattrs, sizeof *sn->attrs);
+        if (!sn->attrs)
+            return -1;
+        for (size_t j = 0; j < like->nattrs; j++) {
+            const sn_attr *a = &like->attrs[j];
+            if (drop && !strcmp(a->name, drop))
+                continue;
+            /* A TENSOR attribute names a constant: this graph's copy of it
+             * (made before the loop). */
+            sn_attr plain = *a;
+            plain.tensor = -1;
+            sn_attr *d_attr = &sn->attrs[sn->nattrs++];
+            if (!sn_attr_copy(d_attr, &plain, NULL))
+                return -1;
+            if (a->type == SN_ATTR_TENSOR && a->tensor >= 0)
+                d_attr->tensor = b->vi[a->tensor].cnst_r;
+        }
+    }
+    return idx;
+}
+
+/* Set integer attribute `name` of node k on device d (added if absent). */
+int sn_shard_set_int_attr(bld *b, int k, size_t d, const char *name,
+                        int64_t v)
+{
+    sn_node *n = &b->sub[d]->nodes[k];
+    for (size_t j = 0; j < n->nattrs; j++)
+        if (!strcmp(n->attrs[j].name, name)) {
+            n->attrs[j].type = SN_ATTR_INT;
+            n->attrs[j].i = v;
+            return 0;
+        }
+    sn_attr *a = sn_node_add_attr(n, name, SN_ATTR_INT);
+    if (!a)
+        return -1;
+    a->i = v;
+    return 0;
+}
+
+void sn_shard_remember(bld *b, int v, int sub, const lay *l)
+{
+    vinfo *vi = &b->vi[v];
+    int at = vi->nv < NVER ? vi->nv++ : NVER - 1;
+    vi->v[at].sub = sub;
+    vi->v[at].l = *l;
+}
+
+/* A collective node turning value x (sub index, of model value v, layout
+ * `from`) into layout `to`. */
+static int collective(bld *b, int v, int x, sn_coll_kind kind, const lay *to)
+{
+    const sn_rt *fs = full(b, v);
+    int y = sn_shard_new_value(b, b->g->values[v].name,
+                               kind == SN_COLL_ALLREDUCE   ? "allreduce"
+                               : kind == SN_COLL_ALLGATHER ? "allgather"
+                                                           : "reducescatter");
+    if (y < 0 || !fs)
+        return -1;
+    int k = sn_shard_add_node(b, NULL, "ShardCollective", "ai.shardnet", &x, 1,
+                              &y, 1, NULL);
+    if (k < 0)
+        return -1;
+    for (size_t d = 0; d < b->n; d++) {
+        sn_node *nd = &b->sub[d]->nodes[k];
+        sn_attr *a;
+        if (sn_shard_set_int_attr(b, k, d, "kind", kind) ||
+            sn_shard_set_int_attr(b, k, d, "rank", (int64_t)d))
+            return -1;
+        if (kind != SN_COLL_ALLREDUCE) {
+            nd = &b->sub[d]->nodes[k];
+            if (sn_shard_set_int_attr(b, k, d, "axis", to->axis))
+                return -1;
+            nd = &b->sub[d]->nodes[k];
+            if (!(a = sn_node_add_attr(nd, "counts", SN_ATTR_INTS)) ||
+                !(a->ints = malloc(b->n * sizeof *a->ints)))
+                return -1;
+            a->count = b->n;
+            for (size_t e = 0; e < b->n; e++)
+                a->ints[e] = (int64_t)to->cnt[e];
+        }
+    }
+    double bytes = 4.0 * (double)sn_rt_elements(fs);
+    sn_shard_say(b, "  %s of '%s' (%.2f MB)\n",
+                 kind == SN_COLL_ALLREDUCE   ? "all-reduce"
+                 : kind == SN_COLL_ALLGATHER ? "all-gather"
+                                             : "reduce-scatter",
+                 b->g->values[v].name, bytes / 1e6);
+    b->ncoll++;
+    b->coll_bytes += bytes;
+    return y;
+}
+
+/* Set integer-list attribute `name` of node k on device d to vals[0..len). */
+static int set_ints_attr(bld *b, int k, size_t d, const char *name,
+                         const int64_t *vals, size_t len)
+{
+    sn_attr *a = sn_node_add_attr(&b->sub[d]->nodes[k], name, SN_ATTR_INTS);
+    if (!a || !(a->ints = malloc(len * sizeof *a->ints)))
+        return -1;
+    memcpy(a->ints, vals, len * sizeof *a->ints);
+    a->count = len;
+    return 0;
+}
+
+/* A local slice of x (model value v, whole on every device) to layout to:
+ * a Slice node in the form of the model's opset (starts, ends and axes as
+ * inputs from opset 10, attributes before). */
+static int local_slice(bld *b, int v, int x, const lay *to)
+{
+    int64_t st[MAXD][SN_MAX_DIMS], en[MAXD][SN_MAX_DIMS],
+        ax[MAXD][SN_MAX_DIMS];
+    size_t at = 0;
+    for (size_t d = 0; d < b->n; d++) {
+        st[d][0] = (int64_t)at;
+        en[d][0] = (int64_t)(at + to->cnt[d]);
+        ax[d][0] = to->axis;
+        at += to->cnt[d];
+    }
+    const char *base = b->g->values[v].name;
+    int y = sn_shard_new_value(b, base, "slice");
+    if (y < 0)
+        return -1;
+    if (sn_param_input("Slice", "starts", b->g->opset, NULL) < 0) {
+        int k = sn_shard_add_node(b, NULL, "Slice", "", &x, 1, &y, 1, NULL);
+        for (size_t d = 0; k >= 0 && d < b->n; d++)
+            if (set_ints_attr(b, k, d, "starts", st[d], 1) ||
+                set_ints_attr(b, k, d, "ends", en[d], 1) ||
+                set_ints_attr(b, k, d, "axes", ax[d], 1))
+                k = -1;
+        return k < 0 ? -1 : y;
+    }
+    int s = sn_shard_const_i64(b, base, 1, st),
+        e = sn_shard_const_i64(b, base, 1, en),
+        a = sn_shard_const_i64(b, base, 1, ax);
+    if (s < 0 || e < 0 || a < 0)
+        return -1;
+    int in[4] = {x, s, e, a};
+    if (sn_shard_add_node(b, NULL, "Slice", "", in, 4, &y, 1, NULL) < 0)
+        return -1;
+    return y;
+}
+
+/*
+ * Model value v in layout `want` on every device: a version already made,
+ * or one converted from it (and remembered).  -1 with an error set when it
+ * cannot be (non-float data across devices, or out of memory).
+ */
+int sn_shard_to_layout(bld *b, int v, const lay *want)
+{
+    vinfo *vi = &b->vi[v];
+    if (is_const(b, v)) {
+        if (want->kind == LAY_R)
+            return const_r(b, v);
+        for (int i = 0; i < vi->nv; i++)
+            if (lay_eq(&vi->v[i].l, want, b->n))
+                return vi->v[i].sub;
+        int k = want->kind == LAY_S
+                    ? const_cut(b, v, want->axis, want->cnt, 0)
+                    : const_cut(b, v, 0, NULL, 1);
+        if (k >= 0)
+            sn_shard_remember(b, v, k, want);
+        return k;
+    }
+    for (int i = 0; i < vi->nv; i++)
+        if (lay_eq(&vi->v[i].l, want, b->n))
+            return vi->v[i].sub;
+    if (!vi->nv)
+        return -1;
+    if (!is_float(b, v)) {
+        b->why = sn_error(SHARDNET_UNSUPPORTED,
+                 "tensor split: value '%s' is not float and cannot move "
+                 "between devices",
+                 b->g->values[v].name);
+        return -1;
+    }
+    const version *have = &vi->v[0];
+    for (int i = 0; i < vi->nv; i++)
+        if (vi->v[i].l.kind == LAY_R)
+            have = &vi->v[i];
+    int y = -1;
+    if (want->kind == LAY_R) {
+        y = collective(b, v, have->sub,
+                       have->l.kind == LAY_P ? SN_COLL_ALLREDUCE
+                                             : SN_COLL_ALLGATHER,
+                       &have->l);
+        if (y >= 0 && have->l.kind == LAY_P) {
+            /* The all-reduce sums in place: from here on the partial
+             * sums' buffer holds the sum, so the partial version is gone
+             * (a later reader taking it as partial sums, an Add of it
+             * and other partial sums, counted it once per device). */
+            version *p = &vi->v[have - vi->v];
+            p->sub = y;
+            p->l = lay_r();
+            return y;
+        }
+    } else if (want->kind == LAY_S) {
+        if (have->l.kind == LAY_R) {
+            y = local_slice(b, v, have->sub, want);
+        } else if (have->l.kind == LAY_P) {
+            y = collective(b, v, have->sub, SN_COLL_REDUCE_SCATTER, want);
+        } else {
+            lay r = lay_r();
+            int x = sn_shard_to_layout(b, v, &r);
+            vi = &b->vi[v];
+            y = x < 0 ? -1 : local_slice(b, v, x, want);
+        }
+    } else {
+        b->why = sn_error(SHARDNET_INTERNAL, "tensor split: no way to P");
+        return -1;
+    }
+    if (y >= 0)
+        sn_shard_remember(b, v, y, want);
+    return y;
+}
+
+/* The current (first) layout of model value v; R for constants. */
+const lay *sn_shard_layout_of(const bld *b, int v)
+{
+    static const lay r = {.kind = LAY_R};
+    if (v < 0 || is_const(b, v) || !b->vi[v].nv)
+        return &r;
+    return &b->vi[v].v[0].l;
+}
+
+/* Output j of node n, as a fresh value named like the model's. */
+int sn_shard_out_value(bld *b, const sn_node *n, size_t j)
+{
+    if (n->outputs[j] < 0)
+        return -1;
+    return sn_shard_new_value(b, b->g->values[n->outputs[j]].name, NULL);
+}
+
+/* Partial sums v reduce-scattered along `axis` (features in units of
+ * FEATURE_GRAN, other axes by rows), or R when that axis is too small. */
+lay sn_shard_p_target_axis(const bld *b, int v, int axis)
+{
+    const sn_rt *fs = full(b, v);
+    lay l = lay_r();
+    if (fs && axis >= 0 && axis < fs->rank &&
+        sn_shard_shares(b, (size_t)fs->dims[axis],
+                        axis == fs->rank - 1 ? FEATURE_GRAN : 1, l.cnt)) {
+        l.kind = LAY_S;
+        l.axis = axis;
+    }
+    return l;
+}
+
+/* Where partial sums v go before a non-linear op: reduce-scattered along
+ * the first axis that is wide enough (the batch, as in Megatron's sequence
+ * parallelism: the ops that follow work on a slice of rows and the next
+ * product needs no gather), else all-reduced. */
+lay sn_shard_p_target(const bld *b, int v)
+{
+    const sn_rt *fs = full(b, v);
+    for (int a = 0; fs && a < fs->rank; a++) {
+        lay l = sn_shard_p_target_axis(b, v, a);
+        if (l.kind == LAY_S)
+            return l;
+    }
+    return lay_r();
+}
+
+/* Copy node n with inputs in[] (sub indices); outputs get the layout l. */
+shardnet_status sn_shard_emit_copy(bld *b, const sn_node *n, const int *in,
+                                 const lay *l, const char *drop)
+{
+    int out[16];
+    if (n->noutputs > 16)
+        return sn_error(SHARDNET_UNSUPPORTED, "tensor split: node '%s' has "
+                        "too many outputs", n->name);
+    for (size_t j = 0; j < n->noutputs; j++) {
+        out[j] = -1;
+        if (n->outputs[j] >= 0 && (out[j] = sn_shard_out_value(b, n, j)) < 0)
+            return oom();
+    }
+    if (sn_shard_add_node(b, n, n->op_type, n->domain, in, n->ninputs, out,
+                          n->noutputs, drop) < 0)
+        return oom();
+    for (size_t j = 0; j < n->noutputs; j++)
+        if (out[j] >= 0)
+            sn_shard_remember(b, n->outputs[j], out[j], l);
+    return SHARDNET_OK;
+}
+
+/* Every input whole, the node computed whole on every device. */
+shardnet_status sn_shard_replicate(bld *b, const sn_node *n)
+{
+    int in[64];
+    lay r = lay_r();
+    if (n->ninputs > 64)
+        return sn_error(SHARDNET_UNSUPPORTED, "tensor split: node '%s' has "
+                        "too many inputs", n->name);
+    for (size_t j = 0; j < n->ninputs; j++) {
+        in[j] = -1;
+        if (n->inputs[j] >= 0 &&
+            (in[j] = sn_shard_to_layout(b, n->inputs[j], &r)) < 0)
+            return failed(b);
+    }
+    return sn_shard_emit_copy(b, n, in, &r, NULL);
+}

@@ -1,0 +1,426 @@
+/*
+ * The tensor split's rules for products (the registry's GEMM, MATMUL and
+ * CONV shard rules): a weight product cut by output features, by its
+ * reduced dimension into partial sums, or by the rows of its data; a
+ * product of two computed values following their cuts; a convolution cut
+ * by output channels, groups, input channels or the batch.  A plan file's
+ * strategy may force the cut (shard_strategy.c).
+ */
+#include <config.h>
+
+#include <stdio.h>
+#include <string.h>
+
+#include "runtime/shard_build.h"
+
+/*
+ * Node n's output v was computed as partial sums into `part` (its fused
+ * Relu left out): convert them to layout t, then apply the Relu; v ends up
+ * as the Relu's output in layout t.
+ */
+static shardnet_status relu_after_sum(bld *b, const sn_node *n, int part,
+                                      lay t)
+{
+    int v = n->outputs[0], out;
+    lay lp = lay_p();
+    sn_shard_remember(b, v, part, &lp); /* for to_layout: v as partial sums */
+    int x = sn_shard_to_layout(b, v, &t);
+    b->vi[v].nv = 0;           /* v is the Relu's output, made below */
+    if (x < 0)
+        return failed(b);
+    if ((out = sn_shard_out_value(b, n, 0)) < 0 ||
+        sn_shard_add_node(b, NULL, "Relu", "", &x, 1, &out, 1, NULL) < 0)
+        return oom();
+    sn_shard_remember(b, v, out, &t);
+    return SHARDNET_OK;
+}
+
+/*
+ * A product with a constant weight: Gemm (A, B, C) or MatMul (A, B) with
+ * B 2-D.  Column-parallel (output features cut), row-parallel (the reduced
+ * dimension cut, partial sums out), data-parallel (A's rows cut, weight
+ * whole) or whole.
+ */
+static shardnet_status linear(bld *b, const sn_node *n, int *handled)
+{
+    int gemm = rule_of(n) == SN_SHARD_GEMM;
+    int A = n->inputs[0], W = n->inputs[1];
+    int C = n->ninputs > 2 ? n->inputs[2] : -1; /* MatMul: a fused bias */
+    const sn_rt *fa = full(b, A), *fw = full(b, W);
+    const sn_rt *fo = full(b, n->outputs[0]);
+    const sn_value *wv = &b->g->values[W];
+    *handled = 0;
+    if (!fa || !fw || !fo || !is_const(b, W) || wv->rank != 2 ||
+        fa->rank < 2 || fo->dtype != SN_DT_FLOAT || n->noutputs != 1 ||
+        (gemm && sn_attr_int(n, "transA", 0)))
+        return SHARDNET_OK;
+    int tb = gemm && sn_attr_int(n, "transB", 0);
+    int k_axis_w = tb ? 1 : 0, n_axis_w = tb ? 0 : 1;
+    size_t N = (size_t)wv->dims[n_axis_w];
+    int ra = fa->rank, last = ra - 1;
+    /* A bias C must be a vector over N (or [1, N]) to be cut. */
+    const sn_value *cv = C >= 0 ? &b->g->values[C] : NULL;
+    int c_ok = !cv || (is_const(b, C) &&
+                       ((cv->rank == 1 && (size_t)cv->dims[0] == N) ||
+                        (cv->rank == 2 && cv->dims[0] == 1 &&
+                         (size_t)cv->dims[1] == N)));
+    const lay *la = sn_shard_layout_of(b, A);
+    int mode, daxis = -1;
+    const sn_strategy *s = sn_shard_find_strategy(b, n);
+    shardnet_status st;
+    if (s) {
+        if ((st = sn_shard_strategy_mode(b, n, s, ra, 2, k_axis_w, n_axis_w,
+                                         &mode, &daxis)) != SHARDNET_OK)
+            return st;
+    } else if (la->kind == LAY_S && la->axis == last) {
+        mode = M_ROW;
+    } else if (la->kind == LAY_S) {
+        mode = M_DATA;
+        daxis = la->axis;
+    } else if (la->kind == LAY_P) {
+        mode = M_ROW;
+    } else {
+        size_t cnt[MAXD];
+        mode = sn_shard_shares(b, N, FEATURE_GRAN, cnt) ? M_COL : M_REP;
+    }
+    if (mode == M_REP && s) {
+        char t[128];
+        sn_strategy_format(s, t, sizeof t);
+        sn_shard_say(b, "  %s (%s) %s: whole on every device\n", n->name,
+                     n->op_type, t);
+        sn_shard_record_choice(b, n, t);
+    }
+    if ((mode == M_COL && !c_ok) || mode == M_REP)
+        return SHARDNET_OK; /* replicated by the caller */
+
+    int in[3] = {-1, -1, -1}, out;
+    lay lo;
+    const char *drop = NULL;
+    char how[256], text[128];
+    size_t ranks[1] = {(size_t)ra};
+    if (mode == M_COL) {
+        lay r = lay_r(), lw;
+        size_t cnt[MAXD];
+        if (!sn_shard_shares(b, N, FEATURE_GRAN, cnt))
+            return SHARDNET_OK;
+        lw = lay_s(n_axis_w, cnt, b->n);
+        in[0] = sn_shard_to_layout(b, A, &r);
+        in[1] = sn_shard_to_layout(b, W, &lw);
+        if (C >= 0) {
+            lay lc = lay_s(cv->rank - 1, cnt, b->n);
+            in[2] = sn_shard_to_layout(b, C, &lc);
+        }
+        lo = lay_s(fo->rank - 1, cnt, b->n);
+        snprintf(how, sizeof how, "column-parallel: output features cut");
+        sn_shard_strategy_text(b, text, sizeof text, ranks, -1, 2, n_axis_w);
+    } else if (mode == M_ROW) {
+        lay lk;
+        if (la->kind == LAY_S && la->axis == last) {
+            lk = *la;
+        } else {
+            lk = sn_shard_p_target_axis(b, A, last);
+            if (lk.kind != LAY_S)
+                return SHARDNET_OK;
+        }
+        lay lw = lay_s(k_axis_w, lk.cnt, b->n);
+        in[0] = sn_shard_to_layout(b, A, &lk);
+        in[1] = sn_shard_to_layout(b, W, &lw);
+        if (C >= 0) {
+            lay lc = lay_p();
+            in[2] = sn_shard_to_layout(b, C, &lc); /* added once: device 0 */
+        }
+        lo = lay_p();
+        drop = "activation";
+        snprintf(how, sizeof how, "row-parallel: reduced dimension cut, "
+                                  "partial sums");
+        sn_shard_strategy_text(b, text, sizeof text, ranks, last, 2, k_axis_w);
+    } else {
+        lay ld;
+        if (la->kind == LAY_S && la->axis == daxis) {
+            ld = *la;
+        } else {
+            if (daxis < 0 || daxis >= last ||
+                !sn_shard_shares(b, (size_t)fa->dims[daxis], 1, ld.cnt))
+                return SHARDNET_OK;
+            ld = lay_s(daxis, ld.cnt, b->n);
+        }
+        lay r = lay_r();
+        in[0] = sn_shard_to_layout(b, A, &ld);
+        in[1] = sn_shard_to_layout(b, W, &r);
+        if (C >= 0)
+            in[2] = sn_shard_to_layout(b, C, &r);
+        lo = lay_s(daxis + (fo->rank - ra), ld.cnt, b->n);
+        snprintf(how, sizeof how, "data-parallel: rows of the input cut, "
+                                  "weights whole");
+        sn_shard_strategy_text(b, text, sizeof text, ranks, daxis, 2, -1);
+    }
+    if (in[0] < 0 || in[1] < 0 || (C >= 0 && in[2] < 0))
+        return failed(b);
+    *handled = 1;
+    sn_shard_say(b, "  %s (%s) %s: %s\n", n->name, n->op_type, text, how);
+    sn_shard_record_choice(b, n, text);
+    int act = !strcmp(sn_attr_string(n, "activation", ""), "Relu");
+    if (lo.kind == LAY_P && act) {
+        /* The activation waits for the sum: partial -> reduce-scatter (or
+         * all-reduce) -> Relu. */
+        int part =
+            sn_shard_new_value(b, b->g->values[n->outputs[0]].name, "partial");
+        if (part < 0 || sn_shard_add_node(b, n, n->op_type, n->domain, in,
+                                          n->ninputs, &part, 1, drop) < 0)
+            return oom();
+        return relu_after_sum(b, n, part, sn_shard_p_target(b, n->outputs[0]));
+    }
+    if ((out = sn_shard_out_value(b, n, 0)) < 0 ||
+        sn_shard_add_node(b, n, n->op_type, n->domain, in, n->ninputs, &out, 1,
+                          drop) < 0)
+        return oom();
+    sn_shard_remember(b, n->outputs[0], out, &lo);
+    return SHARDNET_OK;
+}
+
+/*
+ * Conv with a constant weight (O, I/g, k...): output channels cut (whole
+ * groups when grouped) from a whole input; from an input cut by channels,
+ * each device convolves its own groups, or (one group) its own input
+ * channels into partial sums.
+ */
+static shardnet_status conv(bld *b, const sn_node *n, int *handled)
+{
+    int X = n->inputs[0], W = n->inputs[1];
+    int B = n->ninputs > 2 ? n->inputs[2] : -1;
+    const sn_rt *fx = full(b, X), *fo = full(b, n->outputs[0]);
+    const sn_value *wv = &b->g->values[W];
+    *handled = 0;
+    if (!fx || !fo || fo->dtype != SN_DT_FLOAT || !is_const(b, W) ||
+        wv->rank < 3 || (B >= 0 && !is_const(b, B)) || n->noutputs != 1)
+        return SHARDNET_OK;
+    size_t groups = (size_t)sn_attr_int(n, "group", 1);
+    size_t Co = (size_t)wv->dims[0], Cig = (size_t)wv->dims[1];
+    if (!groups || Co % groups)
+        return SHARDNET_OK;
+    size_t Cog = Co / groups;
+    const lay *lx = sn_shard_layout_of(b, X);
+    const sn_strategy *s = sn_shard_find_strategy(b, n);
+    int mode = M_REP, daxis = -1;
+    shardnet_status st;
+    if (s) {
+        if ((st = sn_shard_strategy_mode(b, n, s, fx->rank, wv->rank, 1, 0,
+                                         &mode, &daxis)) != SHARDNET_OK)
+            return st;
+    } else if (lx->kind == LAY_S && lx->axis == 1) {
+        /* per group when the cut follows the groups, partial sums for one
+         * group, else gather and cut the output channels */
+        int aligned = 1;
+        for (size_t d = 0; d < b->n; d++)
+            aligned &= lx->cnt[d] % Cig == 0 && lx->cnt[d] > 0;
+        mode = groups == 1 || aligned ? M_ROW : M_COL;
+    } else if (lx->kind == LAY_S && lx->axis == 0) {
+        mode = M_DATA;
+        daxis = 0;
+    } else {
+        mode = M_COL;
+    }
+    int in[3] = {X, W, B};
+    size_t gcnt[MAXD]; /* groups per device */
+    lay lo, lin;
+    int partial = 0;
+    char how[160], text[128];
+    size_t ranks[1] = {(size_t)fx->rank};
+    if (mode == M_COL) {
+        size_t cnt[MAXD];
+        if (!sn_shard_shares(b, groups > 1 ? groups : Co, 1, cnt))
+            return SHARDNET_OK;
+        for (size_t d = 0; d < b->n; d++) {
+            gcnt[d] = groups > 1 ? cnt[d] : 1;
+            lo.cnt[d] = groups > 1 ? cnt[d] * Cog : cnt[d];
+            lin.cnt[d] = cnt[d] * Cig;
+        }
+        lo.kind = LAY_S;
+        lo.axis = 1;
+        lin.kind = groups > 1 ? LAY_S : LAY_R;
+        lin.axis = 1;
+        snprintf(how, sizeof how, "output channels cut%s",
+                 groups > 1 ? " (whole groups)" : "");
+        sn_shard_strategy_text(b, text, sizeof text, ranks, -1,
+                               (size_t)wv->rank, 0);
+    } else if (mode == M_ROW) {
+        /* input channels cut: by whole groups, or partial sums */
+        lin = lx->kind == LAY_S && lx->axis == 1 ? *lx : lay_r();
+        if (lin.kind != LAY_S) {
+            if (!sn_shard_shares(b, (size_t)fx->dims[1], groups > 1 ? Cig : 1,
+                                 lin.cnt))
+                return SHARDNET_OK;
+            lin.kind = LAY_S;
+            lin.axis = 1;
+        }
+        int aligned = 1;
+        for (size_t d = 0; d < b->n; d++)
+            aligned &= lin.cnt[d] % Cig == 0 && lin.cnt[d] > 0;
+        if (groups > 1 && aligned) {
+            for (size_t d = 0; d < b->n; d++) {
+                gcnt[d] = lin.cnt[d] / Cig;
+                lo.cnt[d] = gcnt[d] * Cog;
+            }
+            lo.kind = LAY_S;
+            lo.axis = 1;
+            snprintf(how, sizeof how, "each device its own groups");
+            sn_shard_strategy_text(b, text, sizeof text, ranks, 1,
+                                   (size_t)wv->rank, 0);
+        } else if (groups == 1) {
+            for (size_t d = 0; d < b->n; d++)
+                gcnt[d] = 1;
+            lo = lay_p();
+            partial = 1;
+            snprintf(how, sizeof how, "input channels cut, partial sums");
+            sn_shard_strategy_text(b, text, sizeof text, ranks, 1,
+                                   (size_t)wv->rank, 1);
+        } else {
+            return SHARDNET_OK;
+        }
+    } else if (mode == M_DATA) {
+        if (lx->kind == LAY_S && lx->axis == daxis)
+            lin = *lx;
+        else if (daxis != 0 ||
+                 !sn_shard_shares(b, (size_t)fx->dims[0], 1, lin.cnt))
+            return SHARDNET_OK;
+        lin.kind = LAY_S;
+        lin.axis = 0;
+        lo = lin;
+        for (size_t d = 0; d < b->n; d++)
+            gcnt[d] = groups;
+        snprintf(how, sizeof how, "data-parallel: batch cut");
+        sn_shard_strategy_text(b, text, sizeof text, ranks, 0, (size_t)wv->rank,
+                               -1);
+    } else {
+        return SHARDNET_OK;
+    }
+    /* weights and bias of each device */
+    if (mode == M_DATA) {
+        lay r = lay_r();
+        in[1] = sn_shard_to_layout(b, W, &r);
+        in[2] = B >= 0 ? sn_shard_to_layout(b, B, &r) : -1;
+    } else if (partial) {
+        lay lw = lay_s(1, lin.cnt, b->n), lp = lay_p();
+        in[1] = sn_shard_to_layout(b, W, &lw);
+        in[2] = B >= 0 ? sn_shard_to_layout(b, B, &lp) : -1;
+    } else {
+        lay lw = lay_s(0, lo.cnt, b->n);
+        in[1] = sn_shard_to_layout(b, W, &lw);
+        in[2] = B >= 0 ? sn_shard_to_layout(b, B, &lw) : -1;
+    }
+    in[0] = sn_shard_to_layout(b, X, &lin);
+    if (in[0] < 0 || in[1] < 0 || (B >= 0 && in[2] < 0))
+        return failed(b);
+    *handled = 1;
+    sn_shard_say(b, "  %s (%s) %s: %s\n", n->name, n->op_type, text, how);
+    sn_shard_record_choice(b, n, text);
+    int act = !strcmp(sn_attr_string(n, "activation", ""), "Relu");
+    int v = n->outputs[0];
+    int target = partial && act
+                     ? sn_shard_new_value(b, b->g->values[v].name, "partial")
+                     : sn_shard_out_value(b, n, 0);
+    int k = target < 0
+                ? -1
+                : sn_shard_add_node(b, n, "Conv", n->domain, in, n->ninputs,
+                                    &target, 1, partial ? "activation" : NULL);
+    if (k < 0)
+        return oom();
+    for (size_t d = 0; d < b->n; d++)
+        if (sn_shard_set_int_attr(b, k, d, "group", (int64_t)gcnt[d]))
+            return oom();
+    if (partial && act)
+        return relu_after_sum(b, n, target, lay_r());
+    sn_shard_remember(b, v, target, &lo);
+    return SHARDNET_OK;
+}
+
+/* MatMul of two computed values: batch dimensions follow their cut; A's
+ * rows or B's columns may be cut; both cut along the reduced dimension give
+ * partial sums. */
+static shardnet_status matmul2(bld *b, const sn_node *n, int *handled)
+{
+    int A = n->inputs[0], B = n->inputs[1];
+    const sn_rt *fa = full(b, A), *fb = full(b, B), *fo = full(b, n->outputs[0]);
+    *handled = 0;
+    if (!fa || !fb || !fo || fa->rank < 2 || fa->rank != fb->rank ||
+        fo->dtype != SN_DT_FLOAT)
+        return SHARDNET_OK;
+    int r = fa->rank;
+    const lay *la = sn_shard_layout_of(b, A), *lb = sn_shard_layout_of(b, B);
+    lay ta, tb, lo;
+    if (la->kind == LAY_S && la->axis < r - 2)
+        ta = *la;
+    else if (lb->kind == LAY_S && lb->axis < r - 2)
+        ta = *lb;
+    else
+        ta.kind = LAY_R;
+    if (ta.kind == LAY_S) {
+        /* a batch dimension: the other operand is cut the same way unless
+         * it broadcasts along it */
+        tb = ta;
+        lo = ta;
+        lay rr = lay_r();
+        int ia = fa->dims[ta.axis] == 1 ? sn_shard_to_layout(b, A, &rr)
+                                         : sn_shard_to_layout(b, A, &ta);
+        int ib = fb->dims[ta.axis] == 1 ? sn_shard_to_layout(b, B, &rr)
+                                         : sn_shard_to_layout(b, B, &tb);
+        if (ia < 0 || ib < 0)
+            return failed(b);
+        int in[2] = {ia, ib};
+        *handled = 1;
+        return sn_shard_emit_copy(b, n, in, &lo, NULL);
+    }
+    if (la->kind == LAY_S && la->axis == r - 2 && lb->kind != LAY_P) {
+        lay rr = lay_r();
+        int in[2] = {sn_shard_to_layout(b, A, la),
+                     sn_shard_to_layout(b, B, &rr)};
+        lo = *la;
+        if (in[0] < 0 || in[1] < 0)
+            return failed(b);
+        *handled = 1;
+        return sn_shard_emit_copy(b, n, in, &lo, NULL);
+    }
+    if (lb->kind == LAY_S && lb->axis == r - 1 && la->kind != LAY_P) {
+        lay rr = lay_r();
+        int in[2] = {sn_shard_to_layout(b, A, &rr),
+                     sn_shard_to_layout(b, B, lb)};
+        lo = *lb;
+        if (in[0] < 0 || in[1] < 0)
+            return failed(b);
+        *handled = 1;
+        return sn_shard_emit_copy(b, n, in, &lo, NULL);
+    }
+    if (la->kind == LAY_S && la->axis == r - 1 && lb->kind == LAY_S &&
+        lb->axis == r - 2 && !memcmp(la->cnt, lb->cnt, b->n * sizeof la->cnt[0])) {
+        int in[2] = {sn_shard_to_layout(b, A, la),
+                     sn_shard_to_layout(b, B, lb)};
+        lo = lay_p();
+        if (in[0] < 0 || in[1] < 0)
+            return failed(b);
+        *handled = 1;
+        return sn_shard_emit_copy(b, n, in, &lo, "activation");
+    }
+    return SHARDNET_OK;
+}
+
+/* The rules of the registry's products (ops/registry.h): Gemm cut when
+ * its weights are constant; MatMul too, and else by its batch. */
+shardnet_status sn_shard_gemm(bld *b, const sn_node *n, int *handled)
+{
+    *handled = 0;
+    return n->ninputs > 1 && is_const(b, n->inputs[1]) ? linear(b, n, handled)
+                                                       : SHARDNET_OK;
+}
+
+shardnet_status sn_shard_matmul(bld *b, const sn_node *n, int *handled)
+{
+    return n->ninputs > 1 && is_const(b, n->inputs[1]) ? linear(b, n, handled)
+                                                       : matmul2(b, n, handled);
+}
+
+shardnet_status sn_shard_conv(bld *b, const sn_node *n, int *handled)
+{
+    *handled = 0;
+    return n->ninputs > 1 && is_const(b, n->inputs[1]) ? conv(b, n, handled)
+                                                       : SHARDNET_OK;
+}
