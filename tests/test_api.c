@@ -125,6 +125,24 @@ static void check_output(shardnet_session_t *s, size_t index,
                   info.name, i, (double)got[i], (double)ref[i]);
 }
 
+/* Bind rows [first, first + rows) of x and idx by name. */
+static void bind_multi_io_rows(shardnet_session_t *s, const multi_io *t,
+                               int64_t first, int64_t rows)
+{
+    size_t ix, ii;
+    int64_t xd[2] = {rows, t->x.info.dims[1]}, id[1] = {rows};
+    const float *x = t->x.data;
+    const int64_t *idx = t->idx.data;
+    cr_assert_eq(shardnet_session_input_index(s, "x", &ix), SHARDNET_OK);
+    cr_assert_eq(shardnet_session_input_index(s, "idx", &ii), SHARDNET_OK);
+    cr_assert_eq(shardnet_session_set_input(s, ix, SHARDNET_DTYPE_FLOAT32, 2,
+                                            xd, x + first * xd[1]),
+                 SHARDNET_OK, "%s", shardnet_last_error());
+    cr_assert_eq(shardnet_session_set_input(s, ii, SHARDNET_DTYPE_INT64, 1, id,
+                                            idx + first),
+                 SHARDNET_OK, "%s", shardnet_last_error());
+}
+
 /* Output index of the model's output called name. */
 static size_t output_index(shardnet_model_t *m, const char *name)
 {
@@ -575,4 +593,61 @@ Test(api, session_options_grow_without_breaking_programs)
     cr_assert_null(s);
     free(o);
     shardnet_model_free(m);
+}
+
+/* Two runs of one session on inputs of the same shape but other indices:
+ * a device's plan took the indices' values when it was built (integer
+ * inputs are read on the host), so a split that kept its plans by shape
+ * alone gathered the first run's rows again (the tensor split did, and so
+ * did a hybrid stage, whose micro-batches are such runs). */
+Test(api, same_shape_other_indices_gather_their_own_rows)
+{
+    static const struct {
+        const char *split, *devices;
+        size_t micro;
+    } cases[] = {
+        {"tensor", "cpu:0,cpu:1", 0},
+        {"hybrid", "cpu:0,cpu:1,cl:0", 0},
+        {"layer", "cpu:0,cpu:1", 0},
+    };
+    multi_io t;
+    multi_io_load(&t);
+    shardnet_model_t *m = load_model("multi_io.onnx");
+    size_t y1 = output_index(m, "y1");
+    int64_t half = t.x.info.dims[0] / 2;
+    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+        size_t idx[8], n;
+        if (shardnet_devices_select(ctx, cases[c].devices, idx, 8, &n) !=
+            SHARDNET_OK)
+            continue; /* the other cases still run */
+        shardnet_session_options o = {.split = cases[c].split,
+                                      .micro_batches = cases[c].micro};
+        shardnet_session_t *s = NULL;
+        cr_assert_eq(shardnet_session_create_with(ctx, m, cases[c].devices,
+                                                  &o, &s),
+                     SHARDNET_OK, "%s", shardnet_last_error());
+        for (int64_t first = 0; first < 2 * half; first += half) {
+            shardnet_tensor_info info;
+            const void *data;
+            bind_multi_io_rows(s, &t, first, half);
+            cr_assert_eq(shardnet_session_run(s), SHARDNET_OK, "%s on %s: %s",
+                         cases[c].split, cases[c].devices,
+                         shardnet_last_error());
+            cr_assert_eq(shardnet_session_output(s, y1, &info, &data),
+                         SHARDNET_OK);
+            const float *got = data, *ref = t.y1.data;
+            size_t cols = (size_t)t.y1.info.dims[1];
+            for (size_t i = 0; i < (size_t)half * cols; i++) {
+                double want = ref[(size_t)first * cols + i];
+                cr_assert(fabs(got[i] - want) <= 1e-5 * (1 + fabs(want)),
+                          "%s on %s, rows from %lld: y1 element %zu is %.9g, "
+                          "numpy %.9g",
+                          cases[c].split, cases[c].devices, (long long)first,
+                          i, (double)got[i], want);
+            }
+        }
+        shardnet_session_free(s);
+    }
+    shardnet_model_free(m);
+    multi_io_release(&t);
 }

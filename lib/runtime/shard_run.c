@@ -227,6 +227,9 @@ const sn_host_tensor *sn_tensor_split_output(const sn_tensor_split *t,
     return i < t->g->noutputs ? &t->out[i] : NULL;
 }
 
+/* Inputs shaped as the split was built for, and, where a device's plan
+ * took an input's values (integer inputs: indices, shapes), the same
+ * values: a plan built for other indices would gather the wrong rows. */
 int sn_tensor_split_matches(const sn_tensor_split *t, const sn_binding *in)
 {
     for (size_t i = 0; i < t->g->ninputs; i++) {
@@ -235,5 +238,8 @@ int sn_tensor_split_matches(const sn_tensor_split *t, const sn_binding *in)
             memcmp(a->dims, c->dims, (size_t)a->rank * sizeof a->dims[0]))
             return 0;
     }
+    for (size_t k = 0; k < t->where->nlocal; k++)
+        if (!sn_plan_matches(t->plan[t->where->local[k]], in))
+            return 0;
     return 1;
 }
