@@ -23,6 +23,7 @@
 #include <time.h>
 
 #include "core/error.h"
+#include "core/trace.h"
 #include "comm/world.h"
 
 #ifdef SN_HAVE_MPI
@@ -138,13 +139,6 @@ static void init_once(void)
            nprocs, serialise ? "serialised" : "multiple", timeout_s);
 }
 
-static double now_s(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
-}
-
 static shardnet_status mpi_failed(int rc, const char *what)
 {
     char text[MPI_MAX_ERROR_STRING];
@@ -159,7 +153,7 @@ static shardnet_status mpi_failed(int rc, const char *what)
  * process waited for (-1: any of a collective's). */
 static shardnet_status wait_for(MPI_Request *req, const char *what, int peer)
 {
-    double t0 = now_s();
+    double t0 = sn_trace_now();
     unsigned spins = 0;
     for (;;) {
         int done = 0, rc;
@@ -170,7 +164,7 @@ static shardnet_status wait_for(MPI_Request *req, const char *what, int peer)
             return mpi_failed(rc, what);
         if (done)
             return SHARDNET_OK;
-        if (now_s() - t0 > timeout_s) {
+        if (sn_trace_now() - t0 > timeout_s) {
             job_failed = 2;
             if (peer >= 0)
                 return sn_error(SHARDNET_IO_ERROR,
@@ -570,7 +564,7 @@ shardnet_status sn_world_link(double *latency, double *bandwidth)
             for (int r = 0; r < ROUNDS + BIG_ROUNDS && st == SHARDNET_OK;
                  r++) {
                 size_t bytes = r < ROUNDS ? 8 : big;
-                double t0 = now_s();
+                double t0 = sn_trace_now();
                 if (me == 0) {
                     if ((st = sn_world_send(peer, TAG, buf, bytes)) ==
                         SHARDNET_OK)
@@ -580,7 +574,7 @@ shardnet_status sn_world_link(double *latency, double *bandwidth)
                         SHARDNET_OK)
                         st = sn_world_send(peer, TAG, buf, bytes);
                 }
-                double half = (now_s() - t0) / 2;
+                double half = (sn_trace_now() - t0) / 2;
                 if (r < ROUNDS && half < best_small)
                     best_small = half;
                 if (r >= ROUNDS && half < best_big)

@@ -13,23 +13,16 @@
 #include <sys/file.h>
 #include <sys/stat.h>
 #include <sys/types.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "core/cachedir.h"
 #include "core/error.h"
+#include "core/trace.h"
 #include "plan/profile.h"
 #include "comm/world.h"
 
 #define PROFILE_FILE "profiles-1.txt"
 #define MAX_PROFILES 64
-
-static double now_s(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
-}
 
 /* Best flops/s of an n^3 product, over runs until `budget` seconds have
  * passed (at least `timed` timed runs after 2 warm-ups); 0 on failure. */
@@ -51,15 +44,15 @@ static double gemm_speed(sn_device *dev, size_t n, double budget, int timed)
     sn_gemm_desc d = {.m = n, .n = n, .k = n, .alpha = 1, .lda = n,
                       .ldb = n, .ldc = n, .batch = 1, .a = {a, 0},
                       .b = {b, 0}, .c = {c, 0}};
-    double start = now_s();
+    double start = sn_trace_now();
     for (int r = 0; r < 1000; r++) {
-        double t0 = now_s();
+        double t0 = sn_trace_now();
         if (sn_gemm(dev, &d) || sn_synchronize(dev))
             goto out;
-        double t = now_s() - t0;
+        double t = sn_trace_now() - t0;
         if (r >= 2 && t < best)
             best = t;
-        if (r >= timed + 1 && now_s() - start > budget)
+        if (r >= timed + 1 && sn_trace_now() - start > budget)
             break;
     }
 out:
@@ -81,10 +74,10 @@ static double launch_cost(sn_device *dev, int reps)
         sn_unary_desc u = {.op = SN_UNARY_RELU, .n = 16, .x = {a, 0},
                            .y = {a, 0}};
         for (int r = 0; r < reps + 2; r++) {
-            double t0 = now_s();
+            double t0 = sn_trace_now();
             if (sn_unary(dev, &u) || sn_synchronize(dev))
                 break;
-            double t = now_s() - t0;
+            double t = sn_trace_now() - t0;
             if (r >= 2 && t < best)
                 best = t;
         }
@@ -105,12 +98,12 @@ static double bandwidth(sn_device *dev, int dir, int reps)
     if (h && sn_buffer_alloc(dev, BYTES, &a) == SHARDNET_OK) {
         memset(h, 1, BYTES);
         for (int r = 0; r < reps + 1; r++) {
-            double t0 = now_s();
+            double t0 = sn_trace_now();
             shardnet_status st = dir ? sn_buffer_read(a, 0, h, BYTES)
                                      : sn_buffer_write(a, 0, h, BYTES);
             if (st || sn_synchronize(dev))
                 break;
-            double t = now_s() - t0;
+            double t = sn_trace_now() - t0;
             if (r && t < best)
                 best = t;
         }
