@@ -48,6 +48,10 @@ int cli_open_devices(const char *spec, shardnet_context_t **ctx, size_t *idx,
  * one. */
 int cli_parse_long(const char *arg, long lo, long hi, long *out);
 
+/* After getopt: says so and returns 1 when an argument is left over
+ * (COMMAND takes none), else 0. */
+int cli_extra_argument(const char *command, int argc, char **argv);
+
 /* Seconds on a monotonic clock. */
 double cli_now(void);
 

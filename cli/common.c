@@ -5,6 +5,7 @@
  */
 #include <config.h>
 
+#include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <time.h>
@@ -71,31 +72,18 @@ int cli_cmp_double(const void *a, const void *b)
     return (x > y) - (x < y);
 }
 
-static const char *dtype_name(shardnet_dtype t)
+int cli_extra_argument(const char *command, int argc, char **argv)
 {
-    switch (t) {
-    case SHARDNET_DTYPE_FLOAT32:
-        return "float32";
-    case SHARDNET_DTYPE_FLOAT64:
-        return "float64";
-    case SHARDNET_DTYPE_INT64:
-        return "int64";
-    case SHARDNET_DTYPE_INT32:
-        return "int32";
-    case SHARDNET_DTYPE_INT8:
-        return "int8";
-    case SHARDNET_DTYPE_UINT8:
-        return "uint8";
-    case SHARDNET_DTYPE_BOOL:
-        return "bool";
-    default:
-        return "?";
-    }
+    if (optind >= argc)
+        return 0;
+    fprintf(stderr, "%s %s: unexpected argument '%s'\n", cli_prog, command,
+            argv[optind]);
+    return 1;
 }
 
 void cli_print_tensor_info(const char *prefix, const shardnet_tensor_info *t)
 {
-    printf("%s%s: %s [", prefix, t->name, dtype_name(t->dtype));
+    printf("%s%s: %s [", prefix, t->name, shardnet_dtype_name(t->dtype));
     for (int i = 0; i < t->rank; i++) {
         if (t->dims[i] >= 0)
             printf("%s%lld", i ? ", " : "", (long long)t->dims[i]);

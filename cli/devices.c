@@ -45,11 +45,8 @@ static int parse_options(int argc, char **argv, const char **spec)
             return 2;
         }
     }
-    if (optind < argc) {
-        fprintf(stderr, "%s devices: unexpected argument '%s'\n", cli_prog,
-                argv[optind]);
+    if (cli_extra_argument("devices", argc, argv))
         return 2;
-    }
     return CLI_GO_ON;
 }
 

@@ -117,11 +117,8 @@ static int parse_options(int argc, char **argv, matmul_opts *o)
             return 2;
         }
     }
-    if (optind < argc) {
-        fprintf(stderr, "%s matmul: unexpected argument '%s'\n", cli_prog,
-                argv[optind]);
+    if (cli_extra_argument("matmul", argc, argv))
         return 2;
-    }
     return CLI_GO_ON;
 }
 

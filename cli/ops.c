@@ -38,11 +38,8 @@ int cli_ops(int argc, char **argv)
         usage(stderr);
         return 2;
     }
-    if (optind != argc) {
-        fprintf(stderr, "%s ops: unexpected argument '%s'\n", cli_prog,
-                argv[optind]);
+    if (cli_extra_argument("ops", argc, argv))
         return 2;
-    }
     printf("%-24s %-12s %s\n", "OPERATOR", "DOMAIN", "OPSETS");
     for (size_t i = 0; i < n; i++) {
         shardnet_operator_info op;

@@ -85,20 +85,29 @@ static void multi_io_release(multi_io *t)
     shardnet_tensor_free(&t->y2);
 }
 
+/* Bind rows [first, first + rows) of x and idx by name. */
+static void bind_multi_io_rows(shardnet_session_t *s, const multi_io *t,
+                               int64_t first, int64_t rows)
+{
+    size_t ix, ii;
+    int64_t xd[2] = {rows, t->x.info.dims[1]}, id[1] = {rows};
+    const float *x = t->x.data;
+    const int64_t *idx = t->idx.data;
+    cr_assert_eq(shardnet_session_input_index(s, "x", &ix), SHARDNET_OK);
+    cr_assert_eq(shardnet_session_input_index(s, "idx", &ii), SHARDNET_OK);
+    cr_assert_eq(shardnet_session_set_input(s, ix, SHARDNET_DTYPE_FLOAT32, 2,
+                                            xd, x + first * xd[1]),
+                 SHARDNET_OK, "%s", shardnet_last_error());
+    cr_assert_eq(shardnet_session_set_input(s, ii, SHARDNET_DTYPE_INT64, 1, id,
+                                            idx + first),
+                 SHARDNET_OK, "%s", shardnet_last_error());
+}
+
 /* Bind x and idx by name, rows [0, rows) of them. */
 static void bind_multi_io(shardnet_session_t *s, const multi_io *t,
                           int64_t rows)
 {
-    size_t ix, ii;
-    int64_t xd[2] = {rows, t->x.info.dims[1]}, id[1] = {rows};
-    cr_assert_eq(shardnet_session_input_index(s, "x", &ix), SHARDNET_OK);
-    cr_assert_eq(shardnet_session_input_index(s, "idx", &ii), SHARDNET_OK);
-    cr_assert_eq(shardnet_session_set_input(s, ix, SHARDNET_DTYPE_FLOAT32, 2,
-                                            xd, t->x.data),
-                 SHARDNET_OK, "%s", shardnet_last_error());
-    cr_assert_eq(shardnet_session_set_input(s, ii, SHARDNET_DTYPE_INT64, 1, id,
-                                            t->idx.data),
-                 SHARDNET_OK, "%s", shardnet_last_error());
+    bind_multi_io_rows(s, t, 0, rows);
 }
 
 /* Output `name` of the last run equals `want` within tol relative. */
@@ -123,24 +132,6 @@ static void check_output(shardnet_session_t *s, size_t index,
                       fabs((double)got[i] - ref[i]) <= tol * (1 + fabs(ref[i])),
                   "%s (%s): element %zu is %.9g, numpy %.9g", what,
                   info.name, i, (double)got[i], (double)ref[i]);
-}
-
-/* Bind rows [first, first + rows) of x and idx by name. */
-static void bind_multi_io_rows(shardnet_session_t *s, const multi_io *t,
-                               int64_t first, int64_t rows)
-{
-    size_t ix, ii;
-    int64_t xd[2] = {rows, t->x.info.dims[1]}, id[1] = {rows};
-    const float *x = t->x.data;
-    const int64_t *idx = t->idx.data;
-    cr_assert_eq(shardnet_session_input_index(s, "x", &ix), SHARDNET_OK);
-    cr_assert_eq(shardnet_session_input_index(s, "idx", &ii), SHARDNET_OK);
-    cr_assert_eq(shardnet_session_set_input(s, ix, SHARDNET_DTYPE_FLOAT32, 2,
-                                            xd, x + first * xd[1]),
-                 SHARDNET_OK, "%s", shardnet_last_error());
-    cr_assert_eq(shardnet_session_set_input(s, ii, SHARDNET_DTYPE_INT64, 1, id,
-                                            idx + first),
-                 SHARDNET_OK, "%s", shardnet_last_error());
 }
 
 /* Output index of the model's output called name. */

@@ -21,10 +21,14 @@ fi
 # broken WHAT FILE LINE PATTERN: a copy of the tree with LINE added to
 # FILE (or, with FILE of the form -FILE, LINE deleted from it) fails the
 # check with a message matching PATTERN.
-broken() {
+# copy_tree: the folders the check reads, into $tmp/t (its script not yet).
+copy_tree() {
     rm -rf "$tmp/t" && mkdir -p "$tmp/t/tests" &&
-        cp -R "$src/lib" "$src/backends" "$src/cpu" "$src/kernels_cl" "$tmp/t/" &&
-        cp "$check" "$tmp/t/tests/" || { fail "$1: cannot copy the tree"; return; }
+        cp -R "$src/lib" "$src/backends" "$src/cpu" "$src/kernels_cl" "$tmp/t/"
+}
+broken() {
+    copy_tree && cp "$check" "$tmp/t/tests/" ||
+        { fail "$1: cannot copy the tree"; return; }
     case $2 in
     -*) f=${2#-}
         grep -vF "$3" "$tmp/t/$f" >"$tmp/edit" && cp "$tmp/edit" "$tmp/t/$f" ;;
@@ -54,8 +58,7 @@ broken "lib/ including a backend's header" lib/exec/exec.c \
     '#include "cpu_kernels.h"' 'lib/exec/exec.c includes "cpu_kernels.h"'
 # A known exception that no include matches any more: the list must stay
 # true.  (The copy's KNOWN list is given one.)
-rm -rf "$tmp/t" && mkdir -p "$tmp/t/tests" &&
-    cp -R "$src/lib" "$src/backends" "$src/cpu" "$src/kernels_cl" "$tmp/t/" &&
+copy_tree &&
     sed "/^KNOWN='\$/a lib/core/status.c api/gone.h a stale entry" "$check" \
         >"$tmp/t/tests/layering.sh"
 if out=$(sh "$tmp/t/tests/layering.sh" "$tmp/t" 2>&1); then
