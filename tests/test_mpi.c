@@ -1,5 +1,6 @@
 /*
- * Collectives between the processes of an MPI job (tests/test_mpi.sh runs
+ * The job's transport (messages, broadcasts, all-gathers) and the
+ * collective group across processes of an MPI job (tests/test_mpi.sh runs
  * this under mpirun -np 2 and -np 3, each process with its own simulated
  * devices).  Not a Criterion suite: Criterion runs tests in forked
  * children, which MPI does not allow.  Every process checks its own
@@ -18,9 +19,9 @@
 #include <string.h>
 
 #include "backend/backend.h"
-#include "comm/collective.h"
-#include "compare.h"
+#include "comm/group.h"
 #include "comm/world.h"
+#include "compare.h"
 
 static int passed, failed, skipped;
 static unsigned me, np;
@@ -47,62 +48,31 @@ static float value(unsigned p, size_t i, unsigned salt)
 static const size_t sizes[] = {1, 3, 1000, 65537, 262147, 1048579};
 #define NSIZES (sizeof sizes / sizeof sizes[0])
 
-static void test_allreduce(sn_transport *t)
+static void test_allgather(sn_transport *t)
 {
     for (size_t k = 0; k < NSIZES; k++) {
         size_t n = sizes[k];
-        float *buf = malloc(n * sizeof *buf);
+        float *mine = malloc(n * sizeof *mine);
+        float *all = malloc(np * n * sizeof *all);
         int ok = 1;
         for (size_t i = 0; i < n; i++)
-            buf[i] = value(me, i, 1);
-        if (t->ops->allreduce(t, buf, n) != SHARDNET_OK) {
-            check(0, "%s of %zu floats: %s", "all-reduce", n);
-            fprintf(stderr, "  %s\n", shardnet_last_error());
-            free(buf);
-            continue;
-        }
-        for (size_t i = 0; i < n && ok; i++) {
-            float s = value(0, i, 1);
-            for (unsigned p = 1; p < np; p++)
-                s += value(p, i, 1);
-            ok = memcmp(&s, &buf[i], sizeof s) == 0;
-        }
-        check(ok, "%s of %zu floats: not the sum in process order",
-              "all-reduce", n);
-        free(buf);
-    }
-}
-
-static void test_allgatherv(sn_transport *t)
-{
-    for (size_t k = 0; k < NSIZES; k++) {
-        size_t n = sizes[k];
-        size_t *counts = calloc(np, sizeof *counts);
-        size_t *displs = calloc(np, sizeof *displs);
-        float *buf = calloc(n + 1, sizeof *buf);
-        int ok = 1;
-        /* Uneven pieces; process 0 the smallest (maybe empty). */
-        for (unsigned p = 0, at = 0; p < np; p++) {
-            counts[p] = n / np + (p + 1 == np ? n % np : 0);
-            displs[p] = at;
-            at += (unsigned)counts[p];
-        }
-        for (size_t i = 0; i < counts[me]; i++)
-            buf[displs[me] + i] = value(me, i, 2);
-        if (t->ops->allgatherv(t, buf, counts, displs) != SHARDNET_OK)
+            mine[i] = value(me, i, 2);
+        if (sn_transport_allgather(t, mine, n * sizeof *mine, all) !=
+            SHARDNET_OK) {
             ok = 0;
+            fprintf(stderr, "  %s\n", shardnet_last_error());
+        }
         for (unsigned p = 0; p < np && ok; p++)
-            for (size_t i = 0; i < counts[p] && ok; i++)
-                ok = buf[displs[p] + i] == value(p, i, 2);
-        check(ok, "%s of %zu floats in uneven pieces: wrong pieces",
-              "all-gather", n);
-        free(counts);
-        free(displs);
-        free(buf);
+            for (size_t i = 0; i < n && ok; i++)
+                ok = all[p * n + i] == value(p, i, 2);
+        check(ok, "%s of %zu floats a process: wrong pieces", "all-gather",
+              n);
+        free(mine);
+        free(all);
     }
 }
 
-static void test_broadcast_and_sendrecv(sn_transport *t)
+static void test_broadcast(sn_transport *t)
 {
     size_t n = 262147;
     float *buf = malloc(n * sizeof *buf);
@@ -110,124 +80,169 @@ static void test_broadcast_and_sendrecv(sn_transport *t)
         int ok = 1;
         for (size_t i = 0; i < n; i++)
             buf[i] = value(me, i, 3);
-        if (t->ops->broadcast(t, buf, n, root) != SHARDNET_OK)
+        if (sn_transport_bcast(t, root, buf, n * sizeof *buf) != SHARDNET_OK)
             ok = 0;
         for (size_t i = 0; i < n && ok; i++)
             ok = buf[i] == value(root, i, 3);
         check(ok, "%s from process %zu: wrong data", "broadcast", root);
     }
-    /* A ring: each process sends to the next, one pair at a time. */
+    free(buf);
+}
+
+static void test_messages(sn_transport *t)
+{
+    size_t n = 262147;
+    float *buf = malloc(n * sizeof *buf);
+    /* A ring of blocking messages: each process sends to the next, one
+     * pair at a time. */
     for (unsigned src = 0; src < np; src++) {
         unsigned dst = (src + 1) % np;
         int ok = 1;
         for (size_t i = 0; i < n; i++)
             buf[i] = value(me, i, 4);
-        if (t->ops->sendrecv(t, buf, n, src, dst) != SHARDNET_OK)
-            ok = 0;
+        if (me == src)
+            ok = sn_transport_send(t, dst, 7, buf, n * sizeof *buf) ==
+                 SHARDNET_OK;
+        else if (me == dst)
+            ok = sn_transport_recv(t, src, 7, buf, n * sizeof *buf) ==
+                 SHARDNET_OK;
         if (me == dst)
             for (size_t i = 0; i < n && ok; i++)
                 ok = buf[i] == value(src, i, 4);
         check(ok, "%s from process %zu: wrong data", "send/recv", src);
     }
     free(buf);
+
+    /* Every process to every other at once, started and then waited for
+     * (in the order started). */
+    size_t m = 65537;
+    float *out = malloc(m * sizeof *out), *in = malloc(np * m * sizeof *in);
+    sn_transport_req **req = calloc(2 * np, sizeof *req);
+    int ok = 1;
+    for (size_t i = 0; i < m; i++)
+        out[i] = value(me, i, 6);
+    for (unsigned q = 0; q < np && ok; q++)
+        if (q != me)
+            ok = sn_transport_irecv(t, q, 8, in + q * m, m * sizeof *in,
+                                    &req[2 * q]) == SHARDNET_OK &&
+                 sn_transport_isend(t, q, 8, out, m * sizeof *out,
+                                    &req[2 * q + 1]) == SHARDNET_OK;
+    for (unsigned k = 0; k < 2 * np; k++)
+        ok &= sn_transport_wait(t, req[k]) == SHARDNET_OK;
+    for (unsigned q = 0; q < np && ok; q++)
+        for (size_t i = 0; q != me && i < m && ok; i++)
+            ok = in[q * m + i] == value(q, i, 6);
+    check(ok, "%s of %zu floats between every pair: wrong data",
+          "non-blocking messages", m);
+    free(out);
+    free(in);
+    free(req);
+
+    /* Messages to no process, or to this one, are refused, naming it. */
+    float x = 0;
+    check(sn_transport_send(t, np, 9, &x, sizeof x) ==
+                  SHARDNET_INVALID_ARGUMENT &&
+              strstr(shardnet_last_error(), "no process"),
+          "%s to process %zu: not refused", "send", np);
+    check(sn_transport_recv(t, me, 9, &x, sizeof x) ==
+                  SHARDNET_INVALID_ARGUMENT &&
+              strstr(shardnet_last_error(), "this process"),
+          "%s from this process (%zu): not refused", "receive", me);
 }
 
-/* The staged engine across processes: this process's cpu:0 and cpu:1 (or
- * its only device twice over as two buffers of one device is not allowed:
- * the test needs two local devices), the transport for the rest. */
-static void test_engine(shardnet_context_t *ctx, sn_transport *t)
+/* Process p's own sum over the ranks it holds, then the processes in
+ * order: with one rank a process, v(0) + v(1) + ... */
+static float sum_over(size_t i, unsigned salt)
 {
-    sn_device *devs[2];
+    float s = value(0, i, salt);
+    for (unsigned p = 1; p < np; p++)
+        s += value(p, i, salt);
+    return s;
+}
+
+/* The collective group across processes (across.c, over the transport):
+ * one device a process, this one's the first with buffers, each process's
+ * rank its index. */
+static void test_group(shardnet_context_t *ctx)
+{
+    sn_device *devs[SN_COMM_MAX];
     size_t nd = 0;
-    for (size_t i = 0; i < shardnet_device_count(ctx) && nd < 2; i++) {
+    for (size_t i = 0; i < shardnet_device_count(ctx) && nd < np; i++) {
         sn_device *d = sn_context_device(ctx, i);
-        if (!d->remote && d->ops->buffer_alloc)
+        if (d->process == nd && (d->remote || d->ops->buffer_alloc))
             devs[nd++] = d;
     }
-    if (nd < 2) {
-        skipped++;
-        if (me == 0)
-            printf("SKIP: the staged engine across processes (each process "
-                   "has %zu device(s) with buffers, it needs 2)\n", nd);
+    sn_group *g = NULL;
+    if (nd != np || sn_group_create(devs, nd, 0, &g) != SHARDNET_OK) {
+        check(0, "%s: no group of one device a process (%zu)", "group", nd);
         return;
     }
-    sn_comm_opts o = {.transport = t};
-    sn_comm *c = NULL;
-    if (sn_comm_create(devs, 2, &o, &c) != SHARDNET_OK) {
-        check(0, "%s: %s", "engine", 0);
-        return;
-    }
+    sn_group_begin(g);
     for (size_t k = 0; k < NSIZES; k++) {
-        size_t n = sizes[k];
-        sn_buffer *b[2] = {NULL, NULL}, *r[2] = {NULL, NULL};
-        sn_view v[2], rv[2];
-        float *host = malloc(n * sizeof *host), *want = malloc(n * sizeof *want);
-        size_t counts[2] = {n / 2, n - n / 2};
-        int ok = 1;
-        for (int d = 0; d < 2; d++) {
-            sn_buffer_alloc(devs[d], n * sizeof(float), &b[d]);
-            sn_buffer_alloc(devs[d], n * sizeof(float), &r[d]);
-            for (size_t i = 0; i < n; i++)
-                host[i] = value(me * 2 + (unsigned)d, i, 5);
-            sn_buffer_write(b[d], 0, host, n * sizeof(float));
-            v[d] = (sn_view){.buf = b[d], .offset = 0};
-            rv[d] = (sn_view){.buf = r[d], .offset = 0};
-        }
-        /* Each process sums its two devices in order, then the processes
-         * in order. */
-        for (size_t i = 0; i < n; i++) {
-            float s = 0;
-            for (unsigned p = 0; p < np; p++) {
-                float local = value(p * 2, i, 5) + value(p * 2 + 1, i, 5);
-                s = p ? s + local : local;
-            }
-            want[i] = s;
-        }
-        if (sn_reduce_scatter(c, v, counts, rv) != SHARDNET_OK) {
-            ok = 0;
+        size_t n = sizes[k], counts[SN_COMM_MAX] = {0}, off = 0;
+        float *host = malloc(n * sizeof *host);
+        sn_buffer *b = NULL, *r = NULL;
+        sn_buffer_alloc(devs[me], n * sizeof(float), &b);
+        sn_buffer_alloc(devs[me], n * sizeof(float), &r);
+        /* Uneven shares; process 0's the smallest (maybe empty). */
+        for (unsigned p = 0; p < np; p++)
+            counts[p] = n / np + (p + 1 == np ? n % np : 0);
+        for (unsigned p = 0; p < me; p++)
+            off += counts[p];
+
+        sn_group_call call = {.kind = SN_GROUP_REDUCE_SCATTER, .n = np,
+                              .send = {.buf = b}, .recv = {.buf = r}};
+        memcpy(call.counts, counts, sizeof counts);
+        for (size_t i = 0; i < n; i++)
+            host[i] = value(me, i, 5);
+        sn_buffer_write(b, 0, host, n * sizeof(float));
+        int ok = sn_group_collective(g, me, &call) == SHARDNET_OK;
+        if (ok)
+            sn_buffer_read(r, 0, host, counts[me] * sizeof(float));
+        for (size_t i = 0; i < counts[me] && ok; i++)
+            ok = memcmp(&host[i], &(float){sum_over(off + i, 5)},
+                        sizeof(float)) == 0;
+        check(ok, "%s of %zu floats across processes: not the sums in "
+                  "process order",
+              "group reduce-scatter", n);
+
+        call.kind = SN_GROUP_ALLREDUCE;
+        call.counts[0] = n;
+        call.recv = call.send;
+        for (size_t i = 0; i < n; i++)
+            host[i] = value(me, i, 5);
+        sn_buffer_write(b, 0, host, n * sizeof(float));
+        ok = sn_group_collective(g, me, &call) == SHARDNET_OK;
+        if (ok)
+            sn_buffer_read(b, 0, host, n * sizeof(float));
+        for (size_t i = 0; i < n && ok; i++)
+            ok = memcmp(&host[i], &(float){sum_over(i, 5)},
+                        sizeof(float)) == 0;
+        check(ok, "%s of %zu floats across processes: not the sums in "
+                  "process order",
+              "group all-reduce", n);
+
+        call.kind = SN_GROUP_ALLGATHER;
+        memcpy(call.counts, counts, sizeof counts);
+        call.recv = (sn_view){.buf = r};
+        for (size_t i = 0; i < counts[me]; i++)
+            host[i] = value(me, i, 6);
+        sn_buffer_write(b, 0, host, counts[me] * sizeof(float));
+        ok = sn_group_collective(g, me, &call) == SHARDNET_OK;
+        if (ok)
+            sn_buffer_read(r, 0, host, n * sizeof(float));
+        for (unsigned p = 0, at = 0; p < np && ok; at += counts[p++])
+            for (size_t i = 0; i < counts[p] && ok; i++)
+                ok = host[at + i] == value(p, i, 6);
+        check(ok, "%s of %zu floats across processes: wrong pieces",
+              "group all-gather", n);
+        if (!ok)
             fprintf(stderr, "  %s\n", shardnet_last_error());
-        }
-        for (int d = 0; d < 2 && ok; d++) {
-            sn_buffer_read(r[d], 0, host, counts[d] * sizeof(float));
-            ok = memcmp(host, want + (d ? counts[0] : 0),
-                        counts[d] * sizeof(float)) == 0;
-        }
-        check(ok, "%s of %zu floats across processes: wrong sums",
-              "engine reduce-scatter", n);
-        ok = 1;
-        if (sn_allreduce(c, v, n) != SHARDNET_OK) {
-            ok = 0;
-            fprintf(stderr, "  %s\n", shardnet_last_error());
-        }
-        for (int d = 0; d < 2 && ok; d++) {
-            sn_buffer_read(b[d], 0, host, n * sizeof(float));
-            ok = memcmp(host, want, n * sizeof(float)) == 0;
-        }
-        check(ok, "%s of %zu floats across processes: wrong sums",
-              "engine all-reduce", n);
-        for (int d = 0; d < 2; d++) {
-            sn_buffer_free(b[d]);
-            sn_buffer_free(r[d]);
-        }
+        sn_buffer_free(b);
+        sn_buffer_free(r);
         free(host);
-        free(want);
     }
-    /* Gathers across processes are refused, not answered wrongly. */
-    {
-        sn_buffer *b[2];
-        sn_view v[2];
-        size_t counts[2] = {4, 4};
-        for (int d = 0; d < 2; d++) {
-            sn_buffer_alloc(devs[d], 8 * sizeof(float), &b[d]);
-            v[d] = (sn_view){.buf = b[d], .offset = 0};
-        }
-        check(sn_allgather(c, v, counts, v) == SHARDNET_UNSUPPORTED,
-              "%s across processes: not refused (%zu)", "engine all-gather",
-              0);
-        for (int d = 0; d < 2; d++)
-            sn_buffer_free(b[d]);
-    }
-    sn_comm_free(c);
+    sn_group_free(g);
 }
 
 /* Every process's devices, named P/KIND:N, in process order. */
@@ -283,13 +298,14 @@ int main(int argc, char **argv)
         return 1;
     }
     sn_transport *t = sn_world_transport();
-    check(!strcmp(t->ops->name, "mpi") && t->processes == np,
+    check(!strcmp(t->ops->name, "mpi") && t->processes == np &&
+              t->process == me,
           "%s: the transport is not MPI over the job (%zu)", "transport", 0);
     test_devices(ctx);
-    test_allreduce(t);
-    test_allgatherv(t);
-    test_broadcast_and_sendrecv(t);
-    test_engine(ctx, t);
+    test_allgather(t);
+    test_broadcast(t);
+    test_messages(t);
+    test_group(ctx);
 
     int mine[3] = {passed, failed, skipped}, *all = calloc(3 * np, sizeof *all);
     if (sn_world_allgather(mine, sizeof mine, all) != SHARDNET_OK) {

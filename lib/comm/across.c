@@ -2,10 +2,10 @@
  * The collective group between processes: devices of a tensor split that
  * belong to several processes of a job.  At each collective the last
  * device of every process to arrive stages this process's ranks through
- * host memory (summed in rank order), the processes exchange by MPI
- * messages (lib/comm/world.h) only the parts the others keep and add them
- * in process order, and the results are written back to this process's
- * devices.  sn_group_gather() serves the same exchange for host data (the
+ * host memory (summed in rank order), the processes exchange by messages
+ * of the job's transport (transport.h) only the parts the others keep and
+ * add them in process order, and the results are written back to this
+ * process's devices.  sn_group_gather() serves the same exchange for host data (the
  * pieces of a cut output).  See comm/group.h.
  */
 #include <config.h>
@@ -15,7 +15,6 @@
 #include <string.h>
 
 #include "comm/group_impl.h"
-#include "comm/world.h"
 #include "core/trace.h"
 
 #define CROSS_TAG 31000
@@ -67,14 +66,16 @@ shardnet_status sn_group_gather(sn_group *g, char *full, const size_t *counts,
                 memcpy(packed + at, full + off[r] * unit, counts[r] * unit);
                 at += counts[r] * unit;
             }
-        if ((st = sn_world_send(root, CROSS_TAG, packed, at)) == SHARDNET_OK)
-            st = sn_world_recv(root, CROSS_TAG, full, total);
+        if ((st = sn_transport_send(g->net, root, CROSS_TAG, packed, at)) ==
+            SHARDNET_OK)
+            st = sn_transport_recv(g->net, root, CROSS_TAG, full, total);
         return st;
     }
     for (size_t k = 1; k < g->where.nprocs && st == SHARDNET_OK; k++) {
         unsigned q = g->where.procs[k];
         size_t bytes = owned(g, q, counts, unit);
-        if ((st = sn_world_recv(q, CROSS_TAG, packed, bytes)) != SHARDNET_OK)
+        if ((st = sn_transport_recv(g->net, q, CROSS_TAG, packed, bytes)) !=
+            SHARDNET_OK)
             break;
         at = 0;
         for (size_t r = 0; r < g->n; r++)
@@ -84,16 +85,18 @@ shardnet_status sn_group_gather(sn_group *g, char *full, const size_t *counts,
             }
     }
     for (size_t k = 1; k < g->where.nprocs && st == SHARDNET_OK; k++)
-        st = sn_world_send(g->where.procs[k], CROSS_TAG, full, total);
+        st = sn_transport_send(g->net, g->where.procs[k], CROSS_TAG, full,
+                               total);
     return st;
 }
 
 /* Finish requests req[0 .. n) (and clear them); the first error. */
-static shardnet_status wait_all(sn_world_req **req, size_t n)
+static shardnet_status wait_all(sn_transport *t, sn_transport_req **req,
+                                size_t n)
 {
     shardnet_status st = SHARDNET_OK;
     for (size_t r = 0; r < n; r++) {
-        shardnet_status s2 = sn_world_wait(req[r]);
+        shardnet_status s2 = sn_transport_wait(t, req[r]);
         req[r] = NULL;
         if (st == SHARDNET_OK)
             st = s2;
@@ -195,7 +198,7 @@ static shardnet_status cross_reduce(sn_group *g, sn_group_kind kind,
     /* Every piece is at most one message: (ranges + chunks) per peer, each
      * way, plus the all-reduce's shares. */
     maxreq = 4 * g->where.nprocs * (SN_COMM_MAX + nch + 2) + 8;
-    sn_world_req **req = calloc(maxreq, sizeof *req);
+    sn_transport_req **req = calloc(maxreq, sizeof *req);
     /* rest: the other processes' parts of what this one keeps, one block
      * of `mine` floats each, in process order. */
     if (!req || !grow(&g->rest, &g->rest_cap, g->where.nprocs * mine + 1) ||
@@ -218,9 +221,10 @@ static shardnet_status cross_reduce(sn_group *g, sn_group_kind kind,
                 size_t a, b;
                 if (!sn_comm_clip(CH(c), CE(c), lo[q], hi[q], &a, &b))
                     continue;
-                st = sn_world_irecv(g->where.procs[k], CROSS_TAG,
-                                    rest + k * mine + at,
-                                    (b - a) * sizeof(float), &req[nreq++]);
+                st = sn_transport_irecv(g->net, g->where.procs[k], CROSS_TAG,
+                                        rest + k * mine + at,
+                                        (b - a) * sizeof(float),
+                                        &req[nreq++]);
                 at += b - a;
             }
     }
@@ -235,15 +239,16 @@ static shardnet_status cross_reduce(sn_group *g, sn_group_kind kind,
             for (size_t q = 0; q < kn && st == SHARDNET_OK; q++) {
                 size_t a, b;
                 if (sn_comm_clip(CH(c), CE(c), klo[q], khi[q], &a, &b))
-                    st = sn_world_isend(g->where.procs[k], CROSS_TAG, h + a,
-                                        (b - a) * sizeof(float),
-                                        &req[nreq++]);
+                    st = sn_transport_isend(g->net, g->where.procs[k],
+                                            CROSS_TAG, h + a,
+                                            (b - a) * sizeof(float),
+                                            &req[nreq++]);
             }
         }
     }
     /* Every part in; every part of ours out (an all-reduce receives the
      * shares into the very ranges it sent from). */
-    shardnet_status done = wait_all(req, nreq);
+    shardnet_status done = wait_all(g->net, req, nreq);
     if (st == SHARDNET_OK)
         st = done;
     nreq = 0;
@@ -271,17 +276,19 @@ static shardnet_status cross_reduce(sn_group *g, sn_group_kind kind,
             size_t klo[SN_COMM_MAX], khi[SN_COMM_MAX];
             if (k == me_k || !kept(g, kind, k, counts, off, total, klo, khi))
                 continue;
-            st = sn_world_irecv(g->where.procs[k], CROSS_TAG, h + klo[0],
-                                (khi[0] - klo[0]) * sizeof(float),
-                                &req[nreq++]);
+            st = sn_transport_irecv(g->net, g->where.procs[k], CROSS_TAG,
+                                    h + klo[0],
+                                    (khi[0] - klo[0]) * sizeof(float),
+                                    &req[nreq++]);
         }
         for (size_t k = 0; k < g->where.nprocs && st == SHARDNET_OK && nk; k++)
             if (k != me_k)
-                st = sn_world_isend(g->where.procs[k], CROSS_TAG, h + lo[0],
-                                    (hi[0] - lo[0]) * sizeof(float),
-                                    &req[nreq++]);
+                st = sn_transport_isend(g->net, g->where.procs[k], CROSS_TAG,
+                                        h + lo[0],
+                                        (hi[0] - lo[0]) * sizeof(float),
+                                        &req[nreq++]);
     }
-    done = wait_all(req, nreq);
+    done = wait_all(g->net, req, nreq);
     if (st == SHARDNET_OK)
         st = done;
     if (st == SHARDNET_OK)

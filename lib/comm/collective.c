@@ -27,55 +27,6 @@
 
 #include "comm/collective_impl.h"
 
-/* --- the local transport: one process, nothing to exchange ------------- */
-
-static shardnet_status local_allreduce(sn_transport *t, float *buf,
-                                       size_t count)
-{
-    return SHARDNET_OK;
-}
-
-static shardnet_status local_allgatherv(sn_transport *t, float *buf,
-                                        const size_t *counts,
-                                        const size_t *displs)
-{
-    return SHARDNET_OK;
-}
-
-static shardnet_status local_broadcast(sn_transport *t, float *buf,
-                                       size_t count, unsigned root)
-{
-    return root == 0 ? SHARDNET_OK
-                     : sn_error(SHARDNET_INVALID_ARGUMENT,
-                                "local transport: no process %u", root);
-}
-
-static shardnet_status local_sendrecv(sn_transport *t, float *buf,
-                                      size_t count, unsigned src, unsigned dst)
-{
-    return src == 0 && dst == 0
-               ? SHARDNET_OK
-               : sn_error(SHARDNET_INVALID_ARGUMENT,
-                          "local transport: no process %u", src ? src : dst);
-}
-
-static const sn_transport_ops local_ops = {
-    .name = "local",
-    .allreduce = local_allreduce,
-    .allgatherv = local_allgatherv,
-    .broadcast = local_broadcast,
-    .sendrecv = local_sendrecv,
-    .free = NULL,
-};
-
-static sn_transport local_transport = {
-    .ops = &local_ops, .process = 0, .processes = 1, .impl = NULL};
-
-sn_transport *sn_transport_local(void)
-{
-    return &local_transport;
-}
-
 /* --- job state ---------------------------------------------------------- */
 
 /* Record the first failure (with the failing thread's message) and stop
@@ -354,7 +305,9 @@ static void store_mapped(sn_comm *c, const float *result, size_t a, size_t lo,
     }
 }
 
-static shardnet_status compute_reduce(sn_comm *c, size_t i, int use_res)
+/* Chunk i of a sum; use_res: into the chunk's result slot (some helper
+ * writes it back), else tile by tile straight into the mapped outputs. */
+static void compute_reduce(sn_comm *c, size_t i, int use_res)
 {
     size_t a = chunk_lo(c, i), b = chunk_hi(c, i);
     float *res = c->res + (i % SLOTS) * c->chunk;
@@ -369,52 +322,30 @@ static shardnet_status compute_reduce(sn_comm *c, size_t i, int use_res)
     }
     if (!use_res) {
         c->src[i % SLOTS] = NULL;
-        return SHARDNET_OK;
+        return;
     }
-    shardnet_status st = c->transport->ops->allreduce(c->transport, res,
-                                                      b - a);
-    if (st != SHARDNET_OK)
-        return st;
     store_mapped(c, res, a, a, b);
     c->src[i % SLOTS] = res;
-    return SHARDNET_OK;
 }
 
-static shardnet_status compute_gather(sn_comm *c, size_t i)
+static void compute_gather(sn_comm *c, size_t i)
 {
     size_t a = chunk_lo(c, i), b = chunk_hi(c, i), lo, hi;
     float *res = c->res + (i % SLOTS) * c->chunk;
     const float *result = res;
-    sn_transport *t = c->transport;
-    shardnet_status st = SHARDNET_OK;
-    size_t zero = 0, len = b - a;
 
     for (size_t r = 0; r < c->n; r++) {
         worker *w = &c->w[r];
         if (!w->mapped || !sn_comm_clip(a, b, w->ilo, w->ihi, &lo, &hi))
             continue;
-        if (lo == a && hi == b && t->processes == 1)
+        if (lo == a && hi == b)
             result = w->inp + (a - w->ilo); /* one source: no copy */
         else
             memcpy(res + (lo - a), w->inp + (lo - w->ilo),
                    (hi - lo) * sizeof(float));
     }
-    switch (c->op) {
-    case OP_BROADCAST:
-        st = t->ops->broadcast(t, res, len, 0);
-        break;
-    case OP_SENDRECV:
-        st = t->ops->sendrecv(t, res, len, 0, 0);
-        break;
-    default:
-        st = t->ops->allgatherv(t, res, &len, &zero);
-        break;
-    }
-    if (st != SHARDNET_OK)
-        return st;
     store_mapped(c, result, a, a, b);
     c->src[i % SLOTS] = result;
-    return SHARDNET_OK;
 }
 
 const char *sn_comm_op_name(job_op op)
@@ -467,10 +398,12 @@ shardnet_status sn_comm_run(sn_comm *c)
         size_t r_mapped = 0;
         for (; r_mapped < c->n && st == SHARDNET_OK; r_mapped++)
             st = map_views(&c->w[r_mapped]);
-        for (size_t i = 0; i < c->nchunks && st == SHARDNET_OK; i++)
-            st = c->mode == JOB_REDUCE
-                     ? compute_reduce(c, i, c->transport->processes > 1)
-                     : compute_gather(c, i);
+        for (size_t i = 0; i < c->nchunks && st == SHARDNET_OK; i++) {
+            if (c->mode == JOB_REDUCE)
+                compute_reduce(c, i, 0);
+            else
+                compute_gather(c, i);
+        }
         for (size_t r = 0; r < r_mapped; r++) {
             shardnet_status st2 = unmap_views(&c->w[r]);
             if (st == SHARDNET_OK)
@@ -502,15 +435,10 @@ shardnet_status sn_comm_run(sn_comm *c)
             break;
         pthread_mutex_unlock(&c->mu);
         if (c->mode == JOB_REDUCE)
-            st = compute_reduce(c, i,
-                                any_copy_out || c->transport->processes > 1);
+            compute_reduce(c, i, any_copy_out);
         else
-            st = compute_gather(c, i);
+            compute_gather(c, i);
         pthread_mutex_lock(&c->mu);
-        if (st != SHARDNET_OK) {
-            fail_locked(c, st);
-            break;
-        }
         c->computed = i + 1;
         pthread_cond_broadcast(&c->cv);
     }
@@ -579,7 +507,6 @@ shardnet_status sn_comm_create(sn_device *const *devs, size_t n,
     c->n = n;
     c->chunk = chunk_bytes / sizeof(float);
     c->no_map = o.no_map;
-    c->transport = o.transport ? o.transport : sn_transport_local();
     for (size_t r = 0; r < n; r++)
         c->devs[r] = devs[r];
     pthread_mutex_init(&c->mu, NULL);

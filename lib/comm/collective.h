@@ -12,23 +12,10 @@
  * (((x0 + x1) + x2) + ...), so results are the same bit for bit on every
  * run and match a plain host loop in that order.
  *
- * The transport seam.  The participants of a comm all live in this process.
- * Whatever has to cross to participants of *other* processes goes through
- * an sn_transport: a table of host-buffer collectives (all-reduce,
- * all-gather-v, broadcast, send/recv) between processes.  The engine calls
- * it on each staged chunk once the local ranks' contribution is in host
- * memory and before the result is written back to the devices, so the chunk
- * pipeline overlaps the network too.  The only transport today is the local
- * one (a single process, every call a no-op); an MPI transport (next
- * milestone) fills the same table with MPI_Allreduce & co. and is passed in
- * sn_comm_opts.transport, without changing any caller of sn_allreduce etc.
- * With more than one process, the sum over processes is taken in process
- * order after each process has summed its own ranks in rank order: still
- * deterministic, though grouped differently from a single-process fold.
- * Across processes the engine runs the sums only: sn_allreduce (every
- * process's ranks get the sum over all processes) and sn_reduce_scatter
- * (that sum, cut among this process's ranks); the MPI transport is made
- * by lib/comm/world.c (sn_world_transport()).
+ * All participants live in this process: devices of other processes take
+ * part in a collective through the collective group (group.h), whose
+ * exchanges between processes go through the job's transport
+ * (transport.h).
  */
 #ifndef SN_COLLECTIVE_H
 #define SN_COLLECTIVE_H
@@ -41,43 +28,6 @@
 /** Most participants in one comm. */
 #define SN_COMM_MAX 16
 
-typedef struct sn_transport sn_transport;
-
-/**
- * Host-buffer collectives between the processes of a job.  Every process
- * calls the same member with the same sizes, in the same order.
- */
-typedef struct sn_transport_ops {
-    const char *name; /* "local", "mpi" */
-    /** buf (count floats) becomes the element-wise sum over processes, taken
-     *  in process order, on every process. */
-    shardnet_status (*allreduce)(sn_transport *t, float *buf, size_t count);
-    /** Process p has filled counts[p] floats at buf + displs[p]; afterwards
-     *  every process's buf holds all of them. */
-    shardnet_status (*allgatherv)(sn_transport *t, float *buf,
-                                  const size_t *counts, const size_t *displs);
-    /** buf (count floats) of process root is copied to every process. */
-    shardnet_status (*broadcast)(sn_transport *t, float *buf, size_t count,
-                                 unsigned root);
-    /** count floats at buf go from process src to process dst (each other
-     *  process does nothing); src == dst is a no-op. */
-    shardnet_status (*sendrecv)(sn_transport *t, float *buf, size_t count,
-                                unsigned src, unsigned dst);
-    /** Release the transport (may be NULL for a static one). */
-    void (*free)(sn_transport *t);
-} sn_transport_ops;
-
-/** A transport: its table and where this process stands in the job. */
-struct sn_transport {
-    const sn_transport_ops *ops;
-    unsigned process;   /* this process's index */
-    unsigned processes; /* processes in the job, >= 1 */
-    void *impl;
-};
-
-/** The single-process transport (static; never freed). */
-sn_transport *sn_transport_local(void);
-
 typedef struct sn_comm sn_comm;
 
 /** Options for sn_comm_create(); a zeroed struct (or NULL) means defaults. */
@@ -85,7 +35,6 @@ typedef struct sn_comm_opts {
     size_t chunk_bytes; /* pipeline chunk; 0 = 512 KiB; rounded to 64 bytes */
     int no_map;         /* non-zero: stage every device through copies, even
                            host-unified ones (tests, benchmarks) */
-    sn_transport *transport; /* NULL = sn_transport_local(); borrowed */
 } sn_comm_opts;
 
 /**
@@ -160,7 +109,7 @@ shardnet_status sn_sendrecv(sn_comm *comm, size_t src, sn_view send,
                             size_t dst, sn_view recv, size_t count);
 
 /* [lo, hi) = [a, b) intersected with [s, e); 0 when empty.  Every
- * transport cuts its chunks and segments with it. */
+ * path of the collective group cuts its chunks and segments with it. */
 static inline int sn_comm_clip(size_t a, size_t b, size_t s, size_t e,
                                size_t *lo, size_t *hi)
 {
@@ -170,7 +119,7 @@ static inline int sn_comm_clip(size_t a, size_t b, size_t s, size_t e,
 }
 
 /* d[j] = s[j] (first) or d[j] += s[j]: one step of a sum in rank order,
- * vectorisable, the same additions on every run.  Every transport sums
+ * vectorisable, the same additions on every run.  Every path sums
  * with it, so their results agree bit for bit. */
 static inline void sn_comm_add(float *restrict d, const float *restrict s,
                                size_t len, int first)

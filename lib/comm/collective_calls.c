@@ -69,16 +69,6 @@ static shardnet_status begin(sn_comm *c, job_op op, const void *p)
     if (!p)
         return sn_error(SHARDNET_INVALID_ARGUMENT, "%s: NULL argument",
                         sn_comm_op_name(op));
-    /* Across processes, the sums: all-reduce (every process's ranks get
-     * the sum over all) and reduce-scatter (the sum over all, cut among
-     * this process's ranks).  Gathers across processes need every
-     * process's pieces placed: not through this engine. */
-    if (c->transport->processes > 1 && op != OP_ALLREDUCE &&
-        op != OP_REDUCE_SCATTER)
-        return sn_error(SHARDNET_UNSUPPORTED,
-                        "%s across %u processes: not supported by the "
-                        "staged engine",
-                        sn_comm_op_name(op), c->transport->processes);
     c->op = op;
     for (size_t r = 0; r < c->n; r++) {
         worker *w = &c->w[r];

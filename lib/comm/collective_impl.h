@@ -44,7 +44,6 @@ struct sn_comm {
     sn_device *devs[SN_COMM_MAX];
     size_t chunk; /* floats */
     int no_map;
-    sn_transport *transport;
     float *res;                  /* SLOTS * chunk: chunk results */
     float *stage[SN_COMM_MAX];   /* SLOTS * chunk for ranks read by copy */
     float tile[TILE] __attribute__((aligned(ALIGN)));

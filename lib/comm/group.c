@@ -1,8 +1,8 @@
 /*
  * The collective group: making it, the rendezvous every device of this
- * process calls at a collective, and the staged transport (one process:
+ * process calls at a collective, and the staged path (one process:
  * the last device to arrive runs the host-staged engine of collective.c
- * for all).  The host-shared transport is in shared.c, the one between
+ * for all).  The host-shared path is in shared.c, the one between
  * processes in across.c.  See comm/group.h.
  */
 #include <config.h>
@@ -64,7 +64,7 @@ void sn_group_trace(const sn_group *g, const size_t *ranks, size_t nranks,
                      sn_trace_now());
 }
 
-/* The staged transport: the collective every device has arrived at, run
+/* The staged path: the collective every device has arrived at, run
  * by the last one for all. */
 static shardnet_status staged_run(sn_group *g)
 {
@@ -164,7 +164,7 @@ const sn_group_where *sn_group_where_of(const sn_group *g)
 static void find_places(sn_group *g)
 {
     sn_group_where *w = &g->where;
-    w->me = sn_world_process();
+    w->me = g->net->process;
     for (size_t d = 0; d < g->n; d++) {
         unsigned p = g->dev[d]->process;
         int known = 0;
@@ -198,6 +198,7 @@ shardnet_status sn_group_create(sn_device *const *devs, size_t ndev,
     pthread_mutex_init(&g->lock, NULL);
     pthread_cond_init(&g->cond, NULL);
     g->n = ndev;
+    g->net = sn_world_transport();
     for (size_t d = 0; d < ndev; d++)
         g->dev[d] = devs[d];
     find_places(g);

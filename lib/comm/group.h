@@ -5,7 +5,7 @@
  *
  * Rank r is devs[r].  Each device of this process runs its part of the
  * model on a thread of its own and calls sn_group_collective() at every
- * collective with the same description; the group picks the transport:
+ * collective with the same description; the group picks the path:
  *
  *   staged       one process, any devices: the last device to arrive runs
  *                the host-staged chunk pipeline (lib/comm/collective.c)
@@ -15,12 +15,12 @@
  *                reduces its share for all (shared.c);
  *   processes    devices on several processes: the last device of each
  *                process to arrive stages this process's ranks and the
- *                processes exchange what the others keep by MPI messages
- *                (lib/comm/world.h), then write the results back
- *                (across.c).
+ *                processes exchange what the others keep by messages of
+ *                the job's transport (transport.h), then write the
+ *                results back (across.c).
  *
  * Sums run in rank order within a process and in process order across
- * processes, so every transport gives the same results bit for bit on
+ * processes, so every path gives the same results bit for bit on
  * every run, and the staged and host-shared ones agree with each other.
  */
 #ifndef SN_GROUP_H
@@ -60,7 +60,7 @@ typedef struct sn_group sn_group;
 /**
  * \brief Make a group of ndev devices (2..SN_COMM_MAX), this process's
  * devices those not marked remote.
- * \param staged  non-zero: never the host-shared transport (tests compare
+ * \param staged  non-zero: never the host-shared path (tests compare
  *                the two).
  * \return SHARDNET_OK, SHARDNET_OUT_OF_MEMORY or the staged engine's error.
  */

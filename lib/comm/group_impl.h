@@ -1,5 +1,5 @@
 /*
- * The collective group's state, shared by its transports (private to
+ * The collective group's state, shared by its paths (private to
  * lib/comm: group.c, shared.c, across.c).  See comm/group.h.
  */
 #ifndef SN_GROUP_IMPL_H
@@ -9,6 +9,7 @@
 #include <stdatomic.h>
 
 #include "comm/group.h"
+#include "comm/transport.h"
 #include "core/error.h"
 
 struct sn_group {
@@ -16,9 +17,11 @@ struct sn_group {
     sn_device *dev[SN_COMM_MAX];
     sn_group_where where;
     int spans;            /* ranks on several processes */
-    int shared;           /* the host-shared transport */
+    int shared;           /* the host-shared path */
     sn_comm *comm;        /* the staged engine (one process, all devices
                              here), else NULL */
+    sn_transport *net;    /* the job's transport (world.h): between
+                             processes */
 
     /* The rendezvous: the last device to arrive runs the collective. */
     pthread_mutex_t lock;
@@ -40,7 +43,7 @@ struct sn_group {
     size_t host_cap, tmp_cap, rest_cap;
 };
 
-/* The host-shared transport: rank r's side (shared.c). */
+/* The host-shared path: rank r's side (shared.c). */
 shardnet_status sn_group_shared_run(sn_group *g, size_t r,
                                     const sn_group_call *call);
 /* Between processes: the collective all local ranks have arrived at

@@ -1,5 +1,5 @@
 /*
- * The host-shared transport of the collective group: devices whose memory
+ * The host-shared path of the collective group: devices whose memory
  * the host shares (CPU devices, integrated GPUs) run each collective
  * together, nothing staged.  Every device's thread maps its own buffers,
  * waits at a barrier until all are mapped, computes its share of the

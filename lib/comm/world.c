@@ -1,12 +1,10 @@
 /*
- * The processes of a job: MPI, behind the sn_transport table and a few
- * byte-message calls (see world.h).  The only file that calls MPI.
+ * The processes of a job: MPI, behind the MPI transport (transport.h) and
+ * the job-wide calls of world.h.  The only file that calls MPI.
  *
  * Every exchange is non-blocking and then polled, so that it can give up
- * after SHARDNET_MPI_TIMEOUT seconds with the peer's name.  Sums over
- * processes are taken in process order (all-gather, then a local sum), so
- * they come out the same on every process and from run to run.  MPI runs
- * on a duplicate of MPI_COMM_WORLD (our tags never meet the program's),
+ * after SHARDNET_MPI_TIMEOUT seconds with the peer's name.  MPI runs on a
+ * duplicate of MPI_COMM_WORLD (our tags never meet the program's),
  * returning errors instead of aborting; when MPI gives less than
  * MPI_THREAD_MULTIPLE, one lock serialises shardnet's calls.  After a
  * failed exchange the process aborts the job at exit rather than wait in
@@ -196,89 +194,107 @@ static int count_ok(size_t n)
     do {                                                                      \
         if (!count_ok(n))                                                     \
             return sn_error(SHARDNET_UNSUPPORTED,                             \
-                            "%s: %zu elements in one message", what,          \
+                            "%s: %zu bytes in one message", what,             \
                             (size_t)(n));                                     \
     } while (0)
 
-/* --- the transport table ------------------------------------------------ */
+/* --- the MPI transport (transport.h) ------------------------------------- */
 
-static shardnet_status mpi_allreduce(sn_transport *t, float *buf, size_t count)
+struct sn_transport_req {
+    MPI_Request req;
+    unsigned peer;
+    int sending;
+};
+
+static shardnet_status mpi_start(int sending, unsigned peer, int tag,
+                                 void *buf, size_t bytes,
+                                 sn_transport_req **out)
+{
+    const char *what = sending ? "send" : "receive";
+    int rc;
+    CHECK_COUNT(bytes, what);
+    sn_transport_req *r = calloc(1, sizeof *r);
+    if (!r)
+        return sn_error(SHARDNET_OUT_OF_MEMORY, "%s", what);
+    r->peer = peer;
+    r->sending = sending;
+    LOCK();
+    rc = sending ? MPI_Isend(buf, (int)bytes, MPI_BYTE, (int)peer, tag, comm,
+                             &r->req)
+                 : MPI_Irecv(buf, (int)bytes, MPI_BYTE, (int)peer, tag, comm,
+                             &r->req);
+    UNLOCK();
+    if (rc != MPI_SUCCESS) {
+        free(r);
+        return mpi_failed(rc, what);
+    }
+    *out = r;
+    return SHARDNET_OK;
+}
+
+static shardnet_status mpi_isend(sn_transport *t, unsigned dst, int tag,
+                                 const void *buf, size_t bytes,
+                                 sn_transport_req **req)
 {
     (void)t;
-    CHECK_COUNT(count * nprocs, "all-reduce");
-    float *all = malloc(count * nprocs * sizeof *all + 1);
-    if (!all)
-        return sn_error(SHARDNET_OUT_OF_MEMORY, "all-reduce between processes");
-    shardnet_status st = sn_world_allgather(buf, count * sizeof *buf, all);
-    if (st == SHARDNET_OK)
-        for (size_t i = 0; i < count; i++) {
-            float s = all[i];
-            for (unsigned p = 1; p < nprocs; p++)
-                s += all[(size_t)p * count + i];
-            buf[i] = s;
-        }
-    free(all);
+    return mpi_start(1, dst, tag, (void *)(uintptr_t)buf, bytes, req);
+}
+
+static shardnet_status mpi_irecv(sn_transport *t, unsigned src, int tag,
+                                 void *buf, size_t bytes,
+                                 sn_transport_req **req)
+{
+    (void)t;
+    return mpi_start(0, src, tag, buf, bytes, req);
+}
+
+static shardnet_status mpi_wait(sn_transport *t, sn_transport_req *req)
+{
+    (void)t;
+    shardnet_status st = wait_for(&req->req, req->sending ? "send" : "receive",
+                                  (int)req->peer);
+    free(req);
     return st;
 }
 
-static shardnet_status mpi_allgatherv(sn_transport *t, float *buf,
-                                      const size_t *counts,
-                                      const size_t *displs)
+static shardnet_status mpi_bcast(sn_transport *t, unsigned root, void *buf,
+                                 size_t bytes)
 {
-    (void)t;
-    int *c = malloc(2 * nprocs * sizeof *c);
     MPI_Request req;
     int rc;
-    if (!c)
-        return sn_error(SHARDNET_OUT_OF_MEMORY, "all-gather between processes");
-    for (unsigned p = 0; p < nprocs; p++) {
-        if (!count_ok(counts[p]) || !count_ok(displs[p] + counts[p])) {
-            free(c);
-            return sn_error(SHARDNET_UNSUPPORTED,
-                            "all-gather: a piece too large for one message");
-        }
-        c[p] = (int)counts[p];
-        c[nprocs + p] = (int)displs[p];
-    }
+    (void)t;
+    CHECK_COUNT(bytes, "broadcast");
     LOCK();
-    rc = MPI_Iallgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, buf, c,
-                         c + nprocs, MPI_FLOAT, comm, &req);
+    rc = MPI_Ibcast(buf, (int)bytes, MPI_BYTE, (int)root, comm, &req);
     UNLOCK();
-    shardnet_status st = rc == MPI_SUCCESS
-                             ? wait_for(&req, "all-gather between processes",
-                                        -1)
-                             : mpi_failed(rc, "all-gather between processes");
-    free(c);
-    return st;
+    if (rc != MPI_SUCCESS)
+        return mpi_failed(rc, "broadcast");
+    return wait_for(&req, "broadcast", (int)root);
 }
 
-static shardnet_status mpi_broadcast(sn_transport *t, float *buf, size_t count,
-                                     unsigned root)
+static shardnet_status mpi_allgather(sn_transport *t, const void *mine,
+                                     size_t bytes, void *all)
 {
+    MPI_Request req;
+    int rc;
     (void)t;
-    return sn_world_bcast(root, buf, count * sizeof *buf);
-}
-
-static shardnet_status mpi_sendrecv(sn_transport *t, float *buf, size_t count,
-                                    unsigned src, unsigned dst)
-{
-    (void)t;
-    if (src == dst)
-        return SHARDNET_OK;
-    if (me == src)
-        return sn_world_send(dst, 0, buf, count * sizeof *buf);
-    if (me == dst)
-        return sn_world_recv(src, 0, buf, count * sizeof *buf);
-    return SHARDNET_OK;
+    CHECK_COUNT(bytes * nprocs, "all-gather");
+    LOCK();
+    rc = MPI_Iallgather(mine, (int)bytes, MPI_BYTE, all, (int)bytes, MPI_BYTE,
+                        comm, &req);
+    UNLOCK();
+    if (rc != MPI_SUCCESS)
+        return mpi_failed(rc, "all-gather");
+    return wait_for(&req, "all-gather", -1);
 }
 
 static const sn_transport_ops mpi_ops = {
     .name = "mpi",
-    .allreduce = mpi_allreduce,
-    .allgatherv = mpi_allgatherv,
-    .broadcast = mpi_broadcast,
-    .sendrecv = mpi_sendrecv,
-    .free = NULL,
+    .isend = mpi_isend,
+    .irecv = mpi_irecv,
+    .wait = mpi_wait,
+    .bcast = mpi_bcast,
+    .allgather = mpi_allgather,
 };
 
 static sn_transport mpi_transport = {.ops = &mpi_ops};
@@ -358,183 +374,14 @@ sn_transport *sn_world_transport(void)
     return sn_transport_local();
 }
 
-/* One message to or from a peer, waited for. */
-static shardnet_status point_to_point(int sending, unsigned peer, int tag,
-                                      void *buf, size_t bytes)
-{
-    const char *what = sending ? "send" : "receive";
-    if (peer >= nprocs)
-        return sn_error(SHARDNET_INVALID_ARGUMENT, "%s: no process %u", what,
-                        peer);
-    if (peer == me)
-        return sn_error(SHARDNET_INVALID_ARGUMENT, "%s: this process itself",
-                        what);
-#ifdef SN_HAVE_MPI
-    MPI_Request req;
-    int rc;
-    CHECK_COUNT(bytes, what);
-    LOCK();
-    rc = sending ? MPI_Isend(buf, (int)bytes, MPI_BYTE, (int)peer, tag, comm,
-                             &req)
-                 : MPI_Irecv(buf, (int)bytes, MPI_BYTE, (int)peer, tag, comm,
-                             &req);
-    UNLOCK();
-    if (rc != MPI_SUCCESS)
-        return mpi_failed(rc, what);
-    return wait_for(&req, what, (int)peer);
-#else
-    (void)tag;
-    (void)buf;
-    (void)bytes;
-    return SHARDNET_OK;
-#endif
-}
-
-struct sn_world_req {
-#ifdef SN_HAVE_MPI
-    MPI_Request req;
-#endif
-    unsigned peer;
-    int sending;
-};
-
-static shardnet_status start(int sending, unsigned peer, int tag, void *buf,
-                             size_t bytes, sn_world_req **out)
-{
-    const char *what = sending ? "send" : "receive";
-    *out = NULL;
-    if (peer >= nprocs || peer == me)
-        return sn_error(SHARDNET_INVALID_ARGUMENT, "%s: no process %u here",
-                        what, peer);
-    sn_world_req *r = calloc(1, sizeof *r);
-    if (!r)
-        return sn_error(SHARDNET_OUT_OF_MEMORY, "%s", what);
-    r->peer = peer;
-    r->sending = sending;
-#ifdef SN_HAVE_MPI
-    int rc;
-    if (!count_ok(bytes)) {
-        free(r);
-        return sn_error(SHARDNET_UNSUPPORTED, "%s: %zu bytes in one message",
-                        what, bytes);
-    }
-    LOCK();
-    rc = sending ? MPI_Isend(buf, (int)bytes, MPI_BYTE, (int)peer, tag, comm,
-                             &r->req)
-                 : MPI_Irecv(buf, (int)bytes, MPI_BYTE, (int)peer, tag, comm,
-                             &r->req);
-    UNLOCK();
-    if (rc != MPI_SUCCESS) {
-        free(r);
-        return mpi_failed(rc, what);
-    }
-#else
-    (void)tag;
-    (void)buf;
-    (void)bytes;
-#endif
-    *out = r;
-    return SHARDNET_OK;
-}
-
-shardnet_status sn_world_isend(unsigned dst, int tag, const void *buf,
-                               size_t bytes, sn_world_req **req)
-{
-    return start(1, dst, tag, (void *)(uintptr_t)buf, bytes, req);
-}
-
-shardnet_status sn_world_irecv(unsigned src, int tag, void *buf, size_t bytes,
-                               sn_world_req **req)
-{
-    return start(0, src, tag, buf, bytes, req);
-}
-
-shardnet_status sn_world_wait(sn_world_req *req)
-{
-    shardnet_status st = SHARDNET_OK;
-    if (!req)
-        return SHARDNET_OK;
-#ifdef SN_HAVE_MPI
-    st = wait_for(&req->req, req->sending ? "send" : "receive",
-                  (int)req->peer);
-#endif
-    free(req);
-    return st;
-}
-
-shardnet_status sn_world_send(unsigned dst, int tag, const void *buf,
-                              size_t bytes)
-{
-    return point_to_point(1, dst, tag, (void *)(uintptr_t)buf, bytes);
-}
-
-shardnet_status sn_world_recv(unsigned src, int tag, void *buf, size_t bytes)
-{
-    return point_to_point(0, src, tag, buf, bytes);
-}
-
 shardnet_status sn_world_bcast(unsigned root, void *buf, size_t bytes)
 {
-    if (root >= nprocs)
-        return sn_error(SHARDNET_INVALID_ARGUMENT, "broadcast: no process %u",
-                        root);
-    if (nprocs == 1 || !bytes)
-        return SHARDNET_OK;
-#ifdef SN_HAVE_MPI
-    MPI_Request req;
-    int rc;
-    CHECK_COUNT(bytes, "broadcast");
-    LOCK();
-    rc = MPI_Ibcast(buf, (int)bytes, MPI_BYTE, (int)root, comm, &req);
-    UNLOCK();
-    if (rc != MPI_SUCCESS)
-        return mpi_failed(rc, "broadcast");
-    return wait_for(&req, "broadcast", (int)root);
-#else
-    (void)buf;
-    return SHARDNET_OK;
-#endif
+    return sn_transport_bcast(sn_world_transport(), root, buf, bytes);
 }
 
 shardnet_status sn_world_allgather(const void *mine, size_t bytes, void *all)
 {
-    if (nprocs == 1 || !bytes) {
-        if (bytes && all != mine)
-            memmove(all, mine, bytes);
-        return SHARDNET_OK;
-    }
-#ifdef SN_HAVE_MPI
-    MPI_Request req;
-    int rc;
-    CHECK_COUNT(bytes * nprocs, "all-gather");
-    LOCK();
-    rc = MPI_Iallgather(mine, (int)bytes, MPI_BYTE, all, (int)bytes, MPI_BYTE,
-                        comm, &req);
-    UNLOCK();
-    if (rc != MPI_SUCCESS)
-        return mpi_failed(rc, "all-gather");
-    return wait_for(&req, "all-gather", -1);
-#else
-    return SHARDNET_OK;
-#endif
-}
-
-shardnet_status sn_world_barrier(void)
-{
-    if (nprocs == 1)
-        return SHARDNET_OK;
-#ifdef SN_HAVE_MPI
-    MPI_Request req;
-    int rc;
-    LOCK();
-    rc = MPI_Ibarrier(comm, &req);
-    UNLOCK();
-    if (rc != MPI_SUCCESS)
-        return mpi_failed(rc, "barrier");
-    return wait_for(&req, "barrier", -1);
-#else
-    return SHARDNET_OK;
-#endif
+    return sn_transport_allgather(sn_world_transport(), mine, bytes, all);
 }
 
 shardnet_status sn_world_link(double *latency, double *bandwidth)
@@ -549,6 +396,7 @@ shardnet_status sn_world_link(double *latency, double *bandwidth)
     if (!measured) {
         enum { ROUNDS = 20, BIG_ROUNDS = 3, TAG = 32000 };
         const size_t big = 4u << 20;
+        sn_transport *t = sn_world_transport();
         char *buf = malloc(big);
         shardnet_status st = SHARDNET_OK;
         if (!buf)
@@ -566,13 +414,13 @@ shardnet_status sn_world_link(double *latency, double *bandwidth)
                 size_t bytes = r < ROUNDS ? 8 : big;
                 double t0 = sn_trace_now();
                 if (me == 0) {
-                    if ((st = sn_world_send(peer, TAG, buf, bytes)) ==
+                    if ((st = sn_transport_send(t, peer, TAG, buf, bytes)) ==
                         SHARDNET_OK)
-                        st = sn_world_recv(peer, TAG, buf, bytes);
+                        st = sn_transport_recv(t, peer, TAG, buf, bytes);
                 } else {
-                    if ((st = sn_world_recv(peer, TAG, buf, bytes)) ==
+                    if ((st = sn_transport_recv(t, peer, TAG, buf, bytes)) ==
                         SHARDNET_OK)
-                        st = sn_world_send(peer, TAG, buf, bytes);
+                        st = sn_transport_send(t, peer, TAG, buf, bytes);
                 }
                 double half = (sn_trace_now() - t0) / 2;
                 if (r < ROUNDS && half < best_small)

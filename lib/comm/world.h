@@ -20,7 +20,7 @@
 
 #include <stddef.h>
 
-#include "comm/collective.h"
+#include "comm/transport.h"
 
 /* Join the job (idempotent; thread-safe). */
 shardnet_status sn_world_init(void);
@@ -34,28 +34,18 @@ unsigned sn_world_processes(void);
  * build without MPI.  Needs no sn_world_init (CPU device discovery, which
  * comes first, shares the cores between the processes with it). */
 void sn_world_node_share(unsigned *rank, unsigned *size);
-/* The host-buffer collectives between processes (sn_transport): MPI in a
- * job of several processes, else the local one. */
+/* The job's transport (transport.h): MPI in a job of several processes,
+ * else the local one.  Every message between processes goes through it. */
 sn_transport *sn_world_transport(void);
 
-/* Byte messages between processes.  Every process of the job calls the
- * collective ones with the same sizes, in the same order. */
-shardnet_status sn_world_send(unsigned dst, int tag, const void *buf,
-                              size_t bytes);
-shardnet_status sn_world_recv(unsigned src, int tag, void *buf, size_t bytes);
-/* buf (bytes) of process root, copied to every process. */
+/* Figures and statuses every process shares (the planner's, the API's),
+ * through the job's transport; every process calls them with the same
+ * sizes, in the same order.  buf (bytes) of process root, copied to every
+ * process. */
 shardnet_status sn_world_bcast(unsigned root, void *buf, size_t bytes);
 /* Each process gives `bytes` bytes (the same count everywhere); all gets
  * processes * bytes, process p's at p * bytes. */
 shardnet_status sn_world_allgather(const void *mine, size_t bytes, void *all);
-/* Non-blocking byte messages: started here, finished (and *req freed) by
- * sn_world_wait, which gives up after the timeout like the rest. */
-typedef struct sn_world_req sn_world_req;
-shardnet_status sn_world_isend(unsigned dst, int tag, const void *buf,
-                               size_t bytes, sn_world_req **req);
-shardnet_status sn_world_irecv(unsigned src, int tag, void *buf, size_t bytes,
-                               sn_world_req **req);
-shardnet_status sn_world_wait(sn_world_req *req);
 /* Process `owner` tells every process how its part of a collective task
  * went: its own status comes back to it (its message kept); the others get
  * that status with a message naming `what` and the owner. */
@@ -65,8 +55,6 @@ shardnet_status sn_world_share_status(unsigned owner, shardnet_status mine,
  * (MPI_Abort) instead of waiting in MPI_Finalize for peers that may wait
  * for us. */
 void sn_world_failed(void);
-/* Wait for every process. */
-shardnet_status sn_world_barrier(void);
 /* The link between processes, measured once (collective, the first call
  * on every process): a one-way latency in seconds and a bandwidth in
  * bytes/s, the worst between process 0 and each other process (ping-pongs

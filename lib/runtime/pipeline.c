@@ -308,8 +308,9 @@ shardnet_status sn_pipeline_create_groups(sn_graph *g, sn_device *const *devs,
         goto fail;
     }
     p->start[p->nstages] = p->nlive;
-    p->me = sn_world_process();
-    p->nproc = sn_world_processes();
+    p->net = sn_world_transport();
+    p->me = p->net->process;
+    p->nproc = p->net->processes;
     for (size_t s = 0, first = 0; s < p->nstages; s++) {
         stage *sg = &p->st[s];
         sg->ngrp = groups ? groups[s] : 1;

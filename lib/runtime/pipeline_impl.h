@@ -10,6 +10,7 @@
 #include <pthread.h>
 #include <stdatomic.h>
 
+#include "comm/transport.h"
 #include "runtime/pipeline.h"
 #include "runtime/tensor_split.h"
 
@@ -34,7 +35,7 @@ typedef struct stage {
     int started;
     /* Processes (lib/comm/world.h): the stage runs on its devices' process; a
      * thread there runs it, and a "proxy" thread on each other process
-     * that reads its values receives them. */
+     * that reads its values receives them (lib/comm/transport.h). */
     unsigned owner;
     int local;          /* owner == this process */
     int proxy;          /* remote, and a local stage reads its values */
@@ -89,6 +90,7 @@ struct sn_pipeline {
     int started;
     int *prod;             /* per parent value: the stage producing it, -1 */
     unsigned me, nproc;    /* this process, processes in the job */
+    sn_transport *net;     /* the job's: values and outputs between them */
 };
 
 /* Stop and join the stage threads (pipeline_run.c). */

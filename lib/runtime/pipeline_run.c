@@ -17,7 +17,6 @@
 #include "plan/profile.h"
 #include "plan/timing.h"
 #include "core/trace.h"
-#include "comm/world.h"
 
 /* --- running ------------------------------------------------------------- */
 
@@ -159,9 +158,10 @@ typedef struct wire_value {
 /* Sends of a local stage still in flight: per value slot, each value's
  * header and data requests (the header kept alive with them). */
 typedef struct in_flight {
-    size_t nper;       /* values sent per item, over all processes */
-    sn_world_req **req; /* [slot][2 * nper] */
-    wire_value *hdr;   /* [slot][nper] */
+    sn_transport *net;
+    size_t nper;            /* values sent per item, over all processes */
+    sn_transport_req **req; /* [slot][2 * nper] */
+    wire_value *hdr;        /* [slot][nper] */
     size_t slots;
 } in_flight;
 
@@ -170,8 +170,8 @@ static shardnet_status finish_sends(in_flight *f, size_t slot)
 {
     shardnet_status rc = SHARDNET_OK;
     for (size_t k = 0; f->req && k < 2 * f->nper; k++) {
-        sn_world_req **r = &f->req[slot * 2 * f->nper + k];
-        shardnet_status r2 = sn_world_wait(*r);
+        sn_transport_req **r = &f->req[slot * 2 * f->nper + k];
+        shardnet_status r2 = sn_transport_wait(f->net, *r);
         *r = NULL;
         if (rc == SHARDNET_OK)
             rc = r2;
@@ -192,16 +192,17 @@ static shardnet_status send_values(sn_pipeline *p, size_t s, size_t j,
         for (size_t k = 0; k < st->nsend[q] && rc == SHARDNET_OK; k++, at++) {
             const sn_host_tensor *t = &vals[st->send[q][k]];
             wire_value *h = &f->hdr[slot * f->nper + at];
-            sn_world_req **r = &f->req[slot * 2 * f->nper + 2 * at];
+            sn_transport_req **r = &f->req[slot * 2 * f->nper + 2 * at];
             memset(h, 0, sizeof *h);
             h->dtype = (int32_t)t->dtype;
             h->rank = t->rank;
             h->nbytes = t->nbytes;
             memcpy(h->dims, t->dims, sizeof h->dims);
-            if ((rc = sn_world_isend(q, (int)s, h, sizeof *h, &r[0])) ==
-                    SHARDNET_OK &&
+            if ((rc = sn_transport_isend(p->net, q, (int)s, h, sizeof *h,
+                                         &r[0])) == SHARDNET_OK &&
                 t->nbytes)
-                rc = sn_world_isend(q, (int)s, t->data, t->nbytes, &r[1]);
+                rc = sn_transport_isend(p->net, q, (int)s, t->data,
+                                        t->nbytes, &r[1]);
         }
     return rc;
 }
@@ -216,7 +217,8 @@ static shardnet_status recv_values(sn_pipeline *p, size_t s, size_t j)
         sn_host_tensor *d = &p->vals[slot][v];
         size_t *cap = &p->cap[slot][v];
         wire_value h;
-        shardnet_status rc = sn_world_recv(st->owner, (int)s, &h, sizeof h);
+        shardnet_status rc =
+            sn_transport_recv(p->net, st->owner, (int)s, &h, sizeof h);
         if (rc != SHARDNET_OK)
             return rc;
         if (h.rank < 0 || h.rank > SN_MAX_DIMS || h.nbytes > SN_MAX_ELEMENTS * 8)
@@ -236,8 +238,8 @@ static shardnet_status recv_values(sn_pipeline *p, size_t s, size_t j)
         d->nbytes = h.nbytes;
         d->name = NULL;
         if (h.nbytes &&
-            (rc = sn_world_recv(st->owner, (int)s, d->data, h.nbytes)) !=
-                SHARDNET_OK)
+            (rc = sn_transport_recv(p->net, st->owner, (int)s, d->data,
+                                    h.nbytes)) != SHARDNET_OK)
             return rc;
     }
     return SHARDNET_OK;
@@ -353,7 +355,7 @@ static void receive_micro_batches(sn_pipeline *p, size_t s)
 static void run_micro_batches(sn_pipeline *p, size_t s)
 {
     const stage *st = &p->st[s];
-    in_flight f = {0};
+    in_flight f = {.net = p->net};
     for (unsigned q = 0; q < p->nproc; q++)
         f.nper += st->nsend[q];
     if (f.nper) {
@@ -562,7 +564,7 @@ static shardnet_status share_output(sn_pipeline *p, size_t i, unsigned root)
         memcpy(h.dims, o->dims, sizeof h.dims);
         h.nbytes = o->nbytes;
     }
-    if ((st = sn_world_bcast(root, &h, sizeof h)) != SHARDNET_OK)
+    if ((st = sn_transport_bcast(p->net, root, &h, sizeof h)) != SHARDNET_OK)
         return st;
     if (p->me != root) {
         if (h.rank < 0 || h.rank > SN_MAX_DIMS ||
@@ -582,7 +584,7 @@ static shardnet_status share_output(sn_pipeline *p, size_t i, unsigned root)
         memcpy(o->dims, h.dims, sizeof o->dims);
         o->nbytes = h.nbytes;
     }
-    return sn_world_bcast(root, o->data, o->nbytes);
+    return sn_transport_bcast(p->net, root, o->data, o->nbytes);
 }
 
 /* Take batch b's inputs from feed into bin[b % 2]. */

@@ -48,7 +48,8 @@ static shardnet_status share_outputs(sn_tensor_split *t)
             free(scratch);
         }
         if (st == SHARDNET_OK)
-            st = sn_world_bcast(root, o->data, o->nbytes);
+            st = sn_transport_bcast(sn_world_transport(), root, o->data,
+                                    o->nbytes);
     }
     return st;
 }

@@ -1,0 +1,100 @@
+/*
+ * The calls every transport shares (see transport.h): the checks of their
+ * arguments, blocking messages built on the non-blocking ones, and the
+ * local transport, a job of one process, where nothing crosses and these
+ * calls answer alone.  The MPI transport is in world.c.
+ */
+#include <config.h>
+
+#include <string.h>
+
+#include "comm/transport.h"
+
+/* Nothing crosses in one process: no member is ever called. */
+static const sn_transport_ops local_ops = {.name = "local"};
+
+static sn_transport local_transport = {
+    .ops = &local_ops, .process = 0, .processes = 1};
+
+sn_transport *sn_transport_local(void)
+{
+    return &local_transport;
+}
+
+/* A message's peer must be another process of the job. */
+static shardnet_status check_peer(const sn_transport *t, const char *what,
+                                  unsigned peer)
+{
+    if (peer >= t->processes)
+        return sn_error(SHARDNET_INVALID_ARGUMENT,
+                        "%s: no process %u (a job of %u, %s transport)", what,
+                        peer, t->processes, t->ops->name);
+    if (peer == t->process)
+        return sn_error(SHARDNET_INVALID_ARGUMENT,
+                        "%s: process %u is this process", what, peer);
+    return SHARDNET_OK;
+}
+
+shardnet_status sn_transport_isend(sn_transport *t, unsigned dst, int tag,
+                                   const void *buf, size_t bytes,
+                                   sn_transport_req **req)
+{
+    shardnet_status st = check_peer(t, "send", dst);
+    *req = NULL;
+    return st != SHARDNET_OK ? st
+                             : t->ops->isend(t, dst, tag, buf, bytes, req);
+}
+
+shardnet_status sn_transport_irecv(sn_transport *t, unsigned src, int tag,
+                                   void *buf, size_t bytes,
+                                   sn_transport_req **req)
+{
+    shardnet_status st = check_peer(t, "receive", src);
+    *req = NULL;
+    return st != SHARDNET_OK ? st
+                             : t->ops->irecv(t, src, tag, buf, bytes, req);
+}
+
+shardnet_status sn_transport_wait(sn_transport *t, sn_transport_req *req)
+{
+    return req ? t->ops->wait(t, req) : SHARDNET_OK;
+}
+
+shardnet_status sn_transport_send(sn_transport *t, unsigned dst, int tag,
+                                  const void *buf, size_t bytes)
+{
+    sn_transport_req *req;
+    shardnet_status st = sn_transport_isend(t, dst, tag, buf, bytes, &req);
+    return st != SHARDNET_OK ? st : sn_transport_wait(t, req);
+}
+
+shardnet_status sn_transport_recv(sn_transport *t, unsigned src, int tag,
+                                  void *buf, size_t bytes)
+{
+    sn_transport_req *req;
+    shardnet_status st = sn_transport_irecv(t, src, tag, buf, bytes, &req);
+    return st != SHARDNET_OK ? st : sn_transport_wait(t, req);
+}
+
+shardnet_status sn_transport_bcast(sn_transport *t, unsigned root, void *buf,
+                                   size_t bytes)
+{
+    if (root >= t->processes)
+        return sn_error(SHARDNET_INVALID_ARGUMENT,
+                        "broadcast: no process %u (a job of %u)", root,
+                        t->processes);
+    if (t->processes == 1 || !bytes)
+        return SHARDNET_OK;
+    return t->ops->bcast(t, root, buf, bytes);
+}
+
+shardnet_status sn_transport_allgather(sn_transport *t, const void *mine,
+                                       size_t bytes, void *all)
+{
+    if (t->processes == 1 || !bytes) {
+        if (bytes && all != mine)
+            memmove(all, mine, bytes);
+        return SHARDNET_OK;
+    }
+    return t->ops->allgather(t, mine, bytes, all);
+}
