@@ -47,6 +47,18 @@ void sn_strides(int rank, const int64_t *dims, int64_t *strides)
     }
 }
 
+void sn_index_next(int rank, const int64_t *dims, int64_t *idx,
+                   const int64_t *str, int64_t *pos)
+{
+    for (int i = rank - 1; i >= 0; i--) {
+        *pos += str[i];
+        if (++idx[i] < dims[i])
+            return;
+        *pos -= str[i] * dims[i];
+        idx[i] = 0;
+    }
+}
+
 shardnet_status sn_host_ints(const sn_node *n, const sn_rt *rt,
                              const char *what, int64_t *out, size_t cap,
                              size_t *count)
@@ -329,6 +341,18 @@ shardnet_status sn_device_type(const sn_node *n, sn_dtype t, sn_dtype *out)
                              "devices",
                              sn_dtype_name(t));
     }
+}
+
+shardnet_status sn_out_device_as(sn_lower *L, const sn_node *n, sn_dtype t,
+                                 int rank, const int64_t *dims, sn_rt **out)
+{
+    sn_dtype dt = SN_DT_FLOAT;
+    shardnet_status st;
+    if ((st = sn_device_type(n, t, &dt)) != SHARDNET_OK ||
+        (st = sn_out_device(L, n, 0, rank, dims, out)) != SHARDNET_OK)
+        return st;
+    (*out)->dtype = dt;
+    return SHARDNET_OK;
 }
 
 shardnet_status sn_float_type(const sn_node *n, const sn_rt *x, sn_dtype *out)
