@@ -60,10 +60,11 @@ static int parse_options(int argc, char **argv, plan_opts *o)
         {"save", required_argument, 0, 'S'},
         {"help", no_argument, 0, 'h'},
         {0, 0, 0, 0}};
-    int c;
+    int c, status;
+    long v;
 
-    while ((c = getopt_long(argc, argv, "d:s:b:m:S:h", opts, NULL)) != -1) {
-        char *end;
+    while ((c = cli_next_option(argc, argv, "d:s:b:m:S:h", opts, usage,
+                                &status)) != -1) {
         switch (c) {
         case 'S':
             o->save = optarg;
@@ -75,28 +76,18 @@ static int parse_options(int argc, char **argv, plan_opts *o)
             o->sopts.split = optarg;
             break;
         case 'b':
-            if (cli_parse_long(optarg, 1, 1L << 24, &o->batch) != 0) {
-                fprintf(stderr, "%s plan: bad --batch '%s'\n", cli_prog,
-                        optarg);
+            if (cli_number_option("plan", "batch", 1, 1L << 24, &o->batch))
                 return 2;
-            }
             break;
         case 'm':
-            o->sopts.micro_batches = (size_t)strtoul(optarg, &end, 10);
-            if (*end || !o->sopts.micro_batches) {
-                fprintf(stderr, "%s plan: bad --micro-batches '%s'\n",
-                        cli_prog, optarg);
+            if (cli_number_option("plan", "micro-batches", 1, 65536, &v))
                 return 2;
-            }
+            o->sopts.micro_batches = (size_t)v;
             break;
-        case 'h':
-            usage(stdout);
-            return 0;
-        default:
-            usage(stderr);
-            return 2;
         }
     }
+    if (status != CLI_GO_ON)
+        return status;
     if (optind + 1 != argc) {
         usage(stderr);
         return 2;

@@ -115,11 +115,11 @@ static int parse_options(int argc, char **argv, run_opts *o)
         {"stream", no_argument, 0, 'T'},
         {"help", no_argument, 0, 'h'},
         {0, 0, 0, 0}};
-    int c;
+    int c, status;
     long v;
 
-    while ((c = getopt_long(argc, argv, "d:i:o:b:r:s:m:t:p:h", opts, NULL)) !=
-           -1) {
+    while ((c = cli_next_option(argc, argv, "d:i:o:b:r:s:m:t:p:h", opts,
+                                usage, &status)) != -1) {
         switch (c) {
         case 't':
             o->trace = optarg;
@@ -134,11 +134,8 @@ static int parse_options(int argc, char **argv, run_opts *o)
             o->sopts.split = optarg;
             break;
         case 'm':
-            if (cli_parse_long(optarg, 1, 65536, &v) != 0) {
-                fprintf(stderr, "%s run: bad --micro-batches '%s'\n", cli_prog,
-                        optarg);
+            if (cli_number_option("run", "micro-batches", 1, 65536, &v))
                 return 2;
-            }
             o->sopts.micro_batches = (size_t)v;
             break;
         case 'd':
@@ -155,26 +152,17 @@ static int parse_options(int argc, char **argv, run_opts *o)
             o->outdir = optarg;
             break;
         case 'b':
-            if (cli_parse_long(optarg, 1, 1L << 24, &o->batch) != 0) {
-                fprintf(stderr, "%s run: bad --batch '%s'\n", cli_prog, optarg);
+            if (cli_number_option("run", "batch", 1, 1L << 24, &o->batch))
                 return 2;
-            }
             break;
         case 'r':
-            if (cli_parse_long(optarg, 1, 1000000, &o->repeat) != 0) {
-                fprintf(stderr, "%s run: bad --repeat '%s'\n", cli_prog,
-                        optarg);
+            if (cli_number_option("run", "repeat", 1, 1000000, &o->repeat))
                 return 2;
-            }
             break;
-        case 'h':
-            usage(stdout);
-            return 0;
-        default:
-            usage(stderr);
-            return 2;
         }
     }
+    if (status != CLI_GO_ON)
+        return status;
     if (optind + 1 != argc) {
         usage(stderr);
         return 2;
