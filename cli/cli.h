@@ -45,6 +45,26 @@ void cli_job_joined(void);
 int cli_open_devices(const char *spec, shardnet_context_t **ctx, size_t *idx,
                      size_t *n);
 
+/* The options run and plan share: where and how the model runs. */
+typedef struct cli_session_args {
+    const char *spec;               /* --devices LIST */
+    shardnet_session_options sopts; /* --split, --micro-batches (run: --plan) */
+    long batch;                     /* --batch */
+} cli_session_args;
+
+/* Their short and long options, to begin a command's lists with. */
+#define CLI_SESSION_SHORTOPTS "d:s:b:m:"
+#define CLI_SESSION_LONGOPTS                                                  \
+    {"devices", required_argument, 0, 'd'},                                   \
+        {"split", required_argument, 0, 's'},                                 \
+        {"batch", required_argument, 0, 'b'},                                 \
+        {"micro-batches", required_argument, 0, 'm'}
+
+/* Option C of COMMAND, with optarg, into *A when it is one of them: 0, or 2
+ * (the exit status) after saying its value is bad; -1 when C is none of
+ * them. */
+int cli_session_option(const char *command, int c, cli_session_args *a);
+
 /* getopt_long's next option over ARGV (SHORTOPTS, LONGOPTS), with --help
  * and a bad option handled here: the option for the command to take, or -1
  * when there is none, *STATUS then CLI_GO_ON (the options are over), 0

@@ -90,6 +90,28 @@ int cli_number_option(const char *command, const char *name, long lo,
     return 2;
 }
 
+int cli_session_option(const char *command, int c, cli_session_args *a)
+{
+    long v;
+    switch (c) {
+    case 'd':
+        a->spec = optarg;
+        return 0;
+    case 's':
+        a->sopts.split = optarg;
+        return 0;
+    case 'b':
+        return cli_number_option(command, "batch", 1, 1L << 24, &a->batch);
+    case 'm':
+        if (cli_number_option(command, "micro-batches", 1, 65536, &v))
+            return 2;
+        a->sopts.micro_batches = (size_t)v;
+        return 0;
+    default:
+        return -1;
+    }
+}
+
 double cli_now(void)
 {
     struct timespec t;
