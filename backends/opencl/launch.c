@@ -333,46 +333,46 @@ static shardnet_status axis_extent(const sn_device *dev, const char *what,
     return SHARDNET_OK;
 }
 
-shardnet_status sn_cl_softmax(sn_device *dev, const sn_softmax_desc *d)
+/*
+ * run_axis_kernel once x (outer, len, inner) and y are checked against the
+ * uint indices: y is x's shape (softmax) or, reduced, (outer, inner).
+ */
+static shardnet_status run_axis(sn_device *dev, const char *what, int k_row,
+                                int k_axis, size_t outer, size_t len,
+                                size_t inner, sn_view xv, sn_view yv,
+                                int reduced, int flag)
 {
-    const char *what = d->log_softmax ? "log-softmax" : "softmax";
-    size_t total;
+    size_t total, ny;
     shardnet_status st;
 
-    if ((st = axis_extent(dev, what, d->outer, d->len, d->inner, &total)) !=
+    if ((st = axis_extent(dev, what, outer, len, inner, &total)) !=
         SHARDNET_OK)
         return st;
     if (total == 0)
         return SHARDNET_OK;
-    if (!fits_idx(d->x.offset, total))
-        return sn_cl_too_large(dev, what, "x", d->x.offset, total);
-    if (!fits_idx(d->y.offset, total))
-        return sn_cl_too_large(dev, what, "y", d->y.offset, total);
-    return run_axis_kernel(dev, what, K_SOFTMAX_ROW, K_SOFTMAX_AXIS, d->outer,
-                           d->len, d->inner, d->x, d->y, d->log_softmax != 0);
+    if (!fits_idx(xv.offset, total))
+        return sn_cl_too_large(dev, what, "x", xv.offset, total);
+    ny = reduced ? outer * inner : total; /* outer * inner <= total */
+    if (!fits_idx(yv.offset, ny))
+        return sn_cl_too_large(dev, what, "y", yv.offset, ny);
+    return run_axis_kernel(dev, what, k_row, k_axis, outer, len, inner, xv,
+                           yv, flag);
+}
+
+shardnet_status sn_cl_softmax(sn_device *dev, const sn_softmax_desc *d)
+{
+    return run_axis(dev, d->log_softmax ? "log-softmax" : "softmax",
+                    K_SOFTMAX_ROW, K_SOFTMAX_AXIS, d->outer, d->len, d->inner,
+                    d->x, d->y, 0, d->log_softmax != 0);
 }
 
 shardnet_status sn_cl_reduce(sn_device *dev, const sn_reduce_desc *d)
 {
-    const char *what = sn_reduce_op_name(d->op);
-    size_t total;
     int is_max = d->op == SN_REDUCE_MAX;
-    shardnet_status st;
-
-    if ((st = axis_extent(dev, what, d->outer, d->len, d->inner, &total)) !=
-        SHARDNET_OK)
-        return st;
-    if (total == 0)
-        return SHARDNET_OK;
-    if (!fits_idx(d->x.offset, total))
-        return sn_cl_too_large(dev, what, "x", d->x.offset, total);
-    /* outer * inner <= total */
-    if (!fits_idx(d->y.offset, d->outer * d->inner))
-        return sn_cl_too_large(dev, what, "y", d->y.offset,
-                               d->outer * d->inner);
-    return run_axis_kernel(dev, what, is_max ? K_MAX_ROW : K_SUM_ROW,
-                           is_max ? K_MAX_AXIS : K_SUM_AXIS, d->outer, d->len,
-                           d->inner, d->x, d->y, d->op == SN_REDUCE_MEAN);
+    return run_axis(dev, sn_reduce_op_name(d->op),
+                    is_max ? K_MAX_ROW : K_SUM_ROW,
+                    is_max ? K_MAX_AXIS : K_SUM_AXIS, d->outer, d->len,
+                    d->inner, d->x, d->y, 1, d->op == SN_REDUCE_MEAN);
 }
 
 /* --- layer normalisation ----------------------------------------------- */
