@@ -87,10 +87,6 @@ shardnet_status sn_param_read(const sn_node *n, const char *param,
  * model's shape arithmetic must not make the host allocate without bound. */
 #define SN_MAX_HOST_FOLD ((size_t)256 << 20)
 
-/* Store a value (dv, or iv when is_int) as type t at element i of p. */
-void sn_store_value(sn_dtype t, void *p, size_t i, double dv, int64_t iv,
-                    int is_int);
-
 /* Product of dims[from, to). */
 size_t sn_dims_product(int from, int to, const int64_t *dims);
 /*
