@@ -7,6 +7,7 @@
 #ifndef SHARDNET_CLI_H
 #define SHARDNET_CLI_H
 
+#include <getopt.h>
 #include <stdint.h>
 #include <stdio.h>
 
@@ -44,9 +45,42 @@ void cli_job_joined(void);
 int cli_open_devices(const char *spec, shardnet_context_t **ctx, size_t *idx,
                      size_t *n);
 
-/* ARG as a whole decimal number in LO..HI into *OUT; 0, or -1 if it is not
- * one. */
-int cli_parse_long(const char *arg, long lo, long hi, long *out);
+/* The options run and plan share: where and how the model runs. */
+typedef struct cli_session_args {
+    const char *spec;               /* --devices LIST */
+    shardnet_session_options sopts; /* --split, --micro-batches (run: --plan) */
+    long batch;                     /* --batch */
+} cli_session_args;
+
+/* Their short and long options, to begin a command's lists with. */
+#define CLI_SESSION_SHORTOPTS "d:s:b:m:"
+#define CLI_SESSION_LONGOPTS                                                  \
+    {"devices", required_argument, 0, 'd'},                                   \
+        {"split", required_argument, 0, 's'},                                 \
+        {"batch", required_argument, 0, 'b'},                                 \
+        {"micro-batches", required_argument, 0, 'm'}
+
+/* Option C of COMMAND, with optarg, into *A when it is one of them: 0, or 2
+ * (the exit status) after saying its value is bad; -1 when C is none of
+ * them. */
+int cli_session_option(const char *command, int c, cli_session_args *a);
+
+/* getopt_long's next option over ARGV (SHORTOPTS, LONGOPTS), with --help
+ * and a bad option handled here: the option for the command to take, or -1
+ * when there is none, *STATUS then CLI_GO_ON (the options are over), 0
+ * (--help: USAGE printed on stdout) or 2 (a bad option: USAGE on stderr). */
+int cli_next_option(int argc, char **argv, const char *shortopts,
+                    const struct option *longopts, void (*usage)(FILE *),
+                    int *status);
+
+/* The options of a command whose only option is --help: CLI_GO_ON, or the
+ * exit status as cli_next_option gives it. */
+int cli_help_only(int argc, char **argv, void (*usage)(FILE *));
+
+/* optarg, the value of COMMAND's option --NAME, as a whole number in LO..HI
+ * into *OUT; 0, or 2 (the exit status) after saying it is bad. */
+int cli_number_option(const char *command, const char *name, long lo,
+                      long hi, long *out);
 
 /* After getopt: says so and returns 1 when an argument is left over
  * (COMMAND takes none), else 0. */

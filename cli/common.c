@@ -1,7 +1,8 @@
 /*
  * Helpers two commands or more share: error messages in the library's
  * words, MPI jobs where process 0 speaks, opening the devices of a device
- * list, numbers from options, the clock, and printing a tensor's shape.
+ * list, the options (--help, a bad option, numbers, a stray argument), the
+ * clock, and printing a tensor's shape.
  */
 #include <config.h>
 
@@ -49,14 +50,66 @@ int cli_open_devices(const char *spec, shardnet_context_t **ctx, size_t *idx,
     return 0;
 }
 
-int cli_parse_long(const char *arg, long lo, long hi, long *out)
+int cli_next_option(int argc, char **argv, const char *shortopts,
+                    const struct option *longopts, void (*usage)(FILE *),
+                    int *status)
+{
+    int c = getopt_long(argc, argv, shortopts, longopts, NULL);
+    *status = CLI_GO_ON;
+    if (c == 'h') {
+        usage(stdout);
+        *status = 0;
+    } else if (c == '?' || c == ':') {
+        usage(stderr);
+        *status = 2;
+    }
+    return *status == CLI_GO_ON ? c : -1;
+}
+
+int cli_help_only(int argc, char **argv, void (*usage)(FILE *))
+{
+    static const struct option opts[] = {{"help", no_argument, 0, 'h'},
+                                         {0, 0, 0, 0}};
+    int status;
+    /* --help ends the options, as a bad option does: one call is all. */
+    cli_next_option(argc, argv, "h", opts, usage, &status);
+    return status;
+}
+
+int cli_number_option(const char *command, const char *name, long lo,
+                      long hi, long *out)
 {
     char *end;
-    long v = strtol(arg, &end, 10);
-    if (*end || v < lo || v > hi)
+    long v = strtol(optarg, &end, 10);
+    if (!*end && v >= lo && v <= hi) {
+        *out = v;
+        return 0;
+    }
+    fprintf(stderr, "%s %s: bad --%s '%s' (%ld..%ld)\n", cli_prog, command,
+            name, optarg, lo, hi);
+    return 2;
+}
+
+int cli_session_option(const char *command, int c, cli_session_args *a)
+{
+    long v;
+    switch (c) {
+    case 'd':
+        a->spec = optarg;
+        return 0;
+    case 's':
+        a->sopts.split = optarg;
+        return 0;
+    case 'b':
+        return cli_number_option(command, "batch", 1, 1L << 24, &a->batch);
+    case 'm':
+        if (cli_number_option(command, "micro-batches", 1, 65536, &v))
+            return 2;
+        a->sopts.micro_batches = (size_t)v;
+        return 0;
+    default:
         return -1;
-    *out = v;
-    return 0;
+    }
 }
 
 double cli_now(void)

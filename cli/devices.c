@@ -31,20 +31,13 @@ static int parse_options(int argc, char **argv, const char **spec)
     static const struct option opts[] = {{"devices", required_argument, 0, 'd'},
                                          {"help", no_argument, 0, 'h'},
                                          {0, 0, 0, 0}};
-    int c;
-    while ((c = getopt_long(argc, argv, "d:h", opts, NULL)) != -1) {
-        switch (c) {
-        case 'd':
+    int c, status;
+    while ((c = cli_next_option(argc, argv, "d:h", opts, usage, &status)) !=
+           -1)
+        if (c == 'd')
             *spec = optarg;
-            break;
-        case 'h':
-            usage(stdout);
-            return 0;
-        default:
-            usage(stderr);
-            return 2;
-        }
-    }
+    if (status != CLI_GO_ON)
+        return status;
     if (cli_extra_argument("devices", argc, argv))
         return 2;
     return CLI_GO_ON;

@@ -25,20 +25,12 @@ static void usage(FILE *out)
 
 int cli_info(int argc, char **argv)
 {
-    static const struct option opts[] = {{"help", no_argument, 0, 'h'},
-                                         {0, 0, 0, 0}};
     shardnet_model_t *m;
     shardnet_status st;
     char text[8192];
-    int c;
-    while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
-        if (c == 'h') {
-            usage(stdout);
-            return 0;
-        }
-        usage(stderr);
-        return 2;
-    }
+    int status = cli_help_only(argc, argv, usage);
+    if (status != CLI_GO_ON)
+        return status;
     if (optind + 1 != argc) {
         usage(stderr);
         return 2;

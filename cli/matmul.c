@@ -87,8 +87,9 @@ static int parse_options(int argc, char **argv, matmul_opts *o)
                                          {"repeat", required_argument, 0, 'r'},
                                          {"help", no_argument, 0, 'h'},
                                          {0, 0, 0, 0}};
-    int ch;
-    while ((ch = getopt_long(argc, argv, "d:s:r:h", opts, NULL)) != -1) {
+    int ch, status;
+    while ((ch = cli_next_option(argc, argv, "d:s:r:h", opts, usage,
+                                 &status)) != -1) {
         switch (ch) {
         case 'd':
             o->spec = optarg;
@@ -103,20 +104,13 @@ static int parse_options(int argc, char **argv, matmul_opts *o)
             }
             break;
         case 'r':
-            if (cli_parse_long(optarg, 1, 1000, &o->repeat) != 0) {
-                fprintf(stderr, "%s matmul: bad --repeat '%s' (1..1000)\n",
-                        cli_prog, optarg);
+            if (cli_number_option("matmul", "repeat", 1, 1000, &o->repeat))
                 return 2;
-            }
             break;
-        case 'h':
-            usage(stdout);
-            return 0;
-        default:
-            usage(stderr);
-            return 2;
         }
     }
+    if (status != CLI_GO_ON)
+        return status;
     if (cli_extra_argument("matmul", argc, argv))
         return 2;
     return CLI_GO_ON;

@@ -17,9 +17,8 @@
 #define TIMED_RUNS 9
 
 typedef struct plan_opts {
-    shardnet_session_options sopts; /* --split, --micro-batches */
-    const char *model, *spec, *save;
-    long batch;
+    cli_session_args sa;
+    const char *model, *save;
 } plan_opts;
 
 static void usage(FILE *out)
@@ -53,50 +52,21 @@ static void usage(FILE *out)
 static int parse_options(int argc, char **argv, plan_opts *o)
 {
     static const struct option opts[] = {
-        {"devices", required_argument, 0, 'd'},
-        {"split", required_argument, 0, 's'},
-        {"batch", required_argument, 0, 'b'},
-        {"micro-batches", required_argument, 0, 'm'},
+        CLI_SESSION_LONGOPTS,
         {"save", required_argument, 0, 'S'},
         {"help", no_argument, 0, 'h'},
         {0, 0, 0, 0}};
-    int c;
+    int c, status;
 
-    while ((c = getopt_long(argc, argv, "d:s:b:m:S:h", opts, NULL)) != -1) {
-        char *end;
-        switch (c) {
-        case 'S':
+    while ((c = cli_next_option(argc, argv, CLI_SESSION_SHORTOPTS "S:h", opts,
+                                usage, &status)) != -1) {
+        if (c == 'S')
             o->save = optarg;
-            break;
-        case 'd':
-            o->spec = optarg;
-            break;
-        case 's':
-            o->sopts.split = optarg;
-            break;
-        case 'b':
-            if (cli_parse_long(optarg, 1, 1L << 24, &o->batch) != 0) {
-                fprintf(stderr, "%s plan: bad --batch '%s'\n", cli_prog,
-                        optarg);
-                return 2;
-            }
-            break;
-        case 'm':
-            o->sopts.micro_batches = (size_t)strtoul(optarg, &end, 10);
-            if (*end || !o->sopts.micro_batches) {
-                fprintf(stderr, "%s plan: bad --micro-batches '%s'\n",
-                        cli_prog, optarg);
-                return 2;
-            }
-            break;
-        case 'h':
-            usage(stdout);
-            return 0;
-        default:
-            usage(stderr);
+        else if (cli_session_option("plan", c, &o->sa) > 0)
             return 2;
-        }
     }
+    if (status != CLI_GO_ON)
+        return status;
     if (optind + 1 != argc) {
         usage(stderr);
         return 2;
@@ -163,7 +133,7 @@ static int show_plan(const plan_opts *o, shardnet_model_t *m,
     shardnet_status st;
     char text[16384];
     int rc;
-    if ((rc = bind_zeros(m, s, o->batch, data)) != 0)
+    if ((rc = bind_zeros(m, s, o->sa.batch, data)) != 0)
         return rc;
     shardnet_session_describe(s, text, sizeof text);
     fputs(text, stdout);
@@ -179,7 +149,7 @@ static int show_plan(const plan_opts *o, shardnet_model_t *m,
 
 int cli_plan(int argc, char **argv)
 {
-    plan_opts o = {.batch = 1};
+    plan_opts o = {.sa.batch = 1};
     shardnet_context_t *ctx = NULL;
     shardnet_model_t *m = NULL;
     shardnet_session_t *s = NULL;
@@ -196,7 +166,7 @@ int cli_plan(int argc, char **argv)
         goto out;
     }
     cli_job_joined();
-    if ((st = shardnet_session_create_with(ctx, m, o.spec, &o.sopts, &s))) {
+    if ((st = shardnet_session_create_with(ctx, m, o.sa.spec, &o.sa.sopts, &s))) {
         cli_fail("creating the session", st);
         rc = st == SHARDNET_NO_DEVICE || st == SHARDNET_INVALID_ARGUMENT ? 2 : 1;
         goto out;

@@ -19,11 +19,10 @@
 #include "cli.h"
 
 typedef struct run_opts {
-    shardnet_session_options sopts; /* --split, --micro-batches, --plan */
-    const char *model, *spec, *outdir, *trace;
+    cli_session_args sa; /* and --plan; batch 0: --batch not given */
+    const char *model, *outdir, *trace;
     const char *inputs[CLI_MAX_IO]; /* --input: NAME=FILE or FILE */
     size_t ninputs;
-    long batch; /* 0: not given */
     long repeat;
     int stream;
 } run_opts;
@@ -103,23 +102,19 @@ static void usage(FILE *out)
 static int parse_options(int argc, char **argv, run_opts *o)
 {
     static const struct option opts[] = {
-        {"devices", required_argument, 0, 'd'},
+        CLI_SESSION_LONGOPTS,
         {"input", required_argument, 0, 'i'},
         {"output-dir", required_argument, 0, 'o'},
-        {"batch", required_argument, 0, 'b'},
         {"repeat", required_argument, 0, 'r'},
-        {"split", required_argument, 0, 's'},
-        {"micro-batches", required_argument, 0, 'm'},
         {"trace", required_argument, 0, 't'},
         {"plan", required_argument, 0, 'p'},
         {"stream", no_argument, 0, 'T'},
         {"help", no_argument, 0, 'h'},
         {0, 0, 0, 0}};
-    int c;
-    long v;
+    int c, status;
 
-    while ((c = getopt_long(argc, argv, "d:i:o:b:r:s:m:t:p:h", opts, NULL)) !=
-           -1) {
+    while ((c = cli_next_option(argc, argv, CLI_SESSION_SHORTOPTS "i:o:r:t:p:h",
+                                opts, usage, &status)) != -1) {
         switch (c) {
         case 't':
             o->trace = optarg;
@@ -128,21 +123,7 @@ static int parse_options(int argc, char **argv, run_opts *o)
             o->stream = 1;
             break;
         case 'p':
-            o->sopts.plan_file = optarg;
-            break;
-        case 's':
-            o->sopts.split = optarg;
-            break;
-        case 'm':
-            if (cli_parse_long(optarg, 1, 65536, &v) != 0) {
-                fprintf(stderr, "%s run: bad --micro-batches '%s'\n", cli_prog,
-                        optarg);
-                return 2;
-            }
-            o->sopts.micro_batches = (size_t)v;
-            break;
-        case 'd':
-            o->spec = optarg;
+            o->sa.sopts.plan_file = optarg;
             break;
         case 'i':
             if (o->ninputs == CLI_MAX_IO) {
@@ -154,27 +135,17 @@ static int parse_options(int argc, char **argv, run_opts *o)
         case 'o':
             o->outdir = optarg;
             break;
-        case 'b':
-            if (cli_parse_long(optarg, 1, 1L << 24, &o->batch) != 0) {
-                fprintf(stderr, "%s run: bad --batch '%s'\n", cli_prog, optarg);
-                return 2;
-            }
-            break;
         case 'r':
-            if (cli_parse_long(optarg, 1, 1000000, &o->repeat) != 0) {
-                fprintf(stderr, "%s run: bad --repeat '%s'\n", cli_prog,
-                        optarg);
+            if (cli_number_option("run", "repeat", 1, 1000000, &o->repeat))
                 return 2;
-            }
             break;
-        case 'h':
-            usage(stdout);
-            return 0;
         default:
-            usage(stderr);
-            return 2;
+            if (cli_session_option("run", c, &o->sa) > 0)
+                return 2;
         }
     }
+    if (status != CLI_GO_ON)
+        return status;
     if (optind + 1 != argc) {
         usage(stderr);
         return 2;
@@ -287,10 +258,11 @@ static int open_session(run_opts *o, run_job *job)
     if ((st = shardnet_context_create(&job->ctx)) != SHARDNET_OK)
         return cli_fail("device discovery", st);
     cli_job_joined();
-    if (!o->spec && !getenv("SHARDNET_DEVICES") && !o->sopts.plan_file)
-        o->spec = shardnet_device_count(job->ctx) ? "cpu:0" : NULL;
-    if ((st = shardnet_session_create_with(job->ctx, job->m, o->spec, &o->sopts,
-                                           &job->s)) != SHARDNET_OK) {
+    if (!o->sa.spec && !getenv("SHARDNET_DEVICES") && !o->sa.sopts.plan_file)
+        o->sa.spec = shardnet_device_count(job->ctx) ? "cpu:0" : NULL;
+    if ((st = shardnet_session_create_with(job->ctx, job->m, o->sa.spec,
+                                           &o->sa.sopts, &job->s)) !=
+        SHARDNET_OK) {
         cli_fail("creating the session", st);
         return st == SHARDNET_NO_DEVICE ? 2 : 1;
     }
@@ -378,7 +350,7 @@ static int missing_inputs(const run_opts *o, run_job *job)
                     t.name);
             return 2;
         }
-        if (random_input(&t, o->batch, &job->in[k]) != 0)
+        if (random_input(&t, o->sa.batch, &job->in[k]) != 0)
             return 1;
     }
     return 0;
@@ -389,7 +361,8 @@ static void split_batches(const run_opts *o, run_job *job)
 {
     const shardnet_tensor *in = job->in;
     job->rows = job->nin && in[0].info.rank ? in[0].info.dims[0] : 1;
-    job->chunk = o->batch && o->batch < job->rows ? o->batch : job->rows;
+    job->chunk =
+        o->sa.batch && o->sa.batch < job->rows ? o->sa.batch : job->rows;
     for (size_t k = 1; k < job->nin; k++)
         if (!in[k].info.rank || in[k].info.dims[0] != job->rows)
             job->chunk = job->rows; /* inputs disagree on a batch: run them whole */

@@ -75,18 +75,26 @@ void sn_cl_buffer_free(sn_buffer *buf)
     free(b);
 }
 
+/* What a blocking write or read of bytes at offset of buf returned (err),
+ * as a status; doing: "writing" or "reading". */
+static shardnet_status transfer_status(const sn_buffer *buf, cl_int err,
+                                       const char *doing, size_t bytes,
+                                       size_t offset)
+{
+    if (err != CL_SUCCESS)
+        return sn_error(sn_cl_status(err), "%s: %s %zu bytes at %zu failed: %s",
+                        buf->dev->info.name, doing, bytes, offset,
+                        sn_cl_error_name(err));
+    return SHARDNET_OK;
+}
+
 shardnet_status sn_cl_buffer_write(sn_buffer *buf, size_t offset,
                                    const void *src, size_t bytes)
 {
     cl_dev *cd = buf->dev->impl;
     cl_int err = clEnqueueWriteBuffer(cd->queue, buf->handle, CL_TRUE, offset,
                                       bytes, src, 0, NULL, NULL);
-    if (err != CL_SUCCESS)
-        return sn_error(sn_cl_status(err),
-                        "%s: writing %zu bytes at %zu failed: %s",
-                        buf->dev->info.name, bytes, offset,
-                        sn_cl_error_name(err));
-    return SHARDNET_OK;
+    return transfer_status(buf, err, "writing", bytes, offset);
 }
 
 shardnet_status sn_cl_buffer_read(sn_buffer *buf, size_t offset,
@@ -95,12 +103,7 @@ shardnet_status sn_cl_buffer_read(sn_buffer *buf, size_t offset,
     cl_dev *cd = buf->dev->impl;
     cl_int err = clEnqueueReadBuffer(cd->queue, buf->handle, CL_TRUE, offset,
                                      bytes, dst, 0, NULL, NULL);
-    if (err != CL_SUCCESS)
-        return sn_error(sn_cl_status(err),
-                        "%s: reading %zu bytes at %zu failed: %s",
-                        buf->dev->info.name, bytes, offset,
-                        sn_cl_error_name(err));
-    return SHARDNET_OK;
+    return transfer_status(buf, err, "reading", bytes, offset);
 }
 
 shardnet_status sn_cl_buffer_map(sn_buffer *buf, size_t offset,

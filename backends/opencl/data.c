@@ -269,123 +269,111 @@ static int conv_axis(size_t in, size_t out, size_t k, size_t stride,
     return 1;
 }
 
+/* A window sliding over the two spatial axes (h, w) of planes: the
+ * geometry im2col and the pools share. */
+typedef struct window {
+    size_t in[2], out[2], k[2], stride[2], dil[2], pad_begin[2], pad_end[2];
+} window;
+
 /*
  * The geometry vectors of conv.cl:
  *   g  = (in_h, in_w, out_h, out_w, k_h, k_w, stride_h, stride_w)
  *   g2 = (dil_h, dil_w, pad_top, pad_left, pad_bottom, pad_right, 0, 0)
  */
 static shardnet_status conv_geometry(const sn_device *dev, const char *what,
-                                     const size_t in[2], const size_t out[2],
-                                     const size_t k[2], const size_t stride[2],
-                                     const size_t dil[2],
-                                     const size_t pad_begin[2],
-                                     const size_t pad_end[2], cl_int8 *g,
-                                     cl_int8 *g2)
+                                     const window *w, cl_int8 *g, cl_int8 *g2)
 {
     cl_int s[2], dl[2];
 
     for (int a = 0; a < 2; a++)
-        if (!conv_axis(in[a], out[a], k[a], stride[a], dil[a], pad_begin[a],
-                       pad_end[a], &s[a], &dl[a]))
+        if (!conv_axis(w->in[a], w->out[a], w->k[a], w->stride[a], w->dil[a],
+                       w->pad_begin[a], w->pad_end[a], &s[a], &dl[a]))
             return sn_error(SHARDNET_INVALID_ARGUMENT,
                             "%s on %s: the window geometry (input %zu x %zu, "
                             "output %zu x %zu, kernel %zu x %zu) reaches "
                             "coordinates beyond the OpenCL kernels' int range",
-                            what, dev->info.name, in[0], in[1], out[0],
-                            out[1], k[0], k[1]);
+                            what, dev->info.name, w->in[0], w->in[1],
+                            w->out[0], w->out[1], w->k[0], w->k[1]);
     for (int a = 0; a < 2; a++) {
-        g->s[0 + a] = (cl_int)in[a];
-        g->s[2 + a] = (cl_int)out[a];
-        g->s[4 + a] = (cl_int)k[a];
+        g->s[0 + a] = (cl_int)w->in[a];
+        g->s[2 + a] = (cl_int)w->out[a];
+        g->s[4 + a] = (cl_int)w->k[a];
         g->s[6 + a] = s[a];
         g2->s[0 + a] = dl[a];
-        g2->s[2 + a] = (cl_int)pad_begin[a];
-        g2->s[4 + a] = (cl_int)pad_end[a];
+        g2->s[2 + a] = (cl_int)w->pad_begin[a];
+        g2->s[4 + a] = (cl_int)w->pad_end[a];
         g2->s[6 + a] = 0;
     }
     return SHARDNET_OK;
 }
 
-shardnet_status sn_cl_im2col(sn_device *dev, const sn_im2col_desc *d)
+/*
+ * Kernel k of conv.cl over window w from src (planes of in_h x in_w) to
+ * dst: one work item per output element, out_h x out_w of them per plane,
+ * times k_h x k_w when per_tap (im2col's one row per kernel tap).  The
+ * pools pass their include_pad flag (0 or 1) as the last argument; im2col,
+ * which takes none, passes -1.
+ */
+static shardnet_status run_window(sn_device *dev, int k, const char *what,
+                                  const window *w, size_t planes, int per_tap,
+                                  sn_view srcv, sn_view dstv, int include_pad)
 {
-    const char *what = "im2col";
-    const size_t in[2] = {d->in_h, d->in_w}, out[2] = {d->out_h, d->out_w},
-                 k[2] = {d->k_h, d->k_w},
-                 stride[2] = {d->stride_h, d->stride_w},
-                 dil[2] = {d->dil_h, d->dil_w},
-                 pad[2] = {d->pad_top, d->pad_left}, none[2] = {0, 0};
     size_t n, ein;
     cl_int8 g, g2;
     cl_uint un, src_off, dst_off;
-    cl_mem src = d->src.buf->handle, dst = d->dst.buf->handle;
+    cl_int pad = include_pad > 0;
+    cl_mem src = srcv.buf->handle, dst = dstv.buf->handle;
     shardnet_status st;
 
-    if (__builtin_mul_overflow(d->channels, d->k_h, &n) ||
-        __builtin_mul_overflow(n, d->k_w, &n) ||
-        __builtin_mul_overflow(n, d->out_h, &n) ||
-        __builtin_mul_overflow(n, d->out_w, &n) ||
-        __builtin_mul_overflow(d->channels, d->in_h, &ein) ||
-        __builtin_mul_overflow(ein, d->in_w, &ein))
+    if ((per_tap && (__builtin_mul_overflow(planes, w->k[0], &n) ||
+                     __builtin_mul_overflow(n, w->k[1], &n))) ||
+        __builtin_mul_overflow(per_tap ? n : planes, w->out[0], &n) ||
+        __builtin_mul_overflow(n, w->out[1], &n) ||
+        __builtin_mul_overflow(planes, w->in[0], &ein) ||
+        __builtin_mul_overflow(ein, w->in[1], &ein))
         return sn_error(SHARDNET_INVALID_ARGUMENT, "%s on %s: size overflows",
                         what, dev->info.name);
     if (n == 0)
         return SHARDNET_OK;
-    if (!fits_idx(d->dst.offset, n))
-        return sn_cl_too_large(dev, what, "dst", d->dst.offset, n);
-    if (!fits_idx(d->src.offset, ein))
-        return sn_cl_too_large(dev, what, "src", d->src.offset, ein);
-    if ((st = conv_geometry(dev, what, in, out, k, stride, dil, pad, none, &g,
-                            &g2)) != SHARDNET_OK)
+    if (!fits_idx(dstv.offset, n))
+        return sn_cl_too_large(dev, what, "dst", dstv.offset, n);
+    if (!fits_idx(srcv.offset, ein))
+        return sn_cl_too_large(dev, what, "src", srcv.offset, ein);
+    if ((st = conv_geometry(dev, what, w, &g, &g2)) != SHARDNET_OK)
         return st;
     un = (cl_uint)n;
-    src_off = (cl_uint)d->src.offset;
-    dst_off = (cl_uint)d->dst.offset;
+    src_off = (cl_uint)srcv.offset;
+    dst_off = (cl_uint)dstv.offset;
     {
         karg args[] = {ARG(un),      ARG(src), ARG(src_off), ARG(dst),
-                       ARG(dst_off), ARG(g),   ARG(g2)};
-        return sn_cl_run_single(dev, K_IM2COL, what, args, 7, n);
+                       ARG(dst_off), ARG(g),   ARG(g2),      ARG(pad)};
+        return sn_cl_run_single(dev, k, what, args, include_pad < 0 ? 7 : 8,
+                                n);
     }
+}
+
+shardnet_status sn_cl_im2col(sn_device *dev, const sn_im2col_desc *d)
+{
+    const window w = {.in = {d->in_h, d->in_w}, .out = {d->out_h, d->out_w},
+                      .k = {d->k_h, d->k_w},
+                      .stride = {d->stride_h, d->stride_w},
+                      .dil = {d->dil_h, d->dil_w},
+                      .pad_begin = {d->pad_top, d->pad_left},
+                      .pad_end = {0, 0}};
+    return run_window(dev, K_IM2COL, "im2col", &w, d->channels, 1, d->src,
+                      d->dst, -1);
 }
 
 shardnet_status sn_cl_pool(sn_device *dev, const sn_pool_desc *d)
 {
-    const char *what = d->op == SN_POOL_MAX ? "max pool" : "average pool";
-    const size_t in[2] = {d->in_h, d->in_w}, out[2] = {d->out_h, d->out_w},
-                 k[2] = {d->k_h, d->k_w},
-                 stride[2] = {d->stride_h, d->stride_w},
-                 dil[2] = {d->dil_h, d->dil_w},
-                 pad_begin[2] = {d->pad_top, d->pad_left},
-                 pad_end[2] = {d->pad_bottom, d->pad_right};
-    size_t n, ein;
-    cl_int8 g, g2;
-    cl_uint un, src_off, dst_off;
-    cl_int include_pad = d->count_include_pad != 0;
-    cl_mem src = d->src.buf->handle, dst = d->dst.buf->handle;
-    shardnet_status st;
-
-    if (__builtin_mul_overflow(d->planes, d->out_h, &n) ||
-        __builtin_mul_overflow(n, d->out_w, &n) ||
-        __builtin_mul_overflow(d->planes, d->in_h, &ein) ||
-        __builtin_mul_overflow(ein, d->in_w, &ein))
-        return sn_error(SHARDNET_INVALID_ARGUMENT, "%s on %s: size overflows",
-                        what, dev->info.name);
-    if (n == 0)
-        return SHARDNET_OK;
-    if (!fits_idx(d->dst.offset, n))
-        return sn_cl_too_large(dev, what, "dst", d->dst.offset, n);
-    if (!fits_idx(d->src.offset, ein))
-        return sn_cl_too_large(dev, what, "src", d->src.offset, ein);
-    if ((st = conv_geometry(dev, what, in, out, k, stride, dil, pad_begin,
-                            pad_end, &g, &g2)) != SHARDNET_OK)
-        return st;
-    un = (cl_uint)n;
-    src_off = (cl_uint)d->src.offset;
-    dst_off = (cl_uint)d->dst.offset;
-    {
-        karg args[] = {ARG(un),      ARG(src), ARG(src_off), ARG(dst),
-                       ARG(dst_off), ARG(g),   ARG(g2),      ARG(include_pad)};
-        return sn_cl_run_single(dev,
-                                d->op == SN_POOL_MAX ? K_POOL_MAX : K_POOL_AVG,
-                                what, args, 8, n);
-    }
+    const window w = {.in = {d->in_h, d->in_w}, .out = {d->out_h, d->out_w},
+                      .k = {d->k_h, d->k_w},
+                      .stride = {d->stride_h, d->stride_w},
+                      .dil = {d->dil_h, d->dil_w},
+                      .pad_begin = {d->pad_top, d->pad_left},
+                      .pad_end = {d->pad_bottom, d->pad_right}};
+    return run_window(dev, d->op == SN_POOL_MAX ? K_POOL_MAX : K_POOL_AVG,
+                      d->op == SN_POOL_MAX ? "max pool" : "average pool", &w,
+                      d->planes, 0, d->src, d->dst,
+                      d->count_include_pad != 0);
 }

@@ -116,21 +116,31 @@ shardnet_status sn_cl_launch(sn_device *dev, cl_kernel k, const char *what,
     return SHARDNET_OK;
 }
 
-/* Kernel k of single_kernels over n elements (n <= IDX_LIMIT). */
-shardnet_status sn_cl_run_single(sn_device *dev, int k, const char *what,
-                                 const karg *args, cl_uint nargs, size_t n)
+/* Kernel `name` of program prog, built once into *slot, over n elements
+ * (n <= IDX_LIMIT), one work item each. */
+static shardnet_status run_kernel(sn_device *dev, cl_kernel *slot, int prog,
+                                  const char *name, const char *what,
+                                  const karg *args, cl_uint nargs, size_t n)
 {
     cl_dev *cd = dev->impl;
     shardnet_status st;
 
     pthread_mutex_lock(&cd->lock);
-    st = sn_cl_get_kernel(cd, &cd->single[k], single_kernels[k].prog,
-                          single_kernels[k].name);
+    st = sn_cl_get_kernel(cd, slot, prog, name);
     if (st == SHARDNET_OK)
-        st = sn_cl_launch(dev, cd->single[k], what, args, nargs,
+        st = sn_cl_launch(dev, *slot, what, args, nargs,
                           round_up(n, GLOBAL_ROUND), 0);
     pthread_mutex_unlock(&cd->lock);
     return st;
+}
+
+/* Kernel k of single_kernels over n elements (n <= IDX_LIMIT). */
+shardnet_status sn_cl_run_single(sn_device *dev, int k, const char *what,
+                                 const karg *args, cl_uint nargs, size_t n)
+{
+    cl_dev *cd = dev->impl;
+    return run_kernel(dev, &cd->single[k], single_kernels[k].prog,
+                      single_kernels[k].name, what, args, nargs, n);
 }
 
 /* --- element-wise ------------------------------------------------------ */
@@ -145,7 +155,6 @@ shardnet_status sn_cl_binary(sn_device *dev, const sn_binary_desc *d)
     cl_uint un, a_off, b_off, c_off, rank;
     cl_mem a = d->a.buf->handle, b = d->b.buf->handle, c = d->c.buf->handle;
     char name[64];
-    shardnet_status st;
 
     if (d->rank > SN_MAX_DIMS)
         return sn_error(SHARDNET_INVALID_ARGUMENT, "%s on %s: rank %zu",
@@ -209,16 +218,9 @@ shardnet_status sn_cl_binary(sn_device *dev, const sn_binary_desc *d)
         karg args[] = {ARG(un),   ARG(a),  ARG(a_off), ARG(b),
                        ARG(b_off), ARG(c), ARG(c_off), ARG(rank),
                        ARG(shape), ARG(sa), ARG(sb)};
-        pthread_mutex_lock(&cd->lock);
-        st =
-            sn_cl_get_kernel(cd, &cd->binary[v][d->op], PROG_ELEMENTWISE, name);
-        if (st == SHARDNET_OK)
-            st = sn_cl_launch(dev, cd->binary[v][d->op], what, args,
-                              v == BIN_BCAST ? 11 : 7,
-                              round_up(n, GLOBAL_ROUND), 0);
-        pthread_mutex_unlock(&cd->lock);
+        return run_kernel(dev, &cd->binary[v][d->op], PROG_ELEMENTWISE, name,
+                          what, args, v == BIN_BCAST ? 11 : 7, n);
     }
-    return st;
 }
 
 shardnet_status sn_cl_unary(sn_device *dev, const sn_unary_desc *d)
@@ -229,7 +231,6 @@ shardnet_status sn_cl_unary(sn_device *dev, const sn_unary_desc *d)
     cl_float alpha = d->alpha, beta = d->beta;
     cl_mem x = d->x.buf->handle, y = d->y.buf->handle;
     char name[64];
-    shardnet_status st;
 
     if (!fits_idx(d->x.offset, d->n))
         return sn_cl_too_large(dev, what, "x", d->x.offset, d->n);
@@ -242,14 +243,9 @@ shardnet_status sn_cl_unary(sn_device *dev, const sn_unary_desc *d)
     {
         karg args[] = {ARG(n),     ARG(x),     ARG(x_off), ARG(y),
                        ARG(y_off), ARG(alpha), ARG(beta)};
-        pthread_mutex_lock(&cd->lock);
-        st = sn_cl_get_kernel(cd, &cd->unary[d->op], PROG_ELEMENTWISE, name);
-        if (st == SHARDNET_OK)
-            st = sn_cl_launch(dev, cd->unary[d->op], what, args, 7,
-                              round_up(d->n, GLOBAL_ROUND), 0);
-        pthread_mutex_unlock(&cd->lock);
+        return run_kernel(dev, &cd->unary[d->op], PROG_ELEMENTWISE, name,
+                          what, args, 7, d->n);
     }
-    return st;
 }
 
 /* --- reductions and softmax -------------------------------------------- */
@@ -337,46 +333,46 @@ static shardnet_status axis_extent(const sn_device *dev, const char *what,
     return SHARDNET_OK;
 }
 
-shardnet_status sn_cl_softmax(sn_device *dev, const sn_softmax_desc *d)
+/*
+ * run_axis_kernel once x (outer, len, inner) and y are checked against the
+ * uint indices: y is x's shape (softmax) or, reduced, (outer, inner).
+ */
+static shardnet_status run_axis(sn_device *dev, const char *what, int k_row,
+                                int k_axis, size_t outer, size_t len,
+                                size_t inner, sn_view xv, sn_view yv,
+                                int reduced, int flag)
 {
-    const char *what = d->log_softmax ? "log-softmax" : "softmax";
-    size_t total;
+    size_t total, ny;
     shardnet_status st;
 
-    if ((st = axis_extent(dev, what, d->outer, d->len, d->inner, &total)) !=
+    if ((st = axis_extent(dev, what, outer, len, inner, &total)) !=
         SHARDNET_OK)
         return st;
     if (total == 0)
         return SHARDNET_OK;
-    if (!fits_idx(d->x.offset, total))
-        return sn_cl_too_large(dev, what, "x", d->x.offset, total);
-    if (!fits_idx(d->y.offset, total))
-        return sn_cl_too_large(dev, what, "y", d->y.offset, total);
-    return run_axis_kernel(dev, what, K_SOFTMAX_ROW, K_SOFTMAX_AXIS, d->outer,
-                           d->len, d->inner, d->x, d->y, d->log_softmax != 0);
+    if (!fits_idx(xv.offset, total))
+        return sn_cl_too_large(dev, what, "x", xv.offset, total);
+    ny = reduced ? outer * inner : total; /* outer * inner <= total */
+    if (!fits_idx(yv.offset, ny))
+        return sn_cl_too_large(dev, what, "y", yv.offset, ny);
+    return run_axis_kernel(dev, what, k_row, k_axis, outer, len, inner, xv,
+                           yv, flag);
+}
+
+shardnet_status sn_cl_softmax(sn_device *dev, const sn_softmax_desc *d)
+{
+    return run_axis(dev, d->log_softmax ? "log-softmax" : "softmax",
+                    K_SOFTMAX_ROW, K_SOFTMAX_AXIS, d->outer, d->len, d->inner,
+                    d->x, d->y, 0, d->log_softmax != 0);
 }
 
 shardnet_status sn_cl_reduce(sn_device *dev, const sn_reduce_desc *d)
 {
-    const char *what = sn_reduce_op_name(d->op);
-    size_t total;
     int is_max = d->op == SN_REDUCE_MAX;
-    shardnet_status st;
-
-    if ((st = axis_extent(dev, what, d->outer, d->len, d->inner, &total)) !=
-        SHARDNET_OK)
-        return st;
-    if (total == 0)
-        return SHARDNET_OK;
-    if (!fits_idx(d->x.offset, total))
-        return sn_cl_too_large(dev, what, "x", d->x.offset, total);
-    /* outer * inner <= total */
-    if (!fits_idx(d->y.offset, d->outer * d->inner))
-        return sn_cl_too_large(dev, what, "y", d->y.offset,
-                               d->outer * d->inner);
-    return run_axis_kernel(dev, what, is_max ? K_MAX_ROW : K_SUM_ROW,
-                           is_max ? K_MAX_AXIS : K_SUM_AXIS, d->outer, d->len,
-                           d->inner, d->x, d->y, d->op == SN_REDUCE_MEAN);
+    return run_axis(dev, sn_reduce_op_name(d->op),
+                    is_max ? K_MAX_ROW : K_SUM_ROW,
+                    is_max ? K_MAX_AXIS : K_SUM_AXIS, d->outer, d->len,
+                    d->inner, d->x, d->y, 1, d->op == SN_REDUCE_MEAN);
 }
 
 /* --- layer normalisation ----------------------------------------------- */

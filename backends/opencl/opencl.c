@@ -70,6 +70,14 @@ static void device_string(cl_device_id id, cl_device_info param, char *dst,
 static pthread_mutex_t open_lock = PTHREAD_MUTEX_INITIALIZER;
 static size_t open_devices;
 
+/* The n kernels built into slots (NULL where never built), released. */
+static void release_kernels(cl_kernel *slots, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        if (slots[i])
+            clReleaseKernel(slots[i]);
+}
+
 static void cl_device_free(sn_device *dev)
 {
     cl_dev *cd = dev ? dev->impl : NULL;
@@ -78,18 +86,10 @@ static void cl_device_free(sn_device *dev)
         if (cd->queue)
             clFinish(cd->queue);
         for (int v = 0; v < BIN_VARIANTS; v++)
-            for (int op = 0; op < SN_BINARY_COUNT; op++)
-                if (cd->binary[v][op])
-                    clReleaseKernel(cd->binary[v][op]);
-        for (int op = 0; op < SN_UNARY_COUNT; op++)
-            if (cd->unary[op])
-                clReleaseKernel(cd->unary[op]);
-        for (int k = 0; k < K_REDUCE_COUNT; k++)
-            if (cd->reduce[k])
-                clReleaseKernel(cd->reduce[k]);
-        for (int k = 0; k < K_SINGLE_COUNT; k++)
-            if (cd->single[k])
-                clReleaseKernel(cd->single[k]);
+            release_kernels(cd->binary[v], SN_BINARY_COUNT);
+        release_kernels(cd->unary, SN_UNARY_COUNT);
+        release_kernels(cd->reduce, K_REDUCE_COUNT);
+        release_kernels(cd->single, K_SINGLE_COUNT);
         for (int p = 0; p < PROG_COUNT; p++)
             if (cd->programs[p])
                 clReleaseProgram(cd->programs[p]);

@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "api/api_impl.h"
+#include "core/file.h"
 
 /*
  * A list of whole numbers 0 .. max separated by commas or blanks; -1 with
@@ -60,18 +61,15 @@ static shardnet_status plan_open(const char *path, FILE **out)
     struct stat sb;
     shardnet_status st;
     int fd;
-    /* O_NONBLOCK: a FIFO would otherwise wait for a writer forever. */
-    fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
-    if (fd < 0)
-        return sn_error(SHARDNET_IO_ERROR, "cannot read plan %s: %s", path,
-                        strerror(errno));
-    if (fstat(fd, &sb) < 0 || !S_ISREG(sb.st_mode)) {
-        close(fd);
+    fd = sn_open_regular(path, 0, &sb);
+    if (fd == SN_NOT_REGULAR)
         return sn_error(SHARDNET_IO_ERROR,
                         "plan %s is not a regular file (a FIFO, device or "
                         "folder cannot hold a plan)",
                         path);
-    }
+    if (fd < 0)
+        return sn_error(SHARDNET_IO_ERROR, "cannot read plan %s: %s", path,
+                        strerror(errno));
     if (!(*out = fdopen(fd, "r"))) {
         st = sn_error(SHARDNET_IO_ERROR, "cannot read plan %s: %s", path,
                       strerror(errno));

@@ -448,6 +448,32 @@ static size_t product(int *ok, size_t n, const size_t *v)
     return p;
 }
 
+/*
+ * The sizes of a window kernel (im2col, pool): src holds ein elements, dst
+ * eout; ok is 0 where their products overflowed, and the ni sizes in ints
+ * (the input's height and width, the pads) must fit the int the kernels
+ * keep coordinates in.  SHARDNET_OK without the views checked when eout is
+ * 0: there is nothing to run.
+ */
+static shardnet_status check_window(const sn_device *dev, const char *what,
+                                    int ok, const size_t *ints, size_t ni,
+                                    sn_view src, size_t ein, sn_view dst,
+                                    size_t eout)
+{
+    shardnet_status st;
+    for (size_t i = 0; i < ni; i++)
+        ok &= ints[i] <= INT_MAX;
+    if (!ok)
+        return sn_error(SHARDNET_INVALID_ARGUMENT, "%s on %s: size overflows",
+                        what, dev->info.name);
+    if (eout == 0)
+        return SHARDNET_OK;
+    if ((st = check_view(dev, what, "src", src, ein)) ||
+        (st = check_view(dev, what, "dst", dst, eout)))
+        return st;
+    return SHARDNET_OK;
+}
+
 shardnet_status sn_im2col(sn_device *dev, const sn_im2col_desc *d)
 {
     shardnet_status st = check_device(dev, dev ? dev->ops->im2col : NULL,
@@ -463,14 +489,10 @@ shardnet_status sn_im2col(sn_device *dev, const sn_im2col_desc *d)
     size_t in_sz[] = {d->channels, d->in_h, d->in_w};
     size_t out_sz[] = {d->channels, d->k_h, d->k_w, d->out_h, d->out_w};
     size_t ein = product(&ok, 3, in_sz), eout = product(&ok, 5, out_sz);
-    if (!ok || d->in_h > INT_MAX || d->in_w > INT_MAX || d->pad_top > INT_MAX ||
-        d->pad_left > INT_MAX)
-        return sn_error(SHARDNET_INVALID_ARGUMENT, "im2col on %s: size overflows",
-                        dev->info.name);
-    if (eout == 0)
-        return SHARDNET_OK;
-    if ((st = check_view(dev, "im2col", "src", d->src, ein)) ||
-        (st = check_view(dev, "im2col", "dst", d->dst, eout)))
+    size_t ints[] = {d->in_h, d->in_w, d->pad_top, d->pad_left};
+    if ((st = check_window(dev, "im2col", ok, ints, 4, d->src, ein, d->dst,
+                           eout)) != SHARDNET_OK ||
+        eout == 0)
         return st;
     return dev->ops->im2col(dev, d);
 }
@@ -489,15 +511,11 @@ shardnet_status sn_pool(sn_device *dev, const sn_pool_desc *d)
     size_t in_sz[] = {d->planes, d->in_h, d->in_w};
     size_t out_sz[] = {d->planes, d->out_h, d->out_w};
     size_t ein = product(&ok, 3, in_sz), eout = product(&ok, 3, out_sz);
-    if (!ok || d->in_h > INT_MAX || d->in_w > INT_MAX || d->pad_top > INT_MAX ||
-        d->pad_left > INT_MAX || d->pad_bottom > INT_MAX ||
-        d->pad_right > INT_MAX)
-        return sn_error(SHARDNET_INVALID_ARGUMENT, "pool on %s: size overflows",
-                        dev->info.name);
-    if (eout == 0)
-        return SHARDNET_OK;
-    if ((st = check_view(dev, "pool", "src", d->src, ein)) ||
-        (st = check_view(dev, "pool", "dst", d->dst, eout)))
+    size_t ints[] = {d->in_h,     d->in_w,      d->pad_top,
+                     d->pad_left, d->pad_bottom, d->pad_right};
+    if ((st = check_window(dev, "pool", ok, ints, 6, d->src, ein, d->dst,
+                           eout)) != SHARDNET_OK ||
+        eout == 0)
         return st;
     return dev->ops->pool(dev, d);
 }

@@ -17,6 +17,7 @@
 
 #include "backend/backend.h"
 #include "core/error.h"
+#include "core/grow.h"
 
 /* Exported by backends/<kind>/. */
 extern const sn_backend sn_cpu_backend;
@@ -65,14 +66,11 @@ shardnet_status sn_device_list_push(sn_device_list *list, sn_device *dev)
                         "interface %u, this library has %u",
                         dev->info.name, dev->ops->kind, dev->ops->abi,
                         (unsigned)SN_BACKEND_ABI);
-    if (list->count == list->cap) {
-        size_t cap = list->cap ? 2 * list->cap : 8;
-        sn_device **items = realloc(list->items, cap * sizeof *items);
-        if (!items)
-            return sn_error(SHARDNET_OUT_OF_MEMORY, "device list");
-        list->items = items;
-        list->cap = cap;
-    }
+    sn_device **items = sn_grow(list->items, &list->cap, list->count,
+                                sizeof *items, 8);
+    if (!items)
+        return sn_error(SHARDNET_OUT_OF_MEMORY, "device list");
+    list->items = items;
     list->items[list->count++] = dev;
     return SHARDNET_OK;
 }

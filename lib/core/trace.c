@@ -14,6 +14,7 @@
 #include <time.h>
 
 #include "core/error.h"
+#include "core/grow.h"
 #include "core/trace.h"
 
 typedef struct event {
@@ -69,13 +70,10 @@ void sn_trace_add(const char *track, const char *cat, const char *name,
         tr = ntracks++;
         snprintf(tracks[tr], sizeof tracks[tr], "%s", track);
     }
-    if (tr >= 0 && nevents == cap) {
-        size_t nc = cap ? 2 * cap : 1024;
-        event *ne = realloc(events, nc * sizeof *ne);
-        if (ne) {
+    if (tr >= 0) {
+        event *ne = sn_grow(events, &cap, nevents, sizeof *ne, 1024);
+        if (ne)
             events = ne;
-            cap = nc;
-        }
     }
     if (tr >= 0 && nevents < cap) {
         event *e = &events[nevents++];

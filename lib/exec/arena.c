@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/grow.h"
 #include "exec/exec_impl.h"
 
 /* Activations start on this boundary (bytes): a cache line. */
@@ -15,15 +16,11 @@
 
 shardnet_status sn_alloc_new(sn_plan *p, size_t bytes, sn_alloc **out)
 {
-    sn_alloc *a;
-    if (p->nallocs == p->cap_allocs) {
-        size_t cap = p->cap_allocs ? 2 * p->cap_allocs : 64;
-        sn_alloc **na = realloc(p->allocs, cap * sizeof *na);
-        if (!na)
-            return sn_error(SHARDNET_OUT_OF_MEMORY, "plan");
-        p->allocs = na;
-        p->cap_allocs = cap;
-    }
+    sn_alloc *a, **na = sn_grow(p->allocs, &p->cap_allocs, p->nallocs,
+                                sizeof *na, 64);
+    if (!na)
+        return sn_error(SHARDNET_OUT_OF_MEMORY, "plan");
+    p->allocs = na;
     a = calloc(1, sizeof *a);
     if (!a)
         return sn_error(SHARDNET_OUT_OF_MEMORY, "plan");

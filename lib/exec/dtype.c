@@ -1,8 +1,9 @@
 /* Element types on the host: the 16-bit float conversions, reading any
- * element of a host value as an integer or a double, and the conversions
- * to and from the float32 that devices compute in.  Lowering converts
- * host data on its way to a device (lower.c); running converts a float
- * result back to the output's type (run.c). */
+ * element of a host value as an integer or a double and storing one (as
+ * the lowerings that compute on the host do), and the conversions to and
+ * from the float32 that devices compute in.  Lowering converts host data
+ * on its way to a device (lower.c); running converts a float result back
+ * to the output's type (run.c). */
 #include <config.h>
 
 #include <math.h>
@@ -193,48 +194,57 @@ int sn_dtype_on_device(sn_dtype t)
 
 
 
+void sn_store_value(sn_dtype t, void *p, size_t i, double dv, int64_t iv,
+                    int is_int)
+{
+    switch (t) {
+    case SN_DT_FLOAT:
+        ((float *)p)[i] = is_int ? (float)iv : (float)dv;
+        break;
+    case SN_DT_DOUBLE:
+        ((double *)p)[i] = is_int ? (double)iv : dv;
+        break;
+    case SN_DT_INT64:
+        ((int64_t *)p)[i] = is_int ? iv : (int64_t)dv;
+        break;
+    case SN_DT_INT32:
+        ((int32_t *)p)[i] = (int32_t)(is_int ? iv : (int64_t)dv);
+        break;
+    case SN_DT_INT16:
+        ((int16_t *)p)[i] = (int16_t)(is_int ? iv : (int64_t)dv);
+        break;
+    case SN_DT_INT8:
+        ((int8_t *)p)[i] = (int8_t)(is_int ? iv : (int64_t)dv);
+        break;
+    case SN_DT_UINT8:
+        ((uint8_t *)p)[i] = (uint8_t)(is_int ? iv : (int64_t)dv);
+        break;
+    case SN_DT_UINT16:
+        ((uint16_t *)p)[i] = (uint16_t)(is_int ? iv : (int64_t)dv);
+        break;
+    case SN_DT_UINT32:
+        ((uint32_t *)p)[i] = (uint32_t)(is_int ? iv : (int64_t)dv);
+        break;
+    case SN_DT_UINT64:
+        ((uint64_t *)p)[i] = (uint64_t)(is_int ? iv : (int64_t)dv);
+        break;
+    case SN_DT_BOOL:
+        ((uint8_t *)p)[i] = is_int ? iv != 0 : dv != 0.0;
+        break;
+    case SN_DT_FLOAT16:
+        ((uint16_t *)p)[i] = sn_float_to_half(is_int ? (float)iv : (float)dv);
+        break;
+    case SN_DT_BFLOAT16:
+        ((uint16_t *)p)[i] = sn_float_to_bf16(is_int ? (float)iv : (float)dv);
+        break;
+    default:
+        break;
+    }
+}
+
 /* Convert count floats into dtype t at dst. */
 void sn_from_float(sn_dtype t, const float *src, void *dst, size_t count)
 {
-    for (size_t i = 0; i < count; i++) {
-        float f = src[i];
-        switch (t) {
-        case SN_DT_DOUBLE:
-            ((double *)dst)[i] = f;
-            break;
-        case SN_DT_INT64:
-            ((int64_t *)dst)[i] = (int64_t)f;
-            break;
-        case SN_DT_INT32:
-            ((int32_t *)dst)[i] = (int32_t)f;
-            break;
-        case SN_DT_BOOL:
-        case SN_DT_UINT8:
-            ((uint8_t *)dst)[i] = (uint8_t)(f != 0.0f ? (t == SN_DT_BOOL ? 1 : f) : 0);
-            break;
-        case SN_DT_INT8:
-            ((int8_t *)dst)[i] = (int8_t)f;
-            break;
-        case SN_DT_INT16:
-            ((int16_t *)dst)[i] = (int16_t)f;
-            break;
-        case SN_DT_UINT16:
-            ((uint16_t *)dst)[i] = (uint16_t)f;
-            break;
-        case SN_DT_UINT32:
-            ((uint32_t *)dst)[i] = (uint32_t)f;
-            break;
-        case SN_DT_UINT64:
-            ((uint64_t *)dst)[i] = (uint64_t)f;
-            break;
-        case SN_DT_FLOAT16:
-            ((uint16_t *)dst)[i] = sn_float_to_half(f);
-            break;
-        case SN_DT_BFLOAT16:
-            ((uint16_t *)dst)[i] = sn_float_to_bf16(f);
-            break;
-        default:
-            ((float *)dst)[i] = f;
-        }
-    }
+    for (size_t i = 0; i < count; i++)
+        sn_store_value(t, dst, i, src[i], 0, 0);
 }

@@ -184,6 +184,9 @@ int sn_dtype_is_integer(sn_dtype t);
 int sn_rt_is_host(const sn_rt *rt);
 int64_t sn_rt_get_int(const sn_rt *rt, size_t i);
 double sn_rt_get_double(const sn_rt *rt, size_t i);
+/* Store a value (dv, or iv when is_int) as type t at element i of p. */
+void sn_store_value(sn_dtype t, void *p, size_t i, double dv, int64_t iv,
+                    int is_int);
 
 /* --- plans ------------------------------------------------------------ */
 

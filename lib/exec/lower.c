@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/grow.h"
 #include "exec/exec_impl.h"
 
 /* --- errors ------------------------------------------------------------ */
@@ -64,14 +65,11 @@ void sn_weights_free(sn_weights *w)
 
 shardnet_status sn_plan_own_buffer(sn_plan *p, sn_buffer *b)
 {
-    if (p->nowned == p->cap_owned) {
-        size_t cap = p->cap_owned ? 2 * p->cap_owned : 16;
-        sn_buffer **nb = realloc(p->owned_bufs, cap * sizeof *nb);
-        if (!nb)
-            return sn_error(SHARDNET_OUT_OF_MEMORY, "plan buffers");
-        p->owned_bufs = nb;
-        p->cap_owned = cap;
-    }
+    sn_buffer **nb = sn_grow(p->owned_bufs, &p->cap_owned, p->nowned,
+                             sizeof *nb, 16);
+    if (!nb)
+        return sn_error(SHARDNET_OUT_OF_MEMORY, "plan buffers");
+    p->owned_bufs = nb;
     p->owned_bufs[p->nowned++] = b;
     return SHARDNET_OK;
 }
@@ -370,14 +368,10 @@ shardnet_status sn_emit(sn_lower *L, const sn_node *n, const sn_step *s)
     sn_plan *p = L->plan;
     sn_view *v[8];
     NEEDS_DEVICE(L);
-    if (p->nsteps == p->cap_steps) {
-        size_t cap = p->cap_steps ? 2 * p->cap_steps : 64;
-        sn_step *ns = realloc(p->steps, cap * sizeof *ns);
-        if (!ns)
-            return sn_error(SHARDNET_OUT_OF_MEMORY, "plan steps");
-        p->steps = ns;
-        p->cap_steps = cap;
-    }
+    sn_step *ns = sn_grow(p->steps, &p->cap_steps, p->nsteps, sizeof *ns, 64);
+    if (!ns)
+        return sn_error(SHARDNET_OUT_OF_MEMORY, "plan steps");
+    p->steps = ns;
     sn_step *dst = &p->steps[p->nsteps];
     *dst = *s;
     dst->node = (int)(n - L->g->nodes);

@@ -282,29 +282,6 @@ static int value_info(const uint8_t *p, size_t n, const uint8_t **name,
     return rc;
 }
 
-/* A graph's ValueInfoProto field f, the k-th of its kind ("graph input",
- * ...): its name (in the ctx's scratch; what: how the name is called in
- * errors; named: an empty name is an error) and its type; NULL with the
- * error set. */
-static const char *value_name(sn_onnx_ctx *c, const sn_pb_field *f,
-                              const char *kind, const char *what, int named,
-                              size_t k, const uint8_t **vt, size_t *vt_len)
-{
-    const uint8_t *vn;
-    size_t vn_len;
-    const char *name;
-    if (value_info(f->data, f->len, &vn, &vn_len, vt, vt_len) < 0 ||
-        !(name = sn_onnx_name_in(c, vn, vn_len, what))) {
-        sn_error_prefix(SHARDNET_INVALID_ARGUMENT, "%s %zu", kind, k);
-        return NULL;
-    }
-    if (named && !*name) {
-        sn_error(SHARDNET_INVALID_ARGUMENT, "%s %zu has no name", kind, k);
-        return NULL;
-    }
-    return name;
-}
-
 /* The type hint vt of value vi applied; kind names it in the error. */
 static shardnet_status hint_type(sn_onnx_ctx *c, int vi, const uint8_t *vt,
                                  size_t vt_len, const char *kind)
@@ -350,7 +327,7 @@ static shardnet_status frame_graph(const uint8_t *p, size_t n,
 
 /* The k-th initializer: a constant value. */
 static shardnet_status initializer(sn_onnx_ctx *c, const sn_pb_field *f,
-                                   size_t k)
+                                   size_t k, const void *arg)
 {
     sn_pb_tensor t;
     const char *tn;
@@ -370,20 +347,20 @@ static shardnet_status initializer(sn_onnx_ctx *c, const sn_pb_field *f,
     return SHARDNET_OK;
 }
 
-/* The k-th graph input: a value bound at run time, unless an initializer
- * of that name made it a constant. */
-static shardnet_status graph_input(sn_onnx_ctx *c, const sn_pb_field *f,
-                                   size_t k)
+static shardnet_status graph_node(sn_onnx_ctx *c, const sn_pb_field *f,
+                                  size_t k, const void *arg)
+{
+    (void)k; /* a node is numbered by the graph's count */
+    return sn_onnx_parse_node(c, f->data, f->len, c->g->nnodes);
+}
+
+/* A graph input named name: a value bound at run time, unless an
+ * initializer of that name made it a constant. */
+static shardnet_status graph_input(sn_onnx_ctx *c, const char *name,
+                                   const uint8_t *vt, size_t vt_len)
 {
     sn_graph *g = c->g;
-    const uint8_t *vt;
-    size_t vt_len;
-    const char *name;
-    int vi;
-    if (!(name = value_name(c, f, "graph input", "input name", 1, k, &vt,
-                            &vt_len)))
-        return SHARDNET_INVALID_ARGUMENT;
-    vi = sn_graph_find(g, name);
+    int vi = sn_graph_find(g, name);
     if (vi >= 0 && (g->values[vi].flags & SN_VALUE_CONST))
         return SHARDNET_OK; /* an initializer: a constant, not bound */
     if (vi >= 0)
@@ -396,26 +373,13 @@ static shardnet_status graph_input(sn_onnx_ctx *c, const sn_pb_field *f,
     return vt ? hint_type(c, vi, vt, vt_len, "graph input") : SHARDNET_OK;
 }
 
-static shardnet_status graph_node(sn_onnx_ctx *c, const sn_pb_field *f,
-                                  size_t k)
-{
-    (void)k; /* a node is numbered by the graph's count */
-    return sn_onnx_parse_node(c, f->data, f->len, c->g->nnodes);
-}
-
-/* The k-th graph output: a value the caller gets. */
-static shardnet_status graph_output(sn_onnx_ctx *c, const sn_pb_field *f,
-                                    size_t k)
+/* A graph output named name: a value the caller gets. */
+static shardnet_status graph_output(sn_onnx_ctx *c, const char *name,
+                                    const uint8_t *vt, size_t vt_len)
 {
     sn_graph *g = c->g;
-    const uint8_t *vt;
-    size_t vt_len;
-    const char *name;
-    int vi;
-    if (!(name = value_name(c, f, "graph output", "output name", 1, k, &vt,
-                            &vt_len)))
-        return SHARDNET_INVALID_ARGUMENT;
-    if ((vi = sn_onnx_value_of(c, name)) < 0)
+    int vi = sn_onnx_value_of(c, name);
+    if (vi < 0)
         return SHARDNET_INVALID_ARGUMENT;
     g->values[vi].flags |= SN_VALUE_OUTPUT;
     g->outputs[g->noutputs++] = vi;
@@ -424,31 +388,61 @@ static shardnet_status graph_output(sn_onnx_ctx *c, const sn_pb_field *f,
     return SHARDNET_OK;
 }
 
-/* The k-th value_info: a type hint. */
-static shardnet_status value_hint(sn_onnx_ctx *c, const sn_pb_field *f,
-                                  size_t k)
+/* A value_info named name: a type hint. */
+static shardnet_status value_hint(sn_onnx_ctx *c, const char *name,
+                                  const uint8_t *vt, size_t vt_len)
 {
-    const uint8_t *vt;
-    size_t vt_len;
-    const char *name;
-    int vi;
-    if (!(name = value_name(c, f, "value_info", "value_info name", 0, k, &vt,
-                            &vt_len)))
-        return SHARDNET_INVALID_ARGUMENT;
     /* A hint for a name no node uses says nothing we need. */
-    vi = *name ? sn_graph_find(c->g, name) : -1;
+    int vi = *name ? sn_graph_find(c->g, name) : -1;
     if (vi < 0 || !vt || (c->g->values[vi].flags & SN_VALUE_CONST))
         return SHARDNET_OK;
     return hint_type(c, vi, vt, vt_len, "value_info");
 }
 
-/* fn on each field numbered num of message p, the k-th with k; the first
- * failure ends the pass. */
+/* A graph's list of ValueInfoProto: kind names an entry in errors ("graph
+ * input"), what its name ("input name"); named: an empty name is an error;
+ * fn takes each entry's name (in the ctx's scratch) and type (vt, NULL when
+ * it has none). */
+typedef struct value_list {
+    const char *kind, *what;
+    int named;
+    shardnet_status (*fn)(sn_onnx_ctx *c, const char *name,
+                          const uint8_t *vt, size_t vt_len);
+} value_list;
+
+static const value_list graph_inputs = {"graph input", "input name", 1,
+                                        graph_input};
+static const value_list graph_outputs = {"graph output", "output name", 1,
+                                         graph_output};
+static const value_list value_hints = {"value_info", "value_info name", 0,
+                                       value_hint};
+
+/* The k-th entry f of the value_list arg. */
+static shardnet_status value_field(sn_onnx_ctx *c, const sn_pb_field *f,
+                                   size_t k, const void *arg)
+{
+    const value_list *l = arg;
+    const uint8_t *vn, *vt;
+    size_t vn_len, vt_len;
+    const char *name;
+    if (value_info(f->data, f->len, &vn, &vn_len, &vt, &vt_len) < 0 ||
+        !(name = sn_onnx_name_in(c, vn, vn_len, l->what)))
+        return sn_error_prefix(SHARDNET_INVALID_ARGUMENT, "%s %zu", l->kind,
+                               k);
+    if (l->named && !*name)
+        return sn_error(SHARDNET_INVALID_ARGUMENT, "%s %zu has no name",
+                        l->kind, k);
+    return l->fn(c, name, vt, vt_len);
+}
+
+/* fn on each field numbered num of message p, the k-th with k, and arg;
+ * the first failure ends the pass. */
 static shardnet_status each_field(sn_onnx_ctx *c, const uint8_t *p, size_t n,
                                   uint32_t num,
                                   shardnet_status (*fn)(sn_onnx_ctx *,
                                                         const sn_pb_field *,
-                                                        size_t))
+                                                        size_t, const void *),
+                                  const void *arg)
 {
     sn_pb r;
     sn_pb_field f;
@@ -456,7 +450,7 @@ static shardnet_status each_field(sn_onnx_ctx *c, const uint8_t *p, size_t n,
     shardnet_status st;
     sn_pb_init(&r, p, n);
     while (sn_pb_next(&r, &f) > 0)
-        if (f.num == num && (st = fn(c, &f, k++)) != SHARDNET_OK)
+        if (f.num == num && (st = fn(c, &f, k++, arg)) != SHARDNET_OK)
             return st;
     return SHARDNET_OK;
 }
@@ -484,12 +478,15 @@ static shardnet_status parse_graph(sn_onnx_ctx *c, const uint8_t *p,
         st = sn_error(SHARDNET_OUT_OF_MEMORY, "out of memory");
         goto fail;
     }
-    if ((st = each_field(c, p, n, GP_INITIALIZER, initializer)) !=
+    if ((st = each_field(c, p, n, GP_INITIALIZER, initializer, NULL)) !=
             SHARDNET_OK ||
-        (st = each_field(c, p, n, GP_INPUT, graph_input)) != SHARDNET_OK ||
-        (st = each_field(c, p, n, GP_NODE, graph_node)) != SHARDNET_OK ||
-        (st = each_field(c, p, n, GP_OUTPUT, graph_output)) != SHARDNET_OK ||
-        (st = each_field(c, p, n, GP_VALUE_INFO, value_hint)) != SHARDNET_OK)
+        (st = each_field(c, p, n, GP_INPUT, value_field, &graph_inputs)) !=
+            SHARDNET_OK ||
+        (st = each_field(c, p, n, GP_NODE, graph_node, NULL)) != SHARDNET_OK ||
+        (st = each_field(c, p, n, GP_OUTPUT, value_field, &graph_outputs)) !=
+            SHARDNET_OK ||
+        (st = each_field(c, p, n, GP_VALUE_INFO, value_field, &value_hints)) !=
+            SHARDNET_OK)
         goto fail;
     return SHARDNET_OK;
 

@@ -22,6 +22,7 @@
 #include <unistd.h>
 
 #include "core/error.h"
+#include "core/file.h"
 #include "import/onnx_read.h"
 #include "import/onnx.h"
 
@@ -49,26 +50,21 @@ static int location_ok(const char *loc)
     return 1;
 }
 
-/*
- * Open a file that must be a regular one.  O_NONBLOCK: opening a FIFO would
- * otherwise wait for a writer forever (a device could do anything); what
- * is not a regular file is refused before anything is read.
- */
+/* sn_open_regular, its failures said naming the file as `what`. */
 static shardnet_status open_regular(const char *path, const char *what,
                                     int flags, int *fd, struct stat *sb)
 {
-    *fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | flags);
-    if (*fd < 0)
-        return sn_error(SHARDNET_IO_ERROR, "%s '%s': %s", what, path,
-                        strerror(errno));
-    if (fstat(*fd, sb) < 0 || !S_ISREG(sb->st_mode)) {
-        close(*fd);
+    *fd = sn_open_regular(path, flags, sb);
+    if (*fd == SN_NOT_REGULAR) {
         *fd = -1;
         return sn_error(SHARDNET_IO_ERROR,
                         "%s '%s' is not a regular file (a FIFO, device or "
                         "folder cannot hold a model)",
                         what, path);
     }
+    if (*fd < 0)
+        return sn_error(SHARDNET_IO_ERROR, "%s '%s': %s", what, path,
+                        strerror(errno));
     return SHARDNET_OK;
 }
 

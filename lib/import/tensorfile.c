@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "core/error.h"
+#include "core/file.h"
 #include "ir/graph.h"
 #include "import/pbwire.h"
 #include "import/tensorfile.h"
@@ -31,19 +32,16 @@ static shardnet_status read_file(const char *path, sn_host_tensor *out,
     if (!out)
         return sn_error(SHARDNET_INVALID_ARGUMENT, "no tensor to load into");
     memset(out, 0, sizeof *out);
-    /* O_NONBLOCK: opening a FIFO for reading would wait for a writer. */
-    fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+    fd = sn_open_regular(path, 0, &sb);
     *buf = NULL;
     *len = 0;
-    if (fd < 0)
-        return sn_error(SHARDNET_IO_ERROR, "%s: %s", path, strerror(errno));
-    if (fstat(fd, &sb) < 0 || !S_ISREG(sb.st_mode)) {
-        close(fd);
+    if (fd == SN_NOT_REGULAR)
         return sn_error(SHARDNET_IO_ERROR,
                         "%s: not a regular file (a FIFO, device or folder "
                         "cannot hold a tensor)",
                         path);
-    }
+    if (fd < 0)
+        return sn_error(SHARDNET_IO_ERROR, "%s: %s", path, strerror(errno));
     b = malloc(sb.st_size ? (size_t)sb.st_size : 1);
     if (!b) {
         close(fd);

@@ -8,6 +8,7 @@
 #include <sys/mman.h>
 
 #include "core/error.h"
+#include "core/grow.h"
 #include "ir/graph.h"
 
 size_t sn_dtype_size(sn_dtype t)
@@ -252,22 +253,11 @@ void sn_graph_free(sn_graph *g)
  * more: the new element, zeroed; NULL when out of memory. */
 static void *grow_one(void **arr, size_t *cap, size_t n, size_t sz)
 {
-    size_t ncap;
-    void *p;
-    if (n >= *cap) {
-        ncap = *cap ? *cap : 16;
-        while (ncap < n + 1) {
-            if (ncap > SIZE_MAX / 2 / sz)
-                return NULL;
-            ncap *= 2;
-        }
-        p = realloc(*arr, ncap * sz);
-        if (!p)
-            return NULL;
-        *arr = p;
-        *cap = ncap;
-    }
-    p = (char *)*arr + n * sz;
+    void *p = sn_grow(*arr, cap, n, sz, 16);
+    if (!p)
+        return NULL;
+    *arr = p;
+    p = (char *)p + n * sz;
     memset(p, 0, sz);
     return p;
 }

@@ -47,6 +47,18 @@ void sn_strides(int rank, const int64_t *dims, int64_t *strides)
     }
 }
 
+void sn_index_next(int rank, const int64_t *dims, int64_t *idx,
+                   const int64_t *str, int64_t *pos)
+{
+    for (int i = rank - 1; i >= 0; i--) {
+        *pos += str[i];
+        if (++idx[i] < dims[i])
+            return;
+        *pos -= str[i] * dims[i];
+        idx[i] = 0;
+    }
+}
+
 shardnet_status sn_host_ints(const sn_node *n, const sn_rt *rt,
                              const char *what, int64_t *out, size_t cap,
                              size_t *count)
@@ -221,54 +233,6 @@ shardnet_status sn_emit_broadcast_copy(sn_lower *L, const sn_node *n,
     return sn_emit(L, n, &s);
 }
 
-void sn_store_value(sn_dtype t, void *p, size_t i, double dv, int64_t iv,
-                    int is_int)
-{
-    switch (t) {
-    case SN_DT_FLOAT:
-        ((float *)p)[i] = is_int ? (float)iv : (float)dv;
-        break;
-    case SN_DT_DOUBLE:
-        ((double *)p)[i] = is_int ? (double)iv : dv;
-        break;
-    case SN_DT_INT64:
-        ((int64_t *)p)[i] = is_int ? iv : (int64_t)dv;
-        break;
-    case SN_DT_INT32:
-        ((int32_t *)p)[i] = (int32_t)(is_int ? iv : (int64_t)dv);
-        break;
-    case SN_DT_INT16:
-        ((int16_t *)p)[i] = (int16_t)(is_int ? iv : (int64_t)dv);
-        break;
-    case SN_DT_INT8:
-        ((int8_t *)p)[i] = (int8_t)(is_int ? iv : (int64_t)dv);
-        break;
-    case SN_DT_UINT8:
-        ((uint8_t *)p)[i] = (uint8_t)(is_int ? iv : (int64_t)dv);
-        break;
-    case SN_DT_UINT16:
-        ((uint16_t *)p)[i] = (uint16_t)(is_int ? iv : (int64_t)dv);
-        break;
-    case SN_DT_UINT32:
-        ((uint32_t *)p)[i] = (uint32_t)(is_int ? iv : (int64_t)dv);
-        break;
-    case SN_DT_UINT64:
-        ((uint64_t *)p)[i] = (uint64_t)(is_int ? iv : (int64_t)dv);
-        break;
-    case SN_DT_BOOL:
-        ((uint8_t *)p)[i] = is_int ? iv != 0 : dv != 0.0;
-        break;
-    case SN_DT_FLOAT16:
-        ((uint16_t *)p)[i] = sn_float_to_half(is_int ? (float)iv : (float)dv);
-        break;
-    case SN_DT_BFLOAT16:
-        ((uint16_t *)p)[i] = sn_float_to_bf16(is_int ? (float)iv : (float)dv);
-        break;
-    default:
-        break;
-    }
-}
-
 size_t sn_dims_product(int from, int to, const int64_t *dims)
 {
     size_t p = 1;
@@ -329,6 +293,18 @@ shardnet_status sn_device_type(const sn_node *n, sn_dtype t, sn_dtype *out)
                              "devices",
                              sn_dtype_name(t));
     }
+}
+
+shardnet_status sn_out_device_as(sn_lower *L, const sn_node *n, sn_dtype t,
+                                 int rank, const int64_t *dims, sn_rt **out)
+{
+    sn_dtype dt = SN_DT_FLOAT;
+    shardnet_status st;
+    if ((st = sn_device_type(n, t, &dt)) != SHARDNET_OK ||
+        (st = sn_out_device(L, n, 0, rank, dims, out)) != SHARDNET_OK)
+        return st;
+    (*out)->dtype = dt;
+    return SHARDNET_OK;
 }
 
 shardnet_status sn_float_type(const sn_node *n, const sn_rt *x, sn_dtype *out)

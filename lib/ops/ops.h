@@ -23,6 +23,11 @@ int sn_broadcast_shape(int ra, const int64_t *a, int rb, const int64_t *b,
                        int *rank, int64_t *out);
 /* Row-major strides (elements) of a shape. */
 void sn_strides(int rank, const int64_t *dims, int64_t *strides);
+/* Step idx, a position in a (rank, dims) walk in C order, to the next one,
+ * and move *pos, the offset of that position in a tensor of strides str,
+ * along with it (back to the start after the last position). */
+void sn_index_next(int rank, const int64_t *dims, int64_t *idx,
+                   const int64_t *str, int64_t *pos);
 /* Copy src (any layout on device) broadcast into a fresh output: used by
  * Expand, Gemm's C, ... ; src_dims right-aligned against dims. */
 shardnet_status sn_emit_broadcast_copy(sn_lower *L, const sn_node *n,
@@ -82,10 +87,6 @@ shardnet_status sn_param_read(const sn_node *n, const char *param,
  * model's shape arithmetic must not make the host allocate without bound. */
 #define SN_MAX_HOST_FOLD ((size_t)256 << 20)
 
-/* Store a value (dv, or iv when is_int) as type t at element i of p. */
-void sn_store_value(sn_dtype t, void *p, size_t i, double dv, int64_t iv,
-                    int is_int);
-
 /* Product of dims[from, to). */
 size_t sn_dims_product(int from, int to, const int64_t *dims);
 /*
@@ -108,6 +109,10 @@ void *sn_host_alloc(size_t count, size_t es);
  * executor does for these types only.
  */
 shardnet_status sn_device_type(const sn_node *n, sn_dtype t, sn_dtype *out);
+/* Output 0 as a fresh device tensor of shape (rank, dims) holding elements
+ * of type t as the device keeps them (sn_device_type). */
+shardnet_status sn_out_device_as(sn_lower *L, const sn_node *n, sn_dtype t,
+                                 int rank, const int64_t *dims, sn_rt **out);
 /* Float inputs only (float32, or float64 computed in float32). */
 shardnet_status sn_float_type(const sn_node *n, const sn_rt *x, sn_dtype *out);
 /* Strides (elements) of a (rank_a, dims_a) operand broadcast to `rank`

@@ -24,13 +24,7 @@ static void host_strided(void *dst, const void *src, size_t es, int rank,
     const unsigned char *s = src;
     for (size_t k = 0; k < total; k++) {
         memcpy(d + k * es, s + (size_t)pos * es, es);
-        for (int i = rank - 1; i >= 0; i--) {
-            pos += stride[i];
-            if (++idx[i] < shape[i])
-                break;
-            pos -= stride[i] * shape[i];
-            idx[i] = 0;
-        }
+        sn_index_next(rank, shape, idx, stride, &pos);
     }
 }
 
@@ -83,7 +77,6 @@ SN_LOWER(sn_lower_transpose)
     int seen[SN_MAX_DIMS] = {0}, given, r = x->rank;
     size_t np;
     shardnet_status st;
-    sn_dtype t = SN_DT_FLOAT;
     sn_view vx;
 
     if ((st = sn_attr_ints(n, "perm", perm, SN_MAX_DIMS, &np, &given)))
@@ -126,10 +119,9 @@ SN_LOWER(sn_lower_transpose)
     }
     if (!moves)
         return sn_out_alias(L, n, 0, x, r, od);
-    if ((st = sn_device_type(n, x->dtype, &t)) != SHARDNET_OK ||
-        (st = sn_out_device(L, n, 0, r, od, &out)) != SHARDNET_OK)
+    if ((st = sn_out_device_as(L, n, x->dtype, r, od, &out)) !=
+        SHARDNET_OK)
         return st;
-    out->dtype = t;
     if ((st = sn_dev_view(L, n, x, &vx)) != SHARDNET_OK)
         return st;
     sn_strides(r, od, ds);
@@ -202,11 +194,9 @@ SN_LOWER(sn_lower_concat)
         }
         return sn_out_host(L, n, 0, first->dtype, r, od, d);
     }
-    sn_dtype t = SN_DT_FLOAT;
-    if ((st = sn_device_type(n, first->dtype, &t)) != SHARDNET_OK ||
-        (st = sn_out_device(L, n, 0, r, od, &out)) != SHARDNET_OK)
+    if ((st = sn_out_device_as(L, n, first->dtype, r, od, &out)) !=
+        SHARDNET_OK)
         return st;
-    out->dtype = t;
     for (size_t i = 0; i < n->ninputs; i++) {
         sn_rt *in = sn_in(L, n, i);
         size_t blk = (size_t)in->dims[ax] * inner;
@@ -407,7 +397,6 @@ SN_LOWER(sn_lower_slice)
         host_strided(d, x->host, es, r, od, ss, off);
         return sn_out_host(L, n, 0, x->dtype, r, od, d);
     }
-    sn_dtype t = SN_DT_FLOAT;
     sn_view vx;
     /* Consecutive elements of float data on the device (rows of a batch,
      * say): a view of them, no copy. */
@@ -419,10 +408,9 @@ SN_LOWER(sn_lower_slice)
             consecutive = 0;
     if (consecutive)
         return sn_out_range(L, n, 0, x, (size_t)off, r, od);
-    if ((st = sn_device_type(n, x->dtype, &t)) != SHARDNET_OK ||
-        (st = sn_out_device(L, n, 0, r, od, &out)) != SHARDNET_OK)
+    if ((st = sn_out_device_as(L, n, x->dtype, r, od, &out)) !=
+        SHARDNET_OK)
         return st;
-    out->dtype = t;
     if (sn_rt_elements(out) == 0)
         return SHARDNET_OK;
     if ((st = sn_dev_view(L, n, x, &vx)) != SHARDNET_OK)
@@ -489,12 +477,10 @@ SN_LOWER(sn_lower_gather)
             }
         return sn_out_host(L, n, 0, x->dtype, r, od, d);
     }
-    sn_dtype t = SN_DT_FLOAT;
     sn_step s = {.kind = SN_STEP_GATHER};
-    if ((st = sn_device_type(n, x->dtype, &t)) != SHARDNET_OK ||
-        (st = sn_out_device(L, n, 0, r, od, &out)) != SHARDNET_OK)
+    if ((st = sn_out_device_as(L, n, x->dtype, r, od, &out)) !=
+        SHARDNET_OK)
         return st;
-    out->dtype = t;
     if (sn_rt_elements(out) == 0)
         return SHARDNET_OK;
     s.u.gather = (sn_gather_desc){.outer = outer, .axis_len = (size_t)dim,
@@ -537,11 +523,9 @@ SN_LOWER(sn_lower_expand)
         host_strided(d, x->host, es, r, od, str, 0);
         return sn_out_host(L, n, 0, x->dtype, r, od, d);
     }
-    sn_dtype t = SN_DT_FLOAT;
-    if ((st = sn_device_type(n, x->dtype, &t)) != SHARDNET_OK ||
-        (st = sn_out_device(L, n, 0, r, od, &out)) != SHARDNET_OK)
+    if ((st = sn_out_device_as(L, n, x->dtype, r, od, &out)) !=
+        SHARDNET_OK)
         return st;
-    out->dtype = t;
     if (sn_rt_elements(out) == 0)
         return SHARDNET_OK;
     return sn_emit_broadcast_copy(L, n, x, r, od, out->view);
@@ -595,12 +579,10 @@ SN_LOWER(sn_lower_where)
         }
         return sn_out_host(L, n, 0, x->dtype, r, od, d);
     }
-    sn_dtype t = SN_DT_FLOAT;
     sn_step s = {.kind = SN_STEP_WHERE};
-    if ((st = sn_device_type(n, x->dtype, &t)) != SHARDNET_OK ||
-        (st = sn_out_device(L, n, 0, r, od, &out)) != SHARDNET_OK)
+    if ((st = sn_out_device_as(L, n, x->dtype, r, od, &out)) !=
+        SHARDNET_OK)
         return st;
-    out->dtype = t;
     if (sn_rt_elements(out) == 0)
         return SHARDNET_OK;
     s.u.where.rank = r ? (size_t)r : 1;

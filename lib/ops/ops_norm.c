@@ -296,13 +296,7 @@ static shardnet_status norm_param(sn_lower *L, const sn_node *n, sn_rt *p,
     sn_bcast_strides(pr, pd, nr, str);
     for (size_t k = 0; k < len; k++) {
         f[k] = (float)sn_rt_get_double(p, (size_t)pos);
-        for (int i = nr - 1; i >= 0; i--) {
-            pos += str[i];
-            if (++idx[i] < nd[i])
-                break;
-            pos -= str[i] * nd[i];
-            idx[i] = 0;
-        }
+        sn_index_next(nr, nd, idx, str, &pos);
     }
     return sn_dev_upload(L, n, f, len, out);
 }

@@ -25,23 +25,12 @@ static shardnet_status host_reduce(sn_lower *L, const sn_node *n,
     double *fa = NULL;
     int64_t *ia = NULL;
     void *d;
-    switch (x->dtype) {
-    case SN_DT_FLOAT:
-    case SN_DT_DOUBLE:
-    case SN_DT_INT64:
-    case SN_DT_INT32:
-    case SN_DT_INT16:
-    case SN_DT_INT8:
-    case SN_DT_UINT8:
-    case SN_DT_UINT16:
-    case SN_DT_UINT32:
-    case SN_DT_UINT64:
-        break;
-    default:
+    /* Numbers only: float, double and the integers but bool. */
+    if (x->dtype == SN_DT_BOOL ||
+        (!isint && x->dtype != SN_DT_FLOAT && x->dtype != SN_DT_DOUBLE))
         return sn_node_error(n, SHARDNET_UNSUPPORTED,
                              "reduction of %s tensors is not supported",
                              sn_dtype_name(x->dtype));
-    }
     for (int i = 0; i < x->rank; i++) {
         kd[i] = red[i] ? 1 : x->dims[i];
         ocount *= (size_t)kd[i];
@@ -82,13 +71,7 @@ static shardnet_status host_reduce(sn_lower *L, const sn_node *n,
             else
                 fa[pos] += v;
         }
-        for (int i = x->rank - 1; i >= 0; i--) {
-            pos += ks[i];
-            if (++idx[i] < x->dims[i])
-                break;
-            pos -= ks[i] * x->dims[i];
-            idx[i] = 0;
-        }
+        sn_index_next(x->rank, x->dims, idx, ks, &pos);
     }
     for (size_t k = 0; k < ocount; k++) {
         if (op == SN_REDUCE_MEAN)

@@ -7,25 +7,26 @@
 #include "exec/exec.h"
 #include "passes/passes.h"
 
+/* Each pass, and what its count counts ("%zu nodes folded ..."). */
+static const struct {
+    shardnet_status (*run)(sn_graph *g, size_t *count);
+    const char *done;
+} passes[] = {
+    {sn_pass_fold_constants, "nodes folded to constants"},
+    {sn_pass_fold_batchnorm, "batch norms folded"},
+    {sn_pass_fuse_bias, "biases fused"},
+    {sn_pass_fuse_activation, "activations fused"},
+    {sn_pass_remove_dead, "dead nodes removed"},
+};
+
 shardnet_status sn_passes_run(sn_graph *g)
 {
-    size_t n;
-    shardnet_status st;
-    if ((st = sn_pass_fold_constants(g, &n)) != SHARDNET_OK)
-        return st;
-    sn_log(SHARDNET_LOG_DEBUG, "passes: %zu nodes folded to constants", n);
-    if ((st = sn_pass_fold_batchnorm(g, &n)) != SHARDNET_OK)
-        return st;
-    sn_log(SHARDNET_LOG_DEBUG, "passes: %zu batch norms folded", n);
-    if ((st = sn_pass_fuse_bias(g, &n)) != SHARDNET_OK)
-        return st;
-    sn_log(SHARDNET_LOG_DEBUG, "passes: %zu biases fused", n);
-    if ((st = sn_pass_fuse_activation(g, &n)) != SHARDNET_OK)
-        return st;
-    sn_log(SHARDNET_LOG_DEBUG, "passes: %zu activations fused", n);
-    if ((st = sn_pass_remove_dead(g, &n)) != SHARDNET_OK)
-        return st;
-    sn_log(SHARDNET_LOG_DEBUG, "passes: %zu dead nodes removed", n);
+    for (size_t i = 0; i < sizeof passes / sizeof passes[0]; i++) {
+        size_t n;
+        shardnet_status st = passes[i].run(g, &n);
+        if (st != SHARDNET_OK)
+            return st;
+        sn_log(SHARDNET_LOG_DEBUG, "passes: %zu %s", n, passes[i].done);
+    }
     return SHARDNET_OK;
 }
-

@@ -17,6 +17,7 @@
 
 #include "core/cachedir.h"
 #include "core/error.h"
+#include "core/file.h"
 #include "core/trace.h"
 #include "plan/profile.h"
 #include "comm/world.h"
@@ -340,16 +341,16 @@ static void load_file(reader *r, entry **out, size_t *nout)
     int fd;
     *out = NULL;
     *nout = 0;
-    /* O_NONBLOCK: a FIFO put in the cache's place must not block open(). */
-    fd = open(r->path, O_RDONLY | O_NONBLOCK | O_CLOEXEC | O_NOCTTY);
+    /* A FIFO put in the cache's place must not block: see core/file.h. */
+    fd = sn_open_regular(r->path, O_NOCTTY, &sb);
+    if (fd == SN_NOT_REGULAR) {
+        say(r, "not a regular file: ignored");
+        return;
+    }
     if (fd < 0) {
         if (errno != ENOENT)
             say(r, "cannot be opened (%s): ignored", strerror(errno));
         return;
-    }
-    if (fstat(fd, &sb) != 0 || !S_ISREG(sb.st_mode)) {
-        say(r, "not a regular file: ignored");
-        goto out;
     }
     if (sb.st_size > MAX_FILE_BYTES) {
         say(r, "%lld bytes, more than a profile cache holds (at most %lld): "

@@ -1,0 +1,24 @@
+/*
+ * Opening a file that must be a regular one (private).  It is in core
+ * because several layers read files a user names or a cache holds: the
+ * model and its external data and tensor files (import), plan files (api)
+ * and the device profiles (plan).
+ */
+#ifndef SN_FILE_H
+#define SN_FILE_H
+
+#include <sys/stat.h>
+
+/* What sn_open_regular returns for a path that is no regular file. */
+#define SN_NOT_REGULAR (-2)
+
+/*
+ * path opened read-only (with flags added, such as O_NOFOLLOW), *sb its
+ * status: the descriptor; -1 when open failed (errno says why);
+ * SN_NOT_REGULAR, closed again, when it is a FIFO, a device, a folder or
+ * cannot be stat'ed.  O_NONBLOCK: opening a FIFO would otherwise wait for
+ * a writer forever; no regular file is read before it is refused.
+ */
+int sn_open_regular(const char *path, int flags, struct stat *sb);
+
+#endif /* SN_FILE_H */
