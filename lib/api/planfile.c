@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "api/api_impl.h"
+#include "plan/strategy.h"
 
 /*
  * A list of whole numbers 0 .. max separated by commas or blanks; -1 with
