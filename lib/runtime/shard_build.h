@@ -108,8 +108,6 @@ static inline int shares(const bld *b, size_t total, size_t gran,
     return sn_layout_shares(b->speed, b->n, total, gran, cnt);
 }
 
-enum { M_REP, M_COL, M_ROW, M_DATA };
-
 /* Node n's shard rule in the operator registry (ops/registry.h): what the
  * rules shared by several operators tell them apart by. */
 static inline sn_shard_rule rule_of(const sn_node *n)
@@ -156,20 +154,10 @@ shardnet_status sn_shard_replicate(bld *b, const sn_node *n);
 
 /* --- shard_strategy.c: strategies ----------------------------------------- */
 
-/* The strategy of a product cutting axis sa of its data (rank ra[0]) and
- * axis sb of its weight (rank rb), -1 for none, in MindSpore's notation. */
-void sn_shard_strategy_text(const bld *b, char *buf, size_t cap,
-                            const size_t *ra, int sa, size_t rb, int sb);
 /* Keep the strategy `text` chosen for node n, for the plan file. */
 void sn_shard_record_choice(bld *b, const sn_node *n, const char *text);
 /* The strategy the plan file forces on node n (marked used), or NULL. */
 const sn_strategy *sn_shard_find_strategy(bld *b, const sn_node *n);
-/* Read a forced strategy for an operand pair of ranks ra (data) and rb
- * (weight): which mode and, for M_DATA, which axis of the data. */
-shardnet_status sn_shard_strategy_mode(const bld *b, const sn_node *n,
-                                       const sn_strategy *s, int ra, int rb,
-                                       int k_axis_w, int n_axis_w, int *mode,
-                                       int *axis);
 
 /* --- shard_products.c: the products' shard rules -------------------------- */
 

@@ -69,36 +69,37 @@ static shardnet_status linear(bld *b, const sn_node *n, int *handled)
     const sn_strategy *s = sn_shard_find_strategy(b, n);
     shardnet_status st;
     if (s) {
-        if ((st = sn_shard_strategy_mode(b, n, s, ra, 2, k_axis_w, n_axis_w,
-                                         &mode, &daxis)) != SHARDNET_OK)
+        sn_product_axes ax = {ra, last, 2, k_axis_w, n_axis_w};
+        if ((st = sn_strategy_cut(s, b->n, &ax, n->name, n->op_type, &mode,
+                                  &daxis)) != SHARDNET_OK)
             return st;
     } else if (la->kind == SN_LAY_S && la->axis == last) {
-        mode = M_ROW;
+        mode = SN_CUT_ROWS;
     } else if (la->kind == SN_LAY_S) {
-        mode = M_DATA;
+        mode = SN_CUT_DATA;
         daxis = la->axis;
     } else if (la->kind == SN_LAY_P) {
-        mode = M_ROW;
+        mode = SN_CUT_ROWS;
     } else {
         size_t cnt[MAXD];
-        mode = shares(b, N, SN_FEATURE_GRAN, cnt) ? M_COL : M_REP;
+        mode = shares(b, N, SN_FEATURE_GRAN, cnt) ? SN_CUT_COLUMNS
+                                                   : SN_CUT_NONE;
     }
-    if (mode == M_REP && s) {
+    if (mode == SN_CUT_NONE && s) {
         char t[128];
         sn_strategy_format(s, t, sizeof t);
         sn_shard_say(b, "  %s (%s) %s: whole on every device\n", n->name,
                      n->op_type, t);
         sn_shard_record_choice(b, n, t);
     }
-    if ((mode == M_COL && !c_ok) || mode == M_REP)
+    if ((mode == SN_CUT_COLUMNS && !c_ok) || mode == SN_CUT_NONE)
         return SHARDNET_OK; /* replicated by the caller */
 
     int in[3] = {-1, -1, -1}, out;
     sn_layout lo;
     const char *drop = NULL;
     char how[256], text[128];
-    size_t ranks[1] = {(size_t)ra};
-    if (mode == M_COL) {
+    if (mode == SN_CUT_COLUMNS) {
         sn_layout r = sn_layout_r(), lw;
         size_t cnt[MAXD];
         if (!shares(b, N, SN_FEATURE_GRAN, cnt))
@@ -112,8 +113,9 @@ static shardnet_status linear(bld *b, const sn_node *n, int *handled)
         }
         lo = sn_layout_s(fo->rank - 1, cnt, b->n);
         snprintf(how, sizeof how, "column-parallel: output features cut");
-        sn_shard_strategy_text(b, text, sizeof text, ranks, -1, 2, n_axis_w);
-    } else if (mode == M_ROW) {
+        sn_strategy_of_cut(b->n, (size_t)ra, -1, 2, n_axis_w, text,
+                           sizeof text);
+    } else if (mode == SN_CUT_ROWS) {
         sn_layout lk;
         if (la->kind == SN_LAY_S && la->axis == last) {
             lk = *la;
@@ -133,7 +135,8 @@ static shardnet_status linear(bld *b, const sn_node *n, int *handled)
         drop = "activation";
         snprintf(how, sizeof how, "row-parallel: reduced dimension cut, "
                                   "partial sums");
-        sn_shard_strategy_text(b, text, sizeof text, ranks, last, 2, k_axis_w);
+        sn_strategy_of_cut(b->n, (size_t)ra, last, 2, k_axis_w, text,
+                           sizeof text);
     } else {
         sn_layout ld;
         if (la->kind == SN_LAY_S && la->axis == daxis) {
@@ -152,7 +155,7 @@ static shardnet_status linear(bld *b, const sn_node *n, int *handled)
         lo = sn_layout_s(daxis + (fo->rank - ra), ld.cnt, b->n);
         snprintf(how, sizeof how, "data-parallel: rows of the input cut, "
                                   "weights whole");
-        sn_shard_strategy_text(b, text, sizeof text, ranks, daxis, 2, -1);
+        sn_strategy_of_cut(b->n, (size_t)ra, daxis, 2, -1, text, sizeof text);
     }
     if (in[0] < 0 || in[1] < 0 || (C >= 0 && in[2] < 0))
         return failed(b);
@@ -201,11 +204,12 @@ static shardnet_status conv(bld *b, const sn_node *n, int *handled)
     size_t Cog = Co / groups;
     const sn_layout *lx = sn_shard_layout_of(b, X);
     const sn_strategy *s = sn_shard_find_strategy(b, n);
-    int mode = M_REP, daxis = -1;
+    int mode = SN_CUT_NONE, daxis = -1;
     shardnet_status st;
     if (s) {
-        if ((st = sn_shard_strategy_mode(b, n, s, fx->rank, wv->rank, 1, 0,
-                                         &mode, &daxis)) != SHARDNET_OK)
+        sn_product_axes ax = {fx->rank, 1, wv->rank, 1, 0};
+        if ((st = sn_strategy_cut(s, b->n, &ax, n->name, n->op_type, &mode,
+                                  &daxis)) != SHARDNET_OK)
             return st;
     } else if (lx->kind == SN_LAY_S && lx->axis == 1) {
         /* per group when the cut follows the groups, partial sums for one
@@ -213,20 +217,19 @@ static shardnet_status conv(bld *b, const sn_node *n, int *handled)
         int aligned = 1;
         for (size_t d = 0; d < b->n; d++)
             aligned &= lx->cnt[d] % Cig == 0 && lx->cnt[d] > 0;
-        mode = groups == 1 || aligned ? M_ROW : M_COL;
+        mode = groups == 1 || aligned ? SN_CUT_ROWS : SN_CUT_COLUMNS;
     } else if (lx->kind == SN_LAY_S && lx->axis == 0) {
-        mode = M_DATA;
+        mode = SN_CUT_DATA;
         daxis = 0;
     } else {
-        mode = M_COL;
+        mode = SN_CUT_COLUMNS;
     }
     int in[3] = {X, W, B};
     size_t gcnt[MAXD]; /* groups per device */
     sn_layout lo, lin;
     int partial = 0;
     char how[160], text[128];
-    size_t ranks[1] = {(size_t)fx->rank};
-    if (mode == M_COL) {
+    if (mode == SN_CUT_COLUMNS) {
         size_t cnt[MAXD];
         if (!shares(b, groups > 1 ? groups : Co, 1, cnt))
             return SHARDNET_OK;
@@ -241,9 +244,9 @@ static shardnet_status conv(bld *b, const sn_node *n, int *handled)
         lin.axis = 1;
         snprintf(how, sizeof how, "output channels cut%s",
                  groups > 1 ? " (whole groups)" : "");
-        sn_shard_strategy_text(b, text, sizeof text, ranks, -1,
-                               (size_t)wv->rank, 0);
-    } else if (mode == M_ROW) {
+        sn_strategy_of_cut(b->n, (size_t)fx->rank, -1, (size_t)wv->rank, 0,
+                           text, sizeof text);
+    } else if (mode == SN_CUT_ROWS) {
         /* input channels cut: by whole groups, or partial sums */
         lin = lx->kind == SN_LAY_S && lx->axis == 1 ? *lx : sn_layout_r();
         if (lin.kind != SN_LAY_S) {
@@ -264,20 +267,20 @@ static shardnet_status conv(bld *b, const sn_node *n, int *handled)
             lo.kind = SN_LAY_S;
             lo.axis = 1;
             snprintf(how, sizeof how, "each device its own groups");
-            sn_shard_strategy_text(b, text, sizeof text, ranks, 1,
-                                   (size_t)wv->rank, 0);
+            sn_strategy_of_cut(b->n, (size_t)fx->rank, 1, (size_t)wv->rank, 0,
+                               text, sizeof text);
         } else if (groups == 1) {
             for (size_t d = 0; d < b->n; d++)
                 gcnt[d] = 1;
             lo = sn_layout_p();
             partial = 1;
             snprintf(how, sizeof how, "input channels cut, partial sums");
-            sn_shard_strategy_text(b, text, sizeof text, ranks, 1,
-                                   (size_t)wv->rank, 1);
+            sn_strategy_of_cut(b->n, (size_t)fx->rank, 1, (size_t)wv->rank, 1,
+                               text, sizeof text);
         } else {
             return SHARDNET_OK;
         }
-    } else if (mode == M_DATA) {
+    } else if (mode == SN_CUT_DATA) {
         if (lx->kind == SN_LAY_S && lx->axis == daxis)
             lin = *lx;
         else if (daxis != 0 ||
@@ -289,13 +292,13 @@ static shardnet_status conv(bld *b, const sn_node *n, int *handled)
         for (size_t d = 0; d < b->n; d++)
             gcnt[d] = groups;
         snprintf(how, sizeof how, "data-parallel: batch cut");
-        sn_shard_strategy_text(b, text, sizeof text, ranks, 0, (size_t)wv->rank,
-                               -1);
+        sn_strategy_of_cut(b->n, (size_t)fx->rank, 0, (size_t)wv->rank, -1,
+                           text, sizeof text);
     } else {
         return SHARDNET_OK;
     }
     /* weights and bias of each device */
-    if (mode == M_DATA) {
+    if (mode == SN_CUT_DATA) {
         sn_layout r = sn_layout_r();
         in[1] = sn_shard_to_layout(b, W, &r);
         in[2] = B >= 0 ? sn_shard_to_layout(b, B, &r) : -1;
