@@ -6,8 +6,8 @@
  * of the device graphs (values, constants, nodes, the conversions between
  * layouts), shard_rules.c the walk and the registry's shard rules but the
  * products', which are in shard_products.c, shard_strategy.c how the
- * walk reads and records strategies (lib/plan/strategy.h); shard.c
- * creates a split from the result.
+ * walk finds and records strategies (lib/plan/strategy.h reads them);
+ * shard.c creates a split from the result.
  */
 #ifndef SN_SHARD_BUILD_H
 #define SN_SHARD_BUILD_H

@@ -50,8 +50,9 @@ void sn_tensor_split_describe(const sn_tensor_split *t, char *buf,
  * (named nodes), to save in a plan file. */
 size_t sn_tensor_split_strategies(const sn_tensor_split *t,
                                   const sn_strategy **out);
-/* Estimated seconds per run: the slowest device's work at its speed plus
- * launch costs, plus the collectives at the measured host bandwidth. */
+/* Estimated seconds per run (lib/plan/tensor_costs.h): the slowest
+ * device's work at its speed plus launch costs, plus the collectives at
+ * the measured host bandwidth. */
 double sn_tensor_split_estimate(const sn_tensor_split *t);
 /* The first device whose shard (weights and activations) exceeds its
  * memory, or NULL when every shard fits; in a job, the same answer on
