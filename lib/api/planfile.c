@@ -16,6 +16,7 @@
 
 #include "api/api_impl.h"
 #include "core/file.h"
+#include "plan/strategy.h"
 
 /*
  * A list of whole numbers 0 .. max separated by commas or blanks; -1 with

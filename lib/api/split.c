@@ -1,7 +1,8 @@
-/* Choosing a session's split: the cost model's estimates of one device,
- * a layer, a tensor and a hybrid split over the listed devices, the
- * choice "auto" makes from them, the pipeline made for a layer or hybrid
- * split, and shardnet_session_describe, which tells all of it. */
+/* A session's split: the candidate tensor split built for the planner's
+ * chooser (lib/plan/choose.h, which weighs it against one device, a layer
+ * and a hybrid split and tells why), the choice "auto" applies, the
+ * pipeline made for a layer or hybrid split, and
+ * shardnet_session_describe, which tells all of it. */
 #include <config.h>
 
 #include <stdio.h>
@@ -9,9 +10,8 @@
 #include <string.h>
 
 #include "api/api_impl.h"
+#include "plan/choose.h"
 #include "plan/profile.h"
-
-enum { SPLIT_NONE, SPLIT_LAYER, SPLIT_TENSOR, SPLIT_HYBRID };
 
 shardnet_status sn_session_tensor_split(shardnet_session_t *session,
                                         const sn_strategy *strat,
@@ -30,85 +30,42 @@ shardnet_status sn_session_tensor_split(shardnet_session_t *session,
 }
 
 /*
- * The cost model's choice among one device, a layer split, a tensor split
- * and a hybrid split over all listed devices, with every estimate told in
- * report (may be NULL).  *ts: the tensor split that was built to estimate
- * it (NULL if it could not be); the caller owns it.  ch: the estimates.
+ * The cost model's choice (lib/plan/choose.h) among one device, a layer
+ * split, a tensor split and a hybrid split over all listed devices, with
+ * every estimate told in report (may be NULL).  *ts: the tensor split
+ * built to estimate it, when it is chosen (else NULL); the caller owns
+ * it.  ch: the estimates.
  */
 static shardnet_status choose_split(shardnet_session_t *session, char *report,
-                                    size_t cap, int *kind,
+                                    size_t cap, sn_split_kind *kind,
                                     sn_split_choice *ch, sn_tensor_split **ts)
 {
-    double est, t_est = 1e300;
+    sn_tensor_candidate tc = {0};
     shardnet_status st;
-    size_t len;
     *ts = NULL;
     if ((st = sn_split_choose(session->model->g, session->devs,
                               session->nlisted, session->inputs,
                               session->micro, ch, report, cap)) !=
         SHARDNET_OK)
         return st;
-    *kind = SPLIT_NONE;
-    est = ch->none;
-    if (ch->layer < est) {
-        *kind = SPLIT_LAYER;
-        est = ch->layer;
-    }
-    if (ch->hybrid < est) {
-        *kind = SPLIT_HYBRID;
-        est = ch->hybrid;
-    }
-    len = report ? strlen(report) : 0;
     if (session->nlisted > 1) {
         if (sn_session_tensor_split(session, NULL, 0, ts) == SHARDNET_OK) {
-            double bytes;
-            size_t nc = sn_tensor_split_collectives(*ts, &bytes);
-            const char *full = sn_tensor_split_overflow(*ts);
-            t_est = sn_tensor_split_estimate(*ts);
-            if (report && len < cap)
-                len += (size_t)snprintf(
-                    report + len, cap - len,
-                    "tensor over %zu devices: estimated %.3f ms (%zu "
-                    "collectives, %.2f MB moved per run)%s%s\n",
-                    session->nlisted, t_est * 1e3, nc, bytes / 1e6,
-                    full ? ": does not fit on " : "", full ? full : "");
-            if (full)
-                t_est = 1e300;
+            tc.estimate = sn_tensor_split_estimate(*ts);
+            tc.ncoll = sn_tensor_split_collectives(*ts, &tc.bytes);
+            tc.overflow = sn_tensor_split_overflow(*ts);
         } else {
-            if (report && len < cap)
-                len += (size_t)snprintf(report + len, cap - len,
-                                        "tensor: not possible: %s\n",
-                                        shardnet_last_error());
-            sn_error_clear();
+            tc.not_possible = shardnet_last_error();
         }
     }
-    if (t_est < est) {
-        *kind = SPLIT_TENSOR;
-        est = t_est;
-    } else {
+    *kind = sn_split_pick(ch, session->nlisted > 1 ? &tc : NULL,
+                          session->nlisted,
+                          session->devs[ch->best_dev]->info.name, report,
+                          cap);
+    if (tc.not_possible)
+        sn_error_clear();
+    if (*kind != SN_SPLIT_TENSOR) {
         sn_tensor_split_free(*ts);
         *ts = NULL;
-    }
-    if (report && len < cap) {
-        /* Why: against the fastest device alone, the baseline every split
-         * must beat. */
-        char why[160] = "";
-        if (*kind == SPLIT_NONE && session->nlisted > 1)
-            snprintf(why, sizeof why,
-                     ": splitting would be slower than the fastest device "
-                     "alone");
-        else if (*kind != SPLIT_NONE && est > 0 && ch->none < 1e300)
-            snprintf(why, sizeof why,
-                     ": the fastest estimate, %.2fx as fast as the fastest "
-                     "device alone (%s, %.3f ms)",
-                     ch->none / est,
-                     session->devs[ch->best_dev]->info.name, ch->none * 1e3);
-        snprintf(report + len, cap - len, "choice: %s (estimated %.3f ms)%s\n",
-                 *kind == SPLIT_TENSOR   ? "tensor"
-                 : *kind == SPLIT_LAYER  ? "layer"
-                 : *kind == SPLIT_HYBRID ? "hybrid"
-                                         : "none",
-                 est * 1e3, why);
     }
     return SHARDNET_OK;
 }
@@ -133,18 +90,19 @@ int64_t sn_session_rows(const shardnet_session_t *session)
 }
 
 /* Make the session run as chosen (auto decides once); takes ts. */
-static shardnet_status apply_choice(shardnet_session_t *session, int kind,
+static shardnet_status apply_choice(shardnet_session_t *session,
+                                    sn_split_kind kind,
                                     const sn_split_choice *ch,
                                     sn_tensor_split *ts)
 {
     size_t best = ch->best_dev;
-    session->est_s = kind == SPLIT_TENSOR   ? sn_tensor_split_estimate(ts)
-                     : kind == SPLIT_LAYER  ? ch->layer
-                     : kind == SPLIT_HYBRID ? ch->hybrid
+    session->est_s = kind == SN_SPLIT_TENSOR   ? sn_tensor_split_estimate(ts)
+                     : kind == SN_SPLIT_LAYER  ? ch->layer
+                     : kind == SN_SPLIT_HYBRID ? ch->hybrid
                                             : ch->none;
     session->est_rows = sn_session_rows(session);
     session->nruns = 0;
-    if (kind == SPLIT_TENSOR) {
+    if (kind == SN_SPLIT_TENSOR) {
         session->choose = 0;
         session->tensor = 1;
         session->ndev = session->nlisted;
@@ -152,9 +110,9 @@ static shardnet_status apply_choice(shardnet_session_t *session, int kind,
         return SHARDNET_OK;
     }
     sn_tensor_split_free(ts);
-    if (kind == SPLIT_LAYER || kind == SPLIT_HYBRID) {
+    if (kind == SN_SPLIT_LAYER || kind == SN_SPLIT_HYBRID) {
         session->ndev = session->nlisted;
-        if (kind == SPLIT_HYBRID)
+        if (kind == SN_SPLIT_HYBRID)
             take_groups(session, ch);
     } else if (session->multi) {
         session->dev = session->devs[best]; /* a pipeline of one stage */
@@ -178,7 +136,7 @@ shardnet_status sn_session_prepare(shardnet_session_t *session)
     if (session->choose) {
         /* "auto": one device, a layer split or a tensor split, whichever
          * the cost model says is fastest for these inputs. */
-        int kind;
+        sn_split_kind kind;
         sn_split_choice ch;
         sn_tensor_split *ts = NULL;
         if ((st = choose_split(session, NULL, 0, &kind, &ch, &ts)) !=
@@ -221,7 +179,7 @@ typedef struct running {
 } running;
 
 static running running_of(const shardnet_session_t *session, int estimated,
-                          int kind, const sn_split_choice *ch,
+                          sn_split_kind kind, const sn_split_choice *ch,
                           const sn_tensor_split *ts)
 {
     running r = {.open = session->choose,
@@ -235,17 +193,17 @@ static running running_of(const shardnet_session_t *session, int estimated,
         return r;
     if (session->choose) {
         r.open = 0;
-        if (kind == SPLIT_TENSOR) {
+        if (kind == SN_SPLIT_TENSOR) {
             r.tensor = 1;
             r.ndev = session->nlisted;
             r.ts = ts;
-        } else if (kind == SPLIT_LAYER || kind == SPLIT_HYBRID) {
+        } else if (kind == SN_SPLIT_LAYER || kind == SN_SPLIT_HYBRID) {
             r.ndev = session->nlisted;
         } else {
             r.dev = session->devs[ch->best_dev];
         }
     }
-    if (((session->choose && kind == SPLIT_HYBRID) ||
+    if (((session->choose && kind == SN_SPLIT_HYBRID) ||
          (!session->choose && session->hybrid_default && !session->pipe)) &&
         ch->ngroups) {
         r.ngroups = ch->ngroups;
@@ -293,7 +251,8 @@ size_t shardnet_session_describe(shardnet_session_t *session, char *buf,
                                  size_t cap)
 {
     char text[16384];
-    int kind = SPLIT_NONE, estimated;
+    sn_split_kind kind = SN_SPLIT_NONE;
+    int estimated;
     size_t len;
     sn_split_choice ch;
     const sn_graph *g;

@@ -2,17 +2,19 @@
  * The split chooser: from the layer split's cost model, the estimate of
  * each way to run a model on a list of devices (the best single device,
  * a layer split over all of them, a hybrid of two stages each
- * tensor-split over a group), with a readable account of each.  It only
- * estimates: the caller (lib/api/model.c) weighs these against the tensor
- * split's estimate and builds the runtime it picks.  See layer_split.h.
+ * tensor-split over a group), with a readable account of each
+ * (sn_split_choose, layer_split.h); then the choice among those and a
+ * tensor split, from the tensor cost model's estimate of a candidate
+ * (sn_split_pick, choose.h).  It decides: the caller (lib/api/split.c)
+ * builds the candidate and the runtime picked.
  */
 #include <config.h>
 
 #include <stdio.h>
 #include <string.h>
 
+#include "plan/choose.h"
 #include "plan/layer_costs.h"
-#include "plan/layer_split.h"
 
 /* The layer split over units (sn_layer_set_units) with m micro-batches: cuts in
  * start[0..nunits], the estimate (HUGE when nothing fits), and a line per
@@ -142,4 +144,69 @@ shardnet_status sn_split_choose(sn_graph *g, sn_device *const *devs,
                         "the model fits neither one of the devices nor a "
                         "layer split of them");
     return SHARDNET_OK;
+}
+
+/* The tensor candidate's line of the report; its estimate, HUGE when it
+ * cannot run. */
+static double tensor_estimate(const sn_tensor_candidate *tc, size_t ndev,
+                              char *report, size_t cap, size_t *len)
+{
+    if (tc->not_possible) {
+        if (report && *len < cap)
+            *len += (size_t)snprintf(report + *len, cap - *len,
+                                     "tensor: not possible: %s\n",
+                                     tc->not_possible);
+        return 1e300;
+    }
+    if (report && *len < cap)
+        *len += (size_t)snprintf(
+            report + *len, cap - *len,
+            "tensor over %zu devices: estimated %.3f ms (%zu "
+            "collectives, %.2f MB moved per run)%s%s\n",
+            ndev, tc->estimate * 1e3, tc->ncoll, tc->bytes / 1e6,
+            tc->overflow ? ": does not fit on " : "",
+            tc->overflow ? tc->overflow : "");
+    return tc->overflow ? 1e300 : tc->estimate;
+}
+
+sn_split_kind sn_split_pick(const sn_split_choice *ch,
+                            const sn_tensor_candidate *tc, size_t ndev,
+                            const char *best_name, char *report, size_t cap)
+{
+    sn_split_kind kind = SN_SPLIT_NONE;
+    double est = ch->none, t_est = 1e300;
+    size_t len = report ? strlen(report) : 0;
+    if (ch->layer < est) {
+        kind = SN_SPLIT_LAYER;
+        est = ch->layer;
+    }
+    if (ch->hybrid < est) {
+        kind = SN_SPLIT_HYBRID;
+        est = ch->hybrid;
+    }
+    if (tc)
+        t_est = tensor_estimate(tc, ndev, report, cap, &len);
+    if (t_est < est) {
+        kind = SN_SPLIT_TENSOR;
+        est = t_est;
+    }
+    if (!report || len >= cap)
+        return kind;
+    char why[160] = "";
+    if (kind == SN_SPLIT_NONE && ndev > 1)
+        snprintf(why, sizeof why,
+                 ": splitting would be slower than the fastest device "
+                 "alone");
+    else if (kind != SN_SPLIT_NONE && est > 0 && ch->none < 1e300)
+        snprintf(why, sizeof why,
+                 ": the fastest estimate, %.2fx as fast as the fastest "
+                 "device alone (%s, %.3f ms)",
+                 ch->none / est, best_name, ch->none * 1e3);
+    snprintf(report + len, cap - len, "choice: %s (estimated %.3f ms)%s\n",
+             kind == SN_SPLIT_TENSOR   ? "tensor"
+             : kind == SN_SPLIT_LAYER  ? "layer"
+             : kind == SN_SPLIT_HYBRID ? "hybrid"
+                                       : "none",
+             est * 1e3, why);
+    return kind;
 }

@@ -1,7 +1,7 @@
 /*
  * Tensor split (private): SPMD over the devices of one process.
  *
- * Every value of the model gets a layout:
+ * Every value of the model gets a layout (lib/plan/tensor_layout.h):
  *
  *   R            whole on every device (replicated);
  *   S(axis, c)   cut along one axis, device d holding c[d] entries of it;
@@ -32,12 +32,15 @@
  * change order against one device: results agree to rounding (tested
  * within 1e-4 relative), not bit for bit.
  *
- * The planning is in shard_graph.c (the layout algebra and the building
- * blocks of the device graphs), shard_rules.c and shard_products.c (the
- * walk over the nodes and the registry's shard rules) and
- * shard_strategy.c (a plan file's strategies), sharing shard_build.h.
- * This file creates a split (the planning, then a plan per device) and
- * estimates it; shard_run.c runs it and shard_collective.c lowers its
+ * The layouts' algebra (shares by speed, conversions), the strategies'
+ * notation and the cost model are lib/plan's (tensor_layout.h,
+ * strategy.h, tensor_costs.h).  The device graphs are written by
+ * shard_graph.c (their building blocks), shard_rules.c and
+ * shard_products.c (the walk over the nodes and the registry's shard
+ * rules) and shard_strategy.c (a plan file's strategies, read and
+ * recorded), sharing shard_build.h.  This file creates a split (the
+ * graphs, then a plan per device) and gathers the figures of its
+ * estimate; shard_run.c runs it and shard_collective.c lowers its
  * collective node, sharing shard_impl.h.
  */
 #include <config.h>
@@ -50,77 +53,69 @@
 #include "comm/world.h"
 #include "core/trace.h"
 #include "plan/profile.h"
+#include "plan/tensor_costs.h"
 #include "plan/timing.h"
 #include "runtime/shard_impl.h"
 
 /* --- creation -------------------------------------------------------------- */
 
-/* The slowest device's work at its measured speed with a launch cost per
- * kernel, plus the collectives: a fixed cost each and the bytes staged
- * twice (out of and back into the devices) at the slowest device's
- * staging bandwidth. */
+/* One local device's seconds per run (lib/plan/tensor_costs.h): its
+ * graph's nodes, the model's scaled from their whole times on it, but
+ * the collective nodes (the collectives are costed apart). */
+static double device_time(const sn_tensor_split *t, size_t d)
+{
+    const sn_graph *sg = t->sub[d];
+    const sn_profile *p = sn_device_profile(t->dev[d]);
+    sn_tensor_device_cost c = {0};
+    for (size_t i = 0; i < sg->nnodes; i++) {
+        const sn_node *nd = &sg->nodes[i];
+        if (nd->dead || !strcmp(nd->domain, "ai.shardnet"))
+            continue;
+        int o = t->origin[i];
+        sn_tensor_cost_node(
+            &c, p, sn_node_work(sg, t->plan[d], nd), sn_node_is_product(nd),
+            o >= 0 ? t->full_time[d * t->g->nnodes + (size_t)o] : 0,
+            o >= 0 ? t->full_work[o] : 0);
+    }
+    return sn_tensor_cost_device(&c, p);
+}
+
+/* The collectives' seconds per run: their count and bytes, the devices'
+ * profiles and, in a job, the measured link. */
+static double collective_time(const sn_tensor_split *t)
+{
+    const sn_profile *prof[MAXD];
+    sn_tensor_collectives c = {.count = t->ncoll,
+                               .bytes = t->coll_bytes,
+                               .nprocs = t->where->nprocs};
+    for (size_t d = 0; d < t->n; d++)
+        prof[d] = sn_device_profile(t->dev[d]);
+    if (c.nprocs > 1 &&
+        sn_world_link(&c.link_lat_s, &c.link_bps) != SHARDNET_OK) {
+        sn_error_clear();
+        c.link_lat_s = SN_LINK_DEFAULT_LATENCY_S;
+        c.link_bps = SN_LINK_DEFAULT_BPS;
+    }
+    return sn_tensor_cost_collectives(prof, t->n, &c);
+}
+
+/* The split's estimate (the slowest device plus the collectives), and
+ * the first device whose shard overflows its memory (t->overflow).  In a
+ * job each process times its own devices, and they share the figures. */
 static double estimate(sn_tensor_split *t)
 {
-    double worst = 0, bw = 1e30, launch = 0;
-    for (size_t d = 0; d < t->n; d++) {
-        const sn_profile *p = sn_device_profile(t->dev[d]);
-        if (sn_profile_staging_bw(p) < bw)
-            bw = sn_profile_staging_bw(p);
-        if (p->launch_s > launch)
-            launch = p->launch_s;
-    }
-    t->coll_time = (double)t->ncoll * (SN_COLL_LATENCY_S + launch) +
-                   2.0 * t->coll_bytes / bw;
-    /* Across processes each collective also crosses the measured link:
-     * two latencies and its bytes, per other process (an upper bound: the
-     * processes exchange only the parts the others keep). */
-    if (t->where->nprocs > 1) {
-        double lat, lbw;
-        if (sn_world_link(&lat, &lbw) != SHARDNET_OK) {
-            sn_error_clear();
-            lat = 1e-4;
-            lbw = 1e9;
-        }
-        t->coll_time += (double)t->ncoll * 2.0 * lat +
-                        2.0 * t->coll_bytes * (double)(t->where->nprocs - 1) / lbw;
-    }
+    double coll_s = collective_time(t);
     /* Per device: its time, and whether its shard overflows its memory. */
     double each[2 * MAXD] = {0};
     for (size_t d = 0; d < t->n; d++) {
-        double work = 0, launches = 0;
-        const sn_graph *sg = t->sub[d];
-        const sn_profile *p = sn_device_profile(t->dev[d]);
         if (!t->plan[d])
             continue; /* another process's: it tells its own below */
         uint64_t have = sn_device_memory(t->dev[d]);
         each[MAXD + d] = have && sn_plan_weight_bytes(t->plan[d]) +
                                          sn_plan_arena_bytes(t->plan[d]) >
                                      have;
-        for (size_t i = 0; i < sg->nnodes; i++) {
-            const sn_node *nd = &sg->nodes[i];
-            if (nd->dead || !strcmp(nd->domain, "ai.shardnet"))
-                continue;
-            double w = sn_node_work(sg, t->plan[d], nd);
-            int o = t->origin[i];
-            if (o >= 0 && t->full_work[o] > 0) {
-                /* the model's node, measured whole, times this device's
-                 * share of its work */
-                work += t->full_time[d * t->g->nnodes + (size_t)o] * w /
-                        t->full_work[o];
-                continue;
-            }
-            /* added nodes (slices, activations after a sum): products at
-             * the device's GEMM speed, the rest about eight bytes per
-             * output element at its staging bandwidth */
-            if (sn_node_is_product(nd))
-                work += w / p->gemm_flops;
-            else
-                work += 8.0 * w / sn_profile_staging_bw(p);
-            launches += 1;
-        }
-        each[d] = work + p->launch_s * launches;
+        each[d] = device_time(t, d);
     }
-    /* In a job: each process has estimated its own devices. */
     if (t->me_owned_out) {
         unsigned np = sn_world_processes();
         double *all = calloc((size_t)np * 2 * MAXD, sizeof *all);
@@ -137,13 +132,10 @@ static double estimate(sn_tensor_split *t)
         free(all);
     }
     t->overflow = -1;
-    for (size_t d = 0; d < t->n; d++) {
-        if (each[d] > worst)
-            worst = each[d];
-        if (each[MAXD + d] != 0 && t->overflow < 0)
+    for (size_t d = 0; d < t->n && t->overflow < 0; d++)
+        if (each[MAXD + d] != 0)
             t->overflow = (int)d;
-    }
-    return worst + t->coll_time;
+    return sn_tensor_cost(each, t->n, coll_s);
 }
 
 /* Two to MAXD devices, none listed twice. */
@@ -255,7 +247,7 @@ static shardnet_status host_outputs(const bld *b, int owned_out,
         return oom();
     for (size_t i = 0; i < g->noutputs; i++) {
         const sn_rt *fs = full(b, g->outputs[i]);
-        if (b->out_lay[i].kind != LAY_S && !owned_out)
+        if (b->out_lay[i].kind != SN_LAY_S && !owned_out)
             continue;
         out_full[i].dtype = fs->dtype;
         out_full[i].rank = fs->rank;
@@ -471,7 +463,7 @@ void sn_tensor_split_free(sn_tensor_split *t)
     pthread_cond_destroy(&t->cond);
     free(t->bound);
     for (size_t i = 0; t->out && t->out_lay && i < t->g->noutputs; i++)
-        if (t->out_lay[i].kind == LAY_S || t->me_owned_out)
+        if (t->out_lay[i].kind == SN_LAY_S || t->me_owned_out)
             free(t->out[i].data);
     free(t->out);
     free(t->out_lay);

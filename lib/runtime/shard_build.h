@@ -1,11 +1,13 @@
 /*
- * The tensor split's planner (private to lib/runtime/shard*.c): the
- * layouts of values and the state of the walk that writes one graph per
- * device.  shard_graph.c holds the layout algebra and the building blocks
+ * The tensor split's graph builder (private to lib/runtime/shard*.c): the
+ * state of the walk that gives every value a layout (lib/plan/
+ * tensor_layout.h, whose algebra decides the cuts and conversions) and
+ * writes one graph per device.  shard_graph.c holds the building blocks
  * of the device graphs (values, constants, nodes, the conversions between
  * layouts), shard_rules.c the walk and the registry's shard rules but the
- * products', which are in shard_products.c, shard_strategy.c the
- * strategies of a plan file; shard.c creates a split from the result.
+ * products', which are in shard_products.c, shard_strategy.c how the
+ * walk finds and records strategies (lib/plan/strategy.h reads them);
+ * shard.c creates a split from the result.
  */
 #ifndef SN_SHARD_BUILD_H
 #define SN_SHARD_BUILD_H
@@ -16,22 +18,16 @@
 #include "exec/exec.h"
 #include "ir/graph.h"
 #include "ops/registry.h"
+#include "plan/strategy.h"
+#include "plan/tensor_layout.h"
 #include "runtime/tensor_split.h"
 
 #define MAXD SN_COLL_MAX
-#define NVER 3          /* layouts remembered per value */
-#define FEATURE_GRAN 16 /* feature cuts: multiples of this many */
-
-enum { LAY_R, LAY_S, LAY_P };
-
-typedef struct lay {
-    int kind, axis;
-    size_t cnt[MAXD];
-} lay;
+#define NVER 3 /* layouts remembered per value */
 
 typedef struct version {
     int sub; /* value index in every device graph */
-    lay l;
+    sn_layout l;
 } version;
 
 typedef struct vinfo {
@@ -62,7 +58,7 @@ typedef struct bld {
     size_t norigin, cap_origin;
     double *full_time;   /* see sn_tensor_split */
     double *full_work;
-    lay *out_lay;        /* per model output: its layout on the devices */
+    sn_layout *out_lay;  /* per model output: its layout on the devices */
 } bld;
 
 /* --- small helpers --------------------------------------------------------- */
@@ -104,35 +100,13 @@ static inline size_t prod(const int64_t *d, int from, int to)
     return p;
 }
 
-static inline int lay_eq(const lay *a, const lay *c, size_t n)
+/* `total` cut into shares for b's devices by their speed
+ * (sn_layout_shares). */
+static inline int shares(const bld *b, size_t total, size_t gran,
+                         size_t *cnt)
 {
-    if (a->kind != c->kind)
-        return 0;
-    if (a->kind != LAY_S)
-        return 1;
-    return a->axis == c->axis && !memcmp(a->cnt, c->cnt, n * sizeof a->cnt[0]);
+    return sn_layout_shares(b->speed, b->n, total, gran, cnt);
 }
-
-static inline lay lay_r(void)
-{
-    lay l = {.kind = LAY_R};
-    return l;
-}
-
-static inline lay lay_p(void)
-{
-    lay l = {.kind = LAY_P};
-    return l;
-}
-
-static inline lay lay_s(int axis, const size_t *cnt, size_t n)
-{
-    lay l = {.kind = LAY_S, .axis = axis};
-    memcpy(l.cnt, cnt, n * sizeof *cnt);
-    return l;
-}
-
-enum { M_REP, M_COL, M_ROW, M_DATA };
 
 /* Node n's shard rule in the operator registry (ops/registry.h): what the
  * rules shared by several operators tell them apart by. */
@@ -146,10 +120,6 @@ static inline sn_shard_rule rule_of(const sn_node *n)
 
 /* Append to the split's description (what `shardnet plan` shows). */
 void sn_shard_say(bld *b, const char *fmt, ...) SN_PRINTF(2, 3);
-/* Cut `total` into b->n shares proportional to speed, each a multiple of
- * gran and at least gran (the last takes what is left over).  0 when the
- * total is too small to give every device a share. */
-int sn_shard_shares(const bld *b, size_t total, size_t gran, size_t *cnt);
 /* A value named like `base` plus a suffix, in every device graph. */
 int sn_shard_new_value(bld *b, const char *base, const char *suffix);
 /* int64 constants, one per device: vals[d][0..len). */
@@ -164,40 +134,30 @@ int sn_shard_add_node(bld *b, const sn_node *like, const char *op,
 int sn_shard_set_int_attr(bld *b, int k, size_t d, const char *name,
                           int64_t v);
 /* Model value v is device value `sub` in layout l. */
-void sn_shard_remember(bld *b, int v, int sub, const lay *l);
+void sn_shard_remember(bld *b, int v, int sub, const sn_layout *l);
 /* Model value v in layout `want` on every device (converted when needed);
  * -1 with an error set when it cannot be. */
-int sn_shard_to_layout(bld *b, int v, const lay *want);
+int sn_shard_to_layout(bld *b, int v, const sn_layout *want);
 /* The current (first) layout of model value v; R for constants. */
-const lay *sn_shard_layout_of(const bld *b, int v);
+const sn_layout *sn_shard_layout_of(const bld *b, int v);
 /* Output j of node n, as a fresh value named like the model's. */
 int sn_shard_out_value(bld *b, const sn_node *n, size_t j);
 /* Partial sums v reduce-scattered along `axis`, or R when too small. */
-lay sn_shard_p_target_axis(const bld *b, int v, int axis);
+sn_layout sn_shard_p_target_axis(const bld *b, int v, int axis);
 /* Where partial sums v go before a non-linear op. */
-lay sn_shard_p_target(const bld *b, int v);
+sn_layout sn_shard_p_target(const bld *b, int v);
 /* Copy node n with inputs in[] (sub indices); outputs get the layout l. */
 shardnet_status sn_shard_emit_copy(bld *b, const sn_node *n, const int *in,
-                                   const lay *l, const char *drop);
+                                   const sn_layout *l, const char *drop);
 /* Every input whole, the node computed whole on every device. */
 shardnet_status sn_shard_replicate(bld *b, const sn_node *n);
 
 /* --- shard_strategy.c: strategies ----------------------------------------- */
 
-/* The strategy of a product cutting axis sa of its data (rank ra[0]) and
- * axis sb of its weight (rank rb), -1 for none, in MindSpore's notation. */
-void sn_shard_strategy_text(const bld *b, char *buf, size_t cap,
-                            const size_t *ra, int sa, size_t rb, int sb);
 /* Keep the strategy `text` chosen for node n, for the plan file. */
 void sn_shard_record_choice(bld *b, const sn_node *n, const char *text);
 /* The strategy the plan file forces on node n (marked used), or NULL. */
 const sn_strategy *sn_shard_find_strategy(bld *b, const sn_node *n);
-/* Read a forced strategy for an operand pair of ranks ra (data) and rb
- * (weight): which mode and, for M_DATA, which axis of the data. */
-shardnet_status sn_shard_strategy_mode(const bld *b, const sn_node *n,
-                                       const sn_strategy *s, int ra, int rb,
-                                       int k_axis_w, int n_axis_w, int *mode,
-                                       int *axis);
 
 /* --- shard_products.c: the products' shard rules -------------------------- */
 

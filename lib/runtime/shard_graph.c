@@ -1,10 +1,10 @@
 /*
- * The tensor split's layout algebra and the building blocks of its device
- * graphs (see lib/runtime/shard.c for the layouts): values and constants
- * added to every device's graph alike, weights cut into shards, nodes
- * copied with their attributes, and the conversions between layouts (a
- * collective node, or a local slice) that the shard rules ask for
- * through sn_shard_to_layout().
+ * The building blocks of the tensor split's device graphs: values and
+ * constants added to every device's graph alike, weights cut into shards,
+ * nodes copied with their attributes, and the conversions between layouts
+ * that the shard rules ask for through sn_shard_to_layout(), written as a
+ * collective node or a local slice where the layout algebra
+ * (lib/plan/tensor_layout.h) says which.
  */
 #include <config.h>
 
@@ -35,35 +35,6 @@ void sn_shard_say(bld *b, const char *fmt, ...)
         b->desc_len += (size_t)k < b->desc_cap - b->desc_len
                            ? (size_t)k
                            : b->desc_cap - b->desc_len - 1;
-}
-
-/*
- * Cut `total` into n shares proportional to speed, each a multiple of
- * gran and at least gran (the last takes what is left over).  0 when the
- * total is too small to give every device a share.
- */
-int sn_shard_shares(const bld *b, size_t total, size_t gran, size_t *cnt)
-{
-    size_t units = total / gran, at = 0;
-    double sum = 0;
-    if (gran == 0 || units < b->n)
-        return 0;
-    for (size_t d = 0; d < b->n; d++)
-        sum += b->speed[d];
-    for (size_t d = 0; d < b->n; d++) {
-        size_t u = (size_t)((double)units * b->speed[d] / sum + 0.5);
-        if (u < 1)
-            u = 1;
-        /* leave at least one unit to each later device */
-        if (at + u + (b->n - 1 - d) > units)
-            u = units - at - (b->n - 1 - d);
-        if (d == b->n - 1)
-            u = units - at;
-        cnt[d] = u * gran;
-        at += u;
-    }
-    cnt[b->n - 1] += total - units * gran;
-    return 1;
 }
 
 /* --- building the device graphs ------------------------------------------- */
@@ -263,7 +234,7 @@ int sn_shard_set_int_attr(bld *b, int k, size_t d, const char *name,
     return 0;
 }
 
-void sn_shard_remember(bld *b, int v, int sub, const lay *l)
+void sn_shard_remember(bld *b, int v, int sub, const sn_layout *l)
 {
     vinfo *vi = &b->vi[v];
     int at = vi->nv < NVER ? vi->nv++ : NVER - 1;
@@ -273,7 +244,8 @@ void sn_shard_remember(bld *b, int v, int sub, const lay *l)
 
 /* A collective node turning value x (sub index, of model value v, layout
  * `from`) into layout `to`. */
-static int collective(bld *b, int v, int x, sn_coll_kind kind, const lay *to)
+static int collective(bld *b, int v, int x, sn_coll_kind kind,
+                      const sn_layout *to)
 {
     const sn_rt *fs = full(b, v);
     int y = sn_shard_new_value(b, b->g->values[v].name,
@@ -305,7 +277,7 @@ static int collective(bld *b, int v, int x, sn_coll_kind kind, const lay *to)
                 a->ints[e] = (int64_t)to->cnt[e];
         }
     }
-    double bytes = 4.0 * (double)sn_rt_elements(fs);
+    double bytes = sn_layout_collective_bytes(sn_rt_elements(fs));
     sn_shard_say(b, "  %s of '%s' (%.2f MB)\n",
                  kind == SN_COLL_ALLREDUCE   ? "all-reduce"
                  : kind == SN_COLL_ALLGATHER ? "all-gather"
@@ -331,16 +303,15 @@ static int set_ints_attr(bld *b, int k, size_t d, const char *name,
 /* A local slice of x (model value v, whole on every device) to layout to:
  * a Slice node in the form of the model's opset (starts, ends and axes as
  * inputs from opset 10, attributes before). */
-static int local_slice(bld *b, int v, int x, const lay *to)
+static int local_slice(bld *b, int v, int x, const sn_layout *to)
 {
     int64_t st[MAXD][SN_MAX_DIMS], en[MAXD][SN_MAX_DIMS],
         ax[MAXD][SN_MAX_DIMS];
-    size_t at = 0;
     for (size_t d = 0; d < b->n; d++) {
+        size_t at = sn_layout_offset(to, d);
         st[d][0] = (int64_t)at;
         en[d][0] = (int64_t)(at + to->cnt[d]);
         ax[d][0] = to->axis;
-        at += to->cnt[d];
     }
     const char *base = b->g->values[v].name;
     int y = sn_shard_new_value(b, base, "slice");
@@ -371,16 +342,16 @@ static int local_slice(bld *b, int v, int x, const lay *to)
  * or one converted from it (and remembered).  -1 with an error set when it
  * cannot be (non-float data across devices, or out of memory).
  */
-int sn_shard_to_layout(bld *b, int v, const lay *want)
+int sn_shard_to_layout(bld *b, int v, const sn_layout *want)
 {
     vinfo *vi = &b->vi[v];
     if (is_const(b, v)) {
-        if (want->kind == LAY_R)
+        if (want->kind == SN_LAY_R)
             return const_r(b, v);
         for (int i = 0; i < vi->nv; i++)
-            if (lay_eq(&vi->v[i].l, want, b->n))
+            if (sn_layout_eq(&vi->v[i].l, want, b->n))
                 return vi->v[i].sub;
-        int k = want->kind == LAY_S
+        int k = want->kind == SN_LAY_S
                     ? const_cut(b, v, want->axis, want->cnt, 0)
                     : const_cut(b, v, 0, NULL, 1);
         if (k >= 0)
@@ -388,7 +359,7 @@ int sn_shard_to_layout(bld *b, int v, const lay *want)
         return k;
     }
     for (int i = 0; i < vi->nv; i++)
-        if (lay_eq(&vi->v[i].l, want, b->n))
+        if (sn_layout_eq(&vi->v[i].l, want, b->n))
             return vi->v[i].sub;
     if (!vi->nv)
         return -1;
@@ -401,37 +372,42 @@ int sn_shard_to_layout(bld *b, int v, const lay *want)
     }
     const version *have = &vi->v[0];
     for (int i = 0; i < vi->nv; i++)
-        if (vi->v[i].l.kind == LAY_R)
+        if (vi->v[i].l.kind == SN_LAY_R)
             have = &vi->v[i];
     int y = -1;
-    if (want->kind == LAY_R) {
-        y = collective(b, v, have->sub,
-                       have->l.kind == LAY_P ? SN_COLL_ALLREDUCE
-                                             : SN_COLL_ALLGATHER,
-                       &have->l);
-        if (y >= 0 && have->l.kind == LAY_P) {
+    switch (sn_layout_convert(&have->l, want)) {
+    case SN_CONVERT_ALLREDUCE:
+        y = collective(b, v, have->sub, SN_COLL_ALLREDUCE, &have->l);
+        if (y >= 0) {
             /* The all-reduce sums in place: from here on the partial
              * sums' buffer holds the sum, so the partial version is gone
              * (a later reader taking it as partial sums, an Add of it
              * and other partial sums, counted it once per device). */
             version *p = &vi->v[have - vi->v];
             p->sub = y;
-            p->l = lay_r();
+            p->l = sn_layout_r();
             return y;
         }
-    } else if (want->kind == LAY_S) {
-        if (have->l.kind == LAY_R) {
-            y = local_slice(b, v, have->sub, want);
-        } else if (have->l.kind == LAY_P) {
-            y = collective(b, v, have->sub, SN_COLL_REDUCE_SCATTER, want);
-        } else {
-            lay r = lay_r();
-            int x = sn_shard_to_layout(b, v, &r);
-            vi = &b->vi[v];
-            y = x < 0 ? -1 : local_slice(b, v, x, want);
-        }
-    } else {
-        b->why = sn_error(SHARDNET_INTERNAL, "tensor split: no way to P");
+        break;
+    case SN_CONVERT_ALLGATHER:
+        y = collective(b, v, have->sub, SN_COLL_ALLGATHER, &have->l);
+        break;
+    case SN_CONVERT_REDUCE_SCATTER:
+        y = collective(b, v, have->sub, SN_COLL_REDUCE_SCATTER, want);
+        break;
+    case SN_CONVERT_SLICE:
+        y = local_slice(b, v, have->sub, want);
+        break;
+    case SN_CONVERT_GATHER_SLICE: {
+        sn_layout r = sn_layout_r();
+        int x = sn_shard_to_layout(b, v, &r);
+        vi = &b->vi[v];
+        y = x < 0 ? -1 : local_slice(b, v, x, want);
+        break;
+    }
+    case SN_CONVERT_NONE:
+        b->why = sn_error(SHARDNET_INTERNAL,
+                          "tensor split: no conversion to partial sums");
         return -1;
     }
     if (y >= 0)
@@ -440,9 +416,9 @@ int sn_shard_to_layout(bld *b, int v, const lay *want)
 }
 
 /* The current (first) layout of model value v; R for constants. */
-const lay *sn_shard_layout_of(const bld *b, int v)
+const sn_layout *sn_shard_layout_of(const bld *b, int v)
 {
-    static const lay r = {.kind = LAY_R};
+    static const sn_layout r = {.kind = SN_LAY_R};
     if (v < 0 || is_const(b, v) || !b->vi[v].nv)
         return &r;
     return &b->vi[v].v[0].l;
@@ -456,39 +432,27 @@ int sn_shard_out_value(bld *b, const sn_node *n, size_t j)
     return sn_shard_new_value(b, b->g->values[n->outputs[j]].name, NULL);
 }
 
-/* Partial sums v reduce-scattered along `axis` (features in units of
- * FEATURE_GRAN, other axes by rows), or R when that axis is too small. */
-lay sn_shard_p_target_axis(const bld *b, int v, int axis)
+/* Partial sums v reduce-scattered along `axis`, or R when that axis is
+ * too small (sn_layout_cut_axis). */
+sn_layout sn_shard_p_target_axis(const bld *b, int v, int axis)
 {
     const sn_rt *fs = full(b, v);
-    lay l = lay_r();
-    if (fs && axis >= 0 && axis < fs->rank &&
-        sn_shard_shares(b, (size_t)fs->dims[axis],
-                        axis == fs->rank - 1 ? FEATURE_GRAN : 1, l.cnt)) {
-        l.kind = LAY_S;
-        l.axis = axis;
-    }
-    return l;
+    return fs ? sn_layout_cut_axis(b->speed, b->n, fs->dims, fs->rank, axis)
+              : sn_layout_r();
 }
 
-/* Where partial sums v go before a non-linear op: reduce-scattered along
- * the first axis that is wide enough (the batch, as in Megatron's sequence
- * parallelism: the ops that follow work on a slice of rows and the next
- * product needs no gather), else all-reduced. */
-lay sn_shard_p_target(const bld *b, int v)
+/* Where partial sums v go before a non-linear op
+ * (sn_layout_reduce_target). */
+sn_layout sn_shard_p_target(const bld *b, int v)
 {
     const sn_rt *fs = full(b, v);
-    for (int a = 0; fs && a < fs->rank; a++) {
-        lay l = sn_shard_p_target_axis(b, v, a);
-        if (l.kind == LAY_S)
-            return l;
-    }
-    return lay_r();
+    return fs ? sn_layout_reduce_target(b->speed, b->n, fs->dims, fs->rank)
+              : sn_layout_r();
 }
 
 /* Copy node n with inputs in[] (sub indices); outputs get the layout l. */
 shardnet_status sn_shard_emit_copy(bld *b, const sn_node *n, const int *in,
-                                 const lay *l, const char *drop)
+                                 const sn_layout *l, const char *drop)
 {
     int out[16];
     if (n->noutputs > 16)
@@ -512,7 +476,7 @@ shardnet_status sn_shard_emit_copy(bld *b, const sn_node *n, const int *in,
 shardnet_status sn_shard_replicate(bld *b, const sn_node *n)
 {
     int in[64];
-    lay r = lay_r();
+    sn_layout r = sn_layout_r();
     if (n->ninputs > 64)
         return sn_error(SHARDNET_UNSUPPORTED, "tensor split: node '%s' has "
                         "too many inputs", n->name);

@@ -39,13 +39,13 @@ struct sn_tensor_split {
     sn_strategy *chosen;
     size_t nchosen;
     size_t ncoll;
-    double coll_bytes, coll_time;
+    double coll_bytes;
     double estimate;
     int *origin;           /* per device-graph node: the model's node */
     double *full_time;     /* [d * g->nnodes + i]: model node i timed
                               whole on device d */
     double *full_work;     /* per model node: its work whole */
-    lay *out_lay;          /* per model output: R, or cut (S) and put
+    sn_layout *out_lay;          /* per model output: R, or cut (S) and put
                               together on the host from every device */
 
     /* the collectives, and the workers */

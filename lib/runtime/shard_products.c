@@ -19,10 +19,10 @@
  * as the Relu's output in layout t.
  */
 static shardnet_status relu_after_sum(bld *b, const sn_node *n, int part,
-                                      lay t)
+                                      sn_layout t)
 {
     int v = n->outputs[0], out;
-    lay lp = lay_p();
+    sn_layout lp = sn_layout_p();
     sn_shard_remember(b, v, part, &lp); /* for to_layout: v as partial sums */
     int x = sn_shard_to_layout(b, v, &t);
     b->vi[v].nv = 0;           /* v is the Relu's output, made below */
@@ -64,95 +64,98 @@ static shardnet_status linear(bld *b, const sn_node *n, int *handled)
                        ((cv->rank == 1 && (size_t)cv->dims[0] == N) ||
                         (cv->rank == 2 && cv->dims[0] == 1 &&
                          (size_t)cv->dims[1] == N)));
-    const lay *la = sn_shard_layout_of(b, A);
+    const sn_layout *la = sn_shard_layout_of(b, A);
     int mode, daxis = -1;
     const sn_strategy *s = sn_shard_find_strategy(b, n);
     shardnet_status st;
     if (s) {
-        if ((st = sn_shard_strategy_mode(b, n, s, ra, 2, k_axis_w, n_axis_w,
-                                         &mode, &daxis)) != SHARDNET_OK)
+        sn_product_axes ax = {ra, last, 2, k_axis_w, n_axis_w};
+        if ((st = sn_strategy_cut(s, b->n, &ax, n->name, n->op_type, &mode,
+                                  &daxis)) != SHARDNET_OK)
             return st;
-    } else if (la->kind == LAY_S && la->axis == last) {
-        mode = M_ROW;
-    } else if (la->kind == LAY_S) {
-        mode = M_DATA;
+    } else if (la->kind == SN_LAY_S && la->axis == last) {
+        mode = SN_CUT_ROWS;
+    } else if (la->kind == SN_LAY_S) {
+        mode = SN_CUT_DATA;
         daxis = la->axis;
-    } else if (la->kind == LAY_P) {
-        mode = M_ROW;
+    } else if (la->kind == SN_LAY_P) {
+        mode = SN_CUT_ROWS;
     } else {
         size_t cnt[MAXD];
-        mode = sn_shard_shares(b, N, FEATURE_GRAN, cnt) ? M_COL : M_REP;
+        mode = shares(b, N, SN_FEATURE_GRAN, cnt) ? SN_CUT_COLUMNS
+                                                   : SN_CUT_NONE;
     }
-    if (mode == M_REP && s) {
+    if (mode == SN_CUT_NONE && s) {
         char t[128];
         sn_strategy_format(s, t, sizeof t);
         sn_shard_say(b, "  %s (%s) %s: whole on every device\n", n->name,
                      n->op_type, t);
         sn_shard_record_choice(b, n, t);
     }
-    if ((mode == M_COL && !c_ok) || mode == M_REP)
+    if ((mode == SN_CUT_COLUMNS && !c_ok) || mode == SN_CUT_NONE)
         return SHARDNET_OK; /* replicated by the caller */
 
     int in[3] = {-1, -1, -1}, out;
-    lay lo;
+    sn_layout lo;
     const char *drop = NULL;
     char how[256], text[128];
-    size_t ranks[1] = {(size_t)ra};
-    if (mode == M_COL) {
-        lay r = lay_r(), lw;
+    if (mode == SN_CUT_COLUMNS) {
+        sn_layout r = sn_layout_r(), lw;
         size_t cnt[MAXD];
-        if (!sn_shard_shares(b, N, FEATURE_GRAN, cnt))
+        if (!shares(b, N, SN_FEATURE_GRAN, cnt))
             return SHARDNET_OK;
-        lw = lay_s(n_axis_w, cnt, b->n);
+        lw = sn_layout_s(n_axis_w, cnt, b->n);
         in[0] = sn_shard_to_layout(b, A, &r);
         in[1] = sn_shard_to_layout(b, W, &lw);
         if (C >= 0) {
-            lay lc = lay_s(cv->rank - 1, cnt, b->n);
+            sn_layout lc = sn_layout_s(cv->rank - 1, cnt, b->n);
             in[2] = sn_shard_to_layout(b, C, &lc);
         }
-        lo = lay_s(fo->rank - 1, cnt, b->n);
+        lo = sn_layout_s(fo->rank - 1, cnt, b->n);
         snprintf(how, sizeof how, "column-parallel: output features cut");
-        sn_shard_strategy_text(b, text, sizeof text, ranks, -1, 2, n_axis_w);
-    } else if (mode == M_ROW) {
-        lay lk;
-        if (la->kind == LAY_S && la->axis == last) {
+        sn_strategy_of_cut(b->n, (size_t)ra, -1, 2, n_axis_w, text,
+                           sizeof text);
+    } else if (mode == SN_CUT_ROWS) {
+        sn_layout lk;
+        if (la->kind == SN_LAY_S && la->axis == last) {
             lk = *la;
         } else {
             lk = sn_shard_p_target_axis(b, A, last);
-            if (lk.kind != LAY_S)
+            if (lk.kind != SN_LAY_S)
                 return SHARDNET_OK;
         }
-        lay lw = lay_s(k_axis_w, lk.cnt, b->n);
+        sn_layout lw = sn_layout_s(k_axis_w, lk.cnt, b->n);
         in[0] = sn_shard_to_layout(b, A, &lk);
         in[1] = sn_shard_to_layout(b, W, &lw);
         if (C >= 0) {
-            lay lc = lay_p();
+            sn_layout lc = sn_layout_p();
             in[2] = sn_shard_to_layout(b, C, &lc); /* added once: device 0 */
         }
-        lo = lay_p();
+        lo = sn_layout_p();
         drop = "activation";
         snprintf(how, sizeof how, "row-parallel: reduced dimension cut, "
                                   "partial sums");
-        sn_shard_strategy_text(b, text, sizeof text, ranks, last, 2, k_axis_w);
+        sn_strategy_of_cut(b->n, (size_t)ra, last, 2, k_axis_w, text,
+                           sizeof text);
     } else {
-        lay ld;
-        if (la->kind == LAY_S && la->axis == daxis) {
+        sn_layout ld;
+        if (la->kind == SN_LAY_S && la->axis == daxis) {
             ld = *la;
         } else {
             if (daxis < 0 || daxis >= last ||
-                !sn_shard_shares(b, (size_t)fa->dims[daxis], 1, ld.cnt))
+                !shares(b, (size_t)fa->dims[daxis], 1, ld.cnt))
                 return SHARDNET_OK;
-            ld = lay_s(daxis, ld.cnt, b->n);
+            ld = sn_layout_s(daxis, ld.cnt, b->n);
         }
-        lay r = lay_r();
+        sn_layout r = sn_layout_r();
         in[0] = sn_shard_to_layout(b, A, &ld);
         in[1] = sn_shard_to_layout(b, W, &r);
         if (C >= 0)
             in[2] = sn_shard_to_layout(b, C, &r);
-        lo = lay_s(daxis + (fo->rank - ra), ld.cnt, b->n);
+        lo = sn_layout_s(daxis + (fo->rank - ra), ld.cnt, b->n);
         snprintf(how, sizeof how, "data-parallel: rows of the input cut, "
                                   "weights whole");
-        sn_shard_strategy_text(b, text, sizeof text, ranks, daxis, 2, -1);
+        sn_strategy_of_cut(b->n, (size_t)ra, daxis, 2, -1, text, sizeof text);
     }
     if (in[0] < 0 || in[1] < 0 || (C >= 0 && in[2] < 0))
         return failed(b);
@@ -160,7 +163,7 @@ static shardnet_status linear(bld *b, const sn_node *n, int *handled)
     sn_shard_say(b, "  %s (%s) %s: %s\n", n->name, n->op_type, text, how);
     sn_shard_record_choice(b, n, text);
     int act = !strcmp(sn_attr_string(n, "activation", ""), "Relu");
-    if (lo.kind == LAY_P && act) {
+    if (lo.kind == SN_LAY_P && act) {
         /* The activation waits for the sum: partial -> reduce-scatter (or
          * all-reduce) -> Relu. */
         int part =
@@ -199,58 +202,58 @@ static shardnet_status conv(bld *b, const sn_node *n, int *handled)
     if (!groups || Co % groups)
         return SHARDNET_OK;
     size_t Cog = Co / groups;
-    const lay *lx = sn_shard_layout_of(b, X);
+    const sn_layout *lx = sn_shard_layout_of(b, X);
     const sn_strategy *s = sn_shard_find_strategy(b, n);
-    int mode = M_REP, daxis = -1;
+    int mode = SN_CUT_NONE, daxis = -1;
     shardnet_status st;
     if (s) {
-        if ((st = sn_shard_strategy_mode(b, n, s, fx->rank, wv->rank, 1, 0,
-                                         &mode, &daxis)) != SHARDNET_OK)
+        sn_product_axes ax = {fx->rank, 1, wv->rank, 1, 0};
+        if ((st = sn_strategy_cut(s, b->n, &ax, n->name, n->op_type, &mode,
+                                  &daxis)) != SHARDNET_OK)
             return st;
-    } else if (lx->kind == LAY_S && lx->axis == 1) {
+    } else if (lx->kind == SN_LAY_S && lx->axis == 1) {
         /* per group when the cut follows the groups, partial sums for one
          * group, else gather and cut the output channels */
         int aligned = 1;
         for (size_t d = 0; d < b->n; d++)
             aligned &= lx->cnt[d] % Cig == 0 && lx->cnt[d] > 0;
-        mode = groups == 1 || aligned ? M_ROW : M_COL;
-    } else if (lx->kind == LAY_S && lx->axis == 0) {
-        mode = M_DATA;
+        mode = groups == 1 || aligned ? SN_CUT_ROWS : SN_CUT_COLUMNS;
+    } else if (lx->kind == SN_LAY_S && lx->axis == 0) {
+        mode = SN_CUT_DATA;
         daxis = 0;
     } else {
-        mode = M_COL;
+        mode = SN_CUT_COLUMNS;
     }
     int in[3] = {X, W, B};
     size_t gcnt[MAXD]; /* groups per device */
-    lay lo, lin;
+    sn_layout lo, lin;
     int partial = 0;
     char how[160], text[128];
-    size_t ranks[1] = {(size_t)fx->rank};
-    if (mode == M_COL) {
+    if (mode == SN_CUT_COLUMNS) {
         size_t cnt[MAXD];
-        if (!sn_shard_shares(b, groups > 1 ? groups : Co, 1, cnt))
+        if (!shares(b, groups > 1 ? groups : Co, 1, cnt))
             return SHARDNET_OK;
         for (size_t d = 0; d < b->n; d++) {
             gcnt[d] = groups > 1 ? cnt[d] : 1;
             lo.cnt[d] = groups > 1 ? cnt[d] * Cog : cnt[d];
             lin.cnt[d] = cnt[d] * Cig;
         }
-        lo.kind = LAY_S;
+        lo.kind = SN_LAY_S;
         lo.axis = 1;
-        lin.kind = groups > 1 ? LAY_S : LAY_R;
+        lin.kind = groups > 1 ? SN_LAY_S : SN_LAY_R;
         lin.axis = 1;
         snprintf(how, sizeof how, "output channels cut%s",
                  groups > 1 ? " (whole groups)" : "");
-        sn_shard_strategy_text(b, text, sizeof text, ranks, -1,
-                               (size_t)wv->rank, 0);
-    } else if (mode == M_ROW) {
+        sn_strategy_of_cut(b->n, (size_t)fx->rank, -1, (size_t)wv->rank, 0,
+                           text, sizeof text);
+    } else if (mode == SN_CUT_ROWS) {
         /* input channels cut: by whole groups, or partial sums */
-        lin = lx->kind == LAY_S && lx->axis == 1 ? *lx : lay_r();
-        if (lin.kind != LAY_S) {
-            if (!sn_shard_shares(b, (size_t)fx->dims[1], groups > 1 ? Cig : 1,
+        lin = lx->kind == SN_LAY_S && lx->axis == 1 ? *lx : sn_layout_r();
+        if (lin.kind != SN_LAY_S) {
+            if (!shares(b, (size_t)fx->dims[1], groups > 1 ? Cig : 1,
                                  lin.cnt))
                 return SHARDNET_OK;
-            lin.kind = LAY_S;
+            lin.kind = SN_LAY_S;
             lin.axis = 1;
         }
         int aligned = 1;
@@ -261,50 +264,50 @@ static shardnet_status conv(bld *b, const sn_node *n, int *handled)
                 gcnt[d] = lin.cnt[d] / Cig;
                 lo.cnt[d] = gcnt[d] * Cog;
             }
-            lo.kind = LAY_S;
+            lo.kind = SN_LAY_S;
             lo.axis = 1;
             snprintf(how, sizeof how, "each device its own groups");
-            sn_shard_strategy_text(b, text, sizeof text, ranks, 1,
-                                   (size_t)wv->rank, 0);
+            sn_strategy_of_cut(b->n, (size_t)fx->rank, 1, (size_t)wv->rank, 0,
+                               text, sizeof text);
         } else if (groups == 1) {
             for (size_t d = 0; d < b->n; d++)
                 gcnt[d] = 1;
-            lo = lay_p();
+            lo = sn_layout_p();
             partial = 1;
             snprintf(how, sizeof how, "input channels cut, partial sums");
-            sn_shard_strategy_text(b, text, sizeof text, ranks, 1,
-                                   (size_t)wv->rank, 1);
+            sn_strategy_of_cut(b->n, (size_t)fx->rank, 1, (size_t)wv->rank, 1,
+                               text, sizeof text);
         } else {
             return SHARDNET_OK;
         }
-    } else if (mode == M_DATA) {
-        if (lx->kind == LAY_S && lx->axis == daxis)
+    } else if (mode == SN_CUT_DATA) {
+        if (lx->kind == SN_LAY_S && lx->axis == daxis)
             lin = *lx;
         else if (daxis != 0 ||
-                 !sn_shard_shares(b, (size_t)fx->dims[0], 1, lin.cnt))
+                 !shares(b, (size_t)fx->dims[0], 1, lin.cnt))
             return SHARDNET_OK;
-        lin.kind = LAY_S;
+        lin.kind = SN_LAY_S;
         lin.axis = 0;
         lo = lin;
         for (size_t d = 0; d < b->n; d++)
             gcnt[d] = groups;
         snprintf(how, sizeof how, "data-parallel: batch cut");
-        sn_shard_strategy_text(b, text, sizeof text, ranks, 0, (size_t)wv->rank,
-                               -1);
+        sn_strategy_of_cut(b->n, (size_t)fx->rank, 0, (size_t)wv->rank, -1,
+                           text, sizeof text);
     } else {
         return SHARDNET_OK;
     }
     /* weights and bias of each device */
-    if (mode == M_DATA) {
-        lay r = lay_r();
+    if (mode == SN_CUT_DATA) {
+        sn_layout r = sn_layout_r();
         in[1] = sn_shard_to_layout(b, W, &r);
         in[2] = B >= 0 ? sn_shard_to_layout(b, B, &r) : -1;
     } else if (partial) {
-        lay lw = lay_s(1, lin.cnt, b->n), lp = lay_p();
+        sn_layout lw = sn_layout_s(1, lin.cnt, b->n), lp = sn_layout_p();
         in[1] = sn_shard_to_layout(b, W, &lw);
         in[2] = B >= 0 ? sn_shard_to_layout(b, B, &lp) : -1;
     } else {
-        lay lw = lay_s(0, lo.cnt, b->n);
+        sn_layout lw = sn_layout_s(0, lo.cnt, b->n);
         in[1] = sn_shard_to_layout(b, W, &lw);
         in[2] = B >= 0 ? sn_shard_to_layout(b, B, &lw) : -1;
     }
@@ -329,7 +332,7 @@ static shardnet_status conv(bld *b, const sn_node *n, int *handled)
         if (sn_shard_set_int_attr(b, k, d, "group", (int64_t)gcnt[d]))
             return oom();
     if (partial && act)
-        return relu_after_sum(b, n, target, lay_r());
+        return relu_after_sum(b, n, target, sn_layout_r());
     sn_shard_remember(b, v, target, &lo);
     return SHARDNET_OK;
 }
@@ -346,20 +349,21 @@ static shardnet_status matmul2(bld *b, const sn_node *n, int *handled)
         fo->dtype != SN_DT_FLOAT)
         return SHARDNET_OK;
     int r = fa->rank;
-    const lay *la = sn_shard_layout_of(b, A), *lb = sn_shard_layout_of(b, B);
-    lay ta, tb, lo;
-    if (la->kind == LAY_S && la->axis < r - 2)
+    const sn_layout *la = sn_shard_layout_of(b, A),
+                    *lb = sn_shard_layout_of(b, B);
+    sn_layout ta, tb, lo;
+    if (la->kind == SN_LAY_S && la->axis < r - 2)
         ta = *la;
-    else if (lb->kind == LAY_S && lb->axis < r - 2)
+    else if (lb->kind == SN_LAY_S && lb->axis < r - 2)
         ta = *lb;
     else
-        ta.kind = LAY_R;
-    if (ta.kind == LAY_S) {
+        ta.kind = SN_LAY_R;
+    if (ta.kind == SN_LAY_S) {
         /* a batch dimension: the other operand is cut the same way unless
          * it broadcasts along it */
         tb = ta;
         lo = ta;
-        lay rr = lay_r();
+        sn_layout rr = sn_layout_r();
         int ia = fa->dims[ta.axis] == 1 ? sn_shard_to_layout(b, A, &rr)
                                          : sn_shard_to_layout(b, A, &ta);
         int ib = fb->dims[ta.axis] == 1 ? sn_shard_to_layout(b, B, &rr)
@@ -370,8 +374,8 @@ static shardnet_status matmul2(bld *b, const sn_node *n, int *handled)
         *handled = 1;
         return sn_shard_emit_copy(b, n, in, &lo, NULL);
     }
-    if (la->kind == LAY_S && la->axis == r - 2 && lb->kind != LAY_P) {
-        lay rr = lay_r();
+    if (la->kind == SN_LAY_S && la->axis == r - 2 && lb->kind != SN_LAY_P) {
+        sn_layout rr = sn_layout_r();
         int in[2] = {sn_shard_to_layout(b, A, la),
                      sn_shard_to_layout(b, B, &rr)};
         lo = *la;
@@ -380,8 +384,8 @@ static shardnet_status matmul2(bld *b, const sn_node *n, int *handled)
         *handled = 1;
         return sn_shard_emit_copy(b, n, in, &lo, NULL);
     }
-    if (lb->kind == LAY_S && lb->axis == r - 1 && la->kind != LAY_P) {
-        lay rr = lay_r();
+    if (lb->kind == SN_LAY_S && lb->axis == r - 1 && la->kind != SN_LAY_P) {
+        sn_layout rr = sn_layout_r();
         int in[2] = {sn_shard_to_layout(b, A, &rr),
                      sn_shard_to_layout(b, B, lb)};
         lo = *lb;
@@ -390,11 +394,11 @@ static shardnet_status matmul2(bld *b, const sn_node *n, int *handled)
         *handled = 1;
         return sn_shard_emit_copy(b, n, in, &lo, NULL);
     }
-    if (la->kind == LAY_S && la->axis == r - 1 && lb->kind == LAY_S &&
+    if (la->kind == SN_LAY_S && la->axis == r - 1 && lb->kind == SN_LAY_S &&
         lb->axis == r - 2 && !memcmp(la->cnt, lb->cnt, b->n * sizeof la->cnt[0])) {
         int in[2] = {sn_shard_to_layout(b, A, la),
                      sn_shard_to_layout(b, B, lb)};
-        lo = lay_p();
+        lo = sn_layout_p();
         if (in[0] < 0 || in[1] < 0)
             return failed(b);
         *handled = 1;

@@ -14,10 +14,11 @@
 #include "runtime/shard_build.h"
 
 /* Local dims of value v (full shape fs) under layout l on device d. */
-static void local_dims(const sn_rt *fs, const lay *l, size_t d, int64_t *dims)
+static void local_dims(const sn_rt *fs, const sn_layout *l, size_t d,
+                       int64_t *dims)
 {
     memcpy(dims, fs->dims, sizeof fs->dims);
-    if (l->kind == LAY_S)
+    if (l->kind == SN_LAY_S)
         dims[l->axis] = (int64_t)l->cnt[d];
 }
 
@@ -35,18 +36,18 @@ static shardnet_status elementwise(bld *b, const sn_node *n, int *handled)
     int r = fo->rank;
     int linear = rule_of(n) == SN_SHARD_ADDITIVE;
     int nP = 0, nS = 0, nOther = 0;
-    lay target = lay_r();
+    sn_layout target = sn_layout_r();
     for (size_t j = 0; j < n->ninputs; j++) {
         int v = n->inputs[j];
         if (v < 0)
             continue;
-        const lay *l = sn_shard_layout_of(b, v);
+        const sn_layout *l = sn_shard_layout_of(b, v);
         const sn_rt *fi = full(b, v);
         if (!fi)
             return SHARDNET_OK;
-        if (l->kind == LAY_P)
+        if (l->kind == SN_LAY_P)
             nP++;
-        else if (l->kind == LAY_S) {
+        else if (l->kind == SN_LAY_S) {
             if (!nS) {
                 target = *l;
                 target.axis = l->axis + (r - fi->rank);
@@ -59,7 +60,7 @@ static shardnet_status elementwise(bld *b, const sn_node *n, int *handled)
         int in[8];
         for (size_t j = 0; j < n->ninputs; j++)
             in[j] = n->inputs[j] < 0 ? -1 : b->vi[n->inputs[j]].v[0].sub;
-        lay lp = lay_p();
+        sn_layout lp = sn_layout_p();
         *handled = 1;
         return sn_shard_emit_copy(b, n, in, &lp, NULL);
     }
@@ -67,16 +68,16 @@ static shardnet_status elementwise(bld *b, const sn_node *n, int *handled)
         /* partial sums meeting a non-linear op: reduce-scatter along the
          * last axis when it is wide enough, else all-reduce */
         target = sn_shard_p_target(b, n->outputs[0]);
-        for (size_t j = 0; j < n->ninputs && target.kind == LAY_S; j++) {
+        for (size_t j = 0; j < n->ninputs && target.kind == SN_LAY_S; j++) {
             int v = n->inputs[j];
             const sn_rt *fi = v >= 0 ? full(b, v) : NULL;
-            if (fi && sn_shard_layout_of(b, v)->kind == LAY_P &&
+            if (fi && sn_shard_layout_of(b, v)->kind == SN_LAY_P &&
                 (fi->rank != r ||
                  memcmp(fi->dims, fo->dims, (size_t)r * sizeof fi->dims[0])))
-                target = lay_r(); /* broadcast partial sums: sum first */
+                target = sn_layout_r(); /* broadcast partial sums: sum first */
         }
     }
-    if (target.kind != LAY_S)
+    if (target.kind != SN_LAY_S)
         return SHARDNET_OK; /* all whole: replicated */
     int in[8];
     for (size_t j = 0; j < n->ninputs; j++) {
@@ -86,7 +87,7 @@ static shardnet_status elementwise(bld *b, const sn_node *n, int *handled)
             continue;
         const sn_rt *fi = full(b, v);
         int ai = target.axis - (r - fi->rank);
-        lay want = target, rr = lay_r();
+        sn_layout want = target, rr = sn_layout_r();
         want.axis = ai;
         if (ai < 0 || fi->dims[ai] == 1)
             in[j] = sn_shard_to_layout(b, v, &rr);
@@ -107,9 +108,9 @@ static shardnet_status normalise(bld *b, const sn_node *n, int *handled)
 {
     int X = n->inputs[0];
     const sn_rt *fx = full(b, X);
-    const lay *l = sn_shard_layout_of(b, X);
+    const sn_layout *l = sn_shard_layout_of(b, X);
     *handled = 0;
-    if (!fx || l->kind != LAY_S)
+    if (!fx || l->kind != SN_LAY_S)
         return SHARDNET_OK;
     for (size_t j = 1; j < n->noutputs; j++)
         if (n->outputs[j] >= 0)
@@ -122,7 +123,7 @@ static shardnet_status normalise(bld *b, const sn_node *n, int *handled)
     if (l->axis >= from && l->axis < to)
         return SHARDNET_OK;
     int in[3] = {-1, -1, -1};
-    lay rr = lay_r(), lo = *l;
+    sn_layout rr = sn_layout_r(), lo = *l;
     in[0] = sn_shard_to_layout(b, X, l);
     for (size_t j = 1; j < n->ninputs && j < 3; j++)
         if (n->inputs[j] >= 0 &&
@@ -138,12 +139,12 @@ static shardnet_status transpose(bld *b, const sn_node *n, int *handled)
 {
     int X = n->inputs[0];
     const sn_rt *fx = full(b, X);
-    const lay *l = sn_shard_layout_of(b, X);
+    const sn_layout *l = sn_shard_layout_of(b, X);
     *handled = 0;
-    if (!fx || l->kind == LAY_R)
+    if (!fx || l->kind == SN_LAY_R)
         return SHARDNET_OK;
-    lay lo = *l;
-    if (l->kind == LAY_S) {
+    sn_layout lo = *l;
+    if (l->kind == SN_LAY_S) {
         const sn_attr *pa = sn_node_attr(n, "perm");
         int found = -1;
         for (int j = 0; j < fx->rank; j++) {
@@ -158,7 +159,7 @@ static shardnet_status transpose(bld *b, const sn_node *n, int *handled)
     }
     int in[1] = {b->vi[X].v[0].sub};
     for (int i = 0; i < b->vi[X].nv; i++)
-        if (lay_eq(&b->vi[X].v[i].l, l, b->n))
+        if (sn_layout_eq(&b->vi[X].v[i].l, l, b->n))
             in[0] = b->vi[X].v[i].sub;
     *handled = 1;
     return sn_shard_emit_copy(b, n, in, &lo, NULL);
@@ -212,20 +213,20 @@ static shardnet_status reshape(bld *b, const sn_node *n, int *handled)
 {
     int X = n->inputs[0];
     const sn_rt *fx = full(b, X), *fo = full(b, n->outputs[0]);
-    const lay *l = sn_shard_layout_of(b, X);
+    const sn_layout *l = sn_shard_layout_of(b, X);
     int is_reshape = rule_of(n) == SN_SHARD_RESHAPE;
     *handled = 0;
-    if (!fx || !fo || l->kind == LAY_R ||
+    if (!fx || !fo || l->kind == SN_LAY_R ||
         (is_reshape && (n->ninputs != 2 || !is_const(b, n->inputs[1]))))
         return SHARDNET_OK;
-    lay lo = *l;
-    if (l->kind == LAY_S &&
+    sn_layout lo = *l;
+    if (l->kind == SN_LAY_S &&
         !map_axis(b, fx->rank, fx->dims, l->axis, l->cnt, fo->rank, fo->dims,
                   &lo.axis, lo.cnt))
         return SHARDNET_OK;
     int in[2] = {b->vi[X].v[0].sub, -1};
     for (int i = 0; i < b->vi[X].nv; i++)
-        if (lay_eq(&b->vi[X].v[i].l, l, b->n))
+        if (sn_layout_eq(&b->vi[X].v[i].l, l, b->n))
             in[0] = b->vi[X].v[i].sub;
     if (is_reshape) {
         int64_t vals[MAXD][SN_MAX_DIMS];
@@ -243,15 +244,15 @@ static shardnet_status reshape(bld *b, const sn_node *n, int *handled)
 static shardnet_status pool(bld *b, const sn_node *n, int *handled)
 {
     int X = n->inputs[0];
-    const lay *l = sn_shard_layout_of(b, X);
+    const sn_layout *l = sn_shard_layout_of(b, X);
     *handled = 0;
-    if (l->kind != LAY_S || l->axis > 1)
+    if (l->kind != SN_LAY_S || l->axis > 1)
         return SHARDNET_OK;
     for (size_t j = 1; j < n->noutputs; j++)
         if (n->outputs[j] >= 0)
             return SHARDNET_OK;
     int in[1] = {sn_shard_to_layout(b, X, l)};
-    lay lo = *l;
+    sn_layout lo = *l;
     if (in[0] < 0)
         return oom();
     *handled = 1;
@@ -336,7 +337,7 @@ shardnet_status sn_shard_build(bld *b)
             b->sub[d]->inputs[i] = k;
             b->sub[d]->ninputs = i + 1;
         }
-        lay r = lay_r();
+        sn_layout r = sn_layout_r();
         sn_shard_remember(b, v, k, &r);
     }
     for (size_t i = 0; i < g->nnodes; i++) {
@@ -352,10 +353,12 @@ shardnet_status sn_shard_build(bld *b)
         if ((st = shard_node(b, n)) != SHARDNET_OK)
             return st;
         if (n->noutputs && n->outputs[0] >= 0 && b->vi[n->outputs[0]].nv) {
-            const lay *l = &b->vi[n->outputs[0]].v[0].l;
+            const sn_layout *l = &b->vi[n->outputs[0]].v[0].l;
             sn_log(SHARDNET_LOG_DEBUG, "tensor split: %s (%s) -> %s axis %d",
                    n->name, n->op_type,
-                   l->kind == LAY_R ? "whole" : l->kind == LAY_S ? "cut" : "partial",
+                   l->kind == SN_LAY_R   ? "whole"
+                   : l->kind == SN_LAY_S ? "cut"
+                                         : "partial",
                    l->axis);
         }
     }
@@ -369,16 +372,17 @@ shardnet_status sn_shard_build(bld *b)
      * its piece into the host result (no all-gather: only the host needs
      * it whole); partial sums are reduce-scattered first. */
     for (size_t i = 0; i < g->noutputs; i++) {
-        const lay *cur = sn_shard_layout_of(b, g->outputs[i]);
+        const sn_layout *cur = sn_shard_layout_of(b, g->outputs[i]);
         const sn_rt *fs = full(b, g->outputs[i]);
-        lay want = cur->kind == LAY_S ? *cur
-                   : cur->kind == LAY_P ? sn_shard_p_target(b, g->outputs[i])
-                                        : lay_r();
+        sn_layout want =
+            cur->kind == SN_LAY_S   ? *cur
+            : cur->kind == SN_LAY_P ? sn_shard_p_target(b, g->outputs[i])
+                                    : sn_layout_r();
         if (!fs)
-            want = lay_r();
+            want = sn_layout_r();
         int k = sn_shard_to_layout(b, g->outputs[i], &want);
         b->out_lay[i] = want;
-        if (k >= 0 && want.kind == LAY_S)
+        if (k >= 0 && want.kind == SN_LAY_S)
             sn_shard_say(b, "  output '%s': cut along axis %d, each device "
                             "writes its part of the host result\n",
                          g->values[g->outputs[i]].name, want.axis);

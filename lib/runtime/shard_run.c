@@ -27,8 +27,8 @@ static shardnet_status share_outputs(sn_tensor_split *t)
     unsigned root = t->where->procs[0];
     for (size_t i = 0; i < t->g->noutputs && st == SHARDNET_OK; i++) {
         sn_host_tensor *o = &t->out[i];
-        const lay *l = &t->out_lay[i];
-        if (l->kind == LAY_S) {
+        const sn_layout *l = &t->out_lay[i];
+        if (l->kind == SN_LAY_S) {
             /* Per index of the axes before the cut one: each rank's rows
              * of `inner` bytes, gathered. */
             size_t es = sn_dtype_size(o->dtype);
@@ -94,14 +94,12 @@ static int workers_done(const void *arg)
 static shardnet_status put_pieces(sn_tensor_split *t, size_t r)
 {
     for (size_t i = 0; i < t->g->noutputs; i++) {
-        const lay *l = &t->out_lay[i];
+        const sn_layout *l = &t->out_lay[i];
         sn_host_tensor *o = &t->out[i];
         const sn_host_tensor *piece = sn_plan_output(t->plan[r], i);
-        if (l->kind != LAY_S || !piece->nbytes)
+        if (l->kind != SN_LAY_S || !piece->nbytes)
             continue;
-        size_t es = sn_dtype_size(o->dtype), pre = 0;
-        for (size_t q = 0; q < r; q++)
-            pre += l->cnt[q];
+        size_t es = sn_dtype_size(o->dtype), pre = sn_layout_offset(l, r);
         size_t outer = prod(o->dims, 0, l->axis),
                inner = prod(o->dims, l->axis + 1, o->rank) * es,
                len = (size_t)o->dims[l->axis];
@@ -203,7 +201,7 @@ shardnet_status sn_tensor_split_run(sn_tensor_split *t, const sn_binding *in)
         }
     }
     for (size_t i = 0; i < t->g->noutputs; i++)
-        if (t->out_lay[i].kind != LAY_S && t->where->nlocal) {
+        if (t->out_lay[i].kind != SN_LAY_S && t->where->nlocal) {
             const sn_host_tensor *o =
                 sn_plan_output(t->plan[t->where->local[0]], i);
             if (t->me_owned_out) {

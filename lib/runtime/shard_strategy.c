@@ -1,30 +1,16 @@
 /*
- * Strategies of the tensor split in MindSpore's notation: parsed from and
- * written to plan files, found for the node they force, read as a mode of
- * a product's cut, and recorded for the products the split chose to cut.
+ * The strategies of the tensor split's walk (lib/plan/strategy.h reads
+ * and writes them): the one a plan file forces on a node, found and
+ * marked used, and those of the products the split chose to cut, recorded
+ * for the plan file.
  */
 #include <config.h>
 
-#include <ctype.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "runtime/shard_build.h"
-
-void sn_shard_strategy_text(const bld *b, char *buf, size_t cap,
-                          const size_t *ra, int sa, size_t rb, int sb)
-{
-    /* ra: ranks of the two operands; sa, sb: split axis of each (-1). */
-    sn_strategy s = {.ntuples = rb ? 2 : 1};
-    s.len[0] = ra[0];
-    s.len[1] = rb;
-    for (size_t i = 0; i < ra[0]; i++)
-        s.v[0][i] = (int)i == sa ? (unsigned)b->n : 1;
-    for (size_t i = 0; i < rb; i++)
-        s.v[1][i] = (int)i == sb ? (unsigned)b->n : 1;
-    sn_strategy_format(&s, buf, cap);
-}
 
 void sn_shard_record_choice(bld *b, const sn_node *n, const char *text)
 {
@@ -53,127 +39,4 @@ const sn_strategy *sn_shard_find_strategy(bld *b, const sn_node *n)
             return &b->strat[i];
         }
     return NULL;
-}
-
-/*
- * Read a forced strategy for an operand pair of ranks ra (data) and rb
- * (weight): which mode and, for M_DATA, which axis of the data.
- */
-shardnet_status sn_shard_strategy_mode(const bld *b, const sn_node *n,
-                                     const sn_strategy *s, int ra, int rb,
-                                     int k_axis_w, int n_axis_w, int *mode,
-                                     int *axis)
-{
-    int sa = -1, sw = -1, bad = s->ntuples != 2 || (int)s->len[0] != ra ||
-                                (int)s->len[1] != rb;
-    for (int i = 0; !bad && i < ra; i++)
-        if (s->v[0][i] != 1) {
-            bad |= s->v[0][i] != b->n || sa >= 0;
-            sa = i;
-        }
-    for (int i = 0; !bad && i < rb; i++)
-        if (s->v[1][i] != 1) {
-            bad |= s->v[1][i] != b->n || sw >= 0;
-            sw = i;
-        }
-    if (!bad) {
-        int k_axis_a = rule_of(n) == SN_SHARD_CONV ? 1 : ra - 1;
-        if (sa < 0 && sw < 0)
-            *mode = M_REP;
-        else if (sa == k_axis_a && sw == k_axis_w)
-            *mode = M_ROW;
-        else if (sa < 0 && sw == n_axis_w)
-            *mode = M_COL;
-        else if (sa >= 0 && sa != k_axis_a && sw < 0) {
-            *mode = M_DATA;
-            *axis = sa;
-        } else
-            bad = 1;
-    }
-    if (bad) {
-        char t[256];
-        sn_strategy_format(s, t, sizeof t);
-        return sn_error(SHARDNET_INVALID_ARGUMENT,
-                        "strategy %s for node '%s' (%s): this version cuts "
-                        "one dimension over all %zu devices (the inputs' "
-                        "reduced dimension together, the weight's output "
-                        "dimension, or a dimension of the data alone)",
-                        t, n->name, n->op_type, b->n);
-    }
-    return SHARDNET_OK;
-}
-
-shardnet_status sn_strategy_parse(const char *text, sn_strategy *out)
-{
-    const char *p = text;
-    out->ntuples = 0;
-    memset(out->len, 0, sizeof out->len);
-#define SKIP()                                                                \
-    while (isspace((unsigned char)*p))                                        \
-    p++
-    SKIP();
-    if (*p++ != '(')
-        goto bad;
-    for (;;) {
-        SKIP();
-        if (*p == ')' && out->ntuples) {
-            p++;
-            break;
-        }
-        if (*p++ != '(' || out->ntuples == SN_STRATEGY_TUPLES)
-            goto bad;
-        size_t k = out->ntuples++;
-        for (;;) {
-            SKIP();
-            char *end;
-            unsigned long v = strtoul(p, &end, 10);
-            if (end == p || v < 1 || v > MAXD ||
-                out->len[k] == SN_MAX_DIMS)
-                goto bad;
-            out->v[k][out->len[k]++] = (unsigned)v;
-            p = end;
-            SKIP();
-            if (*p == ',') {
-                p++;
-                continue;
-            }
-            if (*p++ != ')')
-                goto bad;
-            break;
-        }
-        SKIP();
-        if (*p == ',')
-            p++;
-    }
-    SKIP();
-    if (*p)
-        goto bad;
-    return SHARDNET_OK;
-bad:
-    return sn_error(SHARDNET_INVALID_ARGUMENT,
-                    "strategy '%s': expected tuples of numbers from 1 to %d "
-                    "such as ((1,2),(2,1))",
-                    text, MAXD);
-#undef SKIP
-}
-
-void sn_strategy_format(const sn_strategy *s, char *buf, size_t cap)
-{
-    size_t len = 0;
-#define PUT(...)                                                              \
-    do {                                                                      \
-        if (len < cap)                                                        \
-            len += (size_t)snprintf(buf + len, cap - len, __VA_ARGS__);       \
-    } while (0)
-    if (cap)
-        buf[0] = '\0';
-    PUT("(");
-    for (size_t k = 0; k < s->ntuples; k++) {
-        PUT("%s(", k ? "," : "");
-        for (size_t i = 0; i < s->len[k]; i++)
-            PUT("%s%u", i ? "," : "", s->v[k][i]);
-        PUT(")");
-    }
-    PUT(")");
-#undef PUT
 }

@@ -7,27 +7,9 @@
 #define SN_TENSOR_SPLIT_H
 
 #include "exec/exec.h"
+#include "plan/strategy.h"
 
 typedef struct sn_tensor_split sn_tensor_split;
-
-/*
- * A sharding strategy for one operator in MindSpore's notation: one tuple
- * per input, one number per dimension of that input, saying into how many
- * parts that dimension is cut.  "((1,2),(2,1))" on a MatMul cuts A's
- * columns and B's rows in two: a row-parallel layer.
- */
-#define SN_STRATEGY_TUPLES 4
-typedef struct sn_strategy {
-    char node[256];               /* the node's name */
-    size_t ntuples;
-    size_t len[SN_STRATEGY_TUPLES];
-    unsigned v[SN_STRATEGY_TUPLES][SN_MAX_DIMS];
-} sn_strategy;
-
-/* Parse "((a,b),(c,d))" (spaces allowed) into *out (node name untouched). */
-shardnet_status sn_strategy_parse(const char *text, sn_strategy *out);
-/* Write the tuples back in the same notation. */
-void sn_strategy_format(const sn_strategy *s, char *buf, size_t cap);
 
 /*
  * Shard graph g (sorted, passes run) over devs[0..ndev) for inputs shaped
@@ -68,8 +50,9 @@ void sn_tensor_split_describe(const sn_tensor_split *t, char *buf,
  * (named nodes), to save in a plan file. */
 size_t sn_tensor_split_strategies(const sn_tensor_split *t,
                                   const sn_strategy **out);
-/* Estimated seconds per run: the slowest device's work at its speed plus
- * launch costs, plus the collectives at the measured host bandwidth. */
+/* Estimated seconds per run (lib/plan/tensor_costs.h): the slowest
+ * device's work at its speed plus launch costs, plus the collectives at
+ * the measured host bandwidth. */
 double sn_tensor_split_estimate(const sn_tensor_split *t);
 /* The first device whose shard (weights and activations) exceeds its
  * memory, or NULL when every shard fits; in a job, the same answer on
