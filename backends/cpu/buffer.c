@@ -1,9 +1,10 @@
 /*
  * The CPU device's buffers: host memory, allocated bound to the package's
  * NUMA node (plain aligned memory where the OS cannot bind), so that
- * mapping is zero-copy and an input may lend its own memory.  Each access
- * first drains the device's queue, which keeps it in order with the tasks
- * queued before it.
+ * mapping is zero-copy and an input may lend its own memory.  Each
+ * blocking access first drains the device's queue, which keeps it in
+ * order with the tasks queued before it; an asynchronous copy is a task
+ * of its own on the queue (tasks.c makes it).
  */
 #include <config.h>
 
@@ -80,6 +81,28 @@ shardnet_status sn_cpu_buffer_read(sn_buffer *buf, size_t offset, void *dst,
     sn_cpu_synchronize(buf->dev);
     memcpy(dst, (char *)((cpu_buf *)buf)->host + offset, bytes);
     return SHARDNET_OK;
+}
+
+static shardnet_status enqueue_copy(task_kind kind, sn_buffer *buf,
+                                    size_t offset, const void *src, void *dst,
+                                    size_t bytes)
+{
+    task t = {.kind = kind,
+              .u.host = {.buf = buf, .offset = offset, .bytes = bytes,
+                         .src = src, .dst = dst}};
+    return sn_cpu_enqueue(buf->dev, &t);
+}
+
+shardnet_status sn_cpu_buffer_write_async(sn_buffer *buf, size_t offset,
+                                          const void *src, size_t bytes)
+{
+    return enqueue_copy(TASK_WRITE, buf, offset, src, NULL, bytes);
+}
+
+shardnet_status sn_cpu_buffer_read_async(sn_buffer *buf, size_t offset,
+                                         void *dst, size_t bytes)
+{
+    return enqueue_copy(TASK_READ, buf, offset, NULL, dst, bytes);
 }
 
 shardnet_status sn_cpu_buffer_map(sn_buffer *buf, size_t offset, size_t bytes,

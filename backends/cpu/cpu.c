@@ -470,6 +470,8 @@ static const sn_backend_ops cpu_ops = {
     .buffer_map = sn_cpu_buffer_map,
     .buffer_unmap = sn_cpu_buffer_unmap,
     .buffer_lend = sn_cpu_buffer_lend,
+    .buffer_write_async = sn_cpu_buffer_write_async,
+    .buffer_read_async = sn_cpu_buffer_read_async,
     .gemm = cpu_gemm,
     .binary = cpu_binary,
     .unary = cpu_unary,
@@ -482,6 +484,10 @@ static const sn_backend_ops cpu_ops = {
     .layernorm = cpu_layernorm,
     .gather = cpu_gather,
     .synchronize = sn_cpu_synchronize,
+    .event_record = sn_cpu_event_record,
+    .event_wait = sn_cpu_event_wait,
+    .event_query = sn_cpu_event_query,
+    .event_free = sn_cpu_event_free,
     .bind_thread = sn_cpu_bind_thread,
 };
 

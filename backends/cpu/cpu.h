@@ -6,10 +6,13 @@
  *   cpu.c     discovery (hwloc packages, this process's share of their
  *             cores), a device's life, the ops table
  *   queue.c   the worker thread and its queue, the thread that drives a
- *             device itself, binding threads and teams to the package
+ *             device itself, binding threads and teams to the package,
+ *             events (a place in the queue)
  *   tasks.c   one task run on the package's cores: the cpu/ kernel it
- *             calls, the packed copies of constant GEMM operands
- *   buffer.c  buffers: host memory bound to the package's NUMA node
+ *             calls or the copy it makes, the packed copies of constant
+ *             GEMM operands
+ *   buffer.c  buffers: host memory bound to the package's NUMA node, and
+ *             their copies, blocking or queued
  */
 #ifndef SN_CPU_BACKEND_H
 #define SN_CPU_BACKEND_H
@@ -33,8 +36,20 @@ typedef enum task_kind {
     TASK_POOL,
     TASK_LAYERNORM,
     TASK_GATHER,
+    TASK_WRITE, /* host memory into a buffer (buffer_write_async) */
+    TASK_READ,  /* a buffer into host memory (buffer_read_async) */
     TASK_RELEASE_TEAM /* the worker's: its OpenMP team goes (queue.c) */
 } task_kind;
+
+/* A queued copy between bytes [offset, offset + bytes) of buf and host
+ * memory: src for a TASK_WRITE, dst for a TASK_READ.  The buffer's memory
+ * is looked up when the task runs (a lend may have changed it). */
+typedef struct host_copy {
+    sn_buffer *buf;
+    size_t offset, bytes;
+    const void *src;
+    void *dst;
+} host_copy;
 
 typedef struct task {
     task_kind kind;
@@ -50,6 +65,7 @@ typedef struct task {
         sn_pool_desc pool;
         sn_layernorm_desc layernorm;
         sn_gather_desc gather;
+        host_copy host;
     } u;
 } task;
 
@@ -74,6 +90,12 @@ typedef struct cpu_device {
     atomic_int sleepers;   /* synchronize callers waiting on `idle` */
     atomic_int worker_team; /* the worker has an OpenMP team (queue.c) */
     int running;           /* the worker is executing a task */
+    /* Events: tasks ever put in the ring, and ever finished by the worker
+     * (in order, so every task up to `finished` is done); event waiters
+     * asleep on `idle`, which then hear of every finished task. */
+    uint64_t queued;
+    _Atomic uint64_t finished;
+    int event_sleepers;
     int quit;
     pthread_t worker;
     int worker_started;
@@ -100,6 +122,12 @@ typedef struct cpu_buf {
     void *own_host; /* host's own memory while it is lent */
 } cpu_buf;
 
+/* An event: done once the worker has finished `seq` tasks. */
+typedef struct cpu_event {
+    sn_event pub;
+    uint64_t seq;
+} cpu_event;
+
 /* tasks.c: run t on the calling thread (the worker, or the thread that
  * drives the device); drop the packed copies of buf's contents (every one
  * where buf is NULL). */
@@ -113,6 +141,11 @@ void *sn_cpu_worker_main(void *arg);
 shardnet_status sn_cpu_enqueue(sn_device *dev, const task *t);
 shardnet_status sn_cpu_synchronize(sn_device *dev);
 void sn_cpu_bind_thread(sn_device *dev, int on);
+/* queue.c: the ops table's event members. */
+shardnet_status sn_cpu_event_record(sn_device *dev, sn_event **out);
+shardnet_status sn_cpu_event_wait(sn_event *ev);
+shardnet_status sn_cpu_event_query(sn_event *ev, int *done);
+void sn_cpu_event_free(sn_event *ev);
 
 /* buffer.c: the ops table's buffer members. */
 shardnet_status sn_cpu_buffer_alloc(sn_device *dev, size_t bytes,
@@ -122,6 +155,10 @@ shardnet_status sn_cpu_buffer_write(sn_buffer *buf, size_t offset,
                                     const void *src, size_t bytes);
 shardnet_status sn_cpu_buffer_read(sn_buffer *buf, size_t offset, void *dst,
                                    size_t bytes);
+shardnet_status sn_cpu_buffer_write_async(sn_buffer *buf, size_t offset,
+                                          const void *src, size_t bytes);
+shardnet_status sn_cpu_buffer_read_async(sn_buffer *buf, size_t offset,
+                                         void *dst, size_t bytes);
 shardnet_status sn_cpu_buffer_map(sn_buffer *buf, size_t offset, size_t bytes,
                                   int flags, void **ptr);
 shardnet_status sn_cpu_buffer_unmap(sn_buffer *buf, void *ptr);

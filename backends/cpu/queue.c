@@ -2,7 +2,8 @@
  * The CPU device's in-order queue: its worker thread, which runs the tasks
  * queued for it with an OpenMP team pinned to the package's cores, and the
  * host thread that drives a device of a split itself, running its tasks
- * in place of the worker (see cpu.c for the whole picture).
+ * in place of the worker (see cpu.c for the whole picture); and the
+ * queue's events, each a count of tasks the worker is to have finished.
  */
 #include <config.h>
 
@@ -147,8 +148,9 @@ void *sn_cpu_worker_main(void *arg)
 
         pthread_mutex_lock(&cd->lock);
         cd->running = 0;
+        atomic_fetch_add(&cd->finished, 1);
         atomic_fetch_sub(&cd->pending, 1);
-        if (cd->count == 0)
+        if (cd->count == 0 || cd->event_sleepers)
             pthread_cond_broadcast(&cd->idle);
     }
     pthread_mutex_unlock(&cd->lock);
@@ -278,6 +280,7 @@ shardnet_status sn_cpu_enqueue(sn_device *dev, const task *t)
     }
     cd->ring[(cd->head + cd->count) % cd->cap] = *t;
     cd->count++;
+    cd->queued++;
     atomic_fetch_add(&cd->pending, 1);
     pthread_cond_signal(&cd->wake);
     pthread_mutex_unlock(&cd->lock);
@@ -304,4 +307,61 @@ shardnet_status sn_cpu_synchronize(sn_device *dev)
     atomic_fetch_sub(&cd->sleepers, 1);
     pthread_mutex_unlock(&cd->lock);
     return SHARDNET_OK;
+}
+
+/*
+ * Events.  The worker runs the ring's tasks in order, so an event is the
+ * number of tasks queued when it was recorded: it has completed once the
+ * worker has finished that many.  A task that the driving thread runs
+ * itself is done when its enqueue returns, before any event that thread
+ * records.  CPU tasks cannot fail, so a wait has no error to return.
+ */
+static int event_passed(const void *arg)
+{
+    const cpu_event *ev = arg;
+    cpu_device *cd = ev->pub.dev->impl;
+    return atomic_load(&cd->finished) >= ev->seq;
+}
+
+shardnet_status sn_cpu_event_record(sn_device *dev, sn_event **out)
+{
+    cpu_device *cd = dev->impl;
+    cpu_event *ev = malloc(sizeof *ev);
+    if (!ev)
+        return sn_error(SHARDNET_OUT_OF_MEMORY, "%s: event", dev->info.name);
+    ev->pub.dev = dev;
+    pthread_mutex_lock(&cd->lock);
+    ev->seq = cd->queued;
+    pthread_mutex_unlock(&cd->lock);
+    *out = &ev->pub;
+    return SHARDNET_OK;
+}
+
+/* Polls first, then sleeps, as sn_cpu_synchronize does; the worker wakes
+ * event sleepers after every task (it counts the task in `finished` under
+ * the lock). */
+shardnet_status sn_cpu_event_wait(sn_event *pub)
+{
+    cpu_event *ev = (cpu_event *)pub;
+    cpu_device *cd = pub->dev->impl;
+    if (sn_poll(event_passed, ev, SYNC_SPIN_S))
+        return SHARDNET_OK;
+    pthread_mutex_lock(&cd->lock);
+    cd->event_sleepers++;
+    while (!event_passed(ev))
+        pthread_cond_wait(&cd->idle, &cd->lock);
+    cd->event_sleepers--;
+    pthread_mutex_unlock(&cd->lock);
+    return SHARDNET_OK;
+}
+
+shardnet_status sn_cpu_event_query(sn_event *ev, int *done)
+{
+    *done = event_passed(ev);
+    return SHARDNET_OK;
+}
+
+void sn_cpu_event_free(sn_event *ev)
+{
+    free(ev);
 }

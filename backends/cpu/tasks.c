@@ -1,13 +1,15 @@
 /*
- * The CPU backend's tasks: what a kernel does once its turn comes on the
- * device's queue (queue.c), on the worker or on the thread that drives the
- * device: the cpu/ kernel it calls, on its buffers' host memory.  GEMMs
- * with a constant B (a weight) use a packed copy of B, kept per device
- * until B's buffer is freed.
+ * The CPU backend's tasks: what a kernel or an asynchronous copy does once
+ * its turn comes on the device's queue (queue.c), on the worker or on the
+ * thread that drives the device: the cpu/ kernel it calls on its buffers'
+ * host memory, or the copy between a buffer and the caller's memory.
+ * GEMMs with a constant B (a weight) use a packed copy of B, kept per
+ * device until B's buffer is freed.
  */
 #include <config.h>
 
 #include <stdlib.h>
+#include <string.h>
 
 #include "cpu.h"
 
@@ -20,6 +22,12 @@ static float *view_ptr(sn_view v)
 static const float *view_ptr_or_null(sn_view v)
 {
     return v.buf ? view_ptr(v) : NULL;
+}
+
+/* The bytes of a queued copy in its buffer's memory. */
+static char *copy_ptr(const host_copy *h)
+{
+    return (char *)((cpu_buf *)h->buf)->host + h->offset;
 }
 
 /* Gather's indices: int32 stored bit for bit, the offset in 4-byte units. */
@@ -143,6 +151,12 @@ void sn_cpu_run_task(cpu_device *cd, const task *t)
         sn_cpu_gather(&t->u.gather, view_ptr(t->u.gather.data),
                       index_ptr(t->u.gather.indices),
                       view_ptr(t->u.gather.out));
+        break;
+    case TASK_WRITE:
+        memcpy(copy_ptr(&t->u.host), t->u.host.src, t->u.host.bytes);
+        break;
+    case TASK_READ:
+        memcpy(t->u.host.dst, copy_ptr(&t->u.host), t->u.host.bytes);
         break;
     case TASK_RELEASE_TEAM: /* the worker's own (sn_cpu_worker_main) */
         break;

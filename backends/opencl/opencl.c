@@ -283,6 +283,8 @@ static const sn_backend_ops cl_ops = {
     .buffer_read = sn_cl_buffer_read,
     .buffer_map = sn_cl_buffer_map,
     .buffer_unmap = sn_cl_buffer_unmap,
+    .buffer_write_async = sn_cl_buffer_write_async,
+    .buffer_read_async = sn_cl_buffer_read_async,
     .gemm = sn_cl_gemm,
     .binary = sn_cl_binary,
     .unary = sn_cl_unary,
@@ -295,6 +297,10 @@ static const sn_backend_ops cl_ops = {
     .layernorm = sn_cl_layernorm,
     .gather = sn_cl_gather,
     .synchronize = cl_synchronize,
+    .event_record = sn_cl_event_record,
+    .event_wait = sn_cl_event_wait,
+    .event_query = sn_cl_event_query,
+    .event_free = sn_cl_event_free,
 };
 
 const sn_backend sn_opencl_backend = {

@@ -4,7 +4,7 @@
  * the launch helpers every kernel's launcher uses.
  *
  *   opencl.c   discovery, a device's life, synchronize, the ops table
- *   buffer.c   buffers and their mappings
+ *   buffer.c   buffers, their copies and mappings; events
  *   launch.c   programs and kernels on first use, launching one; the
  *              element-wise, reduction, softmax and layer-norm launchers
  *   gemm.c     GEMM through CLBlast, its bias / ReLU epilogue
@@ -91,6 +91,12 @@ typedef struct cl_buf {
     cl_mapping *maps;
 } cl_buf;
 
+/* An event: the public part first, then its marker on the queue. */
+typedef struct cl_marker {
+    sn_event pub;
+    cl_event ev;
+} cl_marker;
+
 /* One kernel argument: clSetKernelArg's size and value (NULL: local). */
 typedef struct karg {
     size_t size;
@@ -136,9 +142,17 @@ shardnet_status sn_cl_buffer_write(sn_buffer *buf, size_t offset,
                                    const void *src, size_t bytes);
 shardnet_status sn_cl_buffer_read(sn_buffer *buf, size_t offset, void *dst,
                                   size_t bytes);
+shardnet_status sn_cl_buffer_write_async(sn_buffer *buf, size_t offset,
+                                         const void *src, size_t bytes);
+shardnet_status sn_cl_buffer_read_async(sn_buffer *buf, size_t offset,
+                                        void *dst, size_t bytes);
 shardnet_status sn_cl_buffer_map(sn_buffer *buf, size_t offset, size_t bytes,
                                  int flags, void **ptr);
 shardnet_status sn_cl_buffer_unmap(sn_buffer *buf, void *ptr);
+shardnet_status sn_cl_event_record(sn_device *dev, sn_event **out);
+shardnet_status sn_cl_event_wait(sn_event *ev);
+shardnet_status sn_cl_event_query(sn_event *ev, int *done);
+void sn_cl_event_free(sn_event *ev);
 
 shardnet_status sn_cl_binary(sn_device *dev, const sn_binary_desc *d);
 shardnet_status sn_cl_unary(sn_device *dev, const sn_unary_desc *d);

@@ -7,12 +7,31 @@
  * validate every descriptor against the buffers' sizes before the backend
  * sees it, so backends may assume well-formed, in-bounds arguments.
  *
- * Execution model, the same on every backend: each device is an in-order
- * queue.  Kernels are enqueued and may run asynchronously; buffer_write and
- * buffer_read block and are ordered after everything enqueued before them;
- * synchronize waits for the queue to drain and returns the first error an
- * asynchronous kernel hit since the last synchronize (sticky until then).
- * Buffers passed to a kernel must stay alive until the kernel has finished.
+ * Execution model, the same on every backend: each device is one stream,
+ * an in-order queue.  What is enqueued on it runs one command after the
+ * other, in the order enqueued, and may run after the call that enqueued
+ * it has returned:
+ *
+ *   - kernels (gemm ... gather) are always enqueued;
+ *   - buffer_write_async and buffer_read_async enqueue a copy between a
+ *     buffer and host memory; the host memory must stay alive and
+ *     untouched (a write's source unchanged, a read's destination unread)
+ *     until an event recorded after the copy has completed or the device
+ *     has been synchronized;
+ *   - buffer_write, buffer_read, buffer_map and buffer_lend block: they
+ *     wait for what was enqueued before them, then do their work;
+ *   - event_record enqueues a marker: the event completes once everything
+ *     enqueued before it has finished.  event_wait blocks the host thread
+ *     until then and returns the first error of that work (as synchronize
+ *     does); event_query says whether it has completed, without blocking;
+ *   - synchronize waits for the queue to drain and returns the first
+ *     error an enqueued command hit since the last synchronize.
+ *
+ * The asynchronous copies and the events are optional members: where a
+ * backend lacks them, the wrappers (lib/backend/kernels.c) copy with the
+ * blocking calls and make an event whose wait is a synchronize, so that
+ * callers need no special case.  Buffers passed to a kernel or a copy must
+ * stay alive until it has finished.
  *
  * All tensors are float32, row-major (C order), addressed as a buffer plus an
  * offset counted in elements.
@@ -29,13 +48,14 @@
  * written against (sn_backend.abi, sn_backend_ops.abi) and the registry
  * refuses one that differs.  Raise it with every change to the structs and
  * the vtable below. */
-#define SN_BACKEND_ABI 4
+#define SN_BACKEND_ABI 5
 
 /** Highest tensor rank the element-wise kernels accept. */
 #define SN_MAX_DIMS 8
 
 typedef struct sn_device sn_device;
 typedef struct sn_buffer sn_buffer;
+typedef struct sn_event sn_event;
 
 /** Memory owned by one device.  A backend that keeps more per buffer (the
  * CPU backend its host memory) embeds this struct as the first member of
@@ -44,6 +64,12 @@ struct sn_buffer {
     sn_device *dev;
     size_t size;  /* bytes */
     void *handle; /* backend object (cl_mem on OpenCL) */
+};
+
+/** A point in a device's stream (event_record).  A backend that keeps
+ * more per event embeds this struct as the first member of its own. */
+struct sn_event {
+    sn_device *dev;
 };
 
 /** A float tensor's first element: buffer + offset in elements. */
@@ -284,6 +310,13 @@ typedef struct sn_backend_ops {
      * NULL, the buffer's storage is the caller's `ptr` (buf->size bytes,
      * any alignment), so that inputs need no copy.  Ordered like a write. */
     shardnet_status (*buffer_lend)(sn_buffer *buf, void *ptr);
+    /* Optional: buffer_write and buffer_read enqueued on the stream
+     * instead of blocking (see the execution model above for how long the
+     * host memory must stay as it is). */
+    shardnet_status (*buffer_write_async)(sn_buffer *buf, size_t offset,
+                                          const void *src, size_t bytes);
+    shardnet_status (*buffer_read_async)(sn_buffer *buf, size_t offset,
+                                         void *dst, size_t bytes);
 
     shardnet_status (*gemm)(sn_device *dev, const sn_gemm_desc *d);
     shardnet_status (*binary)(sn_device *dev, const sn_binary_desc *d);
@@ -298,6 +331,16 @@ typedef struct sn_backend_ops {
     shardnet_status (*gather)(sn_device *dev, const sn_gather_desc *d);
 
     shardnet_status (*synchronize)(sn_device *dev);
+
+    /* Optional, all three or none: an event recorded after everything
+     * enqueued so far; waiting for it (the first error of that work, or
+     * SHARDNET_OK); freeing it, done or not.  event_query, optional on
+     * top: *done set non-zero once the event has completed, without
+     * blocking; an error of the work before it may come back here too. */
+    shardnet_status (*event_record)(sn_device *dev, sn_event **out);
+    shardnet_status (*event_wait)(sn_event *ev);
+    shardnet_status (*event_query)(sn_event *ev, int *done);
+    void (*event_free)(sn_event *ev);
 
     /* Optional: with on, run the calling host thread near the device (a
      * CPU device: on its package), for the threads that drive one device
@@ -387,6 +430,23 @@ shardnet_status sn_buffer_read(sn_buffer *buf, size_t offset, void *dst,
 shardnet_status sn_buffer_map(sn_buffer *buf, size_t offset, size_t bytes,
                               int flags, void **ptr);
 shardnet_status sn_buffer_unmap(sn_buffer *buf, void *ptr);
+/* Asynchronous copies, checked like the blocking ones; on a backend
+ * without them, the blocking copy.  The host memory must stay as it is
+ * until an event recorded after the copy has completed (or the device is
+ * synchronized). */
+shardnet_status sn_buffer_write_async(sn_buffer *buf, size_t offset,
+                                      const void *src, size_t bytes);
+shardnet_status sn_buffer_read_async(sn_buffer *buf, size_t offset, void *dst,
+                                     size_t bytes);
+/* Events: *out completes when everything enqueued on dev before it has
+ * finished.  sn_event_wait blocks until then and returns the first error
+ * of that work; sn_event_query sets *done without blocking.  On a backend
+ * without events, the event's wait is a synchronize of its device and its
+ * query waits (so says done, always).  sn_event_free takes NULL. */
+shardnet_status sn_event_record(sn_device *dev, sn_event **out);
+shardnet_status sn_event_wait(sn_event *ev);
+shardnet_status sn_event_query(sn_event *ev, int *done);
+void sn_event_free(sn_event *ev);
 shardnet_status sn_gemm(sn_device *dev, const sn_gemm_desc *d);
 shardnet_status sn_binary(sn_device *dev, const sn_binary_desc *d);
 shardnet_status sn_unary(sn_device *dev, const sn_unary_desc *d);

@@ -5,6 +5,8 @@
  * buffers it names, so that a backend never reads or writes out of bounds
  * and never narrows a size that does not fit its integer types (BLAS and
  * OpenCL take int / cl_int).  Backends may then trust their arguments.
+ * The stand-ins for optional members that every caller may count on (the
+ * asynchronous copies, events) are here too.
  */
 #include <config.h>
 
@@ -168,6 +170,85 @@ shardnet_status sn_buffer_unmap(sn_buffer *buf, void *ptr)
         return sn_error(SHARDNET_UNSUPPORTED, "unmapping buffers on %s",
                         buf->dev->info.name);
     return buf->dev->ops->buffer_unmap(buf, ptr);
+}
+
+/*
+ * The stream's asynchronous copies and events.  A backend without them
+ * still serves every caller: its copies block (done before the call
+ * returns, which the contract allows), and its events are the device
+ * alone, waited for by a synchronize.  Whether an event is the backend's
+ * or such a stand-in follows from its device's table (event_record).
+ */
+
+shardnet_status sn_buffer_write_async(sn_buffer *buf, size_t offset,
+                                      const void *src, size_t bytes)
+{
+    shardnet_status st =
+        check_range(buf, offset, bytes, src, "asynchronous buffer write");
+    if (st != SHARDNET_OK || bytes == 0)
+        return st;
+    if (!buf->dev->ops->buffer_write_async)
+        return buf->dev->ops->buffer_write(buf, offset, src, bytes);
+    return buf->dev->ops->buffer_write_async(buf, offset, src, bytes);
+}
+
+shardnet_status sn_buffer_read_async(sn_buffer *buf, size_t offset, void *dst,
+                                     size_t bytes)
+{
+    shardnet_status st =
+        check_range(buf, offset, bytes, dst, "asynchronous buffer read");
+    if (st != SHARDNET_OK || bytes == 0)
+        return st;
+    if (!buf->dev->ops->buffer_read_async)
+        return buf->dev->ops->buffer_read(buf, offset, dst, bytes);
+    return buf->dev->ops->buffer_read_async(buf, offset, dst, bytes);
+}
+
+shardnet_status sn_event_record(sn_device *dev, sn_event **out)
+{
+    shardnet_status st =
+        check_device(dev, dev ? dev->ops->synchronize : NULL, "events");
+    if (st != SHARDNET_OK)
+        return st;
+    if (!out)
+        return sn_error(SHARDNET_INVALID_ARGUMENT, "event: out is NULL");
+    *out = NULL;
+    if (dev->ops->event_record)
+        return dev->ops->event_record(dev, out);
+    if (!(*out = calloc(1, sizeof **out)))
+        return sn_error(SHARDNET_OUT_OF_MEMORY, "%s: event", dev->info.name);
+    (*out)->dev = dev;
+    return SHARDNET_OK;
+}
+
+shardnet_status sn_event_wait(sn_event *ev)
+{
+    if (!ev)
+        return sn_error(SHARDNET_INVALID_ARGUMENT, "event wait: NULL");
+    if (ev->dev->ops->event_record)
+        return ev->dev->ops->event_wait(ev);
+    return sn_synchronize(ev->dev);
+}
+
+shardnet_status sn_event_query(sn_event *ev, int *done)
+{
+    if (!ev || !done)
+        return sn_error(SHARDNET_INVALID_ARGUMENT, "event query: NULL");
+    if (ev->dev->ops->event_record && ev->dev->ops->event_query)
+        return ev->dev->ops->event_query(ev, done);
+    /* No way to ask without waiting: wait, and the answer is yes. */
+    *done = 1;
+    return sn_event_wait(ev);
+}
+
+void sn_event_free(sn_event *ev)
+{
+    if (!ev)
+        return;
+    if (ev->dev->ops->event_record)
+        ev->dev->ops->event_free(ev);
+    else
+        free(ev);
 }
 
 /* Elements spanned by one stored rows x cols matrix with leading dim ld,

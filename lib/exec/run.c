@@ -1,7 +1,8 @@
-/* Running a plan: its inputs lent to or written into the device, its
+/* Running a plan: its inputs lent to the device or copied into it, its
  * steps launched on the device's in-order queue (collectives handed to
- * the runtime's hook), one wait, and the outputs read back in their own
- * types.  Also timing each node's steps, for the profiles. */
+ * the runtime's hook), its outputs copied back, and one wait, on an event
+ * after the last copy; then the outputs in their own types.  Also timing
+ * each node's steps, for the profiles. */
 #include <config.h>
 
 #include <stdio.h>
@@ -44,6 +45,7 @@ static shardnet_status launch(sn_device *dev, sn_step *s)
 
 static void return_inputs(sn_plan *p);
 static shardnet_status run_and_read(sn_plan *p);
+static shardnet_status read_outputs(sn_plan *p);
 
 shardnet_status sn_plan_run(sn_plan *p, const sn_binding *inputs)
 {
@@ -51,22 +53,32 @@ shardnet_status sn_plan_run(sn_plan *p, const sn_binding *inputs)
     sn_graph *g = p->g;
 
     /* Inputs: lent to the device where its buffers are host memory (no
-     * copy), else written into the staging buffers. */
+     * copy), else copied into the staging buffers, in the queue's order:
+     * the caller's memory stays as it is until this returns, which is
+     * after a wait for the whole queue, whatever fails. */
     int lend = p->dev->ops->buffer_lend != NULL;
-    double t0 = sn_trace_on() ? sn_trace_now() : 0;
+    int timing = sn_trace_on() || p->node_time;
+    double t0 = timing ? sn_trace_now() : 0;
     for (size_t i = 0; i < g->ninputs; i++) {
         if (!p->input_buf[i])
             continue;
         st = lend && inputs[i].nbytes
                  ? p->dev->ops->buffer_lend(p->input_buf[i],
                                             (void *)inputs[i].data)
-                 : sn_buffer_write(p->input_buf[i], 0, inputs[i].data,
-                                   inputs[i].nbytes);
+                 : sn_buffer_write_async(p->input_buf[i], 0, inputs[i].data,
+                                         inputs[i].nbytes);
         if (st != SHARDNET_OK) {
+            sn_synchronize(p->dev);
             return_inputs(p);
             return sn_error_prefix(st, "input '%s'",
                                    g->values[g->inputs[i]].name);
         }
+    }
+    /* Timed runs wait for the copies here, so that they are not counted
+     * in the first node's time. */
+    if (timing && (st = sn_synchronize(p->dev)) != SHARDNET_OK) {
+        return_inputs(p);
+        return st;
     }
     if (sn_trace_on())
         sn_trace_add(p->dev->info.name, "transfer",
@@ -87,7 +99,7 @@ static void return_inputs(sn_plan *p)
             p->dev->ops->buffer_lend(p->input_buf[i], NULL);
 }
 
-/* Launch the steps, wait, and read the outputs back. */
+/* Launch the steps, then read the outputs back. */
 static shardnet_status run_and_read(sn_plan *p)
 {
     shardnet_status st;
@@ -134,49 +146,83 @@ static shardnet_status run_and_read(sn_plan *p)
                          sn_trace_now());
         }
     }
-    if ((st = sn_synchronize(p->dev)) != SHARDNET_OK)
-        return st;
+    return read_outputs(p);
+}
+
+/* Output i's host tensor, shaped and sized for this run. */
+static shardnet_status prepare_output(sn_plan *p, size_t i)
+{
+    const sn_graph *g = p->g;
+    const sn_rt *rt = &p->rt[g->outputs[i]];
+    sn_host_tensor *t = &p->outputs[i];
+    size_t bytes = sn_rt_elements(rt) * sn_dtype_size(rt->dtype);
+    if (!t->data || t->nbytes != bytes) {
+        free(t->data);
+        t->data = malloc(bytes ? bytes : 1);
+        if (!t->data)
+            return sn_error(SHARDNET_OUT_OF_MEMORY, "output");
+    }
+    t->name = g->values[g->outputs[i]].name; /* borrowed */
+    t->dtype = rt->dtype;
+    t->rank = rt->rank;
+    memcpy(t->dims, rt->dims, sizeof t->dims);
+    t->nbytes = bytes;
+    return SHARDNET_OK;
+}
+
+/*
+ * Copy the outputs back after the steps, all in the queue's order, and
+ * wait once, on an event after the last copy (which also reports a
+ * failed kernel).  A float output lands in its host tensor; another type
+ * lands as floats in staging[i] first, converted once the copies are done.
+ * Whatever fails, nothing is left in flight when this returns.
+ */
+static shardnet_status read_outputs(sn_plan *p)
+{
+    shardnet_status st = SHARDNET_OK;
+    const sn_graph *g = p->g;
+    int tracing = sn_trace_on();
     double t_out = tracing ? sn_trace_now() : 0;
-    for (size_t i = 0; i < g->noutputs; i++) {
+    float **staging = calloc(g->noutputs ? g->noutputs : 1, sizeof *staging);
+    sn_event *done = NULL;
+
+    if (!staging)
+        st = sn_error(SHARDNET_OUT_OF_MEMORY, "output");
+    for (size_t i = 0; i < g->noutputs && st == SHARDNET_OK; i++) {
         const sn_rt *rt = &p->rt[g->outputs[i]];
         sn_host_tensor *t = &p->outputs[i];
         size_t count = sn_rt_elements(rt);
-        size_t bytes = count * sn_dtype_size(rt->dtype);
-        if (!t->data || t->nbytes != bytes) {
-            free(t->data);
-            t->data = malloc(bytes ? bytes : 1);
-            if (!t->data)
-                return sn_error(SHARDNET_OUT_OF_MEMORY, "output");
-        }
-        t->name = g->values[g->outputs[i]].name; /* borrowed */
-        t->dtype = rt->dtype;
-        t->rank = rt->rank;
-        memcpy(t->dims, rt->dims, sizeof t->dims);
-        t->nbytes = bytes;
+        size_t at = rt->view.offset * sizeof(float);
+        if ((st = prepare_output(p, i)) != SHARDNET_OK)
+            break;
         if (rt->host) {
-            memcpy(t->data, rt->host, bytes);
+            memcpy(t->data, rt->host, t->nbytes);
         } else if (rt->dtype == SN_DT_FLOAT) {
-            if ((st = sn_buffer_read(rt->view.buf,
-                                     rt->view.offset * sizeof(float), t->data,
-                                     bytes)) != SHARDNET_OK)
-                return st;
+            st = sn_buffer_read_async(rt->view.buf, at, t->data, t->nbytes);
+        } else if (!(staging[i] = malloc((count ? count : 1) * sizeof(float)))) {
+            st = sn_error(SHARDNET_OUT_OF_MEMORY, "output");
         } else {
-            float *f = malloc((count ? count : 1) * sizeof *f);
-            if (!f)
-                return sn_error(SHARDNET_OUT_OF_MEMORY, "output");
-            st = sn_buffer_read(rt->view.buf, rt->view.offset * sizeof(float),
-                                f, count * sizeof *f);
-            if (st == SHARDNET_OK)
-                sn_from_float(rt->dtype, f, t->data, count);
-            free(f);
-            if (st != SHARDNET_OK)
-                return st;
+            st = sn_buffer_read_async(rt->view.buf, at, staging[i],
+                                      count * sizeof(float));
         }
     }
-    if (tracing)
+    if (st == SHARDNET_OK &&
+        (st = sn_event_record(p->dev, &done)) == SHARDNET_OK)
+        st = sn_event_wait(done);
+    else /* the wait not reached: no copy may outlive its memory */
+        sn_synchronize(p->dev);
+    sn_event_free(done);
+    for (size_t i = 0; staging && i < g->noutputs; i++) {
+        if (st == SHARDNET_OK && staging[i])
+            sn_from_float(p->outputs[i].dtype, staging[i], p->outputs[i].data,
+                          sn_rt_elements(&p->rt[g->outputs[i]]));
+        free(staging[i]);
+    }
+    free(staging);
+    if (tracing && st == SHARDNET_OK)
         sn_trace_add(p->dev->info.name, "transfer", "outputs to host", t_out,
                      sn_trace_now());
-    return SHARDNET_OK;
+    return st;
 }
 
 shardnet_status sn_plan_time_nodes(sn_plan *p, const sn_binding *inputs,
