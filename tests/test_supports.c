@@ -1,0 +1,214 @@
+/*
+ * What a device runs: the backend interface's supports query
+ * (sn_device_supports) and each backend's answers, and the refusal of a
+ * plan whose kernels its device lacks.
+ */
+#include <config.h>
+
+#include <criterion/criterion.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "backend/backend.h"
+#include "shardnet.h"
+
+static shardnet_context_t *ctx;
+
+static void setup(void)
+{
+    cr_assert_eq(shardnet_context_create(&ctx), SHARDNET_OK, "%s",
+                 shardnet_last_error());
+}
+
+static void teardown(void)
+{
+    shardnet_context_free(ctx);
+}
+
+TestSuite(supports, .init = setup, .fini = teardown, .timeout = 300);
+
+/* --- the query ----------------------------------------------------------- */
+
+static sn_kernel asked_kernel;
+static int asked_variant, asked;
+
+static shardnet_status some_unary(sn_device *dev, const sn_unary_desc *d)
+{
+    (void)dev;
+    (void)d;
+    return SHARDNET_OK;
+}
+
+/* Runs every unary op but erf. */
+static int no_erf(sn_device *dev, sn_kernel k, int variant)
+{
+    (void)dev;
+    asked_kernel = k;
+    asked_variant = variant;
+    asked++;
+    return !(k == SN_KERNEL_UNARY &&
+             (variant == SN_UNARY_ERF || variant == SN_VARIANT_ANY));
+}
+
+Test(supports, a_kernel_member_left_null_is_not_supported)
+{
+    const sn_backend_ops ops = {.abi = SN_BACKEND_ABI, .kind = "fake",
+                                .unary = some_unary, .supports = no_erf};
+    sn_device dev = {.ops = &ops};
+    asked = 0;
+    cr_assert_not(sn_device_supports(&dev, SN_KERNEL_GEMM, SN_VARIANT_ANY));
+    cr_assert_not(sn_device_supports(&dev, SN_KERNEL_BINARY, SN_BINARY_ADD));
+    cr_assert_eq(asked, 0, "the backend was asked about a kernel it lacks");
+}
+
+Test(supports, the_backend_answers_for_the_kernels_it_has)
+{
+    const sn_backend_ops ops = {.abi = SN_BACKEND_ABI, .kind = "fake",
+                                .unary = some_unary, .supports = no_erf};
+    sn_device dev = {.ops = &ops};
+    asked = 0;
+    cr_assert(sn_device_supports(&dev, SN_KERNEL_UNARY, SN_UNARY_RELU));
+    cr_assert_eq(asked_kernel, SN_KERNEL_UNARY);
+    cr_assert_eq(asked_variant, SN_UNARY_RELU);
+    cr_assert_not(sn_device_supports(&dev, SN_KERNEL_UNARY, SN_UNARY_ERF));
+    cr_assert_not(sn_device_supports(&dev, SN_KERNEL_UNARY, SN_VARIANT_ANY));
+    cr_assert_eq(asked, 3);
+}
+
+Test(supports, without_a_supports_member_every_variant_runs)
+{
+    const sn_backend_ops ops = {.abi = SN_BACKEND_ABI, .kind = "fake",
+                                .unary = some_unary};
+    sn_device dev = {.ops = &ops};
+    for (int v = 0; v < SN_UNARY_COUNT; v++)
+        cr_assert(sn_device_supports(&dev, SN_KERNEL_UNARY, v), "%d", v);
+    cr_assert(sn_device_supports(&dev, SN_KERNEL_UNARY, SN_VARIANT_ANY));
+}
+
+Test(supports, variants_out_of_range_and_remote_devices_are_refused)
+{
+    const sn_backend_ops ops = {.abi = SN_BACKEND_ABI, .kind = "fake",
+                                .unary = some_unary};
+    sn_device dev = {.ops = &ops}, remote = {.ops = &ops, .remote = 1};
+    cr_assert_not(sn_device_supports(&dev, SN_KERNEL_UNARY, SN_UNARY_COUNT));
+    cr_assert_not(sn_device_supports(&dev, SN_KERNEL_UNARY, -2));
+    cr_assert_not(sn_device_supports(&dev, SN_KERNEL_COUNT, SN_VARIANT_ANY));
+    cr_assert_not(sn_device_supports(&remote, SN_KERNEL_UNARY, 0));
+    cr_assert_not(sn_device_supports(NULL, SN_KERNEL_UNARY, 0));
+}
+
+/* Both backends implement every kernel and every variant of it today. */
+Test(supports, every_device_here_runs_every_kernel_and_variant)
+{
+    size_t n = shardnet_device_count(ctx);
+    cr_assert_gt(n, 0);
+    for (size_t i = 0; i < n; i++) {
+        const sn_device *dev = sn_context_device(ctx, i);
+        for (int k = 0; k < SN_KERNEL_COUNT; k++) {
+            cr_assert(sn_device_supports(dev, (sn_kernel)k, SN_VARIANT_ANY),
+                      "%s: %s", dev->info.name, sn_kernel_name((sn_kernel)k));
+            for (int v = 0; v < sn_kernel_variants((sn_kernel)k); v++)
+                cr_assert(sn_device_supports(dev, (sn_kernel)k, v),
+                          "%s: %s variant %d", dev->info.name,
+                          sn_kernel_name((sn_kernel)k), v);
+        }
+    }
+}
+
+Test(supports, kernels_and_variants_have_names)
+{
+    char buf[64];
+    cr_assert_str_eq(sn_kernel_variant_name(SN_KERNEL_UNARY, SN_UNARY_ERF, buf,
+                                            sizeof buf),
+                     "unary/erf");
+    cr_assert_str_eq(sn_kernel_variant_name(SN_KERNEL_POOL, SN_POOL_AVG, buf,
+                                            sizeof buf),
+                     "pool/avg");
+    cr_assert_str_eq(sn_kernel_variant_name(SN_KERNEL_GEMM, SN_VARIANT_ANY,
+                                            buf, sizeof buf),
+                     "gemm");
+}
+
+/* --- a device that lacks a kernel -------------------------------------------- */
+
+/* Device i's ops, replaced by a copy that refuses unary/erf (supports),
+ * or that has no unary kernel at all; unary launches are counted. */
+static const sn_backend_ops *real;
+static sn_backend_ops lacking;
+static int unary_launches;
+
+static shardnet_status counted_unary(sn_device *dev, const sn_unary_desc *d)
+{
+    unary_launches++;
+    return real->unary(dev, d);
+}
+
+static sn_device *lack_erf(size_t i, int drop_unary)
+{
+    sn_device *dev = sn_context_device(ctx, i);
+    cr_assert(dev);
+    real = dev->ops;
+    lacking = *real;
+    lacking.unary = drop_unary ? NULL : counted_unary;
+    lacking.supports = no_erf;
+    dev->ops = &lacking;
+    unary_launches = 0;
+    return dev;
+}
+
+#define ERF_CASE "/usr/share/libonnx-testdata/data/node/test_erf"
+
+/* Runs the Erf case on cpu:0; the status of the run. */
+static shardnet_status run_erf(void)
+{
+    shardnet_model_t *m = NULL;
+    shardnet_session_t *s = NULL;
+    shardnet_tensor x;
+    shardnet_status st;
+    if (shardnet_model_load(ERF_CASE "/model.onnx", &m) != SHARDNET_OK)
+        cr_skip_test("ONNX test data not installed (libonnx-testdata)");
+    cr_assert_eq(shardnet_tensor_load(ERF_CASE "/test_data_set_0/input_0.pb",
+                                      &x),
+                 SHARDNET_OK, "%s", shardnet_last_error());
+    st = shardnet_session_create(ctx, m, "cpu:0", &s);
+    if (st == SHARDNET_OK &&
+        (st = shardnet_session_set_input(s, 0, x.info.dtype, x.info.rank,
+                                         x.info.dims, x.data)) ==
+            SHARDNET_OK)
+        st = shardnet_session_run(s);
+    shardnet_session_free(s);
+    shardnet_tensor_free(&x);
+    shardnet_model_free(m);
+    return st;
+}
+
+static void assert_refused_before_launch(sn_device *dev)
+{
+    const char *e = shardnet_last_error();
+    char device[64];
+    snprintf(device, sizeof device, "device %s", dev->info.name);
+    cr_log_info("%s", e);
+    cr_assert(strstr(e, "(Erf)"), "no operator in: %s", e);
+    cr_assert(strstr(e, "node '"), "no node in: %s", e);
+    cr_assert(strstr(e, "unary/erf"), "no kernel in: %s", e);
+    cr_assert(strstr(e, device), "no device in: %s", e);
+    cr_assert_eq(unary_launches, 0, "a kernel was launched");
+}
+
+Test(supports, a_plan_needing_a_variant_the_device_refuses_fails_before_running)
+{
+    sn_device *dev = lack_erf(0, 0);
+    shardnet_status st = run_erf();
+    dev->ops = real;
+    cr_assert_eq(st, SHARDNET_UNSUPPORTED, "%s", shardnet_last_error());
+    assert_refused_before_launch(dev);
+}
+
+Test(supports, a_plan_needing_a_kernel_the_device_lacks_fails_before_running)
+{
+    sn_device *dev = lack_erf(0, 1);
+    shardnet_status st = run_erf();
+    dev->ops = real;
+    cr_assert_eq(st, SHARDNET_UNSUPPORTED, "%s", shardnet_last_error());
+    assert_refused_before_launch(dev);
+}
