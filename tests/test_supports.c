@@ -1,7 +1,11 @@
 /*
  * What a device runs: the backend interface's supports query
- * (sn_device_supports) and each backend's answers, and the refusal of a
- * plan whose kernels its device lacks.
+ * (sn_device_supports) and each backend's answers, the refusal of a plan
+ * whose kernels its device lacks, the operator registry's uses, and
+ * shardnet_operator_backends where a kind's devices lack a kernel (the
+ * public API's other cases are in tests/test_api).  (That each entry's
+ * uses name every kernel its lowering launches is checked on every ONNX
+ * node case by tests/conformance.)
  */
 #include <config.h>
 
@@ -10,6 +14,7 @@
 #include <string.h>
 
 #include "backend/backend.h"
+#include "ops/registry.h"
 #include "shardnet.h"
 
 static shardnet_context_t *ctx;
@@ -129,6 +134,33 @@ Test(supports, kernels_and_variants_have_names)
                      "gemm");
 }
 
+/* --- the registry's uses ---------------------------------------------------- */
+
+Test(supports, each_use_is_one_kernel_and_variant)
+{
+    for (int u = 0; u < SN_USES; u++) {
+        int variant;
+        sn_kernel k = sn_use_kernel((sn_use)u, &variant);
+        cr_assert_lt(k, SN_KERNEL_COUNT, "use %d", u);
+        cr_assert_eq(sn_use_of(k, variant), u, "use %d", u);
+    }
+    for (int k = 0; k < SN_KERNEL_COUNT; k++) {
+        int nv = sn_kernel_variants((sn_kernel)k);
+        cr_assert_eq(sn_use_of((sn_kernel)k, SN_VARIANT_ANY) >= 0, nv == 0,
+                     "%s", sn_kernel_name((sn_kernel)k));
+        for (int v = 0; v < nv; v++)
+            cr_assert_geq(sn_use_of((sn_kernel)k, v), 0);
+    }
+}
+
+Test(supports, reciprocal_uses_binary_division)
+{
+    const sn_operator *op = sn_operator_find("", "Reciprocal");
+    cr_assert(op);
+    cr_assert_eq(op->uses, SN_USES_BIT(SN_USE_BINARY_DIV));
+    cr_assert_eq(sn_operator_find("", "Shape")->uses, 0);
+}
+
 /* --- a device that lacks a kernel -------------------------------------------- */
 
 /* Device i's ops, replaced by a copy that refuses unary/erf (supports),
@@ -211,4 +243,58 @@ Test(supports, a_plan_needing_a_kernel_the_device_lacks_fails_before_running)
     dev->ops = real;
     cr_assert_eq(st, SHARDNET_UNSUPPORTED, "%s", shardnet_last_error());
     assert_refused_before_launch(dev);
+}
+
+/* --- which backends run an operator ------------------------------------------ */
+
+static size_t operator_index(const char *name)
+{
+    for (size_t i = 0; i < shardnet_operator_count(); i++) {
+        shardnet_operator_info info;
+        cr_assert_eq(shardnet_operator_get(i, &info), SHARDNET_OK);
+        if (!strcmp(info.name, name))
+            return i;
+    }
+    cr_assert_fail("no operator %s", name);
+    return 0;
+}
+
+/* "cpu", then ",cl" where this machine has an OpenCL device. */
+static void kinds_here(char *buf, size_t cap)
+{
+    size_t idx[64], n;
+    snprintf(buf, cap, "cpu%s",
+             shardnet_devices_select(ctx, "cl", idx, 64, &n) == SHARDNET_OK
+                 ? ",cl"
+                 : "");
+}
+
+Test(supports, a_kind_whose_devices_all_lack_a_kernel_is_not_listed)
+{
+    size_t erf = operator_index("Erf"), relu = operator_index("Relu");
+    size_t ncpu = 0;
+    char want[32], got[32];
+    sn_device *cpus[8];
+    sn_backend_ops refusing[8];
+    const sn_backend_ops *was[8];
+    kinds_here(want, sizeof want);
+    /* every cpu device refuses erf */
+    for (size_t i = 0; i < shardnet_device_count(ctx) && ncpu < 8; i++) {
+        sn_device *dev = sn_context_device(ctx, i);
+        if (strcmp(dev->ops->kind, "cpu"))
+            continue;
+        cpus[ncpu] = dev;
+        was[ncpu] = dev->ops;
+        refusing[ncpu] = *dev->ops;
+        refusing[ncpu].supports = no_erf;
+        dev->ops = &refusing[ncpu++];
+    }
+    cr_assert_eq(shardnet_operator_backends(ctx, erf, got, sizeof got),
+                 SHARDNET_OK);
+    cr_assert_str_eq(got, strcmp(want, "cpu") ? "cl" : "");
+    cr_assert_eq(shardnet_operator_backends(ctx, relu, got, sizeof got),
+                 SHARDNET_OK);
+    cr_assert_str_eq(got, want);
+    while (ncpu-- > 0)
+        cpus[ncpu]->ops = was[ncpu];
 }
