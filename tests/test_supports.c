@@ -55,11 +55,18 @@ static int no_erf(sn_device *dev, sn_kernel k, int variant)
              (variant == SN_UNARY_ERF || variant == SN_VARIANT_ANY));
 }
 
+/* A backend with one kernel, unary: one that answers no_erf, one that
+ * has no supports member. */
+static const sn_backend_ops refusing_erf = {.abi = SN_BACKEND_ABI,
+                                            .kind = "fake",
+                                            .unary = some_unary,
+                                            .supports = no_erf};
+static const sn_backend_ops unary_only = {
+    .abi = SN_BACKEND_ABI, .kind = "fake", .unary = some_unary};
+
 Test(supports, a_kernel_member_left_null_is_not_supported)
 {
-    const sn_backend_ops ops = {.abi = SN_BACKEND_ABI, .kind = "fake",
-                                .unary = some_unary, .supports = no_erf};
-    sn_device dev = {.ops = &ops};
+    sn_device dev = {.ops = &refusing_erf};
     asked = 0;
     cr_assert_not(sn_device_supports(&dev, SN_KERNEL_GEMM, SN_VARIANT_ANY));
     cr_assert_not(sn_device_supports(&dev, SN_KERNEL_BINARY, SN_BINARY_ADD));
@@ -68,9 +75,7 @@ Test(supports, a_kernel_member_left_null_is_not_supported)
 
 Test(supports, the_backend_answers_for_the_kernels_it_has)
 {
-    const sn_backend_ops ops = {.abi = SN_BACKEND_ABI, .kind = "fake",
-                                .unary = some_unary, .supports = no_erf};
-    sn_device dev = {.ops = &ops};
+    sn_device dev = {.ops = &refusing_erf};
     asked = 0;
     cr_assert(sn_device_supports(&dev, SN_KERNEL_UNARY, SN_UNARY_RELU));
     cr_assert_eq(asked_kernel, SN_KERNEL_UNARY);
@@ -82,9 +87,7 @@ Test(supports, the_backend_answers_for_the_kernels_it_has)
 
 Test(supports, without_a_supports_member_every_variant_runs)
 {
-    const sn_backend_ops ops = {.abi = SN_BACKEND_ABI, .kind = "fake",
-                                .unary = some_unary};
-    sn_device dev = {.ops = &ops};
+    sn_device dev = {.ops = &unary_only};
     for (int v = 0; v < SN_UNARY_COUNT; v++)
         cr_assert(sn_device_supports(&dev, SN_KERNEL_UNARY, v), "%d", v);
     cr_assert(sn_device_supports(&dev, SN_KERNEL_UNARY, SN_VARIANT_ANY));
@@ -92,9 +95,8 @@ Test(supports, without_a_supports_member_every_variant_runs)
 
 Test(supports, variants_out_of_range_and_remote_devices_are_refused)
 {
-    const sn_backend_ops ops = {.abi = SN_BACKEND_ABI, .kind = "fake",
-                                .unary = some_unary};
-    sn_device dev = {.ops = &ops}, remote = {.ops = &ops, .remote = 1};
+    sn_device dev = {.ops = &unary_only};
+    sn_device remote = {.ops = &unary_only, .remote = 1};
     cr_assert_not(sn_device_supports(&dev, SN_KERNEL_UNARY, SN_UNARY_COUNT));
     cr_assert_not(sn_device_supports(&dev, SN_KERNEL_UNARY, -2));
     cr_assert_not(sn_device_supports(&dev, SN_KERNEL_COUNT, SN_VARIANT_ANY));
@@ -214,10 +216,17 @@ static shardnet_status run_erf(void)
     return st;
 }
 
-static void assert_refused_before_launch(sn_device *dev)
+/* Erf on cpu:0 lacking it (drop_unary: no unary kernel at all) fails with
+ * SHARDNET_UNSUPPORTED as its plan is built, naming the operator, the
+ * node, the kernel and the device, with no kernel launched. */
+static void assert_erf_refused_before_launch(int drop_unary)
 {
+    sn_device *dev = lack_erf(0, drop_unary);
+    shardnet_status st = run_erf();
     const char *e = shardnet_last_error();
     char device[64];
+    dev->ops = real;
+    cr_assert_eq(st, SHARDNET_UNSUPPORTED, "%s", e);
     snprintf(device, sizeof device, "device %s", dev->info.name);
     cr_log_info("%s", e);
     cr_assert(strstr(e, "(Erf)"), "no operator in: %s", e);
@@ -229,20 +238,12 @@ static void assert_refused_before_launch(sn_device *dev)
 
 Test(supports, a_plan_needing_a_variant_the_device_refuses_fails_before_running)
 {
-    sn_device *dev = lack_erf(0, 0);
-    shardnet_status st = run_erf();
-    dev->ops = real;
-    cr_assert_eq(st, SHARDNET_UNSUPPORTED, "%s", shardnet_last_error());
-    assert_refused_before_launch(dev);
+    assert_erf_refused_before_launch(0);
 }
 
 Test(supports, a_plan_needing_a_kernel_the_device_lacks_fails_before_running)
 {
-    sn_device *dev = lack_erf(0, 1);
-    shardnet_status st = run_erf();
-    dev->ops = real;
-    cr_assert_eq(st, SHARDNET_UNSUPPORTED, "%s", shardnet_last_error());
-    assert_refused_before_launch(dev);
+    assert_erf_refused_before_launch(1);
 }
 
 /* --- which backends run an operator ------------------------------------------ */
