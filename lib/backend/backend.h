@@ -3,7 +3,9 @@
  *
  * Every backend fills one sn_backend_ops table with designated initialisers
  * in its own file under backends/<kind>/.  A member left NULL means "not
- * supported"; callers go through the sn_* wrappers in lib/backend/kernels.c, which
+ * supported", and a kernel's variants may be refused one by one (the
+ * supports member); sn_device_supports asks, before a plan uses a kernel.
+ * Callers go through the sn_* wrappers in lib/backend/kernels.c, which
  * validate every descriptor against the buffers' sizes before the backend
  * sees it, so backends may assume well-formed, in-bounds arguments.
  *

@@ -1,8 +1,9 @@
 /* The lowering API that operators call (exec.h, "helpers for ops"): their
  * inputs, their outputs on the device, aliased, or known on the host,
  * uploads of host data and indices, scratch space, and the steps they
- * emit, each checked against what the plan's device runs.  Also the weights a session's plans share on a device.  Building
- * a plan (exec.c) runs each node's lowering against these. */
+ * emit, each checked against what the plan's device runs.  Also the
+ * weights a session's plans share on a device.  Building a plan (exec.c)
+ * runs each node's lowering against these. */
 #include <config.h>
 
 #include <stdarg.h>
