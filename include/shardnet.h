@@ -579,6 +579,22 @@ SHARDNET_API size_t shardnet_operator_count(void);
 SHARDNET_API shardnet_status shardnet_operator_get(
     size_t i, shardnet_operator_info *info);
 
+/**
+ * \brief The backend kinds that run operator i (0 <= i <
+ * shardnet_operator_count()) among the devices of ctx, as "cpu,cl".
+ *
+ * A kind is listed, once, in the order of the context's devices, when one
+ * of its devices (of this process) runs every kernel the operator's
+ * lowering may launch.  The answer speaks of the devices ctx found, not of
+ * the backends the library was built with: a kind of which no device was
+ * found is absent, and a context without devices gives "".
+ * \param buf, cap  receives the NUL-terminated list (truncated to cap).
+ * \return SHARDNET_INVALID_ARGUMENT when ctx is NULL, i is out of range,
+ *         or buf is NULL with cap > 0.
+ */
+SHARDNET_API shardnet_status shardnet_operator_backends(
+    const shardnet_context_t *ctx, size_t i, char *buf, size_t cap);
+
 #ifdef __cplusplus
 }
 #endif

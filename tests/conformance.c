@@ -17,6 +17,11 @@
  * Exit 0: all as expected; 1: an unexpected failure or pass, or no case
  * ran; 77 (skip): all as expected, but a device the build has was not
  * found (printed).
+ *
+ * The devices' kernels are watched too: a case that launches a kernel
+ * (or a variant of one) that none of its operators' registry entries
+ * names among its uses fails, since the entries tell which devices run
+ * each operator (shardnet ops).
  */
 #include <config.h>
 
@@ -27,6 +32,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "backend/backend.h"
 #include "exec/exec.h"
 #include "ops/registry.h"
 #include "ir/graph.h"
@@ -93,20 +99,112 @@ static const char *expected_failure(const char *name, const char *device)
 
 /* Are all the case's operators in shardnet's table?  (Read from the raw
  * graph: the loader's passes may have folded some away.)  -1 if it cannot
- * be imported, with the reason in why. */
-static int case_applies(const char *model_path, char *why, size_t cap)
+ * be imported, with the reason in why.  *uses: the kernels their entries
+ * name. */
+static int case_applies(const char *model_path, sn_uses *uses, char *why,
+                        size_t cap)
 {
     sn_graph *g = NULL;
     int ok = 1;
+    *uses = 0;
     if (sn_onnx_load(model_path, &g) != SHARDNET_OK) {
         snprintf(why, cap, "load: %s", shardnet_last_error());
         return -1;
     }
-    for (size_t i = 0; i < g->nnodes && ok; i++)
-        if (!sn_op_find(g->nodes[i].domain, g->nodes[i].op_type))
+    for (size_t i = 0; i < g->nnodes && ok; i++) {
+        const sn_operator *op =
+            sn_operator_find(g->nodes[i].domain, g->nodes[i].op_type);
+        if (op)
+            *uses |= op->uses;
+        else
             ok = 0;
+    }
     sn_graph_free(g);
     return ok;
+}
+
+/* --- the kernels a case launches ------------------------------------------ */
+
+/* A device whose ops table is replaced by a copy that notes each kernel
+ * launched in `launched`, then calls the real one. */
+static struct watched {
+    sn_device *dev;
+    const sn_backend_ops *real;
+    sn_backend_ops ops;
+} watched[MAX_DEVS];
+static size_t nwatched;
+static sn_uses launched;
+
+static const sn_backend_ops *real_ops(const sn_device *dev)
+{
+    for (size_t i = 0; i < nwatched; i++)
+        if (watched[i].dev == dev)
+            return watched[i].real;
+    abort(); /* only watched devices have these members */
+}
+
+static void note(sn_kernel k, int variant)
+{
+    int u = sn_use_of(k, variant);
+    if (u < 0)
+        abort(); /* a variant out of range: the backend layer refuses it */
+    launched |= SN_USES_BIT(u);
+}
+
+#define WATCH(member, desc, kernel, variant)                                  \
+    static shardnet_status watch_##member(sn_device *dev, const desc *d)      \
+    {                                                                         \
+        note(kernel, variant);                                                \
+        return real_ops(dev)->member(dev, d);                                 \
+    }
+WATCH(gemm, sn_gemm_desc, SN_KERNEL_GEMM, SN_VARIANT_ANY)
+WATCH(binary, sn_binary_desc, SN_KERNEL_BINARY, (int)d->op)
+WATCH(unary, sn_unary_desc, SN_KERNEL_UNARY, (int)d->op)
+WATCH(softmax, sn_softmax_desc, SN_KERNEL_SOFTMAX, SN_VARIANT_ANY)
+WATCH(reduce, sn_reduce_desc, SN_KERNEL_REDUCE, (int)d->op)
+WATCH(where, sn_where_desc, SN_KERNEL_WHERE, SN_VARIANT_ANY)
+WATCH(copy, sn_copy_desc, SN_KERNEL_COPY, SN_VARIANT_ANY)
+WATCH(im2col, sn_im2col_desc, SN_KERNEL_IM2COL, SN_VARIANT_ANY)
+WATCH(pool, sn_pool_desc, SN_KERNEL_POOL, (int)d->op)
+WATCH(layernorm, sn_layernorm_desc, SN_KERNEL_LAYERNORM, SN_VARIANT_ANY)
+WATCH(gather, sn_gather_desc, SN_KERNEL_GATHER, SN_VARIANT_ANY)
+
+static void watch(sn_device *dev)
+{
+    struct watched *w = &watched[nwatched++];
+    w->dev = dev;
+    w->real = dev->ops;
+    w->ops = *dev->ops;
+    w->ops.gemm = watch_gemm;
+    w->ops.binary = watch_binary;
+    w->ops.unary = watch_unary;
+    w->ops.softmax = watch_softmax;
+    w->ops.reduce = watch_reduce;
+    w->ops.where = watch_where;
+    w->ops.copy = watch_copy;
+    w->ops.im2col = watch_im2col;
+    w->ops.pool = watch_pool;
+    w->ops.layernorm = watch_layernorm;
+    w->ops.gather = watch_gather;
+    dev->ops = &w->ops;
+}
+
+/* The kernels of `stray` as "unary/erf, copy" in buf. */
+static void uses_text(sn_uses stray, char *buf, size_t cap)
+{
+    size_t len = 0;
+    buf[0] = '\0';
+    for (int u = 0; u < SN_USES && len < cap; u++) {
+        char name[64];
+        int variant;
+        sn_kernel k;
+        if (!(stray & SN_USES_BIT(u)))
+            continue;
+        k = sn_use_kernel((sn_use)u, &variant);
+        len += (size_t)snprintf(buf + len, cap - len, "%s%s", len ? ", " : "",
+                                sn_kernel_variant_name(k, variant, name,
+                                                       sizeof name));
+    }
 }
 
 /* IEEE half and bfloat16 to double, decoded here (not by the library). */
@@ -384,6 +482,13 @@ int main(int argc, char **argv)
 #endif
     }
 
+    for (size_t k = 0; k < ndev; k++) {
+        size_t idx, cnt;
+        if (shardnet_devices_select(ctx, devs[k], &idx, 1, &cnt) ==
+            SHARDNET_OK)
+            watch(sn_context_device(ctx, idx));
+    }
+
     size_t applicable = 0, others = 0, unloadable = 0;
     size_t passed[MAX_DEVS] = {0}, xfailed[MAX_DEVS] = {0};
     size_t failed[MAX_DEVS] = {0}, xpassed[MAX_DEVS] = {0};
@@ -393,7 +498,8 @@ int main(int argc, char **argv)
         snprintf(model, sizeof model, "%s/model.onnx", cases[c].dir);
         if (stat(model, &stt) != 0)
             continue;
-        int ap = case_applies(model, why, sizeof why);
+        sn_uses uses;
+        int ap = case_applies(model, &uses, why, sizeof why);
         if (ap < 0) { /* training domains, sequence types, ... */
             unloadable++;
             if (verbose)
@@ -407,8 +513,17 @@ int main(int argc, char **argv)
         applicable++;
         for (size_t k = 0; k < ndev; k++) {
             const char *xf = expected_failure(cases[c].name, devs[k]);
-            int ok = run_case(ctx, cases[c].dir, devs[k], why, sizeof why);
-            if (ok && xf) {
+            int ok;
+            launched = 0;
+            ok = run_case(ctx, cases[c].dir, devs[k], why, sizeof why);
+            if (launched & ~uses) {
+                uses_text(launched & ~uses, why, sizeof why);
+                failed[k]++;
+                printf("FAIL %s %s: launched %s, which no registry entry of "
+                       "its operators names among its uses "
+                       "(lib/ops/registry.c)\n",
+                       devs[k], cases[c].name, why);
+            } else if (ok && xf) {
                 xpassed[k]++;
                 printf("UNEXPECTED PASS %s %s: listed as failing (%s); "
                        "remove it from expected_failures in "
@@ -448,6 +563,8 @@ int main(int argc, char **argv)
         free(cases[c].dir);
     }
     free(cases);
+    for (size_t i = 0; i < nwatched; i++)
+        watched[i].dev->ops = watched[i].real;
     shardnet_context_free(ctx);
     return rc;
 }

@@ -500,6 +500,38 @@ Test(api, operator_registry_lists_each_operator_once_with_its_opsets)
     cr_assert_eq(shardnet_operator_get(0, NULL), SHARDNET_INVALID_ARGUMENT);
 }
 
+/* Both backends run every operator: each kind with a device here is
+ * listed, cpu first (the context's order). */
+Test(api, operator_backends_names_every_kind_of_device_found)
+{
+    char want[32], got[32];
+    size_t idx[64], n;
+    snprintf(want, sizeof want, "cpu%s",
+             shardnet_devices_select(ctx, "cl", idx, 64, &n) == SHARDNET_OK
+                 ? ",cl"
+                 : "");
+    for (size_t i = 0; i < shardnet_operator_count(); i++) {
+        cr_assert_eq(shardnet_operator_backends(ctx, i, got, sizeof got),
+                     SHARDNET_OK, "%s", shardnet_last_error());
+        cr_assert_str_eq(got, want, "operator %zu", i);
+    }
+}
+
+Test(api, operator_backends_checks_its_arguments)
+{
+    char got[8];
+    size_t n = shardnet_operator_count();
+    cr_assert_eq(shardnet_operator_backends(NULL, 0, got, sizeof got),
+                 SHARDNET_INVALID_ARGUMENT);
+    cr_assert_eq(shardnet_operator_backends(ctx, n, got, sizeof got),
+                 SHARDNET_INVALID_ARGUMENT);
+    cr_assert_eq(shardnet_operator_backends(ctx, 0, NULL, 4),
+                 SHARDNET_INVALID_ARGUMENT);
+    cr_assert_eq(shardnet_operator_backends(ctx, 0, NULL, 0), SHARDNET_OK);
+    cr_assert_eq(shardnet_operator_backends(ctx, 0, got, 2), SHARDNET_OK);
+    cr_assert_str_eq(got, "c", "truncated to the room given");
+}
+
 /* The README's operator list ("* **Operators** (...): A, B, ..., Z.") is
  * the registry's, in its order. */
 Test(api, readme_lists_the_operators_of_the_registry)

@@ -61,6 +61,15 @@ expect 0 "^cpu:0 " "$bin" devices
 expect 2 "unknown device 'gpu:0'" "$bin" devices --devices gpu:0
 expect 2 "no device 'cpu:42'" "$bin" devices -d cpu:42
 expect 2 "unexpected argument" "$bin" devices extra
+# shardnet ops: each operator, its opsets, and the kinds of the devices
+# here that run it (every operator runs on both backends)
+kinds=cpu
+case $here in *" cl:0 "*) kinds="cpu cl" ;; esac
+expect 0 "^OPERATOR +DOMAIN +OPSETS +BACKENDS$" "$bin" ops
+expect 0 "^Reciprocal +ai\.onnx +1- +$kinds$" "$bin" ops
+expect 0 "^LayerNormalization +ai\.onnx +17- +$kinds$" "$bin" ops
+expect 0 "^[0-9]+ operators$" "$bin" ops
+expect 2 "unexpected argument" "$bin" ops extra
 expect 2 "bad --size" "$bin" matmul --size 0
 expect 2 "bad --size" "$bin" matmul --size 7x13
 expect 0 "cpu:0 .* ok" "$bin" matmul --devices cpu:0 --size 7x13x5 --repeat 1

@@ -459,6 +459,21 @@ CPU_KERNEL(cpu_pool, sn_pool_desc, TASK_POOL, pool)
 CPU_KERNEL(cpu_layernorm, sn_layernorm_desc, TASK_LAYERNORM, layernorm)
 CPU_KERNEL(cpu_gather, sn_gather_desc, TASK_GATHER, gather)
 
+/* How far the kernels of cpu/ go in each kernel's variants (backend.h's
+ * enums, in order): all of them today. */
+static const int cpu_variants[SN_KERNEL_COUNT] = {
+    [SN_KERNEL_BINARY] = SN_BINARY_POW + 1,
+    [SN_KERNEL_UNARY] = SN_UNARY_GELU_TANH + 1,
+    [SN_KERNEL_REDUCE] = SN_REDUCE_MAX + 1,
+    [SN_KERNEL_POOL] = SN_POOL_AVG + 1,
+};
+
+static int cpu_supports(sn_device *dev, sn_kernel k, int variant)
+{
+    (void)dev;
+    return sn_variants_within(cpu_variants, k, variant);
+}
+
 static const sn_backend_ops cpu_ops = {
     .abi = SN_BACKEND_ABI,
     .kind = "cpu",
@@ -483,6 +498,7 @@ static const sn_backend_ops cpu_ops = {
     .pool = cpu_pool,
     .layernorm = cpu_layernorm,
     .gather = cpu_gather,
+    .supports = cpu_supports,
     .synchronize = sn_cpu_synchronize,
     .event_record = sn_cpu_event_record,
     .event_wait = sn_cpu_event_wait,

@@ -191,7 +191,7 @@ size_t shardnet_device_count(const shardnet_context_t *ctx)
     return ctx ? ctx->devices.count : 0;
 }
 
-sn_device *sn_context_device(shardnet_context_t *ctx, size_t index)
+sn_device *sn_context_device(const shardnet_context_t *ctx, size_t index)
 {
     if (!ctx || index >= ctx->devices.count)
         return NULL;

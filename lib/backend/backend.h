@@ -3,7 +3,9 @@
  *
  * Every backend fills one sn_backend_ops table with designated initialisers
  * in its own file under backends/<kind>/.  A member left NULL means "not
- * supported"; callers go through the sn_* wrappers in lib/backend/kernels.c, which
+ * supported", and a kernel's variants may be refused one by one (the
+ * supports member); sn_device_supports asks, before a plan uses a kernel.
+ * Callers go through the sn_* wrappers in lib/backend/kernels.c, which
  * validate every descriptor against the buffers' sizes before the backend
  * sees it, so backends may assume well-formed, in-bounds arguments.
  *
@@ -48,7 +50,7 @@
  * written against (sn_backend.abi, sn_backend_ops.abi) and the registry
  * refuses one that differs.  Raise it with every change to the structs and
  * the vtable below. */
-#define SN_BACKEND_ABI 5
+#define SN_BACKEND_ABI 6
 
 /** Highest tensor rank the element-wise kernels accept. */
 #define SN_MAX_DIMS 8
@@ -238,7 +240,8 @@ typedef struct sn_im2col_desc {
 
 typedef enum sn_pool_op {
     SN_POOL_MAX,
-    SN_POOL_AVG
+    SN_POOL_AVG,
+    SN_POOL_COUNT
 } sn_pool_op;
 
 /*
@@ -281,6 +284,29 @@ typedef struct sn_gather_desc {
     size_t outer, axis_len, inner, nidx;
     sn_view data, indices, out;
 } sn_gather_desc;
+
+/*
+ * The kernels, one per kernel member of sn_backend_ops, for asking a
+ * device whether it runs one (sn_device_supports).  Four have variants:
+ * binary (an sn_binary_op), unary (an sn_unary_op), reduce (an
+ * sn_reduce_op) and pool (an sn_pool_op).
+ */
+#define SN_KERNEL_MAP(X)                                                      \
+    X(GEMM, "gemm") X(BINARY, "binary") X(UNARY, "unary")                     \
+    X(SOFTMAX, "softmax") X(REDUCE, "reduce") X(WHERE, "where")               \
+    X(COPY, "copy") X(IM2COL, "im2col") X(POOL, "pool")                       \
+    X(LAYERNORM, "layernorm") X(GATHER, "gather")
+
+typedef enum sn_kernel {
+#define SN_ENUM_(name, str) SN_KERNEL_##name,
+    SN_KERNEL_MAP(SN_ENUM_)
+#undef SN_ENUM_
+    SN_KERNEL_COUNT
+} sn_kernel;
+
+/* sn_device_supports's variant for "any variant", and for the kernels
+ * without variants. */
+#define SN_VARIANT_ANY (-1)
 
 /* Flags for buffer_map. */
 #define SN_MAP_READ 1
@@ -329,6 +355,13 @@ typedef struct sn_backend_ops {
     shardnet_status (*pool)(sn_device *dev, const sn_pool_desc *d);
     shardnet_status (*layernorm)(sn_device *dev, const sn_layernorm_desc *d);
     shardnet_status (*gather)(sn_device *dev, const sn_gather_desc *d);
+
+    /* Optional: does dev run kernel k, of variant `variant` (an
+     * sn_unary_op, sn_binary_op, sn_reduce_op or sn_pool_op where k has
+     * variants, in range; SN_VARIANT_ANY: every variant)?  Asked only for
+     * a kernel whose member is set; without this member, the device runs
+     * every variant of every kernel it has a member for. */
+    int (*supports)(sn_device *dev, sn_kernel k, int variant);
 
     shardnet_status (*synchronize)(sn_device *dev);
 
@@ -459,6 +492,20 @@ shardnet_status sn_pool(sn_device *dev, const sn_pool_desc *d);
 shardnet_status sn_layernorm(sn_device *dev, const sn_layernorm_desc *d);
 shardnet_status sn_gather(sn_device *dev, const sn_gather_desc *d);
 shardnet_status sn_synchronize(sn_device *dev);
+/* Does dev run kernel k of variant `variant` (see sn_backend_ops.supports;
+ * SN_VARIANT_ANY: all of its variants)?  0 for a remote device, a kernel
+ * member left NULL, or a variant out of the kernel's range; else the
+ * backend's answer, or 1 when it has no supports member. */
+int sn_device_supports(const sn_device *dev, sn_kernel k, int variant);
+/* How many variants kernel k has (SN_BINARY_COUNT for binary, ...); 0 for
+ * a kernel without variants. */
+int sn_kernel_variants(sn_kernel k);
+/* For a backend's supports member: is `variant` of k one of the first
+ * implemented[k] variants of its enum (for SN_VARIANT_ANY: are they all of
+ * them)?  A backend lists how far its kernels go, so that a variant added
+ * to an enum is refused until the backend implements it. */
+int sn_variants_within(const int implemented[SN_KERNEL_COUNT], sn_kernel k,
+                       int variant);
 /* Bytes the planner may use on dev: its memory, capped by
  * SHARDNET_MEMORY_LIMIT (bytes, or with a K, M or G suffix) when set;
  * 0 when unknown. */
@@ -480,8 +527,13 @@ shardnet_status sn_binary_broadcast(sn_binary_desc *d, size_t rank_a,
 const char *sn_binary_op_name(sn_binary_op op);
 const char *sn_unary_op_name(sn_unary_op op);
 const char *sn_reduce_op_name(sn_reduce_op op);
+const char *sn_kernel_name(sn_kernel k);
+/* "unary/erf", "gemm": kernel k and, where it has variants and variant is
+ * one, the variant's name, in buf (cap bytes, truncated); returns buf. */
+const char *sn_kernel_variant_name(sn_kernel k, int variant, char *buf,
+                                   size_t cap);
 
 /* Context internals used by the CLI and the tests. */
-sn_device *sn_context_device(shardnet_context_t *ctx, size_t index);
+sn_device *sn_context_device(const shardnet_context_t *ctx, size_t index);
 
 #endif /* SN_BACKEND_H */

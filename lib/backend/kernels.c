@@ -11,6 +11,7 @@
 #include <config.h>
 
 #include <limits.h>
+#include <stdio.h>
 #include <stdlib.h>
 
 #include "backend/backend.h"
@@ -22,7 +23,8 @@ static const char *const binary_names[] = {
 #define SN_NAME_(name, str) str,
     SN_BINARY_OP_MAP(SN_NAME_)};
 static const char *const unary_names[] = {SN_UNARY_OP_MAP(SN_NAME_)};
-static const char *const reduce_names[] = {SN_REDUCE_OP_MAP(SN_NAME_)
+static const char *const reduce_names[] = {SN_REDUCE_OP_MAP(SN_NAME_)};
+static const char *const kernel_names[] = {SN_KERNEL_MAP(SN_NAME_)
 #undef SN_NAME_
 };
 
@@ -39,6 +41,97 @@ const char *sn_unary_op_name(sn_unary_op op)
 const char *sn_reduce_op_name(sn_reduce_op op)
 {
     return (unsigned)op < SN_REDUCE_COUNT ? reduce_names[op] : "?";
+}
+
+const char *sn_kernel_name(sn_kernel k)
+{
+    return (unsigned)k < SN_KERNEL_COUNT ? kernel_names[k] : "?";
+}
+
+int sn_kernel_variants(sn_kernel k)
+{
+    switch (k) {
+    case SN_KERNEL_BINARY:
+        return SN_BINARY_COUNT;
+    case SN_KERNEL_UNARY:
+        return SN_UNARY_COUNT;
+    case SN_KERNEL_REDUCE:
+        return SN_REDUCE_COUNT;
+    case SN_KERNEL_POOL:
+        return SN_POOL_COUNT;
+    default:
+        return 0;
+    }
+}
+
+const char *sn_kernel_variant_name(sn_kernel k, int variant, char *buf,
+                                   size_t cap)
+{
+    const char *v = NULL;
+    if (variant >= 0 && variant < sn_kernel_variants(k))
+        v = k == SN_KERNEL_BINARY   ? sn_binary_op_name((sn_binary_op)variant)
+            : k == SN_KERNEL_UNARY  ? sn_unary_op_name((sn_unary_op)variant)
+            : k == SN_KERNEL_REDUCE ? sn_reduce_op_name((sn_reduce_op)variant)
+            : variant == SN_POOL_MAX ? "max"
+                                     : "avg";
+    snprintf(buf, cap, "%s%s%s", sn_kernel_name(k), v ? "/" : "",
+             v ? v : "");
+    return buf;
+}
+
+/* Has ops the member that runs k? */
+static int has_kernel(const sn_backend_ops *ops, sn_kernel k)
+{
+    switch (k) {
+    case SN_KERNEL_GEMM:
+        return ops->gemm != NULL;
+    case SN_KERNEL_BINARY:
+        return ops->binary != NULL;
+    case SN_KERNEL_UNARY:
+        return ops->unary != NULL;
+    case SN_KERNEL_SOFTMAX:
+        return ops->softmax != NULL;
+    case SN_KERNEL_REDUCE:
+        return ops->reduce != NULL;
+    case SN_KERNEL_WHERE:
+        return ops->where != NULL;
+    case SN_KERNEL_COPY:
+        return ops->copy != NULL;
+    case SN_KERNEL_IM2COL:
+        return ops->im2col != NULL;
+    case SN_KERNEL_POOL:
+        return ops->pool != NULL;
+    case SN_KERNEL_LAYERNORM:
+        return ops->layernorm != NULL;
+    case SN_KERNEL_GATHER:
+        return ops->gather != NULL;
+    case SN_KERNEL_COUNT:
+        break;
+    }
+    return 0;
+}
+
+int sn_device_supports(const sn_device *dev, sn_kernel k, int variant)
+{
+    if (!dev || dev->remote || (unsigned)k >= SN_KERNEL_COUNT ||
+        !has_kernel(dev->ops, k))
+        return 0;
+    if (variant != SN_VARIANT_ANY &&
+        (variant < 0 || variant >= sn_kernel_variants(k)))
+        return 0;
+    return dev->ops->supports
+               ? dev->ops->supports((sn_device *)dev, k, variant) != 0
+               : 1;
+}
+
+int sn_variants_within(const int implemented[SN_KERNEL_COUNT], sn_kernel k,
+                       int variant)
+{
+    if ((unsigned)k >= SN_KERNEL_COUNT)
+        return 0;
+    if (variant == SN_VARIANT_ANY)
+        return implemented[k] >= sn_kernel_variants(k);
+    return variant >= 0 && variant < implemented[k];
 }
 
 /* a * b and a + b, reporting overflow as failure (0). */

@@ -1,8 +1,9 @@
 /* The lowering API that operators call (exec.h, "helpers for ops"): their
  * inputs, their outputs on the device, aliased, or known on the host,
  * uploads of host data and indices, scratch space, and the steps they
- * emit.  Also the weights a session's plans share on a device.  Building
- * a plan (exec.c) runs each node's lowering against these. */
+ * emit, each checked against what the plan's device runs.  Also the
+ * weights a session's plans share on a device.  Building a plan (exec.c)
+ * runs each node's lowering against these. */
 #include <config.h>
 
 #include <stdarg.h>
@@ -363,11 +364,70 @@ shardnet_status sn_scratch(sn_lower *L, size_t elements, sn_view *out)
 
 /* --- steps -------------------------------------------------------------- */
 
+/* The kernel step s launches and its variant (SN_VARIANT_ANY where the
+ * kernel has none); -1 for a collective, which is no kernel. */
+static int step_kernel(const sn_step *s, int *variant)
+{
+    *variant = SN_VARIANT_ANY;
+    switch (s->kind) {
+    case SN_STEP_GEMM:
+        return SN_KERNEL_GEMM;
+    case SN_STEP_BINARY:
+        *variant = (int)s->u.binary.op;
+        return SN_KERNEL_BINARY;
+    case SN_STEP_UNARY:
+        *variant = (int)s->u.unary.op;
+        return SN_KERNEL_UNARY;
+    case SN_STEP_SOFTMAX:
+        return SN_KERNEL_SOFTMAX;
+    case SN_STEP_REDUCE:
+        *variant = (int)s->u.reduce.op;
+        return SN_KERNEL_REDUCE;
+    case SN_STEP_WHERE:
+        return SN_KERNEL_WHERE;
+    case SN_STEP_COPY:
+        return SN_KERNEL_COPY;
+    case SN_STEP_IM2COL:
+        return SN_KERNEL_IM2COL;
+    case SN_STEP_POOL:
+        *variant = (int)s->u.pool.op;
+        return SN_KERNEL_POOL;
+    case SN_STEP_LAYERNORM:
+        return SN_KERNEL_LAYERNORM;
+    case SN_STEP_GATHER:
+        return SN_KERNEL_GATHER;
+    case SN_STEP_COLLECTIVE:
+        break;
+    }
+    return -1;
+}
+
+/* A step the plan's device cannot run is refused while the plan is built,
+ * before anything is launched, naming the node, the kernel and the
+ * device. */
+static shardnet_status check_supported(const sn_plan *p, const sn_node *n,
+                                       const sn_step *s)
+{
+    int variant, k = step_kernel(s, &variant);
+    char name[64];
+    if (k < 0 || sn_device_supports(p->dev, (sn_kernel)k, variant))
+        return SHARDNET_OK;
+    return sn_node_error(n, SHARDNET_UNSUPPORTED,
+                         "device %s (%s) does not run the kernel %s that "
+                         "this operator needs",
+                         p->dev->info.name, p->dev->info.model,
+                         sn_kernel_variant_name((sn_kernel)k, variant, name,
+                                                sizeof name));
+}
+
 shardnet_status sn_emit(sn_lower *L, const sn_node *n, const sn_step *s)
 {
     sn_plan *p = L->plan;
     sn_view *v[8];
+    shardnet_status st;
     NEEDS_DEVICE(L);
+    if ((st = check_supported(p, n, s)) != SHARDNET_OK)
+        return st;
     sn_step *ns = sn_grow(p->steps, &p->cap_steps, p->nsteps, sizeof *ns, 64);
     if (!ns)
         return sn_error(SHARDNET_OUT_OF_MEMORY, "plan steps");

@@ -4,15 +4,19 @@
  * implements, its input counts and lowering (sn_op_def, what the plan
  * builder of lib/exec calls), how the tensor split lays it out over
  * devices (its shard rule), whether it keeps the rows of a batch apart
- * (its rows rule, for the layer split's micro-batches) and its work (its
- * cost).  The rules are enums: the tensor split (lib/runtime/shard_rules.c)
- * and the planner (lib/plan/micro_batch.c) keep the code of each rule and
- * dispatch on the enum, so that adding an operator is its lowering plus
- * one entry in lib/ops/registry.c.
+ * (its rows rule, for the layer split's micro-batches), its work (its
+ * cost) and the kernels its lowering may launch (its uses: which devices
+ * run it).  The rules are enums: the tensor split
+ * (lib/runtime/shard_rules.c) and the planner (lib/plan/micro_batch.c)
+ * keep the code of each rule and dispatch on the enum, so that adding an
+ * operator is its lowering plus one entry in lib/ops/registry.c.
  */
 #ifndef SN_OPS_REGISTRY_H
 #define SN_OPS_REGISTRY_H
 
+#include <stdint.h>
+
+#include "backend/backend.h"
 #include "exec/exec.h"
 
 /* How the tensor split lays an operator out over devices. */
@@ -64,6 +68,46 @@ typedef enum sn_cost_rule {
     SN_COST_CONV
 } sn_cost_rule;
 
+/*
+ * The kernels an operator's lowering may launch (backend/backend.h's
+ * sn_kernel): one use per kernel without variants, one per variant of
+ * those with (binary, unary, reduce, pool), as bits of an sn_uses.  A
+ * device runs the operator where it supports every use its entry names.
+ */
+typedef enum sn_use {
+    SN_USE_GEMM,
+    SN_USE_SOFTMAX,
+    SN_USE_WHERE,
+    SN_USE_COPY,
+    SN_USE_IM2COL,
+    SN_USE_LAYERNORM,
+    SN_USE_GATHER,
+#define SN_USE_(name, str) SN_USE_BINARY_##name,
+    SN_BINARY_OP_MAP(SN_USE_)
+#undef SN_USE_
+#define SN_USE_(name, str) SN_USE_UNARY_##name,
+    SN_UNARY_OP_MAP(SN_USE_)
+#undef SN_USE_
+#define SN_USE_(name, str) SN_USE_REDUCE_##name,
+    SN_REDUCE_OP_MAP(SN_USE_)
+#undef SN_USE_
+    SN_USE_POOL_MAX,
+    SN_USE_POOL_AVG,
+    SN_USES
+} sn_use;
+
+typedef uint64_t sn_uses; /* bit u: use u */
+#define SN_USES_BIT(u) ((sn_uses)1 << (u))
+
+/* Use u as a kernel and its variant (SN_VARIANT_ANY for a kernel without
+ * variants). */
+sn_kernel sn_use_kernel(sn_use u, int *variant);
+/* The use of kernel k of variant `variant`, or -1 if there is none. */
+int sn_use_of(sn_kernel k, int variant);
+/* Does dev run every kernel of uses (sn_device_supports)?  With
+ * missing, the first use it lacks. */
+int sn_device_runs(const sn_device *dev, sn_uses uses, sn_use *missing);
+
 typedef struct sn_operator {
     sn_op_def def;      /* op_type, input counts, lowering */
     const char *domain; /* "" for ai.onnx */
@@ -71,6 +115,7 @@ typedef struct sn_operator {
     sn_shard_rule shard;
     sn_rows_rule rows;
     sn_cost_rule cost;
+    sn_uses uses;       /* the kernels its lowering may launch */
 } sn_operator;
 
 /* The registry's entries, in its order. */
