@@ -6,7 +6,6 @@
  */
 #include <config.h>
 
-#include <getopt.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -30,20 +29,12 @@ static void usage(FILE *out)
 
 int cli_ops(int argc, char **argv)
 {
-    static const struct option opts[] = {{"help", no_argument, 0, 'h'},
-                                         {0, 0, 0, 0}};
     size_t n = shardnet_operator_count();
     shardnet_context_t *ctx;
     shardnet_status st;
-    int c;
-    while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
-        if (c == 'h') {
-            usage(stdout);
-            return 0;
-        }
-        usage(stderr);
-        return 2;
-    }
+    int status = cli_help_only(argc, argv, usage);
+    if (status != CLI_GO_ON)
+        return status;
     if (cli_extra_argument("ops", argc, argv))
         return 2;
     if ((st = shardnet_context_create(&ctx)) != SHARDNET_OK) {
