@@ -359,7 +359,9 @@ SHARDNET_API uint64_t shardnet_model_parameter_count(
 
 /**
  * \brief The operators of the model that shardnet cannot run, as
- * "Op (node name), ...", or "" when it can run them all.
+ * "Op (node name), ...", or "" when it can run them all; an operator
+ * shardnet runs only in other opsets than the model's is listed as "Op
+ * (node name, runs in opsets 9 and later, not the model's 8)".
  * \return the length of the full text.
  */
 SHARDNET_API size_t shardnet_model_unsupported(const shardnet_model_t *model,

@@ -9,8 +9,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "shardnet.h"
+#include "pbwriter.h"
 
 static shardnet_context_t *ctx;
 
@@ -223,6 +225,58 @@ Test(models, unsupported_operators_are_all_named_before_running)
     cr_assert(strstr(shardnet_last_error(), "LSTM"), "%s",
               shardnet_last_error());
     shardnet_model_free(m);
+}
+
+/* A model of one Erf node (x -> y, 2x3 floats) importing opset `opset`,
+ * written to a temporary file (path, to be unlinked once the model is
+ * freed: a session checks that it is still there), loaded. */
+static shardnet_model_t *erf_model(int64_t opset, char path[static 19])
+{
+    static const int64_t d[] = {2, 3};
+    pb g = {0}, n = node("e", "Erf", (const char *[]){"x", NULL},
+                         (const char *[]){"y", NULL});
+    pb in = value_info("x", d, 2), out = value_info("y", d, 2), m;
+    shardnet_model_t *loaded = NULL;
+    int fd = (strcpy(path, "/tmp/sn-erf-XXXXXX"), mkstemp(path));
+    FILE *f = fd >= 0 ? fdopen(fd, "wb") : NULL;
+    put_msg(&g, 1, &n);
+    put_str(&g, 2, "g");
+    put_msg(&g, 11, &in);
+    put_msg(&g, 12, &out);
+    m = model(opset, &g);
+    cr_assert(f && fwrite(m.p, 1, m.n, f) == m.n && fclose(f) == 0);
+    cr_assert_eq(shardnet_model_load(path, &loaded), SHARDNET_OK, "%s",
+                 shardnet_last_error());
+    pb_free(&m);
+    return loaded;
+}
+
+Test(models, an_operator_outside_its_opset_range_is_named_and_refused)
+{
+    /* Erf is in the default domain from opset 9 on: a model of opset 8
+     * that uses it loads (to be inspected), is listed as unsupported and
+     * gets no session; the same node at opset 9 runs. */
+    char path[19];
+    shardnet_model_t *m = erf_model(8, path);
+    shardnet_session_t *s = NULL;
+    char text[256];
+    cr_assert_gt(shardnet_model_unsupported(m, text, sizeof text), 0);
+    cr_assert_str_eq(text, "Erf (node 'e', runs in opsets 9 and later, not "
+                           "the model's 8)");
+    cr_assert_eq(shardnet_session_create(ctx, m, "cpu:0", &s),
+                 SHARDNET_UNSUPPORTED, "%s", shardnet_last_error());
+    cr_assert(strstr(shardnet_last_error(), text), "%s",
+              shardnet_last_error());
+    shardnet_model_free(m);
+    unlink(path);
+    m = erf_model(9, path);
+    cr_assert_eq(shardnet_model_unsupported(m, text, sizeof text), 0, "%s",
+                 text);
+    cr_assert_eq(shardnet_session_create(ctx, m, "cpu:0", &s), SHARDNET_OK,
+                 "%s", shardnet_last_error());
+    shardnet_session_free(s);
+    shardnet_model_free(m);
+    unlink(path);
 }
 
 Test(models, wrong_inputs_give_clear_errors)

@@ -166,11 +166,21 @@ size_t shardnet_model_unsupported(const shardnet_model_t *model, char *buf,
         return 0;
     for (size_t i = 0; i < model->g->nnodes; i++) {
         const sn_node *n = &model->g->nodes[i];
-        if (n->dead || sn_op_find(n->domain, n->op_type))
+        const sn_op_def *op = sn_op_find(n->domain, n->op_type);
+        char opsets[128] = "";
+        if (n->dead ||
+            (op && sn_op_opset_matches(op, n, model->g->opset)))
             continue;
-        add(buf, cap, &len, "%s%s%s%s (node '%s')", len ? ", " : "",
+        if (op) {
+            char range[48];
+            sn_op_opsets(op, range, sizeof range);
+            snprintf(opsets, sizeof opsets,
+                     ", runs in opsets %s, not the model's %lld", range,
+                     (long long)model->g->opset);
+        }
+        add(buf, cap, &len, "%s%s%s%s (node '%s'%s)", len ? ", " : "",
             n->domain[0] ? n->domain : "", n->domain[0] ? "." : "",
-            n->op_type, n->name);
+            n->op_type, n->name, opsets);
     }
     return len;
 }

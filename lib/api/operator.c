@@ -27,8 +27,8 @@ shardnet_status shardnet_operator_get(size_t i, shardnet_operator_info *info)
                         sn_operator_count());
     info->name = op->def.op_type;
     info->domain = *op->domain ? op->domain : "ai.onnx";
-    info->since_opset = op->since;
-    info->until_opset = op->until;
+    info->since_opset = op->def.since;
+    info->until_opset = op->def.until;
     return SHARDNET_OK;
 }
 

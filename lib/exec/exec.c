@@ -5,6 +5,7 @@
  * API the operators call is lower.c, the arena arena.c, running run.c. */
 #include <config.h>
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -145,6 +146,21 @@ static shardnet_status check_node(const sn_plan *p, const sn_node *n,
     return SHARDNET_OK;
 }
 
+int sn_op_opset_matches(const sn_op_def *op, const sn_node *n, int64_t opset)
+{
+    if (n->domain[0] && strcmp(n->domain, "ai.onnx"))
+        return 1;
+    return opset >= op->since && (!op->until || opset <= op->until);
+}
+
+void sn_op_opsets(const sn_op_def *op, char *buf, size_t cap)
+{
+    if (op->until)
+        snprintf(buf, cap, "%d to %d", op->since, op->until);
+    else
+        snprintf(buf, cap, "%d and later", op->since);
+}
+
 /* Node n lowered by its operator (found by ops), its graph outputs
  * produced. */
 static shardnet_status lower_node(sn_plan *p, sn_lower *L, const sn_node *n,
@@ -156,6 +172,14 @@ static shardnet_status lower_node(sn_plan *p, sn_lower *L, const sn_node *n,
     if (!op)
         return sn_node_error(n, SHARDNET_UNSUPPORTED,
                              "operator not supported");
+    if (!sn_op_opset_matches(op, n, g->opset)) {
+        char opsets[48];
+        sn_op_opsets(op, opsets, sizeof opsets);
+        return sn_node_error(n, SHARDNET_UNSUPPORTED,
+                             "shardnet runs %s in opsets %s, not the "
+                             "model's %lld",
+                             n->op_type, opsets, (long long)g->opset);
+    }
     if ((st = check_node(p, n, op)) != SHARDNET_OK ||
         (st = op->lower(L, n)) != SHARDNET_OK)
         return st;

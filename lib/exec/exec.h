@@ -118,12 +118,22 @@ typedef struct sn_op_def {
     const char *op_type;
     int min_inputs, max_inputs; /* counting omitted optional ones */
     shardnet_status (*lower)(sn_lower *L, const sn_node *n);
+    /* The opsets of its domain whose form of the operator the lowering
+     * implements: since .. until (until 0: up to the newest).  A node of
+     * the default domain in a model of another opset is refused. */
+    int since, until;
 } sn_op_def;
 
 /* The operator op_type of domain, or NULL (sn_op_find in ops/registry.h,
  * or a runtime's own lookup that adds its nodes to it). */
 typedef const sn_op_def *(*sn_op_lookup)(const char *domain,
                                          const char *op_type);
+/* Does op implement node n's form in a model of the default domain's
+ * opset `opset`?  Nodes of other domains always match (their opsets are
+ * not tracked). */
+int sn_op_opset_matches(const sn_op_def *op, const sn_node *n, int64_t opset);
+/* op's opsets as text: "9 and later", "1 to 12". */
+void sn_op_opsets(const sn_op_def *op, char *buf, size_t cap);
 
 /* --- helpers for ops (lib/exec/lower.c) ------------------------------------ */
 

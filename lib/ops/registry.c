@@ -23,7 +23,7 @@
  * USE(UNARY_RELU) | ...  (none: it runs on the host or aliases its input,
  * on every device). */
 #define OP(name, lo, hi, fn, since, shard, rows, cost, uses)                  \
-    {{name, lo, hi, fn}, "", since, 0, SN_SHARD_##shard, SN_ROWS_##rows,     \
+    {{name, lo, hi, fn, since, 0}, "", SN_SHARD_##shard, SN_ROWS_##rows,     \
      SN_COST_##cost, uses}
 #define USE(u) SN_USES_BIT(SN_USE_##u)
 #define HOST 0

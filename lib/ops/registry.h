@@ -109,9 +109,8 @@ int sn_use_of(sn_kernel k, int variant);
 int sn_device_runs(const sn_device *dev, sn_uses uses, sn_use *missing);
 
 typedef struct sn_operator {
-    sn_op_def def;      /* op_type, input counts, lowering */
+    sn_op_def def;      /* op_type, input counts, lowering, opsets */
     const char *domain; /* "" for ai.onnx */
-    int since, until;   /* the opsets it implements; until 0: the newest */
     sn_shard_rule shard;
     sn_rows_rule rows;
     sn_cost_rule cost;
