@@ -40,6 +40,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/config.h"
 #include "cpu_kernels.h"
 
 #if defined(__GNUC__) && defined(__x86_64__)
@@ -71,13 +72,12 @@ int sn_cpu_sgemm_avx512_available(void)
     static int cached = -1;
     int v = __atomic_load_n(&cached, __ATOMIC_RELAXED);
     if (v < 0) {
-        const char *env = getenv("SHARDNET_CPU_SGEMM");
         __builtin_cpu_init();
         v = __builtin_cpu_supports("avx512f") &&
             __builtin_cpu_supports("avx512bw") &&
             __builtin_cpu_supports("avx512dq") &&
             __builtin_cpu_supports("avx512vl") &&
-            !(env && !strcmp(env, "blas"));
+            !sn_config_env()->sgemm_blas;
         __atomic_store_n(&cached, v, __ATOMIC_RELAXED);
     }
     return v;

@@ -152,7 +152,8 @@ typedef struct shardnet_device_info {
 typedef struct shardnet_context shardnet_context_t;
 
 /**
- * \brief Discover the devices of this machine.
+ * \brief Discover the devices of this machine: shardnet_context_create_with()
+ * with no options (every setting as the environment says).
  *
  * CPU packages are found through hwloc, OpenCL devices through the ICD
  * loader; a machine without an OpenCL platform simply has no "cl" devices.
@@ -160,6 +161,67 @@ typedef struct shardnet_context shardnet_context_t;
  * \return SHARDNET_OK, or an error with shardnet_last_error() set.
  */
 SHARDNET_API shardnet_status shardnet_context_create(shardnet_context_t **out);
+
+/**
+ * What a context's devices are and how they are used, for the settings
+ * that the environment variables SHARDNET_* give otherwise.
+ *
+ * Precedence: a member set here wins over its environment variable; a
+ * member left unset (0 or NULL, as in a zeroed struct) takes the
+ * variable's value, read once per process at the first context, or the
+ * default.  An environment variable set to a value shardnet cannot use
+ * fails every context's creation, whatever the options say.  Strings are
+ * copied: they need to live only through shardnet_context_create_with().
+ *
+ * The struct can grow as shardnet_session_options does: the library reads
+ * the \p size bytes the caller states (0: this first version's size) and
+ * refuses a larger struct from a newer program when one of the fields it
+ * does not know is set.
+ */
+typedef struct shardnet_context_options {
+    /** sizeof(shardnet_context_options), or 0. */
+    size_t size;
+    /** The default device list, used where a device list given to
+     * shardnet_devices_select() or a session is NULL or "" (at most 1023
+     * bytes; NULL or "": SHARDNET_DEVICES, else "all"). */
+    const char *devices;
+    /** Bytes the planner may use on each device, below the device's own
+     * memory (0: SHARDNET_MEMORY_LIMIT, else the device's memory). */
+    uint64_t memory_limit;
+    /** Threads of each CPU device's team at most, on its first cores, up
+     * to 1 << 20 (0: SHARDNET_CPU_THREADS, else one per core). */
+    unsigned cpu_threads;
+    /** The folder of the device profiles and the compiled OpenCL programs,
+     * made if missing (at most 4095 bytes; NULL or "": SHARDNET_CACHE_DIR,
+     * else $XDG_CACHE_HOME/shardnet, else ~/.cache/shardnet). */
+    const char *cache_dir;
+    /** Positive: measure each device's profile again at its first use and
+     * replace the cached one; negative: use the cache; 0:
+     * SHARDNET_REPROFILE (0 or 1), else the cache. */
+    int reprofile;
+    /** Positive: the tensor split's collectives go through host memory
+     * (the staged engine) even where every device shares host memory;
+     * negative: the transport the devices allow; 0:
+     * SHARDNET_STAGED_COLLECTIVES (0 or 1), else the transport they
+     * allow. */
+    int staged_collectives;
+    /** A folder holding the OpenCL sources (kernels_cl/<name>.cl), read
+     * instead of those built in, for kernel development (at most 4095
+     * bytes; NULL or "": SHARDNET_CL_DIR, else those built in). */
+    const char *kernel_dir;
+} shardnet_context_options;
+
+/**
+ * \brief shardnet_context_create() with options (NULL: none).
+ * \param[out] out  new context, to be released with shardnet_context_free().
+ * \return SHARDNET_INVALID_ARGUMENT for options this library cannot read
+ *         (a size too small, or fields of a newer shardnet set), a string
+ *         too long, cpu_threads above 1 << 20, or an environment variable
+ *         with a value it cannot use; the message names the member or the
+ *         variable.
+ */
+SHARDNET_API shardnet_status shardnet_context_create_with(
+    const shardnet_context_options *options, shardnet_context_t **out);
 
 /**
  * \brief This process's index in its job, and the job's processes.
@@ -190,7 +252,8 @@ SHARDNET_API shardnet_status shardnet_device_get_info(
  *
  * A list is comma-separated items, each "all", a kind ("cpu", "cl") meaning
  * every device of that kind, or one device "kind:N".  NULL or "" means the
- * environment variable SHARDNET_DEVICES, or "all" when it is unset.  A device
+ * context's default list (shardnet_context_options.devices, else the
+ * environment variable SHARDNET_DEVICES), or "all" when it has none.  A device
  * named twice is taken once, in the order first named.
  * \param spec       the list.
  * \param[out] idx   receives up to \p cap indices (may be NULL if cap is 0).

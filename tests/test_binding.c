@@ -58,6 +58,10 @@ static void setup(void)
         setenv("HWLOC_SYNTHETIC", "pack:2 numa:1 core:2 pu:1", 1);
         setenv("HWLOC_THISSYSTEM", "1", 1);
     }
+    /* Before the first context, which reads them once: no cap on the
+     * threads, and a job's processes on this machine as the tests say. */
+    unsetenv("SHARDNET_CPU_THREADS");
+    unsetenv("SHARDNET_MPI");
     cr_assert_eq(hwloc_topology_init(&topo), 0);
     cr_assert_eq(hwloc_topology_load(topo), 0);
     cr_assert_eq(shardnet_context_create(&ctx), SHARDNET_OK, "%s",
@@ -292,7 +296,6 @@ Test(binding, cpu_device_keeps_to_the_cores_its_process_is_bound_to)
         topo, pkg->cpuset, HWLOC_OBJ_CORE, (unsigned)cores - 1);
     unsigned units;
     char cpus[64], *want = NULL;
-    unsetenv("SHARDNET_CPU_THREADS");
     unsetenv("OMPI_COMM_WORLD_LOCAL_SIZE");
     unsetenv("MPI_LOCALNRANKS");
     cr_assert_not_null(last);
@@ -322,8 +325,6 @@ Test(binding, unbound_processes_of_a_job_share_the_cores)
                      "(simulated, or bound): cannot be unbound");
     }
     hwloc_bitmap_free(mine);
-    unsetenv("SHARDNET_CPU_THREADS");
-    unsetenv("SHARDNET_MPI");
     setenv("OMPI_COMM_WORLD_LOCAL_RANK", "1", 1);
     setenv("OMPI_COMM_WORLD_LOCAL_SIZE", "2", 1);
     cpu0_when_bound(NULL, &units, cpus, sizeof cpus);

@@ -153,19 +153,14 @@ Test(devices, list_selects_kinds_names_and_all_in_order)
     }
 }
 
-Test(devices, environment_variable_gives_the_default_list)
+/* (A context's own default list, by its option or SHARDNET_DEVICES, is
+ * tests/test_config's.) */
+Test(devices, no_list_means_all)
 {
-    char got[256];
-    setenv("SHARDNET_DEVICES", "cpu:0", 1);
+    char got[256], all[256];
     cr_assert_eq(names(NULL, got, sizeof got), SHARDNET_OK);
-    cr_assert_str_eq(got, "cpu:0");
-    cr_assert_eq(names("", got, sizeof got), SHARDNET_OK);
-    cr_assert_str_eq(got, "cpu:0");
-    setenv("SHARDNET_DEVICES", "tpu:0", 1);
-    cr_assert_eq(names(NULL, got, sizeof got), SHARDNET_NO_DEVICE);
-    unsetenv("SHARDNET_DEVICES");
-    cr_assert_eq(names(NULL, got, sizeof got), SHARDNET_OK);
-    cr_assert_str_neq(got, "");
+    cr_assert_eq(names("all", all, sizeof all), SHARDNET_OK);
+    cr_assert_str_eq(got, all);
 }
 
 Test(devices, invalid_lists_give_clear_errors)
@@ -263,7 +258,7 @@ Test(registry, a_backend_of_another_interface_is_refused)
 {
     const sn_backend old = {.abi = SN_BACKEND_ABI + 1, .kind = "fake",
                             .discover = fake_discover};
-    const sn_discover_args args = {0, 1};
+    const sn_discover_args args = {.node_rank = 0, .node_size = 1};
     sn_device_list list = {0};
     char want[128];
     cr_assert_eq(sn_backend_discover(&old, &list, &args), SHARDNET_INTERNAL);
@@ -291,7 +286,7 @@ Test(registry, a_backend_of_this_interface_lists_its_devices)
 {
     const sn_backend fake = {.abi = SN_BACKEND_ABI, .kind = "fake",
                              .discover = fake_discover};
-    const sn_discover_args args = {0, 1};
+    const sn_discover_args args = {.node_rank = 0, .node_size = 1};
     sn_device_list list = {0};
     cr_assert_eq(sn_backend_discover(&fake, &list, &args), SHARDNET_OK, "%s",
                  shardnet_last_error());
@@ -306,7 +301,7 @@ Test(registry, a_failed_discovery_leaves_the_list_as_it_was)
 {
     const sn_backend fake = {.abi = SN_BACKEND_ABI, .kind = "fake",
                              .discover = fake_discover};
-    const sn_discover_args args = {0, 1};
+    const sn_discover_args args = {.node_rank = 0, .node_size = 1};
     sn_device_list list = {0};
     fake_fail = 1;
     cr_assert_eq(sn_backend_discover(&fake, &list, &args),

@@ -3,10 +3,11 @@
  * library's level: a model file changed on disk after it was loaded,
  * external data reached through a symbolic link, FIFOs where files are
  * expected, a Conv group that overflows, tensor files in formats shardnet
- * cannot read, bad environment variables, bad plan files, a full disk, and
- * the memory an OpenCL context cycle keeps.  Each must give a clear error
- * naming the file (or variable) and why, and nothing may crash or hang.
- * The command-line cases are in tests/test_hostile.sh.
+ * cannot read, bad plan files, a full disk, and the memory an OpenCL
+ * context cycle keeps.  Each must give a clear error naming the file and
+ * why, and nothing may crash or hang.  The command-line cases are in
+ * tests/test_hostile.sh; bad environment variables, which are read once
+ * per process, in tests/test_config.c (a process each).
  */
 #include <config.h>
 
@@ -592,46 +593,6 @@ Test(tensor_file, failed_save_leaves_no_file)
         cr_assert_eq(sb.st_size, 3);
     }
     rm_tmpdir(dir);
-}
-
-/* --- environment variables --------------------------------------------------- */
-
-static void expect_env_refused(const char *var, const char *value)
-{
-    shardnet_context_t *ctx = NULL;
-    char want[128];
-    cr_assert_eq(setenv(var, value, 1), 0);
-    cr_assert_eq(shardnet_context_create(&ctx), SHARDNET_INVALID_ARGUMENT,
-                 "%s=%s was accepted", var, value);
-    cr_assert_null(ctx);
-    snprintf(want, sizeof want, "%s='%s'", var, value);
-    assert_error_has(want);
-    unsetenv(var);
-}
-
-Test(environment, invalid_memory_limit_is_an_error)
-{
-    expect_env_refused("SHARDNET_MEMORY_LIMIT", "lots");
-    expect_env_refused("SHARDNET_MEMORY_LIMIT", "512MB");
-    expect_env_refused("SHARDNET_MEMORY_LIMIT", "-5");
-    expect_env_refused("SHARDNET_MEMORY_LIMIT", "0");
-}
-
-Test(environment, invalid_cpu_threads_is_an_error)
-{
-    expect_env_refused("SHARDNET_CPU_THREADS", "two");
-    expect_env_refused("SHARDNET_CPU_THREADS", "0");
-    expect_env_refused("SHARDNET_CPU_THREADS", "3x");
-}
-
-Test(environment, valid_values_are_taken)
-{
-    shardnet_context_t *ctx = NULL;
-    setenv("SHARDNET_MEMORY_LIMIT", "512M", 1);
-    setenv("SHARDNET_CPU_THREADS", "1", 1);
-    cr_assert_eq(shardnet_context_create(&ctx), SHARDNET_OK, "%s",
-                 shardnet_last_error());
-    shardnet_context_free(ctx);
 }
 
 /* --- plan files ------------------------------------------------------------------ */

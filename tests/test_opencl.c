@@ -12,10 +12,12 @@
 #include "backend/backend.h"
 #include "shardnet.h"
 
-/* The first OpenCL device of a fresh context, or skip. */
-static sn_device *first_cl(shardnet_context_t **ctx)
+/* The first OpenCL device of a fresh context with these options, or
+ * skip. */
+static sn_device *first_cl(const shardnet_context_options *o,
+                           shardnet_context_t **ctx)
 {
-    cr_assert_eq(shardnet_context_create(ctx), SHARDNET_OK, "%s",
+    cr_assert_eq(shardnet_context_create_with(o, ctx), SHARDNET_OK, "%s",
                  shardnet_last_error());
     for (size_t i = 0; i < shardnet_device_count(*ctx); i++) {
         sn_device *d = sn_context_device(*ctx, i);
@@ -49,11 +51,11 @@ Test(opencl, kernel_that_fails_to_build_reports_its_build_log)
 {
     char dir[4096];
     const char *src = getenv("SHARDNET_SRCDIR");
+    shardnet_context_options o = {.size = sizeof o, .kernel_dir = dir};
     shardnet_context_t *ctx;
     float out[4];
     snprintf(dir, sizeof dir, "%s/tests/broken_cl", src ? src : ".");
-    setenv("SHARDNET_CL_DIR", dir, 1);
-    sn_device *dev = first_cl(&ctx);
+    sn_device *dev = first_cl(&o, &ctx);
     cr_assert_eq(relu4(dev, out), SHARDNET_BUILD_ERROR, "%s",
                  shardnet_last_error());
     const char *msg = shardnet_last_error();
@@ -70,7 +72,6 @@ Test(opencl, kernel_that_fails_to_build_reports_its_build_log)
                  "%s", shardnet_last_error());
     cr_assert_float_eq(c[0], 6.0f, 0);
     shardnet_context_free(ctx);
-    unsetenv("SHARDNET_CL_DIR");
 }
 
 Test(opencl, missing_kernel_source_in_cl_dir_is_an_io_error)
@@ -78,9 +79,11 @@ Test(opencl, missing_kernel_source_in_cl_dir_is_an_io_error)
     shardnet_context_t *ctx;
     float out[4];
     setenv("SHARDNET_CL_DIR", "/nonexistent/shardnet-cl", 1);
-    sn_device *dev = first_cl(&ctx);
+    sn_device *dev = first_cl(NULL, &ctx);
     cr_assert_eq(relu4(dev, out), SHARDNET_IO_ERROR);
     cr_assert(strstr(shardnet_last_error(), "SHARDNET_CL_DIR"), "%s",
+              shardnet_last_error());
+    cr_assert(strstr(shardnet_last_error(), "/nonexistent/shardnet-cl"), "%s",
               shardnet_last_error());
     shardnet_context_free(ctx);
     unsetenv("SHARDNET_CL_DIR");
@@ -129,13 +132,13 @@ static void corrupt_files(const char *dir)
 Test(opencl, program_binaries_are_cached_and_corrupt_entries_rebuilt)
 {
     char dir[] = "/tmp/shardnet-cache-XXXXXX";
+    shardnet_context_options o = {.size = sizeof o, .cache_dir = dir};
     shardnet_context_t *ctx;
     float out[4];
     long bytes, bytes2; /* the smallest cache file */
     cr_assert_not_null(mkdtemp(dir));
-    setenv("SHARDNET_CACHE_DIR", dir, 1);
 
-    sn_device *dev = first_cl(&ctx);
+    sn_device *dev = first_cl(&o, &ctx);
     cr_assert_eq(relu4(dev, out), SHARDNET_OK, "%s", shardnet_last_error());
     cr_assert_float_eq(out[0], 0.0f, 0);
     cr_assert_float_eq(out[3], 4.0f, 0);
@@ -145,7 +148,7 @@ Test(opencl, program_binaries_are_cached_and_corrupt_entries_rebuilt)
     cr_assert_gt(bytes, 100, "a cached binary of %ld bytes", bytes);
 
     /* A second process-level start reuses the entry: no new file. */
-    dev = first_cl(&ctx);
+    dev = first_cl(&o, &ctx);
     cr_assert_eq(relu4(dev, out), SHARDNET_OK, "%s", shardnet_last_error());
     shardnet_context_free(ctx);
     cr_assert_eq(count_files(dir, &bytes2), n);
@@ -155,7 +158,7 @@ Test(opencl, program_binaries_are_cached_and_corrupt_entries_rebuilt)
      * first size: PoCL's binary carries what its own cache held, which
      * differs between a first build and later ones.) */
     corrupt_files(dir);
-    dev = first_cl(&ctx);
+    dev = first_cl(&o, &ctx);
     cr_assert_eq(relu4(dev, out), SHARDNET_OK, "%s", shardnet_last_error());
     cr_assert_float_eq(out[3], 4.0f, 0);
     shardnet_context_free(ctx);
@@ -166,5 +169,4 @@ Test(opencl, program_binaries_are_cached_and_corrupt_entries_rebuilt)
     char cmd[4200];
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
     cr_assert_eq(system(cmd), 0);
-    unsetenv("SHARDNET_CACHE_DIR");
 }

@@ -45,15 +45,17 @@ static void clear_log(void)
     logged[0] = '\0';
 }
 
+/* The profiles of the context's devices are kept in dir, and read from
+ * there whatever SHARDNET_REPROFILE says. */
 static void setup(void)
 {
+    shardnet_context_options o = {
+        .size = sizeof o, .cache_dir = dir, .reprofile = -1};
     snprintf(dir, sizeof dir, "/tmp/sn-profile-XXXXXX");
     cr_assert(mkdtemp(dir), "mkdtemp: %s", strerror(errno));
     snprintf(path, sizeof path, "%s/profiles-1.txt", dir);
-    setenv("SHARDNET_CACHE_DIR", dir, 1);
-    unsetenv("SHARDNET_REPROFILE");
     shardnet_set_log(capture, SHARDNET_LOG_WARN, NULL);
-    cr_assert_eq(shardnet_context_create(&ctx), SHARDNET_OK, "%s",
+    cr_assert_eq(shardnet_context_create_with(&o, &ctx), SHARDNET_OK, "%s",
                  shardnet_last_error());
     sn_profiles_forget();
     clear_log();
@@ -90,14 +92,18 @@ static sn_device *find_device(const char *name)
     return NULL;
 }
 
-/* A fresh measurement of dev, written to the cache (as SHARDNET_REPROFILE=1
- * does); this process's profiles are dropped afterwards. */
+/* A fresh measurement of dev, written to the cache (as a context with
+ * reprofile set makes it); this process's profiles are dropped
+ * afterwards. */
 static sn_profile fresh(sn_device *dev)
 {
-    setenv("SHARDNET_REPROFILE", "1", 1);
+    const sn_config *was = dev->config;
+    sn_config again = *was;
+    again.reprofile = 1;
+    dev->config = &again;
     sn_profiles_forget();
     sn_profile p = *sn_device_profile(dev);
-    unsetenv("SHARDNET_REPROFILE");
+    dev->config = was;
     sn_profiles_forget();
     cr_assert_eq(p.from_disk, 0);
     return p;

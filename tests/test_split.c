@@ -48,16 +48,17 @@ static int have(const char *devices)
     return shardnet_devices_select(ctx, devices, idx, 8, &n) == SHARDNET_OK;
 }
 
-/* Run the model on `devices` with the split; returns output 0 (malloc'ed). */
-static float *run(shardnet_model_t *m, const shardnet_tensor *in,
-                  const char *devices, const char *split, size_t micro,
-                  size_t *count)
+/* Run the model on `devices` of context `on` with the split; returns
+ * output 0 (malloc'ed). */
+static float *run_on(shardnet_context_t *on, shardnet_model_t *m,
+                     const shardnet_tensor *in, const char *devices,
+                     const char *split, size_t micro, size_t *count)
 {
     shardnet_session_options o = {.split = split, .micro_batches = micro};
     shardnet_session_t *s = NULL;
     shardnet_tensor_info info;
     const void *out;
-    cr_assert_eq(shardnet_session_create_with(ctx, m, devices, &o, &s),
+    cr_assert_eq(shardnet_session_create_with(on, m, devices, &o, &s),
                  SHARDNET_OK, "%s: %s", devices, shardnet_last_error());
     cr_assert_eq(shardnet_session_set_input(s, 0, in->info.dtype,
                                             in->info.rank, in->info.dims,
@@ -75,6 +76,14 @@ static float *run(shardnet_model_t *m, const shardnet_tensor *in,
     *count = n;
     shardnet_session_free(s);
     return copy;
+}
+
+/* run_on the suite's context. */
+static float *run(shardnet_model_t *m, const shardnet_tensor *in,
+                  const char *devices, const char *split, size_t micro,
+                  size_t *count)
+{
+    return run_on(ctx, m, in, devices, split, micro, count);
 }
 
 /* One model under one split on one device set, against its reference
@@ -189,10 +198,13 @@ static void split_matches_one_device(const split_case *sc)
         /* Auto on its own keeps one device when splitting does not pay
          * (then this would compare a device with itself): with less memory
          * per device than the model needs alone (the planner's figure, from
-         * a first session), it must split. */
+         * a first session), in a context of that memory limit, it must
+         * split. */
         shardnet_session_options o = {.split = "auto"};
+        shardnet_context_options limited = {.size = sizeof limited};
+        shardnet_context_t *small = NULL;
         shardnet_session_t *s = NULL;
-        char text[16384], limit[32];
+        char text[16384];
         shardnet_tensor_info info;
         const void *out;
         cr_assert_eq(shardnet_session_create_with(ctx, m, c->devices, &o, &s),
@@ -205,23 +217,26 @@ static void split_matches_one_device(const split_case *sc)
         shardnet_session_free(s);
         double mb = one_device_mb(text);
         cr_assert_gt(mb, 0, "no memory figure in\n%s", text);
-        snprintf(limit, sizeof limit, "%.0fK", mb * 1024 * 0.8);
-        setenv("SHARDNET_MEMORY_LIMIT", limit, 1);
-        cr_assert_eq(shardnet_session_create_with(ctx, m, c->devices, &o, &s),
+        limited.memory_limit = (uint64_t)(mb * 1024 * 0.8 + 0.5) * 1024;
+        cr_assert_eq(shardnet_context_create_with(&limited, &small),
+                     SHARDNET_OK, "%s", shardnet_last_error());
+        cr_assert_eq(shardnet_session_create_with(small, m, c->devices, &o, &s),
                      SHARDNET_OK, "%s", shardnet_last_error());
         cr_assert_eq(shardnet_session_set_input(s, 0, in.info.dtype,
                                                 in.info.rank, in.info.dims,
                                                 in.data),
                      SHARDNET_OK);
-        cr_assert_eq(shardnet_session_run(s), SHARDNET_OK, "%s under %s: %s",
-                     c->devices, limit, shardnet_last_error());
+        cr_assert_eq(shardnet_session_run(s), SHARDNET_OK,
+                     "%s under %llu bytes: %s", c->devices,
+                     (unsigned long long)limited.memory_limit,
+                     shardnet_last_error());
         shardnet_session_describe(s, text, sizeof text);
-        unsetenv("SHARDNET_MEMORY_LIMIT");
         cr_assert(!strstr(text, "choice: none") &&
                       !strstr(text, "running: none"),
-                  "%s on %s with %s per device (%.2f MB alone): auto kept "
-                  "one device:\n%s",
-                  c->model, c->devices, limit, mb, text);
+                  "%s on %s with %llu bytes per device (%.2f MB alone): auto "
+                  "kept one device:\n%s",
+                  c->model, c->devices,
+                  (unsigned long long)limited.memory_limit, mb, text);
         cr_assert_eq(shardnet_session_output(s, 0, &info, &out), SHARDNET_OK);
         cr_assert_eq(info.dims[0], in.info.dims[0]);
         for (size_t i = 0; i < n0; i++) {
@@ -233,6 +248,7 @@ static void split_matches_one_device(const split_case *sc)
                       (double)want[i], text);
         }
         shardnet_session_free(s);
+        shardnet_context_free(small);
         nmicro = 0;
     }
     for (size_t mi = 0; mi < nmicro; mi++) {
@@ -466,7 +482,16 @@ Test(tensor_split, shared_memory_and_staged_collectives_agree_exactly)
         {"small_transformer.onnx", "small_transformer_input.npy"},
     };
     static const char *const sets[] = {"cpu:0,cpu:1", "cpu:0,cpu:1,cl:0"};
+    shardnet_context_options as_shared = {.size = sizeof as_shared,
+                                          .staged_collectives = -1};
+    shardnet_context_options as_staged = {.size = sizeof as_staged,
+                                          .staged_collectives = 1};
+    shardnet_context_t *shared_ctx, *staged_ctx;
     char path[4096];
+    cr_assert_eq(shardnet_context_create_with(&as_shared, &shared_ctx),
+                 SHARDNET_OK, "%s", shardnet_last_error());
+    cr_assert_eq(shardnet_context_create_with(&as_staged, &staged_ctx),
+                 SHARDNET_OK, "%s", shardnet_last_error());
     for (size_t k = 0; k < 3; k++)
         for (size_t d = 0; d < 2; d++) {
             shardnet_model_t *m = NULL;
@@ -478,11 +503,10 @@ Test(tensor_split, shared_memory_and_staged_collectives_agree_exactly)
             cr_assert_eq(shardnet_model_load(path, &m), SHARDNET_OK);
             fixture(path, sizeof path, models[k][1]);
             cr_assert_eq(shardnet_tensor_load(path, &in), SHARDNET_OK);
-            unsetenv("SHARDNET_STAGED_COLLECTIVES");
-            float *shared = run(m, &in, sets[d], "tensor", 0, &n0);
-            setenv("SHARDNET_STAGED_COLLECTIVES", "1", 1);
-            float *staged = run(m, &in, sets[d], "tensor", 0, &n1);
-            unsetenv("SHARDNET_STAGED_COLLECTIVES");
+            float *shared = run_on(shared_ctx, m, &in, sets[d], "tensor", 0,
+                                   &n0);
+            float *staged = run_on(staged_ctx, m, &in, sets[d], "tensor", 0,
+                                   &n1);
             cr_assert_eq(n0, n1);
             cr_assert_eq(memcmp(shared, staged, n0 * sizeof *shared), 0,
                          "%s on %s: the two collective paths differ",
@@ -492,6 +516,8 @@ Test(tensor_split, shared_memory_and_staged_collectives_agree_exactly)
             shardnet_tensor_free(&in);
             shardnet_model_free(m);
         }
+    shardnet_context_free(shared_ctx);
+    shardnet_context_free(staged_ctx);
 }
 
 /* A session on the model with its input bound; the description. */

@@ -201,10 +201,11 @@ static shardnet_status usable_cores(hwloc_topology_t topo, hwloc_obj_t pkg,
 }
 
 /* Device `index` on package `pkg`, using its PUs in `use` (see the top of
- * this file). */
+ * this file), with at most max_threads threads (0: one per core). */
 static shardnet_status open_package(sn_device_list *list,
                                     hwloc_topology_t topo, hwloc_obj_t pkg,
-                                    hwloc_const_cpuset_t use, unsigned index)
+                                    hwloc_const_cpuset_t use, unsigned index,
+                                    unsigned max_threads)
 {
     sn_device *dev = calloc(1, sizeof *dev);
     cpu_device *cd = calloc(1, sizeof *cd);
@@ -238,14 +239,11 @@ static shardnet_status open_package(sn_device_list *list,
     if ((st = usable_cores(topo, pkg, use, &cd->cores, &cd->ncores)) !=
         SHARDNET_OK)
         goto error;
-    {
-        /* SHARDNET_CPU_THREADS caps each CPU device's team (benchmarks,
-         * sharing the machine); the first usable cores are used. */
-        const char *cap = getenv("SHARDNET_CPU_THREADS");
-        long v = cap ? strtol(cap, NULL, 10) : 0;
-        while (v > 0 && (unsigned long)v < cd->ncores)
-            hwloc_bitmap_free(cd->cores[--cd->ncores]);
-    }
+    /* The context's cpu_threads (SHARDNET_CPU_THREADS) caps each CPU
+     * device's team (benchmarks, sharing the machine); the first usable
+     * cores are used. */
+    while (max_threads > 0 && max_threads < cd->ncores)
+        hwloc_bitmap_free(cd->cores[--cd->ncores]);
     for (unsigned i = 0; i < cd->ncores; i++)
         hwloc_bitmap_or(cd->cpuset, cd->cpuset, cd->cores[i]);
 
@@ -404,7 +402,8 @@ static shardnet_status cpu_discover(sn_device_list *list,
             acquire_topology(&topo);
         use = package_share(topo, pkg, mine, bound, share, shares,
                             (unsigned)i);
-        st = use ? open_package(list, topo, pkg, use, (unsigned)i)
+        st = use ? open_package(list, topo, pkg, use, (unsigned)i,
+                                sn_config_or_env(args->config)->cpu_threads)
                  : (release_topology(),
                     sn_error(SHARDNET_OUT_OF_MEMORY, "cpu devices"));
         hwloc_bitmap_free(use);

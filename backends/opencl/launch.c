@@ -65,8 +65,8 @@ static shardnet_status get_program(cl_dev *cd, int prog)
 {
     if (cd->programs[prog])
         return SHARDNET_OK;
-    return sn_cl_program_build(cd->ctx, cd->id, cd->label, prog_files[prog],
-                               &cd->programs[prog]);
+    return sn_cl_program_build(cd->config, cd->ctx, cd->id, cd->label,
+                               prog_files[prog], &cd->programs[prog]);
 }
 
 /* *slot, created from program `prog` on first use; the lock is held. */

@@ -202,7 +202,8 @@ static shardnet_status cl_discover(sn_device_list *list,
     shardnet_status st = SHARDNET_OK;
     cl_int err = clGetPlatformIDs(0, NULL, &nplat);
 
-    (void)args; /* OpenCL devices are not shared out between processes */
+    /* OpenCL devices are not shared out between processes: of args, only
+     * the context's configuration matters. */
     if (err == CL_PLATFORM_NOT_FOUND_KHR || (err == CL_SUCCESS && nplat == 0)) {
         sn_log(SHARDNET_LOG_DEBUG, "no OpenCL platform");
         return SHARDNET_OK;
@@ -247,6 +248,7 @@ static shardnet_status cl_discover(sn_device_list *list,
                 st = SHARDNET_OK;
                 continue;
             }
+            ((cl_dev *)dev->impl)->config = args->config;
             st = sn_device_list_push(list, dev);
             if (st != SHARDNET_OK) {
                 cl_device_free(dev);

@@ -67,6 +67,7 @@ typedef struct cl_dev {
     size_t max_wg;          /* CL_DEVICE_MAX_WORK_GROUP_SIZE */
     int host_unified;
     char label[192]; /* "cl:0 (device name)", for messages */
+    const sn_config *config; /* its context's (kernel sources, cache) */
     /* Guards everything below and the mapping lists of the buffers; held
      * from kernel lookup to enqueue, since kernel arguments are shared. */
     pthread_mutex_t lock;

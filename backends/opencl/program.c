@@ -3,11 +3,13 @@
  * binaries.
  *
  * Sources come from the table that tools/embed-cl.sh generates at build
- * time, or from $SHARDNET_CL_DIR/<name> when that is set (development: edit
- * a .cl file and rerun without rebuilding the library).
+ * time, or from <kernel_dir>/<name> when the context names a kernel_dir
+ * (SHARDNET_CL_DIR; development: edit a .cl file and rerun without
+ * rebuilding the library).
  *
- * The cache lives in $SHARDNET_CACHE_DIR, else $XDG_CACHE_HOME/shardnet,
- * else $HOME/.cache/shardnet.  A file is named after a 64-bit FNV-1a hash of
+ * The cache lives in the context's cache folder (sn_cache_dir: its option,
+ * $SHARDNET_CACHE_DIR, else $XDG_CACHE_HOME/shardnet, else
+ * $HOME/.cache/shardnet).  A file is named after a 64-bit FNV-1a hash of
  * everything that determines the binary (source text, build options, device
  * name, driver version, platform version) and holds a small header (magic,
  * key, payload size, payload hash) then the binary the driver gave back.
@@ -159,24 +161,26 @@ error:
 }
 
 /* The source text of `name`; *owned is what the caller frees (may be NULL). */
-static shardnet_status load_source(const char *label, const char *name,
+static shardnet_status load_source(const sn_config *config,
+                                   const char *label, const char *name,
                                    char **owned, const char **text,
                                    size_t *len)
 {
-    const char *dir = getenv("SHARDNET_CL_DIR");
+    const char *dir = sn_config_or_env(config)->kernel_dir;
     *owned = NULL;
-    if (dir && *dir) {
+    if (*dir) {
         char path[CACHE_PATH_MAX];
         int w = snprintf(path, sizeof path, "%s/%s", dir, name);
         if (w < 0 || (size_t)w >= sizeof path)
             return sn_error(SHARDNET_IO_ERROR,
-                            "%s: SHARDNET_CL_DIR path too long for %s", label,
-                            name);
+                            "%s: kernel_dir (SHARDNET_CL_DIR) path too long "
+                            "for %s",
+                            label, name);
         *owned = read_file(path, len);
         if (!*owned)
             return sn_error(SHARDNET_IO_ERROR,
-                            "%s: SHARDNET_CL_DIR is set but %s cannot be "
-                            "read: %s",
+                            "%s: kernel_dir (SHARDNET_CL_DIR) is set but %s "
+                            "cannot be read: %s",
                             label, path, strerror(errno));
         *text = *owned;
         sn_log(SHARDNET_LOG_DEBUG, "%s: %s from %s", label, name, path);
@@ -436,9 +440,9 @@ static shardnet_status build_source(cl_context ctx, cl_device_id device,
     return SHARDNET_OK;
 }
 
-shardnet_status sn_cl_program_build(cl_context ctx, cl_device_id device,
-                                    const char *label, const char *name,
-                                    cl_program *out)
+shardnet_status sn_cl_program_build(const sn_config *config, cl_context ctx,
+                                    cl_device_id device, const char *label,
+                                    const char *name, cl_program *out)
 {
     char *owned = NULL;
     const char *text = NULL;
@@ -450,10 +454,11 @@ shardnet_status sn_cl_program_build(cl_context ctx, cl_device_id device,
     shardnet_status st;
 
     *out = NULL;
-    st = load_source(label, name, &owned, &text, &len);
+    st = load_source(config, label, name, &owned, &text, &len);
     if (st != SHARDNET_OK)
         return st;
-    if (cache_key(device, text, len, &key) && sn_cache_dir(dir, sizeof dir)) {
+    if (cache_key(device, text, len, &key) &&
+        sn_cache_dir(config, dir, sizeof dir)) {
         snprintf(path, sizeof path, "%s/%016" PRIx64 ".bin", dir, key);
         cache = 1;
         prog = load_cached(ctx, device, label, path, key);

@@ -27,6 +27,7 @@ extern const size_t sn_cl_source_count;
 #include <CL/cl.h>
 #endif
 
+#include "core/config.h"
 #include "shardnet.h"
 
 /* Options every program is built with (part of the cache key). */
@@ -34,16 +35,18 @@ extern const size_t sn_cl_source_count;
 
 /*
  * Build the program of kernels_cl/<name> for one device: from
- * $SHARDNET_CL_DIR/<name> when that variable is set, else from the embedded
- * table; through the on-disk binary cache (see program.c) when it can.
+ * <kernel_dir>/<name> when config (the device's context's, NULL: the
+ * process's) names a kernel_dir (SHARDNET_CL_DIR), else from the embedded
+ * table; through the on-disk binary cache in config's cache folder (see
+ * program.c) when it can.
  * \param label  how messages name the device, e.g. "cl:0 (pthread-...)".
  * \param[out] out  a built program, released by the caller.
  * \return SHARDNET_BUILD_ERROR with the build log in the error detail,
- *         SHARDNET_IO_ERROR for an unreadable $SHARDNET_CL_DIR file.
+ *         SHARDNET_IO_ERROR for an unreadable kernel_dir file.
  */
-shardnet_status sn_cl_program_build(cl_context ctx, cl_device_id device,
-                                    const char *label, const char *name,
-                                    cl_program *out);
+shardnet_status sn_cl_program_build(const sn_config *config, cl_context ctx,
+                                    cl_device_id device, const char *label,
+                                    const char *name, cl_program *out);
 
 /* Name of an OpenCL error code ("CL_OUT_OF_RESOURCES"), or "unknown". */
 const char *sn_cl_error_name(cl_int err);

@@ -69,6 +69,16 @@ typedef struct plan_file {
     size_t nstrat;
 } plan_file;
 
+/* An options struct of the caller's that leads with its size, in (NULL:
+ * every option unset), as this library's, out (known bytes, zeroed
+ * first): the size the caller states (0: first, the first version's),
+ * fields past it left unset; refused when smaller than the first version,
+ * or when it sets a byte past known (an option of a newer shardnet).
+ * what names the struct in messages: "session" for
+ * shardnet_session_options (options.c). */
+shardnet_status sn_options_read(const void *in, void *out, size_t first,
+                                size_t known, const char *what);
+
 /* The plan file at path read into *pf (planfile.c). */
 shardnet_status sn_plan_file_read(const char *path, plan_file *pf);
 

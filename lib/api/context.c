@@ -1,21 +1,26 @@
-/* The context: the devices the backend registry discovers (and, in a job
- * of several processes, every process's), device lists, matmul. */
+/* The context: its configuration (the environment's, the caller's options
+ * over it), the devices the backend registry discovers (and, in a job of
+ * several processes, every process's), device lists, matmul. */
 #include <config.h>
 
 #include <ctype.h>
 #include <errno.h>
 #include <limits.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "api/api_impl.h"
 #include "backend/backend.h"
 #include "comm/world.h"
+#include "core/config.h"
 #include "core/error.h"
 
 struct shardnet_context {
     sn_device_list devices; /* by process, each's in the registry's order */
+    sn_config config;       /* its settings; every device points at it */
 };
 
 /*
@@ -94,44 +99,68 @@ out:
     return st;
 }
 
-/*
- * The environment variables that size the devices, checked before any is
- * read: a value the library cannot use is an error, not a silent default
- * (a typo in a memory cap would otherwise plan for memory the program
- * meant not to use).
- */
-static shardnet_status check_environment(void)
+/* A string option into a field of cap bytes; unset (NULL or "") keeps
+ * what the field has. */
+static shardnet_status take_text(const char *member, const char *value,
+                                 char *field, size_t cap)
 {
-    const char *v = getenv("SHARDNET_MEMORY_LIMIT");
-    if (v && *v) {
-        /* bytes, or a number with a K, M or G suffix (binary units) */
-        char *end;
-        errno = 0;
-        double x = strtod(v, &end);
-        if (end != v && strchr("KkMmGg", *end) && *end)
-            end++;
-        if (end == v || *end || errno || !(x > 0) || x > 1e18)
-            return sn_error(SHARDNET_INVALID_ARGUMENT,
-                            "SHARDNET_MEMORY_LIMIT='%s' is not a size (a "
-                            "positive number of bytes, or one with a K, M "
-                            "or G suffix, e.g. 512M)",
-                            v);
-    }
-    v = getenv("SHARDNET_CPU_THREADS");
-    if (v && *v) {
-        char *end;
-        errno = 0;
-        long n = strtol(v, &end, 10);
-        if (end == v || *end || errno || n < 1 || n > 1 << 20)
-            return sn_error(SHARDNET_INVALID_ARGUMENT,
-                            "SHARDNET_CPU_THREADS='%s' is not a number of "
-                            "threads (a whole number, 1 or more)",
-                            v);
-    }
+    size_t len = value ? strlen(value) : 0;
+    if (!len)
+        return SHARDNET_OK;
+    if (len >= cap)
+        return sn_error(SHARDNET_INVALID_ARGUMENT,
+                        "context options: %s is %zu bytes long, more than "
+                        "the %zu this library takes",
+                        member, len, cap - 1);
+    memcpy(field, value, len + 1);
     return SHARDNET_OK;
 }
 
-shardnet_status shardnet_context_create(shardnet_context_t **out)
+/*
+ * The context's configuration: the process's, from the environment, with
+ * the caller's options over it.  A variable the library cannot use is an
+ * error even where an option replaces it, not a silent default (a typo in
+ * a memory cap would otherwise plan for memory the program meant not to
+ * use).
+ */
+static shardnet_status configure(const shardnet_context_options *in,
+                                 sn_config *config)
+{
+    /* The first version of the struct ends at kernel_dir. */
+    const size_t first =
+        offsetof(shardnet_context_options, kernel_dir) + sizeof in->kernel_dir;
+    shardnet_context_options o;
+    shardnet_status st;
+    if ((st = sn_config_env_status()) != SHARDNET_OK ||
+        (st = sn_options_read(in, &o, first, sizeof o, "context")) !=
+            SHARDNET_OK)
+        return st;
+    *config = *sn_config_env();
+    if (o.cpu_threads > 1u << 20)
+        return sn_error(SHARDNET_INVALID_ARGUMENT,
+                        "context options: cpu_threads is %u, more than the "
+                        "%u threads a device may have",
+                        o.cpu_threads, 1u << 20);
+    if (o.memory_limit)
+        config->memory_limit = o.memory_limit;
+    if (o.cpu_threads)
+        config->cpu_threads = o.cpu_threads;
+    if (o.reprofile)
+        config->reprofile = o.reprofile > 0;
+    if (o.staged_collectives)
+        config->staged_collectives = o.staged_collectives > 0;
+    if ((st = take_text("devices", o.devices, config->devices,
+                        sizeof config->devices)) != SHARDNET_OK ||
+        (st = take_text("cache_dir", o.cache_dir, config->cache_dir,
+                        sizeof config->cache_dir)) != SHARDNET_OK ||
+        (st = take_text("kernel_dir", o.kernel_dir, config->kernel_dir,
+                        sizeof config->kernel_dir)) != SHARDNET_OK)
+        return st;
+    return SHARDNET_OK;
+}
+
+shardnet_status shardnet_context_create_with(
+    const shardnet_context_options *options, shardnet_context_t **out)
 {
     shardnet_context_t *ctx;
     sn_discover_args args;
@@ -141,14 +170,17 @@ shardnet_status shardnet_context_create(shardnet_context_t **out)
         return sn_error(SHARDNET_INVALID_ARGUMENT, "context: out is NULL");
     *out = NULL;
     sn_error_clear();
-    if ((st = check_environment()) != SHARDNET_OK)
-        return st;
     ctx = calloc(1, sizeof *ctx);
     if (!ctx)
         return sn_error(SHARDNET_OUT_OF_MEMORY, "context");
+    if ((st = configure(options, &ctx->config)) != SHARDNET_OK) {
+        free(ctx);
+        return st;
+    }
     /* Processes of the job on this machine share its cores: discovery,
      * which comes before the job is joined, learns its share here. */
     sn_world_node_share(&args.node_rank, &args.node_size);
+    args.config = &ctx->config;
     if ((st = sn_backends_discover(&ctx->devices, &args)) != SHARDNET_OK) {
         free(ctx);
         return st;
@@ -161,9 +193,16 @@ shardnet_status shardnet_context_create(shardnet_context_t **out)
         free(ctx);
         return st;
     }
+    for (size_t i = 0; i < ctx->devices.count; i++)
+        ctx->devices.items[i]->config = &ctx->config;
     sn_log(SHARDNET_LOG_INFO, "found %zu devices", ctx->devices.count);
     *out = ctx;
     return SHARDNET_OK;
+}
+
+shardnet_status shardnet_context_create(shardnet_context_t **out)
+{
+    return shardnet_context_create_with(NULL, out);
 }
 
 unsigned shardnet_job_process(void)
@@ -334,11 +373,8 @@ shardnet_status shardnet_devices_select(const shardnet_context_t *ctx,
         return sn_error(SHARDNET_INVALID_ARGUMENT,
                         "device selection: NULL argument");
     *count = 0;
-    if (!spec || !*spec) {
-        spec = getenv("SHARDNET_DEVICES");
-        if (!spec || !*spec)
-            spec = "all";
-    }
+    if (!spec || !*spec)
+        spec = *ctx->config.devices ? ctx->config.devices : "all";
     seen = calloc(ctx->devices.count + 1, 1);
     copy = strdup(spec);
     if (!seen || !copy) {

@@ -35,27 +35,9 @@ static shardnet_status session_options_read(const shardnet_session_options *in,
 {
     const size_t first =
         offsetof(shardnet_session_options, plan_file) + sizeof in->plan_file;
-    size_t size;
-    memset(o, 0, sizeof *o);
+    shardnet_status st = sn_options_read(in, o, first, sizeof *o, "session");
     o->size = sizeof *o;
-    if (!in)
-        return SHARDNET_OK;
-    size = in->size ? in->size : first;
-    if (size < first)
-        return sn_error(SHARDNET_INVALID_ARGUMENT,
-                        "session options: size %zu is too small (set it to "
-                        "sizeof(shardnet_session_options))",
-                        in->size);
-    for (size_t i = sizeof *o; i < size; i++)
-        if (((const unsigned char *)in)[i])
-            return sn_error(SHARDNET_INVALID_ARGUMENT,
-                            "session options: byte %zu is set, past the %zu "
-                            "this library knows (an option of a newer "
-                            "shardnet)",
-                            i, sizeof *o);
-    memcpy(o, in, size < sizeof *o ? size : sizeof *o);
-    o->size = sizeof *o;
-    return SHARDNET_OK;
+    return st;
 }
 
 shardnet_status shardnet_session_create_with(

@@ -44,13 +44,14 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "core/config.h"
 #include "shardnet.h"
 
 /* The number of this interface: every backend states the one it was
  * written against (sn_backend.abi, sn_backend_ops.abi) and the registry
  * refuses one that differs.  Raise it with every change to the structs and
  * the vtable below. */
-#define SN_BACKEND_ABI 6
+#define SN_BACKEND_ABI 7
 
 /** Highest tensor rank the element-wise kernels accept. */
 #define SN_MAX_DIMS 8
@@ -393,6 +394,10 @@ struct sn_device {
      * its ops have no buffers and no kernels. */
     unsigned process;
     int remote;
+    /* The configuration of the context the device belongs to (its memory
+     * limit, its cache folder...), set by the context; NULL outside one
+     * (sn_config_or_env: the process's). */
+    const sn_config *config;
 };
 
 /* --- the registry (lib/backend/registry.c) ------------------------------ */
@@ -412,10 +417,14 @@ void sn_device_list_free(sn_device_list *list);
 /* What discovery needs to know that only layers above the backends can
  * tell (a backend sees only this interface and lib/core): this process's
  * place among the processes of its job on the same machine that the
- * launcher left unbound, node_rank of node_size (0 of 1 outside a job).
- * The CPU backend gives such processes even shares of the cores. */
+ * launcher left unbound, node_rank of node_size (0 of 1 outside a job),
+ * and the configuration of the context being made (NULL: the process's).
+ * The CPU backend gives such processes even shares of the cores and sizes
+ * its teams by config's cpu_threads; the OpenCL backend keeps config for
+ * its kernel sources and program cache. */
 typedef struct sn_discover_args {
     unsigned node_rank, node_size;
+    const sn_config *config;
 } sn_discover_args;
 
 /*
@@ -506,9 +515,8 @@ int sn_kernel_variants(sn_kernel k);
  * to an enum is refused until the backend implements it. */
 int sn_variants_within(const int implemented[SN_KERNEL_COUNT], sn_kernel k,
                        int variant);
-/* Bytes the planner may use on dev: its memory, capped by
- * SHARDNET_MEMORY_LIMIT (bytes, or with a K, M or G suffix) when set;
- * 0 when unknown. */
+/* Bytes the planner may use on dev: its memory, capped by its context's
+ * memory limit (sn_config.memory_limit) when set; 0 when unknown. */
 uint64_t sn_device_memory(const sn_device *dev);
 /* The calling thread drives dev from now on (bind_thread, if any); with
  * !on, the thread's earlier binding comes back. */

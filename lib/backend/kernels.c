@@ -757,23 +757,9 @@ shardnet_status sn_synchronize(sn_device *dev)
 uint64_t sn_device_memory(const sn_device *dev)
 {
     uint64_t have = dev ? dev->info.global_mem : 0;
-    const char *cap = getenv("SHARDNET_MEMORY_LIMIT");
-    if (cap && *cap) {
-        char *end;
-        double v = strtod(cap, &end);
-        double unit = *end == 'K' || *end == 'k'   ? 1024.0
-                      : *end == 'M' || *end == 'm' ? 1024.0 * 1024.0
-                      : *end == 'G' || *end == 'g' ? 1024.0 * 1024.0 * 1024.0
-                                                   : 1.0;
-        if (end != cap && v > 0) {
-            uint64_t lim = (uint64_t)(v * unit);
-            if (!have || lim < have)
-                have = lim;
-        } else {
-            sn_log(SHARDNET_LOG_WARN,
-                   "SHARDNET_MEMORY_LIMIT=%s is not a size; ignored", cap);
-        }
-    }
+    uint64_t cap = dev ? sn_config_or_env(dev->config)->memory_limit : 0;
+    if (cap && (!have || cap < have))
+        have = cap;
     return have;
 }
 

@@ -20,6 +20,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "core/config.h"
 #include "core/error.h"
 #include "core/trace.h"
 #include "comm/world.h"
@@ -86,17 +87,12 @@ static int launched_by_mpirun(void)
 
 static void init_once(void)
 {
-    const char *off = getenv("SHARDNET_MPI");
-    const char *t = getenv("SHARDNET_MPI_TIMEOUT");
+    const sn_config *config = sn_config_env();
     int inited = 0, provided = 0, r = 0, n = 1;
-    if (off && !strcmp(off, "0"))
+    if (!config->mpi)
         return;
-    if (t && *t) {
-        char *end;
-        double v = strtod(t, &end);
-        if (end != t && !*end && v > 0)
-            timeout_s = v;
-    }
+    if (config->mpi_timeout_s > 0)
+        timeout_s = config->mpi_timeout_s;
     MPI_Initialized(&inited);
     if (!inited) {
         if (!launched_by_mpirun())
@@ -338,8 +334,7 @@ void sn_world_node_share(unsigned *rank, unsigned *size)
         {"OMPI_COMM_WORLD_LOCAL_RANK", "OMPI_COMM_WORLD_LOCAL_SIZE"},
         {"MPI_LOCALRANKID", "MPI_LOCALNRANKS"},
     };
-    const char *off = getenv("SHARDNET_MPI");
-    if (off && !strcmp(off, "0"))
+    if (!sn_config_env()->mpi)
         return;
     for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
         long r = launcher_count(names[i][0]), n = launcher_count(names[i][1]);
@@ -454,12 +449,11 @@ shardnet_status sn_world_link(double *latency, double *bandwidth)
     *bandwidth = bw;
 #endif
     /* To plan as if the machines were further apart: the figures given. */
-    const char *l = getenv("SHARDNET_LINK_LATENCY_US");
-    const char *g = getenv("SHARDNET_LINK_GBPS");
-    if (l && atof(l) > 0)
-        *latency = atof(l) * 1e-6;
-    if (g && atof(g) > 0)
-        *bandwidth = atof(g) * 1e9;
+    const sn_config *config = sn_config_env();
+    if (config->link_latency_s > 0)
+        *latency = config->link_latency_s;
+    if (config->link_bytes_per_s > 0)
+        *bandwidth = config->link_bytes_per_s;
     return SHARDNET_OK;
 }
 

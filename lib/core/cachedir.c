@@ -32,12 +32,12 @@ static int make_dirs(char *path)
 }
 
 /* See cachedir.h. */
-int sn_cache_dir(char *dir, size_t cap)
+int sn_cache_dir(const sn_config *config, char *dir, size_t cap)
 {
-    const char *env = getenv("SHARDNET_CACHE_DIR");
+    const char *given = sn_config_or_env(config)->cache_dir, *env;
     int w;
-    if (env && *env) {
-        w = snprintf(dir, cap, "%s", env);
+    if (*given) {
+        w = snprintf(dir, cap, "%s", given);
     } else if ((env = getenv("XDG_CACHE_HOME")) && *env) {
         w = snprintf(dir, cap, "%s/shardnet", env);
     } else if ((env = getenv("HOME")) && *env) {

@@ -9,9 +9,12 @@
 
 #include <stddef.h>
 
-/* The cache folder, created if needed, in dir (cap bytes):
- * SHARDNET_CACHE_DIR, else $XDG_CACHE_HOME/shardnet, else
- * $HOME/.cache/shardnet.  0 when there is none to use. */
-int sn_cache_dir(char *dir, size_t cap);
+#include "core/config.h"
+
+/* The cache folder, created if needed, in dir (cap bytes): config's
+ * cache_dir (a context's option, else SHARDNET_CACHE_DIR; config NULL: the
+ * process's), else $XDG_CACHE_HOME/shardnet, else $HOME/.cache/shardnet.
+ * 0 when there is none to use. */
+int sn_cache_dir(const sn_config *config, char *dir, size_t cap);
 
 #endif /* SN_CACHEDIR_H */

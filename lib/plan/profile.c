@@ -576,11 +576,12 @@ void sn_profile_remember(sn_device *dev, const sn_profile *p)
     pthread_mutex_unlock(&lock);
 }
 
-/* The cache file's path in path; 0 when there is no folder to use. */
-static int cache_path(char *path, size_t cap)
+/* The cache file's path in path, in the folder of dev's context; 0 when
+ * there is no folder to use. */
+static int cache_path(const sn_device *dev, char *path, size_t cap)
 {
     char dir[4096];
-    if (!sn_cache_dir(dir, sizeof dir))
+    if (!sn_cache_dir(dev->config, dir, sizeof dir))
         return 0;
     return snprintf(path, cap, "%s/%s", dir, PROFILE_FILE) < (int)cap;
 }
@@ -643,9 +644,8 @@ const sn_profile *sn_device_profile(sn_device *dev)
     }
     /* Measured under the lock: two devices timed at once would each see
      * the other's load. */
-    const char *re = getenv("SHARDNET_REPROFILE");
-    int have_path = cache_path(path, sizeof path), damaged = 0;
-    if (have_path && !(re && *re && strcmp(re, "0")) &&
+    int have_path = cache_path(dev, path, sizeof path), damaged = 0;
+    if (have_path && !sn_config_or_env(dev->config)->reprofile &&
         read_cached(path, key, &p, &damaged)) {
         p.from_disk = 1;
         /* A damaged file is written cleanly at once (when the check does
@@ -680,7 +680,7 @@ void sn_profiles_check_run(sn_device *const *devs, size_t ndev,
          measured_s * RUN_FACTOR >= estimate_s))
         return;
     pthread_mutex_lock(&lock);
-    have_path = cache_path(path, sizeof path);
+    have_path = ndev && cache_path(devs[0], path, sizeof path);
     for (size_t d = 0; d < ndev; d++) {
         size_t e = 0;
         while (e < d && devs[e] != devs[d])

@@ -51,6 +51,7 @@
 #include <string.h>
 
 #include "comm/world.h"
+#include "core/config.h"
 #include "core/trace.h"
 #include "plan/profile.h"
 #include "plan/tensor_costs.h"
@@ -409,11 +410,11 @@ shardnet_status sn_tensor_split_create(sn_graph *g, sn_device *const *devs,
         t->bound[i].data = NULL;
     }
     t->me_owned_out = owned_out;
-    /* SHARDNET_STAGED_COLLECTIVES=1 forces the staged transport (tests). */
-    const char *staged = getenv("SHARDNET_STAGED_COLLECTIVES");
-    if ((st = sn_group_create(devs, ndev, staged && *staged &&
-                                              strcmp(staged, "0"),
-                              &t->group)) != SHARDNET_OK)
+    /* The context's staged_collectives forces the staged transport. */
+    if ((st = sn_group_create(
+             devs, ndev,
+             sn_config_or_env(devs[0]->config)->staged_collectives,
+             &t->group)) != SHARDNET_OK)
         goto fail_t;
     t->where = sn_group_where_of(t->group);
     if ((st = plan_devices(t, devs, ndev, inputs, job)) != SHARDNET_OK)
