@@ -5,9 +5,10 @@
  * in its own file under backends/<kind>/.  A member left NULL means "not
  * supported", and a kernel's variants may be refused one by one (the
  * supports member); sn_device_supports asks, before a plan uses a kernel.
- * Callers go through the sn_* wrappers in lib/backend/kernels.c, which
- * validate every descriptor against the buffers' sizes before the backend
- * sees it, so backends may assume well-formed, in-bounds arguments.
+ * Callers go through the sn_* wrappers in lib/backend/ (kernels.c,
+ * device.c), which validate every descriptor against the buffers' sizes
+ * before the backend sees it, so backends may assume well-formed,
+ * in-bounds arguments.
  *
  * Execution model, the same on every backend: each device is one stream,
  * an in-order queue.  What is enqueued on it runs one command after the
@@ -30,7 +31,7 @@
  *     error an enqueued command hit since the last synchronize.
  *
  * The asynchronous copies and the events are optional members: where a
- * backend lacks them, the wrappers (lib/backend/kernels.c) copy with the
+ * backend lacks them, the wrappers (lib/backend/device.c) copy with the
  * blocking calls and make an event whose wait is a synchronize, so that
  * callers need no special case.  Buffers passed to a kernel or a copy must
  * stay alive until it has finished.
@@ -462,7 +463,8 @@ void sn_backend_kinds(char *buf, size_t cap);
 shardnet_status sn_remote_device_new(const shardnet_device_info *info,
                                      sn_device **out);
 
-/* Checked entry points (lib/backend/kernels.c): validate, then call the backend. */
+/* Checked entry points (lib/backend/device.c and kernels.c): validate,
+ * then call the backend. */
 shardnet_status sn_buffer_alloc(sn_device *dev, size_t bytes, sn_buffer **out);
 void sn_buffer_free(sn_buffer *buf);
 shardnet_status sn_buffer_write(sn_buffer *buf, size_t offset, const void *src,

@@ -1,12 +1,12 @@
 /*
- * Checked entry points into the backends.
+ * Checked entry points into the backends' kernels.
  *
  * Every descriptor is validated here, once, against the sizes of the
  * buffers it names, so that a backend never reads or writes out of bounds
  * and never narrows a size that does not fit its integer types (BLAS and
  * OpenCL take int / cl_int).  Backends may then trust their arguments.
- * The stand-ins for optional members that every caller may count on (the
- * asynchronous copies, events) are here too.
+ * The device-level entry points (buffers, copies, events, supports) are
+ * in device.c.
  */
 #include <config.h>
 
@@ -15,124 +15,10 @@
 #include <stdlib.h>
 
 #include "backend/backend.h"
+#include "backend/check.h"
 #include "core/error.h"
 
 #define FLOAT_BYTES sizeof(float)
-
-static const char *const binary_names[] = {
-#define SN_NAME_(name, str) str,
-    SN_BINARY_OP_MAP(SN_NAME_)};
-static const char *const unary_names[] = {SN_UNARY_OP_MAP(SN_NAME_)};
-static const char *const reduce_names[] = {SN_REDUCE_OP_MAP(SN_NAME_)};
-static const char *const kernel_names[] = {SN_KERNEL_MAP(SN_NAME_)
-#undef SN_NAME_
-};
-
-const char *sn_binary_op_name(sn_binary_op op)
-{
-    return (unsigned)op < SN_BINARY_COUNT ? binary_names[op] : "?";
-}
-
-const char *sn_unary_op_name(sn_unary_op op)
-{
-    return (unsigned)op < SN_UNARY_COUNT ? unary_names[op] : "?";
-}
-
-const char *sn_reduce_op_name(sn_reduce_op op)
-{
-    return (unsigned)op < SN_REDUCE_COUNT ? reduce_names[op] : "?";
-}
-
-const char *sn_kernel_name(sn_kernel k)
-{
-    return (unsigned)k < SN_KERNEL_COUNT ? kernel_names[k] : "?";
-}
-
-int sn_kernel_variants(sn_kernel k)
-{
-    switch (k) {
-    case SN_KERNEL_BINARY:
-        return SN_BINARY_COUNT;
-    case SN_KERNEL_UNARY:
-        return SN_UNARY_COUNT;
-    case SN_KERNEL_REDUCE:
-        return SN_REDUCE_COUNT;
-    case SN_KERNEL_POOL:
-        return SN_POOL_COUNT;
-    default:
-        return 0;
-    }
-}
-
-const char *sn_kernel_variant_name(sn_kernel k, int variant, char *buf,
-                                   size_t cap)
-{
-    const char *v = NULL;
-    if (variant >= 0 && variant < sn_kernel_variants(k))
-        v = k == SN_KERNEL_BINARY   ? sn_binary_op_name((sn_binary_op)variant)
-            : k == SN_KERNEL_UNARY  ? sn_unary_op_name((sn_unary_op)variant)
-            : k == SN_KERNEL_REDUCE ? sn_reduce_op_name((sn_reduce_op)variant)
-            : variant == SN_POOL_MAX ? "max"
-                                     : "avg";
-    snprintf(buf, cap, "%s%s%s", sn_kernel_name(k), v ? "/" : "",
-             v ? v : "");
-    return buf;
-}
-
-/* Has ops the member that runs k? */
-static int has_kernel(const sn_backend_ops *ops, sn_kernel k)
-{
-    switch (k) {
-    case SN_KERNEL_GEMM:
-        return ops->gemm != NULL;
-    case SN_KERNEL_BINARY:
-        return ops->binary != NULL;
-    case SN_KERNEL_UNARY:
-        return ops->unary != NULL;
-    case SN_KERNEL_SOFTMAX:
-        return ops->softmax != NULL;
-    case SN_KERNEL_REDUCE:
-        return ops->reduce != NULL;
-    case SN_KERNEL_WHERE:
-        return ops->where != NULL;
-    case SN_KERNEL_COPY:
-        return ops->copy != NULL;
-    case SN_KERNEL_IM2COL:
-        return ops->im2col != NULL;
-    case SN_KERNEL_POOL:
-        return ops->pool != NULL;
-    case SN_KERNEL_LAYERNORM:
-        return ops->layernorm != NULL;
-    case SN_KERNEL_GATHER:
-        return ops->gather != NULL;
-    case SN_KERNEL_COUNT:
-        break;
-    }
-    return 0;
-}
-
-int sn_device_supports(const sn_device *dev, sn_kernel k, int variant)
-{
-    if (!dev || dev->remote || (unsigned)k >= SN_KERNEL_COUNT ||
-        !has_kernel(dev->ops, k))
-        return 0;
-    if (variant != SN_VARIANT_ANY &&
-        (variant < 0 || variant >= sn_kernel_variants(k)))
-        return 0;
-    return dev->ops->supports
-               ? dev->ops->supports((sn_device *)dev, k, variant) != 0
-               : 1;
-}
-
-int sn_variants_within(const int implemented[SN_KERNEL_COUNT], sn_kernel k,
-                       int variant)
-{
-    if ((unsigned)k >= SN_KERNEL_COUNT)
-        return 0;
-    if (variant == SN_VARIANT_ANY)
-        return implemented[k] >= sn_kernel_variants(k);
-    return variant >= 0 && variant < implemented[k];
-}
 
 /* a * b and a + b, reporting overflow as failure (0). */
 static int mul_ok(size_t a, size_t b, size_t *r)
@@ -177,173 +63,6 @@ static shardnet_status check_view(const sn_device *dev, const char *what,
     return SHARDNET_OK;
 }
 
-static shardnet_status check_device(const sn_device *dev, const void *member,
-                                    const char *what)
-{
-    if (!dev)
-        return sn_error(SHARDNET_INVALID_ARGUMENT, "%s: no device", what);
-    if (dev->remote)
-        return sn_error(SHARDNET_UNSUPPORTED,
-                        "%s: device %s belongs to process %u", what,
-                        dev->info.name, dev->process);
-    if (!member)
-        return sn_error(SHARDNET_UNSUPPORTED, "%s is not supported on %s",
-                        what, dev->info.name);
-    return SHARDNET_OK;
-}
-
-shardnet_status sn_buffer_alloc(sn_device *dev, size_t bytes, sn_buffer **out)
-{
-    shardnet_status st = check_device(dev, dev ? dev->ops->buffer_alloc : NULL,
-                                      "buffer allocation");
-    if (st != SHARDNET_OK)
-        return st;
-    if (!out)
-        return sn_error(SHARDNET_INVALID_ARGUMENT, "buffer: out is NULL");
-    *out = NULL;
-    return dev->ops->buffer_alloc(dev, bytes, out);
-}
-
-void sn_buffer_free(sn_buffer *buf)
-{
-    if (buf)
-        buf->dev->ops->buffer_free(buf);
-}
-
-static shardnet_status check_range(const sn_buffer *buf, size_t offset,
-                                   size_t bytes, const void *p,
-                                   const char *what)
-{
-    size_t end;
-    if (!buf || (!p && bytes))
-        return sn_error(SHARDNET_INVALID_ARGUMENT, "%s: NULL argument", what);
-    if (!add_ok(offset, bytes, &end) || end > buf->size)
-        return sn_error(SHARDNET_INVALID_ARGUMENT,
-                        "%s on %s: bytes [%zu, %zu+%zu) outside a buffer of %zu",
-                        what, buf->dev->info.name, offset, offset, bytes,
-                        buf->size);
-    return SHARDNET_OK;
-}
-
-shardnet_status sn_buffer_write(sn_buffer *buf, size_t offset, const void *src,
-                                size_t bytes)
-{
-    shardnet_status st = check_range(buf, offset, bytes, src, "buffer write");
-    if (st != SHARDNET_OK || bytes == 0)
-        return st;
-    return buf->dev->ops->buffer_write(buf, offset, src, bytes);
-}
-
-shardnet_status sn_buffer_read(sn_buffer *buf, size_t offset, void *dst,
-                               size_t bytes)
-{
-    shardnet_status st = check_range(buf, offset, bytes, dst, "buffer read");
-    if (st != SHARDNET_OK || bytes == 0)
-        return st;
-    return buf->dev->ops->buffer_read(buf, offset, dst, bytes);
-}
-
-shardnet_status sn_buffer_map(sn_buffer *buf, size_t offset, size_t bytes,
-                              int flags, void **ptr)
-{
-    shardnet_status st = check_range(buf, offset, bytes, ptr, "buffer map");
-    if (st != SHARDNET_OK)
-        return st;
-    if (!buf->dev->ops->buffer_map)
-        return sn_error(SHARDNET_UNSUPPORTED, "mapping buffers on %s",
-                        buf->dev->info.name);
-    return buf->dev->ops->buffer_map(buf, offset, bytes, flags, ptr);
-}
-
-shardnet_status sn_buffer_unmap(sn_buffer *buf, void *ptr)
-{
-    if (!buf || !ptr)
-        return sn_error(SHARDNET_INVALID_ARGUMENT, "buffer unmap: NULL");
-    if (!buf->dev->ops->buffer_unmap)
-        return sn_error(SHARDNET_UNSUPPORTED, "unmapping buffers on %s",
-                        buf->dev->info.name);
-    return buf->dev->ops->buffer_unmap(buf, ptr);
-}
-
-/*
- * The stream's asynchronous copies and events.  A backend without them
- * still serves every caller: its copies block (done before the call
- * returns, which the contract allows), and its events are the device
- * alone, waited for by a synchronize.  Whether an event is the backend's
- * or such a stand-in follows from its device's table (event_record).
- */
-
-shardnet_status sn_buffer_write_async(sn_buffer *buf, size_t offset,
-                                      const void *src, size_t bytes)
-{
-    shardnet_status st =
-        check_range(buf, offset, bytes, src, "asynchronous buffer write");
-    if (st != SHARDNET_OK || bytes == 0)
-        return st;
-    if (!buf->dev->ops->buffer_write_async)
-        return buf->dev->ops->buffer_write(buf, offset, src, bytes);
-    return buf->dev->ops->buffer_write_async(buf, offset, src, bytes);
-}
-
-shardnet_status sn_buffer_read_async(sn_buffer *buf, size_t offset, void *dst,
-                                     size_t bytes)
-{
-    shardnet_status st =
-        check_range(buf, offset, bytes, dst, "asynchronous buffer read");
-    if (st != SHARDNET_OK || bytes == 0)
-        return st;
-    if (!buf->dev->ops->buffer_read_async)
-        return buf->dev->ops->buffer_read(buf, offset, dst, bytes);
-    return buf->dev->ops->buffer_read_async(buf, offset, dst, bytes);
-}
-
-shardnet_status sn_event_record(sn_device *dev, sn_event **out)
-{
-    shardnet_status st =
-        check_device(dev, dev ? dev->ops->synchronize : NULL, "events");
-    if (st != SHARDNET_OK)
-        return st;
-    if (!out)
-        return sn_error(SHARDNET_INVALID_ARGUMENT, "event: out is NULL");
-    *out = NULL;
-    if (dev->ops->event_record)
-        return dev->ops->event_record(dev, out);
-    if (!(*out = calloc(1, sizeof **out)))
-        return sn_error(SHARDNET_OUT_OF_MEMORY, "%s: event", dev->info.name);
-    (*out)->dev = dev;
-    return SHARDNET_OK;
-}
-
-shardnet_status sn_event_wait(sn_event *ev)
-{
-    if (!ev)
-        return sn_error(SHARDNET_INVALID_ARGUMENT, "event wait: NULL");
-    if (ev->dev->ops->event_record)
-        return ev->dev->ops->event_wait(ev);
-    return sn_synchronize(ev->dev);
-}
-
-shardnet_status sn_event_query(sn_event *ev, int *done)
-{
-    if (!ev || !done)
-        return sn_error(SHARDNET_INVALID_ARGUMENT, "event query: NULL");
-    if (ev->dev->ops->event_record && ev->dev->ops->event_query)
-        return ev->dev->ops->event_query(ev, done);
-    /* No way to ask without waiting: wait, and the answer is yes. */
-    *done = 1;
-    return sn_event_wait(ev);
-}
-
-void sn_event_free(sn_event *ev)
-{
-    if (!ev)
-        return;
-    if (ev->dev->ops->event_record)
-        ev->dev->ops->event_free(ev);
-    else
-        free(ev);
-}
-
 /* Elements spanned by one stored rows x cols matrix with leading dim ld,
  * plus (batch - 1) * stride before its last copy. */
 static int matrix_extent(size_t rows, size_t cols, size_t ld, size_t batch,
@@ -358,7 +77,7 @@ static int matrix_extent(size_t rows, size_t cols, size_t ld, size_t batch,
 
 shardnet_status sn_gemm(sn_device *dev, const sn_gemm_desc *d)
 {
-    shardnet_status st = check_device(dev, dev ? dev->ops->gemm : NULL, "gemm");
+    shardnet_status st = sn_check_device(dev, dev ? dev->ops->gemm : NULL, "gemm");
     size_t ar, ac, br, bc, ea, eb, ec;
     if (st != SHARDNET_OK)
         return st;
@@ -412,7 +131,7 @@ shardnet_status sn_gemm(sn_device *dev, const sn_gemm_desc *d)
 shardnet_status sn_binary(sn_device *dev, const sn_binary_desc *d)
 {
     shardnet_status st =
-        check_device(dev, dev ? dev->ops->binary : NULL, "binary op");
+        sn_check_device(dev, dev ? dev->ops->binary : NULL, "binary op");
     size_t total = 1, ea = 1, eb = 1, t;
     if (st != SHARDNET_OK)
         return st;
@@ -439,7 +158,7 @@ shardnet_status sn_binary(sn_device *dev, const sn_binary_desc *d)
 shardnet_status sn_unary(sn_device *dev, const sn_unary_desc *d)
 {
     shardnet_status st =
-        check_device(dev, dev ? dev->ops->unary : NULL, "unary op");
+        sn_check_device(dev, dev ? dev->ops->unary : NULL, "unary op");
     if (st != SHARDNET_OK)
         return st;
     if (!d || (unsigned)d->op >= SN_UNARY_COUNT)
@@ -471,7 +190,7 @@ static shardnet_status axis_sizes(const sn_device *dev, const char *what,
 shardnet_status sn_softmax(sn_device *dev, const sn_softmax_desc *d)
 {
     shardnet_status st =
-        check_device(dev, dev ? dev->ops->softmax : NULL, "softmax");
+        sn_check_device(dev, dev ? dev->ops->softmax : NULL, "softmax");
     size_t in = 0, out = 0;
     if (st != SHARDNET_OK)
         return st;
@@ -491,7 +210,7 @@ shardnet_status sn_softmax(sn_device *dev, const sn_softmax_desc *d)
 shardnet_status sn_reduce(sn_device *dev, const sn_reduce_desc *d)
 {
     shardnet_status st =
-        check_device(dev, dev ? dev->ops->reduce : NULL, "reduction");
+        sn_check_device(dev, dev ? dev->ops->reduce : NULL, "reduction");
     size_t in = 0, out = 0;
     if (st != SHARDNET_OK)
         return st;
@@ -529,7 +248,7 @@ static int span_of(size_t rank, const size_t *shape, const size_t *stride,
 
 shardnet_status sn_where(sn_device *dev, const sn_where_desc *d)
 {
-    shardnet_status st = check_device(dev, dev ? dev->ops->where : NULL, "where");
+    shardnet_status st = sn_check_device(dev, dev ? dev->ops->where : NULL, "where");
     size_t total = 1, ec, ex, ey;
     if (st != SHARDNET_OK)
         return st;
@@ -595,7 +314,7 @@ static shardnet_status check_strided(const sn_device *dev, const char *name,
 
 shardnet_status sn_copy(sn_device *dev, const sn_copy_desc *d)
 {
-    shardnet_status st = check_device(dev, dev ? dev->ops->copy : NULL, "copy");
+    shardnet_status st = sn_check_device(dev, dev ? dev->ops->copy : NULL, "copy");
     if (st != SHARDNET_OK)
         return st;
     if (!d || d->rank > SN_MAX_DIMS)
@@ -650,7 +369,7 @@ static shardnet_status check_window(const sn_device *dev, const char *what,
 
 shardnet_status sn_im2col(sn_device *dev, const sn_im2col_desc *d)
 {
-    shardnet_status st = check_device(dev, dev ? dev->ops->im2col : NULL,
+    shardnet_status st = sn_check_device(dev, dev ? dev->ops->im2col : NULL,
                                       "im2col");
     int ok = 1;
     if (st != SHARDNET_OK)
@@ -673,7 +392,7 @@ shardnet_status sn_im2col(sn_device *dev, const sn_im2col_desc *d)
 
 shardnet_status sn_pool(sn_device *dev, const sn_pool_desc *d)
 {
-    shardnet_status st = check_device(dev, dev ? dev->ops->pool : NULL, "pool");
+    shardnet_status st = sn_check_device(dev, dev ? dev->ops->pool : NULL, "pool");
     int ok = 1;
     if (st != SHARDNET_OK)
         return st;
@@ -696,7 +415,7 @@ shardnet_status sn_pool(sn_device *dev, const sn_pool_desc *d)
 
 shardnet_status sn_layernorm(sn_device *dev, const sn_layernorm_desc *d)
 {
-    shardnet_status st = check_device(dev, dev ? dev->ops->layernorm : NULL,
+    shardnet_status st = sn_check_device(dev, dev ? dev->ops->layernorm : NULL,
                                       "layer normalisation");
     size_t n;
     if (st != SHARDNET_OK)
@@ -721,7 +440,7 @@ shardnet_status sn_layernorm(sn_device *dev, const sn_layernorm_desc *d)
 
 shardnet_status sn_gather(sn_device *dev, const sn_gather_desc *d)
 {
-    shardnet_status st = check_device(dev, dev ? dev->ops->gather : NULL,
+    shardnet_status st = sn_check_device(dev, dev ? dev->ops->gather : NULL,
                                       "gather");
     int ok = 1;
     if (st != SHARDNET_OK)
@@ -743,30 +462,6 @@ shardnet_status sn_gather(sn_device *dev, const sn_gather_desc *d)
         (st = check_view(dev, "gather", "out", d->out, eout)))
         return st;
     return dev->ops->gather(dev, d);
-}
-
-shardnet_status sn_synchronize(sn_device *dev)
-{
-    shardnet_status st =
-        check_device(dev, dev ? dev->ops->synchronize : NULL, "synchronize");
-    if (st != SHARDNET_OK)
-        return st;
-    return dev->ops->synchronize(dev);
-}
-
-uint64_t sn_device_memory(const sn_device *dev)
-{
-    uint64_t have = dev ? dev->info.global_mem : 0;
-    uint64_t cap = dev ? sn_config_or_env(dev->config)->memory_limit : 0;
-    if (cap && (!have || cap < have))
-        have = cap;
-    return have;
-}
-
-void sn_bind_thread(sn_device *dev, int on)
-{
-    if (dev && dev->ops && dev->ops->bind_thread)
-        dev->ops->bind_thread(dev, on);
 }
 
 shardnet_status sn_binary_broadcast(sn_binary_desc *d, size_t rank_a,
