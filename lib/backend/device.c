@@ -149,8 +149,8 @@ shardnet_status sn_check_device(const sn_device *dev, const void *member,
 
 shardnet_status sn_buffer_alloc(sn_device *dev, size_t bytes, sn_buffer **out)
 {
-    shardnet_status st = sn_check_device(dev, dev ? dev->ops->buffer_alloc : NULL,
-                                      "buffer allocation");
+    shardnet_status st = sn_check_device(
+        dev, dev ? dev->ops->buffer_alloc : NULL, "buffer allocation");
     if (st != SHARDNET_OK)
         return st;
     if (!out)

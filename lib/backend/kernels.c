@@ -77,7 +77,8 @@ static int matrix_extent(size_t rows, size_t cols, size_t ld, size_t batch,
 
 shardnet_status sn_gemm(sn_device *dev, const sn_gemm_desc *d)
 {
-    shardnet_status st = sn_check_device(dev, dev ? dev->ops->gemm : NULL, "gemm");
+    shardnet_status st =
+        sn_check_device(dev, dev ? dev->ops->gemm : NULL, "gemm");
     size_t ar, ac, br, bc, ea, eb, ec;
     if (st != SHARDNET_OK)
         return st;
@@ -248,7 +249,8 @@ static int span_of(size_t rank, const size_t *shape, const size_t *stride,
 
 shardnet_status sn_where(sn_device *dev, const sn_where_desc *d)
 {
-    shardnet_status st = sn_check_device(dev, dev ? dev->ops->where : NULL, "where");
+    shardnet_status st =
+        sn_check_device(dev, dev ? dev->ops->where : NULL, "where");
     size_t total = 1, ec, ex, ey;
     if (st != SHARDNET_OK)
         return st;
@@ -314,7 +316,8 @@ static shardnet_status check_strided(const sn_device *dev, const char *name,
 
 shardnet_status sn_copy(sn_device *dev, const sn_copy_desc *d)
 {
-    shardnet_status st = sn_check_device(dev, dev ? dev->ops->copy : NULL, "copy");
+    shardnet_status st =
+        sn_check_device(dev, dev ? dev->ops->copy : NULL, "copy");
     if (st != SHARDNET_OK)
         return st;
     if (!d || d->rank > SN_MAX_DIMS)
@@ -369,8 +372,8 @@ static shardnet_status check_window(const sn_device *dev, const char *what,
 
 shardnet_status sn_im2col(sn_device *dev, const sn_im2col_desc *d)
 {
-    shardnet_status st = sn_check_device(dev, dev ? dev->ops->im2col : NULL,
-                                      "im2col");
+    shardnet_status st =
+        sn_check_device(dev, dev ? dev->ops->im2col : NULL, "im2col");
     int ok = 1;
     if (st != SHARDNET_OK)
         return st;
@@ -392,7 +395,8 @@ shardnet_status sn_im2col(sn_device *dev, const sn_im2col_desc *d)
 
 shardnet_status sn_pool(sn_device *dev, const sn_pool_desc *d)
 {
-    shardnet_status st = sn_check_device(dev, dev ? dev->ops->pool : NULL, "pool");
+    shardnet_status st =
+        sn_check_device(dev, dev ? dev->ops->pool : NULL, "pool");
     int ok = 1;
     if (st != SHARDNET_OK)
         return st;
@@ -416,7 +420,7 @@ shardnet_status sn_pool(sn_device *dev, const sn_pool_desc *d)
 shardnet_status sn_layernorm(sn_device *dev, const sn_layernorm_desc *d)
 {
     shardnet_status st = sn_check_device(dev, dev ? dev->ops->layernorm : NULL,
-                                      "layer normalisation");
+                                         "layer normalisation");
     size_t n;
     if (st != SHARDNET_OK)
         return st;
@@ -440,8 +444,8 @@ shardnet_status sn_layernorm(sn_device *dev, const sn_layernorm_desc *d)
 
 shardnet_status sn_gather(sn_device *dev, const sn_gather_desc *d)
 {
-    shardnet_status st = sn_check_device(dev, dev ? dev->ops->gather : NULL,
-                                      "gather");
+    shardnet_status st =
+        sn_check_device(dev, dev ? dev->ops->gather : NULL, "gather");
     int ok = 1;
     if (st != SHARDNET_OK)
         return st;
