@@ -158,7 +158,7 @@ typedef struct wire_value {
 /* Sends of a local stage still in flight: per value slot, each value's
  * header and data requests (the header kept alive with them). */
 typedef struct in_flight {
-    sn_transport *net;
+    sn_transport *net;      /* the job's, that carries them */
     size_t nper;            /* values sent per item, over all processes */
     sn_transport_req **req; /* [slot][2 * nper] */
     wire_value *hdr;        /* [slot][nper] */

@@ -26,8 +26,8 @@
  * local shapes, and each conversion is a "ShardCollective" node (domain
  * ai.shardnet).  Each device's graph is planned like any other; a plan
  * stops its queue at a collective step and hands it to the devices'
- * collective group (lib/comm/group.h), which runs it over the transport
- * that fits: staged, host-shared or between processes.  One host thread
+ * collective group (lib/comm/group.h), which runs it by the path that
+ * fits: staged, host-shared or between processes.  One host thread
  * per device runs its plan, so every device computes at once.  Sums
  * change order against one device: results agree to rounding (tested
  * within 1e-4 relative), not bit for bit.
@@ -410,7 +410,7 @@ shardnet_status sn_tensor_split_create(sn_graph *g, sn_device *const *devs,
         t->bound[i].data = NULL;
     }
     t->me_owned_out = owned_out;
-    /* The context's staged_collectives forces the staged transport. */
+    /* The context's staged_collectives forces the staged path. */
     if ((st = sn_group_create(
              devs, ndev,
              sn_config_or_env(devs[0]->config)->staged_collectives,
