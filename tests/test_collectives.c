@@ -10,21 +10,9 @@
 #include "backend/backend.h"
 #include "comm/collective.h"
 #include "core/error.h"
+#include "context_suite.h"
 
-static shardnet_context_t *ctx;
-
-static void setup(void)
-{
-    cr_assert_eq(shardnet_context_create(&ctx), SHARDNET_OK, "%s",
-                 shardnet_last_error());
-}
-
-static void teardown(void)
-{
-    shardnet_context_free(ctx);
-}
-
-TestSuite(collectives, .init = setup, .fini = teardown, .timeout = 300);
+SN_CONTEXT_SUITE(collectives, 300);
 
 /* The mixes of DESIGN.md's simulated machine. */
 static const char *const groups[][4] = {

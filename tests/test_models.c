@@ -13,21 +13,9 @@
 
 #include "shardnet.h"
 #include "pbwriter.h"
+#include "context_suite.h"
 
-static shardnet_context_t *ctx;
-
-static void setup(void)
-{
-    cr_assert_eq(shardnet_context_create(&ctx), SHARDNET_OK, "%s",
-                 shardnet_last_error());
-}
-
-static void teardown(void)
-{
-    shardnet_context_free(ctx);
-}
-
-TestSuite(models, .init = setup, .fini = teardown, .timeout = 600);
+SN_CONTEXT_SUITE(models, 600);
 
 static void fixture(char *out, size_t cap, const char *name)
 {

@@ -16,21 +16,9 @@
 #include "passes/passes.h"
 #include "import/onnx.h"
 #include "shardnet.h"
+#include "context_suite.h"
 
-static shardnet_context_t *ctx;
-
-static void setup(void)
-{
-    cr_assert_eq(shardnet_context_create(&ctx), SHARDNET_OK, "%s",
-                 shardnet_last_error());
-}
-
-static void teardown(void)
-{
-    shardnet_context_free(ctx);
-}
-
-TestSuite(passes, .init = setup, .fini = teardown, .timeout = 300);
+SN_CONTEXT_SUITE(passes, 300);
 
 static sn_graph *load_sorted(const char *name)
 {

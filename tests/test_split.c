@@ -19,21 +19,9 @@
 #include "passes/passes.h"
 #include "import/onnx.h"
 #include "shardnet.h"
+#include "context_suite.h"
 
-static shardnet_context_t *ctx;
-
-static void setup(void)
-{
-    cr_assert_eq(shardnet_context_create(&ctx), SHARDNET_OK, "%s",
-                 shardnet_last_error());
-}
-
-static void teardown(void)
-{
-    shardnet_context_free(ctx);
-}
-
-TestSuite(layer_split, .init = setup, .fini = teardown, .timeout = 600);
+SN_CONTEXT_SUITE(layer_split, 600);
 
 static void fixture(char *out, size_t cap, const char *name)
 {
@@ -425,7 +413,8 @@ Test(layer_split, auto_takes_the_smallest_of_its_estimates)
     shardnet_model_free(m);
 }
 
-TestSuite(tensor_split, .init = setup, .fini = teardown, .timeout = 600);
+TestSuite(tensor_split, .init = context_setup, .fini = context_teardown,
+          .timeout = 600);
 
 /* Tensor split: Megatron column/row pairs, convolutions by output channel,
  * attention by heads; 2 to 4 devices, backends mixed. */

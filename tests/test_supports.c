@@ -16,21 +16,9 @@
 #include "backend/backend.h"
 #include "ops/registry.h"
 #include "shardnet.h"
+#include "context_suite.h"
 
-static shardnet_context_t *ctx;
-
-static void setup(void)
-{
-    cr_assert_eq(shardnet_context_create(&ctx), SHARDNET_OK, "%s",
-                 shardnet_last_error());
-}
-
-static void teardown(void)
-{
-    shardnet_context_free(ctx);
-}
-
-TestSuite(supports, .init = setup, .fini = teardown, .timeout = 300);
+SN_CONTEXT_SUITE(supports, 300);
 
 /* --- the query ----------------------------------------------------------- */
 
