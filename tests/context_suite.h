@@ -13,6 +13,7 @@
     {                                                                         \
         cr_assert_eq(shardnet_context_create(&ctx), SHARDNET_OK, "%s",        \
                      shardnet_last_error());                                  \
+        cr_assert_gt(shardnet_device_count(ctx), 0);                          \
     }                                                                         \
     static void context_teardown(void)                                        \
     {                                                                         \
@@ -20,5 +21,12 @@
     }                                                                         \
     TestSuite(name, .init = context_setup, .fini = context_teardown,          \
               .timeout = seconds)
+
+/* The body once per device of ctx, as `dev` (an sn_device *: include
+ * backend/backend.h). */
+#define FOR_EACH_DEVICE(dev)                                                  \
+    for (size_t dev##_i = 0; dev##_i < shardnet_device_count(ctx);           \
+         dev##_i++)                                                           \
+        for (sn_device *dev = sn_context_device(ctx, dev##_i); dev; dev = NULL)
 
 #endif /* SN_CONTEXT_SUITE_H */

@@ -17,27 +17,9 @@
 #include "core/error.h"
 #include "ref.h"
 #include "shardnet.h"
+#include "context_suite.h"
 
-static shardnet_context_t *ctx;
-
-static void setup(void)
-{
-    cr_assert_eq(shardnet_context_create(&ctx), SHARDNET_OK, "%s",
-                 shardnet_last_error());
-    cr_assert_gt(shardnet_device_count(ctx), 0);
-}
-
-static void teardown(void)
-{
-    shardnet_context_free(ctx);
-}
-
-TestSuite(stream, .init = setup, .fini = teardown, .timeout = 600);
-
-#define FOR_EACH_DEVICE(dev)                                                  \
-    for (size_t dev##_i = 0; dev##_i < shardnet_device_count(ctx);           \
-         dev##_i++)                                                           \
-        for (sn_device *dev = sn_context_device(ctx, dev##_i); dev; dev = NULL)
+SN_CONTEXT_SUITE(stream, 600);
 
 #define OK(call, dev)                                                         \
     cr_assert_eq((call), SHARDNET_OK, "%s: %s", (dev)->info.name,             \

@@ -14,27 +14,9 @@
 #include "backend/backend.h"
 #include "ref.h"
 #include "shardnet.h"
+#include "context_suite.h"
 
-static shardnet_context_t *ctx;
-
-static void setup(void)
-{
-    cr_assert_eq(shardnet_context_create(&ctx), SHARDNET_OK, "%s",
-                 shardnet_last_error());
-    cr_assert_gt(shardnet_device_count(ctx), 0);
-}
-
-static void teardown(void)
-{
-    shardnet_context_free(ctx);
-}
-
-TestSuite(kernels, .init = setup, .fini = teardown, .timeout = 600);
-
-#define FOR_EACH_DEVICE(dev)                                                  \
-    for (size_t dev##_i = 0; dev##_i < shardnet_device_count(ctx);           \
-         dev##_i++)                                                           \
-        for (sn_device *dev = sn_context_device(ctx, dev##_i); dev; dev = NULL)
+SN_CONTEXT_SUITE(kernels, 600);
 
 /* A device buffer holding `n` floats, filled from `x` (or left as is). */
 static sn_buffer *make_buffer(sn_device *dev, const float *x, size_t n)

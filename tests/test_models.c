@@ -77,7 +77,7 @@ static void run_rows(shardnet_session_t *s, const char *dev,
 }
 
 /* Every device of the context, by name. */
-#define FOR_EACH_DEVICE(dv)                                                   \
+#define FOR_EACH_DEVICE_NAME(dv)                                              \
     for (size_t dv##_i = 0; dv##_i < shardnet_device_count(ctx); dv##_i++)   \
         for (const char *dv = device_name(dv##_i); dv; dv = NULL)
 
@@ -94,7 +94,7 @@ Test(models, fashion_mlp_matches_pytorch_on_every_device)
     shardnet_tensor in, want;
     load_tensor("fashion_mlp_input.npy", &in);
     load_tensor("fashion_mlp_logits.npy", &want);
-    FOR_EACH_DEVICE(dev)
+    FOR_EACH_DEVICE_NAME(dev)
     {
         shardnet_session_t *s = NULL;
         cr_assert_eq(shardnet_session_create(ctx, m, dev, &s), SHARDNET_OK,
@@ -150,7 +150,7 @@ static void model_on_every_device(const char *model, const char *input,
     shardnet_tensor in, want;
     load_tensor(input, &in);
     load_tensor(output, &want);
-    FOR_EACH_DEVICE(dev)
+    FOR_EACH_DEVICE_NAME(dev)
     {
         shardnet_session_t *s = NULL;
         cr_assert_eq(shardnet_session_create(ctx, m, dev, &s), SHARDNET_OK,
