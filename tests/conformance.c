@@ -9,7 +9,11 @@
  *   conformance [--data DIR]... [--devices cpu:0,cl:0] [--verbose] [CASE...]
  *
  * Without --data: the ONNX test data and $SHARDNET_SRCDIR/tests/onnx_cases/
- * node.  Every failure is printed with its reason.  A case in the list of
+ * node.  Every failure is printed with its reason.  The summary gives,
+ * per data folder, how many of all its cases each device passes (those
+ * using an operator shardnet lacks and those that cannot be imported
+ * count as not passed), and the operators shardnet lacks by the number of
+ * cases that use them.  A case in the list of
  * expected failures below (with why) is reported as such; any other
  * failure fails the suite, and so does an expected failure that passes
  * (the list must stay true).  Integer and bool outputs must be equal,
@@ -97,10 +101,46 @@ static const char *expected_failure(const char *name, const char *device)
     return NULL;
 }
 
+/* The operators shardnet lacks, each with the number of cases that use
+ * it (a case counts once per operator), for the summary. */
+#define MAX_MISSING 512
+static struct missing {
+    char name[96]; /* op type, domain-qualified outside the default one */
+    size_t cases;
+} missing[MAX_MISSING];
+static size_t nmissing;
+
+/* Count one more case that needs op type `op` of `domain`. */
+static void tally_missing(const char *domain, const char *op)
+{
+    int other = *domain && strcmp(domain, "ai.onnx");
+    char name[96];
+    size_t i;
+    snprintf(name, sizeof name, "%s%s%s", other ? domain : "",
+             other ? "." : "", op);
+    for (i = 0; i < nmissing && strcmp(missing[i].name, name); i++)
+        ;
+    if (i == nmissing) {
+        if (nmissing == MAX_MISSING)
+            return;
+        snprintf(missing[nmissing++].name, sizeof missing[0].name, "%s",
+                 name);
+    }
+    missing[i].cases++;
+}
+
+static int by_cases(const void *a, const void *b)
+{
+    const struct missing *x = a, *y = b;
+    if (x->cases != y->cases)
+        return x->cases < y->cases ? 1 : -1;
+    return strcmp(x->name, y->name);
+}
+
 /* Are all the case's operators in shardnet's table?  (Read from the raw
  * graph: the loader's passes may have folded some away.)  -1 if it cannot
  * be imported, with the reason in why.  *uses: the kernels their entries
- * name. */
+ * name.  The operators it lacks are tallied (tally_missing). */
 static int case_applies(const char *model_path, sn_uses *uses, char *why,
                         size_t cap)
 {
@@ -111,13 +151,23 @@ static int case_applies(const char *model_path, sn_uses *uses, char *why,
         snprintf(why, cap, "load: %s", shardnet_last_error());
         return -1;
     }
-    for (size_t i = 0; i < g->nnodes && ok; i++) {
-        const sn_operator *op =
-            sn_operator_find(g->nodes[i].domain, g->nodes[i].op_type);
-        if (op)
+    for (size_t i = 0; i < g->nnodes; i++) {
+        const sn_node *n = &g->nodes[i];
+        const sn_operator *op = sn_operator_find(n->domain, n->op_type);
+        if (op) {
             *uses |= op->uses;
-        else
-            ok = 0;
+            continue;
+        }
+        /* Tally each missing operator once per case: a later node of the
+         * same type is skipped by looking back over this graph. */
+        size_t j;
+        for (j = 0; j < i && (strcmp(g->nodes[j].op_type, n->op_type) ||
+                              strcmp(g->nodes[j].domain, n->domain));
+             j++)
+            ;
+        if (j == i)
+            tally_missing(n->domain, n->op_type);
+        ok = 0;
     }
     sn_graph_free(g);
     return ok;
@@ -366,6 +416,7 @@ done:
 typedef struct tcase {
     char *name; /* test_... */
     char *dir;  /* its folder */
+    size_t set; /* the data folder it is from (--data) */
 } tcase;
 
 static int by_name(const void *a, const void *b)
@@ -374,7 +425,7 @@ static int by_name(const void *a, const void *b)
 }
 
 /* Add the cases of folder data (all, or those named in only) to *cases. */
-static int collect(const char *data, char **only, size_t nonly,
+static int collect(const char *data, size_t set, char **only, size_t nonly,
                    tcase **cases, size_t *ncases)
 {
     DIR *d = opendir(data);
@@ -404,6 +455,7 @@ static int collect(const char *data, char **only, size_t nonly,
             break;
         }
         snprintf(grown[*ncases].dir, len, "%s/%s", data, e->d_name);
+        grown[*ncases].set = set;
         (*ncases)++;
     }
     closedir(d);
@@ -441,7 +493,7 @@ int main(int argc, char **argv)
         }
     }
     for (size_t k = 0; k < ndata; k++)
-        if (collect(datas[k], only, nonly, &cases, &ncases) != 0) {
+        if (collect(datas[k], k, only, nonly, &cases, &ncases) != 0) {
             printf("conformance: cannot read %s%s\n", datas[k],
                    strcmp(datas[k], DEFAULT_DATA)
                        ? ""
@@ -492,6 +544,10 @@ int main(int argc, char **argv)
     size_t applicable = 0, others = 0, unloadable = 0;
     size_t passed[MAX_DEVS] = {0}, xfailed[MAX_DEVS] = {0};
     size_t failed[MAX_DEVS] = {0}, xpassed[MAX_DEVS] = {0};
+    /* Per data folder: its cases, those that cannot be imported or use an
+     * operator shardnet lacks, and those each device passes. */
+    size_t set_cases[MAX_DATA] = {0}, set_unloadable[MAX_DATA] = {0};
+    size_t set_others[MAX_DATA] = {0}, set_passed[MAX_DATA][MAX_DEVS] = {{0}};
     for (size_t c = 0; c < ncases; c++) {
         char model[4200], why[1024];
         struct stat stt;
@@ -500,14 +556,18 @@ int main(int argc, char **argv)
             continue;
         sn_uses uses;
         int ap = case_applies(model, &uses, why, sizeof why);
+        size_t set = cases[c].set;
+        set_cases[set]++;
         if (ap < 0) { /* training domains, sequence types, ... */
             unloadable++;
+            set_unloadable[set]++;
             if (verbose)
                 printf("skip %s: %s\n", cases[c].name, why);
             continue;
         }
         if (ap == 0) {
             others++;
+            set_others[set]++;
             continue;
         }
         applicable++;
@@ -531,6 +591,7 @@ int main(int argc, char **argv)
                        devs[k], cases[c].name, xf);
             } else if (ok) {
                 passed[k]++;
+                set_passed[set][k]++;
                 if (verbose)
                     printf("ok   %s %s\n", devs[k], cases[c].name);
             } else if (xf) {
@@ -555,6 +616,30 @@ int main(int argc, char **argv)
                devs[k], passed[k], xfailed[k], failed[k], xpassed[k]);
         if (failed[k] || xpassed[k] || passed[k] == 0)
             rc = 1;
+    }
+    /* Of every case of each folder, the share each device passes. */
+    for (size_t d = 0; d < ndata; d++) {
+        if (!set_cases[d])
+            continue;
+        printf("conformance: %s: %zu cases, %zu use an operator shardnet "
+               "lacks, %zu cannot be imported\n",
+               datas[d], set_cases[d], set_others[d], set_unloadable[d]);
+        for (size_t k = 0; k < ndev; k++)
+            printf("  %s passes %zu of %zu (%.1f%%)\n", devs[k],
+                   set_passed[d][k], set_cases[d],
+                   100.0 * (double)set_passed[d][k] / (double)set_cases[d]);
+    }
+    /* What is missing, most needed first (all of it with --verbose). */
+    qsort(missing, nmissing, sizeof *missing, by_cases);
+    if (nmissing) {
+        size_t show = verbose || nmissing < 30 ? nmissing : 30;
+        printf("conformance: %zu operators shardnet lacks, by the cases that "
+               "use them%s:\n ",
+               nmissing, show < nmissing ? " (the first 30; --verbose: all)"
+                                         : "");
+        for (size_t i = 0; i < show; i++)
+            printf(" %s %zu%s", missing[i].name, missing[i].cases,
+                   i + 1 < show ? "," : "\n");
     }
     if (!rc && missing_device)
         rc = 77;
