@@ -135,6 +135,7 @@ SN_LOWER(sn_lower_cast);
 SN_LOWER(sn_lower_binary);
 SN_LOWER(sn_lower_unary);
 SN_LOWER(sn_lower_reciprocal);
+SN_LOWER(sn_lower_variadic);
 SN_LOWER(sn_lower_not);
 
 /* lib/ops/ops_nn.c: linear algebra and neural-network layers. */

@@ -153,10 +153,11 @@ static double float_op(sn_binary_op op, double a, double b)
     }
 }
 
-/* Shape arithmetic on the host: both inputs known. */
-static shardnet_status fold_binary(sn_lower *L, const sn_node *n,
-                                   sn_binary_op op, sn_rt *a, sn_rt *b,
-                                   int rank, const int64_t *dims)
+/* a op b on the host, both known, into *out (rank, dims; a's type; the
+ * caller frees it). */
+static shardnet_status fold_values(const sn_node *n, sn_binary_op op,
+                                   const sn_rt *a, const sn_rt *b, int rank,
+                                   const int64_t *dims, void **out)
 {
     int64_t sa[SN_MAX_DIMS], sb[SN_MAX_DIMS], idx[SN_MAX_DIMS] = {0};
     int64_t out_count = 1;
@@ -196,7 +197,20 @@ static shardnet_status fold_binary(sn_lower *L, const sn_node *n,
         for (int i = rank - 1; i >= 0 && ++idx[i] == dims[i]; i--)
             idx[i] = 0;
     }
-    return sn_out_host(L, n, 0, t, rank, dims, d);
+    *out = d;
+    return SHARDNET_OK;
+}
+
+/* Shape arithmetic on the host: both inputs known. */
+static shardnet_status fold_binary(sn_lower *L, const sn_node *n,
+                                   sn_binary_op op, sn_rt *a, sn_rt *b,
+                                   int rank, const int64_t *dims)
+{
+    void *d;
+    shardnet_status st = fold_values(n, op, a, b, rank, dims, &d);
+    if (st != SHARDNET_OK)
+        return st;
+    return sn_out_host(L, n, 0, a->dtype, rank, dims, d);
 }
 
 /* One binary step c = a op b with numpy broadcasting. */
@@ -444,4 +458,128 @@ SN_LOWER(sn_lower_reciprocal)
 SN_LOWER(sn_lower_not)
 {
     return emit_from_one(L, n, SN_BINARY_SUB);
+}
+
+/* --- Max, Min, Sum, Mean of any number of inputs ------------------------- */
+
+#define MAX_VARIADIC 64
+
+/* The element-wise op a variadic node folds its inputs with, left to
+ * right; Mean is the sum divided by the count. */
+static sn_binary_op variadic_op(const sn_node *n)
+{
+    return !strcmp(n->op_type, "Max")   ? SN_BINARY_MAX
+           : !strcmp(n->op_type, "Min") ? SN_BINARY_MIN
+                                        : SN_BINARY_ADD;
+}
+
+/* All inputs on the host: fold them there, in the inputs' type. */
+static shardnet_status fold_variadic(sn_lower *L, const sn_node *n,
+                                     sn_binary_op op, sn_rt **in, size_t k)
+{
+    sn_rt acc = *in[0];
+    void *held = NULL;
+    shardnet_status st = SHARDNET_OK;
+    for (size_t i = 1; i < k && st == SHARDNET_OK; i++) {
+        int64_t dims[SN_MAX_DIMS];
+        int rank;
+        void *d = NULL;
+        sn_broadcast_shape(acc.rank, acc.dims, in[i]->rank, in[i]->dims,
+                           &rank, dims);
+        st = fold_values(n, op, &acc, in[i], rank, dims, &d);
+        free(held);
+        held = d;
+        acc.host = d;
+        acc.rank = rank;
+        memcpy(acc.dims, dims, sizeof dims);
+    }
+    if (st == SHARDNET_OK && !strcmp(n->op_type, "Mean"))
+        for (size_t e = 0, c = sn_rt_elements(&acc); e < c; e++)
+            sn_store_value(acc.dtype, held, e,
+                           sn_rt_get_double(&acc, e) / (double)k, 0, 0);
+    if (st != SHARDNET_OK) {
+        free(held);
+        return st;
+    }
+    return sn_out_host(L, n, 0, acc.dtype, acc.rank, acc.dims, held);
+}
+
+/* Max, Min, Sum and Mean: numpy broadcasting over all inputs, one binary
+ * step per input after the first (the running result in scratch), Mean's
+ * sum then divided by the count.  One input is passed on as it is. */
+SN_LOWER(sn_lower_variadic)
+{
+    sn_rt *in[MAX_VARIADIC], *out;
+    sn_binary_op op = variadic_op(n);
+    int mean = !strcmp(n->op_type, "Mean"), all_host = 1;
+    int64_t dims[SN_MAX_DIMS];
+    int rank = 0;
+    size_t k = 0;
+    shardnet_status st;
+    for (size_t i = 0; i < n->ninputs; i++) {
+        sn_rt *x = sn_in(L, n, i);
+        if (!x)
+            continue;
+        if (k == MAX_VARIADIC)
+            return sn_node_error(n, SHARDNET_UNSUPPORTED,
+                                 "more than %d inputs", MAX_VARIADIC);
+        if (k && x->dtype != in[0]->dtype)
+            return sn_node_error(n, SHARDNET_INVALID_ARGUMENT,
+                                 "input %zu is %s, input 0 %s", i,
+                                 sn_dtype_name(x->dtype),
+                                 sn_dtype_name(in[0]->dtype));
+        if (k ? !sn_broadcast_shape(rank, dims, x->rank, x->dims, &rank, dims)
+              : (memcpy(dims, x->dims, sizeof dims), rank = x->rank, 0))
+            return sn_node_error(n, SHARDNET_INVALID_ARGUMENT,
+                                 "input %zu cannot be broadcast with the "
+                                 "ones before it",
+                                 i);
+        all_host &= x->host != NULL;
+        in[k++] = x;
+    }
+    if (!k)
+        return sn_node_error(n, SHARDNET_INVALID_ARGUMENT, "no input");
+    if (k == 1)
+        return sn_out_alias(L, n, 0, in[0], in[0]->rank, in[0]->dims);
+    if (all_host)
+        return fold_variadic(L, n, op, in, k);
+    if ((st = sn_out_device(L, n, 0, rank, dims, &out)) != SHARDNET_OK)
+        return st;
+    out->dtype = in[0]->dtype; /* computed in float32, read back as this */
+    /* The running result: its shape grows as the inputs broadcast in. */
+    sn_rt acc = *in[0];
+    sn_view vacc;
+    if ((st = sn_dev_view(L, n, in[0], &vacc)) != SHARDNET_OK)
+        return st;
+    for (size_t i = 1; i < k; i++) {
+        sn_view vx, dst = out->view;
+        int r;
+        int64_t d[SN_MAX_DIMS];
+        sn_broadcast_shape(acc.rank, acc.dims, in[i]->rank, in[i]->dims, &r,
+                           d);
+        if ((i + 1 < k || mean) &&
+            (st = sn_scratch(L, sn_dims_product(0, r, d), &dst)) !=
+                SHARDNET_OK)
+            return st;
+        if ((st = sn_dev_view(L, n, in[i], &vx)) != SHARDNET_OK ||
+            (st = sn_emit_binary(L, n, op, acc.rank, acc.dims, vacc,
+                                 in[i]->rank, in[i]->dims, vx, dst)) !=
+                SHARDNET_OK)
+            return st;
+        vacc = dst;
+        acc.rank = r;
+        memcpy(acc.dims, d, sizeof d);
+    }
+    if (mean) {
+        sn_view count;
+        float *c = malloc(sizeof *c);
+        if (!c)
+            return sn_error(SHARDNET_OUT_OF_MEMORY, "node '%s'", n->name);
+        *c = (float)k;
+        if ((st = sn_dev_upload(L, n, c, 1, &count)) != SHARDNET_OK)
+            return st;
+        return sn_emit_binary(L, n, SN_BINARY_DIV, acc.rank, acc.dims, vacc,
+                              0, NULL, count, out->view);
+    }
+    return SHARDNET_OK;
 }

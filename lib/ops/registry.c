@@ -78,6 +78,15 @@ static const sn_operator registry[] = {
        ELEMENTS, USE(BINARY_DIV)),
     OP("Not", 1, 1, sn_lower_not, 1, REPLICATE, EACH, ELEMENTS,
        USE(BINARY_SUB)),
+    /* any number of inputs, broadcast together (ops_elementwise.c) */
+    OP("Max", 1, 1 << 20, sn_lower_variadic, 1, ELEMENTWISE, BROADCAST,
+       ELEMENTS, USE(BINARY_MAX)),
+    OP("Min", 1, 1 << 20, sn_lower_variadic, 1, ELEMENTWISE, BROADCAST,
+       ELEMENTS, USE(BINARY_MIN)),
+    OP("Sum", 1, 1 << 20, sn_lower_variadic, 1, ADDITIVE, BROADCAST,
+       ELEMENTS, USE(BINARY_ADD)),
+    OP("Mean", 1, 1 << 20, sn_lower_variadic, 1, ELEMENTWISE, BROADCAST,
+       ELEMENTS, USE(BINARY_ADD) | USE(BINARY_DIV)),
     /* linear algebra and layers (ops_nn.c); MatMul's third input is a
      * bias fused by a pass.  An empty product (k = 0) is a copy of C,
      * scaled by beta, or of zeros. */

@@ -422,6 +422,42 @@ def zero_size_cases():
                             ("en", np.array([2], np.int64))])
 
 
+def variadic_cases():
+    """Max, Min, Sum and Mean of many inputs: a running result whose shape
+    grows as the inputs broadcast in (on the device), and the same
+    operators folded on the host when every input is known at load
+    (constants in float, a shape in int64)."""
+    mk = helper.make_node
+    a, b, c, d = rand(4, 1, 3), rand(2, 1), rand(3), rand(1, 2, 3)
+    node_case("test_variadic_max_four_broadcast",
+              [mk("Max", ["a", "b", "c", "d"], ["y"])],
+              [("a", a), ("b", b), ("c", c), ("d", d)],
+              [("y", np.maximum(np.maximum(np.maximum(a, b), c), d))], 13)
+    e = rand(2, 3)
+    node_case("test_variadic_sum_mean_min_five",
+              [mk("Sum", ["a", "b", "c", "d", "e"], ["s"]),
+               mk("Mean", ["a", "b", "c", "d", "e"], ["m"]),
+               mk("Min", ["a", "b", "c", "d", "e"], ["n"])],
+              [("a", a), ("b", b), ("c", c), ("d", d), ("e", e)],
+              [("s", a + b + c + d + e),
+               ("m", ((a + b + c + d + e) / np.float32(5)).astype(np.float32)),
+               ("n", np.minimum.reduce([np.broadcast_to(v, (4, 2, 3))
+                                        for v in (a, b, c, d, e)]))], 13)
+    x, k1, k2, k3 = rand(2, 3), rand(2, 3), rand(3), rand(1, 3)
+    node_case("test_variadic_constants_folded",
+              [mk("Mean", ["k1", "k2", "k3"], ["m"]),
+               mk("Add", ["x", "m"], ["y"])],
+              [("x", x)],
+              [("y", x + ((k1 + k2 + k3) / np.float32(3)).astype(np.float32))],
+              13, initializers=[("k1", k1), ("k2", k2), ("k3", k3)])
+    node_case("test_variadic_max_of_shapes",
+              [mk("Shape", ["x"], ["s"]),
+               mk("Max", ["s", "floor"], ["m"]),
+               mk("ConstantOfShape", ["m"], ["y"])],
+              [("x", x)], [("y", np.zeros((2, 5), np.float32))], 13,
+              initializers=[("floor", np.array([1, 5], np.int64))])
+
+
 if __name__ == "__main__":
     initializers_ir3()
     external()
@@ -433,3 +469,4 @@ if __name__ == "__main__":
     zero_size_cases()
     slice_cases()
     batchnorm_spatial0_cases()
+    variadic_cases()
