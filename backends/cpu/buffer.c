@@ -83,13 +83,12 @@ shardnet_status sn_cpu_buffer_read(sn_buffer *buf, size_t offset, void *dst,
     return SHARDNET_OK;
 }
 
-static shardnet_status enqueue_copy(task_kind kind, sn_buffer *buf,
-                                    size_t offset, const void *src, void *dst,
-                                    size_t bytes)
+static shardnet_status enqueue_copy(int kind, sn_buffer *buf, size_t offset,
+                                    const void *src, void *dst, size_t bytes)
 {
     task t = {.kind = kind,
-              .u.host = {.buf = buf, .offset = offset, .bytes = bytes,
-                         .src = src, .dst = dst}};
+              .host = {.buf = buf, .offset = offset, .bytes = bytes,
+                       .src = src, .dst = dst}};
     return sn_cpu_enqueue(buf->dev, &t);
 }
 

@@ -446,17 +446,17 @@ const char *shardnet_blas_coretype_hint(void)
         return sn_cpu_enqueue(dev, &t);                                       \
     }
 
-CPU_KERNEL(cpu_gemm, sn_gemm_desc, TASK_GEMM, gemm)
-CPU_KERNEL(cpu_binary, sn_binary_desc, TASK_BINARY, binary)
-CPU_KERNEL(cpu_unary, sn_unary_desc, TASK_UNARY, unary)
-CPU_KERNEL(cpu_softmax, sn_softmax_desc, TASK_SOFTMAX, softmax)
-CPU_KERNEL(cpu_reduce, sn_reduce_desc, TASK_REDUCE, reduce)
-CPU_KERNEL(cpu_where, sn_where_desc, TASK_WHERE, where)
-CPU_KERNEL(cpu_copy, sn_copy_desc, TASK_COPY, copy)
-CPU_KERNEL(cpu_im2col, sn_im2col_desc, TASK_IM2COL, im2col)
-CPU_KERNEL(cpu_pool, sn_pool_desc, TASK_POOL, pool)
-CPU_KERNEL(cpu_layernorm, sn_layernorm_desc, TASK_LAYERNORM, layernorm)
-CPU_KERNEL(cpu_gather, sn_gather_desc, TASK_GATHER, gather)
+CPU_KERNEL(cpu_gemm, sn_gemm_desc, SN_KERNEL_GEMM, gemm)
+CPU_KERNEL(cpu_binary, sn_binary_desc, SN_KERNEL_BINARY, binary)
+CPU_KERNEL(cpu_unary, sn_unary_desc, SN_KERNEL_UNARY, unary)
+CPU_KERNEL(cpu_softmax, sn_softmax_desc, SN_KERNEL_SOFTMAX, softmax)
+CPU_KERNEL(cpu_reduce, sn_reduce_desc, SN_KERNEL_REDUCE, reduce)
+CPU_KERNEL(cpu_where, sn_where_desc, SN_KERNEL_WHERE, where)
+CPU_KERNEL(cpu_copy, sn_copy_desc, SN_KERNEL_COPY, copy)
+CPU_KERNEL(cpu_im2col, sn_im2col_desc, SN_KERNEL_IM2COL, im2col)
+CPU_KERNEL(cpu_pool, sn_pool_desc, SN_KERNEL_POOL, pool)
+CPU_KERNEL(cpu_layernorm, sn_layernorm_desc, SN_KERNEL_LAYERNORM, layernorm)
+CPU_KERNEL(cpu_gather, sn_gather_desc, SN_KERNEL_GATHER, gather)
 
 /* How far the kernels of cpu/ go in each kernel's variants (backend.h's
  * enums, in order): all of them today. */

@@ -24,22 +24,14 @@
 #include "backend/backend.h"
 #include "cpu_kernels.h"
 
-typedef enum task_kind {
-    TASK_GEMM,
-    TASK_BINARY,
-    TASK_UNARY,
-    TASK_SOFTMAX,
-    TASK_REDUCE,
-    TASK_WHERE,
-    TASK_COPY,
-    TASK_IM2COL,
-    TASK_POOL,
-    TASK_LAYERNORM,
-    TASK_GATHER,
-    TASK_WRITE, /* host memory into a buffer (buffer_write_async) */
-    TASK_READ,  /* a buffer into host memory (buffer_read_async) */
+/* A task's kind beyond the kernels (sn_kernel): the copies of the stream
+ * and the worker's own. */
+enum {
+    TASK_WRITE = SN_KERNEL_COUNT, /* host memory into a buffer
+                                     (buffer_write_async) */
+    TASK_READ,        /* a buffer into host memory (buffer_read_async) */
     TASK_RELEASE_TEAM /* the worker's: its OpenMP team goes (queue.c) */
-} task_kind;
+};
 
 /* A queued copy between bytes [offset, offset + bytes) of buf and host
  * memory: src for a TASK_WRITE, dst for a TASK_READ.  The buffer's memory
@@ -52,21 +44,9 @@ typedef struct host_copy {
 } host_copy;
 
 typedef struct task {
-    task_kind kind;
-    union {
-        sn_gemm_desc gemm;
-        sn_binary_desc binary;
-        sn_unary_desc unary;
-        sn_softmax_desc softmax;
-        sn_reduce_desc reduce;
-        sn_where_desc where;
-        sn_copy_desc copy;
-        sn_im2col_desc im2col;
-        sn_pool_desc pool;
-        sn_layernorm_desc layernorm;
-        sn_gather_desc gather;
-        host_copy host;
-    } u;
+    int kind;         /* an sn_kernel, or one of the TASK_ kinds above */
+    sn_kernel_desc u; /* a kernel's: the member kind names */
+    host_copy host;   /* TASK_WRITE's and TASK_READ's */
 } task;
 
 typedef struct cpu_device {

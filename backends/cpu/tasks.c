@@ -98,7 +98,7 @@ void sn_cpu_run_task(cpu_device *cd, const task *t)
     const sn_cpu_packed_b *pb;
 
     switch (t->kind) {
-    case TASK_GEMM:
+    case SN_KERNEL_GEMM:
         if ((pb = packed_b(cd, &t->u.gemm))) {
             sn_cpu_sgemm_avx512_packed(&t->u.gemm, view_ptr(t->u.gemm.a), pb,
                                        view_ptr(t->u.gemm.c),
@@ -108,55 +108,55 @@ void sn_cpu_run_task(cpu_device *cd, const task *t)
         sn_cpu_gemm(&t->u.gemm, view_ptr(t->u.gemm.a), view_ptr(t->u.gemm.b),
                     view_ptr(t->u.gemm.c), view_ptr_or_null(t->u.gemm.bias));
         break;
-    case TASK_BINARY:
+    case SN_KERNEL_BINARY:
         sn_cpu_binary(&t->u.binary, view_ptr(t->u.binary.a),
                       view_ptr(t->u.binary.b), view_ptr(t->u.binary.c));
         break;
-    case TASK_UNARY:
+    case SN_KERNEL_UNARY:
         sn_cpu_unary(&t->u.unary, view_ptr(t->u.unary.x),
                      view_ptr(t->u.unary.y));
         break;
-    case TASK_SOFTMAX:
+    case SN_KERNEL_SOFTMAX:
         sn_cpu_softmax(&t->u.softmax, view_ptr(t->u.softmax.x),
                        view_ptr(t->u.softmax.y));
         break;
-    case TASK_REDUCE:
+    case SN_KERNEL_REDUCE:
         sn_cpu_reduce(&t->u.reduce, view_ptr(t->u.reduce.x),
                       view_ptr(t->u.reduce.y));
         break;
-    case TASK_WHERE:
+    case SN_KERNEL_WHERE:
         sn_cpu_where(&t->u.where, view_ptr(t->u.where.cond),
                      view_ptr(t->u.where.x), view_ptr(t->u.where.y),
                      view_ptr(t->u.where.out));
         break;
-    case TASK_COPY:
+    case SN_KERNEL_COPY:
         sn_cpu_copy(&t->u.copy, view_ptr(t->u.copy.src),
                     view_ptr(t->u.copy.dst));
         break;
-    case TASK_IM2COL:
+    case SN_KERNEL_IM2COL:
         sn_cpu_im2col(&t->u.im2col, view_ptr(t->u.im2col.src),
                       view_ptr(t->u.im2col.dst));
         break;
-    case TASK_POOL:
+    case SN_KERNEL_POOL:
         sn_cpu_pool(&t->u.pool, view_ptr(t->u.pool.src),
                     view_ptr(t->u.pool.dst));
         break;
-    case TASK_LAYERNORM:
+    case SN_KERNEL_LAYERNORM:
         sn_cpu_layernorm(&t->u.layernorm, view_ptr(t->u.layernorm.x),
                          view_ptr(t->u.layernorm.scale),
                          view_ptr_or_null(t->u.layernorm.bias),
                          view_ptr(t->u.layernorm.y));
         break;
-    case TASK_GATHER:
+    case SN_KERNEL_GATHER:
         sn_cpu_gather(&t->u.gather, view_ptr(t->u.gather.data),
                       index_ptr(t->u.gather.indices),
                       view_ptr(t->u.gather.out));
         break;
     case TASK_WRITE:
-        memcpy(copy_ptr(&t->u.host), t->u.host.src, t->u.host.bytes);
+        memcpy(copy_ptr(&t->host), t->host.src, t->host.bytes);
         break;
     case TASK_READ:
-        memcpy(t->u.host.dst, copy_ptr(&t->u.host), t->u.host.bytes);
+        memcpy(t->host.dst, copy_ptr(&t->host), t->host.bytes);
         break;
     case TASK_RELEASE_TEAM: /* the worker's own (sn_cpu_worker_main) */
         break;

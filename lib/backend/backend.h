@@ -310,6 +310,22 @@ typedef enum sn_kernel {
  * without variants. */
 #define SN_VARIANT_ANY (-1)
 
+/* Any kernel's descriptor: the member its sn_kernel names (a plan's step,
+ * a CPU device's queued task). */
+typedef union sn_kernel_desc {
+    sn_gemm_desc gemm;
+    sn_binary_desc binary;
+    sn_unary_desc unary;
+    sn_softmax_desc softmax;
+    sn_reduce_desc reduce;
+    sn_where_desc where;
+    sn_copy_desc copy;
+    sn_im2col_desc im2col;
+    sn_pool_desc pool;
+    sn_layernorm_desc layernorm;
+    sn_gather_desc gather;
+} sn_kernel_desc;
+
 /* Flags for buffer_map. */
 #define SN_MAP_READ 1
 #define SN_MAP_WRITE 2
@@ -503,6 +519,12 @@ shardnet_status sn_pool(sn_device *dev, const sn_pool_desc *d);
 shardnet_status sn_layernorm(sn_device *dev, const sn_layernorm_desc *d);
 shardnet_status sn_gather(sn_device *dev, const sn_gather_desc *d);
 shardnet_status sn_synchronize(sn_device *dev);
+/* Kernel k with its descriptor d: the checked entry point above that k
+ * names. */
+shardnet_status sn_launch(sn_device *dev, sn_kernel k, const sn_kernel_desc *d);
+/* The variant of kernel k that d asks for (its op), SN_VARIANT_ANY for a
+ * kernel without variants. */
+int sn_kernel_desc_variant(sn_kernel k, const sn_kernel_desc *d);
 /* Does dev run kernel k of variant `variant` (see sn_backend_ops.supports;
  * SN_VARIANT_ANY: all of its variants)?  0 for a remote device, a kernel
  * member left NULL, or a variant out of the kernel's range; else the

@@ -77,6 +77,22 @@ const char *sn_kernel_variant_name(sn_kernel k, int variant, char *buf,
     return buf;
 }
 
+int sn_kernel_desc_variant(sn_kernel k, const sn_kernel_desc *d)
+{
+    switch (k) {
+    case SN_KERNEL_BINARY:
+        return (int)d->binary.op;
+    case SN_KERNEL_UNARY:
+        return (int)d->unary.op;
+    case SN_KERNEL_REDUCE:
+        return (int)d->reduce.op;
+    case SN_KERNEL_POOL:
+        return (int)d->pool.op;
+    default:
+        return SN_VARIANT_ANY;
+    }
+}
+
 /* Has ops the member that runs k? */
 static int has_kernel(const sn_backend_ops *ops, sn_kernel k)
 {

@@ -468,6 +468,39 @@ shardnet_status sn_gather(sn_device *dev, const sn_gather_desc *d)
     return dev->ops->gather(dev, d);
 }
 
+shardnet_status sn_launch(sn_device *dev, sn_kernel k, const sn_kernel_desc *d)
+{
+    if (!d)
+        return sn_error(SHARDNET_INVALID_ARGUMENT, "launch: no descriptor");
+    switch (k) {
+    case SN_KERNEL_GEMM:
+        return sn_gemm(dev, &d->gemm);
+    case SN_KERNEL_BINARY:
+        return sn_binary(dev, &d->binary);
+    case SN_KERNEL_UNARY:
+        return sn_unary(dev, &d->unary);
+    case SN_KERNEL_SOFTMAX:
+        return sn_softmax(dev, &d->softmax);
+    case SN_KERNEL_REDUCE:
+        return sn_reduce(dev, &d->reduce);
+    case SN_KERNEL_WHERE:
+        return sn_where(dev, &d->where);
+    case SN_KERNEL_COPY:
+        return sn_copy(dev, &d->copy);
+    case SN_KERNEL_IM2COL:
+        return sn_im2col(dev, &d->im2col);
+    case SN_KERNEL_POOL:
+        return sn_pool(dev, &d->pool);
+    case SN_KERNEL_LAYERNORM:
+        return sn_layernorm(dev, &d->layernorm);
+    case SN_KERNEL_GATHER:
+        return sn_gather(dev, &d->gather);
+    case SN_KERNEL_COUNT:
+        break;
+    }
+    return sn_error(SHARDNET_INTERNAL, "launch: unknown kernel %d", (int)k);
+}
+
 shardnet_status sn_binary_broadcast(sn_binary_desc *d, size_t rank_a,
                                     const size_t *shape_a, size_t rank_b,
                                     const size_t *shape_b)

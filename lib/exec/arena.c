@@ -37,45 +37,45 @@ shardnet_status sn_alloc_new(sn_plan *p, size_t bytes, sn_alloc **out)
 size_t sn_step_views(sn_step *s, sn_view **v)
 {
     switch (s->kind) {
-    case SN_STEP_GEMM:
+    case SN_KERNEL_GEMM:
         v[0] = &s->u.gemm.a, v[1] = &s->u.gemm.b, v[2] = &s->u.gemm.c;
         v[3] = &s->u.gemm.bias;
         return 4;
-    case SN_STEP_BINARY:
+    case SN_KERNEL_BINARY:
         v[0] = &s->u.binary.a, v[1] = &s->u.binary.b, v[2] = &s->u.binary.c;
         return 3;
-    case SN_STEP_UNARY:
+    case SN_KERNEL_UNARY:
         v[0] = &s->u.unary.x, v[1] = &s->u.unary.y;
         return 2;
-    case SN_STEP_SOFTMAX:
+    case SN_KERNEL_SOFTMAX:
         v[0] = &s->u.softmax.x, v[1] = &s->u.softmax.y;
         return 2;
-    case SN_STEP_REDUCE:
+    case SN_KERNEL_REDUCE:
         v[0] = &s->u.reduce.x, v[1] = &s->u.reduce.y;
         return 2;
-    case SN_STEP_WHERE:
+    case SN_KERNEL_WHERE:
         v[0] = &s->u.where.cond, v[1] = &s->u.where.x;
         v[2] = &s->u.where.y, v[3] = &s->u.where.out;
         return 4;
-    case SN_STEP_COPY:
+    case SN_KERNEL_COPY:
         v[0] = &s->u.copy.src, v[1] = &s->u.copy.dst;
         return 2;
-    case SN_STEP_IM2COL:
+    case SN_KERNEL_IM2COL:
         v[0] = &s->u.im2col.src, v[1] = &s->u.im2col.dst;
         return 2;
-    case SN_STEP_POOL:
+    case SN_KERNEL_POOL:
         v[0] = &s->u.pool.src, v[1] = &s->u.pool.dst;
         return 2;
-    case SN_STEP_LAYERNORM:
+    case SN_KERNEL_LAYERNORM:
         v[0] = &s->u.layernorm.x, v[1] = &s->u.layernorm.scale;
         v[2] = &s->u.layernorm.bias, v[3] = &s->u.layernorm.y;
         return 4;
-    case SN_STEP_GATHER:
+    case SN_KERNEL_GATHER:
         v[0] = &s->u.gather.data, v[1] = &s->u.gather.indices;
         v[2] = &s->u.gather.out;
         return 3;
     case SN_STEP_COLLECTIVE:
-        v[0] = &s->u.coll.send, v[1] = &s->u.coll.recv;
+        v[0] = &s->coll.send, v[1] = &s->coll.recv;
         return 2;
     }
     return 0;

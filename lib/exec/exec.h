@@ -46,20 +46,8 @@ typedef struct sn_rt {
     sn_view idx_view;
 } sn_rt;
 
-typedef enum sn_step_kind {
-    SN_STEP_GEMM,
-    SN_STEP_BINARY,
-    SN_STEP_UNARY,
-    SN_STEP_SOFTMAX,
-    SN_STEP_REDUCE,
-    SN_STEP_WHERE,
-    SN_STEP_COPY,
-    SN_STEP_IM2COL,
-    SN_STEP_POOL,
-    SN_STEP_LAYERNORM,
-    SN_STEP_GATHER,
-    SN_STEP_COLLECTIVE
-} sn_step_kind;
+/* A step's kind: one of the backend's kernels (sn_kernel), or this. */
+#define SN_STEP_COLLECTIVE ((int)SN_KERNEL_COUNT)
 
 /* A collective among the devices of a tensor split (lib/runtime/shard.c): every
  * device's plan holds the same sequence of them; the plan stops its queue
@@ -82,22 +70,10 @@ typedef struct sn_coll_desc {
 } sn_coll_desc;
 
 typedef struct sn_step {
-    sn_step_kind kind;
+    int kind; /* an sn_kernel, or SN_STEP_COLLECTIVE */
     int node; /* the graph node it implements, for errors and traces */
-    union {
-        sn_gemm_desc gemm;
-        sn_binary_desc binary;
-        sn_unary_desc unary;
-        sn_softmax_desc softmax;
-        sn_reduce_desc reduce;
-        sn_where_desc where;
-        sn_copy_desc copy;
-        sn_im2col_desc im2col;
-        sn_pool_desc pool;
-        sn_layernorm_desc layernorm;
-        sn_gather_desc gather;
-        sn_coll_desc coll;
-    } u;
+    sn_kernel_desc u; /* a kernel's: the member kind names */
+    sn_coll_desc coll; /* SN_STEP_COLLECTIVE's */
 } sn_step;
 
 typedef struct sn_alloc sn_alloc; /* a virtual arena allocation */

@@ -368,38 +368,12 @@ shardnet_status sn_scratch(sn_lower *L, size_t elements, sn_view *out)
  * kernel has none); -1 for a collective, which is no kernel. */
 static int step_kernel(const sn_step *s, int *variant)
 {
-    *variant = SN_VARIANT_ANY;
-    switch (s->kind) {
-    case SN_STEP_GEMM:
-        return SN_KERNEL_GEMM;
-    case SN_STEP_BINARY:
-        *variant = (int)s->u.binary.op;
-        return SN_KERNEL_BINARY;
-    case SN_STEP_UNARY:
-        *variant = (int)s->u.unary.op;
-        return SN_KERNEL_UNARY;
-    case SN_STEP_SOFTMAX:
-        return SN_KERNEL_SOFTMAX;
-    case SN_STEP_REDUCE:
-        *variant = (int)s->u.reduce.op;
-        return SN_KERNEL_REDUCE;
-    case SN_STEP_WHERE:
-        return SN_KERNEL_WHERE;
-    case SN_STEP_COPY:
-        return SN_KERNEL_COPY;
-    case SN_STEP_IM2COL:
-        return SN_KERNEL_IM2COL;
-    case SN_STEP_POOL:
-        *variant = (int)s->u.pool.op;
-        return SN_KERNEL_POOL;
-    case SN_STEP_LAYERNORM:
-        return SN_KERNEL_LAYERNORM;
-    case SN_STEP_GATHER:
-        return SN_KERNEL_GATHER;
-    case SN_STEP_COLLECTIVE:
-        break;
+    if (s->kind == SN_STEP_COLLECTIVE) {
+        *variant = SN_VARIANT_ANY;
+        return -1;
     }
-    return -1;
+    *variant = sn_kernel_desc_variant((sn_kernel)s->kind, &s->u);
+    return s->kind;
 }
 
 /* A step the plan's device cannot run is refused while the plan is built,

@@ -12,37 +12,6 @@
 #include "exec/exec_impl.h"
 #include "core/trace.h"
 
-static shardnet_status launch(sn_device *dev, sn_step *s)
-{
-    switch (s->kind) {
-    case SN_STEP_GEMM:
-        return sn_gemm(dev, &s->u.gemm);
-    case SN_STEP_BINARY:
-        return sn_binary(dev, &s->u.binary);
-    case SN_STEP_UNARY:
-        return sn_unary(dev, &s->u.unary);
-    case SN_STEP_SOFTMAX:
-        return sn_softmax(dev, &s->u.softmax);
-    case SN_STEP_REDUCE:
-        return sn_reduce(dev, &s->u.reduce);
-    case SN_STEP_WHERE:
-        return sn_where(dev, &s->u.where);
-    case SN_STEP_COPY:
-        return sn_copy(dev, &s->u.copy);
-    case SN_STEP_IM2COL:
-        return sn_im2col(dev, &s->u.im2col);
-    case SN_STEP_POOL:
-        return sn_pool(dev, &s->u.pool);
-    case SN_STEP_LAYERNORM:
-        return sn_layernorm(dev, &s->u.layernorm);
-    case SN_STEP_GATHER:
-        return sn_gather(dev, &s->u.gather);
-    case SN_STEP_COLLECTIVE:
-        break; /* run by run_and_read through the hook */
-    }
-    return sn_error(SHARDNET_INTERNAL, "unknown step kind");
-}
-
 static void return_inputs(sn_plan *p);
 static shardnet_status run_and_read(sn_plan *p);
 static shardnet_status read_outputs(sn_plan *p);
@@ -120,12 +89,13 @@ static shardnet_status run_and_read(sn_plan *p)
                                 n->name, n->op_type);
             }
             if ((st = sn_synchronize(p->dev)) != SHARDNET_OK ||
-                (st = p->coll_hook(p->coll_ctx, &p->steps[s].u.coll)) !=
+                (st = p->coll_hook(p->coll_ctx, &p->steps[s].coll)) !=
                     SHARDNET_OK)
                 return st;
             continue;
         }
-        if ((st = launch(p->dev, &p->steps[s])) != SHARDNET_OK) {
+        if ((st = sn_launch(p->dev, (sn_kernel)p->steps[s].kind,
+                            &p->steps[s].u)) != SHARDNET_OK) {
             sn_synchronize(p->dev);
             return sn_error_prefix(st, "node '%s' (%s)", n->name, n->op_type);
         }

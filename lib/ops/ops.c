@@ -214,7 +214,7 @@ shardnet_status sn_emit_broadcast_copy(sn_lower *L, const sn_node *n,
                                        sn_rt *src, int rank,
                                        const int64_t *dims, sn_view dst)
 {
-    sn_step s = {.kind = SN_STEP_COPY};
+    sn_step s = {.kind = SN_KERNEL_COPY};
     int64_t sstr[SN_MAX_DIMS], dstr[SN_MAX_DIMS];
     shardnet_status st = sn_dev_view(L, n, src, &s.u.copy.src);
     if (st != SHARDNET_OK)

@@ -235,7 +235,7 @@ SN_LOWER(sn_lower_conv)
         direct &= g.stride[i] == 1 && g.pb[i] == 0 && g.pe[i] == 0;
     int split_bias = b && group > 1; /* differs per batch item */
 
-    sn_step s = {.kind = SN_STEP_GEMM};
+    sn_step s = {.kind = SN_KERNEL_GEMM};
     s.u.gemm = (sn_gemm_desc){.m = mg, .n = ohw, .k = ck, .alpha = 1.0f,
                               .lda = ck, .ldb = ohw, .ldc = ohw,
                               .batch = (size_t)group, .stride_a = mg * ck,
@@ -262,7 +262,7 @@ SN_LOWER(sn_lower_conv)
         for (int64_t i = 0; i < nimg; i++) {
             sn_view src = {vx.buf, vx.offset + (size_t)i * (size_t)c * ihw};
             if (!direct) {
-                sn_step ic = {.kind = SN_STEP_IM2COL};
+                sn_step ic = {.kind = SN_KERNEL_IM2COL};
                 ic.u.im2col = (sn_im2col_desc){
                     .channels = (size_t)c, .in_h = ih, .in_w = iw,
                     .out_h = oh, .out_w = ow, .k_h = kh, .k_w = kw,
@@ -287,7 +287,7 @@ SN_LOWER(sn_lower_conv)
                                     b2, vb, out->view)) != SHARDNET_OK)
             return st;
         if (act == SN_ACT_RELU) {
-            sn_step u = {.kind = SN_STEP_UNARY};
+            sn_step u = {.kind = SN_KERNEL_UNARY};
             u.u.unary = (sn_unary_desc){.op = SN_UNARY_RELU,
                                         .n = sn_rt_elements(out),
                                         .x = out->view, .y = out->view};
@@ -311,7 +311,7 @@ static shardnet_status pool_3d(sn_lower *L, const sn_node *n, sn_pool_op op,
 {
     size_t nc = (size_t)(x->dims[0] * x->dims[1]);
     size_t ohw = (size_t)(g->out[1] * g->out[2]);
-    sn_step s = {.kind = SN_STEP_POOL};
+    sn_step s = {.kind = SN_KERNEL_POOL};
     sn_view tmp;
     shardnet_status st;
     if ((st = sn_scratch(L, nc * (size_t)g->in[0] * ohw, &tmp)))
@@ -351,7 +351,7 @@ static shardnet_status lower_pool(sn_lower *L, const sn_node *n,
     int nd = 0;
     geom g;
     shardnet_status st;
-    sn_step s = {.kind = SN_STEP_POOL};
+    sn_step s = {.kind = SN_KERNEL_POOL};
     sn_dtype t = SN_DT_FLOAT;
     int ceil_mode = (int)sn_attr_int(n, "ceil_mode", 0);
 
@@ -419,7 +419,7 @@ static shardnet_status lower_global_pool(sn_lower *L, const sn_node *n,
 {
     sn_rt *x = sn_in(L, n, 0), *out;
     int64_t od[SN_MAX_DIMS];
-    sn_step s = {.kind = SN_STEP_REDUCE};
+    sn_step s = {.kind = SN_KERNEL_REDUCE};
     shardnet_status st;
     sn_dtype t = SN_DT_FLOAT;
 

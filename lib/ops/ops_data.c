@@ -38,7 +38,7 @@ static shardnet_status emit_copy(sn_lower *L, const sn_node *n, sn_view src,
                                  sn_view dst, int rank, const int64_t *shape,
                                  const int64_t *sstr, const int64_t *dstr)
 {
-    sn_step s = {.kind = SN_STEP_COPY};
+    sn_step s = {.kind = SN_KERNEL_COPY};
     sn_copy_desc *c = &s.u.copy;
     size_t r = 0;
     for (int i = 0; i < rank; i++) {
@@ -477,7 +477,7 @@ SN_LOWER(sn_lower_gather)
             }
         return sn_out_host(L, n, 0, x->dtype, r, od, d);
     }
-    sn_step s = {.kind = SN_STEP_GATHER};
+    sn_step s = {.kind = SN_KERNEL_GATHER};
     if ((st = sn_out_device_as(L, n, x->dtype, r, od, &out)) !=
         SHARDNET_OK)
         return st;
@@ -579,7 +579,7 @@ SN_LOWER(sn_lower_where)
         }
         return sn_out_host(L, n, 0, x->dtype, r, od, d);
     }
-    sn_step s = {.kind = SN_STEP_WHERE};
+    sn_step s = {.kind = SN_KERNEL_WHERE};
     if ((st = sn_out_device_as(L, n, x->dtype, r, od, &out)) !=
         SHARDNET_OK)
         return st;

@@ -219,7 +219,7 @@ shardnet_status sn_emit_binary(sn_lower *L, const sn_node *n,
                                sn_view a, int rb, const int64_t *db, sn_view b,
                                sn_view c)
 {
-    sn_step s = {.kind = SN_STEP_BINARY};
+    sn_step s = {.kind = SN_KERNEL_BINARY};
     size_t sa[SN_MAX_DIMS], sb[SN_MAX_DIMS];
     shardnet_status st;
     for (int i = 0; i < ra; i++)
@@ -388,7 +388,7 @@ static shardnet_status clip_bound(sn_lower *L, const sn_node *n,
 SN_LOWER(sn_lower_unary)
 {
     sn_rt *x = sn_in(L, n, 0), *out, *lo_dev = NULL, *hi_dev = NULL;
-    sn_step s = {.kind = SN_STEP_UNARY};
+    sn_step s = {.kind = SN_KERNEL_UNARY};
     shardnet_status st;
     size_t k = 0;
 

@@ -52,7 +52,7 @@ static shardnet_status empty_product(sn_lower *L, const sn_node *n,
     if ((st = sn_dev_upload(L, n, v, 1, &kv)) != SHARDNET_OK)
         return st;
     if (!add) { /* zeros: the scalar copied with stride 0 */
-        sn_step s = {.kind = SN_STEP_COPY};
+        sn_step s = {.kind = SN_KERNEL_COPY};
         int64_t str[SN_MAX_DIMS];
         sn_strides(rank, dims, str);
         s.u.copy.src = kv;
@@ -79,7 +79,7 @@ SN_LOWER(sn_lower_gemm)
     int ta = (int)sn_attr_int(n, "transA", 0), tb = (int)sn_attr_int(n, "transB", 0);
     float alpha = sn_attr_float(n, "alpha", 1.0f);
     float beta = sn_attr_float(n, "beta", 1.0f);
-    sn_step s = {.kind = SN_STEP_GEMM};
+    sn_step s = {.kind = SN_KERNEL_GEMM};
     shardnet_status st;
     int64_t m, k, k2, nn, dims[2];
 
@@ -208,7 +208,7 @@ SN_LOWER(sn_lower_matmul)
         (st = sn_dev_view(L, n, b, &vb)) != SHARDNET_OK)
         return st;
 
-    sn_step s = {.kind = SN_STEP_GEMM};
+    sn_step s = {.kind = SN_KERNEL_GEMM};
     s.u.gemm = (sn_gemm_desc){.m = (size_t)m, .n = (size_t)nn, .k = (size_t)k,
                               .alpha = 1.0f, .lda = (size_t)k,
                               .ldb = (size_t)nn, .ldc = (size_t)nn,
@@ -288,7 +288,7 @@ SN_LOWER(sn_lower_softmax)
     sn_rt *x = sn_in(L, n, 0), *out;
     int legacy = L->g->opset < 13;
     int64_t axis = sn_attr_int(n, "axis", legacy ? 1 : -1);
-    sn_step s = {.kind = SN_STEP_SOFTMAX};
+    sn_step s = {.kind = SN_KERNEL_SOFTMAX};
     shardnet_status st;
     int ax = x->rank ? sn_axis(axis, x->rank) : 0;
     size_t outer = 1, len = 1, inner = 1;

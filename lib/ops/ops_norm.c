@@ -18,7 +18,7 @@ static shardnet_status emit_unary_view(sn_lower *L, const sn_node *n,
                                        sn_unary_op op, size_t count,
                                        sn_view x, sn_view y)
 {
-    sn_step s = {.kind = SN_STEP_UNARY};
+    sn_step s = {.kind = SN_KERNEL_UNARY};
     s.u.unary = (sn_unary_desc){.op = op, .n = count, .x = x, .y = y};
     return sn_emit(L, n, &s);
 }
@@ -40,7 +40,7 @@ static shardnet_status batchnorm_training(sn_lower *L, const sn_node *n)
     sn_view vx, vp[4], mean, var, diff, nc, k;
     int64_t c, nn, sp = 1, cd[SN_MAX_DIMS], one = 1;
     shardnet_status st;
-    sn_step s = {.kind = SN_STEP_REDUCE};
+    sn_step s = {.kind = SN_KERNEL_REDUCE};
     int r = x->rank;
 
     if (r < 2)
@@ -318,7 +318,7 @@ static shardnet_status norm_stats(sn_lower *L, const sn_node *n, sn_rt *x,
     sn_view vmean, diff, vinv;
     sn_rt *o;
     shardnet_status st;
-    sn_step s = {.kind = SN_STEP_REDUCE};
+    sn_step s = {.kind = SN_KERNEL_REDUCE};
 
     for (int i = 0; i < x->rank; i++)
         sd[i] = i < ax ? x->dims[i] : 1;
@@ -365,7 +365,7 @@ SN_LOWER(sn_lower_layernorm)
     sn_rt *x = sn_in(L, n, 0), *scale = sn_in(L, n, 1), *bias = sn_in(L, n, 2);
     sn_rt *out;
     int64_t axis = sn_attr_int(n, "axis", -1);
-    sn_step s = {.kind = SN_STEP_LAYERNORM};
+    sn_step s = {.kind = SN_KERNEL_LAYERNORM};
     shardnet_status st;
     sn_dtype t = SN_DT_FLOAT;
     sn_view ce = {0};

@@ -149,7 +149,7 @@ static shardnet_status lower_reduce(sn_lower *L, const sn_node *n,
         return sn_out_alias(L, n, 0, x, r, od);
     memcpy(cur, x->dims, sizeof cur);
     for (int i = 0; i < x->rank; i = first) {
-        sn_step s = {.kind = SN_STEP_REDUCE};
+        sn_step s = {.kind = SN_KERNEL_REDUCE};
         while (i < x->rank && !red[i])
             i++;
         first = i;

@@ -25,7 +25,7 @@ static shardnet_status regroup(sn_lower *L, const sn_node *n, sn_view full,
     for (size_t r = 0; r < ranks; r++) {
         if (!cnt[r])
             continue;
-        sn_step c = {.kind = SN_STEP_COPY};
+        sn_step c = {.kind = SN_KERNEL_COPY};
         sn_view f = full, bl = blocks;
         ptrdiff_t fs = (ptrdiff_t)(total * inner),
                   bs = (ptrdiff_t)(cnt[r] * inner);
@@ -53,7 +53,7 @@ static shardnet_status lower_collective(sn_lower *L, const sn_node *n)
     size_t rank = (size_t)sn_attr_int(n, "rank", -1);
     const sn_attr *ca = sn_node_attr(n, "counts");
     sn_step s = {.kind = SN_STEP_COLLECTIVE};
-    sn_coll_desc *d = &s.u.coll;
+    sn_coll_desc *d = &s.coll;
     sn_view xv;
     sn_rt *y;
     shardnet_status st;
