@@ -548,6 +548,7 @@ int main(int argc, char **argv)
      * operator shardnet lacks, and those each device passes. */
     size_t set_cases[MAX_DATA] = {0}, set_unloadable[MAX_DATA] = {0};
     size_t set_others[MAX_DATA] = {0}, set_passed[MAX_DATA][MAX_DEVS] = {{0}};
+    size_t set_failed[MAX_DATA][MAX_DEVS] = {{0}};
     for (size_t c = 0; c < ncases; c++) {
         char model[4200], why[1024];
         struct stat stt;
@@ -579,12 +580,14 @@ int main(int argc, char **argv)
             if (launched & ~uses) {
                 uses_text(launched & ~uses, why, sizeof why);
                 failed[k]++;
+                set_failed[set][k]++;
                 printf("FAIL %s %s: launched %s, which no registry entry of "
                        "its operators names among its uses "
                        "(lib/ops/registry.c)\n",
                        devs[k], cases[c].name, why);
             } else if (ok && xf) {
                 xpassed[k]++;
+                set_passed[set][k]++;
                 printf("UNEXPECTED PASS %s %s: listed as failing (%s); "
                        "remove it from expected_failures in "
                        "tests/conformance.c\n",
@@ -596,11 +599,13 @@ int main(int argc, char **argv)
                     printf("ok   %s %s\n", devs[k], cases[c].name);
             } else if (xf) {
                 xfailed[k]++;
+                set_failed[set][k]++;
                 if (verbose)
                     printf("expected failure %s %s: %s (%s)\n", devs[k],
                            cases[c].name, xf, why);
             } else {
                 failed[k]++;
+                set_failed[set][k]++;
                 printf("FAIL %s %s: %s\n", devs[k], cases[c].name, why);
             }
             fflush(stdout);
@@ -625,9 +630,12 @@ int main(int argc, char **argv)
                "lacks, %zu cannot be imported\n",
                datas[d], set_cases[d], set_others[d], set_unloadable[d]);
         for (size_t k = 0; k < ndev; k++)
-            printf("  %s passes %zu of %zu (%.1f%%)\n", devs[k],
-                   set_passed[d][k], set_cases[d],
-                   100.0 * (double)set_passed[d][k] / (double)set_cases[d]);
+            printf("  %s passes %zu of %zu (%.1f%%): %zu failed, %zu not "
+                   "supported (an operator shardnet lacks), %zu cannot be "
+                   "imported\n",
+                   devs[k], set_passed[d][k], set_cases[d],
+                   100.0 * (double)set_passed[d][k] / (double)set_cases[d],
+                   set_failed[d][k], set_others[d], set_unloadable[d]);
     }
     /* What is missing, most needed first (all of it with --verbose). */
     qsort(missing, nmissing, sizeof *missing, by_cases);
