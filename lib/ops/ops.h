@@ -168,4 +168,7 @@ SN_LOWER(sn_lower_reduce_mean);
 SN_LOWER(sn_lower_reduce_sum);
 SN_LOWER(sn_lower_reduce_max);
 
+/* lib/ops/ops_text.c: text features. */
+SN_LOWER(sn_lower_tfidf);
+
 #endif /* SN_OPS_H */

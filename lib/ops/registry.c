@@ -143,6 +143,9 @@ static const sn_operator registry[] = {
     /* a value made on the host (ops_shape.c) */
     OP("ConstantOfShape", 1, 1, sn_lower_constant_of_shape, 9, REPLICATE,
        MIXED, ELEMENTS, HOST),
+    /* text features, counted on the host (ops_text.c) */
+    OP("TfIdfVectorizer", 1, 1, sn_lower_tfidf, 9, REPLICATE, MIXED,
+       ELEMENTS, HOST),
 };
 
 #define NOPS (sizeof registry / sizeof registry[0])

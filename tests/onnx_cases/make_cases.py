@@ -458,6 +458,57 @@ def variadic_cases():
               initializers=[("floor", np.array([1, 5], np.int64))])
 
 
+def tfidf_reference(x, pool_counts, pool, indexes, weights, lo, hi, skips,
+                    mode):
+    """TfIdfVectorizer by its definition: every n-gram of lengths lo..hi
+    with each skip distance (a unigram counted once), found in the pool."""
+    grams = {}
+    ordinal = 0
+    for g in range(1, len(pool_counts) + 1):
+        end = pool_counts[g] if g < len(pool_counts) else len(pool)
+        for p in range(pool_counts[g - 1], end, g):
+            grams[tuple(pool[p:p + g])] = ordinal
+            ordinal += 1
+    rows = x.reshape(-1, x.shape[-1])
+    y = np.zeros((rows.shape[0], max(indexes) + 1), np.float32)
+    for r, row in enumerate(rows):
+        for g in range(lo, hi + 1):
+            for skip in (range(skips + 1) if g > 1 else [0]):
+                step = skip + 1
+                for s in range(len(row) - (g - 1) * step):
+                    k = tuple(row[s:s + (g - 1) * step + 1:step])
+                    if k in grams:
+                        y[r, indexes[grams[k]]] += 1
+        for i, o in enumerate(indexes):
+            w = weights[i] if weights is not None else 1.0
+            if mode == "IDF":
+                y[r, o] = w if y[r, o] > 0 else 0
+            elif mode == "TFIDF":
+                y[r, o] *= w
+    return y.reshape(x.shape[:-1] + (y.shape[-1],))
+
+
+def tfidf_cases():
+    """TfIdfVectorizer in the IDF and TFIDF modes with weights (the ONNX
+    node data has TF only), over int32 rows, counted on the host."""
+    mk = helper.make_node
+    rng = np.random.default_rng(1501)
+    x = rng.integers(2, 8, size=(2, 12)).astype(np.int32)
+    counts, pool = [0, 4], [2, 3, 5, 4, 5, 6, 7, 8, 6, 7]
+    indexes = [0, 1, 2, 3, 4, 5, 6]
+    weights = [0.5, 1.5, 2.0, 0.25, 3.0, 1.0, 0.75]
+    for mode in ("IDF", "TFIDF"):
+        node_case("test_tfidf_%s_weights_skip2" % mode.lower(),
+                  [mk("TfIdfVectorizer", ["x"], ["y"], mode=mode,
+                      min_gram_length=1, max_gram_length=2, max_skip_count=2,
+                      ngram_counts=counts, ngram_indexes=indexes,
+                      pool_int64s=pool, weights=weights)],
+                  [("x", x)],
+                  [("y", tfidf_reference(x, counts, pool, indexes,
+                                         np.float32(weights), 1, 2, 2,
+                                         mode))], 9)
+
+
 if __name__ == "__main__":
     initializers_ir3()
     external()
@@ -470,3 +521,4 @@ if __name__ == "__main__":
     slice_cases()
     batchnorm_spatial0_cases()
     variadic_cases()
+    tfidf_cases()
