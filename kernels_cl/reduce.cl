@@ -116,6 +116,71 @@ __kernel void reduce_max_axis(uint len, __global const float *x, uint x_off,
 }
 
 /*
+ * The other reductions, chosen by op: 0 minimum, 1 product, 2 sum of
+ * squares, 3 sum of magnitudes.  The minimum propagates NaN.
+ */
+float op_first(int op, float v)
+{
+    return op == 2 ? v * v : op == 3 ? fabs(v) : v;
+}
+
+float op_combine(int op, float a, float b)
+{
+    if (op == 0)
+        return isnan(a) || a < b ? a : b;
+    return op == 1 ? a * b : a + b;
+}
+
+float op_identity(int op)
+{
+    return op == 0 ? INFINITY : op == 1 ? 1.0f : 0.0f;
+}
+
+/* y (outer, from y_off) = reduction `op` of each row of x (outer, len). */
+__kernel void reduce_op_row(uint len, __global const float *x, uint x_off,
+                            __global float *y, uint y_off, int op,
+                            __local float *scratch)
+{
+    uint row = (uint)get_group_id(0);
+    uint lid = get_local_id(0);
+    __global const float *xr = x + x_off + row * len;
+    float acc = op_identity(op);
+
+    for (uint i = lid; i < len; i += get_local_size(0))
+        acc = op_combine(op, acc, op_first(op, xr[i]));
+    scratch[lid] = acc;
+    barrier(CLK_LOCAL_MEM_FENCE);
+    for (uint h = get_local_size(0) / 2; h > 0; h /= 2) {
+        if (lid < h)
+            scratch[lid] = op_combine(op, scratch[lid], scratch[lid + h]);
+        barrier(CLK_LOCAL_MEM_FENCE);
+    }
+    if (lid == 0)
+        y[y_off + row] = scratch[0];
+}
+
+/* y (outer, inner) = reduction `op` over len of x (outer, len, inner). */
+__kernel void reduce_op_axis(uint len, __global const float *x, uint x_off,
+                             __global float *y, uint y_off, int op, uint n,
+                             uint inner)
+{
+    size_t gid = get_global_id(0);
+    uint o, i;
+    __global const float *xc;
+    float acc;
+
+    if (gid >= n)
+        return;
+    o = (uint)gid / inner;
+    i = (uint)gid - o * inner;
+    xc = x + x_off + o * len * inner + i;
+    acc = op_first(op, xc[0]);
+    for (uint j = 1; j < len; j++)
+        acc = op_combine(op, acc, op_first(op, xc[j * inner]));
+    y[y_off + (uint)gid] = acc;
+}
+
+/*
  * y (outer, len, from y_off) = softmax of each row of x (outer, len), or
  * log-softmax when log_out is set.  y may be x: after the maximum (whose
  * group reduction is a barrier), each work-item reads and writes only its

@@ -179,12 +179,31 @@ void ref_reduce(const sn_reduce_desc *d, const float *x, float *y)
 {
     for (size_t o = 0; o < d->outer; o++) {
         for (size_t j = 0; j < d->inner; j++) {
-            float acc = d->op == SN_REDUCE_MAX
+            float acc = d->op == SN_REDUCE_MAX || d->op == SN_REDUCE_MIN
                             ? x[at(d->len, d->inner, o, 0, j)]
-                            : 0.0f;
+                        : d->op == SN_REDUCE_PROD ? 1.0f
+                                                  : 0.0f;
             for (size_t r = 0; r < d->len; r++) {
                 float v = x[at(d->len, d->inner, o, r, j)];
-                acc = d->op == SN_REDUCE_MAX ? max_of(acc, v) : acc + v;
+                switch (d->op) {
+                case SN_REDUCE_MAX:
+                    acc = max_of(acc, v);
+                    break;
+                case SN_REDUCE_MIN:
+                    acc = v < acc || isnan(v) ? v : acc;
+                    break;
+                case SN_REDUCE_PROD:
+                    acc *= v;
+                    break;
+                case SN_REDUCE_SUM_SQUARE:
+                    acc += v * v;
+                    break;
+                case SN_REDUCE_SUM_ABS:
+                    acc += fabsf(v);
+                    break;
+                default:
+                    acc += v;
+                }
             }
             if (d->op == SN_REDUCE_MEAN)
                 acc /= (float)d->len;

@@ -25,7 +25,8 @@ static const char *const bin_variants[BIN_VARIANTS] = {"same", "scalar_a",
 static const char *const reduce_kernels[K_REDUCE_COUNT] = {
     "reduce_sum_row",  "reduce_max_row", "reduce_sum_axis",
     "reduce_max_axis", "softmax_row",    "softmax_axis",
-    "layernorm_row"};
+    "layernorm_row",
+    "reduce_op_row",   "reduce_op_axis"};
 
 /* The ops with one kernel each, one work-item per output element. */
 static const struct {
@@ -369,6 +370,11 @@ shardnet_status sn_cl_softmax(sn_device *dev, const sn_softmax_desc *d)
 shardnet_status sn_cl_reduce(sn_device *dev, const sn_reduce_desc *d)
 {
     int is_max = d->op == SN_REDUCE_MAX;
+    /* reduce_op_*'s op: 0 min, 1 prod, 2 sum of squares, 3 of magnitudes */
+    if (d->op >= SN_REDUCE_MIN)
+        return run_axis(dev, sn_reduce_op_name(d->op), K_OP_ROW, K_OP_AXIS,
+                        d->outer, d->len, d->inner, d->x, d->y, 1,
+                        (int)(d->op - SN_REDUCE_MIN));
     return run_axis(dev, sn_reduce_op_name(d->op),
                     is_max ? K_MAX_ROW : K_SUM_ROW,
                     is_max ? K_MAX_AXIS : K_SUM_AXIS, d->outer, d->len,

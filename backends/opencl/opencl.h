@@ -44,6 +44,8 @@ enum {
     K_SOFTMAX_ROW,
     K_SOFTMAX_AXIS,
     K_LAYERNORM_ROW,
+    K_OP_ROW, /* min, prod, sum of squares, sum of magnitudes */
+    K_OP_AXIS,
     K_REDUCE_COUNT
 };
 

@@ -182,7 +182,14 @@ typedef struct sn_softmax_desc {
     sn_view x, y;
 } sn_softmax_desc;
 
-#define SN_REDUCE_OP_MAP(X) X(SUM, "sum") X(MEAN, "mean") X(MAX, "max")
+/*
+ * MIN, PROD; SUM_SQUARE sums x * x, SUM_ABS sums |x| (ReduceSumSquare and
+ * ReduceL1, and the first step of ReduceL2).
+ */
+#define SN_REDUCE_OP_MAP(X)                                                   \
+    X(SUM, "sum") X(MEAN, "mean") X(MAX, "max")                               \
+    X(MIN, "min") X(PROD, "prod") X(SUM_SQUARE, "sum_square")                 \
+    X(SUM_ABS, "sum_abs")
 
 typedef enum sn_reduce_op {
 #define SN_ENUM_(name, str) SN_REDUCE_##name,

@@ -458,6 +458,83 @@ def variadic_cases():
               initializers=[("floor", np.array([1, 5], np.int64))])
 
 
+
+def reduce_cases():
+    """The reductions of issue 15: axes as an input (opset 18) over
+    axes that are not adjacent (one reduce step per run), negative axes,
+    noop_with_empty_axes, every axis by default, a log-sum-exp of large
+    values (stabilised by the maximum), and integer tensors folded on the
+    host (a shape's product and minimum; L1 and sum of squares of an int64
+    input, which is bound by value)."""
+    mk = helper.make_node
+    rng = np.random.default_rng(1501)
+    x = rng.standard_normal((3, 4, 5, 2)).astype(np.float32)
+    ax = np.array([0, -2], np.int64)
+    want = {
+        "ReduceMin": x.min(axis=(0, 2), keepdims=True),
+        "ReduceProd": x.prod(axis=(0, 2), keepdims=True),
+        "ReduceL1": np.abs(x).sum(axis=(0, 2), keepdims=True),
+        "ReduceL2": np.sqrt((x.astype(np.float64) ** 2).sum(
+            axis=(0, 2), keepdims=True)),
+        "ReduceLogSum": np.log(np.abs(x).sum(axis=(0, 2), keepdims=True)),
+        "ReduceLogSumExp": np.log(np.exp(x.astype(np.float64)).sum(
+            axis=(0, 2), keepdims=True)),
+        "ReduceSumSquare": (x.astype(np.float64) ** 2).sum(
+            axis=(0, 2), keepdims=True),
+    }
+    nodes, outs = [], []
+    for op, y in want.items():
+        src = "a" if op == "ReduceLogSum" else "x"
+        nodes.append(mk(op, [src, "axes"], [op + "_k"]))
+        nodes.append(mk(op, [src, "axes"], [op + "_d"], keepdims=0))
+        outs.append((op + "_k", y.astype(np.float32)))
+        outs.append((op + "_d", y.reshape(4, 2).astype(np.float32)))
+    nodes.insert(0, mk("Abs", ["x"], ["a"]))
+    node_case("test_reduce_axes_input_opset18", nodes, [("x", x)], outs, 18,
+              initializers=[("axes", ax)])
+
+    # 6 values are known on the host at load, 80 are not
+    small = (rng.standard_normal((2, 3)) * 5 + 1000).astype(np.float32)
+    big = (rng.standard_normal((2, 40)) * 5 - 1000).astype(np.float32)
+
+    def lse(v):
+        m = v.astype(np.float64).max(axis=1, keepdims=True)
+        return (m + np.log(np.exp(v - m).sum(axis=1, keepdims=True))).astype(
+            np.float32)
+    node_case("test_reduce_log_sum_exp_large_values",
+              [mk("ReduceLogSumExp", ["s"], ["ys"], axes=[1]),
+               mk("ReduceLogSumExp", ["b"], ["yb"], axes=[-1])],
+              [("s", small), ("b", big)],
+              [("ys", lse(small)), ("yb", lse(big))], 13)
+
+    x = rng.standard_normal((4, 5, 6)).astype(np.float32)
+    node_case("test_reduce_noop_and_all_axes_opset18",
+              [mk("ReduceL1", ["x", "none"], ["same"],
+                  noop_with_empty_axes=1),
+               mk("ReduceMin", ["x"], ["all"]),
+               mk("ReduceSumSquare", ["x", "none"], ["all_k"])],
+              [("x", x)],
+              [("same", x), ("all", x.min(keepdims=True)),
+               ("all_k", np.array((x.astype(np.float64) ** 2).sum(),
+                                  np.float32).reshape(1, 1, 1))],
+              18, initializers=[("none", np.zeros(0, np.int64))])
+
+    x = rng.standard_normal((2, 3, 5)).astype(np.float32)
+    k = np.array([[3, -1, 4], [-2, 5, 0]], np.int64)
+    node_case("test_reduce_integers_folded",
+              [mk("Shape", ["x"], ["s"]),
+               mk("ReduceProd", ["s"], ["n"], keepdims=1),
+               mk("ReduceMin", ["s"], ["lo"], keepdims=1),
+               mk("ReduceL1", ["k"], ["l1"], axes=[1], keepdims=1),
+               mk("ReduceSumSquare", ["k"], ["sq"], axes=[0], keepdims=1),
+               mk("Reshape", ["x", "n"], ["flat"])],
+              [("x", x), ("k", k)],
+              [("lo", np.array([2], np.int64)),
+               ("l1", np.array([[8], [7]], np.int64)),
+               ("sq", np.array([[13, 26, 16]], np.int64)),
+               ("flat", x.reshape(30))], 13)
+
+
 if __name__ == "__main__":
     initializers_ir3()
     external()
@@ -470,3 +547,4 @@ if __name__ == "__main__":
     slice_cases()
     batchnorm_spatial0_cases()
     variadic_cases()
+    reduce_cases()
