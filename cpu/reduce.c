@@ -1,5 +1,5 @@
 /*
- * Softmax and reductions over the middle axis of x viewed as
+ * Softmax, reductions and top k over the middle axis of x viewed as
  * (outer, len, inner).
  *
  * Two layouts, both vectorised:
@@ -31,6 +31,10 @@
  * the reference does.  Softmax is stabilised by the
  * maximum: y = exp(x - max) / sum, log-softmax y = (x - max) - log(sum).
  * Softmax may run in place (y == x); a reduction's y must not overlap x.
+ *
+ * Top k (at the end): for each (outer, inner) position, k scans of the
+ * axis, each picking the element ranked first among those ranked after
+ * the previous pick: no memory beyond the outputs, k * len comparisons.
  */
 #include <config.h>
 
@@ -383,5 +387,58 @@ void sn_cpu_softmax(const sn_softmax_desc *d, const float *x, float *y)
     } else {
         for (size_t u = 0; u < units; u++)
             softmax_unit(d, tiles, x, y, u);
+    }
+}
+
+/* ---- top k --------------------------------------------------------------- */
+
+/* Is (a, ia) ranked before (b, ib) (sn_topk_desc's order)? */
+static int ranks_before(const sn_topk_desc *d, float a, size_t ia, float b,
+                        size_t ib)
+{
+    if (isnan(a) != isnan(b))
+        return isnan(a);
+    if (a != b && !isnan(a))
+        return d->largest ? a > b : a < b;
+    return d->last_index ? ia > ib : ia < ib;
+}
+
+static void topk_unit(const sn_topk_desc *d, const float *x, float *values,
+                      float *indices, size_t u)
+{
+    const size_t o = u / d->inner, i = u % d->inner;
+    const float *xc = x + o * d->len * d->inner + i;
+    size_t prev = 0, at = o * d->k * d->inner + i;
+
+    for (size_t t = 0; t < d->k; t++, at += d->inner) {
+        size_t best = d->len;
+        for (size_t r = 0; r < d->len; r++) {
+            if (t > 0 && !ranks_before(d, xc[prev * d->inner], prev,
+                                       xc[r * d->inner], r))
+                continue;
+            if (best == d->len || ranks_before(d, xc[r * d->inner], r,
+                                               xc[best * d->inner], best))
+                best = r;
+        }
+        /* best < len: k <= len leaves an element after every pick */
+        prev = best;
+        if (values)
+            values[at] = xc[best * d->inner];
+        indices[at] = (float)best;
+    }
+}
+
+void sn_cpu_topk(const sn_topk_desc *d, const float *x, float *values,
+                 float *indices)
+{
+    const size_t units = d->outer * d->inner;
+
+    if (go_parallel(units * d->len * d->k, units)) {
+#pragma omp parallel for schedule(static)
+        for (size_t u = 0; u < units; u++)
+            topk_unit(d, x, values, indices, u);
+    } else {
+        for (size_t u = 0; u < units; u++)
+            topk_unit(d, x, values, indices, u);
     }
 }

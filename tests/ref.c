@@ -212,6 +212,38 @@ void ref_reduce(const sn_reduce_desc *d, const float *x, float *y)
     }
 }
 
+void ref_topk(const sn_topk_desc *d, const float *x, float *values,
+              float *indices)
+{
+    for (size_t o = 0; o < d->outer; o++)
+        for (size_t j = 0; j < d->inner; j++) {
+            /* insertion sort of the indices by the ranking */
+            size_t order[64];
+            size_t m = 0;
+            for (size_t r = 0; r < d->len && r < 64; r++) {
+                float v = x[at(d->len, d->inner, o, r, j)];
+                size_t p = m++;
+                for (; p > 0; p--) {
+                    float w = x[at(d->len, d->inner, o, order[p - 1], j)];
+                    int before = isnan(v) != isnan(w) ? isnan(v)
+                                 : v != w && !isnan(v)
+                                     ? (d->largest ? v > w : v < w)
+                                     : d->last_index != 0;
+                    if (!before)
+                        break;
+                    order[p] = order[p - 1];
+                }
+                order[p] = r;
+            }
+            for (size_t t = 0; t < d->k && t < m; t++) {
+                size_t i = (o * d->k + t) * d->inner + j;
+                if (values)
+                    values[i] = x[at(d->len, d->inner, o, order[t], j)];
+                indices[i] = (float)order[t];
+            }
+        }
+}
+
 /* Step the C-order index idx over shape (rank dims); 0 after the last. */
 static int next_index(size_t rank, const size_t *shape, size_t *idx)
 {

@@ -316,6 +316,7 @@ static const sn_backend_ops cl_ops = {
     .pool = sn_cl_pool,
     .layernorm = sn_cl_layernorm,
     .gather = sn_cl_gather,
+    .topk = sn_cl_topk,
     .supports = cl_supports,
     .synchronize = cl_synchronize,
     .event_record = sn_cl_event_record,

@@ -176,4 +176,10 @@ SN_LOWER(sn_lower_reduce_log_sum);
 SN_LOWER(sn_lower_reduce_log_sum_exp);
 SN_LOWER(sn_lower_reduce_sum_square);
 
+/* lib/ops/ops_select.c: selection along an axis. */
+SN_LOWER(sn_lower_argmax);
+SN_LOWER(sn_lower_argmin);
+SN_LOWER(sn_lower_hardmax);
+SN_LOWER(sn_lower_topk);
+
 #endif /* SN_OPS_H */

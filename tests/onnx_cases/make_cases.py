@@ -535,6 +535,85 @@ def reduce_cases():
                ("flat", x.reshape(30))], 13)
 
 
+
+def rank_order(x, axis, largest, last):
+    """Indices along axis in the order of sn_topk_desc's ranking: the
+    largest (or smallest) first, ties by index (the higher first with
+    last).  x has no NaN."""
+    x = np.moveaxis(x, axis, -1)
+    n = x.shape[-1]
+    idx = np.arange(n)
+    key_i = -idx if last else idx
+    key_v = -x if largest else x
+    flat_v = key_v.reshape(-1, n)
+    order = np.stack([np.lexsort((key_i, row)) for row in flat_v])
+    return np.moveaxis(order.reshape(x.shape), -1, axis)
+
+
+def select_cases():
+    """ArgMax, ArgMin, Hardmax and TopK on the device (more than the 64
+    elements of an input known on the host) with ties (values on a coarse
+    grid): keepdims and select_last_index, Hardmax's axis in both of its
+    meanings (opset 11 flattens at it, opset 13 picks it), TopK's k as the
+    attribute of opset 1 and as an input, smallest first; and an ArgMax of
+    an int64 input folded on the host."""
+    mk = helper.make_node
+    rng = np.random.default_rng(1502)
+    x = (np.round(rng.standard_normal((3, 6, 5)) * 2) / 2).astype(np.float32)
+
+    def take(order, k, axis):
+        sl = [slice(None)] * order.ndim
+        sl[axis] = slice(0, k)
+        return order[tuple(sl)]
+    amax_last = take(rank_order(x, 1, True, True), 1, 1)
+    amin = take(rank_order(x, 2, False, False), 1, 2)
+    node_case("test_select_argmax_argmin_device",
+              [mk("ArgMax", ["x"], ["a"], axis=1, keepdims=1,
+                  select_last_index=1),
+               mk("ArgMin", ["x"], ["b"], axis=-1, keepdims=0),
+               mk("ArgMax", ["x"], ["c"])],
+              [("x", x)],
+              [("a", amax_last.astype(np.int64)),
+               ("b", amin.reshape(3, 6).astype(np.int64)),
+               ("c", take(rank_order(x, 0, True, False), 1, 0).astype(
+                   np.int64))], 13)
+
+    def hardmax(v, axis):
+        o = take(rank_order(v, axis, True, False), 1, axis)
+        ramp = np.arange(v.shape[axis]).reshape(
+            [-1 if i == axis else 1 for i in range(v.ndim)])
+        return (ramp == o).astype(np.float32)
+    flat = x.reshape(3, 30)
+    node_case("test_select_hardmax_flattened_opset11",
+              [mk("Hardmax", ["x"], ["y"], axis=1)],
+              [("x", x)], [("y", hardmax(flat, 1).reshape(x.shape))], 11)
+    node_case("test_select_hardmax_axis_opset13",
+              [mk("Hardmax", ["x"], ["y"], axis=1),
+               mk("Hardmax", ["x"], ["z"])],
+              [("x", x)], [("y", hardmax(x, 1)), ("z", hardmax(x, 2))], 13)
+
+    o = take(rank_order(x, 1, True, False), 3, 1)
+    node_case("test_select_topk_attribute_opset1",
+              [mk("TopK", ["x"], ["v", "i"], axis=1, k=3)],
+              [("x", x)],
+              [("v", np.take_along_axis(x, o, 1)), ("i", o.astype(np.int64))],
+              1)
+    o = take(rank_order(x, 2, False, False), 4, 2)
+    node_case("test_select_topk_smallest_input_k",
+              [mk("TopK", ["x", "k"], ["v", "i"], largest=0, sorted=1)],
+              [("x", x)],
+              [("v", np.take_along_axis(x, o, 2)), ("i", o.astype(np.int64))],
+              11, initializers=[("k", np.array([4], np.int64))])
+
+    q = np.array([[3, 9, 9, 1], [7, 7, -2, 7]], np.int64)
+    node_case("test_select_argmax_int64_folded",
+              [mk("ArgMax", ["q"], ["a"], axis=1, select_last_index=1),
+               mk("ArgMin", ["q"], ["b"], axis=0, keepdims=0)],
+              [("q", q)],
+              [("a", np.array([[2], [3]], np.int64)),
+               ("b", np.array([0, 1, 1, 0], np.int64))], 13)
+
+
 if __name__ == "__main__":
     initializers_ir3()
     external()
@@ -548,3 +627,4 @@ if __name__ == "__main__":
     batchnorm_spatial0_cases()
     variadic_cases()
     reduce_cases()
+    select_cases()
