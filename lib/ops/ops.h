@@ -164,7 +164,7 @@ SN_LOWER(sn_lower_gather);
 SN_LOWER(sn_lower_expand);
 SN_LOWER(sn_lower_where);
 
-/* lib/ops/ops_reduce.c: reductions. */
+/* lib/ops/ops_reduce.c: reductions, cumulative sums, Lp normalisation. */
 SN_LOWER(sn_lower_reduce_mean);
 SN_LOWER(sn_lower_reduce_sum);
 SN_LOWER(sn_lower_reduce_max);
@@ -175,6 +175,8 @@ SN_LOWER(sn_lower_reduce_l2);
 SN_LOWER(sn_lower_reduce_log_sum);
 SN_LOWER(sn_lower_reduce_log_sum_exp);
 SN_LOWER(sn_lower_reduce_sum_square);
+SN_LOWER(sn_lower_cumsum);
+SN_LOWER(sn_lower_lp_normalization);
 
 /* lib/ops/ops_select.c: selection along an axis. */
 SN_LOWER(sn_lower_argmax);

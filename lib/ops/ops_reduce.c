@@ -7,6 +7,8 @@
  * run with the kernel's variant that maps each value (|x|, x * x) and the
  * later ones summing, then a unary step for L2's square root and the logs.
  * ReduceLogSumExp is stabilised by the maximum: m + log(sum(exp(x - m))).
+ * Also CumSum (a product with a triangular matrix of ones on the device)
+ * and LpNormalization (a reduction and a division).
  */
 #include <config.h>
 
@@ -409,4 +411,199 @@ SN_LOWER(sn_lower_reduce_log_sum_exp)
 SN_LOWER(sn_lower_reduce_sum_square)
 {
     return lower_reduce(L, n, R_SUM_SQUARE);
+}
+
+/* --- CumSum ---------------------------------------------------------------- */
+
+/* Longest axis CumSum runs on a device: its len x len matrix of ones and
+ * zeros (a weight) stays at 64 MiB. */
+#define CUMSUM_MAX_LEN 4096
+
+/* Is x[j] a term of output i along the axis? */
+static int cumsum_term(size_t i, size_t j, int exclusive, int reverse)
+{
+    if (reverse)
+        return exclusive ? j > i : j >= i;
+    return exclusive ? j < i : j <= i;
+}
+
+/* The sums on the host: int64 (wrapping) or double, in x's type. */
+static shardnet_status host_cumsum(sn_lower *L, const sn_node *n,
+                                   const sn_rt *x, size_t outer, size_t len,
+                                   size_t inner, int exclusive, int reverse)
+{
+    int isint = sn_dtype_is_integer(x->dtype);
+    void *y = sn_host_alloc(sn_rt_elements(x), sn_dtype_size(x->dtype));
+    if (x->dtype == SN_DT_BOOL ||
+        (!isint && x->dtype != SN_DT_FLOAT && x->dtype != SN_DT_DOUBLE)) {
+        free(y);
+        return sn_node_error(n, SHARDNET_UNSUPPORTED,
+                             "CumSum of %s tensors is not supported",
+                             sn_dtype_name(x->dtype));
+    }
+    if (!y)
+        return sn_error(SHARDNET_OUT_OF_MEMORY, "CumSum");
+    for (size_t o = 0; o < outer; o++)
+        for (size_t i = 0; i < inner; i++) {
+            size_t base = o * len * inner + i;
+            uint64_t ia = 0;
+            double fa = 0.0;
+            for (size_t t = 0; t < len; t++) {
+                size_t r = reverse ? len - 1 - t : t;
+                size_t at = base + r * inner;
+                if (exclusive) {
+                    sn_store_value(x->dtype, y, at, fa, (int64_t)ia, isint);
+                }
+                if (isint)
+                    ia += (uint64_t)sn_rt_get_int(x, at);
+                else
+                    fa += sn_rt_get_double(x, at);
+                if (!exclusive)
+                    sn_store_value(x->dtype, y, at, fa, (int64_t)ia, isint);
+            }
+        }
+    return sn_out_host(L, n, 0, x->dtype, x->rank, x->dims, y);
+}
+
+/*
+ * CumSum along the axis (input 1, a host scalar): exclusive, reverse.  On
+ * the device, x viewed as (outer, len, inner) is multiplied by the len x len
+ * matrix T of the terms (T[i][j] = 1 where x[j] enters output i): one
+ * batched GEMM, T shared by every outer slice.
+ */
+SN_LOWER(sn_lower_cumsum)
+{
+    sn_rt *x = sn_in(L, n, 0), *ax = sn_in(L, n, 1), *out;
+    int exclusive = sn_attr_int(n, "exclusive", 0) != 0;
+    int reverse = sn_attr_int(n, "reverse", 0) != 0;
+    int64_t a[1];
+    size_t cnt, outer, len, inner;
+    int axis;
+    shardnet_status st;
+
+    if (!ax)
+        return sn_node_error(n, SHARDNET_INVALID_ARGUMENT,
+                             "the axis input is missing");
+    if ((st = sn_host_ints(n, ax, "axis", a, 1, &cnt)) != SHARDNET_OK)
+        return st;
+    if (cnt != 1 || (axis = sn_axis(a[0], x->rank)) < 0)
+        return sn_node_error(n, SHARDNET_INVALID_ARGUMENT,
+                             "axis must be one value in [-%d, %d)", x->rank,
+                             x->rank);
+    outer = sn_dims_product(0, axis, x->dims);
+    len = (size_t)x->dims[axis];
+    inner = sn_dims_product(axis + 1, x->rank, x->dims);
+    if (sn_host_known(x))
+        return host_cumsum(L, n, x, outer, len, inner, exclusive, reverse);
+
+    sn_dtype t;
+    sn_view xv, tv;
+    float *tri;
+    if ((st = sn_float_type(n, x, &t)) != SHARDNET_OK)
+        return st;
+    if (len > CUMSUM_MAX_LEN)
+        return sn_node_error(n, SHARDNET_UNSUPPORTED,
+                             "an axis of %zu elements: CumSum runs on "
+                             "devices along axes of at most %d",
+                             len, CUMSUM_MAX_LEN);
+    if ((st = sn_out_device(L, n, 0, x->rank, x->dims, &out)) !=
+            SHARDNET_OK ||
+        (st = sn_dev_view(L, n, x, &xv)) != SHARDNET_OK)
+        return st;
+    out->dtype = t;
+    if (sn_rt_elements(out) == 0)
+        return SHARDNET_OK;
+    if (!(tri = malloc(len * len * sizeof *tri)))
+        return sn_error(SHARDNET_OUT_OF_MEMORY, "CumSum");
+    for (size_t i = 0; i < len; i++)
+        for (size_t j = 0; j < len; j++)
+            tri[i * len + j] = (float)cumsum_term(i, j, exclusive, reverse);
+    if ((st = sn_dev_upload(L, n, tri, len * len, &tv)) != SHARDNET_OK)
+        return st;
+    sn_step s = {.kind = SN_KERNEL_GEMM};
+    s.u.gemm = (sn_gemm_desc){.m = len, .n = inner, .k = len, .alpha = 1.0f,
+                              .a = tv, .b = xv, .c = out->view, .lda = len,
+                              .ldb = inner, .ldc = inner, .batch = outer,
+                              .stride_a = 0, .stride_b = len * inner,
+                              .stride_c = len * inner};
+    return sn_emit(L, n, &s);
+}
+
+/* --- LpNormalization ------------------------------------------------------- */
+
+/*
+ * x divided by its L1 or L2 norm along the axis (default -1): one reduce
+ * step (sum of magnitudes or of squares), L2's square root, a broadcast
+ * division.  A zero norm gives NaN or infinity, as x / 0 does.
+ */
+SN_LOWER(sn_lower_lp_normalization)
+{
+    sn_rt *x = sn_in(L, n, 0), *out;
+    int64_t p = sn_attr_int(n, "p", 2), a = sn_attr_int(n, "axis", -1);
+    int64_t kd[SN_MAX_DIMS];
+    size_t outer, len, inner;
+    int axis;
+    shardnet_status st;
+
+    if (p != 1 && p != 2)
+        return sn_node_error(n, SHARDNET_INVALID_ARGUMENT,
+                             "p = %lld: only 1 and 2 are defined",
+                             (long long)p);
+    if (x->rank == 0 || (axis = sn_axis(a, x->rank)) < 0)
+        return sn_node_error(n, SHARDNET_INVALID_ARGUMENT,
+                             "axis %lld out of range for rank %d",
+                             (long long)a, x->rank);
+    outer = sn_dims_product(0, axis, x->dims);
+    len = (size_t)x->dims[axis];
+    inner = sn_dims_product(axis + 1, x->rank, x->dims);
+    if (sn_host_known(x)) {
+        size_t total = sn_rt_elements(x);
+        void *y;
+        if ((st = sn_float_type(n, x, &(sn_dtype){0})) != SHARDNET_OK)
+            return st;
+        if (!(y = sn_host_alloc(total, sn_dtype_size(x->dtype))))
+            return sn_error(SHARDNET_OUT_OF_MEMORY, "LpNormalization");
+        for (size_t o = 0; o < outer; o++)
+            for (size_t i = 0; i < inner; i++) {
+                size_t base = o * len * inner + i;
+                double s = 0.0;
+                for (size_t r = 0; r < len; r++) {
+                    double v = sn_rt_get_double(x, base + r * inner);
+                    s += p == 1 ? fabs(v) : v * v;
+                }
+                if (p == 2)
+                    s = sqrt(s);
+                for (size_t r = 0; r < len; r++)
+                    sn_store_value(x->dtype, y, base + r * inner,
+                                   sn_rt_get_double(x, base + r * inner) / s,
+                                   0, 0);
+            }
+        return sn_out_host(L, n, 0, x->dtype, x->rank, x->dims, y);
+    }
+
+    sn_dtype t;
+    sn_view xv, nrm;
+    sn_step s = {.kind = SN_KERNEL_REDUCE};
+    if ((st = sn_float_type(n, x, &t)) != SHARDNET_OK ||
+        (st = sn_out_device(L, n, 0, x->rank, x->dims, &out)) !=
+            SHARDNET_OK)
+        return st;
+    out->dtype = t;
+    if (sn_rt_elements(out) == 0)
+        return SHARDNET_OK;
+    if ((st = sn_dev_view(L, n, x, &xv)) != SHARDNET_OK ||
+        (st = sn_scratch(L, outer * inner, &nrm)) != SHARDNET_OK)
+        return st;
+    s.u.reduce = (sn_reduce_desc){.op = p == 1 ? SN_REDUCE_SUM_ABS
+                                               : SN_REDUCE_SUM_SQUARE,
+                                  .outer = outer, .len = len, .inner = inner,
+                                  .x = xv, .y = nrm};
+    if ((st = sn_emit(L, n, &s)) != SHARDNET_OK ||
+        (p == 2 && (st = emit_unary(L, n, SN_UNARY_SQRT, outer * inner, nrm,
+                                    nrm)) != SHARDNET_OK))
+        return st;
+    memcpy(kd, x->dims, sizeof kd);
+    kd[axis] = 1;
+    return sn_emit_binary(L, n, SN_BINARY_DIV, x->rank, x->dims, xv, x->rank,
+                          kd, nrm, out->view);
 }

@@ -154,6 +154,13 @@ static const sn_operator registry[] = {
            USE(UNARY_LOG) | USE(BINARY_ADD)),
     OP("ReduceSumSquare", 1, 2, sn_lower_reduce_sum_square, 1, REPLICATE,
        REDUCE, ELEMENTS, USE(REDUCE_SUM_SQUARE) | USE(REDUCE_SUM)),
+    /* a product with a triangular matrix; a norm and a division */
+    OP("CumSum", 2, 2, sn_lower_cumsum, 11, REPLICATE, MIXED, ELEMENTS,
+       USE(GEMM)),
+    OP("LpNormalization", 1, 1, sn_lower_lp_normalization, 1, REPLICATE,
+       MIXED, ELEMENTS,
+       USE(REDUCE_SUM_ABS) | USE(REDUCE_SUM_SQUARE) | USE(UNARY_SQRT) |
+           USE(BINARY_DIV)),
     /* selection along an axis (ops_select.c): the top-k kernel ranks;
      * Hardmax's one-hot rows compare the index with a ramp */
     OP("ArgMax", 1, 1, sn_lower_argmax, 1, REPLICATE, MIXED, ELEMENTS,

@@ -614,6 +614,49 @@ def select_cases():
                ("b", np.array([0, 1, 1, 0], np.int64))], 13)
 
 
+
+def cumsum_lpnorm_cases():
+    """CumSum on the device (exclusive, reverse, both; a negative int32
+    axis) and folded on the host (int64); LpNormalization with p 1 and 2
+    along the first and the last axis, on the device and on the host."""
+    mk = helper.make_node
+    rng = np.random.default_rng(1503)
+    x = rng.standard_normal((3, 20, 4)).astype(np.float32)
+    c = np.cumsum(x.astype(np.float64), axis=1)
+    r = np.flip(np.cumsum(np.flip(x.astype(np.float64), 1), axis=1), 1)
+    node_case("test_cumsum_exclusive_reverse_device",
+              [mk("CumSum", ["x", "ax"], ["a"]),
+               mk("CumSum", ["x", "ax"], ["b"], exclusive=1),
+               mk("CumSum", ["x", "ax"], ["c"], reverse=1),
+               mk("CumSum", ["x", "ax"], ["d"], exclusive=1, reverse=1)],
+              [("x", x)],
+              [("a", c.astype(np.float32)),
+               ("b", (c - x).astype(np.float32)),
+               ("c", r.astype(np.float32)),
+               ("d", (r - x).astype(np.float32))],
+              14, initializers=[("ax", np.array(-2, np.int32))])
+    q = np.array([[1, -2, 3], [4, 5, -6]], np.int64)
+    node_case("test_cumsum_int64_folded",
+              [mk("CumSum", ["q", "ax"], ["y"], reverse=1)],
+              [("q", q)],
+              [("y", np.flip(np.cumsum(np.flip(q, 1), axis=1), 1))],
+              11, initializers=[("ax", np.array([1], np.int64))])
+    small = rng.standard_normal((2, 3)).astype(np.float32)
+
+    def lp(v, p, axis):
+        v64 = v.astype(np.float64)
+        nrm = (np.abs(v64).sum(axis=axis, keepdims=True) if p == 1 else
+               np.sqrt((v64 ** 2).sum(axis=axis, keepdims=True)))
+        return (v64 / nrm).astype(np.float32)
+    node_case("test_lp_normalization_p1_p2",
+              [mk("LpNormalization", ["x"], ["a"], p=1, axis=0),
+               mk("LpNormalization", ["x"], ["b"]),
+               mk("LpNormalization", ["s"], ["c"], p=1)],
+              [("x", x), ("s", small)],
+              [("a", lp(x, 1, 0)), ("b", lp(x, 2, -1)), ("c", lp(small, 1, -1))],
+              1)
+
+
 if __name__ == "__main__":
     initializers_ir3()
     external()
@@ -628,3 +671,4 @@ if __name__ == "__main__":
     variadic_cases()
     reduce_cases()
     select_cases()
+    cumsum_lpnorm_cases()
