@@ -1,5 +1,5 @@
 /*
- * Softmax and reductions over the middle axis of x viewed as
+ * Softmax, reductions and top k over the middle axis of x viewed as
  * (outer, len, inner).
  *
  * Two layouts, both vectorised:
@@ -25,10 +25,16 @@
  *    time.  The exponentials are the vectorised exp of vmath.h (within
  *    2 ulp), so results differ from the reference's libm expf by a few
  *    ulp.
- * MAX (and the softmax's max) is exact in any order; it propagates NaN.
- * MEAN is the float sum divided by len.  Softmax is stabilised by the
+ * MAX (and the softmax's max) is exact in any order; it propagates NaN,
+ * as MIN does.  MEAN is the float sum divided by len.  MIN, PROD,
+ * SUM_SQUARE and SUM_ABS run in order r = 0, 1, ... in both layouts, as
+ * the reference does.  Softmax is stabilised by the
  * maximum: y = exp(x - max) / sum, log-softmax y = (x - max) - log(sum).
  * Softmax may run in place (y == x); a reduction's y must not overlap x.
+ *
+ * Top k (at the end): for each (outer, inner) position, k scans of the
+ * axis, each picking the element ranked first among those ranked after
+ * the previous pick: no memory beyond the outputs, k * len comparisons.
  */
 #include <config.h>
 
@@ -116,22 +122,53 @@ static inline __attribute__((always_inline)) float row_max(const float *x,
     return acc[0];
 }
 
+/* min(m, v) that keeps a NaN once seen, as max_nan. */
+static inline float min_nan(float m, float v)
+{
+    return (v < m || isnan(v)) ? v : m;
+}
+
 /* y[0..w) = reduction over r of x[r * inner + 0..w): one tile of a slice. */
 static void tile_reduce(sn_reduce_op op, const float *x, size_t len,
                         size_t inner, size_t w, float *y)
 {
     for (size_t j = 0; j < w; j++)
-        y[j] = x[j];
+        y[j] = op == SN_REDUCE_SUM_SQUARE ? x[j] * x[j]
+               : op == SN_REDUCE_SUM_ABS  ? fabsf(x[j])
+                                          : x[j];
     for (size_t r = 1; r < len; r++) {
         const float *row = x + r * inner;
-        if (op == SN_REDUCE_MAX) {
+        switch (op) {
+        case SN_REDUCE_MAX:
 #pragma omp simd
             for (size_t j = 0; j < w; j++)
                 y[j] = max_nan(y[j], row[j]);
-        } else {
+            break;
+        case SN_REDUCE_MIN:
+#pragma omp simd
+            for (size_t j = 0; j < w; j++)
+                y[j] = min_nan(y[j], row[j]);
+            break;
+        case SN_REDUCE_PROD:
+#pragma omp simd
+            for (size_t j = 0; j < w; j++)
+                y[j] *= row[j];
+            break;
+        case SN_REDUCE_SUM_SQUARE:
+#pragma omp simd
+            for (size_t j = 0; j < w; j++)
+                y[j] += row[j] * row[j];
+            break;
+        case SN_REDUCE_SUM_ABS:
+#pragma omp simd
+            for (size_t j = 0; j < w; j++)
+                y[j] += fabsf(row[j]);
+            break;
+        default: /* SUM, MEAN */
 #pragma omp simd
             for (size_t j = 0; j < w; j++)
                 y[j] += row[j];
+            break;
         }
     }
     if (op == SN_REDUCE_MEAN) {
@@ -154,8 +191,10 @@ static void reduce_unit(const sn_reduce_desc *d, size_t tiles, const float *x,
             y[o] = row_max(xs, d->len);
         else if (d->op == SN_REDUCE_SUM)
             y[o] = row_sum(xs, d->len);
-        else
+        else if (d->op == SN_REDUCE_MEAN)
             y[o] = row_sum(xs, d->len) / (float)d->len;
+        else /* the others in order, as a tile one column wide */
+            tile_reduce(d->op, xs, d->len, 1, 1, y + o);
         return;
     }
     tile_reduce(d->op, xs + j0, d->len, d->inner,
@@ -348,5 +387,58 @@ void sn_cpu_softmax(const sn_softmax_desc *d, const float *x, float *y)
     } else {
         for (size_t u = 0; u < units; u++)
             softmax_unit(d, tiles, x, y, u);
+    }
+}
+
+/* ---- top k --------------------------------------------------------------- */
+
+/* Is (a, ia) ranked before (b, ib) (sn_topk_desc's order)? */
+static int ranks_before(const sn_topk_desc *d, float a, size_t ia, float b,
+                        size_t ib)
+{
+    if (isnan(a) != isnan(b))
+        return isnan(a);
+    if (a != b && !isnan(a))
+        return d->largest ? a > b : a < b;
+    return d->last_index ? ia > ib : ia < ib;
+}
+
+static void topk_unit(const sn_topk_desc *d, const float *x, float *values,
+                      float *indices, size_t u)
+{
+    const size_t o = u / d->inner, i = u % d->inner;
+    const float *xc = x + o * d->len * d->inner + i;
+    size_t prev = 0, at = o * d->k * d->inner + i;
+
+    for (size_t t = 0; t < d->k; t++, at += d->inner) {
+        size_t best = d->len;
+        for (size_t r = 0; r < d->len; r++) {
+            if (t > 0 && !ranks_before(d, xc[prev * d->inner], prev,
+                                       xc[r * d->inner], r))
+                continue;
+            if (best == d->len || ranks_before(d, xc[r * d->inner], r,
+                                               xc[best * d->inner], best))
+                best = r;
+        }
+        /* best < len: k <= len leaves an element after every pick */
+        prev = best;
+        if (values)
+            values[at] = xc[best * d->inner];
+        indices[at] = (float)best;
+    }
+}
+
+void sn_cpu_topk(const sn_topk_desc *d, const float *x, float *values,
+                 float *indices)
+{
+    const size_t units = d->outer * d->inner;
+
+    if (go_parallel(units * d->len * d->k, units)) {
+#pragma omp parallel for schedule(static)
+        for (size_t u = 0; u < units; u++)
+            topk_unit(d, x, values, indices, u);
+    } else {
+        for (size_t u = 0; u < units; u++)
+            topk_unit(d, x, values, indices, u);
     }
 }

@@ -1,7 +1,7 @@
 /*
  * Reductions and softmax along the middle axis of x viewed as
- * (outer, len, inner), and layer normalisation (at the end, with its own
- * arguments) over rows.
+ * (outer, len, inner), layer normalisation (with its own arguments) over
+ * rows, and top k (at the end, with its own arguments).
  *
  * Two shapes of kernel, with the same first six arguments
  * (len, x, x_off, y, y_off, flag):
@@ -116,6 +116,71 @@ __kernel void reduce_max_axis(uint len, __global const float *x, uint x_off,
 }
 
 /*
+ * The other reductions, chosen by op: 0 minimum, 1 product, 2 sum of
+ * squares, 3 sum of magnitudes.  The minimum propagates NaN.
+ */
+float op_first(int op, float v)
+{
+    return op == 2 ? v * v : op == 3 ? fabs(v) : v;
+}
+
+float op_combine(int op, float a, float b)
+{
+    if (op == 0)
+        return isnan(a) || a < b ? a : b;
+    return op == 1 ? a * b : a + b;
+}
+
+float op_identity(int op)
+{
+    return op == 0 ? INFINITY : op == 1 ? 1.0f : 0.0f;
+}
+
+/* y (outer, from y_off) = reduction `op` of each row of x (outer, len). */
+__kernel void reduce_op_row(uint len, __global const float *x, uint x_off,
+                            __global float *y, uint y_off, int op,
+                            __local float *scratch)
+{
+    uint row = (uint)get_group_id(0);
+    uint lid = get_local_id(0);
+    __global const float *xr = x + x_off + row * len;
+    float acc = op_identity(op);
+
+    for (uint i = lid; i < len; i += get_local_size(0))
+        acc = op_combine(op, acc, op_first(op, xr[i]));
+    scratch[lid] = acc;
+    barrier(CLK_LOCAL_MEM_FENCE);
+    for (uint h = get_local_size(0) / 2; h > 0; h /= 2) {
+        if (lid < h)
+            scratch[lid] = op_combine(op, scratch[lid], scratch[lid + h]);
+        barrier(CLK_LOCAL_MEM_FENCE);
+    }
+    if (lid == 0)
+        y[y_off + row] = scratch[0];
+}
+
+/* y (outer, inner) = reduction `op` over len of x (outer, len, inner). */
+__kernel void reduce_op_axis(uint len, __global const float *x, uint x_off,
+                             __global float *y, uint y_off, int op, uint n,
+                             uint inner)
+{
+    size_t gid = get_global_id(0);
+    uint o, i;
+    __global const float *xc;
+    float acc;
+
+    if (gid >= n)
+        return;
+    o = (uint)gid / inner;
+    i = (uint)gid - o * inner;
+    xc = x + x_off + o * len * inner + i;
+    acc = op_first(op, xc[0]);
+    for (uint j = 1; j < len; j++)
+        acc = op_combine(op, acc, op_first(op, xc[j * inner]));
+    y[y_off + (uint)gid] = acc;
+}
+
+/*
  * y (outer, len, from y_off) = softmax of each row of x (outer, len), or
  * log-softmax when log_out is set.  y may be x: after the maximum (whose
  * group reduction is a barrier), each work-item reads and writes only its
@@ -224,5 +289,54 @@ __kernel void layernorm_row(uint len, __global const float *x, uint x_off,
     for (uint i = lid; i < len; i += wg) {
         float v = (xr[i] - mean) / sd * scale[scale_off + i];
         yr[i] = has_bias ? v + bias[bias_off + i] : v;
+    }
+}
+
+/*
+ * Top k along the middle axis of x (outer, len, inner): one work-item per
+ * (outer, inner) position, k scans of the axis, each picking the element
+ * ranked first among those ranked after the previous pick.  The ranking:
+ * NaN first, then the largest value (flags & 1) or the smallest; equal
+ * values by index, the lower first (the higher with flags & 2).  Values
+ * (outer, k, inner) are written where flags & 4, indices as floats.
+ */
+int ranks_before(int flags, float a, uint ia, float b, uint ib)
+{
+    if (isnan(a) != isnan(b))
+        return isnan(a);
+    if (a != b && !isnan(a))
+        return (flags & 1) ? a > b : a < b;
+    return (flags & 2) ? ia > ib : ia < ib;
+}
+
+__kernel void topk_axis(uint n, uint len, uint inner, uint k,
+                        __global const float *x, uint x_off,
+                        __global float *values, uint v_off,
+                        __global float *indices, uint i_off, int flags)
+{
+    size_t gid = get_global_id(0);
+    uint o, i, at, prev = 0;
+    __global const float *xc;
+
+    if (gid >= n)
+        return;
+    o = (uint)gid / inner;
+    i = (uint)gid - o * inner;
+    xc = x + x_off + o * len * inner + i;
+    at = o * k * inner + i;
+    for (uint t = 0; t < k; t++, at += inner) {
+        uint best = len;
+        for (uint r = 0; r < len; r++) {
+            if (t > 0 &&
+                !ranks_before(flags, xc[prev * inner], prev, xc[r * inner], r))
+                continue;
+            if (best == len ||
+                ranks_before(flags, xc[r * inner], r, xc[best * inner], best))
+                best = r;
+        }
+        prev = best;
+        if (flags & 4)
+            values[v_off + at] = xc[best * inner];
+        indices[i_off + at] = (float)best;
     }
 }

@@ -179,18 +179,69 @@ void ref_reduce(const sn_reduce_desc *d, const float *x, float *y)
 {
     for (size_t o = 0; o < d->outer; o++) {
         for (size_t j = 0; j < d->inner; j++) {
-            float acc = d->op == SN_REDUCE_MAX
+            float acc = d->op == SN_REDUCE_MAX || d->op == SN_REDUCE_MIN
                             ? x[at(d->len, d->inner, o, 0, j)]
-                            : 0.0f;
+                        : d->op == SN_REDUCE_PROD ? 1.0f
+                                                  : 0.0f;
             for (size_t r = 0; r < d->len; r++) {
                 float v = x[at(d->len, d->inner, o, r, j)];
-                acc = d->op == SN_REDUCE_MAX ? max_of(acc, v) : acc + v;
+                switch (d->op) {
+                case SN_REDUCE_MAX:
+                    acc = max_of(acc, v);
+                    break;
+                case SN_REDUCE_MIN:
+                    acc = v < acc || isnan(v) ? v : acc;
+                    break;
+                case SN_REDUCE_PROD:
+                    acc *= v;
+                    break;
+                case SN_REDUCE_SUM_SQUARE:
+                    acc += v * v;
+                    break;
+                case SN_REDUCE_SUM_ABS:
+                    acc += fabsf(v);
+                    break;
+                default:
+                    acc += v;
+                }
             }
             if (d->op == SN_REDUCE_MEAN)
                 acc /= (float)d->len;
             y[o * d->inner + j] = acc;
         }
     }
+}
+
+void ref_topk(const sn_topk_desc *d, const float *x, float *values,
+              float *indices)
+{
+    for (size_t o = 0; o < d->outer; o++)
+        for (size_t j = 0; j < d->inner; j++) {
+            /* insertion sort of the indices by the ranking */
+            size_t order[64];
+            size_t m = 0;
+            for (size_t r = 0; r < d->len && r < 64; r++) {
+                float v = x[at(d->len, d->inner, o, r, j)];
+                size_t p = m++;
+                for (; p > 0; p--) {
+                    float w = x[at(d->len, d->inner, o, order[p - 1], j)];
+                    int before = isnan(v) != isnan(w) ? isnan(v)
+                                 : v != w && !isnan(v)
+                                     ? (d->largest ? v > w : v < w)
+                                     : d->last_index != 0;
+                    if (!before)
+                        break;
+                    order[p] = order[p - 1];
+                }
+                order[p] = r;
+            }
+            for (size_t t = 0; t < d->k && t < m; t++) {
+                size_t i = (o * d->k + t) * d->inner + j;
+                if (values)
+                    values[i] = x[at(d->len, d->inner, o, order[t], j)];
+                indices[i] = (float)order[t];
+            }
+        }
 }
 
 /* Step the C-order index idx over shape (rank dims); 0 after the last. */

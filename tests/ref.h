@@ -45,6 +45,9 @@ void ref_pool(const sn_pool_desc *d, const float *src, float *dst);
 void ref_layernorm(const sn_layernorm_desc *d, const float *x,
                    const float *scale, const float *bias, float *y);
 /* data (outer, axis_len, inner); indices (nidx); out (outer, nidx, inner). */
+/* len <= 64 */
+void ref_topk(const sn_topk_desc *d, const float *x, float *values,
+              float *indices);
 void ref_gather(const sn_gather_desc *d, const float *data,
                 const int32_t *indices, float *out);
 

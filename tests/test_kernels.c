@@ -689,6 +689,78 @@ Test(kernels, gather_counts_negative_indices_and_zeroes_out_of_range)
     }
 }
 
+static void topk_case(sn_device *dev, size_t outer, size_t len,
+                      size_t inner, size_t k, int largest, int last_index,
+                      int with_values)
+{
+    const size_t nx = outer * len * inner, no = outer * k * inner;
+    sn_topk_desc d = {.outer = outer, .len = len, .inner = inner, .k = k,
+                      .largest = largest, .last_index = last_index};
+    float *x = random_floats(VIEW_OFF + nx, 91, -2.0f, 2.0f);
+    float *want = malloc(2 * no * sizeof *want);
+    float *got = malloc(2 * no * sizeof *got);
+    cr_assert(want && got);
+    /* few distinct values, so that ties are common, and a NaN */
+    for (size_t i = 0; i < nx; i++)
+        x[VIEW_OFF + i] = roundf(x[VIEW_OFF + i] * 2.0f) / 2.0f;
+    x[VIEW_OFF + nx / 2] = NAN;
+    sn_buffer *bx = make_buffer(dev, x, VIEW_OFF + nx);
+    sn_buffer *bv = make_buffer(dev, NULL, no);
+    sn_buffer *bi = make_buffer(dev, NULL, no + VIEW_OFF);
+    d.x = (sn_view){bx, VIEW_OFF};
+    d.values = (sn_view){with_values ? bv : NULL, 0};
+    d.indices = (sn_view){bi, VIEW_OFF};
+    cr_assert_eq(sn_topk(dev, &d), SHARDNET_OK, "%s: %s", dev->info.name,
+                 shardnet_last_error());
+    ref_topk(&d, x + VIEW_OFF, want, want + no);
+    char what[96];
+    snprintf(what, sizeof what, "top-%zu (%zu,%zu,%zu) largest %d last %d", k,
+             outer, len, inner, largest, last_index);
+    if (with_values) {
+        read_back(bv, got, no);
+        for (size_t i = 0; i < no; i++)
+            cr_assert(got[i] == want[i] || (isnan(got[i]) && isnan(want[i])),
+                      "%s on %s: value %zu is %g, expected %g", what,
+                      dev->info.name, i, got[i], want[i]);
+    }
+    float *gi = malloc((no + VIEW_OFF) * sizeof *gi);
+    cr_assert(gi);
+    read_back(bi, gi, no + VIEW_OFF);
+    expect_close(dev, what, gi + VIEW_OFF, want + no, no, 0.0f, 0.0f);
+    sn_buffer_free(bx);
+    sn_buffer_free(bv);
+    sn_buffer_free(bi);
+    free(x);
+    free(want);
+    free(got);
+    free(gi);
+}
+
+Test(kernels, topk_ranks_nan_first_and_breaks_ties_by_index)
+{
+    FOR_EACH_DEVICE(dev)
+    {
+        for (int largest = 0; largest < 2; largest++)
+            for (int last = 0; last < 2; last++) {
+                topk_case(dev, 3, 7, 5, 1, largest, last, 1);
+                topk_case(dev, 3, 7, 5, 3, largest, last, 0);
+                topk_case(dev, 2, 7, 1, 7, largest, last, 1);
+                topk_case(dev, 4, 50, 1, 5, largest, last, 1);
+            }
+        /* k beyond the axis is refused before the backend */
+        sn_buffer *b = make_buffer(dev, NULL, 16);
+        sn_topk_desc r = {.outer = 2, .len = 4, .inner = 2, .k = 5,
+                          .largest = 1, .x = {b, 0}, .indices = {b, 0}};
+        cr_assert_eq(sn_topk(dev, &r), SHARDNET_INVALID_ARGUMENT);
+        r.k = 0;
+        cr_assert_eq(sn_topk(dev, &r), SHARDNET_INVALID_ARGUMENT);
+        r.k = 2;
+        r.indices.offset = 9;
+        cr_assert_eq(sn_topk(dev, &r), SHARDNET_INVALID_ARGUMENT);
+        sn_buffer_free(b);
+    }
+}
+
 static void layernorm_case(sn_device *dev, size_t outer, size_t len,
                            int with_bias)
 {

@@ -457,13 +457,14 @@ CPU_KERNEL(cpu_im2col, sn_im2col_desc, SN_KERNEL_IM2COL, im2col)
 CPU_KERNEL(cpu_pool, sn_pool_desc, SN_KERNEL_POOL, pool)
 CPU_KERNEL(cpu_layernorm, sn_layernorm_desc, SN_KERNEL_LAYERNORM, layernorm)
 CPU_KERNEL(cpu_gather, sn_gather_desc, SN_KERNEL_GATHER, gather)
+CPU_KERNEL(cpu_topk, sn_topk_desc, SN_KERNEL_TOPK, topk)
 
 /* How far the kernels of cpu/ go in each kernel's variants (backend.h's
  * enums, in order): all of them today. */
 static const int cpu_variants[SN_KERNEL_COUNT] = {
     [SN_KERNEL_BINARY] = SN_BINARY_POW + 1,
     [SN_KERNEL_UNARY] = SN_UNARY_GELU_TANH + 1,
-    [SN_KERNEL_REDUCE] = SN_REDUCE_MAX + 1,
+    [SN_KERNEL_REDUCE] = SN_REDUCE_SUM_ABS + 1,
     [SN_KERNEL_POOL] = SN_POOL_AVG + 1,
 };
 
@@ -497,6 +498,7 @@ static const sn_backend_ops cpu_ops = {
     .pool = cpu_pool,
     .layernorm = cpu_layernorm,
     .gather = cpu_gather,
+    .topk = cpu_topk,
     .supports = cpu_supports,
     .synchronize = sn_cpu_synchronize,
     .event_record = sn_cpu_event_record,

@@ -152,6 +152,12 @@ void sn_cpu_run_task(cpu_device *cd, const task *t)
                       index_ptr(t->u.gather.indices),
                       view_ptr(t->u.gather.out));
         break;
+    case SN_KERNEL_TOPK:
+        sn_cpu_topk(&t->u.topk, view_ptr(t->u.topk.x),
+                    t->u.topk.values.buf ? view_ptr(t->u.topk.values)
+                                         : NULL,
+                    view_ptr(t->u.topk.indices));
+        break;
     case TASK_WRITE:
         memcpy(copy_ptr(&t->host), t->host.src, t->host.bytes);
         break;

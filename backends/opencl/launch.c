@@ -25,7 +25,8 @@ static const char *const bin_variants[BIN_VARIANTS] = {"same", "scalar_a",
 static const char *const reduce_kernels[K_REDUCE_COUNT] = {
     "reduce_sum_row",  "reduce_max_row", "reduce_sum_axis",
     "reduce_max_axis", "softmax_row",    "softmax_axis",
-    "layernorm_row"};
+    "layernorm_row",
+    "reduce_op_row",   "reduce_op_axis"};
 
 /* The ops with one kernel each, one work-item per output element. */
 static const struct {
@@ -39,6 +40,7 @@ static const struct {
     [K_IM2COL] = {PROG_CONV, "im2col"},
     [K_POOL_MAX] = {PROG_CONV, "pool_max"},
     [K_POOL_AVG] = {PROG_CONV, "pool_avg"},
+    [K_TOPK] = {PROG_REDUCE, "topk_axis"},
 };
 
 /* --- small helpers ---------------------------------------------------- */
@@ -369,10 +371,55 @@ shardnet_status sn_cl_softmax(sn_device *dev, const sn_softmax_desc *d)
 shardnet_status sn_cl_reduce(sn_device *dev, const sn_reduce_desc *d)
 {
     int is_max = d->op == SN_REDUCE_MAX;
+    /* reduce_op_*'s op: 0 min, 1 prod, 2 sum of squares, 3 of magnitudes */
+    if (d->op >= SN_REDUCE_MIN)
+        return run_axis(dev, sn_reduce_op_name(d->op), K_OP_ROW, K_OP_AXIS,
+                        d->outer, d->len, d->inner, d->x, d->y, 1,
+                        (int)(d->op - SN_REDUCE_MIN));
     return run_axis(dev, sn_reduce_op_name(d->op),
                     is_max ? K_MAX_ROW : K_SUM_ROW,
                     is_max ? K_MAX_AXIS : K_SUM_AXIS, d->outer, d->len,
                     d->inner, d->x, d->y, 1, d->op == SN_REDUCE_MEAN);
+}
+
+/* --- top k ------------------------------------------------------------- */
+
+shardnet_status sn_cl_topk(sn_device *dev, const sn_topk_desc *d)
+{
+    const char *what = "top-k";
+    size_t total, nout, n = d->outer * d->inner; /* n <= total, checked */
+    cl_uint ulen, x_off, v_off, i_off, un, uk, uinner;
+    cl_int flags = (d->largest ? 1 : 0) | (d->last_index ? 2 : 0) |
+                   (d->values.buf ? 4 : 0);
+    cl_mem x = d->x.buf->handle, idx = d->indices.buf->handle;
+    cl_mem val = d->values.buf ? d->values.buf->handle : idx;
+    shardnet_status st;
+
+    if ((st = axis_extent(dev, what, d->outer, d->len, d->inner, &total)) !=
+        SHARDNET_OK)
+        return st;
+    nout = n * d->k; /* k <= len: nout <= total */
+    if (nout == 0)
+        return SHARDNET_OK;
+    if (!fits_idx(d->x.offset, total))
+        return sn_cl_too_large(dev, what, "x", d->x.offset, total);
+    if (!fits_idx(d->indices.offset, nout))
+        return sn_cl_too_large(dev, what, "indices", d->indices.offset, nout);
+    if (d->values.buf && !fits_idx(d->values.offset, nout))
+        return sn_cl_too_large(dev, what, "values", d->values.offset, nout);
+    ulen = (cl_uint)d->len;
+    x_off = (cl_uint)d->x.offset;
+    v_off = d->values.buf ? (cl_uint)d->values.offset : 0;
+    i_off = (cl_uint)d->indices.offset;
+    un = (cl_uint)n;
+    uk = (cl_uint)d->k;
+    uinner = (cl_uint)d->inner;
+    {
+        karg args[] = {ARG(un),  ARG(ulen),  ARG(uinner), ARG(uk),
+                       ARG(x),   ARG(x_off), ARG(val),    ARG(v_off),
+                       ARG(idx), ARG(i_off), ARG(flags)};
+        return sn_cl_run_single(dev, K_TOPK, what, args, 11, n);
+    }
 }
 
 /* --- layer normalisation ----------------------------------------------- */

@@ -278,11 +278,12 @@ static shardnet_status cl_synchronize(sn_device *dev)
 /* How far the kernels of kernels_cl/ go in each kernel's variants
  * (backend.h's enums, in order): elementwise.cl has a binary_<op>_* and a
  * unary_<op> kernel for each one, reduce.cl sums (a mean is a sum scaled)
- * and maxima, conv.cl pool_max and pool_avg. */
+ * and maxima, and the other reductions in reduce_op_*, conv.cl pool_max
+ * and pool_avg. */
 static const int cl_variants[SN_KERNEL_COUNT] = {
     [SN_KERNEL_BINARY] = SN_BINARY_POW + 1,
     [SN_KERNEL_UNARY] = SN_UNARY_GELU_TANH + 1,
-    [SN_KERNEL_REDUCE] = SN_REDUCE_MAX + 1,
+    [SN_KERNEL_REDUCE] = SN_REDUCE_SUM_ABS + 1,
     [SN_KERNEL_POOL] = SN_POOL_AVG + 1,
 };
 
@@ -315,6 +316,7 @@ static const sn_backend_ops cl_ops = {
     .pool = sn_cl_pool,
     .layernorm = sn_cl_layernorm,
     .gather = sn_cl_gather,
+    .topk = sn_cl_topk,
     .supports = cl_supports,
     .synchronize = cl_synchronize,
     .event_record = sn_cl_event_record,

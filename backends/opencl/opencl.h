@@ -44,6 +44,8 @@ enum {
     K_SOFTMAX_ROW,
     K_SOFTMAX_AXIS,
     K_LAYERNORM_ROW,
+    K_OP_ROW, /* min, prod, sum of squares, sum of magnitudes */
+    K_OP_AXIS,
     K_REDUCE_COUNT
 };
 
@@ -56,6 +58,7 @@ enum {
     K_IM2COL,
     K_POOL_MAX,
     K_POOL_AVG,
+    K_TOPK, /* one work-item per (outer, inner) position */
     K_SINGLE_COUNT
 };
 
@@ -160,6 +163,7 @@ shardnet_status sn_cl_unary(sn_device *dev, const sn_unary_desc *d);
 shardnet_status sn_cl_softmax(sn_device *dev, const sn_softmax_desc *d);
 shardnet_status sn_cl_reduce(sn_device *dev, const sn_reduce_desc *d);
 shardnet_status sn_cl_layernorm(sn_device *dev, const sn_layernorm_desc *d);
+shardnet_status sn_cl_topk(sn_device *dev, const sn_topk_desc *d);
 
 shardnet_status sn_cl_gemm(sn_device *dev, const sn_gemm_desc *d);
 

@@ -52,7 +52,7 @@
  * written against (sn_backend.abi, sn_backend_ops.abi) and the registry
  * refuses one that differs.  Raise it with every change to the structs and
  * the vtable below. */
-#define SN_BACKEND_ABI 7
+#define SN_BACKEND_ABI 8
 
 /** Highest tensor rank the element-wise kernels accept. */
 #define SN_MAX_DIMS 8
@@ -182,7 +182,14 @@ typedef struct sn_softmax_desc {
     sn_view x, y;
 } sn_softmax_desc;
 
-#define SN_REDUCE_OP_MAP(X) X(SUM, "sum") X(MEAN, "mean") X(MAX, "max")
+/*
+ * MIN, PROD; SUM_SQUARE sums x * x, SUM_ABS sums |x| (ReduceSumSquare and
+ * ReduceL1, and the first step of ReduceL2).
+ */
+#define SN_REDUCE_OP_MAP(X)                                                   \
+    X(SUM, "sum") X(MEAN, "mean") X(MAX, "max")                               \
+    X(MIN, "min") X(PROD, "prod") X(SUM_SQUARE, "sum_square")                 \
+    X(SUM_ABS, "sum_abs")
 
 typedef enum sn_reduce_op {
 #define SN_ENUM_(name, str) SN_REDUCE_##name,
@@ -288,6 +295,21 @@ typedef struct sn_gather_desc {
 } sn_gather_desc;
 
 /*
+ * Top k along the middle axis of x viewed as (outer, len, inner), for each
+ * (o, i) on its own: the k elements ranked first, written in rank order to
+ * values (outer, k, inner; not written where values.buf is NULL) and their
+ * indices along the axis, as floats, to indices (outer, k, inner).  The
+ * ranking: NaN first, then the largest (or with !largest the smallest)
+ * value; equal values by their index, the lower first (the higher with
+ * last_index).  1 <= k <= len.  ArgMax, ArgMin, Hardmax and TopK.
+ */
+typedef struct sn_topk_desc {
+    size_t outer, len, inner, k;
+    int largest, last_index;
+    sn_view x, values, indices;
+} sn_topk_desc;
+
+/*
  * The kernels, one per kernel member of sn_backend_ops, for asking a
  * device whether it runs one (sn_device_supports).  Four have variants:
  * binary (an sn_binary_op), unary (an sn_unary_op), reduce (an
@@ -297,7 +319,8 @@ typedef struct sn_gather_desc {
     X(GEMM, "gemm") X(BINARY, "binary") X(UNARY, "unary")                     \
     X(SOFTMAX, "softmax") X(REDUCE, "reduce") X(WHERE, "where")               \
     X(COPY, "copy") X(IM2COL, "im2col") X(POOL, "pool")                       \
-    X(LAYERNORM, "layernorm") X(GATHER, "gather")
+    X(LAYERNORM, "layernorm") X(GATHER, "gather")                           \
+    X(TOPK, "topk")
 
 typedef enum sn_kernel {
 #define SN_ENUM_(name, str) SN_KERNEL_##name,
@@ -324,6 +347,7 @@ typedef union sn_kernel_desc {
     sn_pool_desc pool;
     sn_layernorm_desc layernorm;
     sn_gather_desc gather;
+    sn_topk_desc topk;
 } sn_kernel_desc;
 
 /* Flags for buffer_map. */
@@ -373,6 +397,7 @@ typedef struct sn_backend_ops {
     shardnet_status (*pool)(sn_device *dev, const sn_pool_desc *d);
     shardnet_status (*layernorm)(sn_device *dev, const sn_layernorm_desc *d);
     shardnet_status (*gather)(sn_device *dev, const sn_gather_desc *d);
+    shardnet_status (*topk)(sn_device *dev, const sn_topk_desc *d);
 
     /* Optional: does dev run kernel k, of variant `variant` (an
      * sn_unary_op, sn_binary_op, sn_reduce_op or sn_pool_op where k has
@@ -518,6 +543,7 @@ shardnet_status sn_im2col(sn_device *dev, const sn_im2col_desc *d);
 shardnet_status sn_pool(sn_device *dev, const sn_pool_desc *d);
 shardnet_status sn_layernorm(sn_device *dev, const sn_layernorm_desc *d);
 shardnet_status sn_gather(sn_device *dev, const sn_gather_desc *d);
+shardnet_status sn_topk(sn_device *dev, const sn_topk_desc *d);
 shardnet_status sn_synchronize(sn_device *dev);
 /* Kernel k with its descriptor d: the checked entry point above that k
  * names. */

@@ -468,6 +468,33 @@ shardnet_status sn_gather(sn_device *dev, const sn_gather_desc *d)
     return dev->ops->gather(dev, d);
 }
 
+shardnet_status sn_topk(sn_device *dev, const sn_topk_desc *d)
+{
+    shardnet_status st =
+        sn_check_device(dev, dev ? dev->ops->topk : NULL, "top-k");
+    int ok = 1;
+    if (st != SHARDNET_OK)
+        return st;
+    if (!d || d->k == 0 || d->k > d->len)
+        return sn_error(SHARDNET_INVALID_ARGUMENT,
+                        "top-k on %s: k of %zu along an axis of %zu",
+                        dev->info.name, d ? d->k : 0, d ? d->len : 0);
+    size_t in_sz[] = {d->outer, d->len, d->inner};
+    size_t out_sz[] = {d->outer, d->k, d->inner};
+    size_t ein = product(&ok, 3, in_sz), eout = product(&ok, 3, out_sz);
+    if (!ok)
+        return sn_error(SHARDNET_INVALID_ARGUMENT,
+                        "top-k on %s: size overflows", dev->info.name);
+    if (eout == 0)
+        return SHARDNET_OK;
+    if ((st = check_view(dev, "top-k", "x", d->x, ein)) ||
+        (st = check_view(dev, "top-k", "indices", d->indices, eout)) ||
+        (d->values.buf &&
+         (st = check_view(dev, "top-k", "values", d->values, eout))))
+        return st;
+    return dev->ops->topk(dev, d);
+}
+
 shardnet_status sn_launch(sn_device *dev, sn_kernel k, const sn_kernel_desc *d)
 {
     if (!d)
@@ -495,6 +522,8 @@ shardnet_status sn_launch(sn_device *dev, sn_kernel k, const sn_kernel_desc *d)
         return sn_layernorm(dev, &d->layernorm);
     case SN_KERNEL_GATHER:
         return sn_gather(dev, &d->gather);
+    case SN_KERNEL_TOPK:
+        return sn_topk(dev, &d->topk);
     case SN_KERNEL_COUNT:
         break;
     }

@@ -95,6 +95,12 @@ static const struct moved_param {
     {"Squeeze", "axes", 1, 13, 0},    {"Unsqueeze", "axes", 1, 13, 0},
     {"Split", "split", 1, 13, 2},     {"ReduceSum", "axes", 1, 13, 0},
     {"ReduceMean", "axes", 1, 18, 0}, {"ReduceMax", "axes", 1, 18, 0},
+    {"ReduceMin", "axes", 1, 18, 0},  {"ReduceProd", "axes", 1, 18, 0},
+    {"ReduceL1", "axes", 1, 18, 0},   {"ReduceL2", "axes", 1, 18, 0},
+    {"ReduceLogSum", "axes", 1, 18, 0},
+    {"ReduceLogSumExp", "axes", 1, 18, 0},
+    {"ReduceSumSquare", "axes", 1, 18, 0},
+    {"TopK", "k", 1, 10, 0},
 };
 
 static const struct moved_param *moved_param(const char *op,

@@ -49,7 +49,8 @@ shardnet_status sn_host_ints(const sn_node *n, const sn_rt *rt,
  * Slice's starts, ends, axes and steps (inputs 1-4 from opset 10), Clip's
  * min and max (1-2, opset 11), the axes of Squeeze, Unsqueeze and
  * ReduceSum and Split's split (input 1, opset 13; Split-1 took either
- * form), the axes of ReduceMean and ReduceMax (input 1, opset 18).  One table, read by the lowering and
+ * form), the axes of the other reductions (input 1, opset 18), TopK's k
+ * (input 1, opset 10).  One table, read by the lowering and
  * by the splits that write such nodes.
  *
  * The input that carries `param` of `op` in a graph of `opset`, or -1
@@ -163,10 +164,25 @@ SN_LOWER(sn_lower_gather);
 SN_LOWER(sn_lower_expand);
 SN_LOWER(sn_lower_where);
 
-/* lib/ops/ops_reduce.c: reductions. */
+/* lib/ops/ops_reduce.c: reductions, cumulative sums, Lp normalisation. */
 SN_LOWER(sn_lower_reduce_mean);
 SN_LOWER(sn_lower_reduce_sum);
 SN_LOWER(sn_lower_reduce_max);
+SN_LOWER(sn_lower_reduce_min);
+SN_LOWER(sn_lower_reduce_prod);
+SN_LOWER(sn_lower_reduce_l1);
+SN_LOWER(sn_lower_reduce_l2);
+SN_LOWER(sn_lower_reduce_log_sum);
+SN_LOWER(sn_lower_reduce_log_sum_exp);
+SN_LOWER(sn_lower_reduce_sum_square);
+SN_LOWER(sn_lower_cumsum);
+SN_LOWER(sn_lower_lp_normalization);
+
+/* lib/ops/ops_select.c: selection along an axis. */
+SN_LOWER(sn_lower_argmax);
+SN_LOWER(sn_lower_argmin);
+SN_LOWER(sn_lower_hardmax);
+SN_LOWER(sn_lower_topk);
 
 /* lib/ops/ops_text.c: text features. */
 SN_LOWER(sn_lower_tfidf);

@@ -3,7 +3,7 @@
  * shardnet runs, and what is computed from an entry alone (a node's work,
  * whether a device runs the kernels of its uses).  The lowerings live
  * with their family (ops_shape.c, ops_elementwise.c, ops_nn.c, ops_conv.c,
- * ops_norm.c, ops_data.c, ops_reduce.c); the shard and rows rules are
+ * ops_norm.c, ops_data.c, ops_reduce.c, ops_select.c); the shard and rows rules are
  * carried out by the splits that read them; the public API lists the
  * table (lib/api/operator.c).
  *
@@ -140,6 +140,37 @@ static const sn_operator registry[] = {
     REDUCE("ReduceMean", sn_lower_reduce_mean, MEAN),
     REDUCE("ReduceSum", sn_lower_reduce_sum, SUM),
     REDUCE("ReduceMax", sn_lower_reduce_max, MAX),
+    REDUCE("ReduceMin", sn_lower_reduce_min, MIN),
+    REDUCE("ReduceProd", sn_lower_reduce_prod, PROD),
+    OP("ReduceL1", 1, 2, sn_lower_reduce_l1, 1, REPLICATE, REDUCE, ELEMENTS,
+       USE(REDUCE_SUM_ABS) | USE(REDUCE_SUM)),
+    OP("ReduceL2", 1, 2, sn_lower_reduce_l2, 1, REPLICATE, REDUCE, ELEMENTS,
+       USE(REDUCE_SUM_SQUARE) | USE(REDUCE_SUM) | USE(UNARY_SQRT)),
+    OP("ReduceLogSum", 1, 2, sn_lower_reduce_log_sum, 1, REPLICATE, REDUCE,
+       ELEMENTS, USE(REDUCE_SUM) | USE(UNARY_LOG)),
+    OP("ReduceLogSumExp", 1, 2, sn_lower_reduce_log_sum_exp, 1, REPLICATE,
+       REDUCE, ELEMENTS,
+       USE(REDUCE_MAX) | USE(REDUCE_SUM) | USE(BINARY_SUB) | USE(UNARY_EXP) |
+           USE(UNARY_LOG) | USE(BINARY_ADD)),
+    OP("ReduceSumSquare", 1, 2, sn_lower_reduce_sum_square, 1, REPLICATE,
+       REDUCE, ELEMENTS, USE(REDUCE_SUM_SQUARE) | USE(REDUCE_SUM)),
+    /* a product with a triangular matrix; a norm and a division */
+    OP("CumSum", 2, 2, sn_lower_cumsum, 11, REPLICATE, MIXED, ELEMENTS,
+       USE(GEMM)),
+    OP("LpNormalization", 1, 1, sn_lower_lp_normalization, 1, REPLICATE,
+       MIXED, ELEMENTS,
+       USE(REDUCE_SUM_ABS) | USE(REDUCE_SUM_SQUARE) | USE(UNARY_SQRT) |
+           USE(BINARY_DIV)),
+    /* selection along an axis (ops_select.c): the top-k kernel ranks;
+     * Hardmax's one-hot rows compare the index with a ramp */
+    OP("ArgMax", 1, 1, sn_lower_argmax, 1, REPLICATE, MIXED, ELEMENTS,
+       USE(TOPK)),
+    OP("ArgMin", 1, 1, sn_lower_argmin, 1, REPLICATE, MIXED, ELEMENTS,
+       USE(TOPK)),
+    OP("Hardmax", 1, 1, sn_lower_hardmax, 1, REPLICATE, MIXED, ELEMENTS,
+       USE(TOPK) | USE(BINARY_SUB) | USE(WHERE)),
+    OP("TopK", 1, 2, sn_lower_topk, 1, REPLICATE, MIXED, ELEMENTS,
+       USE(TOPK)),
     /* a value made on the host (ops_shape.c) */
     OP("ConstantOfShape", 1, 1, sn_lower_constant_of_shape, 9, REPLICATE,
        MIXED, ELEMENTS, HOST),
@@ -184,7 +215,8 @@ _Static_assert(SN_USES <= 64, "the uses no longer fit an sn_uses");
 /* The kernels without variants, in the order of their uses. */
 static const sn_kernel plain_kernels[] = {
     SN_KERNEL_GEMM, SN_KERNEL_SOFTMAX,   SN_KERNEL_WHERE, SN_KERNEL_COPY,
-    SN_KERNEL_IM2COL, SN_KERNEL_LAYERNORM, SN_KERNEL_GATHER};
+    SN_KERNEL_IM2COL, SN_KERNEL_LAYERNORM, SN_KERNEL_GATHER,
+    SN_KERNEL_TOPK};
 _Static_assert(sizeof plain_kernels / sizeof plain_kernels[0] ==
                    SN_USE_BINARY_ADD,
                "a use per kernel without variants");

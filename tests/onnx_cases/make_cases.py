@@ -507,6 +507,181 @@ def tfidf_cases():
                   [("y", tfidf_reference(x, counts, pool, indexes,
                                          np.float32(weights), 1, 2, 2,
                                          mode))], 9)
+def reduce_cases():
+    """The reductions of issue 15: axes as an input (opset 18) over
+    axes that are not adjacent (one reduce step per run), negative axes,
+    noop_with_empty_axes, every axis by default, a log-sum-exp of large
+    values (stabilised by the maximum), and integer tensors folded on the
+    host (a shape's product and minimum; L1 and sum of squares of an int64
+    input, which is bound by value)."""
+    x = rng.standard_normal((3, 4, 5, 2)).astype(np.float32)
+    ax = np.array([0, -2], np.int64)
+    want = {
+        "ReduceMin": x.min(axis=(0, 2), keepdims=True),
+        "ReduceProd": x.prod(axis=(0, 2), keepdims=True),
+        "ReduceL1": np.abs(x).sum(axis=(0, 2), keepdims=True),
+        "ReduceL2": np.sqrt((x.astype(np.float64) ** 2).sum(
+            axis=(0, 2), keepdims=True)),
+        "ReduceLogSum": np.log(np.abs(x).sum(axis=(0, 2), keepdims=True)),
+        "ReduceLogSumExp": np.log(np.exp(x.astype(np.float64)).sum(
+            axis=(0, 2), keepdims=True)),
+        "ReduceSumSquare": (x.astype(np.float64) ** 2).sum(
+            axis=(0, 2), keepdims=True),
+    }
+    nodes, outs = [], []
+    for op, y in want.items():
+        src = "a" if op == "ReduceLogSum" else "x"
+        nodes.append(mk(op, [src, "axes"], [op + "_k"]))
+        nodes.append(mk(op, [src, "axes"], [op + "_d"], keepdims=0))
+        outs.append((op + "_k", y.astype(np.float32)))
+        outs.append((op + "_d", y.reshape(4, 2).astype(np.float32)))
+    nodes.insert(0, mk("Abs", ["x"], ["a"]))
+    node_case("test_reduce_axes_input_opset18", nodes, [("x", x)], outs, 18,
+              initializers=[("axes", ax)])
+    # 6 values are known on the host at load, 80 are not
+    small = (rng.standard_normal((2, 3)) * 5 + 1000).astype(np.float32)
+    big = (rng.standard_normal((2, 40)) * 5 - 1000).astype(np.float32)
+    def lse(v):
+        m = v.astype(np.float64).max(axis=1, keepdims=True)
+        return (m + np.log(np.exp(v - m).sum(axis=1, keepdims=True))).astype(
+            np.float32)
+    node_case("test_reduce_log_sum_exp_large_values",
+              [mk("ReduceLogSumExp", ["s"], ["ys"], axes=[1]),
+               mk("ReduceLogSumExp", ["b"], ["yb"], axes=[-1])],
+              [("s", small), ("b", big)],
+              [("ys", lse(small)), ("yb", lse(big))], 13)
+    x = rng.standard_normal((4, 5, 6)).astype(np.float32)
+    node_case("test_reduce_noop_and_all_axes_opset18",
+              [mk("ReduceL1", ["x", "none"], ["same"],
+                  noop_with_empty_axes=1),
+               mk("ReduceMin", ["x"], ["all"]),
+               mk("ReduceSumSquare", ["x", "none"], ["all_k"])],
+              [("x", x)],
+              [("same", x), ("all", x.min(keepdims=True)),
+               ("all_k", np.array((x.astype(np.float64) ** 2).sum(),
+                                  np.float32).reshape(1, 1, 1))],
+              18, initializers=[("none", np.zeros(0, np.int64))])
+    x = rng.standard_normal((2, 3, 5)).astype(np.float32)
+    k = np.array([[3, -1, 4], [-2, 5, 0]], np.int64)
+    node_case("test_reduce_integers_folded",
+              [mk("Shape", ["x"], ["s"]),
+               mk("ReduceProd", ["s"], ["n"], keepdims=1),
+               mk("ReduceMin", ["s"], ["lo"], keepdims=1),
+               mk("ReduceL1", ["k"], ["l1"], axes=[1], keepdims=1),
+               mk("ReduceSumSquare", ["k"], ["sq"], axes=[0], keepdims=1),
+               mk("Reshape", ["x", "n"], ["flat"])],
+              [("x", x), ("k", k)],
+              [("lo", np.array([2], np.int64)),
+               ("l1", np.array([[8], [7]], np.int64)),
+               ("sq", np.array([[13, 26, 16]], np.int64)),
+               ("flat", x.reshape(30))], 13)
+def rank_order(x, axis, largest, last):
+    """Indices along axis in the order of sn_topk_desc's ranking: the
+    largest (or smallest) first, ties by index (the higher first with
+    last).  x has no NaN."""
+    x = np.moveaxis(x, axis, -1)
+    n = x.shape[-1]
+    idx = np.arange(n)
+    key_i = -idx if last else idx
+    key_v = -x if largest else x
+    flat_v = key_v.reshape(-1, n)
+    order = np.stack([np.lexsort((key_i, row)) for row in flat_v])
+    return np.moveaxis(order.reshape(x.shape), -1, axis)
+def select_cases():
+    """ArgMax, ArgMin, Hardmax and TopK on the device (more than the 64
+    elements of an input known on the host) with ties (values on a coarse
+    grid): keepdims and select_last_index, Hardmax's axis in both of its
+    meanings (opset 11 flattens at it, opset 13 picks it), TopK's k as the
+    attribute of opset 1 and as an input, smallest first; and an ArgMax of
+    an int64 input folded on the host."""
+    rng = np.random.default_rng(1502)
+    x = (np.round(rng.standard_normal((3, 6, 5)) * 2) / 2).astype(np.float32)
+    def take(order, k, axis):
+        sl = [slice(None)] * order.ndim
+        sl[axis] = slice(0, k)
+        return order[tuple(sl)]
+    amax_last = take(rank_order(x, 1, True, True), 1, 1)
+    amin = take(rank_order(x, 2, False, False), 1, 2)
+    node_case("test_select_argmax_argmin_device",
+              [mk("ArgMax", ["x"], ["a"], axis=1, keepdims=1,
+                  select_last_index=1),
+               mk("ArgMin", ["x"], ["b"], axis=-1, keepdims=0),
+               mk("ArgMax", ["x"], ["c"])],
+              [("x", x)],
+              [("a", amax_last.astype(np.int64)),
+               ("b", amin.reshape(3, 6).astype(np.int64)),
+               ("c", take(rank_order(x, 0, True, False), 1, 0).astype(
+                   np.int64))], 13)
+    def hardmax(v, axis):
+        o = take(rank_order(v, axis, True, False), 1, axis)
+        ramp = np.arange(v.shape[axis]).reshape(
+            [-1 if i == axis else 1 for i in range(v.ndim)])
+        return (ramp == o).astype(np.float32)
+    flat = x.reshape(3, 30)
+    node_case("test_select_hardmax_flattened_opset11",
+              [mk("Hardmax", ["x"], ["y"], axis=1)],
+              [("x", x)], [("y", hardmax(flat, 1).reshape(x.shape))], 11)
+    node_case("test_select_hardmax_axis_opset13",
+              [mk("Hardmax", ["x"], ["y"], axis=1),
+               mk("Hardmax", ["x"], ["z"])],
+              [("x", x)], [("y", hardmax(x, 1)), ("z", hardmax(x, 2))], 13)
+    o = take(rank_order(x, 1, True, False), 3, 1)
+    node_case("test_select_topk_attribute_opset1",
+              [mk("TopK", ["x"], ["v", "i"], axis=1, k=3)],
+              [("x", x)],
+              [("v", np.take_along_axis(x, o, 1)), ("i", o.astype(np.int64))],
+              1)
+    o = take(rank_order(x, 2, False, False), 4, 2)
+    node_case("test_select_topk_smallest_input_k",
+              [mk("TopK", ["x", "k"], ["v", "i"], largest=0, sorted=1)],
+              [("x", x)],
+              [("v", np.take_along_axis(x, o, 2)), ("i", o.astype(np.int64))],
+              11, initializers=[("k", np.array([4], np.int64))])
+    q = np.array([[3, 9, 9, 1], [7, 7, -2, 7]], np.int64)
+    node_case("test_select_argmax_int64_folded",
+              [mk("ArgMax", ["q"], ["a"], axis=1, select_last_index=1),
+               mk("ArgMin", ["q"], ["b"], axis=0, keepdims=0)],
+              [("q", q)],
+              [("a", np.array([[2], [3]], np.int64)),
+               ("b", np.array([0, 1, 1, 0], np.int64))], 13)
+def cumsum_lpnorm_cases():
+    """CumSum on the device (exclusive, reverse, both; a negative int32
+    axis) and folded on the host (int64); LpNormalization with p 1 and 2
+    along the first and the last axis, on the device and on the host."""
+    rng = np.random.default_rng(1503)
+    x = rng.standard_normal((3, 20, 4)).astype(np.float32)
+    c = np.cumsum(x.astype(np.float64), axis=1)
+    r = np.flip(np.cumsum(np.flip(x.astype(np.float64), 1), axis=1), 1)
+    node_case("test_cumsum_exclusive_reverse_device",
+              [mk("CumSum", ["x", "ax"], ["a"]),
+               mk("CumSum", ["x", "ax"], ["b"], exclusive=1),
+               mk("CumSum", ["x", "ax"], ["c"], reverse=1),
+               mk("CumSum", ["x", "ax"], ["d"], exclusive=1, reverse=1)],
+              [("x", x)],
+              [("a", c.astype(np.float32)),
+               ("b", (c - x).astype(np.float32)),
+               ("c", r.astype(np.float32)),
+               ("d", (r - x).astype(np.float32))],
+              14, initializers=[("ax", np.array(-2, np.int32))])
+    q = np.array([[1, -2, 3], [4, 5, -6]], np.int64)
+    node_case("test_cumsum_int64_folded",
+              [mk("CumSum", ["q", "ax"], ["y"], reverse=1)],
+              [("q", q)],
+              [("y", np.flip(np.cumsum(np.flip(q, 1), axis=1), 1))],
+              11, initializers=[("ax", np.array([1], np.int64))])
+    small = rng.standard_normal((2, 3)).astype(np.float32)
+    def lp(v, p, axis):
+        v64 = v.astype(np.float64)
+        nrm = (np.abs(v64).sum(axis=axis, keepdims=True) if p == 1 else
+               np.sqrt((v64 ** 2).sum(axis=axis, keepdims=True)))
+        return (v64 / nrm).astype(np.float32)
+    node_case("test_lp_normalization_p1_p2",
+              [mk("LpNormalization", ["x"], ["a"], p=1, axis=0),
+               mk("LpNormalization", ["x"], ["b"]),
+               mk("LpNormalization", ["s"], ["c"], p=1)],
+              [("x", x), ("s", small)],
+              [("a", lp(x, 1, 0)), ("b", lp(x, 2, -1)), ("c", lp(small, 1, -1))],
+              1)
 
 
 if __name__ == "__main__":
@@ -522,3 +697,6 @@ if __name__ == "__main__":
     batchnorm_spatial0_cases()
     variadic_cases()
     tfidf_cases()
+    reduce_cases()
+    select_cases()
+    cumsum_lpnorm_cases()

@@ -1,0 +1,1 @@
+BReduceLogSumExp_kJ ‹G@XI@ŽÒ9@·˜J@›S@«äh@DNA@7Ê!@

@@ -1,0 +1,1 @@
+BReduceLogSumExp_dJ ‹G@XI@ŽÒ9@·˜J@›S@«äh@DNA@7Ê!@

@@ -1,0 +1,1 @@
+BReduceSumSquare_dJ Χgχ@υjQAZOAίγ@i0™A/ΚvA%vAx7A

@@ -1,0 +1,2 @@
+B
+ReduceL1_dJ ¤kA;L-Aò\AìAŒbA&CAJAì+A
