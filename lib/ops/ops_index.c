@@ -226,8 +226,11 @@ shardnet_status sn_index_tuple_blocks(const sn_node *n, const sn_rt *data,
         return sn_node_error(n, SHARDNET_INVALID_ARGUMENT,
                              "indices of rank %d (batch_dims %d)", idx->rank,
                              nb);
-    k = (int)idx->dims[idx->rank - 1];
-    if (idx->dims[idx->rank - 1] < 0 || nb + k > r)
+    if (idx->dims[idx->rank - 1] > r - nb)
+        k = r + 1; /* refused below, without narrowing a huge one */
+    else
+        k = (int)idx->dims[idx->rank - 1];
+    if (k < 0 || nb + k > r)
         return sn_node_error(n, SHARDNET_INVALID_ARGUMENT,
                              "index tuples of %lld for data of rank %d "
                              "(batch_dims %d)",
@@ -328,7 +331,8 @@ SN_LOWER(sn_lower_onehot)
                              "depth %lld is not positive", (long long)depth);
     for (int d = 0, s = 0; d < r; d++)
         od[d] = d == ax ? depth : idx->dims[s++];
-    if (__builtin_mul_overflow(nidx, (size_t)depth, &count))
+    if (__builtin_mul_overflow(nidx, (size_t)depth, &count) ||
+        count > SN_MAX_HOST_FOLD / sizeof *map)
         return sn_node_error(n, SHARDNET_INVALID_ARGUMENT,
                              "depth %lld makes the output too large",
                              (long long)depth);

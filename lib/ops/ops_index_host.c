@@ -297,7 +297,9 @@ SN_LOWER(sn_lower_range)
         if (is_int)
             sn_store_value(
                 t, d, (size_t)i, 0,
-                sn_rt_get_int(in[0], 0) + i * sn_rt_get_int(in[2], 0), 1);
+                (int64_t)((uint64_t)sn_rt_get_int(in[0], 0) +
+                          (uint64_t)i * (uint64_t)sn_rt_get_int(in[2], 0)),
+                1);
         else
             sn_store_value(t, d, (size_t)i,
                            sn_rt_get_double(in[0], 0) +
