@@ -2,7 +2,8 @@
  * Hostile input from outside the program (issue 13, point 7), at the
  * library's level: a model file changed on disk after it was loaded,
  * external data reached through a symbolic link, FIFOs where files are
- * expected, a Conv group that overflows, tensor files in formats shardnet
+ * expected, a Conv group that overflows, indexing operators given
+ * indices, axes and sizes out of range, tensor files in formats shardnet
  * cannot read, bad plan files, a full disk, and the memory an OpenCL
  * context cycle keeps.  Each must give a clear error naming the file and
  * why, and nothing may crash or hang.  The command-line cases are in
@@ -732,4 +733,182 @@ Test(opencl, context_cycles_do_not_keep_memory, .timeout = 300)
     cr_log_info("RSS %ld kB -> %ld kB over 8 cycles", before, after);
     cr_assert_lt(after - before, 6 * 1024,
                  "8 OpenCL context cycles kept %ld kB", after - before);
+}
+
+/* --- indexing operators ------------------------------------------------------ */
+
+/* An int64 constant of a graph: its name, rank (<= 2), dims and values. */
+typedef struct index_const {
+    const char *name;
+    int rank;
+    int64_t dims[2];
+    const int64_t *values;
+} index_const;
+
+/*
+ * A model of one node `op` (inputs ins, output "y") over the float graph
+ * input "x" of shape dx (rank 2, large enough to stay on the device) and
+ * the int64 constants cs (nc), with the INT attribute `attr` = v (none
+ * when NULL) and the STRING attribute "reduction" = red (none when NULL).
+ * Refused at load (constant folding) or at the first run on cpu:0 with
+ * status want and a message holding needle: never run, never a crash.
+ */
+static void expect_index_refused(const char *op, const char *const *ins,
+                                 const int64_t *dx, const index_const *cs,
+                                 size_t nc, const char *attr, int64_t v,
+                                 const char *red, shardnet_status want,
+                                 const char *needle)
+{
+    static const char *const outs[] = {"y", NULL};
+    static float in[1000];
+    pb g = {0}, n = node(op, op, ins, outs), x = value_info("x", dx, 2),
+       y = value_info("y", NULL, -1), md;
+    char dir[64], path[512];
+    shardnet_context_t *ctx;
+    shardnet_model_t *m = NULL;
+    shardnet_session_t *s = NULL;
+    shardnet_status st;
+    cr_assert_leq(dx[0] * dx[1], 1000);
+    make_tmpdir("hostile", dir, sizeof dir);
+    if (attr) {
+        pb a = {0};
+        put_str(&a, 1, attr);
+        put_int(&a, 3, v);
+        put_int(&a, 20, 2); /* INT */
+        put_msg(&n, 5, &a);
+    }
+    if (red) {
+        pb a = {0};
+        put_str(&a, 1, "reduction");
+        put_str(&a, 4, red);
+        put_int(&a, 20, 3); /* STRING */
+        put_msg(&n, 5, &a);
+    }
+    put_msg(&g, 1, &n);
+    put_str(&g, 2, "g");
+    for (size_t i = 0; i < nc; i++) {
+        size_t count = 1;
+        for (int d = 0; d < cs[i].rank; d++)
+            count *= (size_t)cs[i].dims[d];
+        pb t = tensor_raw(cs[i].name, 7, cs[i].dims, cs[i].rank,
+                          cs[i].values, count * sizeof(int64_t));
+        put_msg(&g, 5, &t);
+    }
+    put_msg(&g, 11, &x);
+    put_msg(&g, 12, &y);
+    md = model(18, &g);
+    snprintf(path, sizeof path, "%s/model.onnx", dir);
+    spit(path, md.p, md.n);
+    free(md.p);
+    st = shardnet_model_load(path, &m);
+    if (st == SHARDNET_OK) {
+        cr_assert_eq(shardnet_context_create(&ctx), SHARDNET_OK);
+        st = shardnet_session_create(ctx, m, "cpu:0", &s);
+        if (st == SHARDNET_OK) {
+            cr_assert_eq(shardnet_session_set_input(
+                             s, 0, SHARDNET_DTYPE_FLOAT32, 2, dx, in),
+                         SHARDNET_OK);
+            st = shardnet_session_run(s);
+        }
+        shardnet_session_free(s);
+        shardnet_context_free(ctx);
+        shardnet_model_free(m);
+    }
+    cr_assert_eq(st, want, "%s", shardnet_last_error());
+    assert_error_has(needle);
+    assert_error_has(op);
+    rm_tmpdir(dir);
+}
+
+static const int64_t index_dx[] = {10, 10};
+static int64_t index_zeros[1000], index_tens[100];
+
+Test(index, gather_elements_index_past_the_axis_is_refused)
+{
+    static const char *const ins[] = {"x", "i", NULL};
+    index_const c = {"i", 2, {10, 10}, index_tens};
+    for (size_t k = 0; k < 100; k++)
+        index_tens[k] = 10;
+    expect_index_refused("GatherElements", ins, index_dx, &c, 1, "axis", 1,
+                         NULL, SHARDNET_INVALID_ARGUMENT,
+                         "index 10 (at 0) is out of range for an axis of 10");
+}
+
+Test(index, gather_elements_axis_of_two_to_the_40_is_refused)
+{
+    static const char *const ins[] = {"x", "i", NULL};
+    index_const c = {"i", 2, {10, 10}, index_zeros};
+    expect_index_refused("GatherElements", ins, index_dx, &c, 1, "axis",
+                         (int64_t)1 << 40, NULL, SHARDNET_INVALID_ARGUMENT,
+                         "axis 1099511627776 out of range");
+}
+
+Test(index, gather_nd_batch_dims_past_the_rank_is_refused)
+{
+    static const char *const ins[] = {"x", "i", NULL};
+    index_const c = {"i", 2, {10, 1}, index_zeros};
+    expect_index_refused("GatherND", ins, index_dx, &c, 1, "batch_dims",
+                         INT64_MAX, NULL, SHARDNET_INVALID_ARGUMENT,
+                         "batch_dims 9223372036854775807");
+}
+
+/* 100 updates added to one element: more rounds than the device path
+ * takes, refused rather than run for as long. */
+Test(index, scatter_reduction_of_100_updates_on_one_element_is_refused)
+{
+    static const char *const ins[] = {"x", "i", "x", NULL};
+    static const int64_t dx[] = {1, 100};
+    index_const c = {"i", 2, {1, 100}, index_zeros};
+    expect_index_refused("ScatterElements", ins, dx, &c, 1, "axis", 1, "add",
+                         SHARDNET_UNSUPPORTED,
+                         "100 updates land on one element");
+}
+
+Test(index, scatter_unknown_reduction_is_refused)
+{
+    static const char *const ins[] = {"x", "i", "x", NULL};
+    index_const c = {"i", 2, {10, 10}, index_zeros};
+    expect_index_refused("ScatterND", ins, index_dx, &c, 1, NULL, 0, "sum",
+                         SHARDNET_INVALID_ARGUMENT, "unknown reduction 'sum'");
+}
+
+Test(index, onehot_depth_of_two_to_the_40_is_refused)
+{
+    static const char *const ins[] = {"i", "d", "v", NULL};
+    static const int64_t depth = (int64_t)1 << 40, values[2] = {0, 1};
+    index_const c[] = {{"i", 2, {10, 10}, index_zeros},
+                       {"d", 0, {0}, &depth},
+                       {"v", 1, {2}, values}};
+    expect_index_refused("OneHot", ins, index_dx, c, 3, NULL, 0, NULL,
+                         SHARDNET_INVALID_ARGUMENT,
+                         "makes the output too large");
+}
+
+Test(index, range_of_two_to_the_63_elements_is_refused)
+{
+    static const char *const ins[] = {"a", "b", "c", NULL};
+    static const int64_t a = INT64_MIN / 2, b = INT64_MAX / 2, one = 1;
+    index_const c[] = {{"a", 0, {0}, &a}, {"b", 0, {0}, &b},
+                       {"c", 0, {0}, &one}};
+    expect_index_refused("Range", ins, index_dx, c, 3, NULL, 0, NULL,
+                         SHARDNET_INVALID_ARGUMENT, "elements are too many");
+}
+
+Test(index, nonzero_of_a_tensor_on_the_device_is_refused)
+{
+    static const char *const ins[] = {"x", NULL};
+    expect_index_refused("NonZero", ins, index_dx, NULL, 0, NULL, 0, NULL,
+                         SHARDNET_UNSUPPORTED,
+                         "must be known when the model is planned");
+}
+
+Test(index, reverse_sequence_longer_than_the_time_axis_is_refused)
+{
+    static const char *const ins[] = {"x", "l", NULL};
+    index_const c = {"l", 1, {10}, index_tens};
+    for (size_t k = 0; k < 10; k++)
+        index_tens[k] = 11;
+    expect_index_refused("ReverseSequence", ins, index_dx, &c, 1, NULL, 0,
+                         NULL, SHARDNET_INVALID_ARGUMENT,
+                         "sequence length 11 (batch 0) outside [0, 10]");
 }

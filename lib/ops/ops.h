@@ -187,4 +187,20 @@ SN_LOWER(sn_lower_topk);
 /* lib/ops/ops_text.c: text features. */
 SN_LOWER(sn_lower_tfidf);
 
+/* lib/ops/ops_index.c: indexing by host-known indices (gather maps). */
+SN_LOWER(sn_lower_gather_elements);
+SN_LOWER(sn_lower_gather_nd);
+SN_LOWER(sn_lower_scatter_elements);
+SN_LOWER(sn_lower_scatter_nd);
+SN_LOWER(sn_lower_onehot);
+SN_LOWER(sn_lower_compress);
+SN_LOWER(sn_lower_reverse_sequence);
+SN_LOWER(sn_lower_trilu);
+/* lib/ops/ops_index_host.c: data-dependent shapes, values from shapes. */
+SN_LOWER(sn_lower_nonzero);
+SN_LOWER(sn_lower_unique);
+SN_LOWER(sn_lower_range);
+SN_LOWER(sn_lower_eyelike);
+SN_LOWER(sn_lower_size);
+
 #endif /* SN_OPS_H */

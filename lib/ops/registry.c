@@ -38,6 +38,12 @@
 #define REDUCE(name, fn, variant)                                             \
     OP(name, 1, 2, fn, 1, REPLICATE, REDUCE, ELEMENTS, USE(REDUCE_##variant))
 
+/* The scatters' kernels (ops_index.c): copies into one source, a gather,
+ * and the reductions' binary steps. */
+#define INDEX_SCATTER_USES                                                    \
+    (USE(COPY) | USE(GATHER) | USE(BINARY_ADD) | USE(BINARY_MUL) |            \
+     USE(BINARY_MAX) | USE(BINARY_MIN))
+
 static const sn_operator registry[] = {
     /* shapes, copies and constants (ops_shape.c; Cast in ops_elementwise.c) */
     OP("Identity", 1, 1, sn_lower_identity, 1, ADDITIVE, EACH, ELEMENTS, HOST),
@@ -177,6 +183,28 @@ static const sn_operator registry[] = {
     /* text features, counted on the host (ops_text.c) */
     OP("TfIdfVectorizer", 1, 1, sn_lower_tfidf, 9, REPLICATE, MIXED,
        ELEMENTS, HOST),
+    /* indexing (ops_index.c): the indices known on the host make a map,
+     * applied by one gather (a scatter's reduction: a gather and a binary
+     * step per round); shapes from values or shapes (ops_index_host.c) */
+    OP("GatherElements", 2, 2, sn_lower_gather_elements, 11, REPLICATE,
+       MIXED, ELEMENTS, USE(GATHER)),
+    OP("GatherND", 2, 2, sn_lower_gather_nd, 11, REPLICATE, MIXED, ELEMENTS,
+    OP("ScatterElements", 3, 3, sn_lower_scatter_elements, 11, REPLICATE,
+       MIXED, ELEMENTS, INDEX_SCATTER_USES),
+    {{"Scatter", 3, 3, sn_lower_scatter_elements, 9, 10}, "",
+     SN_SHARD_REPLICATE, SN_ROWS_MIXED, SN_COST_ELEMENTS, INDEX_SCATTER_USES},
+    OP("ScatterND", 3, 3, sn_lower_scatter_nd, 11, REPLICATE, MIXED,
+       ELEMENTS, INDEX_SCATTER_USES),
+    OP("OneHot", 3, 3, sn_lower_onehot, 9, REPLICATE, MIXED, ELEMENTS,
+    OP("Compress", 2, 2, sn_lower_compress, 9, REPLICATE, MIXED, ELEMENTS,
+    OP("NonZero", 1, 1, sn_lower_nonzero, 9, REPLICATE, MIXED, ELEMENTS,
+    OP("Unique", 1, 1, sn_lower_unique, 11, REPLICATE, MIXED, ELEMENTS,
+    OP("ReverseSequence", 2, 2, sn_lower_reverse_sequence, 10, REPLICATE,
+       MIXED, ELEMENTS, USE(GATHER)),
+    OP("Trilu", 1, 2, sn_lower_trilu, 14, REPLICATE, MIXED, ELEMENTS,
+    OP("EyeLike", 1, 1, sn_lower_eyelike, 9, REPLICATE, MIXED, ELEMENTS,
+    OP("Range", 3, 3, sn_lower_range, 11, REPLICATE, MIXED, ELEMENTS, HOST),
+    OP("Size", 1, 1, sn_lower_size, 1, REPLICATE, MIXED, ELEMENTS, HOST),
 };
 
 #define NOPS (sizeof registry / sizeof registry[0])

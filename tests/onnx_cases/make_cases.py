@@ -682,6 +682,164 @@ def cumsum_lpnorm_cases():
               [("x", x), ("s", small)],
               [("a", lp(x, 1, 0)), ("b", lp(x, 2, -1)), ("c", lp(small, 1, -1))],
               1)
+def index_gather_cases():
+    """GatherElements and GatherND on float data large enough to stay on
+    the device (not bound by value): one gather step of a host-made map;
+    GatherND with and without batch_dims."""
+    data = rng.standard_normal((5, 4, 6)).astype(np.float32)
+    idx = rng.integers(-4, 4, (5, 3, 6)).astype(np.int64)
+    node_case("test_index_gather_elements_device",
+              [mk("GatherElements", ["x", "i"], ["y"], axis=1)],
+              [("x", data), ("i", idx)],
+              [("y", np.take_along_axis(data, np.where(idx < 0, idx + 4,
+                                                      idx), axis=1))], 13)
+    d = rng.standard_normal((3, 4, 5, 2)).astype(np.float32)
+    bi = rng.integers(-4, 4, (3, 2, 2)).astype(np.int64)
+    bi[..., 1] = rng.integers(0, 5, (3, 2))
+    y1 = np.stack([np.stack([d[b, t[0], t[1]] for t in bi[b]])
+                   for b in range(3)])
+    d2 = rng.standard_normal((6, 5, 3)).astype(np.float32)
+    i2 = rng.integers(0, 6, (4, 1)).astype(np.int64)
+    node_case("test_index_gathernd_device",
+              [mk("GatherND", ["d", "bi"], ["y1"], batch_dims=1),
+               mk("GatherND", ["d2", "i2"], ["y2"])],
+              [("d", d), ("bi", bi), ("d2", d2), ("i2", i2)],
+              [("y1", y1), ("y2", d2[i2[:, 0]])], 12)
+def scatter_ref(data, targets, upd, red):
+    """data with upd[j] combined into data[targets[j]] in order (targets:
+    a list of index tuples into data)."""
+    out = data.copy()
+    for t, u in zip(targets, upd):
+        if red == "none":
+            out[t] = u
+        elif red == "add":
+            out[t] = out[t] + u
+        elif red == "mul":
+            out[t] = out[t] * u
+        elif red == "max":
+            out[t] = np.maximum(out[t], u)
+        else:
+            out[t] = np.minimum(out[t], u)
+    return out
+def index_scatter_cases():
+    """ScatterElements and ScatterND on device data with every reduction,
+    duplicate targets applied in order (rounds of gathers and binary
+    steps), negative indices; Scatter in its opset 9 form."""
+    data = rng.standard_normal((6, 20)).astype(np.float32)
+    idx = rng.integers(-20, 20, (6, 30)).astype(np.int64)
+    upd = rng.standard_normal((6, 30)).astype(np.float32)
+    perm = np.stack([rng.permutation(20)[:12] - 10
+                     for _ in range(6)]).astype(np.int64)
+    pu = upd[:, :12].copy()
+    reds = ["add", "mul", "max", "min"]
+    def targets(ix):
+        return [(r, c % 20) for r in range(ix.shape[0])
+                for c in ix[r]]
+    outs = [("y_" + r, scatter_ref(data, targets(idx), upd.reshape(-1), r))
+            for r in reds]
+    node_case("test_index_scatter_elements_reductions_device",
+              [mk("ScatterElements", ["x", "i", "u"], ["y_" + r], axis=1,
+                  reduction=r) for r in reds] +
+              [mk("ScatterElements", ["x", "p", "pu"], ["y_none"], axis=-1)],
+              [("x", data), ("i", idx), ("u", upd), ("p", perm), ("pu", pu)],
+              outs + [("y_none", scatter_ref(data, targets(perm),
+                                             pu.reshape(-1), "none"))], 18)
+    d = rng.standard_normal((8, 5, 4)).astype(np.float32)
+    ti = rng.integers(-8, 8, (6, 1)).astype(np.int64)
+    tu = rng.standard_normal((6, 5, 4)).astype(np.float32)
+    t2 = np.array([[1, 2], [7, 0], [-1, -5]], np.int64)
+    u2 = rng.standard_normal((3, 4)).astype(np.float32)
+    node_case("test_index_scatternd_reductions_device",
+              [mk("ScatterND", ["d", "ti", "tu"], ["ya"], reduction="add"),
+               mk("ScatterND", ["d", "ti", "tu"], ["ym"], reduction="mul"),
+               mk("ScatterND", ["d", "t2", "u2"], ["yn"])],
+              [("d", d), ("ti", ti), ("tu", tu), ("t2", t2), ("u2", u2)],
+              [("ya", scatter_ref(d, [(v % 8,) for v in ti[:, 0]], tu,
+                                  "add")),
+               ("ym", scatter_ref(d, [(v % 8,) for v in ti[:, 0]], tu,
+                                  "mul")),
+               ("yn", scatter_ref(d, [(a % 8, b % 5) for a, b in t2], u2,
+                                  "none"))], 16)
+    x = rng.standard_normal((10, 8)).astype(np.float32)
+    si = np.stack([rng.permutation(10)[:3] for _ in range(8)], 1)
+    su = rng.standard_normal((3, 8)).astype(np.float32)
+    node_case("test_index_scatter_opset9",
+              [mk("Scatter", ["x", "si", "su"], ["y"], axis=0)],
+              [("x", x), ("si", si.astype(np.int64)), ("su", su)],
+              [("y", scatter_ref(x, [(si[r, c], c) for r in range(3)
+                                     for c in range(8)],
+                                 su.reshape(-1), "none"))], 9)
+def index_map_cases():
+    """Compress (on an axis and flattened, a condition shorter than the
+    axis), Trilu (k given, above and below), ReverseSequence on device
+    data; OneHot in its opset 9 form (negative indices are off)."""
+    x = rng.standard_normal((6, 7, 3)).astype(np.float32)
+    c1 = np.array([1, 0, 1, 1, 0, 0, 1], bool)
+    c2 = rng.integers(0, 2, 100).astype(bool)
+    k = np.array(-1, np.int64)
+    node_case("test_index_compress_trilu_device",
+              [mk("Compress", ["x", "c1"], ["y1"], axis=1),
+               mk("Compress", ["x", "c2"], ["y2"]),
+               mk("Trilu", ["x", "k"], ["y3"]),
+               mk("Trilu", ["x", "k"], ["y4"], upper=0)],
+              [("x", x), ("c1", c1), ("c2", c2)],
+              [("y1", np.compress(c1, x, axis=1)),
+               ("y2", np.compress(c2, x.reshape(-1))),
+               ("y3", np.triu(x, -1)), ("y4", np.tril(x, -1))], 14,
+              initializers=[("k", k)])
+    s = rng.standard_normal((7, 6, 3)).astype(np.float32)
+    lens = np.array([7, 0, 3, 1, 5, 2], np.int64)
+    ys = s.copy()
+    for b, n in enumerate(lens):
+        ys[:n, b] = s[:n, b][::-1]
+    node_case("test_index_reversesequence_device",
+              [mk("ReverseSequence", ["s", "l"], ["y"], batch_axis=1,
+                  time_axis=0)],
+              [("s", s), ("l", lens)], [("y", ys)], 10)
+    oi = np.array([[0, -1, 3], [2, 4, 1]], np.int64)
+    depth = np.array(4, np.int64)
+    vals = np.array([-2.0, 5.0], np.float32)
+    oh = np.full((2, 4, 3), -2.0, np.float32)
+    for a in range(2):
+        for b in range(3):
+            if 0 <= oi[a, b] < 4:
+                oh[a, oi[a, b], b] = 5.0
+    node_case("test_index_onehot_opset9_negative_off",
+              [mk("OneHot", ["i", "d", "v"], ["y"], axis=1)],
+              [("i", oi), ("v", vals)], [("y", oh)], 9,
+              initializers=[("d", depth)])
+def index_host_cases():
+    """Unique with an axis, not sorted (all four outputs), NonZero of
+    integers, Range in int64, EyeLike of another type and Size: computed
+    on the host when the plan is made (scalars are initializers, or
+    reshaped: node_case writes a scalar's data as rank 1)."""
+    u = np.array([[2, 1, 2], [0, 5, 0], [2, 1, 2], [0, 5, 0], [1, 1, 1]],
+                 np.int64)
+    node_case("test_index_unique_axis_unsorted",
+              [mk("Unique", ["u"], ["y", "first", "inverse", "counts"],
+                  axis=0, sorted=0)],
+              [("u", u)],
+              [("y", u[[0, 1, 4]]), ("first", np.array([0, 1, 4], np.int64)),
+               ("inverse", np.array([0, 1, 0, 1, 2], np.int64)),
+               ("counts", np.array([2, 2, 1], np.int64))], 11)
+    nz = np.array([[0, 3, 0, -1], [7, 0, 0, 2], [0, 0, 0, 0]], np.int32)
+    x = np.zeros((3, 5), np.float32)
+    eye = np.eye(3, 5, k=2, dtype=np.int64)
+    node_case("test_index_nonzero_range_eyelike_size",
+              [mk("NonZero", ["nz"], ["y1"]),
+               mk("Squeeze", ["a1", "zero"], ["a"]),
+               mk("Range", ["a", "b", "c"], ["y2"]),
+               mk("EyeLike", ["x"], ["y3"], dtype=TensorProto.INT64, k=2),
+               mk("Size", ["x"], ["n"]),
+               mk("Reshape", ["n", "one"], ["y4"])],
+              [("nz", nz), ("x", x), ("a1", np.array([10], np.int64))],
+              [("y1", np.array(np.nonzero(nz), np.int64)),
+               ("y2", np.array([10, 6, 2, -2], np.int64)), ("y3", eye),
+               ("y4", np.array([15], np.int64))], 13,
+              initializers=[("one", np.array([1], np.int64)),
+                            ("zero", np.array([0], np.int64)),
+                            ("b", np.array(-3, np.int64)),
+                            ("c", np.array(-4, np.int64))])
 
 
 if __name__ == "__main__":
@@ -700,3 +858,7 @@ if __name__ == "__main__":
     reduce_cases()
     select_cases()
     cumsum_lpnorm_cases()
+    index_gather_cases()
+    index_scatter_cases()
+    index_map_cases()
+    index_host_cases()
