@@ -682,10 +682,14 @@ def cumsum_lpnorm_cases():
               [("x", x), ("s", small)],
               [("a", lp(x, 1, 0)), ("b", lp(x, 2, -1)), ("c", lp(small, 1, -1))],
               1)
+
+
 def index_gather_cases():
     """GatherElements and GatherND on float data large enough to stay on
     the device (not bound by value): one gather step of a host-made map;
     GatherND with and without batch_dims."""
+    rng = np.random.default_rng(1501)
+    mk = helper.make_node
     data = rng.standard_normal((5, 4, 6)).astype(np.float32)
     idx = rng.integers(-4, 4, (5, 3, 6)).astype(np.int64)
     node_case("test_index_gather_elements_device",
@@ -705,6 +709,8 @@ def index_gather_cases():
                mk("GatherND", ["d2", "i2"], ["y2"])],
               [("d", d), ("bi", bi), ("d2", d2), ("i2", i2)],
               [("y1", y1), ("y2", d2[i2[:, 0]])], 12)
+
+
 def scatter_ref(data, targets, upd, red):
     """data with upd[j] combined into data[targets[j]] in order (targets:
     a list of index tuples into data)."""
@@ -721,10 +727,14 @@ def scatter_ref(data, targets, upd, red):
         else:
             out[t] = np.minimum(out[t], u)
     return out
+
+
 def index_scatter_cases():
     """ScatterElements and ScatterND on device data with every reduction,
     duplicate targets applied in order (rounds of gathers and binary
     steps), negative indices; Scatter in its opset 9 form."""
+    rng = np.random.default_rng(1502)
+    mk = helper.make_node
     data = rng.standard_normal((6, 20)).astype(np.float32)
     idx = rng.integers(-20, 20, (6, 30)).astype(np.int64)
     upd = rng.standard_normal((6, 30)).astype(np.float32)
@@ -732,6 +742,7 @@ def index_scatter_cases():
                      for _ in range(6)]).astype(np.int64)
     pu = upd[:, :12].copy()
     reds = ["add", "mul", "max", "min"]
+
     def targets(ix):
         return [(r, c % 20) for r in range(ix.shape[0])
                 for c in ix[r]]
@@ -769,10 +780,14 @@ def index_scatter_cases():
               [("y", scatter_ref(x, [(si[r, c], c) for r in range(3)
                                      for c in range(8)],
                                  su.reshape(-1), "none"))], 9)
+
+
 def index_map_cases():
     """Compress (on an axis and flattened, a condition shorter than the
     axis), Trilu (k given, above and below), ReverseSequence on device
     data; OneHot in its opset 9 form (negative indices are off)."""
+    rng = np.random.default_rng(1503)
+    mk = helper.make_node
     x = rng.standard_normal((6, 7, 3)).astype(np.float32)
     c1 = np.array([1, 0, 1, 1, 0, 0, 1], bool)
     c2 = rng.integers(0, 2, 100).astype(bool)
@@ -808,11 +823,14 @@ def index_map_cases():
               [mk("OneHot", ["i", "d", "v"], ["y"], axis=1)],
               [("i", oi), ("v", vals)], [("y", oh)], 9,
               initializers=[("d", depth)])
+
+
 def index_host_cases():
     """Unique with an axis, not sorted (all four outputs), NonZero of
     integers, Range in int64, EyeLike of another type and Size: computed
     on the host when the plan is made (scalars are initializers, or
     reshaped: node_case writes a scalar's data as rank 1)."""
+    mk = helper.make_node
     u = np.array([[2, 1, 2], [0, 5, 0], [2, 1, 2], [0, 5, 0], [1, 1, 1]],
                  np.int64)
     node_case("test_index_unique_axis_unsorted",
