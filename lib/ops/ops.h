@@ -168,4 +168,10 @@ SN_LOWER(sn_lower_reduce_mean);
 SN_LOWER(sn_lower_reduce_sum);
 SN_LOWER(sn_lower_reduce_max);
 
+/* lib/ops/ops_signal.c: windows, mel filters, DFT and STFT. */
+SN_LOWER(sn_lower_window);
+SN_LOWER(sn_lower_mel_weight_matrix);
+SN_LOWER(sn_lower_dft);
+SN_LOWER(sn_lower_stft);
+
 #endif /* SN_OPS_H */

@@ -143,6 +143,20 @@ static const sn_operator registry[] = {
     /* a value made on the host (ops_shape.c) */
     OP("ConstantOfShape", 1, 1, sn_lower_constant_of_shape, 9, REPLICATE,
        MIXED, ELEMENTS, HOST),
+    /* signal processing (ops_signal.c): windows and mel filters made on
+     * the host; a transform is a GEMM with a matrix made on the host */
+    OP("HannWindow", 1, 1, sn_lower_window, 17, REPLICATE, MIXED, ELEMENTS,
+       HOST),
+    OP("HammingWindow", 1, 1, sn_lower_window, 17, REPLICATE, MIXED,
+       ELEMENTS, HOST),
+    OP("BlackmanWindow", 1, 1, sn_lower_window, 17, REPLICATE, MIXED,
+       ELEMENTS, HOST),
+    OP("MelWeightMatrix", 5, 5, sn_lower_mel_weight_matrix, 17, REPLICATE,
+       MIXED, ELEMENTS, HOST),
+    OP("DFT", 1, 3, sn_lower_dft, 17, REPLICATE, MIXED, ELEMENTS,
+       USE(GEMM) | USE(COPY)),
+    OP("STFT", 2, 4, sn_lower_stft, 17, REPLICATE, EACH, ELEMENTS,
+       USE(GEMM) | USE(COPY) | USE(BINARY_MUL)),
 };
 
 #define NOPS (sizeof registry / sizeof registry[0])
