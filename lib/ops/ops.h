@@ -153,6 +153,8 @@ SN_LOWER(sn_lower_global_maxpool);
 /* lib/ops/ops_norm.c: normalisation. */
 SN_LOWER(sn_lower_batchnorm);
 SN_LOWER(sn_lower_layernorm);
+SN_LOWER(sn_lower_instancenorm);
+SN_LOWER(sn_lower_mvn);
 
 /* lib/ops/ops_data.c: data movement. */
 SN_LOWER(sn_lower_transpose);

@@ -157,6 +157,14 @@ static const sn_operator registry[] = {
        USE(GEMM) | USE(COPY)),
     OP("STFT", 2, 4, sn_lower_stft, 17, REPLICATE, EACH, ELEMENTS,
        USE(GEMM) | USE(COPY) | USE(BINARY_MUL)),
+    /* normalisation over a sample's axes (ops_norm.c): the layernorm
+     * kernel with a scale of ones; MeanVarianceNormalization moves its
+     * axes last and back */
+    OP("InstanceNormalization", 3, 3, sn_lower_instancenorm, 1, REPLICATE,
+       EACH, ELEMENTS,
+       USE(LAYERNORM) | USE(BINARY_MUL) | USE(BINARY_ADD)),
+    OP("MeanVarianceNormalization", 1, 1, sn_lower_mvn, 9, REPLICATE, MIXED,
+       ELEMENTS, USE(LAYERNORM) | USE(COPY)),
 };
 
 #define NOPS (sizeof registry / sizeof registry[0])
