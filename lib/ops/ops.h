@@ -170,6 +170,9 @@ SN_LOWER(sn_lower_reduce_mean);
 SN_LOWER(sn_lower_reduce_sum);
 SN_LOWER(sn_lower_reduce_max);
 
+/* lib/ops/ops_convtranspose.c: the transposed convolution. */
+SN_LOWER(sn_lower_convtranspose);
+
 /* lib/ops/ops_signal.c: windows, mel filters, DFT and STFT. */
 SN_LOWER(sn_lower_window);
 SN_LOWER(sn_lower_mel_weight_matrix);

@@ -165,6 +165,10 @@ static const sn_operator registry[] = {
        USE(LAYERNORM) | USE(BINARY_MUL) | USE(BINARY_ADD)),
     OP("MeanVarianceNormalization", 1, 1, sn_lower_mvn, 9, REPLICATE, MIXED,
        ELEMENTS, USE(LAYERNORM) | USE(COPY)),
+    /* a plain convolution over the input spread into zeros: copies and a
+     * GEMM per group (ops_convtranspose.c) */
+    OP("ConvTranspose", 2, 3, sn_lower_convtranspose, 1, REPLICATE, EACH,
+       CONV, USE(GEMM) | USE(COPY)),
 };
 
 #define NOPS (sizeof registry / sizeof registry[0])
