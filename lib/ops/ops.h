@@ -173,6 +173,9 @@ SN_LOWER(sn_lower_reduce_max);
 /* lib/ops/ops_convtranspose.c: the transposed convolution. */
 SN_LOWER(sn_lower_convtranspose);
 
+/* lib/ops/ops_einsum.c: Einsum as copies, GEMMs and a sum. */
+SN_LOWER(sn_lower_einsum);
+
 /* lib/ops/ops_signal.c: windows, mel filters, DFT and STFT. */
 SN_LOWER(sn_lower_window);
 SN_LOWER(sn_lower_mel_weight_matrix);

@@ -169,6 +169,10 @@ static const sn_operator registry[] = {
      * GEMM per group (ops_convtranspose.c) */
     OP("ConvTranspose", 2, 3, sn_lower_convtranspose, 1, REPLICATE, EACH,
        CONV, USE(GEMM) | USE(COPY)),
+    /* contractions as batched GEMMs, with copies to lay the operands out
+     * and a sum of what is left (ops_einsum.c) */
+    OP("Einsum", 1, 1 << 20, sn_lower_einsum, 12, REPLICATE, MIXED,
+       ELEMENTS, USE(GEMM) | USE(COPY) | USE(REDUCE_SUM)),
 };
 
 #define NOPS (sizeof registry / sizeof registry[0])
