@@ -561,6 +561,36 @@ def nn_cases():
               initializers=[("n", np.array(5, np.int64))])
 
 
+def einsum_cases():
+    """Einsum forms beyond the ONNX node cases: an ellipsis broadcast
+    between operands, an implicit output, three operands, a trace summed
+    with another axis, an outer product, attention's scores."""
+    rng = np.random.default_rng(1516)
+    mk = helper.make_node
+
+    def rnd(*shape):
+        return rng.standard_normal(shape).astype(np.float32)
+    cases = [
+        ("broadcast_ellipsis", "...ij,...jk->...ik",
+         [rnd(2, 1, 3, 4), rnd(5, 4, 2)]),
+        ("implicit_output", "ij,jk", [rnd(3, 4), rnd(4, 2)]),
+        ("three_operands", "ij,jk,kl->il", [rnd(2, 3), rnd(3, 4), rnd(4, 5)]),
+        ("trace_and_sum", "iij->j", [rnd(3, 3, 4)]),
+        ("outer_product", "i,j->ij", [rnd(3), rnd(4)]),
+        ("attention_scores", "bhqd,bhkd->bhqk",
+         [rnd(2, 3, 4, 5), rnd(2, 3, 6, 5)]),
+        ("sum_both_sides", "ij,kj->k", [rnd(3, 4), rnd(2, 4)]),
+    ]
+    for name, equation, ops in cases:
+        names = ["x%d" % i for i in range(len(ops))]
+        node_case("test_nn_einsum_" + name,
+                  [mk("Einsum", names, ["y"], equation=equation)],
+                  list(zip(names, ops)),
+                  [("y", np.asarray(np.einsum(
+                      equation, *[o.astype(np.float64) for o in ops]),
+                      np.float32))], 12)
+
+
 if __name__ == "__main__":
     initializers_ir3()
     external()
@@ -574,3 +604,4 @@ if __name__ == "__main__":
     batchnorm_spatial0_cases()
     variadic_cases()
     nn_cases()
+    einsum_cases()
