@@ -176,6 +176,12 @@ SN_LOWER(sn_lower_convtranspose);
 /* lib/ops/ops_einsum.c: Einsum as copies, GEMMs and a sum. */
 SN_LOWER(sn_lower_einsum);
 
+/* lib/ops/ops_linalg.c: determinants. */
+SN_LOWER(sn_lower_det);
+
+/* lib/ops/ops_nms.c: non-max suppression, on the host. */
+SN_LOWER(sn_lower_nms);
+
 /* lib/ops/ops_signal.c: windows, mel filters, DFT and STFT. */
 SN_LOWER(sn_lower_window);
 SN_LOWER(sn_lower_mel_weight_matrix);

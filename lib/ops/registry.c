@@ -173,6 +173,14 @@ static const sn_operator registry[] = {
      * and a sum of what is left (ops_einsum.c) */
     OP("Einsum", 1, 1 << 20, sn_lower_einsum, 12, REPLICATE, MIXED,
        ELEMENTS, USE(GEMM) | USE(COPY) | USE(REDUCE_SUM)),
+    /* determinants: on the host when known, else (up to 3 x 3) signed
+     * products of strided elements (ops_linalg.c) */
+    OP("Det", 1, 1, sn_lower_det, 11, REPLICATE, EACH, ELEMENTS,
+       USE(COPY) | USE(BINARY_MUL) | USE(BINARY_ADD) | USE(BINARY_SUB)),
+    /* a data-dependent count: boxes and scores known on the host
+     * (ops_nms.c) */
+    OP("NonMaxSuppression", 2, 5, sn_lower_nms, 10, REPLICATE, MIXED,
+       ELEMENTS, HOST),
 };
 
 #define NOPS (sizeof registry / sizeof registry[0])
