@@ -591,6 +591,27 @@ def einsum_cases():
                       np.float32))], 12)
 
 
+def det_cases():
+    """Det on the device (inputs too large to be bound by value: signed
+    products of 1 x 1, 2 x 2 and 3 x 3 matrices) and of 4 x 4 constants
+    on the host."""
+    rng = np.random.default_rng(1517)
+    mk = helper.make_node
+    for m, batch in ((1, 70), (2, 20), (3, 10)):
+        x = rng.standard_normal((batch, m, m)).astype(np.float32)
+        node_case("test_nn_det_device_%dx%d" % (m, m),
+                  [mk("Det", ["x"], ["y"])], [("x", x)],
+                  [("y", np.linalg.det(x.astype(np.float64))
+                    .astype(np.float32))], 11)
+    w = rng.standard_normal((2, 4, 4)).astype(np.float32)
+    x = rng.standard_normal((2,)).astype(np.float32)
+    node_case("test_nn_det_host_4x4_constant",
+              [mk("Det", ["w"], ["d"]), mk("Add", ["x", "d"], ["y"])],
+              [("x", x)],
+              [("y", (x + np.linalg.det(w.astype(np.float64)))
+                .astype(np.float32))], 11, initializers=[("w", w)])
+
+
 if __name__ == "__main__":
     initializers_ir3()
     external()
@@ -605,3 +626,4 @@ if __name__ == "__main__":
     variadic_cases()
     nn_cases()
     einsum_cases()
+    det_cases()
