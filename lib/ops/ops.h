@@ -182,6 +182,17 @@ SN_LOWER(sn_lower_det);
 /* lib/ops/ops_nms.c: non-max suppression, on the host. */
 SN_LOWER(sn_lower_nms);
 
+/* lib/ops/ops_quant.c: quantization and integer products. */
+SN_LOWER(sn_lower_quantize);
+SN_LOWER(sn_lower_dequantize);
+SN_LOWER(sn_lower_dynamic_quantize);
+SN_LOWER(sn_lower_matmul_integer);
+SN_LOWER(sn_lower_qlinear_matmul);
+
+/* lib/ops/ops_qconv.c: integer convolutions, on the host. */
+SN_LOWER(sn_lower_conv_integer);
+SN_LOWER(sn_lower_qlinear_conv);
+
 /* lib/ops/ops_signal.c: windows, mel filters, DFT and STFT. */
 SN_LOWER(sn_lower_window);
 SN_LOWER(sn_lower_mel_weight_matrix);
