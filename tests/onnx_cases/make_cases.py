@@ -612,6 +612,35 @@ def det_cases():
                 .astype(np.float32))], 11, initializers=[("w", w)])
 
 
+def quant_cases():
+    """QuantizeLinear and DequantizeLinear on the device (inputs too
+    large to be bound by value): per axis into int8 with halves that must
+    round to even, quantized then dequantized on the device; per tensor
+    into uint8 without a zero point (negatives saturate to 0)."""
+    rng = np.random.default_rng(1518)
+    mk = helper.make_node
+    scale = np.array([0.5, 0.25, 2.0], np.float32)
+    zp = np.array([-3, 0, 7], np.int8)
+    # halves of each channel's step, and values far out of range
+    k = rng.integers(-300, 300, (2, 3, 4, 5)).astype(np.float32) + 0.5
+    x = (k * scale.reshape(1, 3, 1, 1)).astype(np.float32)
+    q = np.clip(np.rint(x / scale.reshape(1, 3, 1, 1))
+                + zp.reshape(1, 3, 1, 1), -128, 127).astype(np.int8)
+    dq = ((q.astype(np.float32) - zp.reshape(1, 3, 1, 1).astype(np.float32))
+          * scale.reshape(1, 3, 1, 1)).astype(np.float32)
+    node_case("test_nn_quantize_dequantize_axis_device",
+              [mk("QuantizeLinear", ["x", "s", "z"], ["q"], axis=1),
+               mk("DequantizeLinear", ["q", "s", "z"], ["y"], axis=1)],
+              [("x", x)], [("q", q), ("y", dq)], 13,
+              initializers=[("s", scale), ("z", zp)])
+    x = (rng.standard_normal((100,)) * 3).astype(np.float32)
+    s1 = np.array(0.05, np.float32)
+    q = np.clip(np.rint(x / s1), 0, 255).astype(np.uint8)
+    node_case("test_nn_quantize_uint8_no_zero_point_device",
+              [mk("QuantizeLinear", ["x", "s"], ["y"])],
+              [("x", x)], [("y", q)], 10, initializers=[("s", s1)])
+
+
 if __name__ == "__main__":
     initializers_ir3()
     external()
@@ -627,3 +656,4 @@ if __name__ == "__main__":
     nn_cases()
     einsum_cases()
     det_cases()
+    quant_cases()
