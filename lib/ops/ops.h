@@ -154,6 +154,8 @@ SN_LOWER(sn_lower_global_maxpool);
 /* lib/ops/ops_norm.c: normalisation. */
 SN_LOWER(sn_lower_batchnorm);
 SN_LOWER(sn_lower_layernorm);
+SN_LOWER(sn_lower_instancenorm);
+SN_LOWER(sn_lower_mvn);
 
 /* lib/ops/ops_data.c: data movement. */
 SN_LOWER(sn_lower_transpose);
@@ -202,5 +204,34 @@ SN_LOWER(sn_lower_unique);
 SN_LOWER(sn_lower_range);
 SN_LOWER(sn_lower_eyelike);
 SN_LOWER(sn_lower_size);
+
+/* lib/ops/ops_convtranspose.c: the transposed convolution. */
+SN_LOWER(sn_lower_convtranspose);
+
+/* lib/ops/ops_einsum.c: Einsum as copies, GEMMs and a sum. */
+SN_LOWER(sn_lower_einsum);
+
+/* lib/ops/ops_linalg.c: determinants. */
+SN_LOWER(sn_lower_det);
+
+/* lib/ops/ops_nms.c: non-max suppression, on the host. */
+SN_LOWER(sn_lower_nms);
+
+/* lib/ops/ops_quant.c: quantization and integer products. */
+SN_LOWER(sn_lower_quantize);
+SN_LOWER(sn_lower_dequantize);
+SN_LOWER(sn_lower_dynamic_quantize);
+SN_LOWER(sn_lower_matmul_integer);
+SN_LOWER(sn_lower_qlinear_matmul);
+
+/* lib/ops/ops_qconv.c: integer convolutions, on the host. */
+SN_LOWER(sn_lower_conv_integer);
+SN_LOWER(sn_lower_qlinear_conv);
+
+/* lib/ops/ops_signal.c: windows, mel filters, DFT and STFT. */
+SN_LOWER(sn_lower_window);
+SN_LOWER(sn_lower_mel_weight_matrix);
+SN_LOWER(sn_lower_dft);
+SN_LOWER(sn_lower_stft);
 
 #endif /* SN_OPS_H */

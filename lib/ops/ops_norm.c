@@ -417,3 +417,159 @@ SN_LOWER(sn_lower_layernorm)
                           s.u.layernorm.x, ce);
     return SHARDNET_OK;
 }
+
+/* y (outer, len) = x normalised over len, with no scale or bias: the
+ * layernorm kernel with a scale of ones. */
+static shardnet_status emit_standardise(sn_lower *L, const sn_node *n,
+                                        size_t outer, size_t len, float eps,
+                                        sn_view x, sn_view y)
+{
+    sn_step s = {.kind = SN_KERNEL_LAYERNORM};
+    float *ones = malloc((len ? len : 1) * sizeof *ones);
+    shardnet_status st;
+    if (!ones)
+        return sn_error(SHARDNET_OUT_OF_MEMORY, "normalisation");
+    for (size_t i = 0; i < len; i++)
+        ones[i] = 1.0f;
+    s.u.layernorm = (sn_layernorm_desc){.outer = outer, .len = len,
+                                        .epsilon = eps, .x = x, .y = y};
+    if ((st = sn_dev_upload(L, n, ones, len ? len : 1,
+                            &s.u.layernorm.scale)) != SHARDNET_OK)
+        return st;
+    return outer && len ? sn_emit(L, n, &s) : SHARDNET_OK;
+}
+
+/*
+ * InstanceNormalization (opsets 1 and 6; opset 1's consumed_inputs is
+ * ignored): x (N, C, D1, ...) normalised over D1... per sample and
+ * channel, then times scale (C) plus B (C) per channel.
+ */
+SN_LOWER(sn_lower_instancenorm)
+{
+    sn_rt *x = sn_in(L, n, 0), *scale = sn_in(L, n, 1), *bias = sn_in(L, n, 2);
+    sn_rt *out;
+    float eps = sn_attr_float(n, "epsilon", 1e-5f);
+    int64_t cd[SN_MAX_DIMS];
+    sn_view vx, vs, vb;
+    sn_dtype t = SN_DT_FLOAT;
+    shardnet_status st;
+    int r = x->rank;
+
+    if ((st = sn_float_type(n, x, &t)) != SHARDNET_OK)
+        return st;
+    if (r < 2)
+        return sn_node_error(n, SHARDNET_INVALID_ARGUMENT,
+                             "input must be (N, C, ...), not of rank %d", r);
+    if (sn_rt_elements(scale) != (size_t)x->dims[1] ||
+        sn_rt_elements(bias) != (size_t)x->dims[1])
+        return sn_node_error(n, SHARDNET_INVALID_ARGUMENT,
+                             "scale and B must have %lld values (one per "
+                             "channel), not %zu and %zu",
+                             (long long)x->dims[1], sn_rt_elements(scale),
+                             sn_rt_elements(bias));
+    cd[0] = x->dims[1];
+    for (int i = 1; i < r - 1; i++)
+        cd[i] = 1;
+    if (!L->plan)
+        return SHARDNET_UNSUPPORTED; /* not foldable */
+    if ((st = sn_dev_view(L, n, x, &vx)) ||
+        (st = sn_dev_view(L, n, scale, &vs)) ||
+        (st = sn_dev_view(L, n, bias, &vb)) ||
+        (st = sn_out_device(L, n, 0, r, x->dims, &out)))
+        return st;
+    out->dtype = t;
+    if (sn_rt_elements(out) == 0)
+        return SHARDNET_OK;
+    if ((st = emit_standardise(L, n, sn_dims_product(0, 2, x->dims),
+                               sn_dims_product(2, r, x->dims), eps, vx,
+                               out->view)) ||
+        (st = sn_emit_binary(L, n, SN_BINARY_MUL, r, x->dims, out->view,
+                             r - 1, cd, vs, out->view)))
+        return st;
+    return sn_emit_binary(L, n, SN_BINARY_ADD, r, x->dims, out->view, r - 1,
+                          cd, vb, out->view);
+}
+
+/* A copy of x (rank r, dims) with its axes in the order perm, into dst. */
+static shardnet_status emit_permute(sn_lower *L, const sn_node *n, int r,
+                                    const int64_t *dims, const int *perm,
+                                    int inverse, sn_view src, sn_view dst)
+{
+    sn_step s = {.kind = SN_KERNEL_COPY};
+    int64_t str[SN_MAX_DIMS], pd[SN_MAX_DIMS], pstr[SN_MAX_DIMS];
+    sn_strides(r, dims, str);
+    for (int i = 0; i < r; i++)
+        pd[i] = dims[perm[i]];
+    sn_strides(r, pd, pstr);
+    s.u.copy = (sn_copy_desc){.rank = (size_t)r, .src = src, .dst = dst};
+    for (int i = 0; i < r; i++) {
+        /* walk the permuted shape; inverse: write x's order from it */
+        s.u.copy.shape[i] = (size_t)pd[i];
+        s.u.copy.src_stride[i] = (ptrdiff_t)(inverse ? pstr[i] : str[perm[i]]);
+        s.u.copy.dst_stride[i] = (ptrdiff_t)(inverse ? str[perm[i]] : pstr[i]);
+    }
+    return sn_emit(L, n, &s);
+}
+
+/*
+ * MeanVarianceNormalization (opsets 9 and 13): y = (x - mean) / (sqrt(var)
+ * + 1e-9), mean and the biased variance over `axes` (default 0, 2, 3).
+ * The axes are moved last (a copy, when they are not already), the
+ * layernorm kernel normalises with an epsilon of 1e-18 inside the square
+ * root (1e-9 outside it for a constant input, as the ONNX definition;
+ * elsewhere the two differ by less than float precision unless the
+ * variance is below ~1e-16), and the result is moved back.
+ */
+SN_LOWER(sn_lower_mvn)
+{
+    sn_rt *x = sn_in(L, n, 0), *out;
+    int64_t axes[SN_MAX_DIMS] = {0, 2, 3};
+    size_t na = 3, outer = 1, len = 1;
+    int red[SN_MAX_DIMS] = {0}, perm[SN_MAX_DIMS], np = 0, r = x->rank;
+    int trailing = 1, given;
+    sn_view vx, a, b;
+    sn_dtype t = SN_DT_FLOAT;
+    shardnet_status st;
+
+    if ((st = sn_float_type(n, x, &t)) ||
+        (st = sn_attr_ints(n, "axes", axes, SN_MAX_DIMS, &na, &given)))
+        return st;
+    if (!given)
+        na = 3;
+    for (size_t i = 0; i < na; i++) {
+        int ax = sn_axis(axes[i], r);
+        if (ax < 0 || red[ax])
+            return sn_node_error(n, SHARDNET_INVALID_ARGUMENT,
+                                 "axis %lld out of range or repeated for "
+                                 "rank %d",
+                                 (long long)axes[i], r);
+        red[ax] = 1;
+    }
+    for (int pass = 0; pass < 2; pass++)
+        for (int i = 0; i < r; i++)
+            if (red[i] == pass) {
+                perm[np++] = i;
+                if (pass)
+                    len *= (size_t)x->dims[i];
+                else
+                    outer *= (size_t)x->dims[i];
+            }
+    for (int i = 0; i < r; i++)
+        trailing &= perm[i] == i;
+    if (!L->plan)
+        return SHARDNET_UNSUPPORTED; /* not foldable */
+    if ((st = sn_dev_view(L, n, x, &vx)) ||
+        (st = sn_out_device(L, n, 0, r, x->dims, &out)))
+        return st;
+    out->dtype = t;
+    if (sn_rt_elements(out) == 0)
+        return SHARDNET_OK;
+    if (trailing)
+        return emit_standardise(L, n, outer, len, 1e-18f, vx, out->view);
+    if ((st = sn_scratch(L, outer * len, &a)) ||
+        (st = sn_scratch(L, outer * len, &b)) ||
+        (st = emit_permute(L, n, r, x->dims, perm, 0, vx, a)) ||
+        (st = emit_standardise(L, n, outer, len, 1e-18f, a, b)))
+        return st;
+    return emit_permute(L, n, r, x->dims, perm, 1, b, out->view);
+}

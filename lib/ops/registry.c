@@ -212,6 +212,63 @@ static const sn_operator registry[] = {
        HOST),
     OP("Range", 3, 3, sn_lower_range, 11, REPLICATE, MIXED, ELEMENTS, HOST),
     OP("Size", 1, 1, sn_lower_size, 1, REPLICATE, MIXED, ELEMENTS, HOST),
+    /* signal processing (ops_signal.c): windows and mel filters made on
+     * the host; a transform is a GEMM with a matrix made on the host */
+    OP("HannWindow", 1, 1, sn_lower_window, 17, REPLICATE, MIXED, ELEMENTS,
+       HOST),
+    OP("HammingWindow", 1, 1, sn_lower_window, 17, REPLICATE, MIXED,
+       ELEMENTS, HOST),
+    OP("BlackmanWindow", 1, 1, sn_lower_window, 17, REPLICATE, MIXED,
+       ELEMENTS, HOST),
+    OP("MelWeightMatrix", 5, 5, sn_lower_mel_weight_matrix, 17, REPLICATE,
+       MIXED, ELEMENTS, HOST),
+    OP("DFT", 1, 3, sn_lower_dft, 17, REPLICATE, MIXED, ELEMENTS,
+       USE(GEMM) | USE(COPY)),
+    OP("STFT", 2, 4, sn_lower_stft, 17, REPLICATE, EACH, ELEMENTS,
+       USE(GEMM) | USE(COPY) | USE(BINARY_MUL)),
+    /* normalisation over a sample's axes (ops_norm.c): the layernorm
+     * kernel with a scale of ones; MeanVarianceNormalization moves its
+     * axes last and back */
+    OP("InstanceNormalization", 3, 3, sn_lower_instancenorm, 1, REPLICATE,
+       EACH, ELEMENTS,
+       USE(LAYERNORM) | USE(BINARY_MUL) | USE(BINARY_ADD)),
+    OP("MeanVarianceNormalization", 1, 1, sn_lower_mvn, 9, REPLICATE, MIXED,
+       ELEMENTS, USE(LAYERNORM) | USE(COPY)),
+    /* a plain convolution over the input spread into zeros: copies and a
+     * GEMM per group (ops_convtranspose.c) */
+    OP("ConvTranspose", 2, 3, sn_lower_convtranspose, 1, REPLICATE, EACH,
+       CONV, USE(GEMM) | USE(COPY)),
+    /* contractions as batched GEMMs, with copies to lay the operands out
+     * and a sum of what is left (ops_einsum.c) */
+    OP("Einsum", 1, 1 << 20, sn_lower_einsum, 12, REPLICATE, MIXED,
+       ELEMENTS, USE(GEMM) | USE(COPY) | USE(REDUCE_SUM)),
+    /* determinants: on the host when known, else (up to 3 x 3) signed
+     * products of strided elements (ops_linalg.c) */
+    OP("Det", 1, 1, sn_lower_det, 11, REPLICATE, EACH, ELEMENTS,
+       USE(COPY) | USE(BINARY_MUL) | USE(BINARY_ADD) | USE(BINARY_SUB)),
+    /* a data-dependent count: boxes and scores known on the host
+     * (ops_nms.c) */
+    OP("NonMaxSuppression", 2, 5, sn_lower_nms, 10, REPLICATE, MIXED,
+       ELEMENTS, HOST),
+    /* quantization (ops_quant.c, ops_qconv.c): on the host when known,
+     * Quantize and Dequantize also on the device (exact there); integer
+     * products and convolutions on the host */
+    OP("QuantizeLinear", 2, 3, sn_lower_quantize, 10, REPLICATE, EACH,
+       ELEMENTS,
+       USE(BINARY_DIV) | USE(BINARY_MAX) | USE(BINARY_MIN) | USE(BINARY_ADD) |
+           USE(BINARY_SUB)),
+    OP("DequantizeLinear", 2, 3, sn_lower_dequantize, 10, REPLICATE, EACH,
+       ELEMENTS, USE(BINARY_SUB) | USE(BINARY_MUL)),
+    OP("DynamicQuantizeLinear", 1, 1, sn_lower_dynamic_quantize, 11,
+       REPLICATE, MIXED, ELEMENTS, HOST),
+    OP("MatMulInteger", 2, 4, sn_lower_matmul_integer, 10, REPLICATE, MIXED,
+       ELEMENTS, HOST),
+    OP("QLinearMatMul", 8, 8, sn_lower_qlinear_matmul, 10, REPLICATE, MIXED,
+       ELEMENTS, HOST),
+    OP("ConvInteger", 2, 4, sn_lower_conv_integer, 10, REPLICATE, MIXED,
+       ELEMENTS, HOST),
+    OP("QLinearConv", 8, 9, sn_lower_qlinear_conv, 10, REPLICATE, MIXED,
+       ELEMENTS, HOST),
 };
 
 #define NOPS (sizeof registry / sizeof registry[0])

@@ -860,6 +860,189 @@ def index_host_cases():
                             ("c", np.array(-4, np.int64))])
 
 
+def ref_convtranspose(x, w, b, group, strides, dilations, pads_begin, out):
+    """Plain loops over every input position and kernel tap: x (N, C, D...),
+    w (C, M / group, k...), the output of spatial shape out."""
+    n, c = x.shape[:2]
+    cog, ks = w.shape[1], w.shape[2:]
+    cig = c // group
+    y = np.zeros((n, cog * group) + tuple(out), np.float64)
+    for j in np.ndindex(*x.shape[2:]):
+        for q in np.ndindex(*ks):
+            o = tuple(j[i] * strides[i] + q[i] * dilations[i] - pads_begin[i]
+                      for i in range(len(ks)))
+            if any(v < 0 or v >= out[i] for i, v in enumerate(o)):
+                continue
+            for g in range(group):
+                xs = x[(slice(None), slice(g * cig, (g + 1) * cig)) + j]
+                ws = w[(slice(g * cig, (g + 1) * cig), slice(None)) + q]
+                y[(slice(None), slice(g * cog, (g + 1) * cog)) + o] += xs @ ws
+    if b is not None:
+        y += b.reshape((1, -1) + (1,) * len(ks))
+    return y.astype(np.float32)
+
+
+def nn_cases():
+    """The neural-network and signal operators' forms the ONNX node cases
+    leave out: ConvTranspose with groups, a bias, output_padding, mixed
+    strides and dilations, and an output_shape smaller than its natural
+    size (opset 9); InstanceNormalization of a 1-D signal;
+    MeanVarianceNormalization over a middle axis (moved last and back);
+    DFT along an axis that is not the last but one, zero-padded and
+    one-sided, and an inverse complex one cut short; STFT without a
+    window, two-sided; a symmetric window in double."""
+    rng = np.random.default_rng(1515)
+    mk = helper.make_node
+
+    def rnd(*shape):
+        return rng.standard_normal(shape).astype(np.float32)
+    x, w, b = rnd(2, 4, 3, 3), rnd(4, 3, 3, 2), rnd(6)
+    # natural size: s (in - 1) + output_padding + (k - 1) d + 1 - pads
+    out = [2 * 2 + 1 + 2 + 1 - 1 - 0, 1 * 2 + 0 + 1 * 2 + 1 - 0 - 1]
+    node_case("test_nn_convtranspose_groups_bias",
+              [mk("ConvTranspose", ["x", "w", "b"], ["y"], group=2,
+                  strides=[2, 1], dilations=[1, 2], pads=[1, 0, 0, 1],
+                  output_padding=[1, 0])],
+              [("x", x)],
+              [("y", ref_convtranspose(x, w, b, 2, [2, 1], [1, 2], [1, 0],
+                                       out))], 13,
+              initializers=[("w", w), ("b", b)])
+    x, w = rnd(1, 2, 4), rnd(2, 3, 3)
+    # natural 3 * 3 + 3 = 12; output_shape 10: a total padding of 2
+    node_case("test_nn_convtranspose_1d_output_shape_opset9",
+              [mk("ConvTranspose", ["x", "w"], ["y"], strides=[3],
+                  output_shape=[10])],
+              [("x", x), ("w", w)],
+              [("y", ref_convtranspose(x, w, None, 1, [3], [1], [1], [10]))],
+              9)
+    x, sc, bi = rnd(2, 3, 7), rnd(3), rnd(3)
+    mean = x.mean(axis=2, keepdims=True)
+    var = x.var(axis=2, keepdims=True)
+    node_case("test_nn_instancenorm_1d",
+              [mk("InstanceNormalization", ["x", "s", "b"], ["y"],
+                  epsilon=1e-3)],
+              [("x", x), ("s", sc), ("b", bi)],
+              [("y", ((x - mean) / np.sqrt(var + 1e-3) * sc.reshape(1, 3, 1)
+                      + bi.reshape(1, 3, 1)).astype(np.float32))], 6)
+    x = rnd(2, 5, 3)
+    mean = x.mean(axis=1, keepdims=True)
+    std = np.sqrt(x.var(axis=1, keepdims=True))
+    node_case("test_nn_mvn_middle_axis",
+              [mk("MeanVarianceNormalization", ["x"], ["y"], axes=[1])],
+              [("x", x)],
+              [("y", ((x - mean) / (std + 1e-9)).astype(np.float32))], 13)
+    x = rnd(2, 5, 3, 1)
+    f = np.fft.rfft(x[..., 0].astype(np.float64), n=8, axis=1)
+    node_case("test_nn_dft_middle_axis_onesided_padded",
+              [mk("DFT", ["x", "len"], ["y"], axis=1, onesided=1)],
+              [("x", x)],
+              [("y", np.stack([f.real, f.imag], -1).astype(np.float32))], 17,
+              initializers=[("len", np.array(8, np.int64))])
+    x = rnd(3, 6, 2)
+    f = np.fft.ifft(x[..., 0] + 1j * x[..., 1], n=4, axis=1)
+    node_case("test_nn_dft_inverse_complex_cut",
+              [mk("DFT", ["x", "len"], ["y"], axis=1, inverse=1)],
+              [("x", x)],
+              [("y", np.stack([f.real, f.imag], -1).astype(np.float32))], 17,
+              initializers=[("len", np.array(4, np.int64))])
+    x = rnd(2, 11, 1)
+    frames = np.stack([x[:, i * 3:i * 3 + 4, 0] for i in range(3)], 1)
+    f = np.fft.fft(frames.astype(np.float64), axis=2)
+    node_case("test_nn_stft_no_window_two_sided",
+              [mk("STFT", ["x", "step", "", "flen"], ["y"], onesided=0)],
+              [("x", x)],
+              [("y", np.stack([f.real, f.imag], -1).astype(np.float32))], 17,
+              initializers=[("step", np.array(3, np.int64)),
+                            ("flen", np.array(4, np.int64))])
+    k = np.arange(5)
+    node_case("test_nn_blackmanwindow_symmetric_double",
+              [mk("BlackmanWindow", ["n"], ["y"], periodic=0,
+                  output_datatype=TensorProto.DOUBLE)],
+              [], [("y", 0.42 - 0.5 * np.cos(2 * np.pi * k / 4)
+                    + 0.08 * np.cos(4 * np.pi * k / 4))], 17,
+              initializers=[("n", np.array(5, np.int64))])
+
+
+def einsum_cases():
+    """Einsum forms beyond the ONNX node cases: an ellipsis broadcast
+    between operands, an implicit output, three operands, a trace summed
+    with another axis, an outer product, attention's scores."""
+    rng = np.random.default_rng(1516)
+    mk = helper.make_node
+
+    def rnd(*shape):
+        return rng.standard_normal(shape).astype(np.float32)
+    cases = [
+        ("broadcast_ellipsis", "...ij,...jk->...ik",
+         [rnd(2, 1, 3, 4), rnd(5, 4, 2)]),
+        ("implicit_output", "ij,jk", [rnd(3, 4), rnd(4, 2)]),
+        ("three_operands", "ij,jk,kl->il", [rnd(2, 3), rnd(3, 4), rnd(4, 5)]),
+        ("trace_and_sum", "iij->j", [rnd(3, 3, 4)]),
+        ("outer_product", "i,j->ij", [rnd(3), rnd(4)]),
+        ("attention_scores", "bhqd,bhkd->bhqk",
+         [rnd(2, 3, 4, 5), rnd(2, 3, 6, 5)]),
+        ("sum_both_sides", "ij,kj->k", [rnd(3, 4), rnd(2, 4)]),
+    ]
+    for name, equation, ops in cases:
+        names = ["x%d" % i for i in range(len(ops))]
+        node_case("test_nn_einsum_" + name,
+                  [mk("Einsum", names, ["y"], equation=equation)],
+                  list(zip(names, ops)),
+                  [("y", np.asarray(np.einsum(
+                      equation, *[o.astype(np.float64) for o in ops]),
+                      np.float32))], 12)
+
+
+def det_cases():
+    """Det on the device (inputs too large to be bound by value: signed
+    products of 1 x 1, 2 x 2 and 3 x 3 matrices) and of 4 x 4 constants
+    on the host."""
+    rng = np.random.default_rng(1517)
+    mk = helper.make_node
+    for m, batch in ((1, 70), (2, 20), (3, 10)):
+        x = rng.standard_normal((batch, m, m)).astype(np.float32)
+        node_case("test_nn_det_device_%dx%d" % (m, m),
+                  [mk("Det", ["x"], ["y"])], [("x", x)],
+                  [("y", np.linalg.det(x.astype(np.float64))
+                    .astype(np.float32))], 11)
+    w = rng.standard_normal((2, 4, 4)).astype(np.float32)
+    x = rng.standard_normal((2,)).astype(np.float32)
+    node_case("test_nn_det_host_4x4_constant",
+              [mk("Det", ["w"], ["d"]), mk("Add", ["x", "d"], ["y"])],
+              [("x", x)],
+              [("y", (x + np.linalg.det(w.astype(np.float64)))
+                .astype(np.float32))], 11, initializers=[("w", w)])
+
+
+def quant_cases():
+    """QuantizeLinear and DequantizeLinear on the device (inputs too
+    large to be bound by value): per axis into int8 with halves that must
+    round to even, quantized then dequantized on the device; per tensor
+    into uint8 without a zero point (negatives saturate to 0)."""
+    rng = np.random.default_rng(1518)
+    mk = helper.make_node
+    scale = np.array([0.5, 0.25, 2.0], np.float32)
+    zp = np.array([-3, 0, 7], np.int8)
+    # halves of each channel's step, and values far out of range
+    k = rng.integers(-300, 300, (2, 3, 4, 5)).astype(np.float32) + 0.5
+    x = (k * scale.reshape(1, 3, 1, 1)).astype(np.float32)
+    q = np.clip(np.rint(x / scale.reshape(1, 3, 1, 1))
+                + zp.reshape(1, 3, 1, 1), -128, 127).astype(np.int8)
+    dq = ((q.astype(np.float32) - zp.reshape(1, 3, 1, 1).astype(np.float32))
+          * scale.reshape(1, 3, 1, 1)).astype(np.float32)
+    node_case("test_nn_quantize_dequantize_axis_device",
+              [mk("QuantizeLinear", ["x", "s", "z"], ["q"], axis=1),
+               mk("DequantizeLinear", ["q", "s", "z"], ["y"], axis=1)],
+              [("x", x)], [("q", q), ("y", dq)], 13,
+              initializers=[("s", scale), ("z", zp)])
+    x = (rng.standard_normal((100,)) * 3).astype(np.float32)
+    s1 = np.array(0.05, np.float32)
+    q = np.clip(np.rint(x / s1), 0, 255).astype(np.uint8)
+    node_case("test_nn_quantize_uint8_no_zero_point_device",
+              [mk("QuantizeLinear", ["x", "s"], ["y"])],
+              [("x", x)], [("y", q)], 10, initializers=[("s", s1)])
+
+
 if __name__ == "__main__":
     initializers_ir3()
     external()
@@ -880,3 +1063,7 @@ if __name__ == "__main__":
     index_scatter_cases()
     index_map_cases()
     index_host_cases()
+    nn_cases()
+    einsum_cases()
+    det_cases()
+    quant_cases()

@@ -1,0 +1,517 @@
+/*
+ * Quantization: QuantizeLinear and DequantizeLinear (opsets 10 and 13:
+ * per tensor, or per axis), DynamicQuantizeLinear (11), MatMulInteger and
+ * QLinearMatMul (10).  Integer results must be exact:
+ *
+ *   - on the host when every input is known when the plan is built
+ *     (constants, integer inputs, small float inputs), in the arithmetic
+ *     the ONNX definitions use: float32 for scales and divisions, int64
+ *     for integer sums, rounding half to even, then saturation;
+ *   - on the device where float32 is exact: QuantizeLinear divides,
+ *     clamps to the type's range less the zero point (so rounding cannot
+ *     leave it), rounds half to even by adding and taking away 1.5 * 2^23
+ *     (exact for |v| < 2^22, two float32 steps), and adds the zero point;
+ *     DequantizeLinear subtracts the zero point and scales, both exact
+ *     on integers carried as float;
+ *   - the integer matrix products run on the device as a float GEMM only
+ *     where every sum is bounded below 2^24 (K times the largest
+ *     operands), else they are refused with that reason.
+ *
+ * Quantized tensors on a device are their integers carried as float
+ * (sn_device_type), like every integer result there.
+ */
+#include <config.h>
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ops/ops.h"
+
+/* 1.5 * 2^23: adding it to a float32 |v| < 2^22 and taking it away rounds
+ * v to an integer, half to even. */
+#define ROUNDER 12582912.0f
+
+/* Largest integer float32 holds exactly. */
+#define FLOAT_EXACT 16777216.0
+
+/* The range of a quantized type. */
+static shardnet_status qrange(const sn_node *n, sn_dtype t, double *lo,
+                             double *hi)
+{
+    switch (t) {
+    case SN_DT_UINT8:
+        *lo = 0;
+        *hi = 255;
+        return SHARDNET_OK;
+    case SN_DT_INT8:
+        *lo = -128;
+        *hi = 127;
+        return SHARDNET_OK;
+    case SN_DT_INT32:
+        *lo = -2147483648.0;
+        *hi = 2147483647.0;
+        return SHARDNET_OK;
+    default:
+        return sn_node_error(n, SHARDNET_UNSUPPORTED,
+                             "quantized type %s is not supported (uint8, "
+                             "int8, and int32 for dequantizing)",
+                             sn_dtype_name(t));
+    }
+}
+
+/* round half to even, then into [lo, hi] */
+static double saturate(double v, double lo, double hi)
+{
+    v = nearbyint(v);
+    return v < lo ? lo : v > hi ? hi : v;
+}
+
+/*
+ * Per-tensor or per-axis parameters: scale (and zero point) of one value,
+ * or of dims[axis] values, which element i of x takes as its channel
+ * (i / inner) % d.
+ */
+typedef struct qaxis {
+    size_t d, inner;
+    int ax, rank;     /* the parameters' broadcast shape against x: */
+    int64_t pd[SN_MAX_DIMS]; /* (d, 1, ..., 1) of rank x->rank - ax */
+} qaxis;
+
+static shardnet_status param_axis(const sn_node *n, const sn_rt *x,
+                                  const sn_rt *scale, const sn_rt *zp,
+                                  qaxis *q)
+{
+    size_t cnt = sn_rt_elements(scale);
+    int64_t axis = sn_attr_int(n, "axis", 1);
+    q->d = 1;
+    q->inner = 1;
+    q->ax = 0;
+    q->rank = 0;
+    if (zp && sn_rt_elements(zp) != cnt)
+        return sn_node_error(n, SHARDNET_INVALID_ARGUMENT,
+                             "the scale has %zu values and the zero point "
+                             "%zu",
+                             cnt, sn_rt_elements(zp));
+    if (cnt == 1 && scale->rank <= 1)
+        return SHARDNET_OK; /* per tensor (one value per axis: the same) */
+    q->ax = x->rank ? sn_axis(axis, x->rank) : -1;
+    if (scale->rank != 1 || q->ax < 0 || (size_t)x->dims[q->ax] != cnt)
+        return sn_node_error(n, SHARDNET_INVALID_ARGUMENT,
+                             "a scale of %zu values for axis %lld of an "
+                             "input of rank %d",
+                             cnt, (long long)axis, x->rank);
+    q->d = cnt;
+    q->inner = sn_dims_product(q->ax + 1, x->rank, x->dims);
+    q->rank = x->rank - q->ax;
+    q->pd[0] = (int64_t)cnt;
+    for (int i = 1; i < q->rank; i++)
+        q->pd[i] = 1;
+    return SHARDNET_OK;
+}
+
+static size_t channel(const qaxis *q, size_t i)
+{
+    return q->d == 1 ? 0 : (i / q->inner) % q->d;
+}
+
+/* Scales and zero points must be known on the host. */
+static shardnet_status known_params(const sn_node *n, const sn_rt *scale,
+                                    const sn_rt *zp)
+{
+    if (!sn_host_known(scale) || (zp && !sn_host_known(zp)))
+        return sn_node_error(n, SHARDNET_UNSUPPORTED,
+                             "scales and zero points computed on the device "
+                             "are not supported: they must be known when "
+                             "the model is planned");
+    return SHARDNET_OK;
+}
+
+/* count floats add + p[i] + sign zp[i] (p, zp may be NULL) uploaded;
+ * *out their view. */
+static shardnet_status upload_params(sn_lower *L, const sn_node *n,
+                                     size_t count, const sn_rt *p,
+                                     double add, double mul_zp_sign,
+                                     const sn_rt *zp, sn_view *out)
+{
+    float *f = malloc((count ? count : 1) * sizeof *f);
+    if (!f)
+        return sn_error(SHARDNET_OUT_OF_MEMORY, "quantization parameters");
+    for (size_t i = 0; i < count; i++) {
+        double v = add;
+        if (p)
+            v += sn_rt_get_double(p, i);
+        if (zp)
+            v += mul_zp_sign * (double)sn_rt_get_int(zp, i);
+        f[i] = (float)v;
+    }
+    return sn_dev_upload(L, n, f, count ? count : 1, out);
+}
+
+/* QuantizeLinear on the device: y = clamp(x / s, lo - zp, hi - zp),
+ * rounded, + zp. */
+static shardnet_status quantize_device(sn_lower *L, const sn_node *n,
+                                       sn_rt *x, sn_rt *scale, sn_rt *zp,
+                                       const qaxis *q, double lo, double hi,
+                                       sn_view y)
+{
+    sn_view vx, vs, vlo, vhi, vr, vz;
+    int r = x->rank, pr = q->rank;
+    const int64_t *pd = q->pd;
+    shardnet_status st;
+    float *rounder = malloc(sizeof *rounder);
+    if (!rounder)
+        return sn_error(SHARDNET_OUT_OF_MEMORY, "quantization");
+    *rounder = ROUNDER;
+    if ((st = sn_dev_upload(L, n, rounder, 1, &vr)) ||
+        (st = sn_dev_view(L, n, x, &vx)) ||
+        (st = sn_dev_view(L, n, scale, &vs)) ||
+        (st = upload_params(L, n, q->d, NULL, lo, -1.0, zp, &vlo)) ||
+        (st = upload_params(L, n, q->d, NULL, hi, -1.0, zp, &vhi)) ||
+        (st = upload_params(L, n, q->d, NULL, 0.0, 1.0, zp, &vz)))
+        return st;
+    if ((st = sn_emit_binary(L, n, SN_BINARY_DIV, r, x->dims, vx, pr, pd, vs,
+                             y)) ||
+        (st = sn_emit_binary(L, n, SN_BINARY_MAX, r, x->dims, y, pr, pd, vlo,
+                             y)) ||
+        (st = sn_emit_binary(L, n, SN_BINARY_MIN, r, x->dims, y, pr, pd, vhi,
+                             y)) ||
+        (st = sn_emit_binary(L, n, SN_BINARY_ADD, r, x->dims, y, 0, NULL, vr,
+                             y)) ||
+        (st = sn_emit_binary(L, n, SN_BINARY_SUB, r, x->dims, y, 0, NULL, vr,
+                             y)))
+        return st;
+    if (!zp)
+        return SHARDNET_OK;
+    return sn_emit_binary(L, n, SN_BINARY_ADD, r, x->dims, y, pr, pd, vz, y);
+}
+
+SN_LOWER(sn_lower_quantize)
+{
+    sn_rt *x = sn_in(L, n, 0), *scale = sn_in(L, n, 1), *zp = sn_in(L, n, 2);
+    sn_rt *out;
+    sn_dtype t = zp ? zp->dtype : SN_DT_UINT8;
+    double lo = 0, hi = 255;
+    qaxis q;
+    shardnet_status st;
+
+    if (zp && sn_rt_elements(zp) == 0)
+        zp = NULL;
+    if ((st = qrange(n, t, &lo, &hi)) ||
+        (t == SN_DT_INT32 &&
+         (st = sn_node_error(n, SHARDNET_UNSUPPORTED,
+                             "quantizing to int32 is not supported"))) ||
+        (st = param_axis(n, x, scale, zp, &q)) ||
+        (st = known_params(n, scale, zp)))
+        return st;
+    if (x->dtype != SN_DT_FLOAT && x->dtype != SN_DT_DOUBLE &&
+        x->dtype != SN_DT_INT32)
+        return sn_node_error(n, SHARDNET_UNSUPPORTED,
+                             "quantizing %s is not supported",
+                             sn_dtype_name(x->dtype));
+    if (sn_host_known(x)) {
+        size_t count = sn_rt_elements(x);
+        void *d = sn_host_alloc(count, sn_dtype_size(t));
+        if (!d)
+            return sn_error(SHARDNET_OUT_OF_MEMORY, "quantization");
+        for (size_t i = 0; i < count; i++) {
+            size_t c = channel(&q, i);
+            /* x / scale in float32, as the definition */
+            float v = (float)sn_rt_get_double(x, i) /
+                      (float)sn_rt_get_double(scale, c);
+            double z = zp ? (double)sn_rt_get_int(zp, c) : 0.0;
+            double r = saturate((double)v, lo - z, hi - z) + z;
+            sn_store_value(t, d, i, r, (int64_t)r, 1);
+        }
+        return sn_out_host(L, n, 0, t, x->rank, x->dims, d);
+    }
+    if (!L->plan)
+        return SHARDNET_UNSUPPORTED;
+    if ((st = sn_out_device_as(L, n, t, x->rank, x->dims, &out)))
+        return st;
+    if (sn_rt_elements(out) == 0)
+        return SHARDNET_OK;
+    return quantize_device(L, n, x, scale, zp, &q, lo, hi, out->view);
+}
+
+SN_LOWER(sn_lower_dequantize)
+{
+    sn_rt *x = sn_in(L, n, 0), *scale = sn_in(L, n, 1), *zp = sn_in(L, n, 2);
+    sn_rt *out;
+    double lo = 0, hi = 255;
+    qaxis q;
+    sn_view vx, vs, vz;
+    shardnet_status st;
+
+    if (zp && sn_rt_elements(zp) == 0)
+        zp = NULL;
+    if ((st = qrange(n, x->dtype, &lo, &hi)) ||
+        (st = param_axis(n, x, scale, zp, &q)))
+        return st;
+    if (zp && zp->dtype != x->dtype)
+        return sn_node_error(n, SHARDNET_INVALID_ARGUMENT,
+                             "the zero point is %s for %s data",
+                             sn_dtype_name(zp->dtype),
+                             sn_dtype_name(x->dtype));
+    if (sn_host_known(x) && sn_host_known(scale) &&
+        (!zp || sn_host_known(zp))) {
+        size_t count = sn_rt_elements(x);
+        float *d = sn_host_alloc(count, sizeof *d);
+        if (!d)
+            return sn_error(SHARDNET_OUT_OF_MEMORY, "dequantization");
+        for (size_t i = 0; i < count; i++) {
+            size_t c = channel(&q, i);
+            int64_t z = zp ? sn_rt_get_int(zp, c) : 0;
+            d[i] = (float)(sn_rt_get_int(x, i) - z) *
+                   (float)sn_rt_get_double(scale, c);
+        }
+        return sn_out_host(L, n, 0, SN_DT_FLOAT, x->rank, x->dims, d);
+    }
+    if (zp && !sn_host_known(zp))
+        return sn_node_error(n, SHARDNET_UNSUPPORTED,
+                             "a zero point computed on the device is not "
+                             "supported");
+    if (!L->plan)
+        return SHARDNET_UNSUPPORTED;
+    if ((st = sn_out_device(L, n, 0, x->rank, x->dims, &out)))
+        return st;
+    if (sn_rt_elements(out) == 0)
+        return SHARDNET_OK;
+    if ((st = sn_dev_view(L, n, x, &vx)) ||
+        (st = sn_dev_view(L, n, scale, &vs)))
+        return st;
+    if (zp) {
+        if ((st = upload_params(L, n, q.d, NULL, 0.0, 1.0, zp, &vz)) ||
+            (st = sn_emit_binary(L, n, SN_BINARY_SUB, x->rank, x->dims, vx,
+                                 q.rank, q.pd, vz, out->view)))
+            return st;
+        vx = out->view;
+    }
+    return sn_emit_binary(L, n, SN_BINARY_MUL, x->rank, x->dims, vx, q.rank,
+                          q.pd, vs, out->view);
+}
+
+/*
+ * DynamicQuantizeLinear, on the host (its input known): the scale maps
+ * [min(0, min x), max(0, max x)] onto [0, 255] (1 / 255 when the range is
+ * empty), the zero point is where 0 lands, rounded; all in float32.
+ */
+SN_LOWER(sn_lower_dynamic_quantize)
+{
+    sn_rt *x = sn_in(L, n, 0);
+    size_t count = sn_rt_elements(x);
+    float mx = 0.0f, mn = 0.0f, scale, *ps;
+    uint8_t *y, *pz;
+    shardnet_status st;
+    if (x->dtype != SN_DT_FLOAT)
+        return sn_node_error(n, SHARDNET_UNSUPPORTED,
+                             "input of type %s (float only)",
+                             sn_dtype_name(x->dtype));
+    if (!sn_host_known(x))
+        return sn_node_error(n, SHARDNET_UNSUPPORTED,
+                             "the input must be known when the model is "
+                             "planned (a constant or a small graph input): "
+                             "its scale and zero point computed on the "
+                             "device are not supported yet");
+    for (size_t i = 0; i < count; i++) {
+        float v = (float)sn_rt_get_double(x, i);
+        mx = v > mx ? v : mx;
+        mn = v < mn ? v : mn;
+    }
+    scale = (mx == mn ? 1.0f : mx - mn) / 255.0f;
+    y = sn_host_alloc(count, 1);
+    ps = malloc(sizeof *ps);
+    pz = malloc(1);
+    if (!y || !ps || !pz) {
+        free(y);
+        free(ps);
+        free(pz);
+        return sn_error(SHARDNET_OUT_OF_MEMORY, "dynamic quantization");
+    }
+    *ps = scale;
+    *pz = (uint8_t)saturate((double)(0.0f - mn / scale), 0, 255);
+    for (size_t i = 0; i < count; i++) {
+        float v = (float)sn_rt_get_double(x, i) / scale;
+        y[i] = (uint8_t)(saturate((double)v, -(double)*pz, 255.0 - *pz) +
+                         *pz);
+    }
+    if ((st = sn_out_host(L, n, 0, SN_DT_UINT8, x->rank, x->dims, y))) {
+        free(ps);
+        free(pz);
+        return st;
+    }
+    if (n->noutputs > 1 && n->outputs[1] >= 0) {
+        if ((st = sn_out_host(L, n, 1, SN_DT_FLOAT, 0, NULL, ps))) {
+            free(pz);
+            return st;
+        }
+    } else {
+        free(ps);
+    }
+    if (n->noutputs > 2 && n->outputs[2] >= 0)
+        return sn_out_host(L, n, 2, SN_DT_UINT8, 0, NULL, pz);
+    free(pz);
+    return SHARDNET_OK;
+}
+
+/* --- integer matrix products ----------------------------------------------- */
+
+/* The shapes of an integer product: a (batch, m, k) x b (batch or shared,
+ * k, n) = (batch, m, n), and the output's dims. */
+typedef struct qmm {
+    size_t batch, m, k, n;
+    int b_shared; /* b is one (k, n) matrix for every batch item */
+    int rank;
+    int64_t dims[SN_MAX_DIMS];
+} qmm;
+
+static shardnet_status qmm_shape(const sn_node *n, const sn_rt *a,
+                                 const sn_rt *b, qmm *q)
+{
+    int ra = a->rank, rb = b->rank;
+    int64_t ka = ra ? a->dims[ra - 1] : 0;
+    int64_t kb = rb >= 2 ? b->dims[rb - 2] : rb ? b->dims[0] : 0;
+    if (ra < 1 || rb < 1 || ka != kb ||
+        (rb > 2 && (ra != rb ||
+                    memcmp(a->dims, b->dims, (size_t)(ra - 2) * 8))))
+        return sn_node_error(n, SHARDNET_UNSUPPORTED,
+                             "operands of ranks %d and %d: a product of "
+                             "(..., M, K) by (K, N) or by the same batch of "
+                             "(K, N) is supported",
+                             ra, rb);
+    q->k = (size_t)ka;
+    q->m = ra >= 2 ? (size_t)a->dims[ra - 2] : 1;
+    q->n = rb >= 2 ? (size_t)b->dims[rb - 1] : 1;
+    q->batch = ra > 2 ? sn_dims_product(0, ra - 2, a->dims) : 1;
+    q->b_shared = rb <= 2;
+    q->rank = 0;
+    for (int i = 0; i < ra - 2; i++)
+        q->dims[q->rank++] = a->dims[i];
+    if (ra >= 2)
+        q->dims[q->rank++] = (int64_t)q->m;
+    if (rb >= 2)
+        q->dims[q->rank++] = (int64_t)q->n;
+    return SHARDNET_OK;
+}
+
+/* A zero point (or scale) of one value or one per row (rows values):
+ * element r's. */
+static double per_row(const sn_rt *p, size_t r, double dflt)
+{
+    if (!p || sn_rt_elements(p) == 0)
+        return dflt;
+    return sn_rt_elements(p) == 1 ? sn_rt_get_double(p, 0)
+                                  : sn_rt_get_double(p, r);
+}
+
+static shardnet_status check_count(const sn_node *n, const sn_rt *p,
+                                   const char *what, size_t want)
+{
+    size_t c = p ? sn_rt_elements(p) : 0;
+    if (c > 1 && c != want)
+        return sn_node_error(n, SHARDNET_INVALID_ARGUMENT,
+                             "%s has %zu values, not 1 or %zu", what, c, want);
+    if (p && !sn_host_known(p))
+        return sn_node_error(n, SHARDNET_UNSUPPORTED,
+                             "%s must be known when the model is planned",
+                             what);
+    return SHARDNET_OK;
+}
+
+/* The exact sums (a - azp)(b - bzp) (batch, m, n) in int64, on the host. */
+static int64_t *int_products(const sn_rt *a, const sn_rt *azp,
+                             const sn_rt *b, const sn_rt *bzp, const qmm *q)
+{
+    size_t total = q->batch * q->m * q->n;
+    int64_t *s = sn_host_alloc(total, sizeof *s);
+    if (!s)
+        return NULL;
+    for (size_t t = 0; t < q->batch; t++)
+        for (size_t i = 0; i < q->m; i++)
+            for (size_t j = 0; j < q->n; j++) {
+                int64_t acc = 0, za = (int64_t)per_row(azp, i, 0);
+                int64_t zb = (int64_t)per_row(bzp, j, 0);
+                size_t ao = (t * q->m + i) * q->k;
+                size_t bo = q->b_shared ? 0 : t * q->k * q->n;
+                for (size_t k = 0; k < q->k; k++)
+                    acc += (sn_rt_get_int(a, ao + k) - za) *
+                           (sn_rt_get_int(b, bo + k * q->n + j) - zb);
+                s[(t * q->m + i) * q->n + j] = acc;
+            }
+    return s;
+}
+
+/* MatMulInteger (opset 10): int32 (a - a_zero_point)(b - b_zero_point),
+ * a's zero point one or one per row, b's one or one per column; on the
+ * host (every input known). */
+SN_LOWER(sn_lower_matmul_integer)
+{
+    sn_rt *a = sn_in(L, n, 0), *b = sn_in(L, n, 1);
+    sn_rt *azp = sn_in(L, n, 2), *bzp = sn_in(L, n, 3);
+    qmm q;
+    int64_t *s;
+    int32_t *y;
+    size_t total;
+    shardnet_status st;
+    if ((st = qmm_shape(n, a, b, &q)) ||
+        (st = check_count(n, azp, "a_zero_point", q.m)) ||
+        (st = check_count(n, bzp, "b_zero_point", q.n)))
+        return st;
+    if (!sn_host_known(a) || !sn_host_known(b))
+        return sn_node_error(n, SHARDNET_UNSUPPORTED,
+                             "both operands must be known when the model is "
+                             "planned: int32 sums computed in float on the "
+                             "device would not be exact in general");
+    total = q.batch * q.m * q.n;
+    if (!(s = int_products(a, azp, b, bzp, &q)))
+        return sn_error(SHARDNET_OUT_OF_MEMORY, "integer product");
+    y = (int32_t *)s; /* narrowed in place: int32 fits where int64 was */
+    for (size_t i = 0; i < total; i++)
+        y[i] = (int32_t)(uint32_t)(uint64_t)s[i];
+    return sn_out_host(L, n, 0, SN_DT_INT32, q.rank, q.dims, y);
+}
+
+/* QLinearMatMul (opset 10): round((a - azp)(b - bzp) a_scale b_scale /
+ * y_scale) + y_zero_point, saturated to y's type; scales and zero points
+ * of a one or one per row, of b one or one per column; on the host. */
+SN_LOWER(sn_lower_qlinear_matmul)
+{
+    sn_rt *a = sn_in(L, n, 0), *as = sn_in(L, n, 1), *azp = sn_in(L, n, 2);
+    sn_rt *b = sn_in(L, n, 3), *bs = sn_in(L, n, 4), *bzp = sn_in(L, n, 5);
+    sn_rt *ys = sn_in(L, n, 6), *yzp = sn_in(L, n, 7);
+    sn_dtype t = yzp ? yzp->dtype : SN_DT_UINT8;
+    double lo = 0, hi = 255;
+    qmm q;
+    int64_t *s;
+    void *y;
+    size_t total;
+    shardnet_status st;
+    if ((st = qrange(n, t, &lo, &hi)) || (st = qmm_shape(n, a, b, &q)) ||
+        (st = check_count(n, as, "a_scale", q.m)) ||
+        (st = check_count(n, azp, "a_zero_point", q.m)) ||
+        (st = check_count(n, bs, "b_scale", q.n)) ||
+        (st = check_count(n, bzp, "b_zero_point", q.n)) ||
+        (st = check_count(n, ys, "y_scale", 1)) ||
+        (st = check_count(n, yzp, "y_zero_point", 1)))
+        return st;
+    if (!sn_host_known(a) || !sn_host_known(b))
+        return sn_node_error(n, SHARDNET_UNSUPPORTED,
+                             "both operands must be known when the model is "
+                             "planned (on the device: not supported yet)");
+    total = q.batch * q.m * q.n;
+    if (!(s = int_products(a, azp, b, bzp, &q)) ||
+        !(y = sn_host_alloc(total, sn_dtype_size(t)))) {
+        free(s);
+        return sn_error(SHARDNET_OUT_OF_MEMORY, "integer product");
+    }
+    for (size_t i = 0; i < total; i++) {
+        size_t r = (i / q.n) % q.m, c = i % q.n;
+        double z = per_row(yzp, 0, 0);
+        double v = (double)s[i] * per_row(as, r, 1) * per_row(bs, c, 1) /
+                   per_row(ys, 0, 1);
+        double out = saturate(v, lo - z, hi - z) + z;
+        sn_store_value(t, y, i, out, (int64_t)out, 1);
+    }
+    free(s);
+    return sn_out_host(L, n, 0, t, q.rank, q.dims, y);
+}
