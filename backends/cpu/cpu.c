@@ -461,8 +461,8 @@ CPU_KERNEL(cpu_gather, sn_gather_desc, SN_KERNEL_GATHER, gather)
 /* How far the kernels of cpu/ go in each kernel's variants (backend.h's
  * enums, in order): all of them today. */
 static const int cpu_variants[SN_KERNEL_COUNT] = {
-    [SN_KERNEL_BINARY] = SN_BINARY_POW + 1,
-    [SN_KERNEL_UNARY] = SN_UNARY_GELU_TANH + 1,
+    [SN_KERNEL_BINARY] = SN_BINARY_PRELU + 1,
+    [SN_KERNEL_UNARY] = SN_UNARY_ISINF + 1,
     [SN_KERNEL_REDUCE] = SN_REDUCE_MAX + 1,
     [SN_KERNEL_POOL] = SN_POOL_AVG + 1,
 };

@@ -280,8 +280,8 @@ static shardnet_status cl_synchronize(sn_device *dev)
  * unary_<op> kernel for each one, reduce.cl sums (a mean is a sum scaled)
  * and maxima, conv.cl pool_max and pool_avg. */
 static const int cl_variants[SN_KERNEL_COUNT] = {
-    [SN_KERNEL_BINARY] = SN_BINARY_POW + 1,
-    [SN_KERNEL_UNARY] = SN_UNARY_GELU_TANH + 1,
+    [SN_KERNEL_BINARY] = SN_BINARY_PRELU + 1,
+    [SN_KERNEL_UNARY] = SN_UNARY_ISINF + 1,
     [SN_KERNEL_REDUCE] = SN_REDUCE_MAX + 1,
     [SN_KERNEL_POOL] = SN_POOL_AVG + 1,
 };
