@@ -102,6 +102,10 @@ void sn_cpu_sgemm_small(const sn_gemm_desc *d, const float *a, const float *b,
 void sn_cpu_binary(const sn_binary_desc *d, const float *a, const float *b,
                    float *c);
 void sn_cpu_unary(const sn_unary_desc *d, const float *x, float *y);
+/* y[i] = op(x[i]) for i in [0, n) for the ops of SN_UNARY_MATH_MAP
+ * (cpu/unary_math.c); y may be x. */
+void sn_cpu_unary_math(const sn_unary_desc *d, size_t n, const float *x,
+                       float *y);
 void sn_cpu_softmax(const sn_softmax_desc *d, const float *x, float *y);
 void sn_cpu_reduce(const sn_reduce_desc *d, const float *x, float *y);
 void sn_cpu_where(const sn_where_desc *d, const float *cond, const float *x,

@@ -16,13 +16,14 @@
  *
  * Semantics: MAX / MIN as fmaxf / fminf (a NaN operand yields the other
  * one), written as compare-and-select so that the loop vectorises; POW as
- * powf.  EXP and ERF use the vectorised exp and erf of vmath.h (within 2
+ * powf; MOD, FMOD, the comparisons, the logic ops and PRELU as backend.h
+ * states them, comparisons written as selects.  EXP and ERF use the vectorised exp and erf of vmath.h (within 2
  * and 3 ulp; the plain C reference's libm differs from them by a few ulp),
  * SIGMOID is 1 / (1 + exp(-x)) with that exp; the other unary ops use libm
  * (tanhf, logf, sqrtf, and erff for GELU, whose 1 + erf(x) cancels for
  * negative x and so needs erf correctly rounded) as the reference does,
  * built without -ffast-math, so they match it exactly.  RELU passes NaN
- * through.
+ * through.  The ops of SN_UNARY_MATH_MAP are in unary_math.c.
  *
  * The parameterised unary ops follow sn_unary_desc literally, with the
  * comparisons ordered so that NaN stays NaN (LEAKY_RELU, HARD_SIGMOID and
@@ -119,6 +120,23 @@ DEFINE_ROW(div, x / y)
 DEFINE_ROW(max, (x > y || isnan(y)) ? x : y)
 DEFINE_ROW(min, (x < y || isnan(y)) ? x : y)
 
+/* MOD: numpy's remainder, the divisor's sign (fmodf is exact). */
+static inline float mod_floor(float x, float y)
+{
+    const float r = fmodf(x, y);
+    return r != 0.0f && (r < 0.0f) != (y < 0.0f) ? r + y : r;
+}
+
+DEFINE_ROW(mod, mod_floor(x, y))
+DEFINE_ROW(fmod, fmodf(x, y))
+DEFINE_ROW(equal, x == y ? 1.0f : 0.0f)
+DEFINE_ROW(greater, x > y ? 1.0f : 0.0f)
+DEFINE_ROW(greater_equal, x >= y ? 1.0f : 0.0f)
+DEFINE_ROW(and, x != 0.0f && y != 0.0f ? 1.0f : 0.0f)
+DEFINE_ROW(or, x != 0.0f || y != 0.0f ? 1.0f : 0.0f)
+DEFINE_ROW(xor, (x != 0.0f) != (y != 0.0f) ? 1.0f : 0.0f)
+DEFINE_ROW(prelu, x < 0.0f ? y * x : x)
+
 #undef DEFINE_ROW
 
 /* powf is a scalar libm call: no simd variant exists without -ffast-math. */
@@ -134,6 +152,11 @@ static const row_fn row_fns[SN_BINARY_COUNT] = {
     [SN_BINARY_MUL] = row_mul, [SN_BINARY_DIV] = row_div,
     [SN_BINARY_MAX] = row_max, [SN_BINARY_MIN] = row_min,
     [SN_BINARY_POW] = row_pow,
+    [SN_BINARY_MOD] = row_mod, [SN_BINARY_FMOD] = row_fmod,
+    [SN_BINARY_EQUAL] = row_equal, [SN_BINARY_GREATER] = row_greater,
+    [SN_BINARY_GREATER_EQUAL] = row_greater_equal,
+    [SN_BINARY_AND] = row_and, [SN_BINARY_OR] = row_or,
+    [SN_BINARY_XOR] = row_xor, [SN_BINARY_PRELU] = row_prelu,
 };
 
 /* The descriptor with size-1 dimensions dropped and chained ones merged;
@@ -339,6 +362,9 @@ static void unary_range(const sn_unary_desc *d, size_t n, const float *x,
         }
         break;
     case SN_UNARY_COUNT:
+        break;
+    default: /* SN_UNARY_MATH_MAP's */
+        sn_cpu_unary_math(d, n, x, y);
         break;
     }
 }

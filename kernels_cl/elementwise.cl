@@ -16,6 +16,23 @@
 #define OP_MIN(a, b) fmin((a), (b))
 #define OP_POW(a, b) pow((a), (b))
 
+/* numpy's remainder: fmod (exact) moved to the divisor's sign */
+float op_mod(float a, float b)
+{
+    float r = fmod(a, b);
+    return r != 0.0f && (r < 0.0f) != (b < 0.0f) ? r + b : r;
+}
+#define OP_MOD(a, b) op_mod((a), (b))
+#define OP_FMOD(a, b) fmod((a), (b))
+/* comparisons and logic give 1 or 0; a NaN compares false */
+#define OP_EQUAL(a, b) ((a) == (b) ? 1.0f : 0.0f)
+#define OP_GREATER(a, b) ((a) > (b) ? 1.0f : 0.0f)
+#define OP_GREATER_EQUAL(a, b) ((a) >= (b) ? 1.0f : 0.0f)
+#define OP_AND(a, b) ((a) != 0.0f && (b) != 0.0f ? 1.0f : 0.0f)
+#define OP_OR(a, b) ((a) != 0.0f || (b) != 0.0f ? 1.0f : 0.0f)
+#define OP_XOR(a, b) (((a) != 0.0f) != ((b) != 0.0f) ? 1.0f : 0.0f)
+#define OP_PRELU(a, b) ((a) < 0.0f ? (b) * (a) : (a))
+
 /*
  * Four kernels per binary op, binary_NAME_{same,scalar_a,scalar_b,bcast},
  * with the same first seven arguments:
@@ -98,6 +115,15 @@ BINARY_KERNELS(div, OP_DIV)
 BINARY_KERNELS(max, OP_MAX)
 BINARY_KERNELS(min, OP_MIN)
 BINARY_KERNELS(pow, OP_POW)
+BINARY_KERNELS(mod, OP_MOD)
+BINARY_KERNELS(fmod, OP_FMOD)
+BINARY_KERNELS(equal, OP_EQUAL)
+BINARY_KERNELS(greater, OP_GREATER)
+BINARY_KERNELS(greater_equal, OP_GREATER_EQUAL)
+BINARY_KERNELS(and, OP_AND)
+BINARY_KERNELS(or, OP_OR)
+BINARY_KERNELS(xor, OP_XOR)
+BINARY_KERNELS(prelu, OP_PRELU)
 
 /*
  * Unary ops as OP(x, alpha, beta); only the parametric ones read alpha and
@@ -142,6 +168,55 @@ float un_hard_sigmoid(float x, float alpha, float beta)
 }
 #define UN_HARD_SIGMOID(x, a, b) un_hard_sigmoid((x), (a), (b))
 
+/* The ops of backend.h's SN_UNARY_MATH_MAP. */
+#define UN_SIN(x, a, b) sin(x)
+#define UN_COS(x, a, b) cos(x)
+#define UN_TAN(x, a, b) tan(x)
+#define UN_ASIN(x, a, b) asin(x)
+#define UN_ACOS(x, a, b) acos(x)
+#define UN_ATAN(x, a, b) atan(x)
+#define UN_SINH(x, a, b) sinh(x)
+#define UN_COSH(x, a, b) cosh(x)
+#define UN_ASINH(x, a, b) asinh(x)
+#define UN_ACOSH(x, a, b) acosh(x)
+#define UN_ATANH(x, a, b) atanh(x)
+#define UN_CEIL(x, a, b) ceil(x)
+#define UN_FLOOR(x, a, b) floor(x)
+#define UN_ROUND(x, a, b) rint(x) /* halves to even */
+#define UN_SIGN(x, a, b) ((x) > 0.0f ? 1.0f : (x) < 0.0f ? -1.0f : (x))
+#define UN_ELU(x, a, b) ((x) < 0.0f ? (a) * expm1(x) : (x))
+#define UN_SELU(x, a, b) ((x) <= 0.0f ? (b) * ((a) * expm1(x)) : (b) * (x))
+#define UN_SOFTSIGN(x, a, b) ((x) / (1.0f + fabs(x)))
+#define UN_THRESHOLDED_RELU(x, a, b) ((x) > (a) ? (x) : 0.0f)
+#define UN_SHRINK(x, a, b)                                                    \
+    ((x) < -(a) ? (x) + (b) : (x) > (a) ? (x) - (b) : 0.0f)
+#define UN_ISNAN(x, a, b) (isnan(x) ? 1.0f : 0.0f)
+#define UN_ISINF(x, a, b)                                                     \
+    (isinf(x) && (((x) > 0.0f && (a) != 0.0f) || ((x) < 0.0f && (b) != 0.0f)) \
+         ? 1.0f                                                               \
+         : 0.0f)
+
+/* log(1 + exp(x)) without overflow */
+float un_softplus(float x)
+{
+    return x > 0.0f ? x + log1p(exp(-x)) : log1p(exp(x));
+}
+#define UN_SOFTPLUS(x, a, b) un_softplus(x)
+#define UN_MISH(x, a, b) ((x) * tanh(un_softplus(x)))
+
+/* max(0, x) + min(0, alpha (exp(x / alpha) - 1)): the second term has
+ * x's sign, so one or the other */
+#define UN_CELU(x, a, b) ((x) > 0.0f ? (x) : (a) * expm1((x) / (a)))
+
+/* x max(0, min(1, x / 6 + 1 / 2)) */
+float un_hard_swish(float x)
+{
+    float t = x / 6.0f + 0.5f;
+    t = t > 1.0f ? 1.0f : t;
+    return x * (t < 0.0f ? 0.0f : t);
+}
+#define UN_HARD_SWISH(x, a, b) un_hard_swish(x)
+
 /*
  * unary_NAME: y (n, from y_off) = op(x (n, from x_off)) with the op's
  * parameters alpha and beta; x and y may be the same memory.  The prefix
@@ -176,6 +251,32 @@ UNARY_KERNEL(hard_sigmoid, UN_HARD_SIGMOID)
 UNARY_KERNEL(clip, UN_CLIP)
 UNARY_KERNEL(gelu, UN_GELU)
 UNARY_KERNEL(gelu_tanh, UN_GELU_TANH)
+UNARY_KERNEL(sin, UN_SIN)
+UNARY_KERNEL(cos, UN_COS)
+UNARY_KERNEL(tan, UN_TAN)
+UNARY_KERNEL(asin, UN_ASIN)
+UNARY_KERNEL(acos, UN_ACOS)
+UNARY_KERNEL(atan, UN_ATAN)
+UNARY_KERNEL(sinh, UN_SINH)
+UNARY_KERNEL(cosh, UN_COSH)
+UNARY_KERNEL(asinh, UN_ASINH)
+UNARY_KERNEL(acosh, UN_ACOSH)
+UNARY_KERNEL(atanh, UN_ATANH)
+UNARY_KERNEL(ceil, UN_CEIL)
+UNARY_KERNEL(floor, UN_FLOOR)
+UNARY_KERNEL(round, UN_ROUND)
+UNARY_KERNEL(sign, UN_SIGN)
+UNARY_KERNEL(elu, UN_ELU)
+UNARY_KERNEL(selu, UN_SELU)
+UNARY_KERNEL(celu, UN_CELU)
+UNARY_KERNEL(softplus, UN_SOFTPLUS)
+UNARY_KERNEL(softsign, UN_SOFTSIGN)
+UNARY_KERNEL(thresholded_relu, UN_THRESHOLDED_RELU)
+UNARY_KERNEL(shrink, UN_SHRINK)
+UNARY_KERNEL(hard_swish, UN_HARD_SWISH)
+UNARY_KERNEL(mish, UN_MISH)
+UNARY_KERNEL(isnan, UN_ISNAN)
+UNARY_KERNEL(isinf, UN_ISINF)
 
 /*
  * The fused GEMM epilogue, run after CLBlast over C (batch, m, n) stored

@@ -58,6 +58,26 @@ float ref_binary_op(sn_binary_op op, float x, float y)
         return fminf(x, y);
     case SN_BINARY_POW:
         return powf(x, y);
+    case SN_BINARY_MOD: {
+        float r = fmodf(x, y);
+        return r != 0.0f && (r < 0.0f) != (y < 0.0f) ? r + y : r;
+    }
+    case SN_BINARY_FMOD:
+        return fmodf(x, y);
+    case SN_BINARY_EQUAL:
+        return x == y ? 1.0f : 0.0f;
+    case SN_BINARY_GREATER:
+        return x > y ? 1.0f : 0.0f;
+    case SN_BINARY_GREATER_EQUAL:
+        return x >= y ? 1.0f : 0.0f;
+    case SN_BINARY_AND:
+        return x != 0.0f && y != 0.0f ? 1.0f : 0.0f;
+    case SN_BINARY_OR:
+        return x != 0.0f || y != 0.0f ? 1.0f : 0.0f;
+    case SN_BINARY_XOR:
+        return (x != 0.0f) != (y != 0.0f) ? 1.0f : 0.0f;
+    case SN_BINARY_PRELU:
+        return x < 0.0f ? y * x : x;
     case SN_BINARY_COUNT:
         break;
     }
@@ -131,6 +151,64 @@ float ref_unary_op(sn_unary_op op, float x, float alpha, float beta)
         return 0.5f * x *
                (1.0f + tanhf(0.797884560802865356f *
                              (x + 0.044715f * x * x * x)));
+    case SN_UNARY_SIN:
+        return sinf(x);
+    case SN_UNARY_COS:
+        return cosf(x);
+    case SN_UNARY_TAN:
+        return tanf(x);
+    case SN_UNARY_ASIN:
+        return asinf(x);
+    case SN_UNARY_ACOS:
+        return acosf(x);
+    case SN_UNARY_ATAN:
+        return atanf(x);
+    case SN_UNARY_SINH:
+        return sinhf(x);
+    case SN_UNARY_COSH:
+        return coshf(x);
+    case SN_UNARY_ASINH:
+        return asinhf(x);
+    case SN_UNARY_ACOSH:
+        return acoshf(x);
+    case SN_UNARY_ATANH:
+        return atanhf(x);
+    case SN_UNARY_CEIL:
+        return ceilf(x);
+    case SN_UNARY_FLOOR:
+        return floorf(x);
+    case SN_UNARY_ROUND:
+        return rintf(x); /* the default rounding: halves to even */
+    case SN_UNARY_SIGN:
+        return x > 0.0f ? 1.0f : x < 0.0f ? -1.0f : x;
+    case SN_UNARY_ELU:
+        return x < 0.0f ? alpha * expm1f(x) : x;
+    case SN_UNARY_SELU:
+        return x <= 0.0f ? beta * (alpha * expm1f(x)) : beta * x;
+    case SN_UNARY_CELU: /* the exponential term has x's sign */
+        return x > 0.0f ? x : alpha * expm1f(x / alpha);
+    case SN_UNARY_SOFTPLUS:
+        return x > 0.0f ? x + log1pf(expf(-x)) : log1pf(expf(x));
+    case SN_UNARY_SOFTSIGN:
+        return x / (1.0f + fabsf(x));
+    case SN_UNARY_THRESHOLDED_RELU:
+        return x > alpha ? x : 0.0f;
+    case SN_UNARY_SHRINK:
+        return x < -alpha ? x + beta : x > alpha ? x - beta : 0.0f;
+    case SN_UNARY_HARD_SWISH:
+        t = x / 6.0f + 0.5f;
+        t = t > 1.0f ? 1.0f : t;
+        return x * (t < 0.0f ? 0.0f : t);
+    case SN_UNARY_MISH:
+        t = x > 0.0f ? x + log1pf(expf(-x)) : log1pf(expf(x));
+        return x * tanhf(t);
+    case SN_UNARY_ISNAN:
+        return isnan(x) ? 1.0f : 0.0f;
+    case SN_UNARY_ISINF:
+        return (isinf(x) && ((x > 0.0f && alpha != 0.0f) ||
+                             (x < 0.0f && beta != 0.0f)))
+                   ? 1.0f
+                   : 0.0f;
     case SN_UNARY_COUNT:
         break;
     }

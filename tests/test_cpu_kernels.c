@@ -525,9 +525,13 @@ Test(cpu_binary, writes_in_place_over_an_operand_of_the_output_shape)
  * values only for LOG and SQRT. */
 static void fill_unary_input(sn_unary_op op, float *x, size_t n)
 {
-    if (op == SN_UNARY_LOG || op == SN_UNARY_SQRT) {
+    if (op == SN_UNARY_LOG || op == SN_UNARY_SQRT || op == SN_UNARY_ACOSH) {
         ref_fill_random(x, n, 303u, 1e-3f, 10.0f);
         x[0] = 1.0f;
+        return;
+    }
+    if (op == SN_UNARY_ASIN || op == SN_UNARY_ACOS || op == SN_UNARY_ATANH) {
+        ref_fill_random(x, n, 303u, -0.999f, 0.999f);
         return;
     }
     ref_fill_random(x, n, 303u, -5.0f, 5.0f);
@@ -552,6 +556,26 @@ static void unary_params(sn_unary_desc *d)
     case SN_UNARY_CLIP:
         d->alpha = -1.5f;
         d->beta = 2.5f;
+        break;
+    /* issue 15's parameterised ops */
+    case SN_UNARY_ELU:
+    case SN_UNARY_CELU:
+        d->alpha = 0.7f;
+        break;
+    case SN_UNARY_SELU:
+        d->alpha = 1.6732632f;
+        d->beta = 1.050701f;
+        break;
+    case SN_UNARY_THRESHOLDED_RELU:
+        d->alpha = 0.5f;
+        break;
+    case SN_UNARY_SHRINK:
+        d->alpha = 1.5f;
+        d->beta = 0.25f;
+        break;
+    case SN_UNARY_ISINF:
+        d->alpha = 1.0f;
+        d->beta = 0.0f;
         break;
     default:
         break;
@@ -694,6 +718,35 @@ Test(cpu_unary, parameterised_ops_follow_their_formulas)
         {SN_UNARY_GELU_TANH, 0.0f, 0.0f,
          {0.0f, 1.0f, -1.0f, 10.0f, -10.0f, NAN},
          {0.0f, 0.841191990f, -0.158808009f, 10.0f, 0.0f, NAN}},
+        /* issue 15's: halves to even, sign, ELU, SELU, CELU, shrink,
+         * thresholded ReLU, hard swish, IsInf of +inf only */
+        {SN_UNARY_ROUND, 0.0f, 0.0f,
+         {0.5f, 1.5f, 2.5f, -2.5f, -0.4f, 2.6f},
+         {0.0f, 2.0f, 2.0f, -2.0f, -0.0f, 3.0f}},
+        {SN_UNARY_SIGN, 0.0f, 0.0f,
+         {-3.0f, 0.0f, 2.0f, -INFINITY, 1e-30f, NAN},
+         {-1.0f, 0.0f, 1.0f, -1.0f, 1.0f, NAN}},
+        {SN_UNARY_ELU, 2.0f, 0.0f,
+         {-1.0f, 0.0f, 3.0f, -INFINITY, -0.5f, NAN},
+         {-1.26424112f, 0.0f, 3.0f, -2.0f, -0.786938681f, NAN}},
+        {SN_UNARY_SELU, 2.0f, 3.0f,
+         {-1.0f, 0.0f, 1.0f, -INFINITY, 2.0f, NAN},
+         {-3.79272335f, 0.0f, 3.0f, -6.0f, 6.0f, NAN}},
+        {SN_UNARY_CELU, 2.0f, 0.0f,
+         {-1.0f, 0.0f, 3.0f, -INFINITY, 1.0f, NAN},
+         {-0.786938681f, 0.0f, 3.0f, -2.0f, 1.0f, NAN}},
+        {SN_UNARY_SHRINK, 1.5f, 0.5f,
+         {-2.0f, -1.0f, 0.0f, 1.0f, 2.0f, NAN},
+         {-1.5f, 0.0f, 0.0f, 0.0f, 1.5f, 0.0f}},
+        {SN_UNARY_THRESHOLDED_RELU, 1.0f, 0.0f,
+         {-2.0f, 1.0f, 1.5f, 0.5f, INFINITY, NAN},
+         {0.0f, 0.0f, 1.5f, 0.0f, INFINITY, 0.0f}},
+        {SN_UNARY_HARD_SWISH, 0.0f, 0.0f,
+         {-4.0f, -3.0f, 0.0f, 1.0f, 3.0f, 4.0f},
+         {-0.0f, -0.0f, 0.0f, 0.666666687f, 3.0f, 4.0f}},
+        {SN_UNARY_ISINF, 1.0f, 0.0f,
+         {INFINITY, -INFINITY, NAN, 0.0f, 1e38f, -1.0f},
+         {1.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f}},
     };
     for (size_t i = 0; i < ARRAY_LEN(cases); i++) {
         sn_unary_desc d = {.op = cases[i].op, .n = 6, .alpha = cases[i].alpha,

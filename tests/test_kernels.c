@@ -263,6 +263,43 @@ Test(kernels, binary_ops_broadcast_like_numpy)
     }
 }
 
+/* Issue 15's binary ops on operands chosen to hit their edges: equal
+ * values, zeros (false), NaN, remainders of either sign. */
+Test(kernels, comparison_logic_and_remainder_ops_match_the_reference)
+{
+    static const float a[] = {1.0f, 2.0f, -3.0f, 0.0f, NAN,  5.5f,
+                              -7.0f, 7.0f, 0.0f, -0.0f, 4.0f, -1.5f};
+    static const float b[] = {1.0f, 3.0f, -3.0f, 2.0f, 1.0f, -2.0f,
+                              2.0f, -2.0f, 0.0f, 0.0f, NAN,  3.0f};
+    static const sn_binary_op ops[] = {
+        SN_BINARY_MOD, SN_BINARY_FMOD, SN_BINARY_EQUAL, SN_BINARY_GREATER,
+        SN_BINARY_GREATER_EQUAL, SN_BINARY_AND, SN_BINARY_OR, SN_BINARY_XOR,
+        SN_BINARY_PRELU};
+    const size_t n = sizeof a / sizeof a[0];
+    float want[sizeof a / sizeof a[0]], got[sizeof a / sizeof a[0]];
+    FOR_EACH_DEVICE(dev)
+    {
+        for (size_t k = 0; k < sizeof ops / sizeof ops[0]; k++) {
+            sn_binary_desc d = {.op = ops[k], .rank = 1, .shape = {n},
+                                .stride_a = {1}, .stride_b = {1}};
+            sn_buffer *ba = make_buffer(dev, a, n), *bb = make_buffer(dev, b, n);
+            sn_buffer *bc = make_buffer(dev, NULL, n);
+            d.a = (sn_view){ba, 0};
+            d.b = (sn_view){bb, 0};
+            d.c = (sn_view){bc, 0};
+            cr_assert_eq(sn_binary(dev, &d), SHARDNET_OK, "%s: %s",
+                         dev->info.name, shardnet_last_error());
+            read_back(bc, got, n);
+            ref_binary(&d, a, b, want);
+            expect_close(dev, sn_binary_op_name(ops[k]), got, want, n, 0.0f,
+                         0.0f);
+            sn_buffer_free(ba);
+            sn_buffer_free(bb);
+            sn_buffer_free(bc);
+        }
+    }
+}
+
 /* Parameters that make each op non-trivial (the others ignore them). */
 static void unary_params(sn_unary_desc *d)
 {
@@ -278,9 +315,46 @@ static void unary_params(sn_unary_desc *d)
         d->alpha = -1.5f;
         d->beta = 2.5f;
         break;
+    /* issue 15's parameterised ops */
+    case SN_UNARY_ELU:
+    case SN_UNARY_CELU:
+        d->alpha = 0.7f;
+        break;
+    case SN_UNARY_SELU:
+        d->alpha = 1.6732632f;
+        d->beta = 1.050701f;
+        break;
+    case SN_UNARY_THRESHOLDED_RELU:
+        d->alpha = 0.5f;
+        break;
+    case SN_UNARY_SHRINK:
+        d->alpha = 1.5f;
+        d->beta = 0.25f;
+        break;
+    case SN_UNARY_ISINF:
+        d->alpha = 1.0f;
+        d->beta = 0.0f;
+        break;
     default:
         break;
     }
+}
+
+/* The input of op: x, or xpos for ops defined on positive numbers only,
+ * xunit for those defined on (-1, 1), and for ACOSH xpos + 1. */
+static const float *unary_input(int op, const float *x, const float *xpos,
+                                const float *xunit, float *scratch, size_t n)
+{
+    if (op == SN_UNARY_LOG || op == SN_UNARY_SQRT)
+        return xpos;
+    if (op == SN_UNARY_ASIN || op == SN_UNARY_ACOS || op == SN_UNARY_ATANH)
+        return xunit;
+    if (op == SN_UNARY_ACOSH) {
+        for (size_t i = 0; i < n; i++)
+            scratch[i] = xpos[i] + 1.0f;
+        return scratch;
+    }
+    return x;
 }
 
 Test(kernels, unary_ops_match_libm)
@@ -288,15 +362,24 @@ Test(kernels, unary_ops_match_libm)
     const size_t n = 10007;
     float *x = random_floats(n, 21, -6.0f, 6.0f);
     float *xpos = random_floats(n, 22, 1e-3f, 50.0f);
+    float *xunit = random_floats(n, 23, -0.999f, 0.999f);
     float *want = malloc(n * sizeof *want), *got = malloc(n * sizeof *got);
-    cr_assert(want && got);
+    float *scratch = malloc(n * sizeof *scratch);
+    cr_assert(want && got && scratch);
+    /* NaN and infinities for ISNAN and ISINF (and where they go in the
+     * others), and halves for ROUND */
+    x[2] = NAN;
+    x[3] = INFINITY;
+    x[4] = -INFINITY;
+    x[5] = 2.5f;
+    x[6] = -0.5f;
+    x[7] = 1.5f;
     x[0] = 0.0f;
     x[1] = -0.0f;
     FOR_EACH_DEVICE(dev)
     {
         for (int op = 0; op < SN_UNARY_COUNT; op++) {
-            const float *in =
-                (op == SN_UNARY_LOG || op == SN_UNARY_SQRT) ? xpos : x;
+            const float *in = unary_input(op, x, xpos, xunit, scratch, n);
             sn_buffer *bx = make_buffer(dev, in, n);
             sn_buffer *by = make_buffer(dev, NULL, n);
             sn_unary_desc d = {.op = op, .n = n, .x = {bx, 0}, .y = {by, 0}};
@@ -321,6 +404,8 @@ Test(kernels, unary_ops_match_libm)
     }
     free(x);
     free(xpos);
+    free(xunit);
+    free(scratch);
     free(want);
     free(got);
 }

@@ -462,10 +462,10 @@ CPU_KERNEL(cpu_topk, sn_topk_desc, SN_KERNEL_TOPK, topk)
 /* How far the kernels of cpu/ go in each kernel's variants (backend.h's
  * enums, in order): all of them today. */
 static const int cpu_variants[SN_KERNEL_COUNT] = {
-    [SN_KERNEL_BINARY] = SN_BINARY_POW + 1,
-    [SN_KERNEL_UNARY] = SN_UNARY_GELU_TANH + 1,
-    [SN_KERNEL_REDUCE] = SN_REDUCE_SUM_ABS + 1,
-    [SN_KERNEL_POOL] = SN_POOL_AVG + 1,
+    [SN_KERNEL_BINARY] = SN_BINARY_COUNT,
+    [SN_KERNEL_UNARY] = SN_UNARY_COUNT,
+    [SN_KERNEL_REDUCE] = SN_REDUCE_COUNT,
+    [SN_KERNEL_POOL] = SN_POOL_COUNT,
 };
 
 static int cpu_supports(sn_device *dev, sn_kernel k, int variant)

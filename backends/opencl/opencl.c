@@ -281,10 +281,10 @@ static shardnet_status cl_synchronize(sn_device *dev)
  * and maxima, and the other reductions in reduce_op_*, conv.cl pool_max
  * and pool_avg. */
 static const int cl_variants[SN_KERNEL_COUNT] = {
-    [SN_KERNEL_BINARY] = SN_BINARY_POW + 1,
-    [SN_KERNEL_UNARY] = SN_UNARY_GELU_TANH + 1,
-    [SN_KERNEL_REDUCE] = SN_REDUCE_SUM_ABS + 1,
-    [SN_KERNEL_POOL] = SN_POOL_AVG + 1,
+    [SN_KERNEL_BINARY] = SN_BINARY_COUNT,
+    [SN_KERNEL_UNARY] = SN_UNARY_COUNT,
+    [SN_KERNEL_REDUCE] = SN_REDUCE_COUNT,
+    [SN_KERNEL_POOL] = SN_POOL_COUNT,
 };
 
 static int cl_supports(sn_device *dev, sn_kernel k, int variant)

@@ -116,7 +116,16 @@ typedef struct sn_gemm_desc {
     int b_const;
 } sn_gemm_desc;
 
-#define SN_BINARY_OP_MAP(X) X(ADD, "add") X(SUB, "sub") X(MUL, "mul") X(DIV, "div") X(MAX, "max") X(MIN, "min") X(POW, "pow")
+/*
+ * Binary ops past POW (issue 15): MOD is numpy's (a result takes the
+ * divisor's sign), FMOD C's fmod (the dividend's); the comparisons give
+ * 1.0 or 0.0 (false for a NaN operand); AND, OR, XOR read a non-zero
+ * operand as true and give 1.0 or 0.0; PRELU is a < 0 ? b * a : a.
+ */
+#define SN_BINARY_OP_MAP(X) X(ADD, "add") X(SUB, "sub") X(MUL, "mul") X(DIV, "div") X(MAX, "max") X(MIN, "min") X(POW, "pow") \
+    X(MOD, "mod") X(FMOD, "fmod") X(EQUAL, "equal") X(GREATER, "greater")    \
+    X(GREATER_EQUAL, "greater_equal") X(AND, "and") X(OR, "or")               \
+    X(XOR, "xor") X(PRELU, "prelu")
 
 typedef enum sn_binary_op {
 #define SN_ENUM_(name, str) SN_BINARY_##name,
@@ -150,11 +159,39 @@ typedef struct sn_binary_desc {
  *   GELU_TANH    0.5 x (1 + tanh(sqrt(2 / pi) (x + 0.044715 x^3)))
  *   RELU         x > 0 ? x : 0 (NaN stays NaN); SIGMOID 1 / (1 + exp(-x))
  */
+/*
+ * Unary ops of issue 15 (the trigonometric and hyperbolic functions and
+ * their inverses, then):
+ *   ROUND        to the nearest integer, halves to even
+ *   SIGN         -1, 0 or 1 (NaN stays NaN)
+ *   ELU          x < 0 ? alpha (exp(x) - 1) : x
+ *   SELU         beta (x <= 0 ? alpha (exp(x) - 1) : x)
+ *   CELU         max(0, x) + min(0, alpha (exp(x / alpha) - 1)), NaN
+ *                staying NaN
+ *   SOFTPLUS     log(1 + exp(x)); SOFTSIGN x / (1 + |x|)
+ *   THRESHOLDED_RELU  x > alpha ? x : 0
+ *   SHRINK       x < -alpha ? x + beta : x > alpha ? x - beta : 0
+ *   HARD_SWISH   x max(0, min(1, x / 6 + 1 / 2))
+ *   MISH         x tanh(softplus(x))
+ *   ISNAN        1 or 0
+ *   ISINF        1 for +inf when alpha != 0, for -inf when beta != 0, else 0
+ */
+#define SN_UNARY_MATH_MAP(X)                                                  \
+    X(SIN, "sin") X(COS, "cos") X(TAN, "tan") X(ASIN, "asin")                 \
+    X(ACOS, "acos") X(ATAN, "atan") X(SINH, "sinh") X(COSH, "cosh")           \
+    X(ASINH, "asinh") X(ACOSH, "acosh") X(ATANH, "atanh") X(CEIL, "ceil")     \
+    X(FLOOR, "floor") X(ROUND, "round") X(SIGN, "sign") X(ELU, "elu")         \
+    X(SELU, "selu") X(CELU, "celu") X(SOFTPLUS, "softplus")                   \
+    X(SOFTSIGN, "softsign") X(THRESHOLDED_RELU, "thresholded_relu")           \
+    X(SHRINK, "shrink") X(HARD_SWISH, "hard_swish") X(MISH, "mish")           \
+    X(ISNAN, "isnan") X(ISINF, "isinf")
+
 #define SN_UNARY_OP_MAP(X)                                                    \
     X(RELU, "relu") X(SIGMOID, "sigmoid") X(TANH, "tanh") X(ERF, "erf")       \
     X(EXP, "exp") X(LOG, "log") X(SQRT, "sqrt") X(NEG, "neg") X(ABS, "abs")   \
     X(LEAKY_RELU, "leaky_relu") X(HARD_SIGMOID, "hard_sigmoid")               \
-    X(CLIP, "clip") X(GELU, "gelu") X(GELU_TANH, "gelu_tanh")
+    X(CLIP, "clip") X(GELU, "gelu") X(GELU_TANH, "gelu_tanh")               \
+    SN_UNARY_MATH_MAP(X)
 
 typedef enum sn_unary_op {
 #define SN_ENUM_(name, str) SN_UNARY_##name,

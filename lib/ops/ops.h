@@ -139,6 +139,42 @@ SN_LOWER(sn_lower_reciprocal);
 SN_LOWER(sn_lower_variadic);
 SN_LOWER(sn_lower_not);
 
+/* lib/ops/ops_logic.c: comparisons, logic, Mod, BitShift, PRelu. */
+SN_LOWER(sn_lower_compare);
+SN_LOWER(sn_lower_bitshift);
+SN_LOWER(sn_lower_prelu);
+/* (ops_elementwise.c, beside Cast) */
+SN_LOWER(sn_lower_castlike);
+
+/*
+ * Folding element-wise ops on the host (lib/ops/ops_math.c): op is an
+ * sn_binary_op or one of the integer-only ops below; values as
+ * sn_rt_get_int / sn_rt_get_double read them (uns: the type is unsigned,
+ * compare and divide as uint64).
+ */
+#define SN_FOLD_SHIFT_LEFT (SN_BINARY_COUNT)
+#define SN_FOLD_SHIFT_RIGHT (SN_BINARY_COUNT + 1)
+int64_t sn_fold_int(int op, int64_t a, int64_t b, int uns);
+double sn_fold_double(int op, double a, double b);
+double sn_fold_unary(sn_unary_op op, double x, double alpha, double beta);
+/* op of an integer x where integers have their own form (Abs, Neg, Sign,
+ * Relu, Clip): 1 and *out, else 0 (compute in double). */
+int sn_fold_unary_int(sn_unary_op op, int64_t x, double alpha, double beta,
+                      int64_t *out);
+/* a op b broadcast to (rank, dims), both on the host, into a fresh buffer
+ * of type t (ops_elementwise.c); ints when both inputs are integers. */
+shardnet_status sn_fold_broadcast(const sn_node *n, int op, const sn_rt *a,
+                                  const sn_rt *b, int rank,
+                                  const int64_t *dims, sn_dtype t,
+                                  void **out);
+/* Before opset 7, B's shape for the legacy `broadcast` / `axis` form
+ * (ops_elementwise.c): *bl is b with that shape. */
+shardnet_status sn_legacy_broadcast(const sn_node *n, const sn_rt *a,
+                                    const sn_rt *b, sn_rt *bl);
+/* Cast x to type `to` as node n's output 0 (ops_elementwise.c). */
+shardnet_status sn_cast_to(sn_lower *L, const sn_node *n, sn_rt *x,
+                           sn_dtype to);
+
 /* lib/ops/ops_nn.c: linear algebra and neural-network layers. */
 SN_LOWER(sn_lower_gemm);
 SN_LOWER(sn_lower_matmul);

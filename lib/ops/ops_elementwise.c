@@ -1,9 +1,10 @@
 /*
  * Element-wise operators: Cast, the binary ops (Add, Sub, Mul, Div, Pow:
  * numpy broadcasting, or before opset 7 the legacy form), the unary ops
- * (Relu to Clip, one table) and Reciprocal and Not.  Integer tensors (shape
- * arithmetic) and small float ones fold on the host; otherwise each is one
- * BINARY or UNARY step on the device.  sn_emit_binary, the binary step
+ * (Relu to IsInf, one table) and Reciprocal and Not.  Integer tensors
+ * (shape arithmetic) and small float ones fold on the host (ops_math.c
+ * computes each value); otherwise each is one BINARY or UNARY step on the
+ * device.  sn_emit_binary, the binary step
  * with broadcasting, serves the other operator files too (ops.h).
  */
 #include <config.h>
@@ -61,8 +62,22 @@ static sn_dtype cast_target(const sn_node *n)
 
 SN_LOWER(sn_lower_cast)
 {
-    sn_rt *x = sn_in(L, n, 0);
-    sn_dtype to = cast_target(n);
+    return sn_cast_to(L, n, sn_in(L, n, 0), cast_target(n));
+}
+
+/* CastLike: a Cast to the type of input 1 (only its type is read). */
+SN_LOWER(sn_lower_castlike)
+{
+    sn_rt *x = sn_in(L, n, 0), *like = sn_in(L, n, 1);
+    if (!x || !like)
+        return sn_node_error(n, SHARDNET_INVALID_ARGUMENT,
+                             "CastLike takes two inputs");
+    return sn_cast_to(L, n, x, like->dtype);
+}
+
+shardnet_status sn_cast_to(sn_lower *L, const sn_node *n, sn_rt *x,
+                           sn_dtype to)
+{
     size_t es = sn_dtype_size(to), c = sn_rt_elements(x);
     if (!es || to == SN_DT_STRING || x->dtype == SN_DT_STRING)
         return sn_node_error(n, SHARDNET_UNSUPPORTED,
@@ -105,64 +120,18 @@ static const struct {
                   {"Pow", SN_BINARY_POW}, {"Max", SN_BINARY_MAX},
                   {"Min", SN_BINARY_MIN}};
 
-static int64_t int_op(sn_binary_op op, int64_t a, int64_t b)
-{
-    switch (op) {
-    case SN_BINARY_ADD:
-        return (int64_t)((uint64_t)a + (uint64_t)b);
-    case SN_BINARY_SUB:
-        return (int64_t)((uint64_t)a - (uint64_t)b);
-    case SN_BINARY_MUL:
-        return (int64_t)((uint64_t)a * (uint64_t)b);
-    case SN_BINARY_DIV:
-        return b == 0 || (a == INT64_MIN && b == -1) ? 0 : a / b;
-    case SN_BINARY_MAX:
-        return a > b ? a : b;
-    case SN_BINARY_MIN:
-        return a < b ? a : b;
-    case SN_BINARY_POW: {
-        int64_t r = 1;
-        for (int64_t i = 0; i < b && i < 64; i++)
-            r *= a;
-        return b < 0 ? 0 : r;
-    }
-    default:
-        return 0;
-    }
-}
-
-static double float_op(sn_binary_op op, double a, double b)
-{
-    switch (op) {
-    case SN_BINARY_ADD:
-        return a + b;
-    case SN_BINARY_SUB:
-        return a - b;
-    case SN_BINARY_MUL:
-        return a * b;
-    case SN_BINARY_DIV:
-        return a / b;
-    case SN_BINARY_MAX:
-        return fmax(a, b);
-    case SN_BINARY_MIN:
-        return fmin(a, b);
-    case SN_BINARY_POW:
-        return pow(a, b);
-    default:
-        return 0;
-    }
-}
-
-/* a op b on the host, both known, into *out (rank, dims; a's type; the
- * caller frees it). */
-static shardnet_status fold_values(const sn_node *n, sn_binary_op op,
-                                   const sn_rt *a, const sn_rt *b, int rank,
-                                   const int64_t *dims, void **out)
+/* a op b on the host, both known, into *out (rank, dims; type t; the
+ * caller frees it): in int64 when both inputs are integers, else in
+ * double. */
+shardnet_status sn_fold_broadcast(const sn_node *n, int op, const sn_rt *a,
+                                  const sn_rt *b, int rank,
+                                  const int64_t *dims, sn_dtype t, void **out)
 {
     int64_t sa[SN_MAX_DIMS], sb[SN_MAX_DIMS], idx[SN_MAX_DIMS] = {0};
     int64_t out_count = 1;
-    sn_dtype t = a->dtype;
     size_t es = sn_dtype_size(t);
+    int ints = !is_float_type(a->dtype) && !is_float_type(b->dtype);
+    int uns = a->dtype == SN_DT_UINT64 || a->dtype == SN_DT_UINT32;
     void *d;
     for (int i = 0; i < rank; i++)
         if (__builtin_mul_overflow(out_count, dims[i], &out_count))
@@ -186,14 +155,16 @@ static shardnet_status fold_values(const sn_node *n, sn_binary_op op,
             if (jb >= 0 && b->dims[jb] != 1)
                 ib += (size_t)(idx[i] * sb[jb]);
         }
-        if (is_float_type(t))
+        if (!ints)
             sn_store_value(t, d, (size_t)k,
-                  float_op(op, sn_rt_get_double(a, ia),
-                           sn_rt_get_double(b, ib)),
-                  0, 0);
+                           sn_fold_double(op, sn_rt_get_double(a, ia),
+                                          sn_rt_get_double(b, ib)),
+                           0, 0);
         else
             sn_store_value(t, d, (size_t)k, 0,
-                  int_op(op, sn_rt_get_int(a, ia), sn_rt_get_int(b, ib)), 1);
+                           sn_fold_int(op, sn_rt_get_int(a, ia),
+                                       sn_rt_get_int(b, ib), uns),
+                           1);
         for (int i = rank - 1; i >= 0 && ++idx[i] == dims[i]; i--)
             idx[i] = 0;
     }
@@ -207,7 +178,8 @@ static shardnet_status fold_binary(sn_lower *L, const sn_node *n,
                                    int rank, const int64_t *dims)
 {
     void *d;
-    shardnet_status st = fold_values(n, op, a, b, rank, dims, &d);
+    shardnet_status st =
+        sn_fold_broadcast(n, op, a, b, rank, dims, a->dtype, &d);
     if (st != SHARDNET_OK)
         return st;
     return sn_out_host(L, n, 0, a->dtype, rank, dims, d);
@@ -251,15 +223,16 @@ static shardnet_status emit_binary(sn_lower *L, const sn_node *n,
 }
 
 /*
- * Before opset 7, Add, Sub, Mul, Div and Pow broadcast only when the
+ * Before opset 7, Add, Sub, Mul, Div and Pow (and the comparisons and
+ * logic ops of ops_logic.c) broadcast only when the
  * attribute broadcast is 1, and only B onto A: B's shape is a contiguous
  * run of A's, aligned at the end, or at `axis` when given (A (2,3,4,5),
  * B (3,4), axis 1).  B's shape, padded with ones after the run, then
  * broadcasts the numpy way.  Without broadcast, the shapes must be equal.
  * *bl is b with that shape (same data).
  */
-static shardnet_status legacy_broadcast(const sn_node *n, const sn_rt *a,
-                                        const sn_rt *b, sn_rt *bl)
+shardnet_status sn_legacy_broadcast(const sn_node *n, const sn_rt *a,
+                                    const sn_rt *b, sn_rt *bl)
 {
     const sn_attr *ax = sn_node_attr(n, "axis");
     *bl = *b;
@@ -312,7 +285,7 @@ SN_LOWER(sn_lower_binary)
         if (!strcmp(n->op_type, binary_ops[i].name))
             op = binary_ops[i].op;
     if (L->g->opset < 7) {
-        if ((st = legacy_broadcast(n, a, b, &bl)) != SHARDNET_OK)
+        if ((st = sn_legacy_broadcast(n, a, b, &bl)) != SHARDNET_OK)
             return st;
     } else {
         bl = *b;
@@ -339,24 +312,54 @@ SN_LOWER(sn_lower_binary)
 
 /* --- element-wise unary ops --------------------------------------------- */
 
+/* An op, the attributes that carry its alpha and beta (NULL: none) and
+ * their defaults. */
 static const struct {
     const char *name;
     sn_unary_op op;
-    float alpha, beta; /* defaults of the op's attributes */
+    float alpha, beta;
+    const char *alpha_attr, *beta_attr;
 } unary_ops[] = {
-    {"Relu", SN_UNARY_RELU, 0, 0},
-    {"Sigmoid", SN_UNARY_SIGMOID, 0, 0},
-    {"Tanh", SN_UNARY_TANH, 0, 0},
-    {"Erf", SN_UNARY_ERF, 0, 0},
-    {"Exp", SN_UNARY_EXP, 0, 0},
-    {"Log", SN_UNARY_LOG, 0, 0},
-    {"Sqrt", SN_UNARY_SQRT, 0, 0},
-    {"Neg", SN_UNARY_NEG, 0, 0},
-    {"Abs", SN_UNARY_ABS, 0, 0},
-    {"LeakyRelu", SN_UNARY_LEAKY_RELU, 0.01f, 0},
-    {"HardSigmoid", SN_UNARY_HARD_SIGMOID, 0.2f, 0.5f},
-    {"Gelu", SN_UNARY_GELU, 0, 0},
-    {"Clip", SN_UNARY_CLIP, -INFINITY, INFINITY},
+    {"Relu", SN_UNARY_RELU, 0, 0, "alpha", "beta"},
+    {"Sigmoid", SN_UNARY_SIGMOID, 0, 0, "alpha", "beta"},
+    {"Tanh", SN_UNARY_TANH, 0, 0, "alpha", "beta"},
+    {"Erf", SN_UNARY_ERF, 0, 0, "alpha", "beta"},
+    {"Exp", SN_UNARY_EXP, 0, 0, "alpha", "beta"},
+    {"Log", SN_UNARY_LOG, 0, 0, "alpha", "beta"},
+    {"Sqrt", SN_UNARY_SQRT, 0, 0, "alpha", "beta"},
+    {"Neg", SN_UNARY_NEG, 0, 0, "alpha", "beta"},
+    {"Abs", SN_UNARY_ABS, 0, 0, "alpha", "beta"},
+    {"LeakyRelu", SN_UNARY_LEAKY_RELU, 0.01f, 0, "alpha", "beta"},
+    {"HardSigmoid", SN_UNARY_HARD_SIGMOID, 0.2f, 0.5f, "alpha", "beta"},
+    {"Gelu", SN_UNARY_GELU, 0, 0, "alpha", "beta"},
+    {"Clip", SN_UNARY_CLIP, -INFINITY, INFINITY, "alpha", "beta"},
+    {"Sin", SN_UNARY_SIN, 0, 0, NULL, NULL},
+    {"Cos", SN_UNARY_COS, 0, 0, NULL, NULL},
+    {"Tan", SN_UNARY_TAN, 0, 0, NULL, NULL},
+    {"Asin", SN_UNARY_ASIN, 0, 0, NULL, NULL},
+    {"Acos", SN_UNARY_ACOS, 0, 0, NULL, NULL},
+    {"Atan", SN_UNARY_ATAN, 0, 0, NULL, NULL},
+    {"Sinh", SN_UNARY_SINH, 0, 0, NULL, NULL},
+    {"Cosh", SN_UNARY_COSH, 0, 0, NULL, NULL},
+    {"Asinh", SN_UNARY_ASINH, 0, 0, NULL, NULL},
+    {"Acosh", SN_UNARY_ACOSH, 0, 0, NULL, NULL},
+    {"Atanh", SN_UNARY_ATANH, 0, 0, NULL, NULL},
+    {"Ceil", SN_UNARY_CEIL, 0, 0, NULL, NULL},
+    {"Floor", SN_UNARY_FLOOR, 0, 0, NULL, NULL},
+    {"Round", SN_UNARY_ROUND, 0, 0, NULL, NULL},
+    {"Sign", SN_UNARY_SIGN, 0, 0, NULL, NULL},
+    {"Elu", SN_UNARY_ELU, 1.0f, 0, "alpha", NULL},
+    {"Selu", SN_UNARY_SELU, 1.67326319217681884765625f,
+     1.05070102214813232421875f, "alpha", "gamma"},
+    {"Celu", SN_UNARY_CELU, 1.0f, 0, "alpha", NULL},
+    {"Softplus", SN_UNARY_SOFTPLUS, 0, 0, NULL, NULL},
+    {"Softsign", SN_UNARY_SOFTSIGN, 0, 0, NULL, NULL},
+    {"ThresholdedRelu", SN_UNARY_THRESHOLDED_RELU, 1.0f, 0, "alpha", NULL},
+    {"Shrink", SN_UNARY_SHRINK, 0.5f, 0, "lambd", "bias"},
+    {"HardSwish", SN_UNARY_HARD_SWISH, 0, 0, NULL, NULL},
+    {"Mish", SN_UNARY_MISH, 0, 0, NULL, NULL},
+    {"IsNaN", SN_UNARY_ISNAN, 0, 0, NULL, NULL},
+    {"IsInf", SN_UNARY_ISINF, 1, 1, NULL, NULL},
 };
 
 /* Clip's bounds: attributes before opset 11, optional inputs after. */
@@ -385,6 +388,43 @@ static shardnet_status clip_bound(sn_lower *L, const sn_node *n,
     return SHARDNET_OK;
 }
 
+/* The output type of op on x's type: IsNaN and IsInf give bools. */
+static sn_dtype unary_type(sn_unary_op op, sn_dtype x)
+{
+    return op == SN_UNARY_ISNAN || op == SN_UNARY_ISINF ? SN_DT_BOOL : x;
+}
+
+/* x known on the host: op folded there, integers in their own type. */
+static shardnet_status fold_unary(sn_lower *L, const sn_node *n,
+                                  const sn_unary_desc *u, const sn_rt *x)
+{
+    sn_dtype t = unary_type(u->op, x->dtype);
+    size_t c = sn_rt_elements(x), es = sn_dtype_size(t);
+    void *d;
+    if (!es || x->dtype == SN_DT_STRING)
+        return sn_node_error(n, SHARDNET_UNSUPPORTED,
+                             "input of type %s is not supported",
+                             sn_dtype_name(x->dtype));
+    if (!(d = sn_host_alloc(c, es)))
+        return sn_node_error(n, SHARDNET_INVALID_ARGUMENT,
+                             "folding on the host would need more than %zu "
+                             "MiB",
+                             SN_MAX_HOST_FOLD >> 20);
+    for (size_t i = 0; i < c; i++) {
+        int64_t v;
+        if (!is_float_type(x->dtype) &&
+            sn_fold_unary_int(u->op, sn_rt_get_int(x, i), u->alpha, u->beta,
+                              &v))
+            sn_store_value(t, d, i, 0, v, 1);
+        else
+            sn_store_value(t, d, i,
+                           sn_fold_unary(u->op, sn_rt_get_double(x, i),
+                                         u->alpha, u->beta),
+                           0, 0);
+    }
+    return sn_out_host(L, n, 0, t, x->rank, x->dims, d);
+}
+
 SN_LOWER(sn_lower_unary)
 {
     sn_rt *x = sn_in(L, n, 0), *out, *lo_dev = NULL, *hi_dev = NULL;
@@ -395,8 +435,18 @@ SN_LOWER(sn_lower_unary)
     while (strcmp(unary_ops[k].name, n->op_type))
         k++;
     s.u.unary.op = unary_ops[k].op;
-    s.u.unary.alpha = sn_attr_float(n, "alpha", unary_ops[k].alpha);
-    s.u.unary.beta = sn_attr_float(n, "beta", unary_ops[k].beta);
+    s.u.unary.alpha = unary_ops[k].alpha;
+    s.u.unary.beta = unary_ops[k].beta;
+    if (unary_ops[k].alpha_attr)
+        s.u.unary.alpha = sn_attr_float(n, unary_ops[k].alpha_attr,
+                                        s.u.unary.alpha);
+    if (unary_ops[k].beta_attr)
+        s.u.unary.beta = sn_attr_float(n, unary_ops[k].beta_attr,
+                                       s.u.unary.beta);
+    if (s.u.unary.op == SN_UNARY_ISINF) {
+        s.u.unary.alpha = sn_attr_int(n, "detect_positive", 1) != 0;
+        s.u.unary.beta = sn_attr_int(n, "detect_negative", 1) != 0;
+    }
     if (s.u.unary.op == SN_UNARY_GELU &&
         !strcmp(sn_attr_string(n, "approximate", "none"), "tanh"))
         s.u.unary.op = SN_UNARY_GELU_TANH;
@@ -407,9 +457,13 @@ SN_LOWER(sn_lower_unary)
             (st = clip_bound(L, n, "max", &s.u.unary.beta, &hi_dev)))
             return st;
     }
+    if (x->host && !lo_dev && !hi_dev &&
+        (!is_float_type(x->dtype) || sn_rt_elements(x) <= 64))
+        return fold_unary(L, n, &s.u.unary, x);
     if ((st = sn_out_device(L, n, 0, x->rank, x->dims, &out)) != SHARDNET_OK)
         return st;
-    out->dtype = x->dtype; /* computed in float32, read back as this */
+    /* computed in float32, read back as this */
+    out->dtype = unary_type(s.u.unary.op, x->dtype);
     if ((st = sn_dev_view(L, n, x, &s.u.unary.x)) != SHARDNET_OK)
         return st;
     s.u.unary.y = out->view;
@@ -486,7 +540,8 @@ static shardnet_status fold_variadic(sn_lower *L, const sn_node *n,
         void *d = NULL;
         sn_broadcast_shape(acc.rank, acc.dims, in[i]->rank, in[i]->dims,
                            &rank, dims);
-        st = fold_values(n, op, &acc, in[i], rank, dims, &d);
+        st = sn_fold_broadcast(n, op, &acc, in[i], rank, dims, acc.dtype,
+                               &d);
         free(held);
         held = d;
         acc.host = d;

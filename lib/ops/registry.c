@@ -93,6 +93,59 @@ static const sn_operator registry[] = {
        ELEMENTS, USE(BINARY_ADD)),
     OP("Mean", 1, 1 << 20, sn_lower_variadic, 1, ELEMENTWISE, BROADCAST,
        ELEMENTS, USE(BINARY_ADD) | USE(BINARY_DIV)),
+    /* issue 15's element-wise operators: unary (ops_elementwise.c) */
+    UNARY("Sin", 7, ELEMENTWISE, SIN),
+    UNARY("Cos", 7, ELEMENTWISE, COS),
+    UNARY("Tan", 7, ELEMENTWISE, TAN),
+    UNARY("Asin", 7, ELEMENTWISE, ASIN),
+    UNARY("Acos", 7, ELEMENTWISE, ACOS),
+    UNARY("Atan", 7, ELEMENTWISE, ATAN),
+    UNARY("Sinh", 9, ELEMENTWISE, SINH),
+    UNARY("Cosh", 9, ELEMENTWISE, COSH),
+    UNARY("Asinh", 9, ELEMENTWISE, ASINH),
+    UNARY("Acosh", 9, ELEMENTWISE, ACOSH),
+    UNARY("Atanh", 9, ELEMENTWISE, ATANH),
+    UNARY("Ceil", 1, ELEMENTWISE, CEIL),
+    UNARY("Floor", 1, ELEMENTWISE, FLOOR),
+    UNARY("Round", 11, ELEMENTWISE, ROUND),
+    UNARY("Sign", 9, ELEMENTWISE, SIGN),
+    UNARY("Elu", 1, ELEMENTWISE, ELU),
+    UNARY("Selu", 1, ELEMENTWISE, SELU),
+    UNARY("Celu", 12, ELEMENTWISE, CELU),
+    UNARY("Softplus", 1, ELEMENTWISE, SOFTPLUS),
+    UNARY("Softsign", 1, ELEMENTWISE, SOFTSIGN),
+    UNARY("ThresholdedRelu", 1, ELEMENTWISE, THRESHOLDED_RELU),
+    UNARY("Shrink", 9, ELEMENTWISE, SHRINK),
+    UNARY("HardSwish", 14, ELEMENTWISE, HARD_SWISH),
+    UNARY("Mish", 18, ELEMENTWISE, MISH),
+    UNARY("IsNaN", 9, ELEMENTWISE, ISNAN),
+    UNARY("IsInf", 10, ELEMENTWISE, ISINF),
+    /* comparisons, logic, Mod, BitShift, PRelu (ops_logic.c); Less and
+     * LessOrEqual are Greater and GreaterOrEqual swapped */
+    OP("Equal", 2, 2, sn_lower_compare, 1, ELEMENTWISE, BROADCAST, ELEMENTS,
+       USE(BINARY_EQUAL)),
+    OP("Greater", 2, 2, sn_lower_compare, 1, ELEMENTWISE, BROADCAST,
+       ELEMENTS, USE(BINARY_GREATER)),
+    OP("GreaterOrEqual", 2, 2, sn_lower_compare, 12, ELEMENTWISE, BROADCAST,
+       ELEMENTS, USE(BINARY_GREATER_EQUAL)),
+    OP("Less", 2, 2, sn_lower_compare, 1, ELEMENTWISE, BROADCAST, ELEMENTS,
+       USE(BINARY_GREATER)),
+    OP("LessOrEqual", 2, 2, sn_lower_compare, 12, ELEMENTWISE, BROADCAST,
+       ELEMENTS, USE(BINARY_GREATER_EQUAL)),
+    OP("And", 2, 2, sn_lower_compare, 1, ELEMENTWISE, BROADCAST, ELEMENTS,
+       USE(BINARY_AND)),
+    OP("Or", 2, 2, sn_lower_compare, 1, ELEMENTWISE, BROADCAST, ELEMENTS,
+       USE(BINARY_OR)),
+    OP("Xor", 2, 2, sn_lower_compare, 1, ELEMENTWISE, BROADCAST, ELEMENTS,
+       USE(BINARY_XOR)),
+    OP("Mod", 2, 2, sn_lower_compare, 10, ELEMENTWISE, BROADCAST, ELEMENTS,
+       USE(BINARY_MOD) | USE(BINARY_FMOD)),
+    OP("BitShift", 2, 2, sn_lower_bitshift, 11, REPLICATE, BROADCAST,
+       ELEMENTS, HOST),
+    OP("PRelu", 2, 2, sn_lower_prelu, 1, ELEMENTWISE, BROADCAST, ELEMENTS,
+       USE(BINARY_PRELU)),
+    OP("CastLike", 2, 2, sn_lower_castlike, 15, REPLICATE, EACH, ELEMENTS,
+       HOST),
     /* linear algebra and layers (ops_nn.c); MatMul's third input is a
      * bias fused by a pass.  An empty product (k = 0) is a copy of C,
      * scaled by beta, or of zeros. */
@@ -302,7 +355,7 @@ const sn_op_def *sn_op_find(const char *domain, const char *op_type)
 
 /* --- uses ---------------------------------------------------------------- */
 
-_Static_assert(SN_USES <= 64, "the uses no longer fit an sn_uses");
+_Static_assert(SN_USES <= 128, "the uses no longer fit an sn_uses");
 
 /* The kernels without variants, in the order of their uses. */
 static const sn_kernel plain_kernels[] = {

@@ -97,7 +97,9 @@ typedef enum sn_use {
     SN_USES
 } sn_use;
 
-typedef uint64_t sn_uses; /* bit u: use u */
+/* bit u: use u; 128 bits since issue 15's unary and binary variants
+ * passed 64 uses (a GCC/Clang type, as the build already assumes) */
+__extension__ typedef unsigned __int128 sn_uses;
 #define SN_USES_BIT(u) ((sn_uses)1 << (u))
 
 /* Use u as a kernel and its variant (SN_VARIANT_ANY for a kernel without
