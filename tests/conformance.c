@@ -54,9 +54,6 @@
  * NULL: on every device.  Keep it true: a case listed here that passes
  * fails the suite.
  */
-#define NEG_NOT_FOLDED                                                        \
-    "Neg of an int64 constant is not folded on the host, so the shape "       \
-    "ConstantOfShape needs is not known when the model is planned"
 static const struct {
     const char *name, *device, *why;
 } expected_failures[] = {
@@ -90,29 +87,6 @@ static const struct {
      "Dropout in training mode (random masks) is not supported"},
     {"test_training_dropout_mask", NULL,
      "Dropout in training mode (random masks) is not supported"},
-    /* run since Size exists (r4-index): the expansion's ConstantOfShape
-     * takes Neg of an int64 constant, which Neg computes on the device
-     * instead of folding on the host */
-    {"test_layer_normalization_2d_axis_negative_1_expanded", NULL,
-     NEG_NOT_FOLDED},
-    {"test_layer_normalization_2d_axis_negative_2_expanded", NULL,
-     NEG_NOT_FOLDED},
-    {"test_layer_normalization_3d_axis_negative_1_epsilon_expanded", NULL,
-     NEG_NOT_FOLDED},
-    {"test_layer_normalization_3d_axis_negative_2_epsilon_expanded", NULL,
-     NEG_NOT_FOLDED},
-    {"test_layer_normalization_3d_axis_negative_3_epsilon_expanded", NULL,
-     NEG_NOT_FOLDED},
-    {"test_layer_normalization_4d_axis_negative_1_expanded", NULL,
-     NEG_NOT_FOLDED},
-    {"test_layer_normalization_4d_axis_negative_2_expanded", NULL,
-     NEG_NOT_FOLDED},
-    {"test_layer_normalization_4d_axis_negative_3_expanded", NULL,
-     NEG_NOT_FOLDED},
-    {"test_layer_normalization_4d_axis_negative_4_expanded", NULL,
-     NEG_NOT_FOLDED},
-    {"test_layer_normalization_default_axis_expanded", NULL,
-     NEG_NOT_FOLDED},
     /* CastLike itself, as its _expanded forms above */
     {"test_castlike_FLOAT_to_STRING", NULL,
      "string tensors are not supported"},
