@@ -184,4 +184,8 @@ SN_LOWER(sn_lower_argmin);
 SN_LOWER(sn_lower_hardmax);
 SN_LOWER(sn_lower_topk);
 
+/* lib/ops/ops_loss.c: losses. */
+SN_LOWER(sn_lower_nll_loss);
+SN_LOWER(sn_lower_softmax_cross_entropy_loss);
+
 #endif /* SN_OPS_H */
