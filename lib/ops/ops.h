@@ -270,4 +270,8 @@ SN_LOWER(sn_lower_mel_weight_matrix);
 SN_LOWER(sn_lower_dft);
 SN_LOWER(sn_lower_stft);
 
+/* lib/ops/ops_loss.c: losses. */
+SN_LOWER(sn_lower_nll_loss);
+SN_LOWER(sn_lower_softmax_cross_entropy_loss);
+
 #endif /* SN_OPS_H */

@@ -3,7 +3,7 @@
  * shardnet runs, and what is computed from an entry alone (a node's work,
  * whether a device runs the kernels of its uses).  The lowerings live
  * with their family (ops_shape.c, ops_elementwise.c, ops_nn.c, ops_conv.c,
- * ops_norm.c, ops_data.c, ops_reduce.c, ops_select.c); the shard and rows rules are
+ * ops_norm.c, ops_data.c, ops_reduce.c, ops_select.c, ops_loss.c); the shard and rows rules are
  * carried out by the splits that read them; the public API lists the
  * table (lib/api/operator.c).
  *
@@ -230,6 +230,13 @@ static const sn_operator registry[] = {
        USE(TOPK) | USE(BINARY_SUB) | USE(WHERE)),
     OP("TopK", 1, 2, sn_lower_topk, 1, REPLICATE, MIXED, ELEMENTS,
        USE(TOPK)),
+    /* losses (ops_loss.c): the picked elements gathered, scaled by
+     * coefficients made on the host from the target, summed */
+    OP("NegativeLogLikelihoodLoss", 2, 3, sn_lower_nll_loss, 12, REPLICATE,
+       MIXED, ELEMENTS, USE(GATHER) | USE(BINARY_MUL) | USE(REDUCE_SUM)),
+    OP("SoftmaxCrossEntropyLoss", 2, 3, sn_lower_softmax_cross_entropy_loss,
+       12, REPLICATE, MIXED, ELEMENTS,
+       USE(SOFTMAX) | USE(GATHER) | USE(BINARY_MUL) | USE(REDUCE_SUM)),
     /* a value made on the host (ops_shape.c) */
     OP("ConstantOfShape", 1, 1, sn_lower_constant_of_shape, 9, REPLICATE,
        MIXED, ELEMENTS, HOST),

@@ -1043,6 +1043,61 @@ def quant_cases():
               [("x", x)], [("y", q)], 10, initializers=[("s", s1)])
 
 
+
+def loss_cases():
+    """NegativeLogLikelihoodLoss and SoftmaxCrossEntropyLoss on the device
+    (inputs of more than 64 elements): weights, a negative ignore_index,
+    every reduction, the log_prob output, a target of rank 2."""
+    mk = helper.make_node
+    rng = np.random.default_rng(1504)
+    x = rng.standard_normal((4, 5, 6)).astype(np.float32)
+    t = rng.integers(0, 5, (4, 6)).astype(np.int64)
+    t[0, 1] = t[2, 3] = -3
+    w = rng.uniform(0.5, 2.0, 5).astype(np.float32)
+
+    def nll(lp, red, weight, ii):
+        keep = t != ii
+        tc = np.where(keep, t, 0)
+        picked = np.take_along_axis(lp.astype(np.float64), tc[:, None, :],
+                                    1)[:, 0, :]
+        wt = (weight[tc] if weight is not None else np.ones_like(picked))
+        wt = np.where(keep, wt, 0.0)
+        loss = -picked * wt
+        if red == "none":
+            return loss.astype(np.float32)
+        if red == "sum":
+            return np.array(loss.sum(), np.float32)
+        return np.array(loss.sum() / wt.sum(), np.float32)
+    node_case("test_loss_nll_weight_ignore_device",
+              [mk("NegativeLogLikelihoodLoss", ["x", "t", "w"], ["a"],
+                  reduction="none", ignore_index=-3),
+               mk("NegativeLogLikelihoodLoss", ["x", "t", "w"], ["b0"],
+                  reduction="sum", ignore_index=-3),
+               mk("NegativeLogLikelihoodLoss", ["x", "t", "w"], ["c0"],
+                  ignore_index=-3),
+               # scalars reshaped: node_case writes rank-0 data as rank 1
+               mk("Reshape", ["b0", "one"], ["b"]),
+               mk("Reshape", ["c0", "one"], ["c"])],
+              [("x", x), ("t", t)],
+              [("a", nll(x, "none", w, -3)),
+               ("b", nll(x, "sum", w, -3).reshape(1)),
+               ("c", nll(x, "mean", w, -3).reshape(1))],
+              13, initializers=[("w", w), ("one", np.array([1], np.int64))])
+    m = x.astype(np.float64).max(axis=1, keepdims=True)
+    lp = x - m - np.log(np.exp(x - m).sum(axis=1, keepdims=True))
+    t = np.where(t < 0, 1, t)
+    node_case("test_loss_sce_log_prob_device",
+              [mk("SoftmaxCrossEntropyLoss", ["x", "t"], ["a0", "lp"]),
+               mk("Reshape", ["a0", "one"], ["a"]),
+               mk("SoftmaxCrossEntropyLoss", ["x", "t"], ["b"],
+                  reduction="none")],
+              [("x", x), ("t", t)],
+              [("a", nll(lp, "mean", None, -100).reshape(1)),
+               ("lp", lp.astype(np.float32)),
+               ("b", nll(lp, "none", None, -100))], 13,
+              initializers=[("one", np.array([1], np.int64))])
+
+
 if __name__ == "__main__":
     initializers_ir3()
     external()
@@ -1067,3 +1122,4 @@ if __name__ == "__main__":
     einsum_cases()
     det_cases()
     quant_cases()
+    loss_cases()
