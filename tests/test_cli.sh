@@ -116,6 +116,20 @@ expect 2 "unknown device 'gpu:0'" "$bin" run "$mlp" -d gpu:0
 # A model asking the host for 40 GB of constant: a clear error, no attempt.
 huge=$src/tests/onnx_cases/huge_constant_of_shape.onnx
 expect 1 "ConstantOfShape.*more than the 256 MiB" "$bin" run "$huge" -d cpu:0
+# Control flow gone wrong (tests/onnx_cases/make_cases.py): If branches of
+# different output counts, a Loop too long to unroll, a branch reading a
+# name nothing defines.  Clear errors naming the node, on every device.
+for d in cpu:0 cl:0; do
+    needs $d
+    expect 1 "If.*then_branch has 1 outputs and else_branch 2" "$bin" run \
+        "$src/tests/onnx_cases/control_if_branch_outputs_differ.onnx" -d $d
+    expect 1 "Loop.*trip count of 1099511627776 is more than the 65536" \
+        "$bin" run "$src/tests/onnx_cases/control_loop_huge_trip_count.onnx" \
+        -d $d
+    expect 1 "If.*input 'nowhere' is not produced by any node" "$bin" run \
+        "$src/tests/onnx_cases/control_subgraph_reads_undefined.onnx" -d $d
+done
+needs cpu:0
 # A model whose weights are in a file beside it (ONNX external data), and
 # a model of two inputs by name (one of int64 indices) and two outputs, end
 # to end: numpy's answers (tests/onnx_cases/make_split_cases.py).

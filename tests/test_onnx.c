@@ -543,22 +543,86 @@ Test(onnx_build, constant_value_float_becomes_a_scalar_tensor)
     pb_free(&m);
 }
 
-Test(onnx_build, graph_attribute_is_kept_as_a_type_only)
+/* A GRAPH attribute `name` holding sub (consumed), added to node n. */
+static void put_graph_attr(pb *n, const char *name, pb *sub)
 {
-    pb g = relu_graph(), m, n = node("loop", "If", (const char *[]){"y", NULL},
-                                       (const char *[]){"z", NULL});
-    pb a = {0}, sub = relu_graph();
-    sn_graph *gr;
-    put_str(&a, 1, "then_branch");
-    put_msg(&a, 6, &sub);
+    pb a = {0};
+    put_str(&a, 1, name);
+    put_msg(&a, 6, sub);
     put_int(&a, 20, SN_ATTR_GRAPH);
-    put_msg(&n, 5, &a);
+    put_msg(n, 5, &a);
+}
+
+/* A subgraph of one node `op` from `in` to `out`, its output. */
+static pb branch(const char *op, const char *in, const char *out)
+{
+    pb g = {0}, o = value_info(out, NULL, -1);
+    pb n = node(NULL, op, (const char *[]){in, NULL},
+                (const char *[]){out, NULL});
     put_msg(&g, 1, &n);
-    m = model(13, &g);
+    put_str(&g, 2, "branch");
+    put_msg(&g, 12, &o);
+    return g;
+}
+
+/* relu_graph (x -> y) and an If on input c whose branches are then_g and
+ * else_g (consumed), its output z. */
+static pb if_model(pb *then_g, pb *else_g)
+{
+    pb g = relu_graph(), c = value_info("c", NULL, 0);
+    pb n = node("if", "If", (const char *[]){"c", NULL},
+                (const char *[]){"z", NULL});
+    put_graph_attr(&n, "then_branch", then_g);
+    put_graph_attr(&n, "else_branch", else_g);
+    put_msg(&g, 1, &n);
+    put_msg(&g, 11, &c);
+    return model(13, &g);
+}
+
+Test(onnx_build, graph_attribute_is_a_subgraph_whose_outer_values_are_inputs)
+{
+    pb t = branch("Neg", "y", "t"), e = branch("Abs", "x", "e");
+    pb m = if_model(&t, &e);
+    sn_graph *gr;
+    const sn_graph *sub;
+    const sn_node *n;
     cr_assert_eq(load_pb(&m, &gr), SHARDNET_OK, "%s", shardnet_last_error());
-    cr_assert_eq(sn_node_attr(&gr->nodes[1], "then_branch")->type,
-                 SN_ATTR_GRAPH);
+    cr_assert_eq(sn_graph_sort(gr), SHARDNET_OK, "%s", shardnet_last_error());
+    n = &gr->nodes[1];
+    cr_assert_str_eq(n->op_type, "If");
+    /* c, then y (then_branch reads it), then x (else_branch) */
+    cr_assert_eq(n->ninputs, 3);
+    cr_assert_eq(sn_node_implicit_inputs(n), 2);
+    cr_assert_eq(n->inputs[1], sn_graph_find(gr, "y"));
+    cr_assert_eq(n->inputs[2], sn_graph_find(gr, "x"));
+    cr_assert_eq(sn_node_attr(n, "then_branch")->type, SN_ATTR_GRAPH);
+    sub = sn_node_graph(n, "then_branch");
+    cr_assert_not_null(sub);
+    cr_assert_eq(sub->nnodes, 1);
+    cr_assert_eq(sub->noutputs, 1);
+    cr_assert_eq(sub->nouter, 1);
+    cr_assert_str_eq(sub->values[sub->outer[0]].name, "y");
+    cr_assert(sub->values[sub->outer[0]].flags & SN_VALUE_OUTER);
+    cr_assert_eq(sub->opset, 13);
     sn_graph_free(gr);
+    pb_free(&m);
+}
+
+Test(onnx_build, copies_of_a_graph_attribute_share_its_subgraph)
+{
+    pb t = branch("Neg", "y", "t"), e = branch("Abs", "x", "e");
+    pb m = if_model(&t, &e);
+    sn_graph *gr;
+    sn_attr copy;
+    cr_assert_eq(load_pb(&m, &gr), SHARDNET_OK, "%s", shardnet_last_error());
+    const sn_attr *a = sn_node_attr(&gr->nodes[1], "else_branch");
+    cr_assert(sn_attr_copy(&copy, a, NULL));
+    cr_assert_eq(copy.graph, a->graph);
+    sn_graph_free(gr); /* the copy keeps the subgraph */
+    cr_assert_eq(copy.graph->nnodes, 1);
+    cr_assert_str_eq(copy.graph->nodes[0].op_type, "Abs");
+    sn_graph_free(copy.graph);
+    free(copy.name);
     pb_free(&m);
 }
 
@@ -895,6 +959,62 @@ Test(onnx_hostile, duplicate_attribute_names_are_an_error)
     put_msg(&g, 1, &n);
     m = model(13, &g);
     expect_error(&m, "node 'c2' (Conv): attribute 'pads' given twice");
+    pb_free(&m);
+}
+
+Test(onnx_hostile, subgraph_reading_a_name_nothing_defines_is_an_error)
+{
+    pb t = branch("Neg", "nowhere", "t"), e = branch("Abs", "x", "e");
+    pb m = if_model(&t, &e);
+    expect_error(&m, "input 'nowhere' is not produced by any node");
+    pb_free(&m);
+}
+
+Test(onnx_hostile, subgraph_errors_name_the_node_and_attribute)
+{
+    pb t = branch("Neg", "y", "t"), e = {0}, bad = {0};
+    pb m;
+    /* a node of the branch with no op_type */
+    put_str(&bad, 1, "y");
+    put_msg(&e, 1, &bad);
+    m = if_model(&t, &e);
+    expect_error(&m, "node 'if' (If): attribute 'else_branch'");
+    expect_error(&m, "has no op_type");
+    pb_free(&m);
+}
+
+Test(onnx_hostile, graph_attribute_without_a_graph_is_an_error)
+{
+    pb g = relu_graph(), a = {0}, m;
+    pb n = node("if", "If", (const char *[]){"y", NULL},
+                (const char *[]){"z", NULL});
+    put_str(&a, 1, "then_branch");
+    put_int(&a, 20, SN_ATTR_GRAPH);
+    put_msg(&n, 5, &a);
+    put_msg(&g, 1, &n);
+    m = model(13, &g);
+    expect_error(&m, "attribute of type GRAPH has no graph");
+    pb_free(&m);
+}
+
+Test(onnx_hostile, subgraphs_nested_too_deep_are_an_error)
+{
+    pb inner = branch("Neg", "x", "t"), m;
+    for (int i = 0; i < SN_MAX_GRAPH_DEPTH + 2; i++) {
+        pb g = {0}, o = value_info("t", NULL, -1);
+        pb n = node(NULL, "If", (const char *[]){"x", NULL},
+                    (const char *[]){"t", NULL});
+        put_graph_attr(&n, "then_branch", &inner);
+        put_msg(&g, 1, &n);
+        put_msg(&g, 12, &o);
+        inner = g;
+    }
+    {
+        pb x = value_info("x", NULL, 0);
+        put_msg(&inner, 11, &x);
+    }
+    m = model(13, &inner);
+    expect_error(&m, "subgraphs nest more than 32 deep");
     pb_free(&m);
 }
 

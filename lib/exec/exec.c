@@ -122,10 +122,10 @@ static shardnet_status bind_input(sn_plan *p, size_t i, const sn_binding *b)
 
 /* Whether node n may be lowered by op: its input count, its required
  * inputs present, every input known. */
-static shardnet_status check_node(const sn_plan *p, const sn_node *n,
+static shardnet_status check_node(const sn_lower *L, const sn_node *n,
                                   const sn_op_def *op)
 {
-    const sn_graph *g = p->g;
+    const sn_graph *g = L->g;
     if ((int)n->ninputs < op->min_inputs ||
         (int)n->ninputs > op->max_inputs)
         return sn_node_error(n, SHARDNET_INVALID_ARGUMENT,
@@ -138,7 +138,7 @@ static shardnet_status check_node(const sn_plan *p, const sn_node *n,
                                      "required input %zu is missing", i);
             continue;
         }
-        if (!p->rt[n->inputs[i]].known)
+        if (!L->rt[n->inputs[i]].known)
             return sn_node_error(n, SHARDNET_INVALID_ARGUMENT,
                                  "input '%s' has no value",
                                  g->values[n->inputs[i]].name);
@@ -163,10 +163,10 @@ void sn_op_opsets(const sn_op_def *op, char *buf, size_t cap)
 
 /* Node n lowered by its operator (found by ops), its graph outputs
  * produced. */
-static shardnet_status lower_node(sn_plan *p, sn_lower *L, const sn_node *n,
+static shardnet_status lower_node(sn_lower *L, const sn_node *n,
                                   sn_op_lookup ops)
 {
-    const sn_graph *g = p->g;
+    const sn_graph *g = L->g;
     const sn_op_def *op = ops(n->domain, n->op_type);
     shardnet_status st;
     if (!op)
@@ -180,11 +180,11 @@ static shardnet_status lower_node(sn_plan *p, sn_lower *L, const sn_node *n,
                              "model's %lld",
                              n->op_type, opsets, (long long)g->opset);
     }
-    if ((st = check_node(p, n, op)) != SHARDNET_OK ||
+    if ((st = check_node(L, n, op)) != SHARDNET_OK ||
         (st = op->lower(L, n)) != SHARDNET_OK)
         return st;
     for (size_t i = 0; i < n->noutputs; i++) {
-        if (n->outputs[i] >= 0 && !p->rt[n->outputs[i]].known &&
+        if (n->outputs[i] >= 0 && !L->rt[n->outputs[i]].known &&
             (g->values[n->outputs[i]].flags & SN_VALUE_OUTPUT))
             return sn_node_error(n, SHARDNET_UNSUPPORTED,
                                  "output %zu ('%s') is not produced", i,
@@ -207,13 +207,37 @@ static shardnet_status lower_graph(sn_plan *p, const sn_binding *inputs,
             return st;
     for (size_t ni = 0; ni < g->nnodes; ni++)
         if (!g->nodes[ni].dead &&
-            (st = lower_node(p, &L, &g->nodes[ni], ops)) != SHARDNET_OK)
+            (st = lower_node(&L, &g->nodes[ni], ops)) != SHARDNET_OK)
             return st;
     for (size_t i = 0; i < g->noutputs; i++)
         if (!p->rt[g->outputs[i]].known)
             return sn_error(SHARDNET_INVALID_ARGUMENT,
                             "graph output '%s' is never computed",
                             g->values[g->outputs[i]].name);
+    return SHARDNET_OK;
+}
+
+shardnet_status sn_lower_subgraph(sn_lower *L, const sn_node *n,
+                                  sn_graph *sub, sn_rt *rt, sn_op_lookup ops)
+{
+    sn_lower S = {.g = sub, .dev = L->dev, .plan = L->plan, .rt = rt,
+                  .in_sub = 1,
+                  .owner = L->in_sub ? L->owner : (int)(n - L->g->nodes)};
+    shardnet_status st;
+    for (size_t i = 0; i < sub->nvalues; i++) {
+        const sn_value *v = &sub->values[i];
+        if (!(v->flags & SN_VALUE_CONST) || rt[i].known)
+            continue;
+        rt[i].known = 1;
+        rt[i].dtype = v->dtype;
+        rt[i].rank = v->rank;
+        memcpy(rt[i].dims, v->dims, sizeof rt[i].dims);
+        rt[i].host = v->data ? v->data : "";
+    }
+    for (size_t ni = 0; ni < sub->nnodes; ni++)
+        if (!sub->nodes[ni].dead &&
+            (st = lower_node(&S, &sub->nodes[ni], ops)) != SHARDNET_OK)
+            return st;
     return SHARDNET_OK;
 }
 

@@ -85,6 +85,11 @@ typedef struct sn_lower {
     sn_device *dev;
     sn_plan *plan;
     sn_rt *rt; /* one per graph value */
+    /* Lowering a control node's subgraph (sn_lower_subgraph): g is the
+     * subgraph, and its steps count as node `owner` of the plan's graph;
+     * its constants are uploaded per plan, not shared. */
+    int in_sub;
+    int owner;
 } sn_lower;
 
 /* An operator as the plan builder sees it: checks and lowers one node.
@@ -155,6 +160,17 @@ shardnet_status sn_dev_upload(sn_lower *L, const sn_node *n, float *data,
 shardnet_status sn_scratch(sn_lower *L, size_t elements, sn_view *out);
 /* Append a step. */
 shardnet_status sn_emit(sn_lower *L, const sn_node *n, const sn_step *s);
+
+/*
+ * The nodes of subgraph sub (a control node n's branch or body, sorted)
+ * lowered in a context of their own, with sub's values in rt (one per
+ * value of sub, zeroed or kept from an earlier lowering of sub): the
+ * caller binds its inputs and outer values; its constants not yet known
+ * are bound here.  Its steps go to L's plan as node n's.  The host data
+ * it makes stays in rt (host_owned) for the caller to keep or free.
+ */
+shardnet_status sn_lower_subgraph(sn_lower *L, const sn_node *n,
+                                  sn_graph *sub, sn_rt *rt, sn_op_lookup ops);
 
 /* IEEE half and bfloat16 conversions (round to nearest even). */
 float sn_half_to_float(uint16_t h);

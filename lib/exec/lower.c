@@ -141,8 +141,10 @@ shardnet_status sn_dev_view(sn_lower *L, const sn_node *n, sn_rt *rt,
                              "tensors of type %s are not supported on devices",
                              sn_dtype_name(rt->dtype));
     size_t count = sn_rt_elements(rt);
-    /* Graph constants are uploaded once per device and shared by plans. */
-    int shared = (L->g->values[vi].flags & SN_VALUE_CONST) &&
+    /* Graph constants are uploaded once per device and shared by plans
+     * (the weights are the plan's graph's: a subgraph's are not among
+     * them, and are uploaded per plan). */
+    int shared = !L->in_sub && (L->g->values[vi].flags & SN_VALUE_CONST) &&
                  rt->host == L->g->values[vi].data;
     if (shared && p->w->f32[vi]) {
         rt->view = (sn_view){p->w->f32[vi], 0};
@@ -183,7 +185,7 @@ shardnet_status sn_dev_view(sn_lower *L, const sn_node *n, sn_rt *rt,
 int sn_rt_is_weight(const sn_lower *L, const sn_rt *rt)
 {
     long vi = value_index(L, rt);
-    return L->plan && rt->on_device && L->plan->w->f32[vi] &&
+    return L->plan && !L->in_sub && rt->on_device && L->plan->w->f32[vi] &&
            rt->view.buf == L->plan->w->f32[vi];
 }
 
@@ -408,7 +410,7 @@ shardnet_status sn_emit(sn_lower *L, const sn_node *n, const sn_step *s)
     p->steps = ns;
     sn_step *dst = &p->steps[p->nsteps];
     *dst = *s;
-    dst->node = (int)(n - L->g->nodes);
+    dst->node = L->in_sub ? L->owner : (int)(n - L->g->nodes);
     size_t nv = sn_step_views(dst, v);
     for (size_t i = 0; i < nv; i++) {
         sn_alloc *a = sn_alloc_of(v[i]);

@@ -494,6 +494,65 @@ fail:
     return sn_error_prefix(st, "%s", label);
 }
 
+/* The values subgraph g reads from the graphs around it: those that no
+ * node of g produces and that are neither its inputs nor constants. */
+static shardnet_status find_outer(sn_graph *g)
+{
+    char *made = calloc(g->nvalues + 1, 1);
+    if (!made)
+        return sn_error(SHARDNET_OUT_OF_MEMORY, "out of memory");
+    for (size_t i = 0; i < g->nnodes; i++)
+        for (size_t k = 0; k < g->nodes[i].noutputs; k++)
+            if (g->nodes[i].outputs[k] >= 0)
+                made[g->nodes[i].outputs[k]] = 1;
+    for (size_t v = 0; v < g->nvalues; v++) {
+        sn_value *val = &g->values[v];
+        int *o;
+        if (made[v] || (val->flags & (SN_VALUE_INPUT | SN_VALUE_CONST)))
+            continue;
+        if (!(o = realloc(g->outer, (g->nouter + 1) * sizeof *o))) {
+            free(made);
+            return sn_error(SHARDNET_OUT_OF_MEMORY, "out of memory");
+        }
+        g->outer = o;
+        g->outer[g->nouter++] = (int)v;
+        val->flags |= SN_VALUE_OUTER;
+    }
+    free(made);
+    return SHARDNET_OK;
+}
+
+shardnet_status sn_onnx_parse_subgraph(sn_onnx_ctx *c, const uint8_t *p,
+                                       size_t n, sn_graph **out)
+{
+    sn_graph *sub, *around = c->g;
+    shardnet_status st;
+    *out = NULL;
+    if (c->depth >= SN_MAX_GRAPH_DEPTH)
+        return sn_error(SHARDNET_INVALID_ARGUMENT,
+                        "subgraphs nest more than %d deep",
+                        SN_MAX_GRAPH_DEPTH);
+    if (!(sub = sn_graph_new()))
+        return SHARDNET_OUT_OF_MEMORY;
+    sub->opset = around->opset;
+    sub->ir_version = around->ir_version;
+    c->g = sub;
+    c->depth++;
+    st = parse_graph(c, p, n);
+    if (st == SHARDNET_OK)
+        st = find_outer(sub);
+    if (st == SHARDNET_OK)
+        st = sn_graph_sort(sub);
+    c->depth--;
+    c->g = around;
+    if (st != SHARDNET_OK) {
+        sn_graph_free(sub);
+        return st;
+    }
+    *out = sub;
+    return SHARDNET_OK;
+}
+
 static shardnet_status parse_model(sn_onnx_ctx *c, const uint8_t *p,
                                    size_t n)
 {
@@ -600,7 +659,7 @@ static shardnet_status load(sn_graph *g, const void *data, size_t len,
     shardnet_status st;
     if (!c)
         return sn_error(SHARDNET_OUT_OF_MEMORY, "out of memory");
-    c->g = g;
+    c->g = c->root = g;
     c->base_dir = base_dir;
     c->copy = copy;
     c->files = files;

@@ -230,7 +230,9 @@ static shardnet_status map_external(sn_onnx_ctx *c, const char *loc,
         if ((st = map_fd(fd, (size_t)sb.st_size, c->copy, real, &addr)) !=
             SHARDNET_OK)
             goto out;
-        if (sn_graph_add_mapping(c->g, addr, (size_t)sb.st_size) < 0) {
+        /* The model's graph owns it, whichever subgraph asked first. */
+        if (sn_graph_add_mapping(c->root ? c->root : c->g, addr,
+                                 (size_t)sb.st_size) < 0) {
             munmap(addr, (size_t)sb.st_size);
             st = SHARDNET_OUT_OF_MEMORY;
             goto out;

@@ -3,7 +3,10 @@
  * outputs and attributes (lib/import/onnx.c reads the graph around it).
  * A tensor attribute becomes a constant value of the graph, as does a
  * Constant node's value given as plain numbers (value_float & co.), so
- * that the lowerings see one form.
+ * that the lowerings see one form.  A graph attribute (If's branches, a
+ * Loop's or Scan's body) becomes a subgraph of its own (onnx.c reads it);
+ * the values it reads from the graphs around it are the node's last
+ * inputs.
  */
 #include <config.h>
 
@@ -48,8 +51,8 @@ enum {
  * the single values, and how many repeated values each kind has, so that
  * their arrays are allocated once, at their size. */
 typedef struct attr_scan {
-    const uint8_t *name, *s, *t;
-    size_t name_len, s_len, t_len;
+    const uint8_t *name, *s, *t, *g;
+    size_t name_len, s_len, t_len, g_len;
     size_t nfloats, nints, nstrings;
     int has_f, has_i, has_s, has_t, has_g, has_type;
     int has_tensors, has_graphs, has_sparse, has_sparses, has_tp, has_tps;
@@ -106,6 +109,10 @@ static shardnet_status scan_attr(const uint8_t *p, size_t n, attr_scan *sc)
             sc->has_t = 1;
             break;
         case AP_G:
+            if (sn_pb_expect(&f, SN_PB_LEN, "g") < 0)
+                return SHARDNET_INVALID_ARGUMENT;
+            sc->g = f.data;
+            sc->g_len = f.len;
             sc->has_g = 1;
             break;
         case AP_FLOATS:
@@ -270,6 +277,9 @@ static shardnet_status parse_attr(sn_onnx_ctx *c, int ni, const uint8_t *p,
     if (at == SN_ATTR_TENSOR && !sc.has_t)
         return sn_error(SHARDNET_INVALID_ARGUMENT,
                         "attribute of type TENSOR has no tensor");
+    if (at == SN_ATTR_GRAPH && !sc.has_g)
+        return sn_error(SHARDNET_INVALID_ARGUMENT,
+                        "attribute of type GRAPH has no graph");
 
     aname = sn_onnx_name_in(c, sc.name, sc.name_len, "attribute name");
     if (!aname)
@@ -296,6 +306,9 @@ static shardnet_status parse_attr(sn_onnx_ctx *c, int ni, const uint8_t *p,
         return attr_repeated(a, &sc, p, n);
     case SN_ATTR_TENSOR:
         return attr_tensor(c, ni, a, &sc);
+    case SN_ATTR_GRAPH:
+        /* a stays put: the subgraph's values and nodes are its own. */
+        return sn_onnx_parse_subgraph(c, sc.g, sc.g_len, &a->graph);
     default:
         return SHARDNET_OK;
     }
@@ -553,6 +566,37 @@ static shardnet_status node_attrs(sn_onnx_ctx *c, int ni, const uint8_t *p,
     return unique_attrs(&c->g->nodes[ni]);
 }
 
+/* The values of c->g that node ni's subgraphs read (their outer values,
+ * by name, created here when new: a later node may make them, or, in a
+ * subgraph, the graph around it) appended to its inputs, in the order
+ * sn_node_implicit_inputs() says. */
+static shardnet_status implicit_inputs(sn_onnx_ctx *c, int ni)
+{
+    sn_node *nd = &c->g->nodes[ni];
+    size_t total = 0;
+    int *ins;
+    for (size_t i = 0; i < nd->nattrs; i++)
+        if (nd->attrs[i].type == SN_ATTR_GRAPH && nd->attrs[i].graph)
+            total += nd->attrs[i].graph->nouter;
+    if (!total)
+        return SHARDNET_OK;
+    if (!(ins = realloc(nd->inputs, (nd->ninputs + total) * sizeof *ins)))
+        return sn_error(SHARDNET_OUT_OF_MEMORY, "out of memory");
+    nd->inputs = ins;
+    for (size_t i = 0; i < nd->nattrs; i++) {
+        const sn_graph *sub = nd->attrs[i].graph;
+        if (nd->attrs[i].type != SN_ATTR_GRAPH || !sub)
+            continue;
+        for (size_t k = 0; k < sub->nouter; k++) {
+            int vi = sn_onnx_value_of(c, sub->values[sub->outer[k]].name);
+            if (vi < 0)
+                return SHARDNET_OUT_OF_MEMORY;
+            nd->inputs[nd->ninputs++] = vi;
+        }
+    }
+    return SHARDNET_OK;
+}
+
 shardnet_status sn_onnx_parse_node(sn_onnx_ctx *c, const uint8_t *p,
                                    size_t n, size_t index)
 {
@@ -588,7 +632,8 @@ shardnet_status sn_onnx_parse_node(sn_onnx_ctx *c, const uint8_t *p,
     /* From here on the node's own name (generated when empty) labels it. */
     snprintf(label, sizeof label, "node '%s' (%s)", c->g->nodes[ni].name,
              op_type);
-    if ((st = node_attrs(c, ni, p, n, sc.nattrs)) != SHARDNET_OK)
+    if ((st = node_attrs(c, ni, p, n, sc.nattrs)) != SHARDNET_OK ||
+        (st = implicit_inputs(c, ni)) != SHARDNET_OK)
         goto fail;
     if (!strcmp(op_type, "Constant") &&
         (!strcmp(domain, "") || !strcmp(domain, "ai.onnx")) &&

@@ -26,7 +26,10 @@ typedef struct sn_onnx_ext_file {
 
 /* The state of one load. */
 typedef struct sn_onnx_ctx {
-    sn_graph *g;
+    sn_graph *g;          /* the graph being read: the model's, or a
+                             subgraph's while one is read */
+    sn_graph *root;       /* the model's graph (owns the mappings) */
+    int depth;            /* subgraphs around the one being read */
     const char *base_dir; /* NULL: external data refused */
     char *real_dir;       /* base_dir with its links resolved */
     int copy;             /* read files into memory instead of mapping */
@@ -57,6 +60,11 @@ const char *sn_onnx_fresh_name(sn_onnx_ctx *c, const char *a, const char *b);
  * the values it names; the error is prefixed with the node's label. */
 shardnet_status sn_onnx_parse_node(sn_onnx_ctx *c, const uint8_t *p,
                                    size_t n, size_t index);
+
+/* GraphProto p as a subgraph of c->g (a control node's attribute):
+ * read, sorted, its outer values found (sn_graph.outer); *out is new. */
+shardnet_status sn_onnx_parse_subgraph(sn_onnx_ctx *c, const uint8_t *p,
+                                       size_t n, sn_graph **out);
 
 /* Tensor t's bytes in its external-data file (mapped once per file, and
  * only inside the model's folder); *data NULL for an empty tensor. */

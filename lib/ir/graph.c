@@ -198,6 +198,7 @@ sn_graph *sn_graph_new(void)
 
 static void free_attr(sn_attr *a)
 {
+    sn_graph_free(a->graph);
     free(a->name);
     free(a->s);
     free(a->ints);
@@ -225,6 +226,9 @@ void sn_graph_free(sn_graph *g)
 {
     if (!g)
         return;
+    /* A subgraph shared by copies of its attribute goes with the last. */
+    if (__atomic_fetch_sub(&g->refs, 1, __ATOMIC_ACQ_REL) > 0)
+        return;
     for (size_t i = 0; i < g->nvalues; i++) {
         sn_value *v = &g->values[i];
         free(v->name);
@@ -238,6 +242,7 @@ void sn_graph_free(sn_graph *g)
     free(g->nodes);
     free(g->inputs);
     free(g->outputs);
+    free(g->outer);
     free(g->producer);
     for (size_t i = 0; i < g->nmaps; i++)
         if (g->maps[i].addr && g->maps[i].len)
@@ -434,6 +439,21 @@ sn_attr *sn_node_add_attr(sn_node *n, const char *name, sn_attr_type type)
     return a;
 }
 
+size_t sn_node_implicit_inputs(const sn_node *n)
+{
+    size_t k = 0;
+    for (size_t i = 0; i < n->nattrs; i++)
+        if (n->attrs[i].type == SN_ATTR_GRAPH && n->attrs[i].graph)
+            k += n->attrs[i].graph->nouter;
+    return k <= n->ninputs ? k : n->ninputs;
+}
+
+sn_graph *sn_node_graph(const sn_node *n, const char *name)
+{
+    const sn_attr *a = sn_node_attr(n, name);
+    return a && a->type == SN_ATTR_GRAPH ? a->graph : NULL;
+}
+
 int64_t sn_attr_int(const sn_node *n, const char *name, int64_t dflt)
 {
     const sn_attr *a = sn_node_attr(n, name);
@@ -537,11 +557,13 @@ static shardnet_status find_producers(const sn_graph *g, int *prod)
     return SHARDNET_OK;
 }
 
-/* Whether value v has a source: a node, a graph input or an initializer. */
+/* Whether value v has a source: a node, a graph input, an initializer or
+ * (in a subgraph) an enclosing graph. */
 static int has_source(const sn_graph *g, const int *prod, int v)
 {
     return prod[v] >= 0 ||
-           (g->values[v].flags & (SN_VALUE_INPUT | SN_VALUE_CONST));
+           (g->values[v].flags &
+            (SN_VALUE_INPUT | SN_VALUE_CONST | SN_VALUE_OUTER));
 }
 
 /* The edges producer -> consumer counted (one per input, in w->first and
@@ -732,6 +754,8 @@ int sn_attr_copy(sn_attr *d, const sn_attr *a, const int *map)
     d->f = a->f;
     d->count = a->count;
     d->tensor = a->tensor >= 0 ? map[a->tensor] : -1;
+    if ((d->graph = a->graph))
+        __atomic_add_fetch(&d->graph->refs, 1, __ATOMIC_ACQ_REL);
     if (!d->name || (a->s && !(d->s = strdup(a->s))))
         return 0;
     if (a->ints) {

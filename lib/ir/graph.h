@@ -62,6 +62,8 @@ const char *sn_dtype_name(sn_dtype t);
 #define SN_VALUE_INPUT 1u  /* a graph input the caller binds */
 #define SN_VALUE_OUTPUT 2u /* a graph output */
 #define SN_VALUE_CONST 4u  /* data is known on the host */
+#define SN_VALUE_OUTER 8u  /* a subgraph's: a value of an enclosing graph
+                              (sn_graph.outer) */
 
 typedef struct sn_value {
     char *name;
@@ -108,6 +110,9 @@ typedef struct sn_attr {
     char **strings;   /* STRINGS: count of them, NUL-terminated copies */
     size_t count;
     int tensor;       /* TENSOR: index of a constant value holding it; -1 */
+    struct sn_graph *graph; /* GRAPH: the subgraph (If's branches, a Loop's
+                               or Scan's body), shared by the attribute's
+                               copies (counted), or NULL */
 } sn_attr;
 
 typedef struct sn_node {
@@ -147,7 +152,18 @@ typedef struct sn_graph {
      * sn_graph_add_value() and never rename one in place. */
     struct sn_name_index *name_index;
     unsigned long id; /* unique in the process (caches key on it) */
+    /* A subgraph (an attribute of a control node): the values it reads
+     * from the graphs around it (flagged SN_VALUE_OUTER), in order.  The
+     * node that holds it lists the enclosing graph's values of those names
+     * as its last inputs, after its own (sn_node_implicit_inputs), so that
+     * sorting, liveness and the splits see what the subgraph reads. */
+    int *outer;
+    size_t nouter;
+    int refs;         /* attributes sharing this graph, less one */
 } sn_graph;
+
+/* Subgraphs nest at most this deep. */
+#define SN_MAX_GRAPH_DEPTH 32
 
 /* Limits that keep a hostile file from asking for absurd work. */
 #define SN_MAX_ELEMENTS ((int64_t)1 << 34) /* per tensor */
@@ -176,13 +192,20 @@ int sn_graph_add_node(sn_graph *g, const char *name, const char *op_type,
  * attribute is added to n.
  */
 sn_attr *sn_node_add_attr(sn_node *n, const char *name, sn_attr_type type);
-/* Deep copy of attribute a into d (zeroed first); a TENSOR attribute's
+/* Deep copy of attribute a into d (zeroed first; a GRAPH attribute's
+ * subgraph is shared, counted); a TENSOR attribute's
  * value index goes through map (-1 stays -1).  0 when out of memory (d
  * then holds what was copied, for sn_graph_free() to release). */
 int sn_attr_copy(sn_attr *d, const sn_attr *a, const int *map);
 /* Record a mapping for sn_graph_free() to unmap; -1 when out of memory
  * (error set; the caller still owns the mapping). */
 int sn_graph_add_mapping(sn_graph *g, void *addr, size_t len);
+/* How many of node n's inputs, at the end, are the outer values its
+ * subgraphs read (the nouter of each GRAPH attribute, in attribute
+ * order); n->ninputs less this is the count of its own inputs. */
+size_t sn_node_implicit_inputs(const sn_node *n);
+/* The subgraph in attribute `name` of node n, or NULL. */
+sn_graph *sn_node_graph(const sn_node *n, const char *name);
 /* The attribute `name` of node n, or NULL. */
 const sn_attr *sn_node_attr(const sn_node *n, const char *name);
 /* Attribute getters with defaults (type mismatches give the default). */
@@ -194,7 +217,7 @@ const char *sn_attr_string(const sn_node *n, const char *name,
  * Reorder nodes topologically (stable: file order among ready nodes) and
  * set every value's producer.  Fails, naming a node, on a cycle, on a value
  * produced twice, or on an input that nothing produces and that is neither a
- * graph input nor a constant.
+ * graph input, a constant nor (in a subgraph) an outer value.
  */
 shardnet_status sn_graph_sort(sn_graph *g);
 /* Number of elements of a value with known shape; -1 if unknown. */

@@ -201,6 +201,10 @@ SN_LOWER(sn_lower_slice);
 SN_LOWER(sn_lower_gather);
 SN_LOWER(sn_lower_expand);
 SN_LOWER(sn_lower_where);
+/* lib/ops/ops_control.c: control flow (If, Loop, Scan). */
+SN_LOWER(sn_lower_if);
+SN_LOWER(sn_lower_loop);
+SN_LOWER(sn_lower_scan);
 
 /* lib/ops/ops_reduce.c: reductions, cumulative sums, Lp normalisation. */
 SN_LOWER(sn_lower_reduce_mean);

@@ -132,7 +132,9 @@ def node_case(name, nodes, inputs, outputs, opset, initializers=(),
     onnx.save(model, os.path.join(d, "model.onnx"))
     for kind, items in (("input", inputs), ("output", outputs)):
         for i, (n, a) in enumerate(items):
-            t = numpy_helper.from_array(np.ascontiguousarray(a), n)
+            # (ascontiguousarray makes a scalar one-dimensional)
+            t = numpy_helper.from_array(
+                np.ascontiguousarray(a) if a.ndim else a, n)
             with open(os.path.join(d, "test_data_set_0",
                                    "%s_%d.pb" % (kind, i)), "wb") as f:
                 f.write(t.SerializeToString())
@@ -1098,6 +1100,158 @@ def loss_cases():
               initializers=[("one", np.array([1], np.int64))])
 
 
+def control_cases():
+    """If, Loop and Scan (lowered inline, subgraphs reading the values of
+    the graphs around them): a Loop whose body holds an If, both reading
+    a value computed on the device two scopes out, between nodes on the
+    device (so that a layer split has places to cut around them); Scan
+    along inner axes, backwards, in both opset forms; a Loop that runs no
+    iterations; and, as model files of their own, the hostile forms:
+    branches with different output counts, a trip count too big to unroll,
+    a subgraph naming a value nothing defines."""
+    rng = np.random.default_rng(1515)
+    mk = helper.make_node
+    f32 = TensorProto.FLOAT
+
+    def vi(name, elem=f32, shape=None):
+        return helper.make_tensor_value_info(name, elem, shape)
+
+    def graph(nodes, name, ins, outs, inits=()):
+        return helper.make_graph(nodes, name, ins, outs,
+                                 initializer=list(inits))
+
+    x = rng.standard_normal((2, 3)).astype(np.float32)
+    two = np.array(2.0, np.float32)
+    for flag in (True, False):
+        then_g = graph([mk("Add", ["acc_in", "k"], ["t"])], "then",
+                       [], [vi("t")])
+        else_g = graph([mk("Sub", ["acc_in", "k"], ["e"])], "else",
+                       [], [vi("e")])
+        body = graph(
+            [mk("Identity", ["cond_in"], ["cond_out"]),
+             mk("If", ["flag"], ["acc_if"], then_branch=then_g,
+                else_branch=else_g),
+             mk("Mul", ["acc_if", "h"], ["acc_out"]),
+             mk("Mul", ["acc_out", "two"], ["scan"])],
+            "body",
+            [vi("i", TensorProto.INT64, []), vi("cond_in", TensorProto.BOOL,
+                                                []), vi("acc_in")],
+            [vi("cond_out", TensorProto.BOOL, []), vi("acc_out"),
+             vi("scan")],
+            [numpy_helper.from_array(two, "two")])
+        nodes = [mk("Relu", ["x"], ["h"]),
+                 mk("Mul", ["x", "x"], ["k"]),
+                 mk("Loop", ["n", "", "x"], ["acc", "scans"], body=body),
+                 mk("Add", ["acc", "h"], ["y"]),
+                 mk("Sigmoid", ["scans"], ["z"])]
+        h, k = np.maximum(x, 0), x * x
+        acc, scans = x.copy(), []
+        for _ in range(3):
+            acc = ((acc + k) if flag else (acc - k)) * h
+            scans.append(acc * two)
+        z = 1 / (1 + np.exp(-np.stack(scans)))
+        node_case("test_control_loop_if_outer_" + ("then" if flag
+                                                    else "else"),
+                  nodes, [("x", x), ("n", np.array(3, np.int64)),
+                          ("flag", np.array(flag))],
+                  [("y", (acc + h).astype(np.float32)),
+                   ("z", z.astype(np.float32))], 13)
+
+    # A Loop of no iterations: the initial values, an empty scan output.
+    body = graph([mk("Identity", ["c"], ["c_out"]),
+                  mk("Add", ["v", "v"], ["v_out"]),
+                  mk("Identity", ["v_out"], ["s"])], "body",
+                 [vi("i", TensorProto.INT64, []),
+                  vi("c", TensorProto.BOOL, []), vi("v")],
+                 [vi("c_out", TensorProto.BOOL, []), vi("v_out"),
+                  vi("s", f32, [2, 3])])
+    node_case("test_control_loop_zero_trips",
+              [mk("Loop", ["n", "c", "x"], ["v", "s"], body=body)],
+              [("x", x), ("n", np.array(0, np.int64)),
+               ("c", np.array(True))],
+              [("v", x), ("s", np.zeros((0, 2, 3), np.float32))], 11)
+
+    # Scan 9+: a scan input cut along axis 1 read backwards, a scan output
+    # stacked along axis 2, a state, and a weight of the graph outside.
+    xs = rng.standard_normal((3, 4, 2)).astype(np.float32)
+    s0 = rng.standard_normal((3, 2)).astype(np.float32)
+    w = rng.standard_normal((3, 2)).astype(np.float32)
+    body = graph([mk("Add", ["s_in", "x_t"], ["s_out"]),
+                  mk("Mul", ["s_out", "w"], ["y_t"])], "body",
+                 [vi("s_in"), vi("x_t")], [vi("s_out"), vi("y_t")])
+    s, ys = s0.copy(), []
+    for t in reversed(range(4)):
+        s = s + xs[:, t, :]
+        ys.append(s * w)
+    node_case("test_control_scan_axes_reverse",
+              [mk("Scan", ["s0", "xs"], ["s", "ys"], body=body,
+                  num_scan_inputs=1, scan_input_axes=[1],
+                  scan_input_directions=[1], scan_output_axes=[2])],
+              [("s0", s0), ("xs", xs)],
+              [("s", s), ("ys", np.stack(ys, axis=2))], 11,
+              initializers=[("w", w)])
+
+    # Scan 8: a batch of two, each scanned on its own, backwards.
+    xb = rng.standard_normal((2, 3, 4)).astype(np.float32)
+    sb = rng.standard_normal((2, 4)).astype(np.float32)
+    body = graph([mk("Add", ["s_in", "x_t"], ["s_out"]),
+                  mk("Identity", ["s_out"], ["y_t"])], "body",
+                 [vi("s_in"), vi("x_t")], [vi("s_out"), vi("y_t")])
+    fin, outs = [], []
+    for b in range(2):
+        s, ys = sb[b].copy(), []
+        for t in reversed(range(3)):
+            s = s + xb[b, t]
+            ys.append(s)
+        fin.append(s)
+        outs.append(np.stack(ys))
+    node_case("test_control_scan8_batch_reverse",
+              [mk("Scan", ["", "s0", "xs"], ["s", "ys"], body=body,
+                  num_scan_inputs=1, directions=[1])],
+              [("s0", sb), ("xs", xb)],
+              [("s", np.stack(fin)), ("ys", np.stack(outs))], 8)
+
+    def save_model(name, nodes, ins, outs, inits=(), opset=13):
+        model = helper.make_model(graph(nodes, name, ins, outs, inits),
+                                  producer_name="make_cases",
+                                  opset_imports=[helper.make_opsetid("",
+                                                                     opset)])
+        model.ir_version = 7
+        onnx.save(model, out(name + ".onnx"))
+
+    one = numpy_helper.from_array(np.ones((2,), np.float32), "one")
+    save_model("control_if_branch_outputs_differ",
+               [mk("Relu", ["x"], ["h"]),
+                mk("If", ["c"], ["y"],
+                   then_branch=graph([mk("Neg", ["h"], ["a"])], "then", [],
+                                     [vi("a")]),
+                   else_branch=graph([mk("Neg", ["h"], ["b"]),
+                                      mk("Abs", ["h"], ["b2"])], "else", [],
+                                     [vi("b"), vi("b2")]))],
+               [vi("x", f32, [2]), vi("c", TensorProto.BOOL, [])],
+               [vi("y", f32, [2])])
+    body = graph([mk("Identity", ["c"], ["c_out"]),
+                  mk("Add", ["v", "one"], ["v_out"])], "body",
+                 [vi("i", TensorProto.INT64, []),
+                  vi("c", TensorProto.BOOL, []), vi("v")],
+                 [vi("c_out", TensorProto.BOOL, []), vi("v_out")])
+    save_model("control_loop_huge_trip_count",
+               [mk("Relu", ["x"], ["h"]),
+                mk("Loop", ["n", "", "h"], ["y"], body=body)],
+               [vi("x", f32, [2])], [vi("y", f32, [2])],
+               [one, numpy_helper.from_array(np.array(1 << 40, np.int64),
+                                             "n")])
+    save_model("control_subgraph_reads_undefined",
+               [mk("Relu", ["x"], ["h"]),
+                mk("If", ["c"], ["y"],
+                   then_branch=graph([mk("Neg", ["nowhere"], ["a"])],
+                                     "then", [], [vi("a")]),
+                   else_branch=graph([mk("Neg", ["h"], ["b"])], "else", [],
+                                     [vi("b")]))],
+               [vi("x", f32, [2]), vi("c", TensorProto.BOOL, [])],
+               [vi("y", f32, [2])])
+
+
 if __name__ == "__main__":
     initializers_ir3()
     external()
@@ -1123,3 +1277,4 @@ if __name__ == "__main__":
     det_cases()
     quant_cases()
     loss_cases()
+    control_cases()
