@@ -121,5 +121,12 @@ void sn_cpu_topk(const sn_topk_desc *d, const float *x, float *values,
                  float *indices);
 void sn_cpu_gather(const sn_gather_desc *d, const float *data,
                    const int32_t *indices, float *out);
+/* A recurrent cell's activation (backend.h's sn_rnn_act) of x; and one
+ * time step of a cell (rec, peep, mask, c and y may be NULL where the
+ * descriptor's views are). */
+float sn_cpu_rnn_act(sn_rnn_act act, float alpha, float beta, float x);
+void sn_cpu_rnn_cell(const sn_rnn_cell_desc *d, const float *gates,
+                     const float *rec, const float *peep, const float *mask,
+                     float *h, float *c, float *y);
 
 #endif /* SN_CPU_KERNELS_H */

@@ -523,3 +523,93 @@ int ref_compare(const float *got, const float *want, size_t n, float rtol,
     }
     return bad > INT_MAX ? INT_MAX : (int)bad;
 }
+
+/* A recurrent cell's activation, in double, as the RNN spec words it. */
+static double ref_rnn_act(sn_rnn_act a, double alpha, double beta, double x)
+{
+    switch (a) {
+    case SN_RNN_ACT_SIGMOID:
+        return 1.0 / (1.0 + exp(-x));
+    case SN_RNN_ACT_TANH:
+        return tanh(x);
+    case SN_RNN_ACT_RELU:
+        return x > 0.0 ? x : 0.0;
+    case SN_RNN_ACT_LEAKY_RELU:
+        return x >= 0.0 ? x : alpha * x;
+    case SN_RNN_ACT_THRESHOLDED_RELU:
+        return x >= alpha ? x : 0.0;
+    case SN_RNN_ACT_SCALED_TANH:
+        return alpha * tanh(beta * x);
+    case SN_RNN_ACT_HARD_SIGMOID:
+        return fmin(fmax(alpha * x + beta, 0.0), 1.0);
+    case SN_RNN_ACT_ELU:
+        return x >= 0.0 ? x : alpha * (exp(x) - 1.0);
+    case SN_RNN_ACT_SOFTSIGN:
+        return x / (1.0 + fabs(x));
+    case SN_RNN_ACT_SOFTPLUS:
+        return log(1.0 + exp(x));
+    case SN_RNN_ACT_AFFINE:
+        return alpha * x + beta;
+    case SN_RNN_ACT_COUNT:
+        break;
+    }
+    return x;
+}
+
+/* Activation k of d on v, clipped first where d->clip > 0. */
+static double ref_cell_act(const sn_rnn_cell_desc *d, int k, double v)
+{
+    if (d->clip > 0.0f)
+        v = fmin(fmax(v, -(double)d->clip), (double)d->clip);
+    return ref_rnn_act(d->act[k], d->alpha[k], d->beta[k], v);
+}
+
+void ref_rnn_cell(const sn_rnn_cell_desc *d, const float *gates,
+                  const float *rec, const float *peep, const float *mask,
+                  float *h, float *c, float *y)
+{
+    size_t hn = d->hidden;
+    for (size_t b = 0; b < d->batch; b++)
+        for (size_t j = 0; j < hn; j++) {
+            const float *g = gates + b * d->ld_gates;
+            const float *r = rec ? rec + b * 3 * hn : NULL;
+            double hold = h[b * hn + j], v = 0.0, cn = 0.0;
+            int live = !mask || mask[b] != 0.0f;
+            if (d->cell == SN_RNN_CELL_GRU_RESET) {
+                y[b * d->ld_y + j] =
+                    (float)(ref_cell_act(d, 0, g[hn + j]) * hold);
+                continue;
+            }
+            if (d->cell == SN_RNN_CELL_SIMPLE) {
+                v = ref_cell_act(d, 0, g[j]);
+            } else if (d->cell == SN_RNN_CELL_LSTM) {
+                double cold = c[b * hn + j];
+                double pi = peep ? peep[j] : 0.0;
+                double po = peep ? peep[hn + j] : 0.0;
+                double pf = peep ? peep[2 * hn + j] : 0.0;
+                double it = ref_cell_act(d, 0, g[j] + pi * cold);
+                double ft = d->input_forget
+                                ? 1.0 - it
+                                : ref_cell_act(d, 0, g[2 * hn + j] + pf * cold);
+                double ct = ref_cell_act(d, 1, g[3 * hn + j]);
+                double ot;
+                cn = ft * cold + it * ct;
+                ot = ref_cell_act(d, 0, g[hn + j] + po * cn);
+                v = ot * ref_rnn_act(d->act[2], d->alpha[2], d->beta[2], cn);
+            } else {
+                double z = ref_cell_act(d, 0, g[j] + (r ? r[j] : 0.0));
+                double rt =
+                    ref_cell_act(d, 0, g[hn + j] + (r ? r[hn + j] : 0.0));
+                double ht = ref_cell_act(
+                    d, 1, g[2 * hn + j] + (r ? rt * r[2 * hn + j] : 0.0));
+                v = (1.0 - z) * ht + z * hold;
+            }
+            if (y)
+                y[b * d->ld_y + j] = live ? (float)v : 0.0f;
+            if (live) {
+                h[b * hn + j] = (float)v;
+                if (d->cell == SN_RNN_CELL_LSTM)
+                    c[b * hn + j] = (float)cn;
+            }
+        }
+}

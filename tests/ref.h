@@ -51,6 +51,13 @@ void ref_topk(const sn_topk_desc *d, const float *x, float *values,
 void ref_gather(const sn_gather_desc *d, const float *data,
                 const int32_t *indices, float *out);
 
+/* One step of a recurrent cell, in double, from the spec's equations:
+ * gates (batch, G hidden) rows d->ld_gates apart; rec, peep, mask, c and y
+ * may be NULL where the descriptor's views are; h and c are updated. */
+void ref_rnn_cell(const sn_rnn_cell_desc *d, const float *gates,
+                  const float *rec, const float *peep, const float *mask,
+                  float *h, float *c, float *y);
+
 /* The scalar op of one binary / unary kernel, as the reference applies it. */
 float ref_binary_op(sn_binary_op op, float x, float y);
 float ref_unary_op(sn_unary_op op, float x, float alpha, float beta);

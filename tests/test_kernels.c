@@ -1026,3 +1026,111 @@ Test(kernels, pool_max_and_avg_with_pads_ceil_windows_and_dilation)
         }
     }
 }
+
+/*
+ * One recurrent cell step on dev against the reference: gates rows padded
+ * by 3 floats, y rows by 2, every view at an offset; the activations
+ * picked from `first` on (all eleven over the cases), half the items
+ * masked out where with_mask is set.
+ */
+static void rnn_cell_case(sn_device *dev, sn_rnn_cell_kind cell, size_t batch,
+                          size_t hidden, int first, float clip, int extras)
+{
+    static const size_t ngates[] = {1, 4, 3, 3};
+    const size_t hn = hidden, bh = batch * hn, g = ngates[cell] * hn;
+    const int with_mask = extras & 1, with_side = extras & 2;
+    sn_rnn_cell_desc d = {.cell = cell, .batch = batch, .hidden = hidden,
+                          .clip = clip, .input_forget = (extras & 4) != 0,
+                          .ld_gates = g + 3, .ld_y = hn + 2};
+    const size_t ng = batch * d.ld_gates, ny = batch * d.ld_y;
+    float *gates = random_floats(VIEW_OFF + ng, 91, -3.0f, 3.0f);
+    float *rec = random_floats(VIEW_OFF + 3 * bh, 92, -1.0f, 1.0f);
+    float *peep = random_floats(VIEW_OFF + 3 * hn, 93, -1.0f, 1.0f);
+    float *h = random_floats(VIEW_OFF + bh, 94, -1.0f, 1.0f);
+    float *c = random_floats(VIEW_OFF + bh, 95, -2.0f, 2.0f);
+    float *mask = calloc(VIEW_OFF + batch, sizeof *mask);
+    float *y = calloc(VIEW_OFF + ny, sizeof *y);
+    float *wh = malloc(bh * sizeof *wh), *wc = malloc(bh * sizeof *wc);
+    float *wy = calloc(ny, sizeof *wy), *got = malloc((ny + bh) * sizeof *got);
+    cr_assert(mask && y && wh && wc && wy && got);
+    for (int k = 0; k < 3; k++) {
+        d.act[k] = (sn_rnn_act)((first + 4 * k) % SN_RNN_ACT_COUNT);
+        d.alpha[k] = 0.3f + 0.2f * (float)k;
+        d.beta[k] = 0.5f - 0.25f * (float)k;
+    }
+    for (size_t b = 0; b < batch; b++)
+        mask[VIEW_OFF + b] = b % 2 ? 0.0f : 1.0f;
+    sn_buffer *bg = make_buffer(dev, gates, VIEW_OFF + ng);
+    sn_buffer *br = make_buffer(dev, rec, VIEW_OFF + 3 * bh);
+    sn_buffer *bp = make_buffer(dev, peep, VIEW_OFF + 3 * hn);
+    sn_buffer *bm = make_buffer(dev, mask, VIEW_OFF + batch);
+    sn_buffer *bhh = make_buffer(dev, h, VIEW_OFF + bh);
+    sn_buffer *bc = make_buffer(dev, c, VIEW_OFF + bh);
+    sn_buffer *by = make_buffer(dev, y, VIEW_OFF + ny);
+    d.gates = (sn_view){bg, VIEW_OFF};
+    d.h = (sn_view){bhh, VIEW_OFF};
+    d.y = (sn_view){by, VIEW_OFF};
+    if (cell == SN_RNN_CELL_LSTM)
+        d.c = (sn_view){bc, VIEW_OFF};
+    if (with_side && cell == SN_RNN_CELL_LSTM)
+        d.peep = (sn_view){bp, VIEW_OFF};
+    if (with_side && cell == SN_RNN_CELL_GRU)
+        d.rec = (sn_view){br, VIEW_OFF};
+    if (with_mask)
+        d.mask = (sn_view){bm, VIEW_OFF};
+    cr_assert_eq(sn_rnn_cell(dev, &d), SHARDNET_OK, "%s: %s", dev->info.name,
+                 shardnet_last_error());
+    memcpy(wh, h + VIEW_OFF, bh * sizeof *wh);
+    memcpy(wc, c + VIEW_OFF, bh * sizeof *wc);
+    ref_rnn_cell(&d, gates + VIEW_OFF, d.rec.buf ? rec + VIEW_OFF : NULL,
+                 d.peep.buf ? peep + VIEW_OFF : NULL,
+                 with_mask ? mask + VIEW_OFF : NULL, wh, wc, wy);
+    char what[128];
+    snprintf(what, sizeof what,
+             "rnn cell %d (%zu,%zu) acts from %d clip %g extras %d", (int)cell,
+             batch, hidden, first, (double)clip, extras);
+    read_back(by, y, VIEW_OFF + ny);
+    for (size_t b = 0; b < batch; b++) /* the rows, not the padding */
+        for (size_t j = 0; j < hn; j++) {
+            got[b * hn + j] = y[VIEW_OFF + b * d.ld_y + j];
+            wy[b * hn + j] = wy[b * d.ld_y + j];
+        }
+    expect_close(dev, what, got, wy, bh, 1e-4f, 1e-5f);
+    read_back(bhh, got, VIEW_OFF + bh);
+    expect_close(dev, what, got + VIEW_OFF, wh, bh, 1e-4f, 1e-5f);
+    if (cell == SN_RNN_CELL_LSTM) {
+        read_back(bc, got, VIEW_OFF + bh);
+        expect_close(dev, what, got + VIEW_OFF, wc, bh, 1e-4f, 1e-5f);
+    }
+    sn_buffer_free(bg);
+    sn_buffer_free(br);
+    sn_buffer_free(bp);
+    sn_buffer_free(bm);
+    sn_buffer_free(bhh);
+    sn_buffer_free(bc);
+    sn_buffer_free(by);
+    free(gates);
+    free(rec);
+    free(peep);
+    free(h);
+    free(c);
+    free(mask);
+    free(y);
+    free(wh);
+    free(wc);
+    free(wy);
+    free(got);
+}
+
+Test(kernels, rnn_cell_steps_every_cell_with_every_activation)
+{
+    FOR_EACH_DEVICE(dev)
+    {
+        for (int cell = 0; cell < SN_RNN_CELL_COUNT; cell++)
+            for (int first = 0; first < SN_RNN_ACT_COUNT; first++)
+                rnn_cell_case(dev, (sn_rnn_cell_kind)cell, 3, 5, first,
+                              first % 3 ? 0.0f : 1.5f, first % 8);
+        rnn_cell_case(dev, SN_RNN_CELL_LSTM, 17, 130, 0, 0.0f, 3);
+        rnn_cell_case(dev, SN_RNN_CELL_GRU, 17, 130, 0, 0.0f, 3);
+    }
+}

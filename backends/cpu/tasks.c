@@ -158,6 +158,16 @@ void sn_cpu_run_task(cpu_device *cd, const task *t)
                                          : NULL,
                     view_ptr(t->u.topk.indices));
         break;
+    case SN_KERNEL_RNN_CELL:
+        sn_cpu_rnn_cell(&t->u.rnn_cell, view_ptr(t->u.rnn_cell.gates),
+                        view_ptr_or_null(t->u.rnn_cell.rec),
+                        view_ptr_or_null(t->u.rnn_cell.peep),
+                        view_ptr_or_null(t->u.rnn_cell.mask),
+                        view_ptr(t->u.rnn_cell.h),
+                        t->u.rnn_cell.c.buf ? view_ptr(t->u.rnn_cell.c) : NULL,
+                        t->u.rnn_cell.y.buf ? view_ptr(t->u.rnn_cell.y)
+                                            : NULL);
+        break;
     case TASK_WRITE:
         memcpy(copy_ptr(&t->host), t->host.src, t->host.bytes);
         break;

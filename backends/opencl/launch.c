@@ -15,7 +15,7 @@
 
 /* The kernels_cl/ file of each program. */
 static const char *const prog_files[PROG_COUNT] = {
-    "elementwise.cl", "reduce.cl", "data.cl", "conv.cl"};
+    "elementwise.cl", "reduce.cl", "data.cl", "conv.cl", "rnn.cl"};
 
 /* The four kernels of each binary op (see elementwise.cl). */
 static const char *const bin_variants[BIN_VARIANTS] = {"same", "scalar_a",
@@ -41,6 +41,7 @@ static const struct {
     [K_POOL_MAX] = {PROG_CONV, "pool_max"},
     [K_POOL_AVG] = {PROG_CONV, "pool_avg"},
     [K_TOPK] = {PROG_REDUCE, "topk_axis"},
+    [K_RNN_CELL] = {PROG_RNN, "rnn_cell"},
 };
 
 /* --- small helpers ---------------------------------------------------- */

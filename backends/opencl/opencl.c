@@ -317,6 +317,7 @@ static const sn_backend_ops cl_ops = {
     .layernorm = sn_cl_layernorm,
     .gather = sn_cl_gather,
     .topk = sn_cl_topk,
+    .rnn_cell = sn_cl_rnn_cell,
     .supports = cl_supports,
     .synchronize = cl_synchronize,
     .event_record = sn_cl_event_record,

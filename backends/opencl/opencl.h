@@ -30,7 +30,14 @@
  * this, so that the driver can pick a sensible local size. */
 #define GLOBAL_ROUND 64
 
-enum { PROG_ELEMENTWISE, PROG_REDUCE, PROG_DATA, PROG_CONV, PROG_COUNT };
+enum {
+    PROG_ELEMENTWISE,
+    PROG_REDUCE,
+    PROG_DATA,
+    PROG_CONV,
+    PROG_RNN,
+    PROG_COUNT
+};
 
 /* The four kernels of each binary op (see elementwise.cl). */
 enum { BIN_SAME, BIN_SCALAR_A, BIN_SCALAR_B, BIN_BCAST, BIN_VARIANTS };
@@ -59,6 +66,7 @@ enum {
     K_POOL_MAX,
     K_POOL_AVG,
     K_TOPK, /* one work-item per (outer, inner) position */
+    K_RNN_CELL,
     K_SINGLE_COUNT
 };
 
@@ -172,5 +180,7 @@ shardnet_status sn_cl_copy(sn_device *dev, const sn_copy_desc *d);
 shardnet_status sn_cl_gather(sn_device *dev, const sn_gather_desc *d);
 shardnet_status sn_cl_im2col(sn_device *dev, const sn_im2col_desc *d);
 shardnet_status sn_cl_pool(sn_device *dev, const sn_pool_desc *d);
+
+shardnet_status sn_cl_rnn_cell(sn_device *dev, const sn_rnn_cell_desc *d);
 
 #endif /* SN_CL_BACKEND_H */

@@ -347,6 +347,75 @@ typedef struct sn_topk_desc {
 } sn_topk_desc;
 
 /*
+ * One time step of a recurrent cell (ONNX RNN, GRU, LSTM) over a batch,
+ * after the products: gates holds, per batch item, the cell's gate inputs
+ * X_t W^T + H_{t-1} R^T + biases, G * hidden floats in ONNX's gate order
+ * (RNN: i; GRU: z, r, h; LSTM: i, o, f, c), rows ld_gates apart.  With
+ * (b, j) an item and a hidden unit, clip(v) = min(max(v, -clip), clip)
+ * (clip > 0; else v) and f, g, h = act[0], act[1], act[2]:
+ *
+ *   SIMPLE:    H = f(clip(i))
+ *   LSTM:      i = f(clip(gi + P_i C)), f = input_forget ? 1 - i
+ *              : f(clip(gf + P_f C)), C' = f C + i g(clip(gc)),
+ *              o = f(clip(go + P_o C')), H = o h(C')
+ *   GRU:       z = f(clip(gz + rz)), r = f(clip(gr + rr)),
+ *              H = (1 - z) g(clip(gh + r rh)) + z H
+ *   GRU_RESET: y = f(clip(gr)) H   (the r (.) H_{t-1} that GRU without
+ *              linear_before_reset multiplies by R_h before its GRU step)
+ *
+ * peep (LSTM: P_i, P_o, P_f, 3 hidden floats) and rec (GRU: rz, rr, rh,
+ * (batch, 3 hidden) contiguous, H_{t-1} R^T + R_b for linear_before_reset)
+ * count as 0 when their buf is NULL.  h (and c, LSTM) is the state
+ * (batch, hidden), read and written in place; y (rows ld_y apart, buf NULL:
+ * none) gets the new H.  mask (batch floats, buf NULL: all 1): where 0, the
+ * item's sequence has ended, its state stays and its y is 0.
+ */
+#define SN_RNN_ACT_MAP(X)                                                     \
+    X(SIGMOID, "Sigmoid") X(TANH, "Tanh") X(RELU, "Relu")                     \
+    X(LEAKY_RELU, "LeakyRelu") X(THRESHOLDED_RELU, "ThresholdedRelu")         \
+    X(SCALED_TANH, "ScaledTanh") X(HARD_SIGMOID, "HardSigmoid")               \
+    X(ELU, "Elu") X(SOFTSIGN, "Softsign") X(SOFTPLUS, "Softplus")             \
+    X(AFFINE, "Affine")
+
+/* The activations, with their alpha and beta: LEAKY_RELU x < 0 ? alpha x
+ * : x; THRESHOLDED_RELU x >= alpha ? x : 0; SCALED_TANH alpha tanh(beta x);
+ * HARD_SIGMOID max(0, min(1, alpha x + beta)); ELU x < 0 ? alpha (e^x - 1)
+ * : x; SOFTSIGN x / (1 + |x|); SOFTPLUS log(1 + e^x); AFFINE alpha x +
+ * beta. */
+typedef enum sn_rnn_act {
+#define SN_ENUM_(name, str) SN_RNN_ACT_##name,
+    SN_RNN_ACT_MAP(SN_ENUM_)
+#undef SN_ENUM_
+    SN_RNN_ACT_COUNT
+} sn_rnn_act;
+
+typedef enum sn_rnn_cell_kind {
+    SN_RNN_CELL_SIMPLE,
+    SN_RNN_CELL_LSTM,
+    SN_RNN_CELL_GRU,
+    SN_RNN_CELL_GRU_RESET,
+    SN_RNN_CELL_COUNT
+} sn_rnn_cell_kind;
+
+typedef struct sn_rnn_cell_desc {
+    sn_rnn_cell_kind cell;
+    size_t batch, hidden;
+    sn_rnn_act act[3]; /* f, g, h: the cell uses the first 1, 2 or 3 */
+    float alpha[3], beta[3];
+    float clip;       /* > 0: gate inputs clipped to [-clip, clip] */
+    int input_forget; /* LSTM: f = 1 - i */
+    sn_view gates;    /* (batch, G hidden), rows ld_gates apart */
+    size_t ld_gates;
+    sn_view rec;      /* GRU: (batch, 3 hidden), or buf NULL */
+    sn_view peep;     /* LSTM: (3 hidden), or buf NULL */
+    sn_view mask;     /* (batch), or buf NULL */
+    sn_view h;        /* (batch, hidden), in and out */
+    sn_view c;        /* LSTM: (batch, hidden), in and out */
+    sn_view y;        /* (batch, hidden) rows ld_y apart, or buf NULL */
+    size_t ld_y;
+} sn_rnn_cell_desc;
+
+/*
  * The kernels, one per kernel member of sn_backend_ops, for asking a
  * device whether it runs one (sn_device_supports).  Four have variants:
  * binary (an sn_binary_op), unary (an sn_unary_op), reduce (an
@@ -358,6 +427,8 @@ typedef struct sn_topk_desc {
     X(COPY, "copy") X(IM2COL, "im2col") X(POOL, "pool")                       \
     X(LAYERNORM, "layernorm") X(GATHER, "gather")                           \
     X(TOPK, "topk")
+    X(LAYERNORM, "layernorm") X(GATHER, "gather")                           \
+    X(RNN_CELL, "rnn_cell")
 
 typedef enum sn_kernel {
 #define SN_ENUM_(name, str) SN_KERNEL_##name,
@@ -385,6 +456,7 @@ typedef union sn_kernel_desc {
     sn_layernorm_desc layernorm;
     sn_gather_desc gather;
     sn_topk_desc topk;
+    sn_rnn_cell_desc rnn_cell;
 } sn_kernel_desc;
 
 /* Flags for buffer_map. */
@@ -435,6 +507,7 @@ typedef struct sn_backend_ops {
     shardnet_status (*layernorm)(sn_device *dev, const sn_layernorm_desc *d);
     shardnet_status (*gather)(sn_device *dev, const sn_gather_desc *d);
     shardnet_status (*topk)(sn_device *dev, const sn_topk_desc *d);
+    shardnet_status (*rnn_cell)(sn_device *dev, const sn_rnn_cell_desc *d);
 
     /* Optional: does dev run kernel k, of variant `variant` (an
      * sn_unary_op, sn_binary_op, sn_reduce_op or sn_pool_op where k has
@@ -581,6 +654,7 @@ shardnet_status sn_pool(sn_device *dev, const sn_pool_desc *d);
 shardnet_status sn_layernorm(sn_device *dev, const sn_layernorm_desc *d);
 shardnet_status sn_gather(sn_device *dev, const sn_gather_desc *d);
 shardnet_status sn_topk(sn_device *dev, const sn_topk_desc *d);
+shardnet_status sn_rnn_cell(sn_device *dev, const sn_rnn_cell_desc *d);
 shardnet_status sn_synchronize(sn_device *dev);
 /* Kernel k with its descriptor d: the checked entry point above that k
  * names. */

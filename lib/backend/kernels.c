@@ -495,6 +495,59 @@ shardnet_status sn_topk(sn_device *dev, const sn_topk_desc *d)
     return dev->ops->topk(dev, d);
 }
 
+/* The gates each recurrent cell reads per batch item, in hiddens. */
+static const size_t rnn_gates[SN_RNN_CELL_COUNT] = {
+    [SN_RNN_CELL_SIMPLE] = 1, [SN_RNN_CELL_LSTM] = 4,
+    [SN_RNN_CELL_GRU] = 3, [SN_RNN_CELL_GRU_RESET] = 3};
+
+shardnet_status sn_rnn_cell(sn_device *dev, const sn_rnn_cell_desc *d)
+{
+    const char *what = "rnn cell";
+    shardnet_status st =
+        sn_check_device(dev, dev ? dev->ops->rnn_cell : NULL, what);
+    size_t gw, eg, eh, ey, e3, ld_y;
+    int lstm, want_y;
+    if (st != SHARDNET_OK)
+        return st;
+    if (!d || (unsigned)d->cell >= SN_RNN_CELL_COUNT)
+        return sn_error(SHARDNET_INVALID_ARGUMENT, "%s on %s: bad cell",
+                        what, dev->info.name);
+    for (int i = 0; i < 3; i++)
+        if ((unsigned)d->act[i] >= SN_RNN_ACT_COUNT)
+            return sn_error(SHARDNET_INVALID_ARGUMENT,
+                            "%s on %s: bad activation %d", what,
+                            dev->info.name, (int)d->act[i]);
+    lstm = d->cell == SN_RNN_CELL_LSTM;
+    if (!mul_ok(d->hidden, rnn_gates[d->cell], &gw) ||
+        !mul_ok(d->hidden, 3, &e3) || !mul_ok(d->batch, d->hidden, &eh))
+        return sn_error(SHARDNET_INVALID_ARGUMENT, "%s on %s: size overflows",
+                        what, dev->info.name);
+    if (eh == 0)
+        return SHARDNET_OK;
+    want_y = d->y.buf || d->cell == SN_RNN_CELL_GRU_RESET;
+    ld_y = want_y ? d->ld_y : d->hidden;
+    if (d->ld_gates < gw || ld_y < d->hidden ||
+        !matrix_extent(d->batch, gw, d->ld_gates, 1, 0, &eg) ||
+        !matrix_extent(d->batch, d->hidden, ld_y, 1, 0, &ey))
+        return sn_error(SHARDNET_INVALID_ARGUMENT,
+                        "%s on %s: rows of %zu and %zu floats %zu and %zu "
+                        "apart",
+                        what, dev->info.name, gw, d->hidden, d->ld_gates,
+                        ld_y);
+    if ((st = check_view(dev, what, "gates", d->gates, eg)) ||
+        (st = check_view(dev, what, "h", d->h, eh)) ||
+        (lstm && (st = check_view(dev, what, "c", d->c, eh))) ||
+        (want_y && (st = check_view(dev, what, "y", d->y, ey))) ||
+        (d->mask.buf && (st = check_view(dev, what, "mask", d->mask,
+                                         d->batch))) ||
+        (lstm && d->peep.buf &&
+         (st = check_view(dev, what, "peep", d->peep, e3))) ||
+        (d->cell == SN_RNN_CELL_GRU && d->rec.buf &&
+         (st = check_view(dev, what, "rec", d->rec, e3 * d->batch))))
+        return st;
+    return dev->ops->rnn_cell(dev, d);
+}
+
 shardnet_status sn_launch(sn_device *dev, sn_kernel k, const sn_kernel_desc *d)
 {
     if (!d)
@@ -524,6 +577,8 @@ shardnet_status sn_launch(sn_device *dev, sn_kernel k, const sn_kernel_desc *d)
         return sn_gather(dev, &d->gather);
     case SN_KERNEL_TOPK:
         return sn_topk(dev, &d->topk);
+    case SN_KERNEL_RNN_CELL:
+        return sn_rnn_cell(dev, &d->rnn_cell);
     case SN_KERNEL_COUNT:
         break;
     }

@@ -78,6 +78,12 @@ size_t sn_step_views(sn_step *s, sn_view **v)
         v[0] = &s->u.topk.x, v[1] = &s->u.topk.values;
         v[2] = &s->u.topk.indices;
         return 3;
+    case SN_KERNEL_RNN_CELL:
+        v[0] = &s->u.rnn_cell.gates, v[1] = &s->u.rnn_cell.rec;
+        v[2] = &s->u.rnn_cell.peep, v[3] = &s->u.rnn_cell.mask;
+        v[4] = &s->u.rnn_cell.h, v[5] = &s->u.rnn_cell.c;
+        v[6] = &s->u.rnn_cell.y;
+        return 7;
     case SN_STEP_COLLECTIVE:
         v[0] = &s->coll.send, v[1] = &s->coll.recv;
         return 2;
