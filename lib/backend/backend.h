@@ -425,9 +425,7 @@ typedef struct sn_rnn_cell_desc {
     X(GEMM, "gemm") X(BINARY, "binary") X(UNARY, "unary")                     \
     X(SOFTMAX, "softmax") X(REDUCE, "reduce") X(WHERE, "where")               \
     X(COPY, "copy") X(IM2COL, "im2col") X(POOL, "pool")                       \
-    X(LAYERNORM, "layernorm") X(GATHER, "gather")                           \
-    X(TOPK, "topk")
-    X(LAYERNORM, "layernorm") X(GATHER, "gather")                           \
+    X(LAYERNORM, "layernorm") X(GATHER, "gather") X(TOPK, "topk")           \
     X(RNN_CELL, "rnn_cell")
 
 typedef enum sn_kernel {
