@@ -168,4 +168,10 @@ SN_LOWER(sn_lower_reduce_mean);
 SN_LOWER(sn_lower_reduce_sum);
 SN_LOWER(sn_lower_reduce_max);
 
+/* lib/ops/ops_spatial.c: spatial data movement. */
+SN_LOWER(sn_lower_pad);
+SN_LOWER(sn_lower_tile);
+SN_LOWER(sn_lower_depth_to_space);
+SN_LOWER(sn_lower_space_to_depth);
+
 #endif /* SN_OPS_H */

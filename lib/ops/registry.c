@@ -143,6 +143,14 @@ static const sn_operator registry[] = {
     /* a value made on the host (ops_shape.c) */
     OP("ConstantOfShape", 1, 1, sn_lower_constant_of_shape, 9, REPLICATE,
        MIXED, ELEMENTS, HOST),
+    /* spatial data movement (ops_spatial.c): strided copies, a constant
+     * Pad's fill one of them */
+    OP("Pad", 1, 4, sn_lower_pad, 1, REPLICATE, MIXED, ELEMENTS, USE(COPY)),
+    OP("Tile", 2, 3, sn_lower_tile, 1, REPLICATE, MIXED, ELEMENTS, USE(COPY)),
+    OP("DepthToSpace", 1, 1, sn_lower_depth_to_space, 1, REPLICATE, MIXED,
+       ELEMENTS, USE(COPY)),
+    OP("SpaceToDepth", 1, 1, sn_lower_space_to_depth, 1, REPLICATE, MIXED,
+       ELEMENTS, USE(COPY)),
 };
 
 #define NOPS (sizeof registry / sizeof registry[0])
