@@ -114,5 +114,11 @@ void sn_cpu_layernorm(const sn_layernorm_desc *d, const float *x,
                       const float *scale, const float *bias, float *y);
 void sn_cpu_gather(const sn_gather_desc *d, const float *data,
                    const int32_t *indices, float *out);
+void sn_cpu_resample(const sn_resample_desc *d, const float *x,
+                     const float *table, float *y);
+void sn_cpu_grid_sample(const sn_grid_sample_desc *d, const float *x,
+                        const float *grid, float *y);
+void sn_cpu_roi_align(const sn_roi_align_desc *d, const float *x,
+                      const float *rois, const float *batch_idx, float *y);
 
 #endif /* SN_CPU_KERNELS_H */

@@ -218,6 +218,9 @@ WATCH(im2col, sn_im2col_desc, SN_KERNEL_IM2COL, SN_VARIANT_ANY)
 WATCH(pool, sn_pool_desc, SN_KERNEL_POOL, (int)d->op)
 WATCH(layernorm, sn_layernorm_desc, SN_KERNEL_LAYERNORM, SN_VARIANT_ANY)
 WATCH(gather, sn_gather_desc, SN_KERNEL_GATHER, SN_VARIANT_ANY)
+WATCH(resample, sn_resample_desc, SN_KERNEL_RESAMPLE, SN_VARIANT_ANY)
+WATCH(grid_sample, sn_grid_sample_desc, SN_KERNEL_GRID_SAMPLE, SN_VARIANT_ANY)
+WATCH(roi_align, sn_roi_align_desc, SN_KERNEL_ROI_ALIGN, SN_VARIANT_ANY)
 
 static void watch(sn_device *dev)
 {
@@ -236,6 +239,9 @@ static void watch(sn_device *dev)
     w->ops.pool = watch_pool;
     w->ops.layernorm = watch_layernorm;
     w->ops.gather = watch_gather;
+    w->ops.resample = watch_resample;
+    w->ops.grid_sample = watch_grid_sample;
+    w->ops.roi_align = watch_roi_align;
     dev->ops = &w->ops;
 }
 

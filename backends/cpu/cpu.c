@@ -457,6 +457,10 @@ CPU_KERNEL(cpu_im2col, sn_im2col_desc, SN_KERNEL_IM2COL, im2col)
 CPU_KERNEL(cpu_pool, sn_pool_desc, SN_KERNEL_POOL, pool)
 CPU_KERNEL(cpu_layernorm, sn_layernorm_desc, SN_KERNEL_LAYERNORM, layernorm)
 CPU_KERNEL(cpu_gather, sn_gather_desc, SN_KERNEL_GATHER, gather)
+CPU_KERNEL(cpu_resample, sn_resample_desc, SN_KERNEL_RESAMPLE, resample)
+CPU_KERNEL(cpu_grid_sample, sn_grid_sample_desc, SN_KERNEL_GRID_SAMPLE,
+           grid_sample)
+CPU_KERNEL(cpu_roi_align, sn_roi_align_desc, SN_KERNEL_ROI_ALIGN, roi_align)
 
 /* How far the kernels of cpu/ go in each kernel's variants (backend.h's
  * enums, in order): all of them today. */
@@ -497,6 +501,9 @@ static const sn_backend_ops cpu_ops = {
     .pool = cpu_pool,
     .layernorm = cpu_layernorm,
     .gather = cpu_gather,
+    .resample = cpu_resample,
+    .grid_sample = cpu_grid_sample,
+    .roi_align = cpu_roi_align,
     .supports = cpu_supports,
     .synchronize = sn_cpu_synchronize,
     .event_record = sn_cpu_event_record,

@@ -15,7 +15,8 @@
 
 /* The kernels_cl/ file of each program. */
 static const char *const prog_files[PROG_COUNT] = {
-    "elementwise.cl", "reduce.cl", "data.cl", "conv.cl"};
+    "elementwise.cl", "reduce.cl", "data.cl", "conv.cl", "resample.cl",
+    "sample.cl"};
 
 /* The four kernels of each binary op (see elementwise.cl). */
 static const char *const bin_variants[BIN_VARIANTS] = {"same", "scalar_a",
@@ -39,6 +40,9 @@ static const struct {
     [K_IM2COL] = {PROG_CONV, "im2col"},
     [K_POOL_MAX] = {PROG_CONV, "pool_max"},
     [K_POOL_AVG] = {PROG_CONV, "pool_avg"},
+    [K_RESAMPLE] = {PROG_RESAMPLE, "resample"},
+    [K_GRID_SAMPLE] = {PROG_SAMPLE, "grid_sample"},
+    [K_ROI_ALIGN] = {PROG_SAMPLE, "roi_align"},
 };
 
 /* --- small helpers ---------------------------------------------------- */

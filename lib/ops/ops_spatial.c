@@ -1,10 +1,12 @@
 /*
- * Spatial data movement: Pad, Tile, DepthToSpace and SpaceToDepth.  Each
- * is a few strided copies, one per region of the output that reads the
- * input along a straight line per axis: done on the host, byte for byte
- * in the input's own type, when the input is a host value, and otherwise
- * emitted as copy steps on the device (a constant Pad's fill is a copy of
- * the one padding value with every source stride 0).
+ * Spatial data movement: Pad, Tile, DepthToSpace, SpaceToDepth, MaxUnpool;
+ * and LRN, whose sum across channels is a pooling.  The first four are a
+ * few strided copies, one per region of the output that reads the input
+ * along a straight line per axis: done on the host, byte for byte in the
+ * input's own type, when the input is a host value, and otherwise emitted
+ * as copy steps on the device (a constant Pad's fill is a copy of the one
+ * padding value with every source stride 0).  MaxUnpool is a gather by a
+ * map made on the host.
  */
 #include <config.h>
 
@@ -537,4 +539,196 @@ SN_LOWER(sn_lower_space_to_depth)
     if (!m.empty)
         st = move(&m, 6, shape, 0, ss, 0, ds);
     return mover_close(&m, st, x, 4, od);
+}
+
+/* --- MaxUnpool ------------------------------------------------------------- */
+
+/*
+ * MaxUnpool: X's values placed at the flat positions I gives (MaxPool's
+ * Indices, counted over the whole output of the pooling's shape; a larger
+ * output_shape adds zeros at the end of each axis), zeros elsewhere.  With
+ * I known
+ * on the host, the inverse map (which element of X lands at each output
+ * position, or none) is made there and the step is a gather of X's
+ * elements; the last of several values for one position wins.
+ */
+SN_LOWER(sn_lower_max_unpool)
+{
+    sn_rt *x = sn_in(L, n, 0), *idx = sn_in(L, n, 1), *out;
+    int64_t ks[SN_MAX_DIMS], strides[SN_MAX_DIMS], pads[2 * SN_MAX_DIMS];
+    int64_t od[SN_MAX_DIMS], fd[SN_MAX_DIMS], fs[SN_MAX_DIMS];
+    size_t nk, ns, np, nx = sn_rt_elements(x), no;
+    int r = x->rank, sp = x->rank - 2, given;
+    shardnet_status st;
+
+    if (r < 3)
+        return sn_node_error(n, SHARDNET_INVALID_ARGUMENT,
+                             "input of rank %d, not N x C x spatial", r);
+    if (idx->rank != r || memcmp(idx->dims, x->dims, (size_t)r * sizeof *od))
+        return sn_node_error(n, SHARDNET_INVALID_ARGUMENT,
+                             "indices' shape differs from the input's");
+    if ((st = sn_attr_ints(n, "kernel_shape", ks, SN_MAX_DIMS, &nk,
+                           &given)) ||
+        (st = sn_attr_ints(n, "strides", strides, SN_MAX_DIMS, &ns, NULL)) ||
+        (st = sn_attr_ints(n, "pads", pads, 2 * SN_MAX_DIMS, &np, NULL)))
+        return st;
+    if (!given || nk != (size_t)sp || (ns && ns != (size_t)sp) ||
+        (np && np != 2 * (size_t)sp))
+        return sn_node_error(n, SHARDNET_INVALID_ARGUMENT,
+                             "kernel_shape, strides and pads must give each "
+                             "of the %d spatial axes",
+                             sp);
+    od[0] = x->dims[0];
+    od[1] = x->dims[1];
+    for (int i = 0; i < sp; i++) {
+        int64_t s = ns ? strides[i] : 1, pb = np ? pads[i] : 0,
+                pe = np ? pads[sp + i] : 0;
+        if (ks[i] < 1 || ks[i] > 65536 || s < 1 || s > 65536 || pb < 0 ||
+            pe < 0 || pb > 65536 || pe > 65536 ||
+            (od[2 + i] = (x->dims[2 + i] - 1) * s + ks[i] - pb - pe) < 0 ||
+            od[2 + i] > SN_MAX_ELEMENTS)
+            return sn_node_error(n, SHARDNET_INVALID_ARGUMENT,
+                                 "kernel %lld, stride %lld, pads %lld and "
+                                 "%lld on spatial axis %d",
+                                 (long long)ks[i], (long long)s,
+                                 (long long)pb, (long long)pe, i);
+    }
+    /* the indices count in the pooling's own output (od); output_shape
+     * may ask for more, the extra rows and columns zeros (fd) */
+    memcpy(fd, od, sizeof fd);
+    if (n->ninputs > 2 && n->inputs[2] >= 0) {
+        int64_t shape[SN_MAX_DIMS];
+        size_t c;
+        if ((st = sn_host_ints(n, sn_in(L, n, 2), "output_shape", shape,
+                               SN_MAX_DIMS, &c)) != SHARDNET_OK)
+            return st;
+        if (c != (size_t)r || shape[0] != od[0] || shape[1] != od[1])
+            return sn_node_error(n, SHARDNET_INVALID_ARGUMENT,
+                                 "output_shape does not keep the input's "
+                                 "batch and channels");
+        for (int i = 2; i < r; i++) {
+            if (shape[i] < od[i] || shape[i] > SN_MAX_ELEMENTS)
+                return sn_node_error(n, SHARDNET_INVALID_ARGUMENT,
+                                     "output_shape %lld on axis %d, below "
+                                     "the %lld the pooling gives",
+                                     (long long)shape[i], i,
+                                     (long long)od[i]);
+            fd[i] = shape[i];
+        }
+    }
+    if ((no = sn_dims_product(0, r, fd)) > (size_t)SN_MAX_ELEMENTS ||
+        nx > INT32_MAX)
+        return sn_node_error(n, SHARDNET_INVALID_ARGUMENT,
+                             "the unpooled tensor is too large");
+    if (!sn_host_known(idx))
+        return sn_node_error(n, SHARDNET_UNSUPPORTED,
+                             "indices computed on the device (they must be "
+                             "known when the model is planned)");
+    if ((st = sn_out_device_as(L, n, x->dtype, r, fd, &out)) != SHARDNET_OK)
+        return st;
+    if (no == 0)
+        return SHARDNET_OK;
+    sn_strides(r, fd, fs);
+    /* the inverse map: the gather's int32 indices, stored bit for bit in
+     * a float upload (nx, out of range: a zero) */
+    int32_t *inv = malloc(no * sizeof *inv);
+    if (!inv)
+        return sn_error(SHARDNET_OUT_OF_MEMORY, "node '%s'", n->name);
+    for (size_t i = 0; i < no; i++)
+        inv[i] = (int32_t)nx;
+    for (size_t i = 0; i < nx; i++) {
+        int64_t v = sn_rt_get_int(idx, i), at = 0;
+        if (v < 0 || (size_t)v >= sn_dims_product(0, r, od)) {
+            free(inv);
+            return sn_node_error(n, SHARDNET_INVALID_ARGUMENT,
+                                 "index %lld (at %zu) is outside the "
+                                 "unpooled tensor",
+                                 (long long)v, i);
+        }
+        for (int k = r - 1; k >= 0; k--) { /* od's place to fd's */
+            at += (v % od[k]) * fs[k];
+            v /= od[k];
+        }
+        inv[at] = (int32_t)i;
+    }
+    _Static_assert(sizeof(int32_t) == sizeof(float), "4-byte indices");
+    sn_step s = {.kind = SN_KERNEL_GATHER};
+    s.u.gather = (sn_gather_desc){.outer = 1, .axis_len = nx, .inner = 1,
+                                  .nidx = no, .out = out->view};
+    if ((st = sn_dev_upload(L, n, (float *)(void *)inv, no,
+                            &s.u.gather.indices)) != SHARDNET_OK ||
+        (st = sn_dev_view(L, n, x, &s.u.gather.data)) != SHARDNET_OK)
+        return st;
+    return sn_emit(L, n, &s);
+}
+
+/* --- LRN ------------------------------------------------------------------- */
+
+/* A float scalar uploaded for the steps of node n. */
+static shardnet_status scalar_view(sn_lower *L, const sn_node *n, float v,
+                                   sn_view *out)
+{
+    float *p = malloc(sizeof *p);
+    if (!p)
+        return sn_error(SHARDNET_OUT_OF_MEMORY, "node '%s'", n->name);
+    *p = v;
+    return sn_dev_upload(L, n, p, 1, out);
+}
+
+/*
+ * LRN: y = x / (bias + alpha / size * sum of x^2 over the `size` channels
+ * around)^beta.  The sum is an average pooling across the channels with
+ * count_include_pad (each window counts `size` positions), so alpha times
+ * it is the term; the rest is element-wise.
+ */
+SN_LOWER(sn_lower_lrn)
+{
+    sn_rt *x = sn_in(L, n, 0), *out;
+    int64_t size = sn_attr_int(n, "size", 0), none[1] = {0};
+    float alpha = sn_attr_float(n, "alpha", 1e-4f);
+    float beta = sn_attr_float(n, "beta", 0.75f);
+    float bias = sn_attr_float(n, "bias", 1.0f);
+    int r = x->rank;
+    size_t count = sn_rt_elements(x);
+    sn_view vx, sq, avg, ka, kb, kp;
+    shardnet_status st;
+
+    if (r < 2)
+        return sn_node_error(n, SHARDNET_INVALID_ARGUMENT,
+                             "input of rank %d, not N x C x ...", r);
+    if (size < 1 || size > 65536)
+        return sn_node_error(n, SHARDNET_INVALID_ARGUMENT, "size %lld",
+                             (long long)size);
+    if ((st = sn_out_device(L, n, 0, r, x->dims, &out)) != SHARDNET_OK)
+        return st;
+    if (count == 0)
+        return SHARDNET_OK;
+    if ((st = sn_dev_view(L, n, x, &vx)) || (st = sn_scratch(L, count, &sq)) ||
+        (st = sn_scratch(L, count, &avg)) ||
+        (st = scalar_view(L, n, alpha, &ka)) ||
+        (st = scalar_view(L, n, bias, &kb)) ||
+        (st = scalar_view(L, n, beta, &kp)))
+        return st;
+    sn_step s = {.kind = SN_KERNEL_POOL};
+    s.u.pool = (sn_pool_desc){
+        .op = SN_POOL_AVG, .count_include_pad = 1,
+        .planes = (size_t)x->dims[0], .in_h = (size_t)x->dims[1],
+        .in_w = sn_dims_product(2, r, x->dims), .k_h = (size_t)size,
+        .k_w = 1, .stride_h = 1, .stride_w = 1, .dil_h = 1, .dil_w = 1,
+        .pad_top = (size_t)(size - 1) / 2, .pad_bottom = (size_t)size / 2,
+        .src = sq, .dst = avg};
+    s.u.pool.out_h = s.u.pool.in_h;
+    s.u.pool.out_w = s.u.pool.in_w;
+    if ((st = sn_emit_binary(L, n, SN_BINARY_MUL, r, x->dims, vx, r, x->dims,
+                             vx, sq)) ||
+        (st = sn_emit(L, n, &s)) ||
+        (st = sn_emit_binary(L, n, SN_BINARY_MUL, r, x->dims, avg, 0, none,
+                             ka, sq)) ||
+        (st = sn_emit_binary(L, n, SN_BINARY_ADD, r, x->dims, sq, 0, none, kb,
+                             avg)) ||
+        (st = sn_emit_binary(L, n, SN_BINARY_POW, r, x->dims, avg, 0, none,
+                             kp, sq)))
+        return st;
+    return sn_emit_binary(L, n, SN_BINARY_DIV, r, x->dims, vx, r, x->dims, sq,
+                          out->view);
 }
