@@ -128,5 +128,11 @@ float sn_cpu_rnn_act(sn_rnn_act act, float alpha, float beta, float x);
 void sn_cpu_rnn_cell(const sn_rnn_cell_desc *d, const float *gates,
                      const float *rec, const float *peep, const float *mask,
                      float *h, float *c, float *y);
+void sn_cpu_resample(const sn_resample_desc *d, const float *x,
+                     const float *table, float *y);
+void sn_cpu_grid_sample(const sn_grid_sample_desc *d, const float *x,
+                        const float *grid, float *y);
+void sn_cpu_roi_align(const sn_roi_align_desc *d, const float *x,
+                      const float *rois, const float *batch_idx, float *y);
 
 #endif /* SN_CPU_KERNELS_H */

@@ -257,6 +257,9 @@ WATCH(layernorm, sn_layernorm_desc, SN_KERNEL_LAYERNORM, SN_VARIANT_ANY)
 WATCH(gather, sn_gather_desc, SN_KERNEL_GATHER, SN_VARIANT_ANY)
 WATCH(topk, sn_topk_desc, SN_KERNEL_TOPK, SN_VARIANT_ANY)
 WATCH(rnn_cell, sn_rnn_cell_desc, SN_KERNEL_RNN_CELL, SN_VARIANT_ANY)
+WATCH(resample, sn_resample_desc, SN_KERNEL_RESAMPLE, SN_VARIANT_ANY)
+WATCH(grid_sample, sn_grid_sample_desc, SN_KERNEL_GRID_SAMPLE, SN_VARIANT_ANY)
+WATCH(roi_align, sn_roi_align_desc, SN_KERNEL_ROI_ALIGN, SN_VARIANT_ANY)
 
 static void watch(sn_device *dev)
 {
@@ -277,6 +280,9 @@ static void watch(sn_device *dev)
     w->ops.gather = watch_gather;
     w->ops.topk = watch_topk;
     w->ops.rnn_cell = watch_rnn_cell;
+    w->ops.resample = watch_resample;
+    w->ops.grid_sample = watch_grid_sample;
+    w->ops.roi_align = watch_roi_align;
     dev->ops = &w->ops;
 }
 

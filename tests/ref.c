@@ -477,6 +477,207 @@ void ref_gather(const sn_gather_desc *d, const float *data,
         }
 }
 
+void ref_resample(const sn_resample_desc *d, const float *x,
+                  const float *table, float *y)
+{
+    size_t nout = d->planes, in_plane = 1, out_plane = 1;
+    for (size_t i = 0; i < d->rank; i++) {
+        in_plane *= d->in[i];
+        out_plane *= d->out[i];
+    }
+    nout *= out_plane;
+    for (size_t e = 0; e < nout; e++) {
+        size_t o[SN_MAX_DIMS], j[SN_MAX_DIMS] = {0}, rest = e % out_plane;
+        const float *xp = x + (e / out_plane) * in_plane;
+        double acc = 0.0;
+        int outside = 0;
+        for (size_t i = d->rank; i-- > 0;) {
+            o[i] = rest % d->out[i];
+            rest /= d->out[i];
+        }
+        for (;;) {
+            size_t off = 0, i;
+            double w = 1.0;
+            for (i = 0; i < d->rank; i++) {
+                const float *t =
+                    table + d->table_off[i] + 2 * (o[i] * d->taps[i] + j[i]);
+                if (!(t[0] >= 0.0f && t[0] < (float)d->in[i]))
+                    outside = 1;
+                else
+                    off = off * d->in[i] + (size_t)t[0];
+                w *= t[1];
+            }
+            if (outside)
+                break;
+            acc += w * xp[off];
+            for (i = d->rank; i-- > 0;) {
+                if (++j[i] < d->taps[i])
+                    break;
+                j[i] = 0;
+            }
+            if (i == (size_t)-1)
+                break;
+        }
+        y[e] = outside ? d->fill : (float)acc;
+    }
+}
+
+/* GridSample's padding of a pixel coordinate c on an axis of n. */
+static double grid_pad(const sn_grid_sample_desc *d, double c, size_t n)
+{
+    double lo, span, e, hi = (double)n - 1.0;
+    if (d->padding == SN_GRID_ZEROS)
+        return c;
+    if (d->padding == SN_GRID_REFLECTION) {
+        lo = d->align_corners ? 0.0 : -0.5;
+        span = d->align_corners ? hi : (double)n;
+        if (span > 0.0) {
+            e = fmod(fabs(c - lo), span);
+            c = (long long)floor(fabs(c - lo) / span) % 2 ? span - e + lo
+                                                         : e + lo;
+        } else {
+            c = 0.0;
+        }
+    }
+    return c < 0.0 ? 0.0 : c > hi ? hi : c;
+}
+
+static double grid_at(const float *p, size_t h, size_t w, double y, double x)
+{
+    if (!(x >= 0.0 && x < (double)w && y >= 0.0 && y < (double)h))
+        return 0.0;
+    return p[(size_t)y * w + (size_t)x];
+}
+
+static double ref_cubic(double t)
+{
+    const double A = -0.75;
+    t = fabs(t);
+    if (t <= 1.0)
+        return ((A + 2.0) * t - (A + 3.0)) * t * t + 1.0;
+    if (t < 2.0)
+        return ((A * t - 5.0 * A) * t + 8.0 * A) * t - 4.0 * A;
+    return 0.0;
+}
+
+void ref_grid_sample(const sn_grid_sample_desc *d, const float *x,
+                     const float *grid, float *y)
+{
+    const size_t h = d->in_h, w = d->in_w, npix = d->out_h * d->out_w;
+    for (size_t u = 0; u < d->batch * d->channels; u++)
+        for (size_t p = 0; p < npix; p++) {
+            const float *g = grid + ((u / d->channels) * npix + p) * 2;
+            const float *pl = x + u * h * w;
+            double sx = d->align_corners
+                            ? (g[0] + 1.0) / 2.0 * ((double)w - 1.0)
+                            : ((g[0] + 1.0) * (double)w - 1.0) / 2.0;
+            double sy = d->align_corners
+                            ? (g[1] + 1.0) / 2.0 * ((double)h - 1.0)
+                            : ((g[1] + 1.0) * (double)h - 1.0) / 2.0;
+            double v = 0.0;
+            if (d->mode == SN_GRID_BICUBIC) {
+                double x0 = floor(sx), y0 = floor(sy);
+                for (int i = -1; i < 3; i++)
+                    for (int j = -1; j < 3; j++)
+                        v += ref_cubic(sy - (y0 + i)) *
+                             ref_cubic(sx - (x0 + j)) *
+                             grid_at(pl, h, w, grid_pad(d, y0 + i, h),
+                                     grid_pad(d, x0 + j, w));
+            } else {
+                sx = grid_pad(d, sx, w);
+                sy = grid_pad(d, sy, h);
+                if (d->mode == SN_GRID_NEAREST) {
+                    v = grid_at(pl, h, w, nearbyint(sy), nearbyint(sx));
+                } else {
+                    double x0 = floor(sx), y0 = floor(sy);
+                    double tx = sx - x0, ty = sy - y0;
+                    v = (1 - ty) * (1 - tx) * grid_at(pl, h, w, y0, x0) +
+                        (1 - ty) * tx * grid_at(pl, h, w, y0, x0 + 1) +
+                        ty * (1 - tx) * grid_at(pl, h, w, y0 + 1, x0) +
+                        ty * tx * grid_at(pl, h, w, y0 + 1, x0 + 1);
+                }
+            }
+            y[u * npix + p] = (float)v;
+        }
+}
+
+static double roi_bilinear(const float *pl, size_t h, size_t w, double y,
+                           double x, int max_mode)
+{
+    double v[4], ly, lx;
+    size_t y0, x0, y1, x1;
+    if (y < -1.0 || y > (double)h || x < -1.0 || x > (double)w)
+        return 0.0;
+    y = y < 0.0 ? 0.0 : y;
+    x = x < 0.0 ? 0.0 : x;
+    y0 = (size_t)y;
+    x0 = (size_t)x;
+    if (y0 >= h - 1)
+        y = (double)(y0 = h - 1);
+    if (x0 >= w - 1)
+        x = (double)(x0 = w - 1);
+    y1 = y0 + 1 < h ? y0 + 1 : y0;
+    x1 = x0 + 1 < w ? x0 + 1 : x0;
+    ly = y - (double)y0;
+    lx = x - (double)x0;
+    v[0] = (1 - ly) * (1 - lx) * pl[y0 * w + x0];
+    v[1] = (1 - ly) * lx * pl[y0 * w + x1];
+    v[2] = ly * (1 - lx) * pl[y1 * w + x0];
+    v[3] = ly * lx * pl[y1 * w + x1];
+    if (max_mode)
+        return fmax(fmax(v[0], v[1]), fmax(v[2], v[3]));
+    return v[0] + v[1] + v[2] + v[3];
+}
+
+void ref_roi_align(const sn_roi_align_desc *d, const float *x,
+                   const float *rois, const float *batch_idx, float *y)
+{
+    const double off = d->half_pixel ? 0.5 : 0.0, s = d->spatial_scale;
+    for (size_t r = 0; r < d->nrois; r++)
+        for (size_t c = 0; c < d->channels; c++) {
+            const float *roi = rois + 4 * r;
+            const double b = batch_idx[r];
+            double x0 = roi[0] * s - off, y0 = roi[1] * s - off;
+            double rw = roi[2] * s - off - x0, rh = roi[3] * s - off - y0;
+            if (!d->half_pixel) {
+                rw = fmax(rw, 1.0);
+                rh = fmax(rh, 1.0);
+            }
+            double bh = rh / (double)d->out_h, bw = rw / (double)d->out_w;
+            double ch = ceil(bh), cw = ceil(bw);
+            size_t gh = d->sampling_ratio ? d->sampling_ratio
+                        : ch > 0 ? (size_t)ch : 0;
+            size_t gw = d->sampling_ratio ? d->sampling_ratio
+                        : cw > 0 ? (size_t)cw : 0;
+            for (size_t ph = 0; ph < d->out_h; ph++)
+                for (size_t pw = 0; pw < d->out_w; pw++) {
+                    float *o = y + ((r * d->channels + c) * d->out_h + ph) *
+                                       d->out_w + pw;
+                    double acc = 0.0;
+                    if (!(b >= 0.0 && b < (double)d->batch)) {
+                        *o = 0.0f;
+                        continue;
+                    }
+                    const float *pl =
+                        x + (((size_t)b * d->channels + c) * d->in_h) *
+                                d->in_w;
+                    for (size_t iy = 0; iy < gh; iy++)
+                        for (size_t ix = 0; ix < gw; ix++) {
+                            double v = roi_bilinear(
+                                pl, d->in_h, d->in_w,
+                                y0 + ph * bh + (iy + 0.5) * bh / gh,
+                                x0 + pw * bw + (ix + 0.5) * bw / gw,
+                                d->max_mode);
+                            acc = !d->max_mode            ? acc + v
+                                  : (iy == 0 && ix == 0) ? v
+                                                         : fmax(acc, v);
+                        }
+                    size_t count = gh * gw > 0 ? gh * gw : 1;
+                    *o = (float)(d->max_mode ? acc : acc / (double)count);
+                }
+        }
+}
+
 void ref_fill_random(float *x, size_t n, unsigned seed, float lo, float hi)
 {
     /* xorshift32; a zero state would stay zero. */

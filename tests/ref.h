@@ -50,6 +50,17 @@ void ref_topk(const sn_topk_desc *d, const float *x, float *values,
               float *indices);
 void ref_gather(const sn_gather_desc *d, const float *data,
                 const int32_t *indices, float *out);
+/* x (planes, in...); table (table_len); y (planes, out...): every output
+ * element summed in double over every choice of one tap per axis. */
+void ref_resample(const sn_resample_desc *d, const float *x,
+                  const float *table, float *y);
+/* x (batch, channels, in_h, in_w); grid (batch, out_h, out_w, 2); y
+ * (batch, channels, out_h, out_w); in double, as PyTorch's grid_sample. */
+void ref_grid_sample(const sn_grid_sample_desc *d, const float *x,
+                     const float *grid, float *y);
+/* y (nrois, channels, out_h, out_w), in double, as ONNX Runtime's. */
+void ref_roi_align(const sn_roi_align_desc *d, const float *x,
+                   const float *rois, const float *batch_idx, float *y);
 
 /* One step of a recurrent cell, in double, from the spec's equations:
  * gates (batch, G hidden) rows d->ld_gates apart; rec, peep, mask, c and y

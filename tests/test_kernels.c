@@ -1134,3 +1134,208 @@ Test(kernels, rnn_cell_steps_every_cell_with_every_activation)
         rnn_cell_case(dev, SN_RNN_CELL_GRU, 17, 130, 0, 0.0f, 3);
     }
 }
+
+/*
+ * One resample case: planes of (in...) to (out...) with `taps` taps per
+ * axis, random in-range indices and weights, and every `outside`-th
+ * output index of the last axis reading outside (index -1: fill).
+ */
+static void resample_case(sn_device *dev, size_t planes, size_t rank,
+                          const size_t *in, const size_t *out,
+                          const size_t *taps, size_t outside)
+{
+    sn_resample_desc d = {.planes = planes, .rank = rank, .fill = 7.5f};
+    size_t nx = planes, ny = planes, nt = 0;
+    for (size_t i = 0; i < rank; i++) {
+        d.in[i] = in[i];
+        d.out[i] = out[i];
+        d.taps[i] = taps[i];
+        d.table_off[i] = nt;
+        nt += 2 * out[i] * taps[i];
+        nx *= in[i];
+        ny *= out[i];
+    }
+    d.table_len = nt;
+    float *x = random_floats(VIEW_OFF + nx, 91, -1.0f, 1.0f);
+    float *t = random_floats(VIEW_OFF + nt, 92, 0.0f, 1.0f);
+    float *want = malloc(ny * sizeof *want), *got = malloc(ny * sizeof *got);
+    cr_assert(want && got);
+    for (size_t i = 0; i < rank; i++)
+        for (size_t e = 0; e < out[i] * taps[i]; e++) {
+            float *pair = t + VIEW_OFF + d.table_off[i] + 2 * e;
+            pair[0] = (float)((e * 7 + i) % in[i]);
+            if (outside && i + 1 == rank && (e / taps[i]) % outside == 1)
+                pair[0] = -1.0f;
+        }
+    sn_buffer *bx = make_buffer(dev, x, VIEW_OFF + nx);
+    sn_buffer *bt = make_buffer(dev, t, VIEW_OFF + nt);
+    sn_buffer *by = make_buffer(dev, NULL, ny);
+    d.x = (sn_view){bx, VIEW_OFF};
+    d.table = (sn_view){bt, VIEW_OFF};
+    d.y = (sn_view){by, 0};
+    cr_assert_eq(sn_resample(dev, &d), SHARDNET_OK, "%s: %s", dev->info.name,
+                 shardnet_last_error());
+    read_back(by, got, ny);
+    ref_resample(&d, x + VIEW_OFF, t + VIEW_OFF, want);
+    char what[96];
+    snprintf(what, sizeof what, "resample rank %zu, %zu planes, %zu taps",
+             rank, planes, taps[rank - 1]);
+    expect_close(dev, what, got, want, ny, 1e-5f, 1e-5f);
+    sn_buffer_free(bx);
+    sn_buffer_free(bt);
+    sn_buffer_free(by);
+    free(x);
+    free(t);
+    free(want);
+    free(got);
+}
+
+Test(kernels, resample_sums_weighted_taps_per_axis_and_fills_outside)
+{
+    /* nearest-like (1 tap), bilinear (2), bicubic (4), 3-D with unequal
+     * taps, a large image for the parallel path, out-of-range taps */
+    static const size_t in2[] = {5, 7}, out2[] = {10, 3};
+    static const size_t t1[] = {1, 1}, t2[] = {2, 2}, t4[] = {4, 4};
+    static const size_t in3[] = {3, 4, 5}, out3[] = {6, 2, 9},
+                        t3[] = {1, 3, 2};
+    static const size_t inb[] = {64, 96}, outb[] = {128, 192};
+    static const size_t in1[] = {6}, out1[] = {13}, tw[] = {5};
+    FOR_EACH_DEVICE(dev)
+    {
+        resample_case(dev, 3, 2, in2, out2, t1, 0);
+        resample_case(dev, 2, 2, in2, out2, t2, 0);
+        resample_case(dev, 1, 2, in2, out2, t4, 3);
+        resample_case(dev, 2, 3, in3, out3, t3, 0);
+        resample_case(dev, 3, 2, inb, outb, t2, 0);
+        resample_case(dev, 4, 1, in1, out1, tw, 4);
+    }
+}
+
+Test(kernels, resample_refuses_taps_past_the_table)
+{
+    FOR_EACH_DEVICE(dev)
+    {
+        sn_buffer *b = make_buffer(dev, NULL, 64);
+        sn_resample_desc d = {.planes = 1, .rank = 1, .in = {4},
+                              .out = {8}, .taps = {2}, .table_len = 32,
+                              .x = {b, 0}, .table = {b, 0}, .y = {b, 32}};
+        cr_assert_eq(sn_resample(dev, &d), SHARDNET_OK, "%s: %s",
+                     dev->info.name, shardnet_last_error());
+        d.table_len = 31;
+        cr_expect_eq(sn_resample(dev, &d), SHARDNET_INVALID_ARGUMENT);
+        d.table_len = 32;
+        d.in[0] = (size_t)1 << 24;
+        cr_expect_eq(sn_resample(dev, &d), SHARDNET_INVALID_ARGUMENT);
+        d.in[0] = 4;
+        d.taps[0] = SN_RESAMPLE_MAX_TAPS + 1;
+        cr_expect_eq(sn_resample(dev, &d), SHARDNET_INVALID_ARGUMENT);
+        cr_assert_eq(sn_synchronize(dev), SHARDNET_OK);
+        sn_buffer_free(b);
+    }
+}
+
+/* GridSample of 2 x 3 images of 5 x 7 at a 4 x 6 grid reaching past the
+ * edges, in one mode, padding and alignment. */
+static void grid_sample_case(sn_device *dev, sn_grid_mode mode,
+                             sn_grid_padding pad, int align)
+{
+    sn_grid_sample_desc d = {.mode = mode, .padding = pad,
+                             .align_corners = align, .batch = 2,
+                             .channels = 3, .in_h = 5, .in_w = 7,
+                             .out_h = 4, .out_w = 6};
+    const size_t nx = 2 * 3 * 5 * 7, ng = 2 * 4 * 6 * 2, ny = 2 * 3 * 4 * 6;
+    float *x = random_floats(VIEW_OFF + nx, 101, -1.0f, 1.0f);
+    float *g = random_floats(VIEW_OFF + ng, 102, -1.4f, 1.4f);
+    float *want = malloc(ny * sizeof *want), *got = malloc(ny * sizeof *got);
+    cr_assert(want && got);
+    g[VIEW_OFF] = g[VIEW_OFF + 1] = -1.0f; /* corners and a centre exactly */
+    g[VIEW_OFF + 2] = g[VIEW_OFF + 3] = 1.0f;
+    g[VIEW_OFF + 4] = g[VIEW_OFF + 5] = 0.0f;
+    sn_buffer *bx = make_buffer(dev, x, VIEW_OFF + nx);
+    sn_buffer *bg = make_buffer(dev, g, VIEW_OFF + ng);
+    sn_buffer *by = make_buffer(dev, NULL, ny);
+    d.x = (sn_view){bx, VIEW_OFF};
+    d.grid = (sn_view){bg, VIEW_OFF};
+    d.y = (sn_view){by, 0};
+    cr_assert_eq(sn_grid_sample(dev, &d), SHARDNET_OK, "%s: %s",
+                 dev->info.name, shardnet_last_error());
+    read_back(by, got, ny);
+    ref_grid_sample(&d, x + VIEW_OFF, g + VIEW_OFF, want);
+    char what[96];
+    snprintf(what, sizeof what, "grid sample mode %d padding %d align %d",
+             (int)mode, (int)pad, align);
+    expect_close(dev, what, got, want, ny, 1e-4f, 1e-5f);
+    sn_buffer_free(bx);
+    sn_buffer_free(bg);
+    sn_buffer_free(by);
+    free(x);
+    free(g);
+    free(want);
+    free(got);
+}
+
+Test(kernels, grid_sample_in_every_mode_padding_and_alignment)
+{
+    FOR_EACH_DEVICE(dev)
+    {
+        for (int m = 0; m < 3; m++)
+            for (int p = 0; p < 3; p++)
+                for (int a = 0; a < 2; a++)
+                    grid_sample_case(dev, (sn_grid_mode)m,
+                                     (sn_grid_padding)p, a);
+    }
+}
+
+/* RoiAlign of 4 regions (one past the image, one of a batch index out of
+ * range) over 2 x 3 images of 9 x 11. */
+static void roi_align_case(sn_device *dev, int max_mode, int half_pixel,
+                           size_t ratio)
+{
+    sn_roi_align_desc d = {.max_mode = max_mode, .half_pixel = half_pixel,
+                           .batch = 2, .channels = 3, .in_h = 9, .in_w = 11,
+                           .nrois = 4, .out_h = 3, .out_w = 2,
+                           .sampling_ratio = ratio, .spatial_scale = 0.5f};
+    static const float rois[] = {0, 0, 20, 16, 3, 2, 9, 13,
+                                 -4, 10, 30, 40, 1, 1, 2, 2};
+    static const float bidx[] = {0, 1, 1, 7};
+    const size_t nx = 2 * 3 * 9 * 11, ny = 4 * 3 * 3 * 2;
+    float *x = random_floats(VIEW_OFF + nx, 111, -1.0f, 1.0f);
+    float *want = malloc(ny * sizeof *want), *got = malloc(ny * sizeof *got);
+    cr_assert(want && got);
+    sn_buffer *bx = make_buffer(dev, x, VIEW_OFF + nx);
+    sn_buffer *br = make_buffer(dev, rois, 16);
+    sn_buffer *bb = make_buffer(dev, bidx, 4);
+    sn_buffer *by = make_buffer(dev, NULL, ny);
+    d.x = (sn_view){bx, VIEW_OFF};
+    d.rois = (sn_view){br, 0};
+    d.batch_idx = (sn_view){bb, 0};
+    d.y = (sn_view){by, 0};
+    cr_assert_eq(sn_roi_align(dev, &d), SHARDNET_OK, "%s: %s",
+                 dev->info.name, shardnet_last_error());
+    read_back(by, got, ny);
+    ref_roi_align(&d, x + VIEW_OFF, rois, bidx, want);
+    char what[96];
+    snprintf(what, sizeof what, "RoI align %s%s, ratio %zu",
+             max_mode ? "max" : "avg", half_pixel ? " half pixel" : "",
+             ratio);
+    expect_close(dev, what, got, want, ny, 1e-4f, 1e-5f);
+    sn_buffer_free(bx);
+    sn_buffer_free(br);
+    sn_buffer_free(bb);
+    sn_buffer_free(by);
+    free(x);
+    free(want);
+    free(got);
+}
+
+Test(kernels, roi_align_averages_or_maxes_bilinear_samples_per_bin)
+{
+    FOR_EACH_DEVICE(dev)
+    {
+        for (int m = 0; m < 2; m++)
+            for (int h = 0; h < 2; h++) {
+                roi_align_case(dev, m, h, 0);
+                roi_align_case(dev, m, h, 2);
+            }
+    }
+}

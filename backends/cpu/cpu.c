@@ -459,6 +459,10 @@ CPU_KERNEL(cpu_layernorm, sn_layernorm_desc, SN_KERNEL_LAYERNORM, layernorm)
 CPU_KERNEL(cpu_gather, sn_gather_desc, SN_KERNEL_GATHER, gather)
 CPU_KERNEL(cpu_topk, sn_topk_desc, SN_KERNEL_TOPK, topk)
 CPU_KERNEL(cpu_rnn_cell, sn_rnn_cell_desc, SN_KERNEL_RNN_CELL, rnn_cell)
+CPU_KERNEL(cpu_resample, sn_resample_desc, SN_KERNEL_RESAMPLE, resample)
+CPU_KERNEL(cpu_grid_sample, sn_grid_sample_desc, SN_KERNEL_GRID_SAMPLE,
+           grid_sample)
+CPU_KERNEL(cpu_roi_align, sn_roi_align_desc, SN_KERNEL_ROI_ALIGN, roi_align)
 
 /* How far the kernels of cpu/ go in each kernel's variants (backend.h's
  * enums, in order): all of them today. */
@@ -501,6 +505,9 @@ static const sn_backend_ops cpu_ops = {
     .gather = cpu_gather,
     .topk = cpu_topk,
     .rnn_cell = cpu_rnn_cell,
+    .resample = cpu_resample,
+    .grid_sample = cpu_grid_sample,
+    .roi_align = cpu_roi_align,
     .supports = cpu_supports,
     .synchronize = sn_cpu_synchronize,
     .event_record = sn_cpu_event_record,

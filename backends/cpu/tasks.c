@@ -168,6 +168,22 @@ void sn_cpu_run_task(cpu_device *cd, const task *t)
                         t->u.rnn_cell.y.buf ? view_ptr(t->u.rnn_cell.y)
                                             : NULL);
         break;
+    case SN_KERNEL_RESAMPLE:
+        sn_cpu_resample(&t->u.resample, view_ptr(t->u.resample.x),
+                        view_ptr(t->u.resample.table),
+                        view_ptr(t->u.resample.y));
+        break;
+    case SN_KERNEL_GRID_SAMPLE:
+        sn_cpu_grid_sample(&t->u.grid_sample, view_ptr(t->u.grid_sample.x),
+                           view_ptr(t->u.grid_sample.grid),
+                           view_ptr(t->u.grid_sample.y));
+        break;
+    case SN_KERNEL_ROI_ALIGN:
+        sn_cpu_roi_align(&t->u.roi_align, view_ptr(t->u.roi_align.x),
+                         view_ptr(t->u.roi_align.rois),
+                         view_ptr(t->u.roi_align.batch_idx),
+                         view_ptr(t->u.roi_align.y));
+        break;
     case TASK_WRITE:
         memcpy(copy_ptr(&t->host), t->host.src, t->host.bytes);
         break;

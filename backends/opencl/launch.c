@@ -16,6 +16,8 @@
 /* The kernels_cl/ file of each program. */
 static const char *const prog_files[PROG_COUNT] = {
     "elementwise.cl", "reduce.cl", "data.cl", "conv.cl", "rnn.cl"};
+    "elementwise.cl", "reduce.cl", "data.cl", "conv.cl", "resample.cl",
+    "sample.cl"};
 
 /* The four kernels of each binary op (see elementwise.cl). */
 static const char *const bin_variants[BIN_VARIANTS] = {"same", "scalar_a",
@@ -42,6 +44,9 @@ static const struct {
     [K_POOL_AVG] = {PROG_CONV, "pool_avg"},
     [K_TOPK] = {PROG_REDUCE, "topk_axis"},
     [K_RNN_CELL] = {PROG_RNN, "rnn_cell"},
+    [K_RESAMPLE] = {PROG_RESAMPLE, "resample"},
+    [K_GRID_SAMPLE] = {PROG_SAMPLE, "grid_sample"},
+    [K_ROI_ALIGN] = {PROG_SAMPLE, "roi_align"},
 };
 
 /* --- small helpers ---------------------------------------------------- */

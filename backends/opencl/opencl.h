@@ -9,6 +9,8 @@
  *              element-wise, reduction, softmax and layer-norm launchers
  *   gemm.c     GEMM through CLBlast, its bias / ReLU epilogue
  *   data.c     where, copies, gather, im2col and pooling
+ *   resample.c separable resampling (Resize, Upsample)
+ *   sample.c   sampling at computed places (GridSample, RoiAlign)
  *   program.c  building programs, their on-disk binary cache (program.h)
  */
 #ifndef SN_CL_BACKEND_H
@@ -36,6 +38,15 @@ enum {
     PROG_DATA,
     PROG_CONV,
     PROG_RNN,
+    PROG_COUNT
+};
+enum {
+    PROG_ELEMENTWISE,
+    PROG_REDUCE,
+    PROG_DATA,
+    PROG_CONV,
+    PROG_RESAMPLE,
+    PROG_SAMPLE,
     PROG_COUNT
 };
 
@@ -67,6 +78,9 @@ enum {
     K_POOL_AVG,
     K_TOPK, /* one work-item per (outer, inner) position */
     K_RNN_CELL,
+    K_RESAMPLE,
+    K_GRID_SAMPLE,
+    K_ROI_ALIGN,
     K_SINGLE_COUNT
 };
 
@@ -178,6 +192,12 @@ shardnet_status sn_cl_gemm(sn_device *dev, const sn_gemm_desc *d);
 shardnet_status sn_cl_where(sn_device *dev, const sn_where_desc *d);
 shardnet_status sn_cl_copy(sn_device *dev, const sn_copy_desc *d);
 shardnet_status sn_cl_gather(sn_device *dev, const sn_gather_desc *d);
+/* resample.c */
+shardnet_status sn_cl_resample(sn_device *dev, const sn_resample_desc *d);
+/* sample.c */
+shardnet_status sn_cl_grid_sample(sn_device *dev,
+                                  const sn_grid_sample_desc *d);
+shardnet_status sn_cl_roi_align(sn_device *dev, const sn_roi_align_desc *d);
 shardnet_status sn_cl_im2col(sn_device *dev, const sn_im2col_desc *d);
 shardnet_status sn_cl_pool(sn_device *dev, const sn_pool_desc *d);
 

@@ -416,6 +416,76 @@ typedef struct sn_rnn_cell_desc {
 } sn_rnn_cell_desc;
 
 /*
+ * Separable resampling (Resize, Upsample): y (planes, out[0], ...,
+ * out[rank-1]) from x (planes, in[0], ..., in[rank-1]), both contiguous.
+ * Along axis d, output index o reads taps[d] input indices, each with a
+ * weight: table[table_off[d] + 2 * (o * taps[d] + j)] holds the index of
+ * tap j (a whole number as a float) and the element after it its weight.
+ * An output element is the sum, over every choice of one tap per axis, of
+ * the product of their weights times x at their indices; where a chosen
+ * index lies outside [0, in[d]) (-1), the element is `fill` instead
+ * (tf_crop_and_resize's extrapolation value).  table holds table_len
+ * floats; each in[d] is below 2^24, the product of the taps at most
+ * SN_RESAMPLE_MAX_TAPS.  y must not overlap x or table.
+ */
+#define SN_RESAMPLE_MAX_TAPS 1024
+typedef struct sn_resample_desc {
+    size_t planes, rank;
+    size_t in[SN_MAX_DIMS], out[SN_MAX_DIMS], taps[SN_MAX_DIMS];
+    size_t table_off[SN_MAX_DIMS];
+    size_t table_len;
+    float fill;
+    sn_view x, table, y;
+} sn_resample_desc;
+
+/*
+ * GridSample (2-D, as PyTorch's grid_sample): y (batch, channels, out_h,
+ * out_w) samples x (batch, channels, in_h, in_w) at grid (batch, out_h,
+ * out_w, 2), each pair an (x, y) in [-1, 1] across the input (the corner
+ * pixels' centres with align_corners, else their outer edges).  mode:
+ * bilinear, nearest (half to even) or bicubic (A = -0.75); padding: zeros
+ * (reads outside give 0), border (coordinates clamped to the edge) or
+ * reflection (reflected at the edges, then clamped).
+ */
+typedef enum sn_grid_mode {
+    SN_GRID_BILINEAR,
+    SN_GRID_NEAREST,
+    SN_GRID_BICUBIC
+} sn_grid_mode;
+typedef enum sn_grid_padding {
+    SN_GRID_ZEROS,
+    SN_GRID_BORDER,
+    SN_GRID_REFLECTION
+} sn_grid_padding;
+typedef struct sn_grid_sample_desc {
+    sn_grid_mode mode;
+    sn_grid_padding padding;
+    int align_corners;
+    size_t batch, channels, in_h, in_w, out_h, out_w;
+    sn_view x, grid, y;
+} sn_grid_sample_desc;
+
+/*
+ * RoiAlign: y (nrois, channels, out_h, out_w) pools x (batch, channels,
+ * in_h, in_w) over each region rois[r] = (x1, y1, x2, y2), scaled by
+ * spatial_scale (and shifted by half a pixel with half_pixel; without it,
+ * at least 1 x 1), in the image batch_idx[r] (a whole number as a float;
+ * outside [0, batch): zeros).  Each output bin averages (or, with max, takes
+ * the largest of the weighted corners of) sampling_ratio x sampling_ratio
+ * bilinear samples, or ceil(bin size) per axis when sampling_ratio is 0
+ * (at most SN_ROI_MAX_SAMPLES); a sample more than a pixel outside the
+ * image counts as 0.
+ */
+#define SN_ROI_MAX_SAMPLES 1024
+typedef struct sn_roi_align_desc {
+    int max_mode, half_pixel;
+    size_t batch, channels, in_h, in_w, nrois, out_h, out_w;
+    size_t sampling_ratio;
+    float spatial_scale;
+    sn_view x, rois, batch_idx, y;
+} sn_roi_align_desc;
+
+/*
  * The kernels, one per kernel member of sn_backend_ops, for asking a
  * device whether it runs one (sn_device_supports).  Four have variants:
  * binary (an sn_binary_op), unary (an sn_unary_op), reduce (an
@@ -427,6 +497,9 @@ typedef struct sn_rnn_cell_desc {
     X(COPY, "copy") X(IM2COL, "im2col") X(POOL, "pool")                       \
     X(LAYERNORM, "layernorm") X(GATHER, "gather") X(TOPK, "topk")           \
     X(RNN_CELL, "rnn_cell")
+    X(LAYERNORM, "layernorm") X(GATHER, "gather")                           \
+    X(RESAMPLE, "resample") X(GRID_SAMPLE, "grid_sample")                   \
+    X(ROI_ALIGN, "roi_align")
 
 typedef enum sn_kernel {
 #define SN_ENUM_(name, str) SN_KERNEL_##name,
@@ -455,6 +528,9 @@ typedef union sn_kernel_desc {
     sn_gather_desc gather;
     sn_topk_desc topk;
     sn_rnn_cell_desc rnn_cell;
+    sn_resample_desc resample;
+    sn_grid_sample_desc grid_sample;
+    sn_roi_align_desc roi_align;
 } sn_kernel_desc;
 
 /* Flags for buffer_map. */
@@ -506,6 +582,10 @@ typedef struct sn_backend_ops {
     shardnet_status (*gather)(sn_device *dev, const sn_gather_desc *d);
     shardnet_status (*topk)(sn_device *dev, const sn_topk_desc *d);
     shardnet_status (*rnn_cell)(sn_device *dev, const sn_rnn_cell_desc *d);
+    shardnet_status (*resample)(sn_device *dev, const sn_resample_desc *d);
+    shardnet_status (*grid_sample)(sn_device *dev,
+                                   const sn_grid_sample_desc *d);
+    shardnet_status (*roi_align)(sn_device *dev, const sn_roi_align_desc *d);
 
     /* Optional: does dev run kernel k, of variant `variant` (an
      * sn_unary_op, sn_binary_op, sn_reduce_op or sn_pool_op where k has
@@ -653,6 +733,9 @@ shardnet_status sn_layernorm(sn_device *dev, const sn_layernorm_desc *d);
 shardnet_status sn_gather(sn_device *dev, const sn_gather_desc *d);
 shardnet_status sn_topk(sn_device *dev, const sn_topk_desc *d);
 shardnet_status sn_rnn_cell(sn_device *dev, const sn_rnn_cell_desc *d);
+shardnet_status sn_resample(sn_device *dev, const sn_resample_desc *d);
+shardnet_status sn_grid_sample(sn_device *dev, const sn_grid_sample_desc *d);
+shardnet_status sn_roi_align(sn_device *dev, const sn_roi_align_desc *d);
 shardnet_status sn_synchronize(sn_device *dev);
 /* Kernel k with its descriptor d: the checked entry point above that k
  * names. */

@@ -123,6 +123,12 @@ static int has_kernel(const sn_backend_ops *ops, sn_kernel k)
         return ops->topk != NULL;
     case SN_KERNEL_RNN_CELL:
         return ops->rnn_cell != NULL;
+    case SN_KERNEL_RESAMPLE:
+        return ops->resample != NULL;
+    case SN_KERNEL_GRID_SAMPLE:
+        return ops->grid_sample != NULL;
+    case SN_KERNEL_ROI_ALIGN:
+        return ops->roi_align != NULL;
     case SN_KERNEL_COUNT:
         break;
     }

@@ -548,6 +548,123 @@ shardnet_status sn_rnn_cell(sn_device *dev, const sn_rnn_cell_desc *d)
     return dev->ops->rnn_cell(dev, d);
 }
 
+shardnet_status sn_resample(sn_device *dev, const sn_resample_desc *d)
+{
+    shardnet_status st =
+        sn_check_device(dev, dev ? dev->ops->resample : NULL, "resample");
+    size_t ein, eout, combos = 1;
+    int ok = 1;
+    if (st != SHARDNET_OK)
+        return st;
+    if (!d || d->rank == 0 || d->rank > SN_MAX_DIMS)
+        return sn_error(SHARDNET_INVALID_ARGUMENT, "resample on %s: rank %zu",
+                        dev->info.name, d ? d->rank : 0);
+    for (size_t i = 0; i < d->rank; i++) {
+        size_t end;
+        if (d->in[i] == 0 || d->in[i] >= ((size_t)1 << 24) ||
+            d->taps[i] == 0 || d->taps[i] > SN_RESAMPLE_MAX_TAPS ||
+            (combos *= d->taps[i]) > SN_RESAMPLE_MAX_TAPS)
+            return sn_error(SHARDNET_INVALID_ARGUMENT,
+                            "resample on %s: axis %zu of %zu elements with "
+                            "%zu taps",
+                            dev->info.name, i, d->in[i], d->taps[i]);
+        if (!mul_ok(d->out[i], d->taps[i], &end) || !mul_ok(end, 2, &end) ||
+            d->table_off[i] > d->table_len ||
+            end > d->table_len - d->table_off[i])
+            return sn_error(SHARDNET_INVALID_ARGUMENT,
+                            "resample on %s: axis %zu's taps run past the "
+                            "table's %zu values",
+                            dev->info.name, i, d->table_len);
+    }
+    ein = product(&ok, d->rank, d->in);
+    eout = product(&ok, d->rank, d->out);
+    if (!ok || !mul_ok(ein, d->planes, &ein) ||
+        !mul_ok(eout, d->planes, &eout))
+        return sn_error(SHARDNET_INVALID_ARGUMENT,
+                        "resample on %s: size overflows", dev->info.name);
+    if (eout == 0)
+        return SHARDNET_OK;
+    if ((st = check_view(dev, "resample", "x", d->x, ein)) ||
+        (st = check_view(dev, "resample", "table", d->table, d->table_len)) ||
+        (st = check_view(dev, "resample", "y", d->y, eout)))
+        return st;
+    return dev->ops->resample(dev, d);
+}
+
+/* The sizes of an image kernel: each below 2^24, so that a coordinate
+ * in float names every pixel. */
+static int image_sizes_ok(size_t n, const size_t *v)
+{
+    for (size_t i = 0; i < n; i++)
+        if (v[i] >= ((size_t)1 << 24))
+            return 0;
+    return 1;
+}
+
+shardnet_status sn_grid_sample(sn_device *dev, const sn_grid_sample_desc *d)
+{
+    shardnet_status st = sn_check_device(
+        dev, dev ? dev->ops->grid_sample : NULL, "grid sample");
+    int ok = 1;
+    if (st != SHARDNET_OK)
+        return st;
+    if (!d || (unsigned)d->mode > SN_GRID_BICUBIC ||
+        (unsigned)d->padding > SN_GRID_REFLECTION)
+        return sn_error(SHARDNET_INVALID_ARGUMENT,
+                        "grid sample on %s: bad mode or padding",
+                        dev->info.name);
+    size_t in_sz[] = {d->batch, d->channels, d->in_h, d->in_w};
+    size_t out_sz[] = {d->batch, d->channels, d->out_h, d->out_w};
+    size_t grid_sz[] = {d->batch, d->out_h, d->out_w, 2};
+    size_t ein = product(&ok, 4, in_sz), eout = product(&ok, 4, out_sz);
+    size_t eg = product(&ok, 4, grid_sz);
+    if (!ok || !image_sizes_ok(2, in_sz + 2))
+        return sn_error(SHARDNET_INVALID_ARGUMENT,
+                        "grid sample on %s: size overflows", dev->info.name);
+    if (eout == 0)
+        return SHARDNET_OK;
+    if (ein == 0)
+        return sn_error(SHARDNET_INVALID_ARGUMENT,
+                        "grid sample on %s: an empty input", dev->info.name);
+    if ((st = check_view(dev, "grid sample", "x", d->x, ein)) ||
+        (st = check_view(dev, "grid sample", "grid", d->grid, eg)) ||
+        (st = check_view(dev, "grid sample", "y", d->y, eout)))
+        return st;
+    return dev->ops->grid_sample(dev, d);
+}
+
+shardnet_status sn_roi_align(sn_device *dev, const sn_roi_align_desc *d)
+{
+    shardnet_status st = sn_check_device(
+        dev, dev ? dev->ops->roi_align : NULL, "RoI align");
+    int ok = 1;
+    if (st != SHARDNET_OK)
+        return st;
+    if (!d || d->sampling_ratio > 65536)
+        return sn_error(SHARDNET_INVALID_ARGUMENT,
+                        "RoI align on %s: sampling ratio %zu", dev->info.name,
+                        d ? d->sampling_ratio : 0);
+    size_t in_sz[] = {d->batch, d->channels, d->in_h, d->in_w};
+    size_t out_sz[] = {d->nrois, d->channels, d->out_h, d->out_w};
+    size_t ein = product(&ok, 4, in_sz), eout = product(&ok, 4, out_sz);
+    size_t er;
+    if (!mul_ok(d->nrois, 4, &er) || !ok || !image_sizes_ok(2, in_sz + 2) || !image_sizes_ok(2, out_sz + 2))
+        return sn_error(SHARDNET_INVALID_ARGUMENT,
+                        "RoI align on %s: size overflows", dev->info.name);
+    if (eout == 0)
+        return SHARDNET_OK;
+    if (ein == 0)
+        return sn_error(SHARDNET_INVALID_ARGUMENT,
+                        "RoI align on %s: an empty input", dev->info.name);
+    if ((st = check_view(dev, "RoI align", "x", d->x, ein)) ||
+        (st = check_view(dev, "RoI align", "rois", d->rois, er)) ||
+        (st = check_view(dev, "RoI align", "batch_idx", d->batch_idx,
+                         d->nrois)) ||
+        (st = check_view(dev, "RoI align", "y", d->y, eout)))
+        return st;
+    return dev->ops->roi_align(dev, d);
+}
+
 shardnet_status sn_launch(sn_device *dev, sn_kernel k, const sn_kernel_desc *d)
 {
     if (!d)
@@ -579,6 +696,12 @@ shardnet_status sn_launch(sn_device *dev, sn_kernel k, const sn_kernel_desc *d)
         return sn_topk(dev, &d->topk);
     case SN_KERNEL_RNN_CELL:
         return sn_rnn_cell(dev, &d->rnn_cell);
+    case SN_KERNEL_RESAMPLE:
+        return sn_resample(dev, &d->resample);
+    case SN_KERNEL_GRID_SAMPLE:
+        return sn_grid_sample(dev, &d->grid_sample);
+    case SN_KERNEL_ROI_ALIGN:
+        return sn_roi_align(dev, &d->roi_align);
     case SN_KERNEL_COUNT:
         break;
     }

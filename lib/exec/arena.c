@@ -84,6 +84,18 @@ size_t sn_step_views(sn_step *s, sn_view **v)
         v[4] = &s->u.rnn_cell.h, v[5] = &s->u.rnn_cell.c;
         v[6] = &s->u.rnn_cell.y;
         return 7;
+    case SN_KERNEL_RESAMPLE:
+        v[0] = &s->u.resample.x, v[1] = &s->u.resample.table;
+        v[2] = &s->u.resample.y;
+        return 3;
+    case SN_KERNEL_GRID_SAMPLE:
+        v[0] = &s->u.grid_sample.x, v[1] = &s->u.grid_sample.grid;
+        v[2] = &s->u.grid_sample.y;
+        return 3;
+    case SN_KERNEL_ROI_ALIGN:
+        v[0] = &s->u.roi_align.x, v[1] = &s->u.roi_align.rois;
+        v[2] = &s->u.roi_align.batch_idx, v[3] = &s->u.roi_align.y;
+        return 4;
     case SN_STEP_COLLECTIVE:
         v[0] = &s->coll.send, v[1] = &s->coll.recv;
         return 2;

@@ -278,4 +278,18 @@ SN_LOWER(sn_lower_stft);
 SN_LOWER(sn_lower_nll_loss);
 SN_LOWER(sn_lower_softmax_cross_entropy_loss);
 
+/* lib/ops/ops_spatial.c: spatial data movement. */
+SN_LOWER(sn_lower_pad);
+SN_LOWER(sn_lower_tile);
+SN_LOWER(sn_lower_depth_to_space);
+SN_LOWER(sn_lower_space_to_depth);
+SN_LOWER(sn_lower_max_unpool);
+SN_LOWER(sn_lower_lrn);
+
+/* lib/ops/ops_resize.c: resampling and sampling (Resize, Upsample,
+ * GridSample, RoiAlign). */
+SN_LOWER(sn_lower_resize);
+SN_LOWER(sn_lower_grid_sample);
+SN_LOWER(sn_lower_roi_align);
+
 #endif /* SN_OPS_H */

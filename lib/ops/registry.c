@@ -337,6 +337,31 @@ static const sn_operator registry[] = {
        USE(COPY)),
     OP("Scan", 0, 1 << 20, sn_lower_scan, 8, REPLICATE, MIXED, ELEMENTS,
        USE(COPY)),
+    /* spatial data movement (ops_spatial.c): strided copies, a constant
+     * Pad's fill one of them */
+    OP("Pad", 1, 4, sn_lower_pad, 1, REPLICATE, MIXED, ELEMENTS, USE(COPY)),
+    OP("Tile", 2, 3, sn_lower_tile, 1, REPLICATE, MIXED, ELEMENTS, USE(COPY)),
+    OP("DepthToSpace", 1, 1, sn_lower_depth_to_space, 1, REPLICATE, MIXED,
+       ELEMENTS, USE(COPY)),
+    OP("SpaceToDepth", 1, 1, sn_lower_space_to_depth, 1, REPLICATE, MIXED,
+       ELEMENTS, USE(COPY)),
+    /* resampling (ops_resize.c): a table made on the host, one step; and
+     * sampling at places computed on the device */
+    OP("Resize", 1, 4, sn_lower_resize, 10, REPLICATE, MIXED, ELEMENTS,
+       USE(RESAMPLE)),
+    OP("Upsample", 1, 2, sn_lower_resize, 7, REPLICATE, MIXED, ELEMENTS,
+       USE(RESAMPLE)),
+    OP("GridSample", 2, 2, sn_lower_grid_sample, 16, REPLICATE, MIXED,
+       ELEMENTS, USE(GRID_SAMPLE)),
+    OP("RoiAlign", 3, 3, sn_lower_roi_align, 10, REPLICATE, MIXED, ELEMENTS,
+       USE(ROI_ALIGN)),
+    /* a gather by a map made on the host; LRN's sum across channels is a
+     * pooling (ops_spatial.c) */
+    OP("MaxUnpool", 2, 3, sn_lower_max_unpool, 9, REPLICATE, MIXED, ELEMENTS,
+       USE(GATHER)),
+    OP("LRN", 1, 1, sn_lower_lrn, 1, REPLICATE, EACH, ELEMENTS,
+       USE(BINARY_MUL) | USE(POOL_AVG) | USE(BINARY_ADD) | USE(BINARY_POW) |
+           USE(BINARY_DIV)),
 };
 
 #define NOPS (sizeof registry / sizeof registry[0])
@@ -377,6 +402,8 @@ static const sn_kernel plain_kernels[] = {
     SN_KERNEL_GEMM, SN_KERNEL_SOFTMAX,   SN_KERNEL_WHERE, SN_KERNEL_COPY,
     SN_KERNEL_IM2COL, SN_KERNEL_LAYERNORM, SN_KERNEL_GATHER,
     SN_KERNEL_TOPK, SN_KERNEL_RNN_CELL};
+    SN_KERNEL_IM2COL, SN_KERNEL_LAYERNORM, SN_KERNEL_GATHER,
+    SN_KERNEL_RESAMPLE, SN_KERNEL_GRID_SAMPLE, SN_KERNEL_ROI_ALIGN};
 _Static_assert(sizeof plain_kernels / sizeof plain_kernels[0] ==
                    SN_USE_BINARY_ADD,
                "a use per kernel without variants");

@@ -1252,6 +1252,204 @@ def control_cases():
                [vi("y", f32, [2])])
 
 
+def spatial_cases():
+    """Pad, Tile, Resize and Upsample at sizes that stay on the device (more
+    than 64 floats), their older forms, sizes computed from a Shape."""
+    from onnx.backend.test.case.node.resize import (
+        cubic_coeffs, interpolate_nd, linear_coeffs, nearest_coeffs)
+    rng = np.random.default_rng(1515)
+    mk = helper.make_node
+
+    def r(*shape):
+        return rng.standard_normal(shape).astype(np.float32)
+
+    x = r(1, 3, 12, 16)
+    sizes = np.array([1, 3, 24, 40], np.int64)
+    node_case("test_spatial_resize_linear_sizes_device",
+              [mk("Resize", ["x", "", "", "sizes"], ["y"], mode="linear")],
+              [("x", x)],
+              [("y", interpolate_nd(x, linear_coeffs, output_size=sizes)
+                .astype(np.float32))], 13,
+              initializers=[("sizes", sizes)])
+    x = r(2, 4, 9, 11)
+    scales = np.array([1, 1, 2, 0.5], np.float32)
+    node_case("test_spatial_resize_nearest_floor_asymmetric_scales",
+              [mk("Resize", ["x", "", "scales"], ["y"], mode="nearest",
+                  coordinate_transformation_mode="asymmetric",
+                  nearest_mode="floor")],
+              [("x", x)],
+              [("y", interpolate_nd(
+                  x, lambda t: nearest_coeffs(t, mode="floor"),
+                  scale_factors=scales,
+                  coordinate_transformation_mode="asymmetric")
+                .astype(np.float32))], 13,
+              initializers=[("scales", scales)])
+    x = r(2, 10, 13)
+    sizes = np.array([2, 7, 20], np.int64)
+    node_case("test_spatial_resize_cubic_exclude_outside_3d",
+              [mk("Resize", ["x", "roi", "scales", "sizes"], ["y"],
+                  mode="cubic", cubic_coeff_a=-0.5, exclude_outside=1)],
+              [("x", x)],
+              [("y", interpolate_nd(
+                  x, lambda t: cubic_coeffs(t, A=-0.5), output_size=sizes,
+                  exclude_outside=True).astype(np.float32))], 11,
+              initializers=[("roi", np.zeros(0, np.float32)),
+                            ("scales", np.zeros(0, np.float32)),
+                            ("sizes", sizes)])
+    x = r(1, 2, 10, 10)
+    roi = np.array([0, 0, 0.1, -0.2, 1, 1, 0.9, 1.3], np.float32)
+    sizes = np.array([1, 2, 6, 7], np.int64)
+    node_case("test_spatial_resize_crop_and_resize_extrapolation",
+              [mk("Resize", ["x", "roi", "", "sizes"], ["y"], mode="linear",
+                  coordinate_transformation_mode="tf_crop_and_resize",
+                  extrapolation_value=-3.0)],
+              [("x", x)],
+              [("y", interpolate_nd(
+                  x, linear_coeffs, output_size=sizes, roi=roi,
+                  coordinate_transformation_mode="tf_crop_and_resize",
+                  extrapolation_value=-3.0).astype(np.float32))], 13,
+              initializers=[("roi", roi), ("sizes", sizes)])
+    # sizes made from the input's shape: Shape, Slice, Mul, Concat on the
+    # host when the plan is made
+    x = r(1, 2, 6, 8)
+    node_case("test_spatial_resize_sizes_from_shape",
+              [mk("Shape", ["x"], ["s"]),
+               mk("Slice", ["s", "lo", "hi"], ["hw"]),
+               mk("Mul", ["hw", "two"], ["hw2"]),
+               mk("Slice", ["s", "zero", "lo"], ["nc"]),
+               mk("Concat", ["nc", "hw2"], ["sizes"], axis=0),
+               mk("Resize", ["x", "", "", "sizes"], ["y"], mode="nearest",
+                  coordinate_transformation_mode="half_pixel",
+                  nearest_mode="round_prefer_ceil")],
+              [("x", x)],
+              [("y", interpolate_nd(
+                  x, lambda t: nearest_coeffs(t, mode="round_prefer_ceil"),
+                  output_size=[1, 2, 12, 16]).astype(np.float32))], 13,
+              initializers=[("lo", np.array([2], np.int64)),
+                            ("hi", np.array([4], np.int64)),
+                            ("zero", np.array([0], np.int64)),
+                            ("two", np.array([2], np.int64))])
+    # Upsample-7 (scales an attribute) and Resize-10 (X, scales): the
+    # asymmetric coordinates, nearest rounding down when growing
+    x = r(1, 3, 5, 7)
+    for name, op, opset, mode, coeffs in (
+            ("test_spatial_upsample_nearest_opset7", "Upsample", 7,
+             "nearest", lambda t: nearest_coeffs(t, mode="floor")),
+            ("test_spatial_upsample_linear_opset7", "Upsample", 7, "linear",
+             linear_coeffs)):
+        node_case(name, [mk(op, ["x"], ["y"], mode=mode,
+                            scales=[1.0, 1.0, 2.0, 3.0])],
+                  [("x", x)],
+                  [("y", interpolate_nd(
+                      x, coeffs, scale_factors=np.array([1, 1, 2, 3.0]),
+                      coordinate_transformation_mode="asymmetric")
+                    .astype(np.float32))], opset)
+    scales = np.array([1, 1, 3, 2], np.float32)
+    node_case("test_spatial_resize_nearest_opset10",
+              [mk("Resize", ["x", "scales"], ["y"], mode="nearest")],
+              [("x", x)],
+              [("y", interpolate_nd(
+                  x, lambda t: nearest_coeffs(t, mode="floor"),
+                  scale_factors=scales,
+                  coordinate_transformation_mode="asymmetric")
+                .astype(np.float32))], 10,
+              initializers=[("scales", scales)])
+    # Pad: the opset-2 attribute form with a crop, reflect and edge on the
+    # device, Pad-1's 'paddings'
+    x = r(2, 3, 6, 7)
+    node_case("test_spatial_pad_constant_crop_opset2",
+              [mk("Pad", ["x"], ["y"], mode="constant", value=1.5,
+                  pads=[0, -1, 2, 1, 0, 1, -2, 3])],
+              [("x", x)],
+              [("y", np.pad(x[:, 1:, :4, :], ((0, 0), (0, 1), (2, 0), (1, 3)),
+                            constant_values=1.5))], 2)
+    node_case("test_spatial_pad_constant_opset1_paddings",
+              [mk("Pad", ["x"], ["y"], paddings=[0, 0, 1, 2, 0, 0, 3, 0])],
+              [("x", x)],
+              [("y", np.pad(x, ((0, 0), (0, 0), (1, 3), (2, 0))))], 1)
+    pads = np.array([0, 1, 3, 2, 1, 0, 2, -3], np.int64)
+    node_case("test_spatial_pad_reflect_crop_device",
+              [mk("Pad", ["x", "pads"], ["y"], mode="reflect")],
+              [("x", x)],
+              [("y", np.pad(x, ((0, 1), (1, 0), (3, 2), (2, 0)),
+                            mode="reflect")[:, :, :, :-3])], 13,
+              initializers=[("pads", pads)])
+    pads = np.array([1, 0, 2, 5, 0, 2, 1, 4], np.int64)
+    node_case("test_spatial_pad_edge_device",
+              [mk("Pad", ["x", "pads", "v"], ["y"], mode="edge")],
+              [("x", x)],
+              [("y", np.pad(x, ((1, 0), (0, 2), (2, 1), (5, 4)),
+                            mode="edge"))], 11,
+              initializers=[("pads", pads),
+                            ("v", np.array(0, np.float32))])
+    pads = np.array([0, 0, 2, 1, 0, 0, 1, 2], np.int64)
+    node_case("test_spatial_pad_constant_value_input_device",
+              [mk("Pad", ["x", "pads", "v"], ["y"])],
+              [("x", x)],
+              [("y", np.pad(x, ((0, 0), (0, 0), (2, 1), (1, 2)),
+                            constant_values=-0.25))], 13,
+              initializers=[("pads", pads),
+                            ("v", np.array(-0.25, np.float32))])
+    # Tile of rank 5 (ten axes in one copy: more than a step takes)
+    x = r(2, 3, 4, 2, 3)
+    reps = np.array([2, 1, 2, 3, 2], np.int64)
+    node_case("test_spatial_tile_rank5_device",
+              [mk("Tile", ["x", "reps"], ["y"])],
+              [("x", x)], [("y", np.tile(x, reps))], 13,
+              initializers=[("reps", reps)])
+    xi = rng.integers(-50, 50, (2, 3, 4)).astype(np.int64)
+    node_case("test_spatial_tile_int64_host",
+              [mk("Tile", ["x", "reps"], ["y"])],
+              [("x", xi)], [("y", np.tile(xi, [1, 2, 3]))], 13,
+              initializers=[("reps", np.array([1, 2, 3], np.int64))])
+
+
+def spatial_lrn_unpool_cases():
+    """LRN of an even size on a 3-D input; MaxUnpool with its default
+    output shape and with a larger one given."""
+    rng = np.random.default_rng(1516)
+    mk = helper.make_node
+    x = rng.standard_normal((2, 7, 13)).astype(np.float32)
+    size, alpha, beta, bias = 4, 0.02, 0.6, 1.5
+    sq = np.zeros_like(x)
+    for c in range(x.shape[1]):
+        lo = max(0, c - (size - 1) // 2)
+        hi = min(x.shape[1] - 1, c + (size - 1 + 1) // 2)
+        sq[:, c] = (x[:, lo:hi + 1] ** 2).sum(axis=1)
+    y = (x / (bias + alpha / size * sq) ** beta).astype(np.float32)
+    node_case("test_spatial_lrn_even_size_3d",
+              [mk("LRN", ["x"], ["y"], size=size, alpha=alpha, beta=beta,
+                  bias=bias)],
+              [("x", x)], [("y", y)], 13)
+    # MaxUnpool: 2 x 3 maps of 4 x 5 from a 2 x 2 pool, stride 2
+    x = rng.standard_normal((2, 3, 4, 5)).astype(np.float32)
+    out_shape = (2, 3, 8, 10)
+    idx = np.zeros(x.shape, np.int64)
+    y = np.zeros(out_shape, np.float32)
+    for n in range(2):
+        for c in range(3):
+            for i in range(4):
+                for j in range(5):
+                    yy = 2 * i + rng.integers(0, 2)
+                    xx = 2 * j + rng.integers(0, 2)
+                    flat = ((n * 3 + c) * 8 + yy) * 10 + xx
+                    idx[n, c, i, j] = flat
+                    y.reshape(-1)[flat] = x[n, c, i, j]
+    node_case("test_spatial_maxunpool_default_shape",
+              [mk("MaxUnpool", ["x", "i"], ["y"], kernel_shape=[2, 2],
+                  strides=[2, 2])],
+              [("x", x), ("i", idx)], [("y", y)], 11)
+    # indices count in the pooled shape; output_shape's extra rows and
+    # columns (at the end) stay zero, as ONNX's own case has it
+    y2 = np.zeros((2, 3, 9, 11), np.float32)
+    y2[:, :, :8, :10] = y
+    node_case("test_spatial_maxunpool_output_shape_larger",
+              [mk("MaxUnpool", ["x", "i", "shape"], ["y"],
+                  kernel_shape=[2, 2], strides=[2, 2])],
+              [("x", x), ("i", idx)], [("y", y2)], 11,
+              initializers=[("shape", np.array([2, 3, 9, 11], np.int64))])
+
+
 if __name__ == "__main__":
     initializers_ir3()
     external()
@@ -1278,3 +1476,5 @@ if __name__ == "__main__":
     quant_cases()
     loss_cases()
     control_cases()
+    spatial_cases()
+    spatial_lrn_unpool_cases()

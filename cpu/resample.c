@@ -1,0 +1,118 @@
+/*
+ * Separable resampling on the CPU (backend.h's sn_resample_desc: Resize,
+ * Upsample): one output row at a time (a plane and an index of every axis
+ * but the last), the taps of the leading axes combined once per row into
+ * (offset, weight) pairs, the last axis' taps per element.
+ */
+#include <config.h>
+
+#include "cpu_kernels.h"
+
+/* Rows of at least this many elements in all make the kernel parallel. */
+#define PARALLEL_MIN 32768
+
+/* One choice of a tap on every leading axis: where it reads in a plane,
+ * and the product of its weights. */
+typedef struct lead {
+    size_t off;
+    float w;
+} lead;
+
+/* The leading taps of output row o (indices of the leading axes) in c;
+ * their count, or 0 when one lies outside the input (the row is fill). */
+static size_t lead_taps(const sn_resample_desc *d, const float *t,
+                        const size_t *istr, const size_t *o, lead *c)
+{
+    size_t nc = 1;
+    c[0] = (lead){0, 1.0f};
+    for (size_t i = 0; i + 1 < d->rank; i++) {
+        const float *ti = t + d->table_off[i] + 2 * o[i] * d->taps[i];
+        const size_t k = d->taps[i];
+        /* in place, from the end: entry c * k + j only ever lands at or
+         * after entry c, which is read first */
+        for (size_t e = nc; e-- > 0;) {
+            const lead base = c[e];
+            for (size_t j = k; j-- > 0;) {
+                float fi = ti[2 * j];
+                if (!(fi >= 0.0f && fi < (float)d->in[i]))
+                    return 0;
+                c[e * k + j] = (lead){base.off + (size_t)fi * istr[i],
+                                      base.w * ti[2 * j + 1]};
+            }
+        }
+        nc *= k;
+    }
+    return nc;
+}
+
+/* Output rows [r0, r1). */
+static void resample_rows(const sn_resample_desc *d, const float *x,
+                          const float *t, float *y, size_t r0, size_t r1)
+{
+    const size_t last = d->rank - 1, ow = d->out[last], tw = d->taps[last];
+    const float *tl = t + d->table_off[last];
+    const float in_last = (float)d->in[last];
+    size_t istr[SN_MAX_DIMS], in_plane = 1, rows_per_plane = 1;
+    lead c[SN_RESAMPLE_MAX_TAPS];
+
+    for (size_t i = d->rank; i-- > 0;) {
+        istr[i] = in_plane;
+        in_plane *= d->in[i];
+    }
+    for (size_t i = 0; i < last; i++)
+        rows_per_plane *= d->out[i];
+    for (size_t r = r0; r < r1; r++) {
+        size_t o[SN_MAX_DIMS], rest = r % rows_per_plane, nc;
+        const float *xp = x + (r / rows_per_plane) * in_plane;
+        float *yr = y + r * ow;
+        for (size_t i = last; i-- > 0;) {
+            o[i] = rest % d->out[i];
+            rest /= d->out[i];
+        }
+        if ((nc = lead_taps(d, t, istr, o, c)) == 0) {
+            for (size_t q = 0; q < ow; q++)
+                yr[q] = d->fill;
+            continue;
+        }
+        for (size_t q = 0; q < ow; q++) {
+            const float *tq = tl + 2 * q * tw;
+            float acc = 0.0f;
+            for (size_t j = 0; j < tw; j++) {
+                const float fi = tq[2 * j];
+                const float *xj;
+                float s = 0.0f;
+                if (!(fi >= 0.0f && fi < in_last)) {
+                    acc = d->fill;
+                    break;
+                }
+                xj = xp + (size_t)fi;
+                for (size_t e = 0; e < nc; e++)
+                    s += c[e].w * xj[c[e].off];
+                acc += tq[2 * j + 1] * s;
+            }
+            yr[q] = acc;
+        }
+    }
+}
+
+void sn_cpu_resample(const sn_resample_desc *d, const float *x,
+                     const float *table, float *y)
+{
+    size_t rows = d->planes, total;
+
+    for (size_t i = 0; i + 1 < d->rank; i++)
+        rows *= d->out[i];
+    total = rows * d->out[d->rank - 1];
+    if (total == 0)
+        return;
+    if (total > PARALLEL_MIN && rows > 1 && omp_get_max_threads() > 1) {
+#pragma omp parallel
+        {
+            size_t u0, u1;
+            sn_cpu_thread_share(rows, &u0, &u1);
+            resample_rows(d, x, table, y, u0, u1);
+        }
+    } else {
+        resample_rows(d, x, table, y, 0, rows);
+    }
+}
