@@ -15,9 +15,8 @@
 
 /* The kernels_cl/ file of each program. */
 static const char *const prog_files[PROG_COUNT] = {
-    "elementwise.cl", "reduce.cl", "data.cl", "conv.cl", "rnn.cl"};
-    "elementwise.cl", "reduce.cl", "data.cl", "conv.cl", "resample.cl",
-    "sample.cl"};
+    "elementwise.cl", "reduce.cl", "data.cl",  "conv.cl",
+    "rnn.cl",         "resample.cl", "sample.cl"};
 
 /* The four kernels of each binary op (see elementwise.cl). */
 static const char *const bin_variants[BIN_VARIANTS] = {"same", "scalar_a",

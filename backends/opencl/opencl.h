@@ -38,13 +38,6 @@ enum {
     PROG_DATA,
     PROG_CONV,
     PROG_RNN,
-    PROG_COUNT
-};
-enum {
-    PROG_ELEMENTWISE,
-    PROG_REDUCE,
-    PROG_DATA,
-    PROG_CONV,
     PROG_RESAMPLE,
     PROG_SAMPLE,
     PROG_COUNT

@@ -496,10 +496,8 @@ typedef struct sn_roi_align_desc {
     X(SOFTMAX, "softmax") X(REDUCE, "reduce") X(WHERE, "where")               \
     X(COPY, "copy") X(IM2COL, "im2col") X(POOL, "pool")                       \
     X(LAYERNORM, "layernorm") X(GATHER, "gather") X(TOPK, "topk")           \
-    X(RNN_CELL, "rnn_cell")
-    X(LAYERNORM, "layernorm") X(GATHER, "gather")                           \
-    X(RESAMPLE, "resample") X(GRID_SAMPLE, "grid_sample")                   \
-    X(ROI_ALIGN, "roi_align")
+    X(RNN_CELL, "rnn_cell") X(RESAMPLE, "resample")                           \
+    X(GRID_SAMPLE, "grid_sample") X(ROI_ALIGN, "roi_align")
 
 typedef enum sn_kernel {
 #define SN_ENUM_(name, str) SN_KERNEL_##name,
