@@ -257,6 +257,8 @@ static shardnet_status scatter(sn_lower *L, const sn_node *n, sn_rt *data,
         return st;
     if (count * inner != 0 && (st = sn_dev_view(L, n, upd, &vu)) != SHARDNET_OK)
         return st;
+    if (count == 0)
+        return emit_flat_copy(L, n, vd, out->view, nblocks * inner);
     if (red == RED_NONE)
         return scatter_replace(L, n, vd, vu, nblocks, dst, count, inner,
                                out->view);
