@@ -78,7 +78,7 @@ static shardnet_status apply_map(sn_lower *L, const sn_node *n, sn_rt *src,
     sn_view v;
 
     for (size_t i = 0; i < count; i++)
-        if (map[i] >= (int64_t)nblocks)
+        if (inner && map[i] >= (int64_t)nblocks)
             return sn_node_error(n, SHARDNET_INTERNAL,
                                  "map entry %lld past %zu blocks",
                                  (long long)map[i], nblocks);

@@ -4,6 +4,8 @@
  * The indices, known on the host, give each update's target block
  * (ops_index.h).  With data and updates known on the host too, the
  * scatter runs there in their type.  On the device, one without reduction
+ * copies the data, then each run of updates to consecutive blocks over it
+ * (a cache written at a few positions), or where the runs are many
  * gathers from data and updates laid end to end, each block from the last
  * update to land on it; one with a reduction applies the updates in
  * rounds: round r gathers every block's r-th update (or the reduction's
@@ -22,6 +24,8 @@
 /* A reduction's rounds on the device: each costs a gather and a binary
  * step over the whole output. */
 #define MAX_SCATTER_ROUNDS 64
+/* Copy steps a scatter without reduction takes before gathering instead. */
+#define MAX_COPY_RUNS 8
 
 typedef enum reduction {
     RED_NONE,
@@ -127,6 +131,40 @@ static shardnet_status emit_flat_copy(sn_lower *L, const sn_node *n,
     s.u.copy.src = src;
     s.u.copy.dst = dst;
     return sn_emit(L, n, &s);
+}
+
+/* Updates landing on runs of consecutive blocks (a cache written at a few
+ * positions): the data copied, then each run copied over it in order, a
+ * later update to a block replacing an earlier one.  Past MAX_COPY_RUNS
+ * runs, scatter_replace's one gather moves less. */
+static shardnet_status scatter_runs(sn_lower *L, const sn_node *n, sn_view vd,
+                                    sn_view vu, size_t nblocks,
+                                    const int64_t *dst, size_t count,
+                                    size_t inner, sn_view out, int *done)
+{
+    size_t runs = 1;
+    shardnet_status st;
+
+    *done = 0;
+    for (size_t j = 1; j < count; j++)
+        runs += dst[j] != dst[j - 1] + 1;
+    if (runs > MAX_COPY_RUNS)
+        return SHARDNET_OK;
+    *done = 1;
+    if ((st = emit_flat_copy(L, n, vd, out, nblocks * inner)) != SHARDNET_OK)
+        return st;
+    for (size_t j = 0, start = 0; j < count; j++) {
+        if (j + 1 < count && dst[j + 1] == dst[j] + 1)
+            continue;
+        st = emit_flat_copy(
+            L, n, (sn_view){vu.buf, vu.offset + start * inner},
+            (sn_view){out.buf, out.offset + (size_t)dst[start] * inner},
+            (j + 1 - start) * inner);
+        if (st != SHARDNET_OK)
+            return st;
+        start = j + 1;
+    }
+    return SHARDNET_OK;
 }
 
 /* Without a reduction: out gathers from [data | updates], each block from
@@ -257,9 +295,17 @@ static shardnet_status scatter(sn_lower *L, const sn_node *n, sn_rt *data,
         return st;
     if (count * inner != 0 && (st = sn_dev_view(L, n, upd, &vu)) != SHARDNET_OK)
         return st;
-    if (red == RED_NONE)
+    if (count == 0)
+        return emit_flat_copy(L, n, vd, out->view, nblocks * inner);
+    if (red == RED_NONE) {
+        int done;
+        st = scatter_runs(L, n, vd, vu, nblocks, dst, count, inner, out->view,
+                          &done);
+        if (st != SHARDNET_OK || done)
+            return st;
         return scatter_replace(L, n, vd, vu, nblocks, dst, count, inner,
                                out->view);
+    }
     return scatter_rounds(L, n, vd, vu, nblocks, dst, count, inner, red,
                           out->view);
 }

@@ -734,7 +734,8 @@ def scatter_ref(data, targets, upd, red):
 def index_scatter_cases():
     """ScatterElements and ScatterND on device data with every reduction,
     duplicate targets applied in order (rounds of gathers and binary
-    steps), negative indices; Scatter in its opset 9 form."""
+    steps), negative indices; Scatter in its opset 9 form; a cache written
+    at consecutive positions (copies of runs, the last write winning)."""
     rng = np.random.default_rng(1502)
     mk = helper.make_node
     data = rng.standard_normal((6, 20)).astype(np.float32)
@@ -782,6 +783,14 @@ def index_scatter_cases():
               [("y", scatter_ref(x, [(si[r, c], c) for r in range(3)
                                      for c in range(8)],
                                  su.reshape(-1), "none"))], 9)
+    kv = rng.standard_normal((2, 16, 8)).astype(np.float32)
+    pos = np.array([[0, 5], [0, 6], [1, 5], [1, 6], [1, 6]], np.int64)
+    new = rng.standard_normal((5, 8)).astype(np.float32)
+    node_case("test_index_scatternd_cache_runs_device",
+              [mk("ScatterND", ["kv", "pos", "new"], ["y"])],
+              [("kv", kv), ("pos", pos), ("new", new)],
+              [("y", scatter_ref(kv, [tuple(p) for p in pos], new,
+                                 "none"))], 13)
 
 
 def index_map_cases():
