@@ -361,9 +361,15 @@ static shardnet_status parse(sn_lower *L, const sn_node *n, eq *e, term *t)
     shardnet_status st;
     if (!src)
         return sn_node_error(n, SHARDNET_INVALID_ARGUMENT, "no equation");
-    for (; *src; src++)
-        if (*src != ' ' && len + 1 < sizeof buf)
-            buf[len++] = *src;
+    for (; *src; src++) {
+        if (*src == ' ')
+            continue;
+        if (len + 1 >= sizeof buf)
+            return sn_node_error(n, SHARDNET_INVALID_ARGUMENT,
+                                 "an equation longer than %d characters",
+                                 MAX_EQUATION - 1);
+        buf[len++] = *src;
+    }
     buf[len] = '\0';
     if ((rhs = strstr(buf, "->")) != NULL) {
         *rhs = '\0';

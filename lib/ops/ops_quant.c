@@ -12,10 +12,15 @@
  *     leave it), rounds half to even by adding and taking away 1.5 * 2^23
  *     (exact for |v| < 2^22, two float32 steps), and adds the zero point;
  *     DequantizeLinear subtracts the zero point and scales, both exact
- *     on integers carried as float;
- *   - the integer matrix products run on the device as a float GEMM only
- *     where every sum is bounded below 2^24 (K times the largest
- *     operands), else they are refused with that reason.
+ *     on integers carried as float; DynamicQuantizeLinear finds its range
+ *     by reductions and quantizes the same way;
+ *   - MatMulInteger runs on the device as a float GEMM only where every
+ *     sum is bounded below 2^24 (K times the largest operands), else it
+ *     is refused with that reason; QLinearMatMul runs on the host only.
+ *
+ * Scales and zero points are constants as a rule; the ones
+ * DynamicQuantizeLinear computes on the device are taken as they are by
+ * DequantizeLinear and MatMulInteger.
  *
  * Quantized tensors on a device are their integers carried as float
  * (sn_device_type), like every integer result there.
@@ -267,10 +272,6 @@ SN_LOWER(sn_lower_dequantize)
         }
         return sn_out_host(L, n, 0, SN_DT_FLOAT, x->rank, x->dims, d);
     }
-    if (zp && !sn_host_known(zp))
-        return sn_node_error(n, SHARDNET_UNSUPPORTED,
-                             "a zero point computed on the device is not "
-                             "supported");
     if (!L->plan)
         return SHARDNET_UNSUPPORTED;
     if ((st = sn_out_device(L, n, 0, x->rank, x->dims, &out)))
@@ -281,7 +282,11 @@ SN_LOWER(sn_lower_dequantize)
         (st = sn_dev_view(L, n, scale, &vs)))
         return st;
     if (zp) {
-        if ((st = upload_params(L, n, q.d, NULL, 0.0, 1.0, zp, &vz)) ||
+        /* a zero point computed on the device (DynamicQuantizeLinear's)
+         * is subtracted as it is */
+        if ((st = sn_host_known(zp)
+                      ? upload_params(L, n, q.d, NULL, 0.0, 1.0, zp, &vz)
+                      : sn_dev_view(L, n, zp, &vz)) ||
             (st = sn_emit_binary(L, n, SN_BINARY_SUB, x->rank, x->dims, vx,
                                  q.rank, q.pd, vz, out->view)))
             return st;
@@ -291,8 +296,114 @@ SN_LOWER(sn_lower_dequantize)
                           q.pd, vs, out->view);
 }
 
+/* A step of one binary op over one element each (rank-1 views). */
+static shardnet_status emit_one(sn_lower *L, const sn_node *n,
+                                sn_binary_op op, sn_view a, sn_view b,
+                                sn_view c)
+{
+    int64_t one = 1;
+    return sn_emit_binary(L, n, op, 1, &one, a, 1, &one, b, c);
+}
+
+/* Output i of node n as one device float reported as type t, or scratch
+ * when the node does not ask for it. */
+static shardnet_status scalar_out(sn_lower *L, const sn_node *n, size_t i,
+                                  sn_dtype t, sn_view *v)
+{
+    sn_rt *o;
+    int64_t one = 1;
+    shardnet_status st;
+    if (i >= n->noutputs || n->outputs[i] < 0)
+        return sn_scratch(L, 1, v);
+    if ((st = sn_out_device(L, n, i, 0, &one, &o)) != SHARDNET_OK)
+        return st;
+    o->dtype = t;
+    *v = o->view;
+    return SHARDNET_OK;
+}
+
 /*
- * DynamicQuantizeLinear, on the host (its input known): the scale maps
+ * DynamicQuantizeLinear on the device, in the definition's float32 steps:
+ * hi = max(0, max x) and -lo = max(0, max -x) by reductions; the scale
+ * (hi - lo, or 1 where that is 0, over 255) chosen by a where step; the
+ * zero point -lo / scale clamped to 255 and rounded; y = round(x / scale)
+ * + zero point clamped to [0, 255], rounding as QuantizeLinear does
+ * (|x / scale| <= 255 here).
+ */
+static shardnet_status dynamic_device(sn_lower *L, const sn_node *n,
+                                      sn_rt *x)
+{
+    size_t count = sn_rt_elements(x);
+    int r = x->rank;
+    float *kv = malloc(4 * sizeof *kv);
+    sn_view vx, k, zero, one, c255, rnd, neg, hi, mlo, vs, vz;
+    sn_rt *out;
+    sn_step s = {.kind = SN_KERNEL_REDUCE};
+    shardnet_status st;
+    if (!kv)
+        return sn_error(SHARDNET_OUT_OF_MEMORY, "dynamic quantization");
+    kv[0] = 0.0f;
+    kv[1] = 1.0f;
+    kv[2] = 255.0f;
+    kv[3] = ROUNDER;
+    if ((st = sn_dev_upload(L, n, kv, 4, &k)) ||
+        (st = sn_dev_view(L, n, x, &vx)) ||
+        (st = sn_out_device_as(L, n, SN_DT_UINT8, r, x->dims, &out)) ||
+        (st = scalar_out(L, n, 1, SN_DT_FLOAT, &vs)) ||
+        (st = scalar_out(L, n, 2, SN_DT_UINT8, &vz)) ||
+        (st = sn_scratch(L, count, &neg)) || (st = sn_scratch(L, 1, &hi)) ||
+        (st = sn_scratch(L, 1, &mlo)))
+        return st;
+    zero = k;
+    one = (sn_view){k.buf, k.offset + 1};
+    c255 = (sn_view){k.buf, k.offset + 2};
+    rnd = (sn_view){k.buf, k.offset + 3};
+    s.u.reduce = (sn_reduce_desc){.op = SN_REDUCE_MAX, .outer = 1,
+                                  .len = count, .inner = 1, .x = vx,
+                                  .y = hi};
+    if ((st = sn_emit(L, n, &s)) != SHARDNET_OK)
+        return st;
+    s.u.reduce.x = neg;
+    s.u.reduce.y = mlo;
+    sn_step u = {.kind = SN_KERNEL_UNARY};
+    u.u.unary = (sn_unary_desc){.op = SN_UNARY_NEG, .n = count, .x = vx,
+                                .y = neg};
+    sn_step w = {.kind = SN_KERNEL_WHERE};
+    /* the scale: where(hi - lo, hi - lo, 1) / 255, hi - lo in vs */
+    w.u.where = (sn_where_desc){.rank = 1, .shape = {1},
+                                .stride_cond = {1}, .stride_x = {1},
+                                .stride_y = {1}, .cond = vs, .x = vs,
+                                .y = one, .out = vs};
+    if ((st = emit_one(L, n, SN_BINARY_MAX, hi, zero, hi)) ||
+        (st = sn_emit(L, n, &u)) || (st = sn_emit(L, n, &s)) ||
+        (st = emit_one(L, n, SN_BINARY_MAX, mlo, zero, mlo)) ||
+        (st = emit_one(L, n, SN_BINARY_ADD, hi, mlo, vs)) ||
+        (st = sn_emit(L, n, &w)) ||
+        (st = emit_one(L, n, SN_BINARY_DIV, vs, c255, vs)) ||
+        (st = emit_one(L, n, SN_BINARY_DIV, mlo, vs, vz)) ||
+        (st = emit_one(L, n, SN_BINARY_MIN, vz, c255, vz)) ||
+        (st = emit_one(L, n, SN_BINARY_ADD, vz, rnd, vz)) ||
+        (st = emit_one(L, n, SN_BINARY_SUB, vz, rnd, vz)))
+        return st;
+    int64_t od = 1;
+    sn_view y = out->view;
+    if ((st = sn_emit_binary(L, n, SN_BINARY_DIV, r, x->dims, vx, 1, &od, vs,
+                             y)) ||
+        (st = sn_emit_binary(L, n, SN_BINARY_ADD, r, x->dims, y, 1, &od, rnd,
+                             y)) ||
+        (st = sn_emit_binary(L, n, SN_BINARY_SUB, r, x->dims, y, 1, &od, rnd,
+                             y)) ||
+        (st = sn_emit_binary(L, n, SN_BINARY_ADD, r, x->dims, y, 1, &od, vz,
+                             y)) ||
+        (st = sn_emit_binary(L, n, SN_BINARY_MAX, r, x->dims, y, 1, &od,
+                             zero, y)))
+        return st;
+    return sn_emit_binary(L, n, SN_BINARY_MIN, r, x->dims, y, 1, &od, c255,
+                          y);
+}
+
+/*
+ * DynamicQuantizeLinear, on the host where its input is known: the scale maps
  * [min(0, min x), max(0, max x)] onto [0, 255] (1 / 255 when the range is
  * empty), the zero point is where 0 lands, rounded; all in float32.
  */
@@ -307,12 +418,11 @@ SN_LOWER(sn_lower_dynamic_quantize)
         return sn_node_error(n, SHARDNET_UNSUPPORTED,
                              "input of type %s (float only)",
                              sn_dtype_name(x->dtype));
+    if (count == 0)
+        return sn_node_error(n, SHARDNET_INVALID_ARGUMENT,
+                             "an empty input has no range");
     if (!sn_host_known(x))
-        return sn_node_error(n, SHARDNET_UNSUPPORTED,
-                             "the input must be known when the model is "
-                             "planned (a constant or a small graph input): "
-                             "its scale and zero point computed on the "
-                             "device are not supported yet");
+        return L->plan ? dynamic_device(L, n, x) : SHARDNET_UNSUPPORTED;
     for (size_t i = 0; i < count; i++) {
         float v = (float)sn_rt_get_double(x, i);
         mx = v > mx ? v : mx;
@@ -354,7 +464,7 @@ SN_LOWER(sn_lower_dynamic_quantize)
     return SHARDNET_OK;
 }
 
-/* --- integer matrix products ----------------------------------------------- */
+/* --- integer matrix products ------------------------------------------ */
 
 /* The shapes of an integer product: a (batch, m, k) x b (batch or shared,
  * k, n) = (batch, m, n), and the output's dims. */
@@ -372,8 +482,8 @@ static shardnet_status qmm_shape(const sn_node *n, const sn_rt *a,
     int64_t ka = ra ? a->dims[ra - 1] : 0;
     int64_t kb = rb >= 2 ? b->dims[rb - 2] : rb ? b->dims[0] : 0;
     if (ra < 1 || rb < 1 || ka != kb ||
-        (rb > 2 && (ra != rb ||
-                    memcmp(a->dims, b->dims, (size_t)(ra - 2) * 8))))
+        (rb > 2 && (ra != rb || memcmp(a->dims, b->dims,
+                                       (size_t)(ra - 2) * sizeof *a->dims))))
         return sn_node_error(n, SHARDNET_UNSUPPORTED,
                              "operands of ranks %d and %d: a product of "
                              "(..., M, K) by (K, N) or by the same batch of "
@@ -402,6 +512,17 @@ static double per_row(const sn_rt *p, size_t r, double dflt)
         return dflt;
     return sn_rt_elements(p) == 1 ? sn_rt_get_double(p, 0)
                                   : sn_rt_get_double(p, r);
+}
+
+/* A zero point of one value or want values (known or not). */
+static shardnet_status zp_count(const sn_node *n, const sn_rt *p,
+                                const char *what, size_t want)
+{
+    size_t c = p ? sn_rt_elements(p) : 0;
+    if (c > 1 && c != want)
+        return sn_node_error(n, SHARDNET_INVALID_ARGUMENT,
+                             "%s has %zu values, not 1 or %zu", what, c, want);
+    return SHARDNET_OK;
 }
 
 static shardnet_status check_count(const sn_node *n, const sn_rt *p,
@@ -441,9 +562,102 @@ static int64_t *int_products(const sn_rt *a, const sn_rt *azp,
     return s;
 }
 
+/* The largest |v - z| over v's values (its elements when known, else its
+ * type's range) and the zero points z (one or more; none: 0; computed on
+ * the device: any of v's type). */
+static double max_offset(const sn_rt *v, const sn_rt *zp)
+{
+    double tlo = v->dtype == SN_DT_INT8 ? -128 : 0, thi = tlo + 255;
+    double lo = tlo, hi = thi, m = 0;
+    size_t cnt = v->host ? sn_rt_elements(v) : 0;
+    size_t nz = zp ? sn_rt_elements(zp) : 0;
+    if (cnt) {
+        lo = hi = (double)sn_rt_get_int(v, 0);
+        for (size_t i = 1; i < cnt; i++) {
+            double x = (double)sn_rt_get_int(v, i);
+            lo = x < lo ? x : lo;
+            hi = x > hi ? x : hi;
+        }
+    }
+    if (nz && !zp->host) /* unknown, but of v's type */
+        return fmax(hi - tlo, thi - lo);
+    for (size_t i = 0; i < (nz ? nz : 1); i++) {
+        double z = nz ? sn_rt_get_double(zp, i) : 0.0;
+        m = fmax(m, fmax(fabs(lo - z), fabs(hi - z)));
+    }
+    return m;
+}
+
+/* v - z on the device into a fresh scratch (z one value, or one per row
+ * (zdims (rows, 1)) or per column (zdims (cols))), or v's own view
+ * without zero points. */
+static shardnet_status emit_offset(sn_lower *L, const sn_node *n, sn_rt *v,
+                                   sn_rt *zp, int zrank,
+                                   const int64_t *zdims, sn_view *out)
+{
+    sn_view vv, vz;
+    shardnet_status st;
+    if ((st = sn_dev_view(L, n, v, &vv)) != SHARDNET_OK)
+        return st;
+    if (!zp || sn_rt_elements(zp) == 0) {
+        *out = vv;
+        return SHARDNET_OK;
+    }
+    if (sn_rt_elements(zp) == 1)
+        zrank = 0;
+    if ((st = zp->host ? upload_params(L, n, sn_rt_elements(zp), NULL, 0.0,
+                                       1.0, zp, &vz)
+                       : sn_dev_view(L, n, zp, &vz)) ||
+        (st = sn_scratch(L, sn_rt_elements(v), out)))
+        return st;
+    return sn_emit_binary(L, n, SN_BINARY_SUB, v->rank, v->dims, vv, zrank,
+                          zdims, vz, *out);
+}
+
+/* MatMulInteger on the device, where every sum is below 2^24 in
+ * magnitude (exact in float): a - a_zero_point and b - b_zero_point by
+ * subtraction, then one batched GEMM. */
+static shardnet_status matmul_integer_device(sn_lower *L, const sn_node *n,
+                                             sn_rt *a, sn_rt *azp, sn_rt *b,
+                                             sn_rt *bzp, const qmm *q)
+{
+    int64_t rd[2] = {(int64_t)q->m, 1}, cd[1] = {(int64_t)q->n};
+    double bound = (double)q->k * max_offset(a, azp) * max_offset(b, bzp);
+    sn_step s = {.kind = SN_KERNEL_GEMM};
+    sn_view va, vb;
+    sn_rt *out;
+    shardnet_status st;
+    if (bound > FLOAT_EXACT)
+        return sn_node_error(n, SHARDNET_UNSUPPORTED,
+                             "sums of up to %.0f (K = %zu) computed on the "
+                             "device would not be exact in float (at most "
+                             "2^24); the operands must be known when the "
+                             "model is planned",
+                             bound, q->k);
+    if (!L->plan)
+        return SHARDNET_UNSUPPORTED;
+    if ((st = sn_out_device_as(L, n, SN_DT_INT32, q->rank, q->dims, &out)))
+        return st;
+    if (sn_rt_elements(out) == 0)
+        return SHARDNET_OK;
+    if ((st = emit_offset(L, n, a, azp, a->rank >= 2 ? 2 : 1,
+                          a->rank >= 2 ? rd : rd + 1, &va)) ||
+        (st = emit_offset(L, n, b, bzp, b->rank >= 2 ? 1 : 0, cd, &vb)))
+        return st;
+    if (q->k == 0)
+        return sn_node_error(n, SHARDNET_UNSUPPORTED,
+                             "an empty product (K = 0) on the device");
+    s.u.gemm = (sn_gemm_desc){
+        .m = q->m, .n = q->n, .k = q->k, .alpha = 1.0f, .a = va, .b = vb,
+        .c = out->view, .lda = q->k, .ldb = q->n, .ldc = q->n,
+        .batch = q->batch, .stride_a = q->m * q->k,
+        .stride_b = q->b_shared ? 0 : q->k * q->n, .stride_c = q->m * q->n};
+    return sn_emit(L, n, &s);
+}
+
 /* MatMulInteger (opset 10): int32 (a - a_zero_point)(b - b_zero_point),
  * a's zero point one or one per row, b's one or one per column; on the
- * host (every input known). */
+ * host where both operands are known, else on the device where exact. */
 SN_LOWER(sn_lower_matmul_integer)
 {
     sn_rt *a = sn_in(L, n, 0), *b = sn_in(L, n, 1);
@@ -453,15 +667,20 @@ SN_LOWER(sn_lower_matmul_integer)
     int32_t *y;
     size_t total;
     shardnet_status st;
+    for (int i = 0; i < 2; i++) {
+        sn_dtype t = (i ? b : a)->dtype;
+        if (t != SN_DT_UINT8 && t != SN_DT_INT8)
+            return sn_node_error(n, SHARDNET_UNSUPPORTED,
+                                 "operands of type %s (uint8 or int8)",
+                                 sn_dtype_name(t));
+    }
     if ((st = qmm_shape(n, a, b, &q)) ||
-        (st = check_count(n, azp, "a_zero_point", q.m)) ||
-        (st = check_count(n, bzp, "b_zero_point", q.n)))
+        (st = zp_count(n, azp, "a_zero_point", q.m)) ||
+        (st = zp_count(n, bzp, "b_zero_point", q.n)))
         return st;
-    if (!sn_host_known(a) || !sn_host_known(b))
-        return sn_node_error(n, SHARDNET_UNSUPPORTED,
-                             "both operands must be known when the model is "
-                             "planned: int32 sums computed in float on the "
-                             "device would not be exact in general");
+    if (!sn_host_known(a) || !sn_host_known(b) ||
+        (azp && !sn_host_known(azp)) || (bzp && !sn_host_known(bzp)))
+        return matmul_integer_device(L, n, a, azp, b, bzp, &q);
     total = q.batch * q.m * q.n;
     if (!(s = int_products(a, azp, b, bzp, &q)))
         return sn_error(SHARDNET_OUT_OF_MEMORY, "integer product");

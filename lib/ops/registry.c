@@ -311,8 +311,9 @@ static const sn_operator registry[] = {
     OP("NonMaxSuppression", 2, 5, sn_lower_nms, 10, REPLICATE, MIXED,
        ELEMENTS, HOST),
     /* quantization (ops_quant.c, ops_qconv.c): on the host when known,
-     * Quantize and Dequantize also on the device (exact there); integer
-     * products and convolutions on the host */
+     * else on the device where exact (Quantize, Dequantize, Dynamic-
+     * QuantizeLinear; MatMulInteger with bounded sums); QLinearMatMul and
+     * the integer convolutions on the host */
     OP("QuantizeLinear", 2, 3, sn_lower_quantize, 10, REPLICATE, EACH,
        ELEMENTS,
        USE(BINARY_DIV) | USE(BINARY_MAX) | USE(BINARY_MIN) | USE(BINARY_ADD) |
@@ -320,9 +321,12 @@ static const sn_operator registry[] = {
     OP("DequantizeLinear", 2, 3, sn_lower_dequantize, 10, REPLICATE, EACH,
        ELEMENTS, USE(BINARY_SUB) | USE(BINARY_MUL)),
     OP("DynamicQuantizeLinear", 1, 1, sn_lower_dynamic_quantize, 11,
-       REPLICATE, MIXED, ELEMENTS, HOST),
+       REPLICATE, MIXED, ELEMENTS,
+       USE(REDUCE_MAX) | USE(UNARY_NEG) | USE(WHERE) | USE(BINARY_MAX) |
+           USE(BINARY_MIN) | USE(BINARY_ADD) | USE(BINARY_SUB) |
+           USE(BINARY_DIV)),
     OP("MatMulInteger", 2, 4, sn_lower_matmul_integer, 10, REPLICATE, MIXED,
-       ELEMENTS, HOST),
+       ELEMENTS, USE(GEMM) | USE(BINARY_SUB)),
     OP("QLinearMatMul", 8, 8, sn_lower_qlinear_matmul, 10, REPLICATE, MIXED,
        ELEMENTS, HOST),
     OP("ConvInteger", 2, 4, sn_lower_conv_integer, 10, REPLICATE, MIXED,

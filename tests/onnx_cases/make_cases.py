@@ -1459,6 +1459,59 @@ def spatial_lrn_unpool_cases():
               initializers=[("shape", np.array([2, 3, 9, 11], np.int64))])
 
 
+
+def quant_device_cases():
+    """DynamicQuantizeLinear on the device (an input too large to be bound
+    by value; one all negative), and MatMulInteger on the device fed by
+    it and by QuantizeLinear, with zero points per row and per column."""
+    rng = np.random.default_rng(1519)
+    mk = helper.make_node
+
+    def dynamic(x):
+        # the definition's float32 steps
+        hi = np.float32(max(0.0, x.max()))
+        lo = np.float32(min(0.0, x.min()))
+        rng_ = np.float32(1.0) if hi == lo else np.float32(hi - lo)
+        s = np.float32(rng_ / np.float32(255))
+        z = np.round(np.clip(np.float32(0) - lo / s, 0, 255))
+        y = np.clip(np.round(x / s) + z, 0, 255)
+        return (y.astype(np.uint8), np.array(s, np.float32),
+                np.array(z, np.uint8))
+    # the scale and zero point (scalars) checked through a dequantization
+    for name, x in (("", rng.standard_normal((8, 16)).astype(np.float32)),
+                    ("_negative", -np.abs(rng.standard_normal((70,)))
+                     .astype(np.float32))):
+        y, s, z = dynamic(x)
+        dq = ((y.astype(np.float32) - np.float32(z)) * s).astype(np.float32)
+        node_case("test_nn_dynamicquantizelinear_device" + name,
+                  [mk("DynamicQuantizeLinear", ["x"], ["y", "s", "z"]),
+                   mk("DequantizeLinear", ["y", "s", "z"], ["dq"])],
+                  [("x", x)], [("y", y), ("dq", dq)], 11)
+    x = rng.standard_normal((8, 16)).astype(np.float32)
+    b = rng.integers(-128, 128, (16, 5)).astype(np.int8)
+    bz = rng.integers(-5, 5, (5,)).astype(np.int8)
+    y, s, z = dynamic(x)
+    ref = ((y.astype(np.int64) - int(z)) @ (b.astype(np.int64) - bz)
+           ).astype(np.int32)
+    node_case("test_nn_matmulinteger_after_dynamic_device",
+              [mk("DynamicQuantizeLinear", ["x"], ["y", "s", "z"]),
+               mk("MatMulInteger", ["y", "b", "z", "bz"], ["out"])],
+              [("x", x)], [("out", ref)], 11,
+              initializers=[("b", b), ("bz", bz)])
+    x = rng.standard_normal((2, 4, 12)).astype(np.float32)
+    sc = np.array(0.02, np.float32)
+    az = np.array([3, -2, 0, 1], np.int8)
+    b = rng.integers(-128, 128, (12, 3)).astype(np.int8)
+    q = np.clip(np.rint(x / sc), -128, 127).astype(np.int8)
+    ref = ((q.astype(np.int64) - az.reshape(4, 1)) @ b.astype(np.int64)
+           ).astype(np.int32)
+    node_case("test_nn_matmulinteger_per_row_device",
+              [mk("QuantizeLinear", ["x", "s", "zero"], ["q"]),
+               mk("MatMulInteger", ["q", "b", "az"], ["out"])],
+              [("x", x)], [("out", ref)], 13,
+              initializers=[("s", sc), ("zero", np.array(0, np.int8)),
+                            ("b", b), ("az", az)])
+
 if __name__ == "__main__":
     initializers_ir3()
     external()
@@ -1487,3 +1540,4 @@ if __name__ == "__main__":
     control_cases()
     spatial_cases()
     spatial_lrn_unpool_cases()
+    quant_device_cases()
