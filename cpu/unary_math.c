@@ -9,9 +9,11 @@
  * element by element, written as the plain C reference writes it (built
  * without -ffast-math, so the results are the reference's): expm1f where
  * exp(x) - 1 would cancel, softplus as x + log1p(exp(-x)) above zero so
- * that it does not overflow.  Comparisons are ordered so that NaN gives
- * NaN (or 0 for ISNAN's and ISINF's false).  sn_cpu_unary hands its
- * per-thread ranges here; y may be x.
+ * that it does not overflow.  A NaN gives NaN, except where the formula
+ * selects a constant on a false comparison (thresholded ReLU and shrink
+ * give 0, ISNAN and ISINF their answer).  sn_cpu_unary hands its
+ * per-thread ranges here; y may be x (each element is read before its
+ * own is written).
  */
 #include <config.h>
 
@@ -26,93 +28,91 @@ static float softplus(float x)
     return x > 0.0f ? x + log1pf(expf(-x)) : log1pf(expf(x));
 }
 
-static float one(sn_unary_op op, float x, float alpha, float beta)
-{
-    float t;
+/* y[i] = EXPR of v = x[i]: a loop per op, the op's switch outside it;
+ * SIMD_LOOP for the ops without a libm call, which vectorise. */
+#define LOOP(EXPR)                                                            \
+    for (size_t i = 0; i < n; i++) {                                          \
+        const float v = x[i];                                                 \
+        y[i] = (EXPR);                                                        \
+    }                                                                         \
+    break
+#define SIMD_LOOP(EXPR)                                                       \
+    _Pragma("omp simd") for (size_t i = 0; i < n; i++)                        \
+    {                                                                         \
+        const float v = x[i];                                                 \
+        y[i] = (EXPR);                                                        \
+    }                                                                         \
+    break
 
-    switch (op) {
-    case SN_UNARY_SIN:
-        return sinf(x);
-    case SN_UNARY_COS:
-        return cosf(x);
-    case SN_UNARY_TAN:
-        return tanf(x);
-    case SN_UNARY_ASIN:
-        return asinf(x);
-    case SN_UNARY_ACOS:
-        return acosf(x);
-    case SN_UNARY_ATAN:
-        return atanf(x);
-    case SN_UNARY_SINH:
-        return sinhf(x);
-    case SN_UNARY_COSH:
-        return coshf(x);
-    case SN_UNARY_ASINH:
-        return asinhf(x);
-    case SN_UNARY_ACOSH:
-        return acoshf(x);
-    case SN_UNARY_ATANH:
-        return atanhf(x);
-    case SN_UNARY_CEIL:
-        return ceilf(x);
-    case SN_UNARY_FLOOR:
-        return floorf(x);
-    case SN_UNARY_ROUND:
-        return rintf(x); /* round to nearest, halves to even */
-    case SN_UNARY_SIGN:
-        return x > 0.0f ? 1.0f : x < 0.0f ? -1.0f : x;
-    case SN_UNARY_ELU:
-        return x < 0.0f ? alpha * expm1f(x) : x;
-    case SN_UNARY_SELU:
-        return x <= 0.0f ? beta * (alpha * expm1f(x)) : beta * x;
-    case SN_UNARY_CELU: /* the exponential term has x's sign */
-        return x > 0.0f ? x : alpha * expm1f(x / alpha);
-    case SN_UNARY_SOFTPLUS:
-        return softplus(x);
-    case SN_UNARY_SOFTSIGN:
-        return x / (1.0f + fabsf(x));
-    case SN_UNARY_THRESHOLDED_RELU:
-        return x > alpha ? x : 0.0f;
-    case SN_UNARY_SHRINK:
-        return x < -alpha ? x + beta : x > alpha ? x - beta : 0.0f;
-    case SN_UNARY_HARD_SWISH:
-        t = x / 6.0f + 0.5f;
-        t = t > 1.0f ? 1.0f : t;
-        return x * (t < 0.0f ? 0.0f : t);
-    case SN_UNARY_MISH:
-        return x * tanhf(softplus(x));
-    case SN_UNARY_ISNAN:
-        return isnan(x) ? 1.0f : 0.0f;
-    case SN_UNARY_ISINF:
-        return isinf(x) && ((x > 0.0f && alpha != 0.0f) ||
-                            (x < 0.0f && beta != 0.0f))
-                   ? 1.0f
-                   : 0.0f;
-    default:
-        return NAN; /* not an op of this file */
-    }
+/* max(0, min(1, t)) */
+static inline float unit_clamp(float t)
+{
+    t = t > 1.0f ? 1.0f : t;
+    return t < 0.0f ? 0.0f : t;
 }
 
 void sn_cpu_unary_math(const sn_unary_desc *d, size_t n, const float *x,
                        float *y)
 {
-    const sn_unary_op op = d->op;
     const float alpha = d->alpha, beta = d->beta;
 
-    switch (op) {
+    switch (d->op) {
+    case SN_UNARY_SIN:
+        LOOP(sinf(v));
+    case SN_UNARY_COS:
+        LOOP(cosf(v));
+    case SN_UNARY_TAN:
+        LOOP(tanf(v));
+    case SN_UNARY_ASIN:
+        LOOP(asinf(v));
+    case SN_UNARY_ACOS:
+        LOOP(acosf(v));
+    case SN_UNARY_ATAN:
+        LOOP(atanf(v));
+    case SN_UNARY_SINH:
+        LOOP(sinhf(v));
+    case SN_UNARY_COSH:
+        LOOP(coshf(v));
+    case SN_UNARY_ASINH:
+        LOOP(asinhf(v));
+    case SN_UNARY_ACOSH:
+        LOOP(acoshf(v));
+    case SN_UNARY_ATANH:
+        LOOP(atanhf(v));
     case SN_UNARY_CEIL:
-#pragma omp simd
-        for (size_t i = 0; i < n; i++)
-            y[i] = ceilf(x[i]);
-        break;
+        SIMD_LOOP(ceilf(v));
     case SN_UNARY_FLOOR:
-#pragma omp simd
-        for (size_t i = 0; i < n; i++)
-            y[i] = floorf(x[i]);
-        break;
-    default:
-        for (size_t i = 0; i < n; i++)
-            y[i] = one(op, x[i], alpha, beta);
+        SIMD_LOOP(floorf(v));
+    case SN_UNARY_ROUND: /* round to nearest, halves to even */
+        SIMD_LOOP(rintf(v));
+    case SN_UNARY_SIGN:
+        SIMD_LOOP(v > 0.0f ? 1.0f : v < 0.0f ? -1.0f : v);
+    case SN_UNARY_ELU:
+        LOOP(v < 0.0f ? alpha * expm1f(v) : v);
+    case SN_UNARY_SELU:
+        LOOP(v <= 0.0f ? beta * (alpha * expm1f(v)) : beta * v);
+    case SN_UNARY_CELU: /* the exponential term has x's sign */
+        LOOP(v > 0.0f ? v : alpha * expm1f(v / alpha));
+    case SN_UNARY_SOFTPLUS:
+        LOOP(softplus(v));
+    case SN_UNARY_SOFTSIGN:
+        SIMD_LOOP(v / (1.0f + fabsf(v)));
+    case SN_UNARY_THRESHOLDED_RELU:
+        SIMD_LOOP(v > alpha ? v : 0.0f);
+    case SN_UNARY_SHRINK:
+        SIMD_LOOP(v < -alpha ? v + beta : v > alpha ? v - beta : 0.0f);
+    case SN_UNARY_HARD_SWISH:
+        SIMD_LOOP(v * unit_clamp(v / 6.0f + 0.5f));
+    case SN_UNARY_MISH:
+        LOOP(v * tanhf(softplus(v)));
+    case SN_UNARY_ISNAN:
+        SIMD_LOOP(isnan(v) ? 1.0f : 0.0f);
+    case SN_UNARY_ISINF:
+        SIMD_LOOP(isinf(v) && ((v > 0.0f && alpha != 0.0f) ||
+                               (v < 0.0f && beta != 0.0f))
+                      ? 1.0f
+                      : 0.0f);
+    default: /* not an op of this file */
         break;
     }
 }

@@ -494,6 +494,108 @@ Test(conv, group_whose_product_wraps_to_the_channels_is_refused)
     expect_group_refused(dx, dw);
 }
 
+/* --- element-wise operators ------------------------------------------------ */
+
+/*
+ * One node `op` of opset `opset` over float inputs x (rank rx, dims dx)
+ * and w (rw, dw), with a string attribute attr = sval when attr is not
+ * NULL: refused with status want (at load, at session creation or at the
+ * first run), the error naming `needle`.
+ */
+static void expect_binary_refused(const char *op, int64_t opset,
+                                  const char *attr, const char *sval,
+                                  const int64_t *dx, int rx,
+                                  const int64_t *dw, int rw,
+                                  shardnet_status want, const char *needle)
+{
+    static const char *const ins[] = {"x", "w", NULL}, *const outs[] = {"y",
+                                                                        NULL};
+    pb g = {0}, n = node("n", op, ins, outs), a = {0};
+    pb x = value_info("x", dx, rx), w = value_info("w", dw, rw),
+       y = value_info("y", NULL, -1), md;
+    char dir[64], path[512];
+    shardnet_context_t *ctx;
+    shardnet_model_t *m = NULL;
+    shardnet_session_t *s = NULL;
+    static const float in[64] = {1.0f};
+    shardnet_status st;
+    make_tmpdir("hostile", dir, sizeof dir);
+    if (attr) {
+        put_str(&a, 1, attr);
+        put_str(&a, 4, sval);
+        put_int(&a, 20, 3); /* STRING */
+        put_msg(&n, 5, &a);
+    }
+    put_msg(&g, 1, &n);
+    put_str(&g, 2, "g");
+    put_msg(&g, 11, &x);
+    put_msg(&g, 11, &w);
+    put_msg(&g, 12, &y);
+    md = model(opset, &g);
+    snprintf(path, sizeof path, "%s/model.onnx", dir);
+    spit(path, md.p, md.n);
+    free(md.p);
+    st = shardnet_model_load(path, &m);
+    if (st == SHARDNET_OK) {
+        cr_assert_eq(shardnet_context_create(&ctx), SHARDNET_OK);
+        st = shardnet_session_create(ctx, m, "cpu:0", &s);
+        if (st == SHARDNET_OK &&
+            (st = shardnet_session_set_input(s, 0, SHARDNET_DTYPE_FLOAT32, rx,
+                                             dx, in)) == SHARDNET_OK &&
+            (st = shardnet_session_set_input(s, 1, SHARDNET_DTYPE_FLOAT32, rw,
+                                             dw, in)) == SHARDNET_OK)
+            st = shardnet_session_run(s);
+        shardnet_session_free(s);
+        shardnet_context_free(ctx);
+        shardnet_model_free(m);
+    }
+    cr_assert_eq(st, want, "%s: %s", op, shardnet_last_error());
+    assert_error_has(needle);
+    rm_tmpdir(dir);
+}
+
+Test(elementwise, bitshift_of_floats_is_refused)
+{
+    static const int64_t d[] = {2, 3};
+    expect_binary_refused("BitShift", 13, "direction", "LEFT", d, 2, d, 2,
+                          SHARDNET_INVALID_ARGUMENT, "integers only");
+}
+
+Test(elementwise, bitshift_without_a_direction_is_refused)
+{
+    static const int64_t d[] = {2, 3};
+    expect_binary_refused("BitShift", 13, "direction", "UP", d, 2, d, 2,
+                          SHARDNET_INVALID_ARGUMENT, "direction 'UP'");
+}
+
+Test(elementwise, prelu_slope_that_does_not_broadcast_is_refused)
+{
+    static const int64_t dx[] = {2, 3}, dw[] = {5};
+    expect_binary_refused("PRelu", 13, NULL, NULL, dx, 2, dw, 1,
+                          SHARDNET_INVALID_ARGUMENT, "slope");
+    /* nor may the slope grow the output */
+    static const int64_t dw2[] = {4, 2, 3};
+    expect_binary_refused("PRelu", 13, NULL, NULL, dx, 2, dw2, 3,
+                          SHARDNET_INVALID_ARGUMENT, "slope");
+}
+
+Test(elementwise, comparison_of_shapes_that_do_not_broadcast_is_refused)
+{
+    static const int64_t dx[] = {2, 3}, dw[] = {4};
+    expect_binary_refused("Greater", 13, NULL, NULL, dx, 2, dw, 1,
+                          SHARDNET_INVALID_ARGUMENT, "broadcast");
+    expect_binary_refused("Xor", 13, NULL, NULL, dx, 2, dw, 1,
+                          SHARDNET_INVALID_ARGUMENT, "broadcast");
+}
+
+/* Before opset 7, shapes that differ need broadcast = 1. */
+Test(elementwise, legacy_comparison_of_unequal_shapes_is_refused)
+{
+    static const int64_t dx[] = {2, 3}, dw[] = {3};
+    expect_binary_refused("Less", 6, NULL, NULL, dx, 2, dw, 1,
+                          SHARDNET_INVALID_ARGUMENT, "same shape");
+}
+
 /* --- tensor files shardnet cannot read -------------------------------------- */
 
 /* A .npy file of header h (padded) and len bytes of data. */

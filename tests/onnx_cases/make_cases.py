@@ -1512,6 +1512,111 @@ def quant_device_cases():
               initializers=[("s", sc), ("zero", np.array(0, np.int8)),
                             ("b", b), ("az", az)])
 
+def elementwise_cases():
+    """Issue 15's element-wise, comparison and logic operators in the forms
+    the ONNX node data lacks: the opset-1..6 broadcast/axis attributes,
+    comparisons and logic computed on the device (bool inputs of the node
+    data are graph inputs, so known on the host), PRelu's per-channel
+    slope before opset 7, Mish (opset 18), numpy's Mod of floats, and the
+    integer and small constant forms folded on the host."""
+    rng = np.random.default_rng(1515)
+    mk = helper.make_node
+
+    def r(*shape):
+        return rng.standard_normal(shape).astype(np.float32)
+
+    a, b, c = r(2, 3, 4), r(3), r(4)
+    g = a > b.reshape(3, 1)
+    lt = a < c
+    node_case("test_elem_legacy_compare_logic_broadcast_opset6",
+              [mk("Greater", ["a", "b"], ["g"], broadcast=1, axis=1),
+               mk("Less", ["a", "c"], ["l"], broadcast=1),
+               mk("And", ["g", "l"], ["y_and"]),
+               mk("Or", ["g", "l"], ["y_or"]),
+               mk("Xor", ["g", "l"], ["y_xor"]),
+               mk("Equal", ["g", "l"], ["y_eq"])],
+              [("a", a), ("b", b), ("c", c)],
+              [("y_and", g & lt), ("y_or", g | lt), ("y_xor", g ^ lt),
+               ("y_eq", g == lt)], 6)
+
+    x, y = r(2, 3, 4) * 2, r(3, 1) * 2
+    x[0, 0, 0], x[1, 2, 3] = np.nan, y[1, 0]
+    half = np.array(0.5, np.float32)
+    with np.errstate(invalid="ignore"):
+        ge, le = x >= y, x <= y
+        outs = [("y_eq", np.floor(x) == np.floor(y)),
+                ("y_and_not", ge & ~le),
+                ("y_or_nan", np.isnan(x) | (x > half)),
+                ("y_xor", ge ^ (x < 0))]
+    node_case("test_elem_compare_logic_on_device_opset13",
+              [mk("Floor", ["x"], ["fx"]), mk("Floor", ["y"], ["fy"]),
+               mk("Equal", ["fx", "fy"], ["y_eq"]),
+               mk("GreaterOrEqual", ["x", "y"], ["ge"]),
+               mk("LessOrEqual", ["x", "y"], ["le"]),
+               mk("Not", ["le"], ["nle"]),
+               mk("And", ["ge", "nle"], ["y_and_not"]),
+               mk("IsNaN", ["x"], ["nan"]),
+               mk("Greater", ["x", "half"], ["big"]),
+               mk("Or", ["nan", "big"], ["y_or_nan"]),
+               mk("Less", ["x", "zero"], ["neg"]),
+               mk("Xor", ["ge", "neg"], ["y_xor"])],
+              [("x", x), ("y", y)], outs, 13,
+              initializers=[("half", half),
+                            ("zero", np.array(0, np.float32))])
+
+    x, slope = r(2, 3, 4, 4), r(3)
+    node_case("test_elem_legacy_prelu_channel_slope_opset6",
+              [mk("PRelu", ["x", "slope"], ["y"])],
+              [("x", x), ("slope", slope)],
+              [("y", np.where(x < 0, slope.reshape(3, 1, 1) * x, x))], 6)
+    x, slope = r(3, 5), np.array([0.25], np.float32)
+    node_case("test_elem_legacy_prelu_scalar_slope_selu_ceil_opset1",
+              [mk("PRelu", ["x", "slope"], ["p"], consumed_inputs=[0, 0]),
+               mk("Ceil", ["p"], ["c"], consumed_inputs=[0]),
+               mk("Selu", ["c"], ["y"], alpha=1.5, gamma=2.0,
+                  consumed_inputs=[0])],
+              [("x", x)],
+              [("y", (2.0 * np.where(np.ceil(np.where(x < 0, 0.25 * x, x))
+                                     <= 0,
+                                     1.5 * np.expm1(np.ceil(
+                                         np.where(x < 0, 0.25 * x, x))),
+                                     np.ceil(np.where(x < 0, 0.25 * x, x)))
+                      ).astype(np.float32))], 1,
+              initializers=[("slope", slope)])
+
+    x = r(3, 4) * 3
+    x[0, 0], x[0, 1] = 30.0, -30.0
+    sp = np.where(x > 0, x + np.log1p(np.exp(-x)), np.log1p(np.exp(x)))
+    node_case("test_elem_mish_opset18", [mk("Mish", ["x"], ["y"])],
+              [("x", x)], [("y", (x * np.tanh(sp)).astype(np.float32))], 18)
+
+    a, b = r(2, 3) * 5, np.array([2.0, -3.0, 1.5], np.float32)
+    node_case("test_elem_mod_float_numpy_sign_broadcast_opset13",
+              [mk("Mod", ["a", "b"], ["y"])],
+              [("a", a), ("b", b)], [("y", np.mod(a, b))], 13)
+
+    x, k = r(2, 3, 4), r(4)
+    s = np.array([2, 3, 4], np.int64)
+    m = np.mod(-s, 3)
+    node_case("test_elem_integer_and_constant_forms_folded_opset13",
+              [mk("Shape", ["x"], ["s"]), mk("Neg", ["s"], ["n"]),
+               mk("Mod", ["n", "three"], ["y_mod"]),
+               mk("Mod", ["n", "three"], ["f"], fmod=1),
+               mk("Sign", ["f"], ["y_sign"]),
+               mk("Equal", ["y_mod", "pattern"], ["y_eq"]),
+               mk("Cast", ["s"], ["u"], to=TensorProto.UINT8),
+               mk("BitShift", ["u", "one"], ["y_shift"], direction="LEFT"),
+               mk("Sin", ["k"], ["sk"]), mk("Add", ["x", "sk"], ["y"])],
+              [("x", x)],
+              [("y_mod", m), ("y_sign", np.sign(np.fmod(-s, 3))),
+               ("y_eq", m == np.array([1, 1, 2], np.int64)),
+               ("y_shift", (s.astype(np.uint8) << 1).astype(np.uint8)),
+               ("y", x + np.sin(k))], 13,
+              initializers=[("three", np.array([3], np.int64)),
+                            ("pattern", np.array([1, 1, 2], np.int64)),
+                            ("one", np.array(1, np.uint8)), ("k", k)])
+
+
 if __name__ == "__main__":
     initializers_ir3()
     external()
@@ -1541,3 +1646,4 @@ if __name__ == "__main__":
     spatial_cases()
     spatial_lrn_unpool_cases()
     quant_device_cases()
+    elementwise_cases()
