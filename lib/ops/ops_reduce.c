@@ -12,6 +12,7 @@
  */
 #include <config.h>
 
+#include <float.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -269,7 +270,9 @@ static shardnet_status emit_unary(sn_lower *L, const sn_node *n,
 }
 
 /* m + log(sum(exp(x - m))), m the maximum over the reduced axes (kd: x's
- * shape with those axes 1). */
+ * shape with those axes 1), clipped to the finite floats: a line of -inf
+ * then sums exp(-inf) = 0 and gives -inf, one holding +inf gives +inf,
+ * where x - m would be NaN. */
 static shardnet_status emit_log_sum_exp(sn_lower *L, const sn_node *n,
                                         const sn_rt *x, const int *red,
                                         sn_view src, sn_view dst)
@@ -286,7 +289,12 @@ static shardnet_status emit_log_sum_exp(sn_lower *L, const sn_node *n,
     if ((st = sn_scratch(L, ocount, &m)) || (st = sn_scratch(L, total, &e)) ||
         (st = sn_scratch(L, ocount, &s)) ||
         (st = emit_runs(L, n, x->rank, x->dims, red, SN_REDUCE_MAX,
-                        SN_REDUCE_MAX, src, m)) ||
+                        SN_REDUCE_MAX, src, m)))
+        return st;
+    sn_step c = {.kind = SN_KERNEL_UNARY};
+    c.u.unary = (sn_unary_desc){.op = SN_UNARY_CLIP, .n = ocount, .x = m,
+                                .y = m, .alpha = -FLT_MAX, .beta = FLT_MAX};
+    if ((st = sn_emit(L, n, &c)) ||
         (st = sn_emit_binary(L, n, SN_BINARY_SUB, x->rank, x->dims, src,
                              x->rank, kd, m, e)) ||
         (st = emit_unary(L, n, SN_UNARY_EXP, total, e, e)) ||

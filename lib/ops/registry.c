@@ -150,8 +150,8 @@ static const sn_operator registry[] = {
        ELEMENTS, USE(REDUCE_SUM) | USE(UNARY_LOG)),
     OP("ReduceLogSumExp", 1, 2, sn_lower_reduce_log_sum_exp, 1, REPLICATE,
        REDUCE, ELEMENTS,
-       USE(REDUCE_MAX) | USE(REDUCE_SUM) | USE(BINARY_SUB) | USE(UNARY_EXP) |
-           USE(UNARY_LOG) | USE(BINARY_ADD)),
+       USE(REDUCE_MAX) | USE(UNARY_CLIP) | USE(REDUCE_SUM) | USE(BINARY_SUB) |
+           USE(UNARY_EXP) | USE(UNARY_LOG) | USE(BINARY_ADD)),
     OP("ReduceSumSquare", 1, 2, sn_lower_reduce_sum_square, 1, REPLICATE,
        REDUCE, ELEMENTS, USE(REDUCE_SUM_SQUARE) | USE(REDUCE_SUM)),
     /* a product with a triangular matrix; a norm and a division */

@@ -506,6 +506,14 @@ def reduce_cases():
                mk("ReduceLogSumExp", ["b"], ["yb"], axes=[-1])],
               [("s", small), ("b", big)],
               [("ys", lse(small)), ("yb", lse(big))], 13)
+    # a line of -inf gives -inf, one holding +inf gives +inf
+    inf = big.copy()
+    inf[0, :] = -np.inf
+    inf[1, 7] = np.inf
+    node_case("test_reduce_log_sum_exp_infinities",
+              [mk("ReduceLogSumExp", ["b"], ["y"], axes=[1], keepdims=0)],
+              [("b", inf)], [("y", np.array([-np.inf, np.inf], np.float32))],
+              13)
 
     x = rng.standard_normal((4, 5, 6)).astype(np.float32)
     node_case("test_reduce_noop_and_all_axes_opset18",
