@@ -219,6 +219,7 @@ WATCH(pool, sn_pool_desc, SN_KERNEL_POOL, (int)d->op)
 WATCH(layernorm, sn_layernorm_desc, SN_KERNEL_LAYERNORM, SN_VARIANT_ANY)
 WATCH(gather, sn_gather_desc, SN_KERNEL_GATHER, SN_VARIANT_ANY)
 WATCH(topk, sn_topk_desc, SN_KERNEL_TOPK, SN_VARIANT_ANY)
+WATCH(scan, sn_scan_desc, SN_KERNEL_SCAN, SN_VARIANT_ANY)
 
 static void watch(sn_device *dev)
 {
@@ -238,6 +239,7 @@ static void watch(sn_device *dev)
     w->ops.layernorm = watch_layernorm;
     w->ops.gather = watch_gather;
     w->ops.topk = watch_topk;
+    w->ops.scan = watch_scan;
     dev->ops = &w->ops;
 }
 

@@ -458,6 +458,7 @@ CPU_KERNEL(cpu_pool, sn_pool_desc, SN_KERNEL_POOL, pool)
 CPU_KERNEL(cpu_layernorm, sn_layernorm_desc, SN_KERNEL_LAYERNORM, layernorm)
 CPU_KERNEL(cpu_gather, sn_gather_desc, SN_KERNEL_GATHER, gather)
 CPU_KERNEL(cpu_topk, sn_topk_desc, SN_KERNEL_TOPK, topk)
+CPU_KERNEL(cpu_scan, sn_scan_desc, SN_KERNEL_SCAN, scan)
 
 /* How far the kernels of cpu/ go in each kernel's variants (backend.h's
  * enums, in order): all of them today. */
@@ -499,6 +500,7 @@ static const sn_backend_ops cpu_ops = {
     .layernorm = cpu_layernorm,
     .gather = cpu_gather,
     .topk = cpu_topk,
+    .scan = cpu_scan,
     .supports = cpu_supports,
     .synchronize = sn_cpu_synchronize,
     .event_record = sn_cpu_event_record,

@@ -317,6 +317,7 @@ static const sn_backend_ops cl_ops = {
     .layernorm = sn_cl_layernorm,
     .gather = sn_cl_gather,
     .topk = sn_cl_topk,
+    .scan = sn_cl_scan,
     .supports = cl_supports,
     .synchronize = cl_synchronize,
     .event_record = sn_cl_event_record,

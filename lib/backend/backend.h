@@ -310,6 +310,18 @@ typedef struct sn_topk_desc {
 } sn_topk_desc;
 
 /*
+ * Cumulative sums along the middle axis of x viewed as (outer, len, inner)
+ * into y of the same shape: y[o, r, i] = the sum of x[o, j, i] over
+ * j <= r (j < r with exclusive; j >= r, or j > r, with reverse), in float,
+ * in order along the axis.  y must not overlap x.  CumSum.
+ */
+typedef struct sn_scan_desc {
+    size_t outer, len, inner;
+    int exclusive, reverse;
+    sn_view x, y;
+} sn_scan_desc;
+
+/*
  * The kernels, one per kernel member of sn_backend_ops, for asking a
  * device whether it runs one (sn_device_supports).  Four have variants:
  * binary (an sn_binary_op), unary (an sn_unary_op), reduce (an
@@ -320,7 +332,7 @@ typedef struct sn_topk_desc {
     X(SOFTMAX, "softmax") X(REDUCE, "reduce") X(WHERE, "where")               \
     X(COPY, "copy") X(IM2COL, "im2col") X(POOL, "pool")                       \
     X(LAYERNORM, "layernorm") X(GATHER, "gather")                           \
-    X(TOPK, "topk")
+    X(TOPK, "topk") X(SCAN, "scan")
 
 typedef enum sn_kernel {
 #define SN_ENUM_(name, str) SN_KERNEL_##name,
@@ -348,6 +360,7 @@ typedef union sn_kernel_desc {
     sn_layernorm_desc layernorm;
     sn_gather_desc gather;
     sn_topk_desc topk;
+    sn_scan_desc scan;
 } sn_kernel_desc;
 
 /* Flags for buffer_map. */
@@ -398,6 +411,7 @@ typedef struct sn_backend_ops {
     shardnet_status (*layernorm)(sn_device *dev, const sn_layernorm_desc *d);
     shardnet_status (*gather)(sn_device *dev, const sn_gather_desc *d);
     shardnet_status (*topk)(sn_device *dev, const sn_topk_desc *d);
+    shardnet_status (*scan)(sn_device *dev, const sn_scan_desc *d);
 
     /* Optional: does dev run kernel k, of variant `variant` (an
      * sn_unary_op, sn_binary_op, sn_reduce_op or sn_pool_op where k has
@@ -544,6 +558,7 @@ shardnet_status sn_pool(sn_device *dev, const sn_pool_desc *d);
 shardnet_status sn_layernorm(sn_device *dev, const sn_layernorm_desc *d);
 shardnet_status sn_gather(sn_device *dev, const sn_gather_desc *d);
 shardnet_status sn_topk(sn_device *dev, const sn_topk_desc *d);
+shardnet_status sn_scan(sn_device *dev, const sn_scan_desc *d);
 shardnet_status sn_synchronize(sn_device *dev);
 /* Kernel k with its descriptor d: the checked entry point above that k
  * names. */

@@ -121,6 +121,8 @@ static int has_kernel(const sn_backend_ops *ops, sn_kernel k)
         return ops->gather != NULL;
     case SN_KERNEL_TOPK:
         return ops->topk != NULL;
+    case SN_KERNEL_SCAN:
+        return ops->scan != NULL;
     case SN_KERNEL_COUNT:
         break;
     }

@@ -78,6 +78,10 @@ size_t sn_step_views(sn_step *s, sn_view **v)
         v[0] = &s->u.topk.x, v[1] = &s->u.topk.values;
         v[2] = &s->u.topk.indices;
         return 3;
+    case SN_KERNEL_SCAN:
+        v[0] = &s->u.scan.x, v[1] = &s->u.scan.y;
+        return 2;
+        return 3;
     case SN_STEP_COLLECTIVE:
         v[0] = &s->coll.send, v[1] = &s->coll.recv;
         return 2;

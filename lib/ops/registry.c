@@ -154,9 +154,9 @@ static const sn_operator registry[] = {
            USE(UNARY_EXP) | USE(UNARY_LOG) | USE(BINARY_ADD)),
     OP("ReduceSumSquare", 1, 2, sn_lower_reduce_sum_square, 1, REPLICATE,
        REDUCE, ELEMENTS, USE(REDUCE_SUM_SQUARE) | USE(REDUCE_SUM)),
-    /* a product with a triangular matrix; a norm and a division */
+    /* a scan; a norm and a division */
     OP("CumSum", 2, 2, sn_lower_cumsum, 11, REPLICATE, MIXED, ELEMENTS,
-       USE(GEMM)),
+       USE(SCAN)),
     OP("LpNormalization", 1, 1, sn_lower_lp_normalization, 1, REPLICATE,
        MIXED, ELEMENTS,
        USE(REDUCE_SUM_ABS) | USE(REDUCE_SUM_SQUARE) | USE(UNARY_SQRT) |
@@ -220,7 +220,7 @@ _Static_assert(SN_USES <= 64, "the uses no longer fit an sn_uses");
 static const sn_kernel plain_kernels[] = {
     SN_KERNEL_GEMM, SN_KERNEL_SOFTMAX,   SN_KERNEL_WHERE, SN_KERNEL_COPY,
     SN_KERNEL_IM2COL, SN_KERNEL_LAYERNORM, SN_KERNEL_GATHER,
-    SN_KERNEL_TOPK};
+    SN_KERNEL_TOPK, SN_KERNEL_SCAN};
 _Static_assert(sizeof plain_kernels / sizeof plain_kernels[0] ==
                    SN_USE_BINARY_ADD,
                "a use per kernel without variants");

@@ -83,6 +83,7 @@ typedef enum sn_use {
     SN_USE_LAYERNORM,
     SN_USE_GATHER,
     SN_USE_TOPK,
+    SN_USE_SCAN,
 #define SN_USE_(name, str) SN_USE_BINARY_##name,
     SN_BINARY_OP_MAP(SN_USE_)
 #undef SN_USE_

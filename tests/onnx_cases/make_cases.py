@@ -625,7 +625,7 @@ def select_cases():
 
 def cumsum_lpnorm_cases():
     """CumSum on the device (exclusive, reverse, both; a negative int32
-    axis) and folded on the host (int64); LpNormalization with p 1 and 2
+    axis; an axis of 3000) and folded on the host (int64); LpNormalization with p 1 and 2
     along the first and the last axis, on the device and on the host."""
     mk = helper.make_node
     rng = np.random.default_rng(1503)
@@ -643,6 +643,13 @@ def cumsum_lpnorm_cases():
                ("c", r.astype(np.float32)),
                ("d", (r - x).astype(np.float32))],
               14, initializers=[("ax", np.array(-2, np.int32))])
+    long = rng.uniform(0.0, 1.0, (2, 3000)).astype(np.float32)
+    node_case("test_cumsum_long_axis_device",
+              [mk("CumSum", ["x", "ax"], ["y"], reverse=1)],
+              [("x", long)],
+              [("y", np.flip(np.cumsum(np.flip(long.astype(np.float64), 1),
+                                       axis=1), 1).astype(np.float32))],
+              14, initializers=[("ax", np.array(1, np.int64))])
     q = np.array([[1, -2, 3], [4, 5, -6]], np.int64)
     node_case("test_cumsum_int64_folded",
               [mk("CumSum", ["q", "ax"], ["y"], reverse=1)],
