@@ -3,7 +3,8 @@
  * kernels made on a device's first use of them, arguments set and the
  * kernel enqueued; and the launchers of the element-wise ops, the
  * reductions, softmax and layer normalisation (reduce.cl's row and axis
- * kernels).  The other launchers are in gemm.c and data.c.
+ * kernels), top k and cumulative sums.  The other launchers are in gemm.c
+ * and data.c.
  */
 #include <config.h>
 
