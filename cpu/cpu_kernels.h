@@ -116,6 +116,7 @@ void sn_cpu_pool(const sn_pool_desc *d, const float *src, float *dst);
 /* bias may be NULL */
 void sn_cpu_layernorm(const sn_layernorm_desc *d, const float *x,
                       const float *scale, const float *bias, float *y);
+void sn_cpu_scan(const sn_scan_desc *d, const float *x, float *y);
 /* values may be NULL (not written). */
 void sn_cpu_topk(const sn_topk_desc *d, const float *x, float *values,
                  float *indices);

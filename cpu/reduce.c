@@ -32,6 +32,9 @@
  * maximum: y = exp(x - max) / sum, log-softmax y = (x - max) - log(sum).
  * Softmax may run in place (y == x); a reduction's y must not overlap x.
  *
+ * Cumulative sums: each (outer, inner) line in order along the axis, the
+ * inner positions of one outer slice side by side (vectorised).
+ *
  * Top k (at the end): for each (outer, inner) position, k scans of the
  * axis, each picking the element ranked first among those ranked after
  * the previous pick: no memory beyond the outputs, k * len comparisons.
@@ -440,5 +443,41 @@ void sn_cpu_topk(const sn_topk_desc *d, const float *x, float *values,
     } else {
         for (size_t u = 0; u < units; u++)
             topk_unit(d, x, values, indices, u);
+    }
+}
+
+/* ---- cumulative sums ----------------------------------------------------- */
+
+static void scan_slice(const sn_scan_desc *d, const float *x, float *y,
+                       size_t o)
+{
+    const size_t in = d->inner, base = o * d->len * in;
+
+    for (size_t j = 0; j < in; j++) {
+        const float *xc = x + base + j;
+        float *yc = y + base + j;
+        float acc = 0.0f;
+        for (size_t t = 0; t < d->len; t++) {
+            size_t r = (d->reverse ? d->len - 1 - t : t) * in;
+            if (d->exclusive) {
+                yc[r] = acc;
+                acc += xc[r];
+            } else {
+                acc += xc[r];
+                yc[r] = acc;
+            }
+        }
+    }
+}
+
+void sn_cpu_scan(const sn_scan_desc *d, const float *x, float *y)
+{
+    if (go_parallel(d->outer * d->len * d->inner, d->outer)) {
+#pragma omp parallel for schedule(static)
+        for (size_t o = 0; o < d->outer; o++)
+            scan_slice(d, x, y, o);
+    } else {
+        for (size_t o = 0; o < d->outer; o++)
+            scan_slice(d, x, y, o);
     }
 }

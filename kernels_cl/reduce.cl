@@ -1,7 +1,8 @@
 /*
  * Reductions and softmax along the middle axis of x viewed as
  * (outer, len, inner), layer normalisation (with its own arguments) over
- * rows, and top k (at the end, with its own arguments).
+ * rows, and top k and cumulative sums (at the end, with their own
+ * arguments).
  *
  * Two shapes of kernel, with the same first six arguments
  * (len, x, x_off, y, y_off, flag):
@@ -338,5 +339,40 @@ __kernel void topk_axis(uint n, uint len, uint inner, uint k,
         if (flags & 4)
             values[v_off + at] = xc[best * inner];
         indices[i_off + at] = (float)best;
+    }
+}
+
+/*
+ * Cumulative sums along the middle axis of x (outer, len, inner) into y:
+ * one work-item per (outer, inner) line, in order along it; exclusive
+ * (flags & 1) leaves each element out of its own sum, reverse (flags & 2)
+ * runs from the end.
+ */
+__kernel void scan_axis(uint n, uint len, uint inner,
+                        __global const float *x, uint x_off,
+                        __global float *y, uint y_off, int flags)
+{
+    size_t gid = get_global_id(0);
+    uint o, i;
+    __global const float *xc;
+    __global float *yc;
+    float acc = 0.0f;
+
+    if (gid >= n)
+        return;
+    o = (uint)gid / inner;
+    i = (uint)gid - o * inner;
+    xc = x + x_off + o * len * inner + i;
+    yc = y + y_off + o * len * inner + i;
+    for (uint t = 0; t < len; t++) {
+        uint r = ((flags & 2) ? len - 1 - t : t) * inner;
+        float v = xc[r];
+        if (flags & 1) {
+            yc[r] = acc;
+            acc += v;
+        } else {
+            acc += v;
+            yc[r] = acc;
+        }
     }
 }

@@ -260,6 +260,7 @@ WATCH(rnn_cell, sn_rnn_cell_desc, SN_KERNEL_RNN_CELL, SN_VARIANT_ANY)
 WATCH(resample, sn_resample_desc, SN_KERNEL_RESAMPLE, SN_VARIANT_ANY)
 WATCH(grid_sample, sn_grid_sample_desc, SN_KERNEL_GRID_SAMPLE, SN_VARIANT_ANY)
 WATCH(roi_align, sn_roi_align_desc, SN_KERNEL_ROI_ALIGN, SN_VARIANT_ANY)
+WATCH(scan, sn_scan_desc, SN_KERNEL_SCAN, SN_VARIANT_ANY)
 
 static void watch(sn_device *dev)
 {
@@ -283,6 +284,7 @@ static void watch(sn_device *dev)
     w->ops.resample = watch_resample;
     w->ops.grid_sample = watch_grid_sample;
     w->ops.roi_align = watch_roi_align;
+    w->ops.scan = watch_scan;
     dev->ops = &w->ops;
 }
 

@@ -290,6 +290,21 @@ void ref_reduce(const sn_reduce_desc *d, const float *x, float *y)
     }
 }
 
+void ref_scan(const sn_scan_desc *d, const float *x, float *y)
+{
+    for (size_t o = 0; o < d->outer; o++)
+        for (size_t j = 0; j < d->inner; j++) {
+            float acc = 0.0f;
+            for (size_t t = 0; t < d->len; t++) {
+                size_t r = d->reverse ? d->len - 1 - t : t;
+                size_t i = at(d->len, d->inner, o, r, j);
+                float v = x[i];
+                y[i] = d->exclusive ? acc : acc + v;
+                acc += v;
+            }
+        }
+}
+
 void ref_topk(const sn_topk_desc *d, const float *x, float *values,
               float *indices)
 {

@@ -45,6 +45,7 @@ void ref_pool(const sn_pool_desc *d, const float *src, float *dst);
 void ref_layernorm(const sn_layernorm_desc *d, const float *x,
                    const float *scale, const float *bias, float *y);
 /* data (outer, axis_len, inner); indices (nidx); out (outer, nidx, inner). */
+void ref_scan(const sn_scan_desc *d, const float *x, float *y);
 /* len <= 64 */
 void ref_topk(const sn_topk_desc *d, const float *x, float *values,
               float *indices);

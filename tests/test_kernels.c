@@ -846,6 +846,45 @@ Test(kernels, topk_ranks_nan_first_and_breaks_ties_by_index)
     }
 }
 
+Test(kernels, scan_sums_in_order_both_ways)
+{
+    FOR_EACH_DEVICE(dev)
+    {
+        for (size_t sh = 0; sh < sizeof axis_shapes / sizeof axis_shapes[0];
+             sh++)
+            for (int f = 0; f < 4; f++) {
+                size_t outer = axis_shapes[sh][0], len = axis_shapes[sh][1],
+                       inner = axis_shapes[sh][2];
+                size_t n = outer * len * inner;
+                float *x = random_floats(VIEW_OFF + n, 93 + (unsigned)sh,
+                                         -1.0f, 1.0f);
+                float *want = malloc(n * sizeof *want);
+                float *got = malloc(n * sizeof *got);
+                cr_assert(want && got);
+                sn_buffer *bx = make_buffer(dev, x, VIEW_OFF + n);
+                sn_buffer *by = make_buffer(dev, NULL, n);
+                sn_scan_desc d = {.outer = outer, .len = len, .inner = inner,
+                                  .exclusive = f & 1, .reverse = f >> 1,
+                                  .x = {bx, VIEW_OFF}, .y = {by, 0}};
+                cr_assert_eq(sn_scan(dev, &d), SHARDNET_OK, "%s: %s",
+                             dev->info.name, shardnet_last_error());
+                read_back(by, got, n);
+                ref_scan(&d, x + VIEW_OFF, want);
+                char what[96];
+                snprintf(what, sizeof what,
+                         "scan (%zu,%zu,%zu) exclusive %d reverse %d", outer,
+                         len, inner, f & 1, f >> 1);
+                /* the same sums in the same order */
+                expect_close(dev, what, got, want, n, 0.0f, 0.0f);
+                sn_buffer_free(bx);
+                sn_buffer_free(by);
+                free(x);
+                free(want);
+                free(got);
+            }
+    }
+}
+
 static void layernorm_case(sn_device *dev, size_t outer, size_t len,
                            int with_bias)
 {

@@ -1,6 +1,8 @@
 /*
  * Whole models from PyTorch (tests/fixtures, made by the tools/ scripts) on every
- * device, through the public API, against PyTorch's outputs.
+ * device, through the public API, against PyTorch's outputs; and one-node
+ * models whose hostile attributes or inputs (reductions, selections,
+ * losses) must be refused with a clear error.
  */
 #include <config.h>
 
@@ -309,4 +311,141 @@ Test(models, missing_or_corrupt_model_files_fail_cleanly)
     fixture(path, sizeof path, "fashion_mlp_input.npy"); /* not a model */
     cr_assert_eq(shardnet_model_load(path, &m), SHARDNET_INVALID_ARGUMENT);
     cr_assert_null(m);
+}
+
+/* --- hostile attributes of the reductions, selections and losses ------- */
+
+/* An attribute of a one-node model: an INT, INTS or STRING. */
+typedef struct attr_spec {
+    const char *name;
+    int type; /* 2 INT, 7 INTS, 3 STRING */
+    int64_t ints[2];
+    int nints;
+    const char *s;
+} attr_spec;
+
+/* An int64 initializer of shape dims (rank 0 to 2, at most 8 values). */
+typedef struct init_spec {
+    const char *name;
+    int64_t v[8];
+    int rank;
+    int64_t dims[2];
+} init_spec;
+
+/*
+ * Node `op` of opset `opset` with input x (float, 2x3x4) and the given
+ * further inputs (initializers), attributes and outputs: refused, at load
+ * or when run on cpu:0, with INVALID_ARGUMENT and `msg` in the error.
+ */
+static void expect_refused(const char *op, int64_t opset,
+                           const char *const *ins, const char *const *outs,
+                           const attr_spec *attrs, size_t nattr,
+                           const init_spec *inits, size_t ninit,
+                           const char *msg)
+{
+    static const int64_t d[] = {2, 3, 4};
+    static const float x[24] = {0};
+    pb g = {0}, n = node("h", op, ins, outs), in = value_info("x", d, 3), md;
+    shardnet_model_t *m = NULL;
+    shardnet_session_t *s = NULL;
+    char path[] = "/tmp/sn-hostile-XXXXXX";
+    int fd = mkstemp(path);
+    FILE *f = fd >= 0 ? fdopen(fd, "wb") : NULL;
+    shardnet_status st;
+
+    for (size_t i = 0; i < nattr; i++) {
+        pb a = {0};
+        put_str(&a, 1, attrs[i].name);
+        if (attrs[i].type == 2)
+            put_int(&a, 3, attrs[i].ints[0]);
+        for (int k = 0; attrs[i].type == 7 && k < attrs[i].nints; k++)
+            put_int(&a, 8, attrs[i].ints[k]);
+        if (attrs[i].type == 3)
+            put_str(&a, 4, attrs[i].s);
+        put_int(&a, 20, attrs[i].type);
+        put_msg(&n, 5, &a);
+    }
+    put_msg(&g, 1, &n);
+    put_str(&g, 2, "g");
+    for (size_t i = 0; i < ninit; i++) {
+        size_t nv = 1;
+        for (int k = 0; k < inits[i].rank; k++)
+            nv *= (size_t)inits[i].dims[k];
+        pb t = tensor_raw(inits[i].name, 7, inits[i].dims, inits[i].rank,
+                          inits[i].v, nv * sizeof(int64_t));
+        put_msg(&g, 5, &t);
+    }
+    put_msg(&g, 11, &in);
+    for (; outs && *outs; outs++) {
+        pb out = value_info(*outs, NULL, -1);
+        put_msg(&g, 12, &out);
+    }
+    md = model(opset, &g);
+    cr_assert(f && fwrite(md.p, 1, md.n, f) == md.n && fclose(f) == 0);
+    pb_free(&md);
+    st = shardnet_model_load(path, &m);
+    if (st == SHARDNET_OK) {
+        st = shardnet_session_create(ctx, m, "cpu:0", &s);
+        if (st == SHARDNET_OK) {
+            cr_assert_eq(shardnet_session_set_input(
+                             s, 0, SHARDNET_DTYPE_FLOAT32, 3, d, x),
+                         SHARDNET_OK);
+            st = shardnet_session_run(s);
+        }
+        shardnet_session_free(s);
+        shardnet_model_free(m);
+    }
+    unlink(path);
+    cr_assert_eq(st, SHARDNET_INVALID_ARGUMENT, "%s: %s", op,
+                 shardnet_last_error());
+    cr_assert(strstr(shardnet_last_error(), msg),
+              "%s: error '%s' does not mention '%s'", op,
+              shardnet_last_error(), msg);
+}
+
+#define LIST(...) ((const char *const[]){__VA_ARGS__, NULL})
+
+Test(models, hostile_reduction_and_selection_attributes_are_refused)
+{
+    const int64_t huge = (int64_t)1 << 62;
+    expect_refused("ReduceL2", 13, LIST("x"), LIST("y"),
+                   &(attr_spec){"axes", 7, {0, 5}, 2, NULL}, 1, NULL, 0,
+                   "axis 5 out of range for rank 3");
+    expect_refused("ReduceLogSumExp", 18, LIST("x", "axes"), LIST("y"), NULL,
+                   0, &(init_spec){"axes", {-huge}, 1, {1}}, 1,
+                   "out of range for rank 3");
+    expect_refused("ArgMax", 13, LIST("x"), LIST("y"),
+                   &(attr_spec){"axis", 2, {-4}, 1, NULL}, 1, NULL, 0,
+                   "axis -4 out of range for rank 3");
+    expect_refused("Hardmax", 11, LIST("x"), LIST("y"),
+                   &(attr_spec){"axis", 2, {huge}, 1, NULL}, 1, NULL, 0,
+                   "out of range for rank 3");
+    expect_refused("TopK", 11, LIST("x", "k"), LIST("v", "i"), NULL, 0,
+                   &(init_spec){"k", {5}, 1, {1}}, 1,
+                   "k = 5, beyond the 4 elements");
+    expect_refused("TopK", 1, LIST("x"), LIST("v", "i"),
+                   &(attr_spec){"k", 2, {-1}, 1, NULL}, 1, NULL, 0,
+                   "k = -1");
+    expect_refused("CumSum", 14, LIST("x", "a"), LIST("y"), NULL, 0,
+                   &(init_spec){"a", {3}, 0, {0}}, 1, "axis must be one value");
+    expect_refused("LpNormalization", 1, LIST("x"), LIST("y"),
+                   &(attr_spec){"p", 2, {3}, 1, NULL}, 1, NULL, 0, "p = 3");
+}
+
+Test(models, hostile_loss_targets_and_reductions_are_refused)
+{
+    /* x is (2, 3, 4): a target is (2, 4), classes in [0, 3) */
+    const init_spec bad = {"t", {0, 1, 2, 0, 1, 7, 0, 0}, 2, {2, 4}};
+    const init_spec flat = {"t", {0, 1}, 1, {2}};
+    const init_spec wide = {"t", {0, 1, 2, 0, 1, 2}, 2, {2, 3}};
+    expect_refused("NegativeLogLikelihoodLoss", 13, LIST("x", "t"),
+                   LIST("y"), NULL, 0, &bad, 1,
+                   "target 7 at 5 is not a class in [0, 3)");
+    expect_refused("NegativeLogLikelihoodLoss", 12, LIST("x", "t"),
+                   LIST("y"), NULL, 0, &flat, 1, "one rank less");
+    expect_refused("SoftmaxCrossEntropyLoss", 13, LIST("x", "t"), LIST("y"),
+                   NULL, 0, &wide, 1, "target dimension 1 is 3");
+    expect_refused("SoftmaxCrossEntropyLoss", 13, LIST("x", "t"), LIST("y"),
+                   &(attr_spec){"reduction", 3, {0}, 0, "average"}, 1,
+                   &bad, 1, "reduction 'average'");
 }

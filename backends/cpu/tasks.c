@@ -152,6 +152,9 @@ void sn_cpu_run_task(cpu_device *cd, const task *t)
                       index_ptr(t->u.gather.indices),
                       view_ptr(t->u.gather.out));
         break;
+    case SN_KERNEL_SCAN:
+        sn_cpu_scan(&t->u.scan, view_ptr(t->u.scan.x), view_ptr(t->u.scan.y));
+        break;
     case SN_KERNEL_TOPK:
         sn_cpu_topk(&t->u.topk, view_ptr(t->u.topk.x),
                     t->u.topk.values.buf ? view_ptr(t->u.topk.values)

@@ -3,7 +3,8 @@
  * kernels made on a device's first use of them, arguments set and the
  * kernel enqueued; and the launchers of the element-wise ops, the
  * reductions, softmax and layer normalisation (reduce.cl's row and axis
- * kernels).  The other launchers are in gemm.c and data.c.
+ * kernels), top k and cumulative sums.  The other launchers are in gemm.c
+ * and data.c.
  */
 #include <config.h>
 
@@ -46,6 +47,7 @@ static const struct {
     [K_RESAMPLE] = {PROG_RESAMPLE, "resample"},
     [K_GRID_SAMPLE] = {PROG_SAMPLE, "grid_sample"},
     [K_ROI_ALIGN] = {PROG_SAMPLE, "roi_align"},
+    [K_SCAN] = {PROG_REDUCE, "scan_axis"},
 };
 
 /* --- small helpers ---------------------------------------------------- */
@@ -387,7 +389,7 @@ shardnet_status sn_cl_reduce(sn_device *dev, const sn_reduce_desc *d)
                     d->inner, d->x, d->y, 1, d->op == SN_REDUCE_MEAN);
 }
 
-/* --- top k ------------------------------------------------------------- */
+/* --- top k and cumulative sums ----------------------------------------- */
 
 shardnet_status sn_cl_topk(sn_device *dev, const sn_topk_desc *d)
 {
@@ -424,6 +426,36 @@ shardnet_status sn_cl_topk(sn_device *dev, const sn_topk_desc *d)
                        ARG(x),   ARG(x_off), ARG(val),    ARG(v_off),
                        ARG(idx), ARG(i_off), ARG(flags)};
         return sn_cl_run_single(dev, K_TOPK, what, args, 11, n);
+    }
+}
+
+shardnet_status sn_cl_scan(sn_device *dev, const sn_scan_desc *d)
+{
+    const char *what = "cumulative sum";
+    size_t total, n = d->outer * d->inner; /* n <= total, checked */
+    cl_uint ulen, x_off, y_off, un, uinner;
+    cl_int flags = (d->exclusive ? 1 : 0) | (d->reverse ? 2 : 0);
+    cl_mem x = d->x.buf->handle, y = d->y.buf->handle;
+    shardnet_status st;
+
+    if ((st = axis_extent(dev, what, d->outer, d->len, d->inner, &total)) !=
+        SHARDNET_OK)
+        return st;
+    if (total == 0)
+        return SHARDNET_OK;
+    if (!fits_idx(d->x.offset, total))
+        return sn_cl_too_large(dev, what, "x", d->x.offset, total);
+    if (!fits_idx(d->y.offset, total))
+        return sn_cl_too_large(dev, what, "y", d->y.offset, total);
+    ulen = (cl_uint)d->len;
+    x_off = (cl_uint)d->x.offset;
+    y_off = (cl_uint)d->y.offset;
+    un = (cl_uint)n;
+    uinner = (cl_uint)d->inner;
+    {
+        karg args[] = {ARG(un), ARG(ulen),  ARG(uinner), ARG(x),
+                       ARG(x_off), ARG(y), ARG(y_off), ARG(flags)};
+        return sn_cl_run_single(dev, K_SCAN, what, args, 8, n);
     }
 }
 

@@ -321,6 +321,7 @@ static const sn_backend_ops cl_ops = {
     .resample = sn_cl_resample,
     .grid_sample = sn_cl_grid_sample,
     .roi_align = sn_cl_roi_align,
+    .scan = sn_cl_scan,
     .supports = cl_supports,
     .synchronize = cl_synchronize,
     .event_record = sn_cl_event_record,

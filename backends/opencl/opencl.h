@@ -74,6 +74,7 @@ enum {
     K_RESAMPLE,
     K_GRID_SAMPLE,
     K_ROI_ALIGN,
+    K_SCAN, /* as K_TOPK */
     K_SINGLE_COUNT
 };
 
@@ -179,6 +180,7 @@ shardnet_status sn_cl_softmax(sn_device *dev, const sn_softmax_desc *d);
 shardnet_status sn_cl_reduce(sn_device *dev, const sn_reduce_desc *d);
 shardnet_status sn_cl_layernorm(sn_device *dev, const sn_layernorm_desc *d);
 shardnet_status sn_cl_topk(sn_device *dev, const sn_topk_desc *d);
+shardnet_status sn_cl_scan(sn_device *dev, const sn_scan_desc *d);
 
 shardnet_status sn_cl_gemm(sn_device *dev, const sn_gemm_desc *d);
 

@@ -486,6 +486,18 @@ typedef struct sn_roi_align_desc {
 } sn_roi_align_desc;
 
 /*
+ * Cumulative sums along the middle axis of x viewed as (outer, len, inner)
+ * into y of the same shape: y[o, r, i] = the sum of x[o, j, i] over
+ * j <= r (j < r with exclusive; j >= r, or j > r, with reverse), in float,
+ * in order along the axis.  y must not overlap x.  CumSum.
+ */
+typedef struct sn_scan_desc {
+    size_t outer, len, inner;
+    int exclusive, reverse;
+    sn_view x, y;
+} sn_scan_desc;
+
+/*
  * The kernels, one per kernel member of sn_backend_ops, for asking a
  * device whether it runs one (sn_device_supports).  Four have variants:
  * binary (an sn_binary_op), unary (an sn_unary_op), reduce (an
@@ -498,6 +510,7 @@ typedef struct sn_roi_align_desc {
     X(LAYERNORM, "layernorm") X(GATHER, "gather") X(TOPK, "topk")           \
     X(RNN_CELL, "rnn_cell") X(RESAMPLE, "resample")                           \
     X(GRID_SAMPLE, "grid_sample") X(ROI_ALIGN, "roi_align")
+    X(TOPK, "topk") X(SCAN, "scan")
 
 typedef enum sn_kernel {
 #define SN_ENUM_(name, str) SN_KERNEL_##name,
@@ -529,6 +542,7 @@ typedef union sn_kernel_desc {
     sn_resample_desc resample;
     sn_grid_sample_desc grid_sample;
     sn_roi_align_desc roi_align;
+    sn_scan_desc scan;
 } sn_kernel_desc;
 
 /* Flags for buffer_map. */
@@ -584,6 +598,7 @@ typedef struct sn_backend_ops {
     shardnet_status (*grid_sample)(sn_device *dev,
                                    const sn_grid_sample_desc *d);
     shardnet_status (*roi_align)(sn_device *dev, const sn_roi_align_desc *d);
+    shardnet_status (*scan)(sn_device *dev, const sn_scan_desc *d);
 
     /* Optional: does dev run kernel k, of variant `variant` (an
      * sn_unary_op, sn_binary_op, sn_reduce_op or sn_pool_op where k has
@@ -734,6 +749,7 @@ shardnet_status sn_rnn_cell(sn_device *dev, const sn_rnn_cell_desc *d);
 shardnet_status sn_resample(sn_device *dev, const sn_resample_desc *d);
 shardnet_status sn_grid_sample(sn_device *dev, const sn_grid_sample_desc *d);
 shardnet_status sn_roi_align(sn_device *dev, const sn_roi_align_desc *d);
+shardnet_status sn_scan(sn_device *dev, const sn_scan_desc *d);
 shardnet_status sn_synchronize(sn_device *dev);
 /* Kernel k with its descriptor d: the checked entry point above that k
  * names. */

@@ -129,6 +129,8 @@ static int has_kernel(const sn_backend_ops *ops, sn_kernel k)
         return ops->grid_sample != NULL;
     case SN_KERNEL_ROI_ALIGN:
         return ops->roi_align != NULL;
+    case SN_KERNEL_SCAN:
+        return ops->scan != NULL;
     case SN_KERNEL_COUNT:
         break;
     }

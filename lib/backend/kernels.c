@@ -665,6 +665,31 @@ shardnet_status sn_roi_align(sn_device *dev, const sn_roi_align_desc *d)
     return dev->ops->roi_align(dev, d);
 }
 
+shardnet_status sn_scan(sn_device *dev, const sn_scan_desc *d)
+{
+    shardnet_status st =
+        sn_check_device(dev, dev ? dev->ops->scan : NULL, "cumulative sum");
+    int ok = 1;
+    if (st != SHARDNET_OK)
+        return st;
+    if (!d)
+        return sn_error(SHARDNET_INVALID_ARGUMENT,
+                        "cumulative sum on %s: NULL descriptor",
+                        dev->info.name);
+    size_t sz[] = {d->outer, d->len, d->inner};
+    size_t n = product(&ok, 3, sz);
+    if (!ok)
+        return sn_error(SHARDNET_INVALID_ARGUMENT,
+                        "cumulative sum on %s: size overflows",
+                        dev->info.name);
+    if (n == 0)
+        return SHARDNET_OK;
+    if ((st = check_view(dev, "cumulative sum", "x", d->x, n)) ||
+        (st = check_view(dev, "cumulative sum", "y", d->y, n)))
+        return st;
+    return dev->ops->scan(dev, d);
+}
+
 shardnet_status sn_launch(sn_device *dev, sn_kernel k, const sn_kernel_desc *d)
 {
     if (!d)
@@ -702,6 +727,8 @@ shardnet_status sn_launch(sn_device *dev, sn_kernel k, const sn_kernel_desc *d)
         return sn_grid_sample(dev, &d->grid_sample);
     case SN_KERNEL_ROI_ALIGN:
         return sn_roi_align(dev, &d->roi_align);
+    case SN_KERNEL_SCAN:
+        return sn_scan(dev, &d->scan);
     case SN_KERNEL_COUNT:
         break;
     }

@@ -96,6 +96,10 @@ size_t sn_step_views(sn_step *s, sn_view **v)
         v[0] = &s->u.roi_align.x, v[1] = &s->u.roi_align.rois;
         v[2] = &s->u.roi_align.batch_idx, v[3] = &s->u.roi_align.y;
         return 4;
+    case SN_KERNEL_SCAN:
+        v[0] = &s->u.scan.x, v[1] = &s->u.scan.y;
+        return 2;
+        return 3;
     case SN_STEP_COLLECTIVE:
         v[0] = &s->coll.send, v[1] = &s->coll.recv;
         return 2;

@@ -7,11 +7,12 @@
  * run with the kernel's variant that maps each value (|x|, x * x) and the
  * later ones summing, then a unary step for L2's square root and the logs.
  * ReduceLogSumExp is stabilised by the maximum: m + log(sum(exp(x - m))).
- * Also CumSum (a product with a triangular matrix of ones on the device)
- * and LpNormalization (a reduction and a division).
+ * Also CumSum (the scan kernel on the device) and LpNormalization (a
+ * reduction and a division).
  */
 #include <config.h>
 
+#include <float.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -269,7 +270,9 @@ static shardnet_status emit_unary(sn_lower *L, const sn_node *n,
 }
 
 /* m + log(sum(exp(x - m))), m the maximum over the reduced axes (kd: x's
- * shape with those axes 1). */
+ * shape with those axes 1), clipped to the finite floats: a line of -inf
+ * then sums exp(-inf) = 0 and gives -inf, one holding +inf gives +inf,
+ * where x - m would be NaN. */
 static shardnet_status emit_log_sum_exp(sn_lower *L, const sn_node *n,
                                         const sn_rt *x, const int *red,
                                         sn_view src, sn_view dst)
@@ -286,7 +289,12 @@ static shardnet_status emit_log_sum_exp(sn_lower *L, const sn_node *n,
     if ((st = sn_scratch(L, ocount, &m)) || (st = sn_scratch(L, total, &e)) ||
         (st = sn_scratch(L, ocount, &s)) ||
         (st = emit_runs(L, n, x->rank, x->dims, red, SN_REDUCE_MAX,
-                        SN_REDUCE_MAX, src, m)) ||
+                        SN_REDUCE_MAX, src, m)))
+        return st;
+    sn_step c = {.kind = SN_KERNEL_UNARY};
+    c.u.unary = (sn_unary_desc){.op = SN_UNARY_CLIP, .n = ocount, .x = m,
+                                .y = m, .alpha = -FLT_MAX, .beta = FLT_MAX};
+    if ((st = sn_emit(L, n, &c)) ||
         (st = sn_emit_binary(L, n, SN_BINARY_SUB, x->rank, x->dims, src,
                              x->rank, kd, m, e)) ||
         (st = emit_unary(L, n, SN_UNARY_EXP, total, e, e)) ||
@@ -415,18 +423,6 @@ SN_LOWER(sn_lower_reduce_sum_square)
 
 /* --- CumSum ---------------------------------------------------------------- */
 
-/* Longest axis CumSum runs on a device: its len x len matrix of ones and
- * zeros (a weight) stays at 64 MiB. */
-#define CUMSUM_MAX_LEN 4096
-
-/* Is x[j] a term of output i along the axis? */
-static int cumsum_term(size_t i, size_t j, int exclusive, int reverse)
-{
-    if (reverse)
-        return exclusive ? j > i : j >= i;
-    return exclusive ? j < i : j <= i;
-}
-
 /* The sums on the host: int64 (wrapping) or double, in x's type. */
 static shardnet_status host_cumsum(sn_lower *L, const sn_node *n,
                                    const sn_rt *x, size_t outer, size_t len,
@@ -467,9 +463,7 @@ static shardnet_status host_cumsum(sn_lower *L, const sn_node *n,
 
 /*
  * CumSum along the axis (input 1, a host scalar): exclusive, reverse.  On
- * the device, x viewed as (outer, len, inner) is multiplied by the len x len
- * matrix T of the terms (T[i][j] = 1 where x[j] enters output i): one
- * batched GEMM, T shared by every outer slice.
+ * the device, one scan step over x viewed as (outer, len, inner).
  */
 SN_LOWER(sn_lower_cumsum)
 {
@@ -497,35 +491,19 @@ SN_LOWER(sn_lower_cumsum)
         return host_cumsum(L, n, x, outer, len, inner, exclusive, reverse);
 
     sn_dtype t;
-    sn_view xv, tv;
-    float *tri;
-    if ((st = sn_float_type(n, x, &t)) != SHARDNET_OK)
-        return st;
-    if (len > CUMSUM_MAX_LEN)
-        return sn_node_error(n, SHARDNET_UNSUPPORTED,
-                             "an axis of %zu elements: CumSum runs on "
-                             "devices along axes of at most %d",
-                             len, CUMSUM_MAX_LEN);
-    if ((st = sn_out_device(L, n, 0, x->rank, x->dims, &out)) !=
+    sn_view xv;
+    if ((st = sn_float_type(n, x, &t)) != SHARDNET_OK ||
+        (st = sn_out_device(L, n, 0, x->rank, x->dims, &out)) !=
             SHARDNET_OK ||
         (st = sn_dev_view(L, n, x, &xv)) != SHARDNET_OK)
         return st;
     out->dtype = t;
     if (sn_rt_elements(out) == 0)
         return SHARDNET_OK;
-    if (!(tri = malloc(len * len * sizeof *tri)))
-        return sn_error(SHARDNET_OUT_OF_MEMORY, "CumSum");
-    for (size_t i = 0; i < len; i++)
-        for (size_t j = 0; j < len; j++)
-            tri[i * len + j] = (float)cumsum_term(i, j, exclusive, reverse);
-    if ((st = sn_dev_upload(L, n, tri, len * len, &tv)) != SHARDNET_OK)
-        return st;
-    sn_step s = {.kind = SN_KERNEL_GEMM};
-    s.u.gemm = (sn_gemm_desc){.m = len, .n = inner, .k = len, .alpha = 1.0f,
-                              .a = tv, .b = xv, .c = out->view, .lda = len,
-                              .ldb = inner, .ldc = inner, .batch = outer,
-                              .stride_a = 0, .stride_b = len * inner,
-                              .stride_c = len * inner};
+    sn_step s = {.kind = SN_KERNEL_SCAN};
+    s.u.scan = (sn_scan_desc){.outer = outer, .len = len, .inner = inner,
+                              .exclusive = exclusive, .reverse = reverse,
+                              .x = xv, .y = out->view};
     return sn_emit(L, n, &s);
 }
 

@@ -194,11 +194,11 @@ SN_LOWER(sn_lower_hardmax)
 
     if (legacy) {
         /* axis in [-rank, rank]: rows of dims[axis..) */
-        axis = a < 0 ? (int)(a + x->rank) : (int)a;
         if (a < -x->rank || a > x->rank)
             return sn_node_error(n, SHARDNET_INVALID_ARGUMENT,
                                  "axis %lld out of range for rank %d",
                                  (long long)a, x->rank);
+        axis = a < 0 ? (int)(a + x->rank) : (int)a;
         s.outer = sn_dims_product(0, axis, x->dims);
         s.len = sn_dims_product(axis, x->rank, x->dims);
         s.inner = 1;

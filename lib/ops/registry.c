@@ -209,13 +209,13 @@ static const sn_operator registry[] = {
        ELEMENTS, USE(REDUCE_SUM) | USE(UNARY_LOG)),
     OP("ReduceLogSumExp", 1, 2, sn_lower_reduce_log_sum_exp, 1, REPLICATE,
        REDUCE, ELEMENTS,
-       USE(REDUCE_MAX) | USE(REDUCE_SUM) | USE(BINARY_SUB) | USE(UNARY_EXP) |
-           USE(UNARY_LOG) | USE(BINARY_ADD)),
+       USE(REDUCE_MAX) | USE(UNARY_CLIP) | USE(REDUCE_SUM) | USE(BINARY_SUB) |
+           USE(UNARY_EXP) | USE(UNARY_LOG) | USE(BINARY_ADD)),
     OP("ReduceSumSquare", 1, 2, sn_lower_reduce_sum_square, 1, REPLICATE,
        REDUCE, ELEMENTS, USE(REDUCE_SUM_SQUARE) | USE(REDUCE_SUM)),
-    /* a product with a triangular matrix; a norm and a division */
+    /* a scan; a norm and a division */
     OP("CumSum", 2, 2, sn_lower_cumsum, 11, REPLICATE, MIXED, ELEMENTS,
-       USE(GEMM)),
+       USE(SCAN)),
     OP("LpNormalization", 1, 1, sn_lower_lp_normalization, 1, REPLICATE,
        MIXED, ELEMENTS,
        USE(REDUCE_SUM_ABS) | USE(REDUCE_SUM_SQUARE) | USE(UNARY_SQRT) |
@@ -407,6 +407,7 @@ static const sn_kernel plain_kernels[] = {
     SN_KERNEL_IM2COL, SN_KERNEL_LAYERNORM, SN_KERNEL_GATHER,
     SN_KERNEL_TOPK, SN_KERNEL_RNN_CELL, SN_KERNEL_RESAMPLE,
     SN_KERNEL_GRID_SAMPLE, SN_KERNEL_ROI_ALIGN};
+    SN_KERNEL_TOPK, SN_KERNEL_SCAN};
 _Static_assert(sizeof plain_kernels / sizeof plain_kernels[0] ==
                    SN_USE_BINARY_ADD,
                "a use per kernel without variants");

@@ -552,6 +552,14 @@ def reduce_cases():
                mk("ReduceLogSumExp", ["b"], ["yb"], axes=[-1])],
               [("s", small), ("b", big)],
               [("ys", lse(small)), ("yb", lse(big))], 13)
+    # a line of -inf gives -inf, one holding +inf gives +inf
+    inf = big.copy()
+    inf[0, :] = -np.inf
+    inf[1, 7] = np.inf
+    node_case("test_reduce_log_sum_exp_infinities",
+              [mk("ReduceLogSumExp", ["b"], ["y"], axes=[1], keepdims=0)],
+              [("b", inf)], [("y", np.array([-np.inf, np.inf], np.float32))],
+              13)
     x = rng.standard_normal((4, 5, 6)).astype(np.float32)
     node_case("test_reduce_noop_and_all_axes_opset18",
               [mk("ReduceL1", ["x", "none"], ["same"],
@@ -648,7 +656,7 @@ def select_cases():
                ("b", np.array([0, 1, 1, 0], np.int64))], 13)
 def cumsum_lpnorm_cases():
     """CumSum on the device (exclusive, reverse, both; a negative int32
-    axis) and folded on the host (int64); LpNormalization with p 1 and 2
+    axis; an axis of 3000) and folded on the host (int64); LpNormalization with p 1 and 2
     along the first and the last axis, on the device and on the host."""
     rng = np.random.default_rng(1503)
     x = rng.standard_normal((3, 20, 4)).astype(np.float32)
@@ -665,6 +673,13 @@ def cumsum_lpnorm_cases():
                ("c", r.astype(np.float32)),
                ("d", (r - x).astype(np.float32))],
               14, initializers=[("ax", np.array(-2, np.int32))])
+    long = rng.uniform(0.0, 1.0, (2, 3000)).astype(np.float32)
+    node_case("test_cumsum_long_axis_device",
+              [mk("CumSum", ["x", "ax"], ["y"], reverse=1)],
+              [("x", long)],
+              [("y", np.flip(np.cumsum(np.flip(long.astype(np.float64), 1),
+                                       axis=1), 1).astype(np.float32))],
+              14, initializers=[("ax", np.array(1, np.int64))])
     q = np.array([[1, -2, 3], [4, 5, -6]], np.int64)
     node_case("test_cumsum_int64_folded",
               [mk("CumSum", ["q", "ax"], ["y"], reverse=1)],
