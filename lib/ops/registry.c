@@ -406,8 +406,7 @@ static const sn_kernel plain_kernels[] = {
     SN_KERNEL_GEMM, SN_KERNEL_SOFTMAX,   SN_KERNEL_WHERE, SN_KERNEL_COPY,
     SN_KERNEL_IM2COL, SN_KERNEL_LAYERNORM, SN_KERNEL_GATHER,
     SN_KERNEL_TOPK, SN_KERNEL_RNN_CELL, SN_KERNEL_RESAMPLE,
-    SN_KERNEL_GRID_SAMPLE, SN_KERNEL_ROI_ALIGN};
-    SN_KERNEL_TOPK, SN_KERNEL_SCAN};
+    SN_KERNEL_GRID_SAMPLE, SN_KERNEL_ROI_ALIGN, SN_KERNEL_SCAN};
 _Static_assert(sizeof plain_kernels / sizeof plain_kernels[0] ==
                    SN_USE_BINARY_ADD,
                "a use per kernel without variants");
