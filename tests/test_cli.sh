@@ -195,6 +195,22 @@ printf 'split layer\nbogus 1\n' >"$tmpd/plan4.txt"
 expect 1 "line 2: expected" "$bin" run "$mlp" --plan "$tmpd/plan4.txt"
 same "layer split on two cpu devices writes the same logits" \
     "$tmpd/o/logits.npy" "$tmpd/o3/logits.npy" 0
+# A Loop whose body holds an If, both reading values of the graph outside
+# (tests/onnx_cases/make_cases.py): cut by the layer split before and
+# after each of its 5 nodes, the control nodes whole, the values they read
+# sent across, numpy's answers.
+lc=$src/tests/onnx_cases/node/test_control_loop_if_outer_then
+for k in 1 2 3 4; do
+    printf 'split layer\ndevices cpu:0,cpu:1\ncuts %s\n' $k \
+        >"$tmpd/lplan$k.txt"
+    expect 0 "wrote" "$bin" run "$lc/model.onnx" --plan "$tmpd/lplan$k.txt" \
+        -i "$lc/test_data_set_0/input_0.pb" -i "$lc/test_data_set_0/input_1.pb" \
+        -i "$lc/test_data_set_0/input_2.pb" --output-dir "$tmpd/lc$k"
+    same "Loop and If cut after live node $k give numpy's y" \
+        "$lc/test_data_set_0/output_0.pb" "$tmpd/lc$k/y.npy" 1e-5
+    same "Loop and If cut after live node $k give numpy's z" \
+        "$lc/test_data_set_0/output_1.pb" "$tmpd/lc$k/z.npy" 1e-5
+done
 # Tensor split from the command line, its plan saved with strategies.
 expect 0 "/fc2/Gemm \(Gemm\) \(\(1,2\),\(1,2\)\): row-parallel" \
     "$bin" plan "$mlp" -d cpu:0,cpu:1 -s tensor -b 16 \

@@ -571,6 +571,28 @@ def control_cases():
               [("s0", sb), ("xs", xb)],
               [("s", np.stack(fin)), ("ys", np.stack(outs))], 8)
 
+    # If on a condition computed on the device (a float: this branch has
+    # no comparison operator to make a bool there; ONNX's checker would
+    # want one): both branches planned, the run reads the condition.
+    y = rng.standard_normal((2, 3)).astype(np.float32)
+    for name, xc in (("then", rng.standard_normal(100).astype(np.float32)),
+                     ("else", np.zeros(100, np.float32))):
+        h = np.maximum(y, 0)
+        res = h * two if xc.max() != 0 else -h
+        node_case("test_control_if_device_condition_" + name,
+                  [mk("Relu", ["y"], ["h"]),
+                   mk("ReduceMax", ["x"], ["m"], keepdims=0),
+                   mk("If", ["m"], ["r"],
+                      then_branch=graph([mk("Mul", ["h", "two"], ["a"])],
+                                        "then", [], [vi("a")],
+                                        [numpy_helper.from_array(two,
+                                                                 "two")]),
+                      else_branch=graph([mk("Neg", ["h"], ["b"])], "else",
+                                        [], [vi("b")])),
+                   mk("Sigmoid", ["r"], ["z"])],
+                  [("x", xc), ("y", y)],
+                  [("z", (1 / (1 + np.exp(-res))).astype(np.float32))], 13)
+
     def save_model(name, nodes, ins, outs, inits=(), opset=13):
         model = helper.make_model(graph(nodes, name, ins, outs, inits),
                                   producer_name="make_cases",
