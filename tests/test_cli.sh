@@ -117,8 +117,8 @@ expect 2 "unknown device 'gpu:0'" "$bin" run "$mlp" -d gpu:0
 huge=$src/tests/onnx_cases/huge_constant_of_shape.onnx
 expect 1 "ConstantOfShape.*more than the 256 MiB" "$bin" run "$huge" -d cpu:0
 # Control flow gone wrong (tests/onnx_cases/make_cases.py): If branches of
-# different output counts, a Loop too long to unroll, a branch reading a
-# name nothing defines.  Clear errors naming the node, on every device.
+# different output counts, a Loop too long to unroll, a Scan axis out of
+# range, a branch reading a name nothing defines.  Clear errors naming the node, on every device.
 for d in cpu:0 cl:0; do
     needs $d
     expect 1 "If.*then_branch has 1 outputs and else_branch 2" "$bin" run \
@@ -128,6 +128,8 @@ for d in cpu:0 cl:0; do
         -d $d
     expect 1 "If.*input 'nowhere' is not produced by any node" "$bin" run \
         "$src/tests/onnx_cases/control_subgraph_reads_undefined.onnx" -d $d
+    expect 1 "Scan.*scan input 0 is missing, or has no axis 5" "$bin" run \
+        "$src/tests/onnx_cases/control_scan_axis_out_of_range.onnx" -d $d
 done
 needs cpu:0
 # A model whose weights are in a file beside it (ONNX external data), and

@@ -468,7 +468,8 @@ def control_cases():
     along inner axes, backwards, in both opset forms; a Loop that runs no
     iterations; and, as model files of their own, the hostile forms:
     branches with different output counts, a trip count too big to unroll,
-    a subgraph naming a value nothing defines."""
+    a Scan axis out of range, a subgraph naming a value nothing
+    defines."""
     rng = np.random.default_rng(1515)
     mk = helper.make_node
     f32 = TensorProto.FLOAT
@@ -623,6 +624,14 @@ def control_cases():
                [vi("x", f32, [2])], [vi("y", f32, [2])],
                [one, numpy_helper.from_array(np.array(1 << 40, np.int64),
                                              "n")])
+    body = graph([mk("Add", ["s_in", "x_t"], ["s_out"])], "body",
+                 [vi("s_in"), vi("x_t")], [vi("s_out")])
+    save_model("control_scan_axis_out_of_range",
+               [mk("Relu", ["x"], ["h"]),
+                mk("Scan", ["s0", "h"], ["s"], body=body, num_scan_inputs=1,
+                   scan_input_axes=[5])],
+               [vi("x", f32, [3, 2]), vi("s0", f32, [2])], [vi("s", f32, [2])],
+               opset=11)
     save_model("control_subgraph_reads_undefined",
                [mk("Relu", ["x"], ["h"]),
                 mk("If", ["c"], ["y"],
