@@ -424,7 +424,8 @@ SHARDNET_API uint64_t shardnet_model_parameter_count(
  * \brief The operators of the model that shardnet cannot run, as
  * "Op (node name), ...", or "" when it can run them all; an operator
  * shardnet runs only in other opsets than the model's is listed as "Op
- * (node name, runs in opsets 9 and later, not the model's 8)".
+ * (node name, runs in opsets 9 and later, not the model's 8)".  The nodes
+ * of subgraphs (If's branches, Loop's and Scan's bodies) are listed too.
  * \return the length of the full text.
  */
 SHARDNET_API size_t shardnet_model_unsupported(const shardnet_model_t *model,

@@ -117,8 +117,8 @@ expect 2 "unknown device 'gpu:0'" "$bin" run "$mlp" -d gpu:0
 huge=$src/tests/onnx_cases/huge_constant_of_shape.onnx
 expect 1 "ConstantOfShape.*more than the 256 MiB" "$bin" run "$huge" -d cpu:0
 # Control flow gone wrong (tests/onnx_cases/make_cases.py): If branches of
-# different output counts, a Loop too long to unroll, a branch reading a
-# name nothing defines.  Clear errors naming the node, on every device.
+# different output counts, a Loop too long to unroll, a Scan axis out of
+# range, a branch reading a name nothing defines.  Clear errors naming the node, on every device.
 for d in cpu:0 cl:0; do
     needs $d
     expect 1 "If.*then_branch has 1 outputs and else_branch 2" "$bin" run \
@@ -128,6 +128,8 @@ for d in cpu:0 cl:0; do
         -d $d
     expect 1 "If.*input 'nowhere' is not produced by any node" "$bin" run \
         "$src/tests/onnx_cases/control_subgraph_reads_undefined.onnx" -d $d
+    expect 1 "Scan.*scan input 0 is missing, or has no axis 5" "$bin" run \
+        "$src/tests/onnx_cases/control_scan_axis_out_of_range.onnx" -d $d
 done
 needs cpu:0
 # A model whose weights are in a file beside it (ONNX external data), and
@@ -195,6 +197,22 @@ printf 'split layer\nbogus 1\n' >"$tmpd/plan4.txt"
 expect 1 "line 2: expected" "$bin" run "$mlp" --plan "$tmpd/plan4.txt"
 same "layer split on two cpu devices writes the same logits" \
     "$tmpd/o/logits.npy" "$tmpd/o3/logits.npy" 0
+# A Loop whose body holds an If, both reading values of the graph outside
+# (tests/onnx_cases/make_cases.py): cut by the layer split before and
+# after each of its 5 nodes, the control nodes whole, the values they read
+# sent across, numpy's answers.
+lc=$src/tests/onnx_cases/node/test_control_loop_if_outer_then
+for k in 1 2 3 4; do
+    printf 'split layer\ndevices cpu:0,cpu:1\ncuts %s\n' $k \
+        >"$tmpd/lplan$k.txt"
+    expect 0 "wrote" "$bin" run "$lc/model.onnx" --plan "$tmpd/lplan$k.txt" \
+        -i "$lc/test_data_set_0/input_0.pb" -i "$lc/test_data_set_0/input_1.pb" \
+        -i "$lc/test_data_set_0/input_2.pb" --output-dir "$tmpd/lc$k"
+    same "Loop and If cut after live node $k give numpy's y" \
+        "$lc/test_data_set_0/output_0.pb" "$tmpd/lc$k/y.npy" 1e-5
+    same "Loop and If cut after live node $k give numpy's z" \
+        "$lc/test_data_set_0/output_1.pb" "$tmpd/lc$k/z.npy" 1e-5
+done
 # Tensor split from the command line, its plan saved with strategies.
 expect 0 "/fc2/Gemm \(Gemm\) \(\(1,2\),\(1,2\)\): row-parallel" \
     "$bin" plan "$mlp" -d cpu:0,cpu:1 -s tensor -b 16 \

@@ -217,6 +217,25 @@ Test(models, unsupported_operators_are_all_named_before_running)
     shardnet_model_free(m);
 }
 
+Test(models, unsupported_operators_in_subgraphs_are_named_too)
+{
+    /* test_if_seq's branches make sequences (SequenceConstruct), which
+     * shardnet lacks: the If itself is supported, its branches are not. */
+    shardnet_model_t *m = NULL;
+    shardnet_session_t *s = NULL;
+    char text[1024];
+    const char *p = "/usr/share/libonnx-testdata/data/node/test_if_seq/"
+                    "model.onnx";
+    if (shardnet_model_load(p, &m) != SHARDNET_OK)
+        cr_skip_test("ONNX test data not installed (libonnx-testdata)");
+    cr_assert_gt(shardnet_model_unsupported(m, text, sizeof text), 0);
+    cr_assert(strstr(text, "SequenceConstruct"), "%s", text);
+    cr_assert_null(strstr(text, "If "), "%s", text);
+    cr_assert_eq(shardnet_session_create(ctx, m, "cpu:0", &s),
+                 SHARDNET_UNSUPPORTED);
+    shardnet_model_free(m);
+}
+
 /* A model of one Erf node (x -> y, 2x3 floats) importing opset `opset`,
  * written to a temporary file (path, to be unlinked once the model is
  * freed: a session checks that it is still there), loaded. */

@@ -156,6 +156,35 @@ static void add(char *buf, size_t cap, size_t *len, const char *fmt, ...)
         *len += (size_t)n;
 }
 
+/* The nodes of g, and of its subgraphs (If's branches, Loop's and Scan's
+ * bodies), that shardnet does not run, added to buf. */
+static void unsupported_in(const sn_graph *g, char *buf, size_t cap,
+                           size_t *len)
+{
+    for (size_t i = 0; i < g->nnodes; i++) {
+        const sn_node *n = &g->nodes[i];
+        const sn_op_def *op = sn_op_find(n->domain, n->op_type);
+        char opsets[128] = "";
+        if (n->dead)
+            continue;
+        for (size_t a = 0; a < n->nattrs; a++)
+            if (n->attrs[a].type == SN_ATTR_GRAPH && n->attrs[a].graph)
+                unsupported_in(n->attrs[a].graph, buf, cap, len);
+        if (op && sn_op_opset_matches(op, n, g->opset))
+            continue;
+        if (op) {
+            char range[48];
+            sn_op_opsets(op, range, sizeof range);
+            snprintf(opsets, sizeof opsets,
+                     ", runs in opsets %s, not the model's %lld", range,
+                     (long long)g->opset);
+        }
+        add(buf, cap, len, "%s%s%s%s (node '%s'%s)", *len ? ", " : "",
+            n->domain[0] ? n->domain : "", n->domain[0] ? "." : "",
+            n->op_type, n->name, opsets);
+    }
+}
+
 size_t shardnet_model_unsupported(const shardnet_model_t *model, char *buf,
                                   size_t cap)
 {
@@ -164,24 +193,7 @@ size_t shardnet_model_unsupported(const shardnet_model_t *model, char *buf,
         buf[0] = '\0';
     if (!model)
         return 0;
-    for (size_t i = 0; i < model->g->nnodes; i++) {
-        const sn_node *n = &model->g->nodes[i];
-        const sn_op_def *op = sn_op_find(n->domain, n->op_type);
-        char opsets[128] = "";
-        if (n->dead ||
-            (op && sn_op_opset_matches(op, n, model->g->opset)))
-            continue;
-        if (op) {
-            char range[48];
-            sn_op_opsets(op, range, sizeof range);
-            snprintf(opsets, sizeof opsets,
-                     ", runs in opsets %s, not the model's %lld", range,
-                     (long long)model->g->opset);
-        }
-        add(buf, cap, &len, "%s%s%s%s (node '%s'%s)", len ? ", " : "",
-            n->domain[0] ? n->domain : "", n->domain[0] ? "." : "",
-            n->op_type, n->name, opsets);
-    }
+    unsupported_in(model->g, buf, cap, &len);
     return len;
 }
 

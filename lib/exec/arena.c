@@ -103,6 +103,9 @@ size_t sn_step_views(sn_step *s, sn_view **v)
     case SN_STEP_COLLECTIVE:
         v[0] = &s->coll.send, v[1] = &s->coll.recv;
         return 2;
+    case SN_STEP_BRANCH:
+        v[0] = &s->branch.cond;
+        return 1;
     }
     return 0;
 }

@@ -19,7 +19,9 @@
  *
  * Running a plan writes the float inputs into their staging buffers,
  * launches the steps in order on the device's in-order queue (no host round
- * trip between operators), synchronises once and reads the outputs.
+ * trip between operators), synchronises once and reads the outputs.  The
+ * one exception is a branch step (If on a condition computed on the
+ * device): the run reads that one float and goes on in the branch taken.
  */
 #ifndef SN_EXEC_H
 #define SN_EXEC_H
@@ -46,8 +48,19 @@ typedef struct sn_rt {
     sn_view idx_view;
 } sn_rt;
 
-/* A step's kind: one of the backend's kernels (sn_kernel), or this. */
+/* A step's kind: one of the backend's kernels (sn_kernel), or these. */
 #define SN_STEP_COLLECTIVE ((int)SN_KERNEL_COUNT)
+/* A condition computed on the device (If's): the run waits for the
+ * queue, reads the one float at branch.cond and, when it is 0, goes on
+ * at step branch.target. */
+#define SN_STEP_BRANCH ((int)SN_KERNEL_COUNT + 1)
+/* Go on at step branch.target. */
+#define SN_STEP_JUMP ((int)SN_KERNEL_COUNT + 2)
+
+typedef struct sn_branch_desc {
+    sn_view cond;  /* SN_STEP_BRANCH: (1) float, 0 = false */
+    size_t target; /* a step index of the plan */
+} sn_branch_desc;
 
 /* A collective among the devices of a tensor split (lib/runtime/shard.c): every
  * device's plan holds the same sequence of them; the plan stops its queue
@@ -70,10 +83,11 @@ typedef struct sn_coll_desc {
 } sn_coll_desc;
 
 typedef struct sn_step {
-    int kind; /* an sn_kernel, or SN_STEP_COLLECTIVE */
+    int kind; /* an sn_kernel, or SN_STEP_COLLECTIVE, _BRANCH, _JUMP */
     int node; /* the graph node it implements, for errors and traces */
     sn_kernel_desc u; /* a kernel's: the member kind names */
     sn_coll_desc coll; /* SN_STEP_COLLECTIVE's */
+    sn_branch_desc branch; /* SN_STEP_BRANCH's and SN_STEP_JUMP's */
 } sn_step;
 
 typedef struct sn_alloc sn_alloc; /* a virtual arena allocation */
@@ -160,6 +174,11 @@ shardnet_status sn_dev_upload(sn_lower *L, const sn_node *n, float *data,
 shardnet_status sn_scratch(sn_lower *L, size_t elements, sn_view *out);
 /* Append a step. */
 shardnet_status sn_emit(sn_lower *L, const sn_node *n, const sn_step *s);
+/* The index the next step emitted will have. */
+size_t sn_step_count(const sn_lower *L);
+/* Point the branch or jump step at index `at` at step `target` (which
+ * may be the plan's end). */
+void sn_step_retarget(sn_lower *L, size_t at, size_t target);
 
 /*
  * The nodes of subgraph sub (a control node n's branch or body, sorted)

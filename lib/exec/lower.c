@@ -370,7 +370,7 @@ shardnet_status sn_scratch(sn_lower *L, size_t elements, sn_view *out)
  * kernel has none); -1 for a collective, which is no kernel. */
 static int step_kernel(const sn_step *s, int *variant)
 {
-    if (s->kind == SN_STEP_COLLECTIVE) {
+    if (s->kind >= SN_STEP_COLLECTIVE) { /* and the branches */
         *variant = SN_VARIANT_ANY;
         return -1;
     }
@@ -422,6 +422,17 @@ shardnet_status sn_emit(sn_lower *L, const sn_node *n, const sn_step *s)
     }
     p->nsteps++;
     return SHARDNET_OK;
+}
+
+size_t sn_step_count(const sn_lower *L)
+{
+    return L->plan ? L->plan->nsteps : 0;
+}
+
+void sn_step_retarget(sn_lower *L, size_t at, size_t target)
+{
+    if (L->plan && at < L->plan->nsteps)
+        L->plan->steps[at].branch.target = target;
 }
 
 sn_rt *sn_in(sn_lower *L, const sn_node *n, size_t i)

@@ -68,6 +68,29 @@ static void return_inputs(sn_plan *p)
             p->dev->ops->buffer_lend(p->input_buf[i], NULL);
 }
 
+/* Where the run goes on after branch or jump step s: a branch reads its
+ * condition (a blocking read: it waits for the steps that compute it). */
+static shardnet_status branch_to(sn_plan *p, size_t s, size_t *to)
+{
+    const sn_step *b = &p->steps[s];
+    float c = 0;
+    shardnet_status st;
+    *to = b->branch.target;
+    if (b->kind == SN_STEP_JUMP)
+        return SHARDNET_OK;
+    st = sn_buffer_read(b->branch.cond.buf,
+                        b->branch.cond.offset * sizeof(float), &c, sizeof c);
+    if (st != SHARDNET_OK) {
+        const sn_node *n = &p->g->nodes[b->node];
+        sn_synchronize(p->dev);
+        return sn_error_prefix(st, "node '%s' (%s): reading its condition",
+                               n->name, n->op_type);
+    }
+    if (c != 0)
+        *to = s + 1;
+    return SHARDNET_OK;
+}
+
 /* Launch the steps, then read the outputs back. */
 static shardnet_status run_and_read(sn_plan *p)
 {
@@ -80,6 +103,22 @@ static shardnet_status run_and_read(sn_plan *p)
         double t0 = tracing || p->node_time ? sn_trace_now() : 0;
         if (p->node_time && (s == 0 || p->steps[s - 1].node != p->steps[s].node))
             node_t0 = t0;
+        if (p->steps[s].kind == SN_STEP_BRANCH ||
+            p->steps[s].kind == SN_STEP_JUMP) {
+            size_t to;
+            if ((st = branch_to(p, s, &to)) != SHARDNET_OK)
+                return st;
+            /* The steps between are skipped: their node's time ends here
+             * when the next one run is another node's. */
+            if (p->node_time && (to == p->nsteps ||
+                                 p->steps[to].node != p->steps[s].node)) {
+                if ((st = sn_synchronize(p->dev)) != SHARDNET_OK)
+                    return st;
+                p->node_time[p->steps[s].node] += sn_trace_now() - node_t0;
+            }
+            s = to - 1;
+            continue;
+        }
         if (p->steps[s].kind == SN_STEP_COLLECTIVE) {
             if (!p->coll_hook) {
                 sn_synchronize(p->dev);

@@ -11,10 +11,12 @@
  * so that each array frees its own.  The values a subgraph reads from the
  * graphs around it are the node's last inputs (sn_node_implicit_inputs).
  *
- * What is decided while a plan is built must be known on the host then:
- * If's condition, Loop's trip count and conditions (integer and boolean
- * inputs are bound by value, so they usually are).  One computed on the
- * device fails the plan, naming the node, rather than reading it back.
+ * What decides is best known on the host when the plan is built (integer
+ * and boolean inputs are bound by value, so it usually is).  If's
+ * condition computed on the device plans both branches behind a branch
+ * step that reads it when the plan runs (one float, the one wait); Loop's
+ * trip count and conditions must be known on the host, and one computed
+ * on the device fails the plan, naming the node.
  */
 #include <config.h>
 
@@ -326,6 +328,73 @@ shardnet_status sn_ctl_output(sn_lower *L, const sn_node *n, size_t i,
 
 /* --- If ------------------------------------------------------------------- */
 
+/* Output i of n made on the device (first: allocated in src's shape)
+ * from branch value src, by a copy. */
+static shardnet_status if_output(sn_lower *L, const sn_node *n, size_t i,
+                                 const sn_rt *src, int first)
+{
+    sn_step s = {.kind = SN_KERNEL_COPY};
+    sn_rt *o = i < n->noutputs && n->outputs[i] >= 0 ? &L->rt[n->outputs[i]]
+                                                     : NULL;
+    shardnet_status st;
+    if (!o)
+        return SHARDNET_OK;
+    if (first) {
+        if ((st = sn_out_device(L, n, i, src->rank, src->dims, &o)) !=
+            SHARDNET_OK)
+            return st;
+        o->dtype = src->dtype;
+    } else if (o->rank != src->rank || o->dtype != src->dtype ||
+               memcmp(o->dims, src->dims,
+                      (size_t)src->rank * sizeof src->dims[0])) {
+        return sn_node_error(n, SHARDNET_UNSUPPORTED,
+                             "output %zu differs in shape or type between "
+                             "the branches; with a condition computed on "
+                             "the device both branches are planned, and "
+                             "must agree", i);
+    }
+    if ((st = rt_device(L, n, src, &s.u.copy.src)) != SHARDNET_OK)
+        return st;
+    s.u.copy.rank = 1;
+    s.u.copy.shape[0] = sn_rt_elements(src);
+    s.u.copy.src_stride[0] = s.u.copy.dst_stride[0] = 1;
+    s.u.copy.dst = o->view;
+    return s.u.copy.shape[0] ? sn_emit(L, n, &s) : SHARDNET_OK;
+}
+
+/*
+ * If on a condition computed on the device: both branches planned, each
+ * ending in copies into the node's outputs, after a branch step that
+ * reads the condition when the plan runs and skips the then_branch when
+ * it is false, and a jump over the else_branch at the then_branch's end.
+ */
+static shardnet_status if_on_device(sn_lower *L, const sn_node *n,
+                                    sn_graph *const *br, sn_rt *cond)
+{
+    static const char *const attrs[2] = {"then_branch", "else_branch"};
+    sn_step b = {.kind = SN_STEP_BRANCH}, jump = {.kind = SN_STEP_JUMP};
+    size_t at_branch = sn_step_count(L), at_jump = 0;
+    shardnet_status st = sn_dev_view(L, n, cond, &b.branch.cond);
+    if (st != SHARDNET_OK || (st = sn_emit(L, n, &b)) != SHARDNET_OK)
+        return st;
+    for (int k = 0; k < 2 && st == SHARDNET_OK; k++) {
+        sn_rt *rt = NULL;
+        if ((st = sn_ctl_begin(L, n, attrs[k], br[k], NULL, &rt)) ==
+                SHARDNET_OK &&
+            (st = sn_ctl_run(L, n, attrs[k], br[k], rt)) == SHARDNET_OK)
+            for (size_t i = 0; i < br[k]->noutputs && st == SHARDNET_OK; i++)
+                st = if_output(L, n, i, &rt[br[k]->outputs[i]], k == 0);
+        sn_ctl_rts_free(rt, br[k]->nvalues);
+        if (k == 0 && st == SHARDNET_OK) {
+            at_jump = sn_step_count(L);
+            st = sn_emit(L, n, &jump);
+            sn_step_retarget(L, at_branch, sn_step_count(L));
+        }
+    }
+    sn_step_retarget(L, at_jump, sn_step_count(L));
+    return st;
+}
+
 SN_LOWER(sn_lower_if)
 {
     sn_graph *then_g, *else_g, *g;
@@ -348,6 +417,13 @@ SN_LOWER(sn_lower_if)
     if (then_g->ninputs || else_g->ninputs)
         return sn_node_error(n, SHARDNET_INVALID_ARGUMENT,
                              "a branch takes no inputs");
+    if (sn_rt_elements(sn_in(L, n, 0)) != 1)
+        return sn_node_error(n, SHARDNET_INVALID_ARGUMENT,
+                             "the condition has %zu elements, not one",
+                             sn_rt_elements(sn_in(L, n, 0)));
+    if (!sn_in(L, n, 0)->host)
+        return if_on_device(L, n, (sn_graph *const[]){then_g, else_g},
+                            sn_in(L, n, 0));
     if ((st = host_flag(n, sn_in(L, n, 0), "the condition", &c)) !=
         SHARDNET_OK)
         return st;

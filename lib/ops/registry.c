@@ -336,7 +336,8 @@ static const sn_operator registry[] = {
     /* control flow (ops_control.c): subgraphs lowered inline; their steps
      * use whatever kernels their nodes' entries name.  The inputs past the
      * node's own are the outer values its subgraphs read. */
-    OP("If", 1, 1 << 20, sn_lower_if, 1, REPLICATE, MIXED, ELEMENTS, HOST),
+    OP("If", 1, 1 << 20, sn_lower_if, 1, REPLICATE, MIXED, ELEMENTS,
+       USE(COPY)),
     OP("Loop", 0, 1 << 20, sn_lower_loop, 1, REPLICATE, MIXED, ELEMENTS,
        USE(COPY)),
     OP("Scan", 0, 1 << 20, sn_lower_scan, 8, REPLICATE, MIXED, ELEMENTS,

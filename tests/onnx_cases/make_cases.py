@@ -1132,7 +1132,8 @@ def control_cases():
     along inner axes, backwards, in both opset forms; a Loop that runs no
     iterations; and, as model files of their own, the hostile forms:
     branches with different output counts, a trip count too big to unroll,
-    a subgraph naming a value nothing defines."""
+    a Scan axis out of range, a subgraph naming a value nothing
+    defines."""
     rng = np.random.default_rng(1515)
     mk = helper.make_node
     f32 = TensorProto.FLOAT
@@ -1235,6 +1236,28 @@ def control_cases():
               [("s0", sb), ("xs", xb)],
               [("s", np.stack(fin)), ("ys", np.stack(outs))], 8)
 
+    # If on a condition computed on the device (a float: this branch has
+    # no comparison operator to make a bool there; ONNX's checker would
+    # want one): both branches planned, the run reads the condition.
+    y = rng.standard_normal((2, 3)).astype(np.float32)
+    for name, xc in (("then", rng.standard_normal(100).astype(np.float32)),
+                     ("else", np.zeros(100, np.float32))):
+        h = np.maximum(y, 0)
+        res = h * two if xc.max() != 0 else -h
+        node_case("test_control_if_device_condition_" + name,
+                  [mk("Relu", ["y"], ["h"]),
+                   mk("ReduceMax", ["x"], ["m"], keepdims=0),
+                   mk("If", ["m"], ["r"],
+                      then_branch=graph([mk("Mul", ["h", "two"], ["a"])],
+                                        "then", [], [vi("a")],
+                                        [numpy_helper.from_array(two,
+                                                                 "two")]),
+                      else_branch=graph([mk("Neg", ["h"], ["b"])], "else",
+                                        [], [vi("b")])),
+                   mk("Sigmoid", ["r"], ["z"])],
+                  [("x", xc), ("y", y)],
+                  [("z", (1 / (1 + np.exp(-res))).astype(np.float32))], 13)
+
     def save_model(name, nodes, ins, outs, inits=(), opset=13):
         model = helper.make_model(graph(nodes, name, ins, outs, inits),
                                   producer_name="make_cases",
@@ -1265,6 +1288,14 @@ def control_cases():
                [vi("x", f32, [2])], [vi("y", f32, [2])],
                [one, numpy_helper.from_array(np.array(1 << 40, np.int64),
                                              "n")])
+    body = graph([mk("Add", ["s_in", "x_t"], ["s_out"])], "body",
+                 [vi("s_in"), vi("x_t")], [vi("s_out")])
+    save_model("control_scan_axis_out_of_range",
+               [mk("Relu", ["x"], ["h"]),
+                mk("Scan", ["s0", "h"], ["s"], body=body, num_scan_inputs=1,
+                   scan_input_axes=[5])],
+               [vi("x", f32, [3, 2]), vi("s0", f32, [2])], [vi("s", f32, [2])],
+               opset=11)
     save_model("control_subgraph_reads_undefined",
                [mk("Relu", ["x"], ["h"]),
                 mk("If", ["c"], ["y"],
