@@ -60,6 +60,63 @@ static sn_dtype cast_target(const sn_node *n)
     return (sn_dtype)sn_attr_int(n, "to", SN_DT_UNDEFINED);
 }
 
+/* One unary step y = op(x) over count elements. */
+static shardnet_status emit_unary(sn_lower *L, const sn_node *n,
+                                  sn_unary_op op, size_t count, sn_view x,
+                                  sn_view y)
+{
+    sn_step s = {.kind = SN_KERNEL_UNARY};
+    s.u.unary.op = op;
+    s.u.unary.n = count;
+    s.u.unary.x = x;
+    s.u.unary.y = y;
+    return sn_emit(L, n, &s);
+}
+
+/*
+ * A float tensor on the device cast to bool or an integer type, still as
+ * float32: bool is 1 - (x == 0) (NaN is true); an integer type truncates
+ * toward zero, sign(x) * floor(|x|).  Values beyond the target type's
+ * range are undefined in ONNX; they stay as they are.
+ */
+static shardnet_status cast_on_device(sn_lower *L, const sn_node *n,
+                                      sn_rt *x, sn_dtype to)
+{
+    size_t count = sn_rt_elements(x);
+    int64_t flat = (int64_t)count;
+    sn_rt *out;
+    sn_view vx, a, b;
+    shardnet_status st;
+    if ((st = sn_dev_view(L, n, x, &vx)) != SHARDNET_OK ||
+        (st = sn_scratch(L, count, &a)) != SHARDNET_OK ||
+        (st = sn_out_device(L, n, 0, x->rank, x->dims, &out)) != SHARDNET_OK)
+        return st;
+    out->dtype = to;
+    if (to == SN_DT_BOOL) {
+        float *k = malloc(2 * sizeof *k); /* 0 and 1 */
+        if (!k)
+            return sn_error(SHARDNET_OUT_OF_MEMORY, "node '%s'", n->name);
+        k[0] = 0.0f;
+        k[1] = 1.0f;
+        if ((st = sn_dev_upload(L, n, k, 2, &b)) != SHARDNET_OK)
+            return st;
+        sn_view zero = b, one = b;
+        one.offset += 1;
+        if ((st = sn_emit_binary(L, n, SN_BINARY_EQUAL, 1, &flat, vx, 0,
+                                 NULL, zero, a)) != SHARDNET_OK)
+            return st;
+        return sn_emit_binary(L, n, SN_BINARY_SUB, 0, NULL, one, 1, &flat, a,
+                              out->view);
+    }
+    if ((st = sn_scratch(L, count, &b)) != SHARDNET_OK ||
+        (st = emit_unary(L, n, SN_UNARY_ABS, count, vx, a)) != SHARDNET_OK ||
+        (st = emit_unary(L, n, SN_UNARY_FLOOR, count, a, a)) != SHARDNET_OK ||
+        (st = emit_unary(L, n, SN_UNARY_SIGN, count, vx, b)) != SHARDNET_OK)
+        return st;
+    return sn_emit_binary(L, n, SN_BINARY_MUL, 1, &flat, a, 1, &flat, b,
+                          out->view);
+}
+
 SN_LOWER(sn_lower_cast)
 {
     return sn_cast_to(L, n, sn_in(L, n, 0), cast_target(n));
@@ -95,19 +152,24 @@ shardnet_status sn_cast_to(sn_lower *L, const sn_node *n, sn_rt *x,
         }
         return sn_out_host(L, n, 0, to, x->rank, x->dims, d);
     }
-    /* Device tensors are float32: a cast to a float type is a relabel; a
-     * cast to anything else is only done where the result leaves the model
-     * (converted when read back), since nothing here computes on it. */
-    if (to == SN_DT_FLOAT || to == SN_DT_DOUBLE || consumed_only_as_output(L, n)) {
+    /* Device tensors are float32: a cast to a float type, or of whole
+     * numbers (integers, booleans) to an integer type, is a relabel, and
+     * so is any cast whose result only leaves the model (converted when
+     * read back); otherwise the values are made whole on the device. */
+    if (to == SN_DT_FLOAT || to == SN_DT_DOUBLE ||
+        (!is_float_type(x->dtype) && to != SN_DT_BOOL) ||
+        x->dtype == to || consumed_only_as_output(L, n)) {
         shardnet_status st = sn_out_alias(L, n, 0, x, x->rank, x->dims);
         if (st == SHARDNET_OK)
             L->rt[n->outputs[0]].dtype = to;
         return st;
     }
-    return sn_node_error(n, SHARDNET_UNSUPPORTED,
-                         "cast of a tensor computed on the device to %s is "
-                         "not supported",
-                         sn_dtype_name(to));
+    if (is_float_type(to))
+        return sn_node_error(n, SHARDNET_UNSUPPORTED,
+                             "cast of a tensor computed on the device to %s "
+                             "is not supported",
+                             sn_dtype_name(to));
+    return cast_on_device(L, n, x, to);
 }
 
 /* --- element-wise binary ops -------------------------------------------- */

@@ -27,6 +27,10 @@
      SN_COST_##cost, uses}
 #define USE(u) SN_USES_BIT(SN_USE_##u)
 #define HOST 0
+/* A cast to bool or to an integer type on the device (ops_elementwise.c) */
+#define CAST_USES                                                             \
+    (USE(BINARY_EQUAL) | USE(BINARY_SUB) | USE(UNARY_ABS) |                   \
+     USE(UNARY_FLOOR) | USE(UNARY_SIGN) | USE(BINARY_MUL))
 /* The shapes most entries share: a unary kernel of one variant, a binary
  * one with numpy broadcasting, a reduction over the axes given. */
 #define UNARY(name, since, shard, variant)                                    \
@@ -57,7 +61,7 @@ static const sn_operator registry[] = {
     OP("Shape", 1, 1, sn_lower_shape, 1, REPLICATE, MIXED, ELEMENTS, HOST),
     OP("Constant", 0, 0, sn_lower_constant, 1, REPLICATE, MIXED, ELEMENTS,
        HOST),
-    OP("Cast", 1, 1, sn_lower_cast, 1, REPLICATE, EACH, ELEMENTS, HOST),
+    OP("Cast", 1, 1, sn_lower_cast, 1, REPLICATE, EACH, ELEMENTS, CAST_USES),
     /* element-wise (ops_elementwise.c) */
     BINARY("Add", ADDITIVE, ADD),
     BINARY("Sub", ADDITIVE, SUB),
@@ -145,7 +149,7 @@ static const sn_operator registry[] = {
     OP("PRelu", 2, 2, sn_lower_prelu, 1, ELEMENTWISE, BROADCAST, ELEMENTS,
        USE(BINARY_PRELU)),
     OP("CastLike", 2, 2, sn_lower_castlike, 15, REPLICATE, EACH, ELEMENTS,
-       HOST),
+       CAST_USES),
     /* linear algebra and layers (ops_nn.c); MatMul's third input is a
      * bias fused by a pass.  An empty product (k = 0) is a copy of C,
      * scaled by beta, or of zeros. */

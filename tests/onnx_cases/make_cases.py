@@ -516,6 +516,8 @@ def reduce_cases():
     values (stabilised by the maximum), and integer tensors folded on the
     host (a shape's product and minimum; L1 and sum of squares of an int64
     input, which is bound by value)."""
+    mk = helper.make_node
+    rng = np.random.default_rng(1501)
     x = rng.standard_normal((3, 4, 5, 2)).astype(np.float32)
     ax = np.array([0, -2], np.int64)
     want = {
@@ -540,9 +542,11 @@ def reduce_cases():
     nodes.insert(0, mk("Abs", ["x"], ["a"]))
     node_case("test_reduce_axes_input_opset18", nodes, [("x", x)], outs, 18,
               initializers=[("axes", ax)])
+
     # 6 values are known on the host at load, 80 are not
     small = (rng.standard_normal((2, 3)) * 5 + 1000).astype(np.float32)
     big = (rng.standard_normal((2, 40)) * 5 - 1000).astype(np.float32)
+
     def lse(v):
         m = v.astype(np.float64).max(axis=1, keepdims=True)
         return (m + np.log(np.exp(v - m).sum(axis=1, keepdims=True))).astype(
@@ -560,6 +564,7 @@ def reduce_cases():
               [mk("ReduceLogSumExp", ["b"], ["y"], axes=[1], keepdims=0)],
               [("b", inf)], [("y", np.array([-np.inf, np.inf], np.float32))],
               13)
+
     x = rng.standard_normal((4, 5, 6)).astype(np.float32)
     node_case("test_reduce_noop_and_all_axes_opset18",
               [mk("ReduceL1", ["x", "none"], ["same"],
@@ -571,6 +576,7 @@ def reduce_cases():
                ("all_k", np.array((x.astype(np.float64) ** 2).sum(),
                                   np.float32).reshape(1, 1, 1))],
               18, initializers=[("none", np.zeros(0, np.int64))])
+
     x = rng.standard_normal((2, 3, 5)).astype(np.float32)
     k = np.array([[3, -1, 4], [-2, 5, 0]], np.int64)
     node_case("test_reduce_integers_folded",
@@ -585,6 +591,9 @@ def reduce_cases():
                ("l1", np.array([[8], [7]], np.int64)),
                ("sq", np.array([[13, 26, 16]], np.int64)),
                ("flat", x.reshape(30))], 13)
+
+
+
 def rank_order(x, axis, largest, last):
     """Indices along axis in the order of sn_topk_desc's ranking: the
     largest (or smallest) first, ties by index (the higher first with
@@ -604,8 +613,10 @@ def select_cases():
     meanings (opset 11 flattens at it, opset 13 picks it), TopK's k as the
     attribute of opset 1 and as an input, smallest first; and an ArgMax of
     an int64 input folded on the host."""
+    mk = helper.make_node
     rng = np.random.default_rng(1502)
     x = (np.round(rng.standard_normal((3, 6, 5)) * 2) / 2).astype(np.float32)
+
     def take(order, k, axis):
         sl = [slice(None)] * order.ndim
         sl[axis] = slice(0, k)
@@ -622,6 +633,7 @@ def select_cases():
                ("b", amin.reshape(3, 6).astype(np.int64)),
                ("c", take(rank_order(x, 0, True, False), 1, 0).astype(
                    np.int64))], 13)
+
     def hardmax(v, axis):
         o = take(rank_order(v, axis, True, False), 1, axis)
         ramp = np.arange(v.shape[axis]).reshape(
@@ -635,6 +647,7 @@ def select_cases():
               [mk("Hardmax", ["x"], ["y"], axis=1),
                mk("Hardmax", ["x"], ["z"])],
               [("x", x)], [("y", hardmax(x, 1)), ("z", hardmax(x, 2))], 13)
+
     o = take(rank_order(x, 1, True, False), 3, 1)
     node_case("test_select_topk_attribute_opset1",
               [mk("TopK", ["x"], ["v", "i"], axis=1, k=3)],
@@ -647,6 +660,7 @@ def select_cases():
               [("x", x)],
               [("v", np.take_along_axis(x, o, 2)), ("i", o.astype(np.int64))],
               11, initializers=[("k", np.array([4], np.int64))])
+
     q = np.array([[3, 9, 9, 1], [7, 7, -2, 7]], np.int64)
     node_case("test_select_argmax_int64_folded",
               [mk("ArgMax", ["q"], ["a"], axis=1, select_last_index=1),
@@ -654,10 +668,14 @@ def select_cases():
               [("q", q)],
               [("a", np.array([[2], [3]], np.int64)),
                ("b", np.array([0, 1, 1, 0], np.int64))], 13)
+
+
+
 def cumsum_lpnorm_cases():
     """CumSum on the device (exclusive, reverse, both; a negative int32
     axis; an axis of 3000) and folded on the host (int64); LpNormalization with p 1 and 2
     along the first and the last axis, on the device and on the host."""
+    mk = helper.make_node
     rng = np.random.default_rng(1503)
     x = rng.standard_normal((3, 20, 4)).astype(np.float32)
     c = np.cumsum(x.astype(np.float64), axis=1)
@@ -687,6 +705,7 @@ def cumsum_lpnorm_cases():
               [("y", np.flip(np.cumsum(np.flip(q, 1), axis=1), 1))],
               11, initializers=[("ax", np.array([1], np.int64))])
     small = rng.standard_normal((2, 3)).astype(np.float32)
+
     def lp(v, p, axis):
         v64 = v.astype(np.float64)
         nrm = (np.abs(v64).sum(axis=axis, keepdims=True) if p == 1 else
@@ -699,6 +718,7 @@ def cumsum_lpnorm_cases():
               [("x", x), ("s", small)],
               [("a", lp(x, 1, 0)), ("b", lp(x, 2, -1)), ("c", lp(small, 1, -1))],
               1)
+
 
 
 def index_gather_cases():
@@ -1663,6 +1683,35 @@ def elementwise_cases():
                             ("one", np.array(1, np.uint8)), ("k", k)])
 
 
+def cast_device_cases():
+    """Cast of a float tensor computed on the device (more than 64
+    elements, so not bound by value) to int64 and to bool, read by a later
+    node: truncation toward zero, and NaN and -0.0 as bool."""
+    mk = helper.make_node
+    rng = np.random.default_rng(1502)
+    x = (rng.standard_normal((4, 40)) * 5).astype(np.float32)
+    x[0, :6] = [2.5, -2.5, -0.0, 0.0, np.nan, -7.99]
+    y = rng.standard_normal((4, 40)).astype(np.float32)
+    xi = np.trunc(np.nan_to_num(x, nan=0.0))
+    node_case("test_cast_device_float_to_int64_to_float",
+              [mk("Mul", ["x", "one"], ["m"]),
+               mk("Cast", ["m"], ["i"], to=TensorProto.INT64),
+               mk("Cast", ["i"], ["f"], to=TensorProto.FLOAT),
+               mk("Add", ["f", "y"], ["z"])],
+              [("x", np.nan_to_num(x, nan=0.0)), ("y", y)],
+              [("z", (xi + y).astype(np.float32))], 13,
+              initializers=[("one", np.ones((1,), np.float32))])
+    b = (x != 0) | np.isnan(x)
+    node_case("test_cast_device_float_to_bool_where",
+              [mk("Mul", ["x", "one"], ["m"]),
+               mk("Cast", ["m"], ["c"], to=TensorProto.BOOL),
+               mk("Where", ["c", "y", "zero"], ["z"])],
+              [("x", x), ("y", y)],
+              [("z", np.where(b, y, np.float32(0)).astype(np.float32))], 13,
+              initializers=[("one", np.ones((1,), np.float32)),
+                            ("zero", np.zeros((1,), np.float32))])
+
+
 if __name__ == "__main__":
     initializers_ir3()
     external()
@@ -1693,3 +1742,4 @@ if __name__ == "__main__":
     spatial_lrn_unpool_cases()
     quant_device_cases()
     elementwise_cases()
+    cast_device_cases()
