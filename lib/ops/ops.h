@@ -168,4 +168,7 @@ SN_LOWER(sn_lower_reduce_mean);
 SN_LOWER(sn_lower_reduce_sum);
 SN_LOWER(sn_lower_reduce_max);
 
+/* lib/ops/ops_rnn.c: recurrence (RNN, GRU, LSTM). */
+SN_LOWER(sn_lower_rnn);
+
 #endif /* SN_OPS_H */
