@@ -22,7 +22,8 @@
  * integer input known when the plan is made, becomes a mask per step
  * (1 while t < the item's length): a masked item keeps its state and
  * gets zeros in Y, the spec's padding; in reverse, an item's sequence
- * runs from its own last step down.
+ * runs from its own last step down.  The steps past the longest sequence
+ * run no product and no cell: one copy zeroes their part of Y.
  *
  * clip bounds the gates' inputs, not the LSTM's cell state before h().
  * Opset 1's output_sequence is not read: Y is computed where the node
@@ -49,6 +50,7 @@ typedef struct rnn {
     int input_forget;
     float clip;
     size_t seq, batch, input, hidden;
+    size_t live; /* steps where some item runs: the longest sequence_lens */
     sn_rnn_act act[2][3];
     float alpha[2][3], beta[2][3];
 } rnn;
@@ -299,8 +301,8 @@ static shardnet_status proj_bias(sn_lower *L, const sn_node *n, const rnn *r,
 }
 
 /* The mask of each step (seq, batch): 1 while t < the item's length; buf
- * NULL when every item runs the whole sequence. */
-static shardnet_status seq_mask(sn_lower *L, const sn_node *n, const rnn *r,
+ * NULL when every item runs the whole sequence.  r->live: the longest. */
+static shardnet_status seq_mask(sn_lower *L, const sn_node *n, rnn *r,
                                 sn_view *out)
 {
     sn_rt *lens = sn_in(L, n, 4);
@@ -309,6 +311,7 @@ static shardnet_status seq_mask(sn_lower *L, const sn_node *n, const rnn *r,
     float *m;
 
     out->buf = NULL;
+    r->live = r->seq;
     if (!lens)
         return SHARDNET_OK;
     if (!sn_rt_is_host(lens) || !sn_dtype_is_integer(lens->dtype))
@@ -320,6 +323,7 @@ static shardnet_status seq_mask(sn_lower *L, const sn_node *n, const rnn *r,
                              "sequence_lens must hold one length per batch "
                              "item (%zu)",
                              r->batch);
+    r->live = 0;
     for (size_t b = 0; b < r->batch; b++) {
         int64_t len = sn_rt_get_int(lens, b);
         if (len < 0 || (uint64_t)len > r->seq)
@@ -328,6 +332,8 @@ static shardnet_status seq_mask(sn_lower *L, const sn_node *n, const rnn *r,
                                  "%zu]",
                                  b, (long long)len, r->seq);
         partial |= (size_t)len < r->seq;
+        if ((size_t)len > r->live)
+            r->live = (size_t)len;
     }
     if (!partial || count == 0)
         return SHARDNET_OK;
@@ -407,7 +413,31 @@ static shardnet_status emit_cell(sn_lower *L, const sn_node *n, const rnn *r,
     return sn_emit(L, n, &s);
 }
 
-/* The steps of direction d, in its order. */
+/* Zeros into direction d's steps of Y from r->live on, where no item
+ * runs (their products and cells are not emitted). */
+static shardnet_status emit_dead_steps(sn_lower *L, const sn_node *n,
+                                       const rnn *r, const dir_views *v,
+                                       size_t d, sn_view zero)
+{
+    sn_step s = {.kind = SN_KERNEL_COPY};
+    size_t hn = r->hidden, nd = r->dirs;
+    if (!v->y.buf || r->live == r->seq)
+        return SHARDNET_OK;
+    s.u.copy.rank = 3;
+    s.u.copy.shape[0] = r->seq - r->live;
+    s.u.copy.shape[1] = r->batch;
+    s.u.copy.shape[2] = hn;
+    s.u.copy.src = zero;
+    s.u.copy.dst = v->y;
+    /* Y (seq, dirs, batch, hidden) or (batch, seq, dirs, hidden) */
+    s.u.copy.dst.offset += (r->live * nd + d) * hn * (r->layout ? 1 : r->batch);
+    s.u.copy.dst_stride[0] = (ptrdiff_t)(nd * hn * (r->layout ? 1 : r->batch));
+    s.u.copy.dst_stride[1] = (ptrdiff_t)(r->layout ? r->seq * nd * hn : hn);
+    s.u.copy.dst_stride[2] = 1;
+    return sn_emit(L, n, &s);
+}
+
+/* The steps of direction d where some item runs, in its order. */
 static shardnet_status emit_steps(sn_lower *L, const sn_node *n,
                                   const rnn *r, const dir_views *v, size_t d)
 {
@@ -416,8 +446,8 @@ static shardnet_status emit_steps(sn_lower *L, const sn_node *n,
     int back = r->reverse || d == 1;
     shardnet_status st = SHARDNET_OK;
 
-    for (size_t i = 0; i < r->seq && st == SHARDNET_OK; i++) {
-        size_t t = back ? r->seq - 1 - i : i;
+    for (size_t i = 0; i < r->live && st == SHARDNET_OK; i++) {
+        size_t t = back ? r->live - 1 - i : i;
         sn_view gates = v->xw;
         gates.offset += t * g * (r->layout ? 1 : r->batch);
         if (r->cell != SN_RNN_CELL_GRU) {
@@ -583,6 +613,7 @@ SN_LOWER(sn_lower_rnn)
         if ((st = proj_bias(L, n, &r, b, bv, d, &v.bias)) ||
             (st = dir_setup(L, n, &r, d, zero, &v)) ||
             (st = emit_steps(L, n, &r, &v, d)) ||
+            (st = emit_dead_steps(L, n, &r, &v, d, zero)) ||
             (yh && (st = emit_state_copy(L, n, &r, d, v.h, yh->view, 0, 0))) ||
             (yc && (st = emit_state_copy(L, n, &r, d, v.c, yc->view, 0, 0))))
             return st;

@@ -638,6 +638,13 @@ def recurrent_cases():
          outputs=("Y_h", "Y_c"))
     case("test_lstm_opset7_reverse", "LSTM", 7, 3, 2, 2, 3, "reverse",
          hidden_size=3)
+    # every item shorter than the sequence: the last steps run no item
+    case("test_lstm_bidirectional_short_sequences", "LSTM", 14, 5, 2, 3, 3,
+         "bidirectional", lens=[2, 3], with_h0=True, hidden_size=3)
+    case("test_rnn_reverse_layout1_short_sequences", "RNN", 14, 4, 3, 2, 3,
+         "reverse", layout=1, lens=[0, 2, 1], hidden_size=3)
+    case("test_gru_empty_sequences", "GRU", 14, 3, 2, 2, 3, lens=[0, 0],
+         with_h0=True, hidden_size=3)
 
 
 if __name__ == "__main__":
