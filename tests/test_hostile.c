@@ -6,6 +6,10 @@
  * indices, axes and sizes out of range, tensor files in formats shardnet
  * cannot read, bad plan files, a full disk, and the memory an OpenCL
  * context cycle keeps.  Each must give a clear error naming the file and
+ * expected, a Conv group that overflows, RNN nodes with attributes or
+ * sequence lengths out of range, tensor files in formats shardnet cannot
+ * read, bad plan files, a full disk, and the memory an OpenCL context
+ * cycle keeps.  Each must give a clear error naming the file and
  * why, and nothing may crash or hang.  The command-line cases are in
  * tests/test_hostile.sh; bad environment variables, which are read once
  * per process, in tests/test_config.c (a process each).
@@ -1013,4 +1017,128 @@ Test(index, reverse_sequence_longer_than_the_time_axis_is_refused)
     expect_index_refused("ReverseSequence", ins, index_dx, &c, 1, NULL, 0,
                          NULL, SHARDNET_INVALID_ARGUMENT,
                          "sequence length 11 (batch 0) outside [0, 10]");
+}
+
+/* --- recurrent attributes ---------------------------------------------- */
+
+/* An attribute named name: an int (type 2), float (1), string (3) or
+ * strings (8, one). */
+static pb rnn_attr(const char *name, int type, int64_t i, float f,
+                   const char *s)
+{
+    pb a = {0};
+    put_str(&a, 1, name);
+    if (type == 1)
+        put_f32(&a, 2, f);
+    else if (type == 2)
+        put_int(&a, 3, i);
+    else
+        put_bytes(&a, type == 3 ? 4 : 9, s, strlen(s));
+    put_int(&a, 20, type);
+    return a;
+}
+
+/*
+ * An RNN over x (2, 1, 1) (two steps, one item, one input) with W and R of
+ * ones and hidden size 1, the attribute attr (consumed) and, where lens is
+ * set, sequence_lens {*lens} as a constant: refused with status want and a
+ * message holding needle, at load, at session creation or at the first
+ * run, never run.
+ */
+static void expect_rnn_refused(pb *attr, const int32_t *lens, int64_t opset,
+                               shardnet_status want, const char *needle)
+{
+    static const float one = 1.0f;
+    static const int64_t dx[] = {2, 1, 1}, dw[] = {1, 1, 1}, dy[] = {1, 1, 1};
+    static const int64_t dl[] = {1};
+    const char *ins[] = {"x", "w", "r", "", lens ? "lens" : NULL, NULL};
+    const char *outs[] = {"", "y", NULL};
+    pb g = {0}, n = node("rnn", "RNN", ins, outs), x = value_info("x", dx, 3),
+       y = value_info("y", dy, 3), t, md;
+    char dir[64], path[512];
+    shardnet_context_t *ctx;
+    shardnet_model_t *m = NULL;
+    shardnet_session_t *s = NULL;
+    float in[2] = {0.5f, -0.5f};
+    shardnet_status st;
+    make_tmpdir("hostile", dir, sizeof dir);
+    put_msg(&n, 5, attr);
+    put_msg(&g, 1, &n);
+    put_str(&g, 2, "g");
+    t = tensor_raw("w", 1, dw, 3, &one, sizeof one);
+    put_msg(&g, 5, &t);
+    t = tensor_raw("r", 1, dw, 3, &one, sizeof one);
+    put_msg(&g, 5, &t);
+    if (lens) {
+        t = tensor_raw("lens", 6, dl, 1, lens, sizeof *lens);
+        put_msg(&g, 5, &t);
+    }
+    put_msg(&g, 11, &x);
+    put_msg(&g, 12, &y);
+    md = model(opset, &g);
+    snprintf(path, sizeof path, "%s/model.onnx", dir);
+    spit(path, md.p, md.n);
+    free(md.p);
+    st = shardnet_model_load(path, &m);
+    if (st == SHARDNET_OK) {
+        cr_assert_eq(shardnet_context_create(&ctx), SHARDNET_OK);
+        st = shardnet_session_create(ctx, m, "cpu:0", &s);
+        if (st == SHARDNET_OK) {
+            cr_assert_eq(shardnet_session_set_input(
+                             s, 0, SHARDNET_DTYPE_FLOAT32, 3, dx, in),
+                         SHARDNET_OK);
+            st = shardnet_session_run(s);
+        }
+        shardnet_session_free(s);
+        shardnet_context_free(ctx);
+        shardnet_model_free(m);
+    }
+    cr_assert_eq(st, want, "%s", shardnet_last_error());
+    assert_error_has(needle);
+    rm_tmpdir(dir);
+}
+
+Test(rnn, sequence_length_past_the_sequence_is_refused)
+{
+    static const int32_t lens = 5;
+    pb a = rnn_attr("hidden_size", 2, 1, 0.0f, NULL);
+    expect_rnn_refused(&a, &lens, 14, SHARDNET_INVALID_ARGUMENT,
+                       "sequence_lens[0] = 5 is outside [0, 2]");
+}
+
+Test(rnn, negative_sequence_length_is_refused)
+{
+    static const int32_t lens = -1;
+    pb a = rnn_attr("hidden_size", 2, 1, 0.0f, NULL);
+    expect_rnn_refused(&a, &lens, 14, SHARDNET_INVALID_ARGUMENT,
+                       "sequence_lens[0] = -1 is outside [0, 2]");
+}
+
+Test(rnn, negative_or_wrong_hidden_size_is_refused)
+{
+    pb a = rnn_attr("hidden_size", 2, -3, 0.0f, NULL);
+    pb b = rnn_attr("hidden_size", 2, (int64_t)1 << 40, 0.0f, NULL);
+    expect_rnn_refused(&a, NULL, 14, SHARDNET_INVALID_ARGUMENT,
+                       "hidden size 1");
+    expect_rnn_refused(&b, NULL, 14, SHARDNET_INVALID_ARGUMENT,
+                       "hidden size 1");
+}
+
+Test(rnn, unknown_direction_and_activation_are_refused)
+{
+    pb a = rnn_attr("direction", 3, 0, 0.0f, "sideways");
+    pb b = rnn_attr("activations", 8, 0, 0.0f, "Swish");
+    expect_rnn_refused(&a, NULL, 14, SHARDNET_INVALID_ARGUMENT,
+                       "direction 'sideways'");
+    expect_rnn_refused(&b, NULL, 14, SHARDNET_UNSUPPORTED,
+                       "activation 'Swish'");
+}
+
+Test(rnn, batch_first_layout_before_opset_14_and_negative_clip_are_refused)
+{
+    pb a = rnn_attr("layout", 2, 1, 0.0f, NULL);
+    pb b = rnn_attr("clip", 1, 0, -1.0f, NULL);
+    expect_rnn_refused(&a, NULL, 13, SHARDNET_INVALID_ARGUMENT, "layout 1");
+    expect_rnn_refused(&b, NULL, 14, SHARDNET_INVALID_ARGUMENT,
+                       "clip -1 is negative");
 }

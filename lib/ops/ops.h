@@ -292,4 +292,7 @@ SN_LOWER(sn_lower_resize);
 SN_LOWER(sn_lower_grid_sample);
 SN_LOWER(sn_lower_roi_align);
 
+/* lib/ops/ops_rnn.c: recurrence (RNN, GRU, LSTM). */
+SN_LOWER(sn_lower_rnn);
+
 #endif /* SN_OPS_H */

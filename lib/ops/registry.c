@@ -241,6 +241,15 @@ static const sn_operator registry[] = {
     OP("SoftmaxCrossEntropyLoss", 2, 3, sn_lower_softmax_cross_entropy_loss,
        12, REPLICATE, MIXED, ELEMENTS,
        USE(SOFTMAX) | USE(GATHER) | USE(BINARY_MUL) | USE(REDUCE_SUM)),
+    /* recurrence (ops_rnn.c): the input projection of every step in one
+     * product, then per step the recurrent product and the cell; the
+     * state set and the last one read out by copies */
+    OP("RNN", 3, 6, sn_lower_rnn, 1, REPLICATE, MIXED, ELEMENTS,
+       USE(GEMM) | USE(RNN_CELL) | USE(COPY) | USE(BINARY_ADD)),
+    OP("GRU", 3, 6, sn_lower_rnn, 1, REPLICATE, MIXED, ELEMENTS,
+       USE(GEMM) | USE(RNN_CELL) | USE(COPY) | USE(BINARY_ADD)),
+    OP("LSTM", 3, 8, sn_lower_rnn, 1, REPLICATE, MIXED, ELEMENTS,
+       USE(GEMM) | USE(RNN_CELL) | USE(COPY) | USE(BINARY_ADD)),
     /* a value made on the host (ops_shape.c) */
     OP("ConstantOfShape", 1, 1, sn_lower_constant_of_shape, 9, REPLICATE,
        MIXED, ELEMENTS, HOST),

@@ -1712,6 +1712,195 @@ def cast_device_cases():
                             ("zero", np.zeros((1,), np.float32))])
 
 
+RNN_ACT_ALPHA = {"LeakyRelu": 0.01, "ThresholdedRelu": 1.0, "ScaledTanh": 1.0,
+                 "HardSigmoid": 0.2, "Elu": 1.0, "Affine": 1.0}
+RNN_ACT_BETA = {"ScaledTanh": 1.0, "HardSigmoid": 0.5, "Affine": 0.0}
+
+
+def rnn_act(name, a, b, x):
+    """The RNN spec's activation functions, in float64."""
+    return {
+        "Sigmoid": lambda: 1.0 / (1.0 + np.exp(-x)),
+        "Tanh": lambda: np.tanh(x),
+        "Relu": lambda: np.maximum(x, 0.0),
+        "LeakyRelu": lambda: np.where(x >= 0, x, a * x),
+        "ThresholdedRelu": lambda: np.where(x >= a, x, 0.0),
+        "ScaledTanh": lambda: a * np.tanh(b * x),
+        "HardSigmoid": lambda: np.clip(a * x + b, 0.0, 1.0),
+        "Elu": lambda: np.where(x >= 0, x, a * (np.exp(x) - 1.0)),
+        "Softsign": lambda: x / (1.0 + np.abs(x)),
+        "Softplus": lambda: np.log1p(np.exp(x)),
+        "Affine": lambda: a * x + b,
+    }[name]()
+
+
+def recurrent_ref(kind, x, w, r, b=None, lens=None, h0=None, c0=None,
+                  p=None, direction="forward", layout=0, acts=None,
+                  alphas=(), betas=(), clip=None, lbr=0, input_forget=0):
+    """RNN, GRU or LSTM from the spec's equations, one batch item and one
+    step at a time in float64: (Y, Y_h, Y_c) in the layout.  An item runs
+    its own sequence_lens steps (backwards from its last one in reverse);
+    Y is 0 past them.  activation_alpha and _beta are consumed in order by
+    the activations that take them."""
+    nacts = {"RNN": 1, "GRU": 2, "LSTM": 3}[kind]
+    x = x.astype(np.float64)
+    if layout:
+        x = x.transpose(1, 0, 2)
+        h0 = None if h0 is None else h0.transpose(1, 0, 2)
+        c0 = None if c0 is None else c0.transpose(1, 0, 2)
+    seq, batch, _ = x.shape
+    nd, hid = w.shape[0], r.shape[2]
+    defaults = {"RNN": ["Tanh"], "GRU": ["Sigmoid", "Tanh"],
+                "LSTM": ["Sigmoid", "Tanh", "Tanh"]}[kind]
+    names = list(acts) if acts else defaults * nd
+    alphas, betas = list(alphas), list(betas)
+    funcs = []
+    for name in names:
+        a = alphas.pop(0) if name in RNN_ACT_ALPHA and alphas else \
+            RNN_ACT_ALPHA.get(name, 1.0)
+        bb = betas.pop(0) if name in RNN_ACT_BETA and betas else \
+            RNN_ACT_BETA.get(name, 0.0)
+        funcs.append(lambda v, n=name, a=a, bb=bb: rnn_act(n, a, bb, v))
+
+    def cl(v):
+        return v if clip is None else np.clip(v, -clip, clip)
+    g = w.shape[1]
+    b = np.zeros((nd, 2 * g)) if b is None else b.astype(np.float64)
+    y = np.zeros((seq, nd, batch, hid))
+    yh = np.zeros((nd, batch, hid))
+    yc = np.zeros((nd, batch, hid))
+    for d in range(nd):
+        f = funcs[d * nacts:(d + 1) * nacts]
+        wb, rb = b[d, :g], b[d, g:]
+        back = direction == "reverse" or d == 1
+        for bi in range(batch):
+            n = seq if lens is None else int(lens[bi])
+            h = np.zeros(hid) if h0 is None else h0[d, bi].astype(np.float64)
+            c = np.zeros(hid) if c0 is None else c0[d, bi].astype(np.float64)
+            for t in (range(n - 1, -1, -1) if back else range(n)):
+                gx = w[d] @ x[t, bi] + wb
+                if kind == "RNN":
+                    h = f[0](cl(gx + r[d] @ h + rb))
+                elif kind == "LSTM":
+                    gs = gx + r[d] @ h + rb
+                    gi, go, gf, gc = np.split(gs, 4)
+                    pi, po, pf = (np.zeros(hid),) * 3 if p is None else \
+                        np.split(p[d].astype(np.float64), 3)
+                    i = f[0](cl(gi + pi * c))
+                    ff = 1.0 - i if input_forget else f[0](cl(gf + pf * c))
+                    c = ff * c + i * f[1](cl(gc))
+                    o = f[0](cl(go + po * c))
+                    h = o * f[2](c)
+                else:
+                    rz, rr, rh = np.split(r[d], 3)
+                    bz, br, bh = np.split(rb, 3)
+                    xz, xr, xh = np.split(gx, 3)
+                    z = f[0](cl(xz + rz @ h + bz))
+                    rt = f[0](cl(xr + rr @ h + br))
+                    if lbr:
+                        hh = f[1](cl(xh + rt * (rh @ h + bh)))
+                    else:
+                        hh = f[1](cl(xh + rh @ (rt * h) + bh))
+                    h = (1.0 - z) * hh + z * h
+                y[t, d, bi] = h
+            yh[d, bi], yc[d, bi] = h, c
+    if layout:
+        y, yh, yc = (y.transpose(2, 0, 1, 3), yh.transpose(1, 0, 2),
+                     yc.transpose(1, 0, 2))
+    return [a.astype(np.float32) for a in (y, yh, yc)]
+
+
+def recurrent_cases():
+    """RNN, GRU and LSTM in the forms the node data lacks: reverse and
+    bidirectional, sequence_lens (a graph input bound by value), layout 1,
+    initial states, every activation of the spec with alpha and beta, clip,
+    peepholes, input_forget, linear_before_reset, omitted outputs and an
+    omitted hidden_size; expected outputs from recurrent_ref."""
+    rng = np.random.default_rng(1515)
+    mk = helper.make_node
+
+    def rn(*shape):
+        return (rng.standard_normal(shape) * 0.6).astype(np.float32)
+
+    def case(name, kind, opset, seq, batch, inp, hid, direction="forward",
+             layout=0, lens=None, with_b=True, with_h0=False, with_c0=False,
+             with_p=False, outputs=("Y", "Y_h", "Y_c"), **attrs):
+        nd = 2 if direction == "bidirectional" else 1
+        g = {"RNN": 1, "GRU": 3, "LSTM": 4}[kind] * hid
+        x = rn(*((batch, seq, inp) if layout else (seq, batch, inp)))
+        w, r = rn(nd, g, inp), rn(nd, g, hid)
+        sdims = (batch, nd, hid) if layout else (nd, batch, hid)
+        b = rn(nd, 2 * g) if with_b else None
+        h0 = rn(*sdims) if with_h0 else None
+        c0 = rn(*sdims) if with_c0 else None
+        p = rn(nd, 3 * hid) if with_p else None
+        ins = [("X", x), ("W", w), ("R", r), ("B", b),
+               ("sequence_lens", None if lens is None
+                else np.array(lens, np.int32)),
+               ("initial_h", h0), ("initial_c", c0), ("P", p)]
+        ins = ins[:3 + max([i for i, (_, v) in enumerate(ins[3:])
+                            if v is not None] + [-1]) + 1]
+        ref = recurrent_ref(
+            kind, x, w, r, b, lens, h0, c0, p, direction, layout,
+            attrs.get("activations"), attrs.get("activation_alpha", ()),
+            attrs.get("activation_beta", ()), attrs.get("clip"),
+            attrs.get("linear_before_reset", 0),
+            attrs.get("input_forget", 0))
+        names = ["Y", "Y_h", "Y_c"][:3 if kind == "LSTM" else 2]
+        outs = [nm if nm in outputs else "" for nm in names]
+        while outs and not outs[-1]:
+            outs.pop()
+        if direction != "forward":
+            attrs["direction"] = direction
+        if layout:
+            attrs["layout"] = layout
+        node = mk(kind, [n if v is not None else "" for n, v in ins], outs,
+                  **attrs)
+        node_case(name, [node], [(n, v) for n, v in ins if v is not None],
+                  [(nm, ref[i]) for i, nm in enumerate(names) if nm in outs],
+                  opset)
+
+    case("test_rnn_bidirectional_layout1_seq_lens", "RNN", 14, 5, 3, 4, 3,
+         "bidirectional", layout=1, lens=[5, 2, 0], with_h0=True,
+         hidden_size=3, activations=["Tanh", "LeakyRelu"],
+         activation_alpha=[0.2])
+    case("test_rnn_no_hidden_size_thresholded_relu", "RNN", 7, 4, 2, 3, 5,
+         with_b=False, activations=["ThresholdedRelu"],
+         activation_alpha=[0.05], outputs=("Y_h",))
+    case("test_gru_reverse_linear_before_reset_clip", "GRU", 14, 6, 3, 4, 5,
+         "reverse", lens=[6, 3, 1], with_h0=True, hidden_size=5,
+         linear_before_reset=1, clip=0.8,
+         activations=["HardSigmoid", "Softsign"], activation_alpha=[0.3],
+         activation_beta=[0.4])
+    case("test_gru_bidirectional_layout1_activations", "GRU", 14, 4, 2, 3,
+         4, "bidirectional", layout=1, lens=[2, 4], with_h0=True,
+         hidden_size=4, activations=["Sigmoid", "ScaledTanh", "Sigmoid",
+                                     "Elu"],
+         activation_alpha=[0.7, 0.9], activation_beta=[1.3])
+    case("test_gru_opset3_bidirectional", "GRU", 3, 3, 2, 3, 4,
+         "bidirectional", hidden_size=4, linear_before_reset=1,
+         outputs=("Y",))
+    case("test_lstm_bidirectional_peepholes_seq_lens", "LSTM", 14, 5, 3, 4, 3,
+         "bidirectional", lens=[1, 5, 3], with_h0=True, with_c0=True,
+         with_p=True, hidden_size=3,
+         activations=["Sigmoid", "Tanh", "Relu", "Sigmoid", "Tanh", "Tanh"])
+    case("test_lstm_reverse_layout1_input_forget", "LSTM", 14, 4, 2, 3, 4,
+         "reverse", layout=1, with_h0=True, with_c0=True, hidden_size=4,
+         input_forget=1, clip=2.0,
+         activations=["Sigmoid", "Softplus", "Affine"],
+         activation_alpha=[0.5], activation_beta=[0.1],
+         outputs=("Y_h", "Y_c"))
+    case("test_lstm_opset7_reverse", "LSTM", 7, 3, 2, 2, 3, "reverse",
+         hidden_size=3)
+    # every item shorter than the sequence: the last steps run no item
+    case("test_lstm_bidirectional_short_sequences", "LSTM", 14, 5, 2, 3, 3,
+         "bidirectional", lens=[2, 3], with_h0=True, hidden_size=3)
+    case("test_rnn_reverse_layout1_short_sequences", "RNN", 14, 4, 3, 2, 3,
+         "reverse", layout=1, lens=[0, 2, 1], hidden_size=3)
+    case("test_gru_empty_sequences", "GRU", 14, 3, 2, 2, 3, lens=[0, 0],
+         with_h0=True, hidden_size=3)
+
+
 if __name__ == "__main__":
     initializers_ir3()
     external()
@@ -1743,3 +1932,4 @@ if __name__ == "__main__":
     quant_device_cases()
     elementwise_cases()
     cast_device_cases()
+    recurrent_cases()

@@ -1,0 +1,1 @@
+B	initial_hJH_¥¾NJO?|"¿Uœ¾Œ-Ð¿À?u?pßU½–›j?šBo¿<ä¿€cí=gÚ(=Þ„D¿0±“>LXu>uBÔ¾Fai¿
