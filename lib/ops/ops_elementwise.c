@@ -570,9 +570,21 @@ SN_LOWER(sn_lower_reciprocal)
     return emit_from_one(L, n, SN_BINARY_DIV);
 }
 
-/* Not: booleans are 0 and 1 on the device, so 1 - x. */
+/* Not: on the host where its input is known there (shape arithmetic: a
+ * test of a Size); booleans are 0 and 1 on the device, so 1 - x. */
 SN_LOWER(sn_lower_not)
 {
+    sn_rt *x = sn_in(L, n, 0);
+    if (x && sn_host_known(x)) {
+        size_t c = sn_rt_elements(x);
+        unsigned char *d = sn_host_alloc(c, 1);
+        if (!d)
+            return sn_node_error(n, SHARDNET_OUT_OF_MEMORY,
+                                 "%zu booleans on the host", c);
+        for (size_t i = 0; i < c; i++)
+            d[i] = sn_rt_get_double(x, i) == 0;
+        return sn_out_host(L, n, 0, SN_DT_BOOL, x->rank, x->dims, d);
+    }
     return emit_from_one(L, n, SN_BINARY_SUB);
 }
 

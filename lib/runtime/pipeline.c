@@ -109,18 +109,18 @@ static shardnet_status build_stage(const sn_graph *g, const size_t *order,
 
     for (size_t i = a; i < b; i++) {
         const sn_node *n = &g->nodes[order[i]];
-        int in[64], out[16];
-        if (n->ninputs > 64 || n->noutputs > 16) {
-            st_ = sn_error(SHARDNET_UNSUPPORTED,
-                           "node '%s' has too many inputs to split", n->name);
-            goto fail;
-        }
+        /* a control node reads every outside value of its subgraphs */
+        int *in = malloc((n->ninputs + n->noutputs + 1) * sizeof *in);
+        int *out = in + n->ninputs;
+        if (!in)
+            goto oom;
         for (size_t j = 0; j < n->ninputs; j++)
             in[j] = n->inputs[j] >= 0 ? map[n->inputs[j]] : -1;
         for (size_t j = 0; j < n->noutputs; j++)
             out[j] = n->outputs[j] >= 0 ? map[n->outputs[j]] : -1;
         int k = sn_graph_add_node(sub, n->name, n->op_type, n->domain, in,
                                   n->ninputs, out, n->noutputs);
+        free(in);
         if (k < 0)
             goto oom;
         sn_node *sn = &sub->nodes[k];

@@ -475,16 +475,20 @@ shardnet_status sn_shard_emit_copy(bld *b, const sn_node *n, const int *in,
 /* Every input whole, the node computed whole on every device. */
 shardnet_status sn_shard_replicate(bld *b, const sn_node *n)
 {
-    int in[64];
     sn_layout r = sn_layout_r();
-    if (n->ninputs > 64)
-        return sn_error(SHARDNET_UNSUPPORTED, "tensor split: node '%s' has "
-                        "too many inputs", n->name);
+    int *in = malloc((n->ninputs + 1) * sizeof *in);
+    shardnet_status st;
+    if (!in)
+        return oom();
     for (size_t j = 0; j < n->ninputs; j++) {
         in[j] = -1;
         if (n->inputs[j] >= 0 &&
-            (in[j] = sn_shard_to_layout(b, n->inputs[j], &r)) < 0)
+            (in[j] = sn_shard_to_layout(b, n->inputs[j], &r)) < 0) {
+            free(in);
             return failed(b);
+        }
     }
-    return sn_shard_emit_copy(b, n, in, &r, NULL);
+    st = sn_shard_emit_copy(b, n, in, &r, NULL);
+    free(in);
+    return st;
 }

@@ -1901,6 +1901,57 @@ def recurrent_cases():
          with_h0=True, hidden_size=3)
 
 
+def control_real_model_cases():
+    """If as real exports use it (Silero VAD): a condition made from a
+    shape (Not of Equal of Size), folded on the host, whose branches differ
+    in shape; and an If reading 70 values of the graph around it (a node of
+    72 inputs), which the layer and tensor splits must carry whole."""
+    mk = helper.make_node
+    rng = np.random.default_rng(1503)
+    x = rng.standard_normal((3, 40)).astype(np.float32)
+    then_g = helper.make_graph(
+        [mk("Unsqueeze", ["x", "ax"], ["t"])], "then", [],
+        [helper.make_tensor_value_info("t", TensorProto.FLOAT, None)],
+        initializer=[numpy_helper.from_array(np.array([0], np.int64),
+                                             "ax")])
+    else_g = helper.make_graph(
+        [mk("Identity", ["x"], ["e"])], "else", [],
+        [helper.make_tensor_value_info("e", TensorProto.FLOAT, None)])
+    node_case("test_control_if_on_size_of_shape",
+              [mk("Relu", ["x"], ["r"]),
+               mk("Shape", ["r"], ["s"]),
+               mk("Size", ["s"], ["n"]),
+               mk("Equal", ["n", "zero"], ["eq"]),
+               mk("Not", ["eq"], ["c"]),
+               mk("If", ["c"], ["y"], then_branch=then_g,
+                  else_branch=else_g)],
+              [("x", x)], [("y", x[None])], 13,
+              initializers=[("zero", np.array(0, np.int64))])
+    ks = [rng.standard_normal((40,)).astype(np.float32) for _ in range(70)]
+    nodes, prev = [], "r"
+    for i in range(70):
+        nodes.append(mk("Add", [prev, "k%d" % i], ["a%d" % i]))
+        prev = "a%d" % i
+    then_g = helper.make_graph(
+        nodes, "then", [],
+        [helper.make_tensor_value_info(prev, TensorProto.FLOAT, None)])
+    else_g = helper.make_graph(
+        [mk("Identity", ["r"], ["e"])], "else", [],
+        [helper.make_tensor_value_info("e", TensorProto.FLOAT, None)])
+    want = np.maximum(x, 0)
+    for k in ks:
+        want = want + k
+    node_case("test_control_if_seventy_outer_values",
+              [mk("Relu", ["x"], ["r"]),
+               mk("If", ["c"], ["i"], then_branch=then_g,
+                  else_branch=else_g),
+               mk("Sigmoid", ["i"], ["y"])],
+              [("x", x)],
+              [("y", (1 / (1 + np.exp(-want))).astype(np.float32))], 13,
+              initializers=[("c", np.array(True))] +
+              [("k%d" % i, k) for i, k in enumerate(ks)])
+
+
 if __name__ == "__main__":
     initializers_ir3()
     external()
@@ -1933,3 +1984,4 @@ if __name__ == "__main__":
     elementwise_cases()
     cast_device_cases()
     recurrent_cases()
+    control_real_model_cases()
