@@ -41,6 +41,7 @@ static const struct {
     [K_POOL_MAX] = {PROG_CONV, "pool_max"},
     [K_POOL_AVG] = {PROG_CONV, "pool_avg"},
     [K_RESAMPLE] = {PROG_RESAMPLE, "resample"},
+    [K_RESAMPLE_2D] = {PROG_RESAMPLE, "resample_2d"},
     [K_GRID_SAMPLE] = {PROG_SAMPLE, "grid_sample"},
     [K_ROI_ALIGN] = {PROG_SAMPLE, "roi_align"},
 };

@@ -67,6 +67,7 @@ enum {
     K_POOL_MAX,
     K_POOL_AVG,
     K_RESAMPLE,
+    K_RESAMPLE_2D,
     K_GRID_SAMPLE,
     K_ROI_ALIGN,
     K_SINGLE_COUNT
