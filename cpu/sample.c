@@ -11,7 +11,7 @@
 
 #include "cpu_kernels.h"
 
-/* --- GridSample ------------------------------------------------------------ */
+/* --- GridSample ----------------------------------------------------------- */
 
 /* A normalised coordinate in [-1, 1] to pixels of an axis of `size`. */
 static float unnormalize(float c, size_t size, int align_corners)
@@ -130,7 +130,7 @@ void sn_cpu_grid_sample(const sn_grid_sample_desc *d, const float *x,
     }
 }
 
-/* --- RoiAlign --------------------------------------------------------------- */
+/* --- RoiAlign ------------------------------------------------------------- */
 
 /* One bilinear sample's contribution (as ONNX Runtime's RoiAlign): for
  * avg, the weighted sum of the four corners; for max, the largest weighted

@@ -54,3 +54,47 @@ __kernel void resample(uint n, __global const float *x, uint x_off,
     }
     y[y_off + (uint)gid] = acc;
 }
+
+/*
+ * The same for rank 2 (an image's height and width, its batch and
+ * channels the planes): the common case, without the general kernel's
+ * per-axis loops.  toff_h and toff_w: where the two axes' pairs start.
+ */
+__kernel void resample_2d(uint n, __global const float *x, uint x_off,
+                          __global const float *table, uint t_off,
+                          __global float *y, uint y_off, uint in_h,
+                          uint in_w, uint out_h, uint out_w, uint taps_h,
+                          uint taps_w, uint toff_h, uint toff_w, float fill)
+{
+    size_t gid = get_global_id(0);
+    uint ox, oy, t, plane;
+    __global const float *xp, *th, *tw;
+    float acc = 0.0f;
+
+    if (gid >= n)
+        return;
+    t = (uint)gid / out_w;
+    ox = (uint)gid - t * out_w;
+    plane = t / out_h;
+    oy = t - plane * out_h;
+    xp = x + x_off + plane * in_h * in_w;
+    th = table + t_off + toff_h + 2 * oy * taps_h;
+    tw = table + t_off + toff_w + 2 * ox * taps_w;
+    for (uint i = 0; i < taps_h; i++) {
+        float fy = th[2 * i], row = 0.0f;
+        if (!(fy >= 0.0f && fy < (float)in_h)) {
+            acc = fill;
+            break;
+        }
+        for (uint j = 0; j < taps_w; j++) {
+            float fx = tw[2 * j];
+            if (!(fx >= 0.0f && fx < (float)in_w)) {
+                y[y_off + (uint)gid] = fill;
+                return;
+            }
+            row += tw[2 * j + 1] * xp[(uint)fy * in_w + (uint)fx];
+        }
+        acc += th[2 * i + 1] * row;
+    }
+    y[y_off + (uint)gid] = acc;
+}

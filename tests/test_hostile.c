@@ -1142,3 +1142,48 @@ Test(rnn, batch_first_layout_before_opset_14_and_negative_clip_are_refused)
     expect_rnn_refused(&b, NULL, 14, SHARDNET_INVALID_ARGUMENT,
                        "clip -1 is negative");
 }
+
+/* --- spatial operators ---------------------------------------------------- */
+
+/* Each model of tests/onnx_cases/hostile_spatial (made by make_cases.py):
+ * refused at load, at session creation or at the first run, with an error
+ * naming its node 'n', never run. */
+Test(spatial, hostile_parameters_are_refused_naming_the_node)
+{
+    static const char *const names[] = {
+        "tile_product_wraps",          "pad_product_wraps",
+        "resize_huge_size",            "resize_negative_scale",
+        "resize_antialias_tiny_scale", "depth_to_space_negative_block",
+        "lrn_size_zero",               "maxunpool_index_outside",
+        "roialign_negative_output",    "gridsample_bad_grid"};
+    static const int64_t dx[] = {1, 1, 2, 2};
+    const float in[4] = {1, 2, 3, 4};
+    char path[1024];
+    shardnet_context_t *ctx;
+    cr_assert_eq(shardnet_context_create(&ctx), SHARDNET_OK);
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
+        shardnet_model_t *m = NULL;
+        shardnet_session_t *s = NULL;
+        shardnet_status st;
+        snprintf(path, sizeof path,
+                 "%s/tests/onnx_cases/hostile_spatial/%s.onnx", srcdir(),
+                 names[i]);
+        st = shardnet_model_load(path, &m);
+        if (st == SHARDNET_OK)
+            st = shardnet_session_create(ctx, m, "cpu:0", &s);
+        if (st == SHARDNET_OK &&
+            (st = shardnet_session_set_input(s, 0, SHARDNET_DTYPE_FLOAT32, 4,
+                                             dx, in)) == SHARDNET_OK)
+            st = shardnet_session_run(s);
+        cr_expect(st == SHARDNET_INVALID_ARGUMENT ||
+                      st == SHARDNET_UNSUPPORTED,
+                  "%s: status %d, %s", names[i], (int)st,
+                  shardnet_last_error());
+        cr_expect(strstr(shardnet_last_error(), "'n'"),
+                  "%s: error '%s' does not name the node", names[i],
+                  shardnet_last_error());
+        shardnet_session_free(s);
+        shardnet_model_free(m);
+    }
+    shardnet_context_free(ctx);
+}

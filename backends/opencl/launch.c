@@ -45,6 +45,7 @@ static const struct {
     [K_TOPK] = {PROG_REDUCE, "topk_axis"},
     [K_RNN_CELL] = {PROG_RNN, "rnn_cell"},
     [K_RESAMPLE] = {PROG_RESAMPLE, "resample"},
+    [K_RESAMPLE_2D] = {PROG_RESAMPLE, "resample_2d"},
     [K_GRID_SAMPLE] = {PROG_SAMPLE, "grid_sample"},
     [K_ROI_ALIGN] = {PROG_SAMPLE, "roi_align"},
     [K_SCAN] = {PROG_REDUCE, "scan_axis"},

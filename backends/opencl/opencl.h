@@ -72,6 +72,7 @@ enum {
     K_TOPK, /* one work-item per (outer, inner) position */
     K_RNN_CELL,
     K_RESAMPLE,
+    K_RESAMPLE_2D,
     K_GRID_SAMPLE,
     K_ROI_ALIGN,
     K_SCAN, /* as K_TOPK */

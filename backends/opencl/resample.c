@@ -1,7 +1,8 @@
 /*
- * The OpenCL launcher of the separable resampling kernel (resample.cl;
- * backend.h's sn_resample_desc): the shapes narrowed to the kernel's uint
- * lanes after checking that every index it forms fits.
+ * The OpenCL launcher of the separable resampling kernels (resample.cl;
+ * backend.h's sn_resample_desc): the shapes narrowed to the kernels' uint
+ * arguments after checking that every index they form fits; rank 2 (an
+ * image) has a kernel of its own.
  */
 #include <config.h>
 
@@ -47,6 +48,15 @@ shardnet_status sn_cl_resample(sn_device *dev, const sn_resample_desc *d)
     y_off = (cl_uint)d->y.offset;
     rank = (cl_uint)d->rank;
     ncomb = (cl_uint)combos;
+    if (d->rank == 2) { /* an image: the kernel without per-axis loops */
+        karg args[] = {ARG(un),       ARG(x),        ARG(x_off),
+                       ARG(table),    ARG(t_off),    ARG(y),
+                       ARG(y_off),    ARG(in.s[0]),  ARG(in.s[1]),
+                       ARG(out.s[0]), ARG(out.s[1]), ARG(taps.s[0]),
+                       ARG(taps.s[1]), ARG(toff.s[0]), ARG(toff.s[1]),
+                       ARG(fill)};
+        return sn_cl_run_single(dev, K_RESAMPLE_2D, what, args, 16, n);
+    }
     {
         karg args[] = {ARG(un),    ARG(x),   ARG(x_off), ARG(table),
                        ARG(t_off), ARG(y),   ARG(y_off), ARG(rank),

@@ -648,7 +648,8 @@ shardnet_status sn_roi_align(sn_device *dev, const sn_roi_align_desc *d)
     size_t out_sz[] = {d->nrois, d->channels, d->out_h, d->out_w};
     size_t ein = product(&ok, 4, in_sz), eout = product(&ok, 4, out_sz);
     size_t er;
-    if (!mul_ok(d->nrois, 4, &er) || !ok || !image_sizes_ok(2, in_sz + 2) || !image_sizes_ok(2, out_sz + 2))
+    if (!mul_ok(d->nrois, 4, &er) || !ok || !image_sizes_ok(2, in_sz + 2) ||
+        !image_sizes_ok(2, out_sz + 2))
         return sn_error(SHARDNET_INVALID_ARGUMENT,
                         "RoI align on %s: size overflows", dev->info.name);
     if (eout == 0)

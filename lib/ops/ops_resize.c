@@ -103,11 +103,13 @@ static int64_t tap_count(const resize_args *a, double scale, int64_t *first)
         *first = 0;
         return 1;
     case LINEAR:
-        *first = (int64_t)floor(-1.0 / s) + 1;
+    case CUBIC: {
+        double f = floor((a->mode == LINEAR ? -1.0 : -2.0) / s) + 1.0;
+        if (!(f > -SN_RESAMPLE_MAX_TAPS)) /* a shrink past the taps */
+            return SN_RESAMPLE_MAX_TAPS + 1;
+        *first = (int64_t)f;
         return 2 - 2 * *first;
-    case CUBIC:
-        *first = (int64_t)floor(-2.0 / s) + 1;
-        return 2 - 2 * *first;
+    }
     }
     return 0;
 }
@@ -202,13 +204,19 @@ static shardnet_status axis_table(const sn_node *n, const resize_args *a,
                                   const resize_axis *ax, float **table,
                                   int64_t *taps, int *identity)
 {
-    int64_t first, k = tap_count(a, ax->scale, &first), keep = 1;
+    int64_t first = 0, k = tap_count(a, ax->scale, &first), keep = 1;
     float *t, *c;
     if (k < 1 || k > SN_RESAMPLE_MAX_TAPS)
         return sn_node_error(n, SHARDNET_UNSUPPORTED,
-                             "scale %g needs %lld taps per output element, "
-                             "more than %d",
-                             ax->scale, (long long)k, SN_RESAMPLE_MAX_TAPS);
+                             "scale %g needs more taps per output element "
+                             "than the %d supported",
+                             ax->scale, SN_RESAMPLE_MAX_TAPS);
+    if (ax->out > (int64_t)(SN_MAX_HOST_FOLD / (2 * sizeof *t) / (size_t)k))
+        return sn_node_error(n, SHARDNET_UNSUPPORTED,
+                             "an axis of %lld outputs with %lld taps each: "
+                             "a table beyond the host's %zu bytes",
+                             (long long)ax->out, (long long)k,
+                             SN_MAX_HOST_FOLD);
     if (!(t = malloc((size_t)(ax->out * k * 2 + 2) * sizeof *t)))
         return sn_error(SHARDNET_OUT_OF_MEMORY, "node '%s'", n->name);
     for (int64_t x = 0; x < ax->out; x++)
@@ -269,11 +277,17 @@ static shardnet_status emit_resample(sn_lower *L, const sn_node *n, sn_rt *x,
         return st;
     if (sn_rt_elements(out) == 0)
         return SHARDNET_OK;
-    for (int i = 0; i < r; i++)
+    for (int i = 0; i < r; i++) {
         if (ax[i].in == 0)
             return sn_node_error(n, SHARDNET_INVALID_ARGUMENT,
                                  "resizing an empty axis %d to %lld", i,
                                  (long long)ax[i].out);
+        if (ax[i].in >= ((int64_t)1 << 24)) /* indices go as floats */
+            return sn_node_error(n, SHARDNET_UNSUPPORTED,
+                                 "axis %d of %lld elements (at most 2^24 - "
+                                 "1 are supported)",
+                                 i, (long long)ax[i].in);
+    }
     for (int i = 0; i < r && st == SHARDNET_OK; i++)
         st = axis_table(n, a, &ax[i], &tab[i], &taps[i], &ident[i]);
     /* leading axes copied as they are become planes (the last one stays,
@@ -291,6 +305,13 @@ static shardnet_status emit_resample(sn_lower *L, const sn_node *n, sn_rt *x,
         d->table_off[i - lead] = total;
         total += 2 * (size_t)(ax[i].out * taps[i]);
     }
+    size_t combos = 1;
+    for (int i = lead; st == SHARDNET_OK && i < r; i++)
+        if ((combos *= (size_t)taps[i]) > SN_RESAMPLE_MAX_TAPS)
+            st = sn_node_error(n, SHARDNET_UNSUPPORTED,
+                               "more than %d taps per output element (an "
+                               "antialiased shrink of several axes by much)",
+                               SN_RESAMPLE_MAX_TAPS);
     if (st == SHARDNET_OK && !(all = malloc(total * sizeof *all)))
         st = sn_error(SHARDNET_OUT_OF_MEMORY, "node '%s'", n->name);
     for (int i = lead; st == SHARDNET_OK && i < r; i++)
@@ -311,7 +332,7 @@ static shardnet_status emit_resample(sn_lower *L, const sn_node *n, sn_rt *x,
     return sn_emit(L, n, &s);
 }
 
-/* --- reading the node ------------------------------------------------------ */
+/* --- reading the node ----------------------------------------------------- */
 
 static int pick(const char *s, const char *const *names, int count)
 {
@@ -534,7 +555,7 @@ SN_LOWER(sn_lower_resize)
     return emit_resample(L, n, x, &a, ax);
 }
 
-/* --- GridSample and RoiAlign ------------------------------------------------ */
+/* --- GridSample and RoiAlign ---------------------------------------------- */
 
 /*
  * GridSample (opset 16; 20's names linear and cubic too): a 4-D input

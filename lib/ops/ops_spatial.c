@@ -141,6 +141,22 @@ static shardnet_status mover_close(mover *m, shardnet_status st,
     return sn_out_host(m->L, m->n, 0, x->dtype, rank, od, m->hdst);
 }
 
+/* Do dims (each >= 0) hold at most SN_MAX_ELEMENTS elements?  The
+ * product is formed without overflow. */
+static int dims_fit(int rank, const int64_t *dims)
+{
+    int64_t p = 1;
+    for (int i = 0; i < rank; i++)
+        if (dims[i] == 0)
+            return 1;
+    for (int i = 0; i < rank; i++) {
+        if (dims[i] > SN_MAX_ELEMENTS / p)
+            return 0;
+        p *= dims[i];
+    }
+    return 1;
+}
+
 /* --- Pad --------------------------------------------------------------- */
 
 /* The mode's way of reading the input along one axis, for output
@@ -363,7 +379,7 @@ SN_LOWER(sn_lower_pad)
                                  (long long)b, (long long)e, i,
                                  (long long)len, (long long)(len - 1));
     }
-    if (sn_dims_product(0, r, od) > (size_t)SN_MAX_ELEMENTS)
+    if (!dims_fit(r, od))
         return sn_node_error(n, SHARDNET_INVALID_ARGUMENT,
                              "the padded tensor is too large");
     if ((st = mover_open(&m, L, n, x, r, od)) != SHARDNET_OK)
@@ -386,7 +402,7 @@ SN_LOWER(sn_lower_pad)
     return mover_close(&m, st, x, r, od);
 }
 
-/* --- Tile ------------------------------------------------------------------ */
+/* --- Tile ----------------------------------------------------------------- */
 
 SN_LOWER(sn_lower_tile)
 {
@@ -433,7 +449,7 @@ SN_LOWER(sn_lower_tile)
                                  (long long)rep[i], i);
         od[i] = x->dims[i] * rep[i];
     }
-    if (sn_dims_product(0, r, od) > (size_t)SN_MAX_ELEMENTS)
+    if (!dims_fit(r, od))
         return sn_node_error(n, SHARDNET_INVALID_ARGUMENT,
                              "the tiled tensor is too large");
     sn_strides(r, x->dims, xs);
@@ -541,7 +557,7 @@ SN_LOWER(sn_lower_space_to_depth)
     return mover_close(&m, st, x, 4, od);
 }
 
-/* --- MaxUnpool ------------------------------------------------------------- */
+/* --- MaxUnpool ------------------------------------------------------------ */
 
 /*
  * MaxUnpool: X's values placed at the flat positions I gives (MaxPool's
@@ -616,8 +632,7 @@ SN_LOWER(sn_lower_max_unpool)
             fd[i] = shape[i];
         }
     }
-    if ((no = sn_dims_product(0, r, fd)) > (size_t)SN_MAX_ELEMENTS ||
-        nx > INT32_MAX)
+    if (!dims_fit(r, fd) || nx > INT32_MAX)
         return sn_node_error(n, SHARDNET_INVALID_ARGUMENT,
                              "the unpooled tensor is too large");
     if (!sn_host_known(idx))
@@ -626,7 +641,7 @@ SN_LOWER(sn_lower_max_unpool)
                              "known when the model is planned)");
     if ((st = sn_out_device_as(L, n, x->dtype, r, fd, &out)) != SHARDNET_OK)
         return st;
-    if (no == 0)
+    if ((no = sn_dims_product(0, r, fd)) == 0)
         return SHARDNET_OK;
     sn_strides(r, fd, fs);
     /* the inverse map: the gather's int32 indices, stored bit for bit in
@@ -662,7 +677,7 @@ SN_LOWER(sn_lower_max_unpool)
     return sn_emit(L, n, &s);
 }
 
-/* --- LRN ------------------------------------------------------------------- */
+/* --- LRN ------------------------------------------------------------------ */
 
 /* A float scalar uploaded for the steps of node n. */
 static shardnet_status scalar_view(sn_lower *L, const sn_node *n, float v,

@@ -1952,6 +1952,70 @@ def control_real_model_cases():
               [("k%d" % i, k) for i, k in enumerate(ks)])
 
 
+def spatial_hostile_cases():
+    """Models whose spatial operator has a hostile parameter (x, an input
+    of shape (1, 1, 2, 2), the rest constants): tests/test_hostile.c runs
+    each and wants a clear error naming the node, never a crash."""
+    mk = helper.make_node
+    d = out("hostile_spatial")
+    os.makedirs(d, exist_ok=True)
+    big = 1 << 31
+
+    def model(name, node, inits, opset=13):
+        graph = helper.make_graph(
+            [node], name,
+            [helper.make_tensor_value_info("x", TensorProto.FLOAT,
+                                           [1, 1, 2, 2])],
+            [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
+            initializer=[numpy_helper.from_array(a, n) for n, a in inits])
+        m = helper.make_model(graph, producer_name="make_cases",
+                              opset_imports=[helper.make_opsetid("", opset)])
+        m.ir_version = 7
+        onnx.save(m, os.path.join(d, name + ".onnx"))
+
+    i64 = lambda *v: np.array(v, np.int64)  # noqa: E731
+    # products that wrap a 64-bit size to 0 or a small number
+    model("tile_product_wraps", mk("Tile", ["x", "r"], ["y"], name="n"),
+          [("r", i64(big, big, big, 2))])
+    model("pad_product_wraps", mk("Pad", ["x", "p"], ["y"], name="n"),
+          [("p", i64(big, big, big, big, big, big, big, big))])
+    model("resize_huge_size",
+          mk("Resize", ["x", "", "", "s"], ["y"], name="n"),
+          [("s", i64(1, 1, 2, 1 << 40))])
+    model("resize_negative_scale",
+          mk("Resize", ["x", "", "s"], ["y"], name="n"),
+          [("s", np.array([1, 1, -2, 2], np.float32))])
+    # an antialiased shrink by 2^20: two million taps per output element
+    graph = helper.make_graph(
+        [mk("Tile", ["x", "reps"], ["big"], name="e"),
+         mk("Resize", ["big", "", "s"], ["y"], name="n", mode="linear",
+            antialias=1)], "resize_antialias_tiny_scale",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 1, 2, 2])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
+        initializer=[
+            numpy_helper.from_array(i64(1, 1, 1, 1 << 19), "reps"),
+            numpy_helper.from_array(
+                np.array([1, 1, 1, 2.0 ** -20], np.float32), "s")])
+    m = helper.make_model(graph, producer_name="make_cases",
+                          opset_imports=[helper.make_opsetid("", 18)])
+    m.ir_version = 8
+    onnx.save(m, os.path.join(d, "resize_antialias_tiny_scale.onnx"))
+    model("depth_to_space_negative_block",
+          mk("DepthToSpace", ["x"], ["y"], name="n", blocksize=-3), [])
+    model("lrn_size_zero", mk("LRN", ["x"], ["y"], name="n", size=0), [])
+    model("maxunpool_index_outside",
+          mk("MaxUnpool", ["x", "i"], ["y"], name="n", kernel_shape=[2, 2],
+             strides=[2, 2]),
+          [("i", i64(0, 1, 2, 1 << 40).reshape(1, 1, 2, 2))])
+    model("roialign_negative_output",
+          mk("RoiAlign", ["x", "r", "b"], ["y"], name="n",
+             output_height=-1),
+          [("r", np.zeros((1, 4), np.float32)), ("b", i64(0))], 16)
+    model("gridsample_bad_grid",
+          mk("GridSample", ["x", "g"], ["y"], name="n"),
+          [("g", np.zeros((1, 2, 2, 3), np.float32))], 16)
+
+
 if __name__ == "__main__":
     initializers_ir3()
     external()
@@ -1985,3 +2049,4 @@ if __name__ == "__main__":
     cast_device_cases()
     recurrent_cases()
     control_real_model_cases()
+    spatial_hostile_cases()
