@@ -1,7 +1,8 @@
 /*
  * Convolution helpers on the CPU: im2col (a convolution then being one GEMM
- * per image, weights (out_ch, ch * k_h * k_w) times the im2col matrix) and
- * 2-D max / average pooling.
+ * per image, weights (out_ch, ch * k_h * k_w) times the im2col matrix),
+ * 2-D max / average pooling, and the depthwise convolution, computed
+ * directly (a GEMM per channel would have one row).
  *
  * Both kernels reduce every window to index ranges before touching data:
  * for one output row and one kernel tap, the output columns whose input
@@ -22,12 +23,16 @@
  * count_include_pad inside the padded input).  A window with no position
  * inside the input (only possible with inconsistent descriptors) gives
  * -inf for MAX and 0 / count for AVG (NaN when the count is 0 too).
+ *
+ * Depthwise convolution: one work unit per (output plane, output row),
+ * 16 outputs at a time in a vector register (see dw_row()).
  */
 #include <config.h>
 
 #include <math.h>
 #include <omp.h>
 #include <stddef.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "cpu_kernels.h"
@@ -244,5 +249,201 @@ void sn_cpu_pool(const sn_pool_desc *d, const float *src, float *dst)
         }
     } else {
         pool_units(d, src, dst, 0, units);
+    }
+}
+
+/* ---- depthwise convolution ----------------------------------------------- */
+
+/* 16 floats, as one AVX-512 register (two AVX2 ones in that clone). */
+typedef float v16 __attribute__((vector_size(64)));
+typedef int v16i __attribute__((vector_size(64)));
+#define VW 16
+
+/* Largest scratch of padded rows a thread takes (floats); past it, the
+ * rows are summed one output at a time. */
+#define PAD_MAX ((size_t)1 << 22)
+
+/* *v = p[0], p[s], ..., p[15 s]: reads p[0 .. 15 s] and nothing past it. */
+static inline __attribute__((always_inline)) void load16(v16 *v,
+                                                         const float *p,
+                                                         size_t s)
+{
+    v16 b;
+    memcpy(v, p, sizeof *v);
+    if (s == 2) {
+        memcpy(&b, p + 15, sizeof b); /* p[15 .. 30] */
+        *v = __builtin_shuffle(*v, b,
+                               (v16i){0, 2, 4, 6, 8, 10, 12, 14, 17, 19, 21,
+                                      23, 25, 27, 29, 31});
+    } else if (s > 2) {
+        for (size_t j = 0; j < VW; j++)
+            (*v)[j] = p[j * s];
+    }
+}
+
+static inline __attribute__((always_inline)) float act1(sn_act act, float v)
+{
+    return act == SN_ACT_RELU && v < 0.0f ? 0.0f : v;
+}
+
+/* The geometry of one plane's output row: input rows [k0, k1) of the
+ * taps (the others are outside), the input row of tap 0 and the input
+ * column of output 0, tap 0. */
+typedef struct dw_rowgeom {
+    size_t k0, k1;
+    long long by, bx;
+} dw_rowgeom;
+
+static dw_rowgeom dw_geom(const sn_dwconv_desc *d, size_t oy)
+{
+    dw_rowgeom r;
+    r.by = position(oy, d->stride_h, d->pad_top, (long long)d->in_h);
+    r.bx = -(long long)d->pad_left;
+    span(r.by, d->dil_h, 0, (long long)d->in_h, d->k_h, &r.k0, &r.k1);
+    return r;
+}
+
+/* Floats in one padded row: every column the 16-wide blocks of an output
+ * row read, (blocks * 16 - 1) * stride + extent + 1; 0 where that
+ * overflows or passes PAD_MAX. */
+static size_t dw_pad_width(const sn_dwconv_desc *d)
+{
+    size_t n = (d->out_w + VW - 1) / VW * VW, e, rows;
+    if (__builtin_mul_overflow(n - 1, d->stride_w, &n) ||
+        __builtin_mul_overflow(d->k_w - 1, d->dil_w, &e) ||
+        __builtin_add_overflow(n, e + 1, &n) ||
+        __builtin_mul_overflow(n, d->k_h, &rows) || rows > PAD_MAX ||
+        d->pad_left > PAD_MAX)
+        return 0;
+    return n;
+}
+
+/*
+ * Output row oy of one plane, summed one output at a time: out (out_w)
+ * from the input plane img (in_h, in_w) and the plane's weights w (k_h,
+ * k_w).  Each output sums its taps inside the input in (ky, kx) order,
+ * then adds the bias and applies the activation.
+ */
+static void dw_row_scalar(const sn_dwconv_desc *d, const float *img,
+                          const float *w, float bias, size_t oy, float *out)
+{
+    const dw_rowgeom g = dw_geom(d, oy);
+    const long long in_w = (long long)d->in_w;
+
+    for (size_t ox = 0; ox < d->out_w; ox++) {
+        const long long x0 = g.bx + (long long)(ox * d->stride_w);
+        float acc = 0.0f;
+        for (size_t ky = g.k0; ky < g.k1; ky++) {
+            const float *row =
+                img + (size_t)(g.by + (long long)(ky * d->dil_h)) * d->in_w;
+            for (size_t kx = 0; kx < d->k_w; kx++) {
+                const long long x = x0 + (long long)(kx * d->dil_w);
+                if (x >= 0 && x < in_w)
+                    acc += w[ky * d->k_w + kx] * row[x];
+            }
+        }
+        out[ox] = act1(d->act, acc + bias);
+    }
+}
+
+/*
+ * The same row, 16 outputs at a time as one vector in a register.  The
+ * input rows [k0, k1) are first copied into pad (pw floats each) between
+ * zeros, pad_left of them on the left, so that every tap of every block
+ * reads inside: a tap on a zero adds w * 0 = +-0, which leaves the sum as
+ * it is (it starts at +0) as long as w is finite, which the caller
+ * checked.  The sums are then the same as dw_row_scalar's, in the same
+ * order.
+ */
+static SN_VECTOR_CLONES void dw_row(const sn_dwconv_desc *d, const float *img,
+                                    const float *w, float bias, size_t oy,
+                                    float *pad, size_t pw, float *restrict out)
+{
+    const dw_rowgeom g = dw_geom(d, oy);
+    const size_t ow = d->out_w, sw = d->stride_w, dw = d->dil_w;
+    const size_t kw = d->k_w, pl = d->pad_left;
+    const size_t left = pl < pw ? pl : pw;
+    const size_t copy = d->in_w < pw - left ? d->in_w : pw - left;
+
+    for (size_t ky = g.k0; ky < g.k1; ky++) {
+        float *pr = pad + (ky - g.k0) * pw;
+        const float *row =
+            img + (size_t)(g.by + (long long)(ky * d->dil_h)) * d->in_w;
+        memset(pr, 0, left * sizeof *pr);
+        memcpy(pr + left, row, copy * sizeof *pr);
+        memset(pr + left + copy, 0, (pw - left - copy) * sizeof *pr);
+    }
+    for (size_t ox = 0; ox < ow; ox += VW) {
+        v16 acc = {0}, x;
+        for (size_t ky = g.k0; ky < g.k1; ky++) {
+            const float *pr = pad + (ky - g.k0) * pw + ox * sw;
+            const float *wr = w + ky * kw;
+            for (size_t kx = 0; kx < kw; kx++) {
+                load16(&x, pr + kx * dw, sw);
+                acc += wr[kx] * x;
+            }
+        }
+        acc += bias;
+        if (d->act == SN_ACT_RELU) /* v < 0 ? 0 : v, NaN kept */
+            acc = (v16)((v16i)acc & ~(acc < 0.0f));
+        if (ow - ox >= VW) {
+            memcpy(out + ox, &acc, sizeof acc);
+        } else {
+            for (size_t j = 0; j < ow - ox; j++)
+                out[ox + j] = acc[j];
+        }
+    }
+}
+
+static int all_finite(const float *w, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        if (!isfinite(w[i]))
+            return 0;
+    return 1;
+}
+
+/* Units [u0, u1) of a depthwise convolution, unit u = output plane
+ * u / out_h, output row u % out_h. */
+static void dw_units(const sn_dwconv_desc *d, const float *src,
+                     const float *w, const float *bias, float *dst, size_t u0,
+                     size_t u1)
+{
+    const size_t och = d->channels * d->mult, taps = d->k_h * d->k_w;
+    const size_t pw = dw_pad_width(d);
+    float *pad = pw ? malloc(pw * d->k_h * sizeof *pad) : NULL;
+
+    for (size_t u = u0; u < u1; u++) {
+        const size_t p = u / d->out_h, o = p % och;
+        const float *img =
+            src + (p / och * d->channels + o / d->mult) * d->in_h * d->in_w;
+        const float *wo = w + o * taps, b = bias ? bias[o] : 0.0f;
+        float *out = dst + u * d->out_w;
+        if (pad && all_finite(wo, taps))
+            dw_row(d, img, wo, b, u % d->out_h, pad, pw, out);
+        else
+            dw_row_scalar(d, img, wo, b, u % d->out_h, out);
+    }
+    free(pad);
+}
+
+void sn_cpu_dwconv(const sn_dwconv_desc *d, const float *src, const float *w,
+                   const float *bias, float *dst)
+{
+    const size_t units = d->images * d->channels * d->mult * d->out_h;
+    const double work = (double)units * (double)d->out_w * (double)d->k_h *
+                        (double)d->k_w;
+
+    if (units == 0 || d->out_w == 0)
+        return;
+    if (work > PARALLEL_MIN && units > 1 && omp_get_max_threads() > 1) {
+#pragma omp parallel
+        {
+            size_t u0, u1;
+            sn_cpu_thread_share(units, &u0, &u1);
+            dw_units(d, src, w, bias, dst, u0, u1);
+        }
+    } else {
+        dw_units(d, src, w, bias, dst, 0, units);
     }
 }

@@ -218,6 +218,7 @@ WATCH(im2col, sn_im2col_desc, SN_KERNEL_IM2COL, SN_VARIANT_ANY)
 WATCH(pool, sn_pool_desc, SN_KERNEL_POOL, (int)d->op)
 WATCH(layernorm, sn_layernorm_desc, SN_KERNEL_LAYERNORM, SN_VARIANT_ANY)
 WATCH(gather, sn_gather_desc, SN_KERNEL_GATHER, SN_VARIANT_ANY)
+WATCH(dwconv, sn_dwconv_desc, SN_KERNEL_DWCONV, SN_VARIANT_ANY)
 
 static void watch(sn_device *dev)
 {
@@ -236,6 +237,7 @@ static void watch(sn_device *dev)
     w->ops.pool = watch_pool;
     w->ops.layernorm = watch_layernorm;
     w->ops.gather = watch_gather;
+    w->ops.dwconv = watch_dwconv;
     dev->ops = &w->ops;
 }
 

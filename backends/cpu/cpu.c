@@ -457,6 +457,7 @@ CPU_KERNEL(cpu_im2col, sn_im2col_desc, SN_KERNEL_IM2COL, im2col)
 CPU_KERNEL(cpu_pool, sn_pool_desc, SN_KERNEL_POOL, pool)
 CPU_KERNEL(cpu_layernorm, sn_layernorm_desc, SN_KERNEL_LAYERNORM, layernorm)
 CPU_KERNEL(cpu_gather, sn_gather_desc, SN_KERNEL_GATHER, gather)
+CPU_KERNEL(cpu_dwconv, sn_dwconv_desc, SN_KERNEL_DWCONV, dwconv)
 
 /* How far the kernels of cpu/ go in each kernel's variants (backend.h's
  * enums, in order): all of them today. */
@@ -497,6 +498,7 @@ static const sn_backend_ops cpu_ops = {
     .pool = cpu_pool,
     .layernorm = cpu_layernorm,
     .gather = cpu_gather,
+    .dwconv = cpu_dwconv,
     .supports = cpu_supports,
     .synchronize = sn_cpu_synchronize,
     .event_record = sn_cpu_event_record,

@@ -152,6 +152,12 @@ void sn_cpu_run_task(cpu_device *cd, const task *t)
                       index_ptr(t->u.gather.indices),
                       view_ptr(t->u.gather.out));
         break;
+    case SN_KERNEL_DWCONV:
+        sn_cpu_dwconv(&t->u.dwconv, view_ptr(t->u.dwconv.src),
+                      view_ptr(t->u.dwconv.weights),
+                      view_ptr_or_null(t->u.dwconv.bias),
+                      view_ptr(t->u.dwconv.dst));
+        break;
     case TASK_WRITE:
         memcpy(copy_ptr(&t->host), t->host.src, t->host.bytes);
         break;

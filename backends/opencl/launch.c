@@ -39,6 +39,7 @@ static const struct {
     [K_IM2COL] = {PROG_CONV, "im2col"},
     [K_POOL_MAX] = {PROG_CONV, "pool_max"},
     [K_POOL_AVG] = {PROG_CONV, "pool_avg"},
+    [K_DWCONV] = {PROG_CONV, "dwconv"},
 };
 
 /* --- small helpers ---------------------------------------------------- */

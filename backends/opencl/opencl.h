@@ -56,6 +56,7 @@ enum {
     K_IM2COL,
     K_POOL_MAX,
     K_POOL_AVG,
+    K_DWCONV,
     K_SINGLE_COUNT
 };
 
@@ -168,5 +169,6 @@ shardnet_status sn_cl_copy(sn_device *dev, const sn_copy_desc *d);
 shardnet_status sn_cl_gather(sn_device *dev, const sn_gather_desc *d);
 shardnet_status sn_cl_im2col(sn_device *dev, const sn_im2col_desc *d);
 shardnet_status sn_cl_pool(sn_device *dev, const sn_pool_desc *d);
+shardnet_status sn_cl_dwconv(sn_device *dev, const sn_dwconv_desc *d);
 
 #endif /* SN_CL_BACKEND_H */

@@ -266,6 +266,24 @@ typedef struct sn_pool_desc {
 } sn_pool_desc;
 
 /*
+ * Depthwise 2-D convolution, a grouped convolution with one input channel
+ * per group (a 1-D one has in_h = k_h = out_h = 1): src (images, channels,
+ * in_h, in_w), weights (channels * mult, k_h, k_w), dst (images, channels *
+ * mult, out_h, out_w); output channel o reads input channel o / mult:
+ *   dst[n, o, oy, ox] = act(sum over ky, kx of w[o, ky, kx] *
+ *       src[n, o / mult, oy * stride_h + ky * dil_h - pad_top,
+ *                        ox * stride_w + kx * dil_w - pad_left] + bias[o])
+ * summed in (ky, kx) order, positions outside the input left out.
+ * bias.buf NULL: no bias.
+ */
+typedef struct sn_dwconv_desc {
+    size_t images, channels, mult, in_h, in_w, out_h, out_w, k_h, k_w;
+    size_t stride_h, stride_w, dil_h, dil_w, pad_top, pad_left;
+    sn_view src, weights, bias, dst;
+    sn_act act;
+} sn_dwconv_desc;
+
+/*
  * Layer normalisation over the last axis of x viewed as (outer, len):
  * y = (x - mean) / sqrt(var + epsilon) * scale + bias, var the biased
  * variance; scale has len floats, bias has len floats or bias.buf is NULL.
@@ -297,7 +315,8 @@ typedef struct sn_gather_desc {
     X(GEMM, "gemm") X(BINARY, "binary") X(UNARY, "unary")                     \
     X(SOFTMAX, "softmax") X(REDUCE, "reduce") X(WHERE, "where")               \
     X(COPY, "copy") X(IM2COL, "im2col") X(POOL, "pool")                       \
-    X(LAYERNORM, "layernorm") X(GATHER, "gather")
+    X(LAYERNORM, "layernorm") X(GATHER, "gather")                             \
+    X(DWCONV, "dwconv")
 
 typedef enum sn_kernel {
 #define SN_ENUM_(name, str) SN_KERNEL_##name,
@@ -324,6 +343,7 @@ typedef union sn_kernel_desc {
     sn_pool_desc pool;
     sn_layernorm_desc layernorm;
     sn_gather_desc gather;
+    sn_dwconv_desc dwconv;
 } sn_kernel_desc;
 
 /* Flags for buffer_map. */
@@ -373,6 +393,7 @@ typedef struct sn_backend_ops {
     shardnet_status (*pool)(sn_device *dev, const sn_pool_desc *d);
     shardnet_status (*layernorm)(sn_device *dev, const sn_layernorm_desc *d);
     shardnet_status (*gather)(sn_device *dev, const sn_gather_desc *d);
+    shardnet_status (*dwconv)(sn_device *dev, const sn_dwconv_desc *d);
 
     /* Optional: does dev run kernel k, of variant `variant` (an
      * sn_unary_op, sn_binary_op, sn_reduce_op or sn_pool_op where k has
@@ -518,6 +539,7 @@ shardnet_status sn_im2col(sn_device *dev, const sn_im2col_desc *d);
 shardnet_status sn_pool(sn_device *dev, const sn_pool_desc *d);
 shardnet_status sn_layernorm(sn_device *dev, const sn_layernorm_desc *d);
 shardnet_status sn_gather(sn_device *dev, const sn_gather_desc *d);
+shardnet_status sn_dwconv(sn_device *dev, const sn_dwconv_desc *d);
 shardnet_status sn_synchronize(sn_device *dev);
 /* Kernel k with its descriptor d: the checked entry point above that k
  * names. */

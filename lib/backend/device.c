@@ -119,6 +119,8 @@ static int has_kernel(const sn_backend_ops *ops, sn_kernel k)
         return ops->layernorm != NULL;
     case SN_KERNEL_GATHER:
         return ops->gather != NULL;
+    case SN_KERNEL_DWCONV:
+        return ops->dwconv != NULL;
     case SN_KERNEL_COUNT:
         break;
     }

@@ -101,7 +101,8 @@ static const sn_operator registry[] = {
     /* convolution and pooling (ops_conv.c); a grouped convolution adds
      * its bias and activation after the products */
     OP("Conv", 2, 3, sn_lower_conv, 1, CONV, EACH, CONV,
-       USE(GEMM) | USE(IM2COL) | USE(BINARY_ADD) | USE(UNARY_RELU)),
+       USE(GEMM) | USE(IM2COL) | USE(BINARY_ADD) | USE(UNARY_RELU) |
+           USE(DWCONV)),
     OP("MaxPool", 1, 1, sn_lower_maxpool, 1, POOL, EACH, ELEMENTS,
        USE(POOL_MAX)),
     OP("AveragePool", 1, 1, sn_lower_avgpool, 1, POOL, EACH, ELEMENTS,
@@ -181,7 +182,8 @@ _Static_assert(SN_USES <= 64, "the uses no longer fit an sn_uses");
 /* The kernels without variants, in the order of their uses. */
 static const sn_kernel plain_kernels[] = {
     SN_KERNEL_GEMM, SN_KERNEL_SOFTMAX,   SN_KERNEL_WHERE, SN_KERNEL_COPY,
-    SN_KERNEL_IM2COL, SN_KERNEL_LAYERNORM, SN_KERNEL_GATHER};
+    SN_KERNEL_IM2COL, SN_KERNEL_LAYERNORM, SN_KERNEL_GATHER,
+    SN_KERNEL_DWCONV};
 _Static_assert(sizeof plain_kernels / sizeof plain_kernels[0] ==
                    SN_USE_BINARY_ADD,
                "a use per kernel without variants");

@@ -82,6 +82,7 @@ typedef enum sn_use {
     SN_USE_IM2COL,
     SN_USE_LAYERNORM,
     SN_USE_GATHER,
+    SN_USE_DWCONV,
 #define SN_USE_(name, str) SN_USE_BINARY_##name,
     SN_BINARY_OP_MAP(SN_USE_)
 #undef SN_USE_
