@@ -16,7 +16,8 @@
  * im2col: one work unit per (dst row, output row), i.e. out_w floats of
  * dst, in dst order; a thread takes a contiguous run of units.
  *
- * Pooling: one work unit per (plane, output row).  MAX starts from -inf and
+ * Pooling: one work unit per (plane, output row), accumulated in the
+ * output row tap after tap (see pool_row()).  MAX starts from -inf and
  * propagates NaN (like the reductions); AVG sums the window in row-major
  * tap order, in float, exactly as the plain C reference does, and divides
  * by the count the descriptor defines (positions inside the input, or with
@@ -191,6 +192,74 @@ static size_t tap_extent(size_t k, size_t dil)
     return __builtin_mul_overflow(k - 1, dil, &e) ? (size_t)-1 : e;
 }
 
+/*
+ * Output row oy of pooling one plane: out (out_w) from img (in_h, in_w).
+ * The row is the accumulator (-inf for MAX, 0 for AVG): it takes one tap
+ * after the other, (ky, kx) in order, each over the range of output
+ * columns whose input is inside the image, so that every output still
+ * sees its taps in the plain loop's order, and the loops over the range
+ * are vector loops; AVG then divides each output by its count.
+ */
+static SN_VECTOR_CLONES void pool_row(const sn_pool_desc *d, const float *img,
+                                      size_t oy, size_t ext_h, size_t ext_w,
+                                      float *restrict out)
+{
+    const long long in_w = (long long)d->in_w;
+    const size_t ow = d->out_w, sw = d->stride_w;
+    const int avg = d->op == SN_POOL_AVG;
+    const window wy = axis_window(oy, d->in_h, d->k_h, d->stride_h,
+                                  d->dil_h, d->pad_top, d->pad_bottom, ext_h,
+                                  d->count_include_pad);
+    const float init = avg ? 0.0f : -INFINITY;
+
+    for (size_t ox = 0; ox < ow; ox++)
+        out[ox] = init;
+    for (size_t ky = wy.first; ky < wy.last; ky++) {
+        /* Taps in [first, last) lie inside the image. */
+        const float *row =
+            img + (size_t)(wy.base + (long long)(ky * d->dil_h)) * d->in_w;
+        for (size_t kx = 0; kx < d->k_w; kx++) {
+            const long long bx = position(kx, d->dil_w, d->pad_left, in_w);
+            size_t x0, x1;
+            span(bx, sw, 0, in_w, ow, &x0, &x1);
+            if (x0 == x1)
+                continue;
+            const float *restrict in = row + (bx + (long long)(x0 * sw));
+            float *restrict o = out + x0;
+            const size_t n = x1 - x0;
+            if (avg && sw == 1) {
+#pragma omp simd
+                for (size_t j = 0; j < n; j++)
+                    o[j] += in[j];
+            } else if (avg) {
+#pragma omp simd
+                for (size_t j = 0; j < n; j++)
+                    o[j] += in[j * sw];
+            } else if (sw == 2) {
+#pragma omp simd
+                for (size_t j = 0; j < n; j++) {
+                    const float v = in[2 * j];
+                    o[j] = v > o[j] || v != v ? v : o[j]; /* NaN stays */
+                }
+            } else {
+#pragma omp simd
+                for (size_t j = 0; j < n; j++) {
+                    const float v = in[j * sw];
+                    o[j] = v > o[j] || v != v ? v : o[j];
+                }
+            }
+        }
+    }
+    if (!avg)
+        return;
+    for (size_t ox = 0; ox < ow; ox++) {
+        const window wx = axis_window(ox, d->in_w, d->k_w, sw, d->dil_w,
+                                      d->pad_left, d->pad_right, ext_w,
+                                      d->count_include_pad);
+        out[ox] /= (float)(wy.count * wx.count);
+    }
+}
+
 /* Units [u0, u1) of pooling, unit u = plane u / out_h, output row
  * u % out_h.  src: (planes, in_h, in_w); dst: (planes, out_h, out_w). */
 static void pool_units(const sn_pool_desc *d, const float *src, float *dst,
@@ -198,38 +267,10 @@ static void pool_units(const sn_pool_desc *d, const float *src, float *dst,
 {
     const size_t ext_h = tap_extent(d->k_h, d->dil_h);
     const size_t ext_w = tap_extent(d->k_w, d->dil_w);
-    const int avg = d->op == SN_POOL_AVG;
 
-    for (size_t u = u0; u < u1; u++) {
-        const float *img = src + u / d->out_h * d->in_h * d->in_w;
-        float *out = dst + u * d->out_w;
-        const window wy = axis_window(u % d->out_h, d->in_h, d->k_h,
-                                      d->stride_h, d->dil_h, d->pad_top,
-                                      d->pad_bottom, ext_h,
-                                      d->count_include_pad);
-        for (size_t ox = 0; ox < d->out_w; ox++) {
-            const window wx = axis_window(ox, d->in_w, d->k_w, d->stride_w,
-                                          d->dil_w, d->pad_left,
-                                          d->pad_right, ext_w,
-                                          d->count_include_pad);
-            float acc = avg ? 0.0f : -INFINITY;
-            for (size_t ky = wy.first; ky < wy.last; ky++) {
-                /* Taps in [first, last) lie inside the image. */
-                const float *in =
-                    img + (size_t)(wy.base + (long long)(ky * d->dil_h)) *
-                              d->in_w;
-                for (size_t kx = wx.first; kx < wx.last; kx++) {
-                    const float v =
-                        in[wx.base + (long long)(kx * d->dil_w)];
-                    if (avg)
-                        acc += v;
-                    else if (v > acc || isnan(v))
-                        acc = v; /* once NaN, nothing is larger */
-                }
-            }
-            out[ox] = avg ? acc / (float)(wy.count * wx.count) : acc;
-        }
-    }
+    for (size_t u = u0; u < u1; u++)
+        pool_row(d, src + u / d->out_h * d->in_h * d->in_w, u % d->out_h,
+                 ext_h, ext_w, dst + u * d->out_w);
 }
 
 void sn_cpu_pool(const sn_pool_desc *d, const float *src, float *dst)
