@@ -26,7 +26,8 @@
  * -inf for MAX and 0 / count for AVG (NaN when the count is 0 too).
  *
  * Depthwise convolution: one work unit per (output plane, output row),
- * 16 outputs at a time in a vector register (see dw_row()).
+ * 16 outputs at a time in a vector register (see dw_row()), from a copy of
+ * the plane's rows between zeros made once per plane and thread.
  */
 #include <config.h>
 
@@ -300,8 +301,8 @@ typedef float v16 __attribute__((vector_size(64)));
 typedef int v16i __attribute__((vector_size(64)));
 #define VW 16
 
-/* Largest scratch of padded rows a thread takes (floats); past it, the
- * rows are summed one output at a time. */
+/* Largest scratch of padded input rows a thread takes (floats); past it,
+ * the rows are summed one output at a time. */
 #define PAD_MAX ((size_t)1 << 22)
 
 /* *v = p[0], p[s], ..., p[15 s]: reads p[0 .. 15 s] and nothing past it. */
@@ -349,12 +350,10 @@ static dw_rowgeom dw_geom(const sn_dwconv_desc *d, size_t oy)
  * overflows or passes PAD_MAX. */
 static size_t dw_pad_width(const sn_dwconv_desc *d)
 {
-    size_t n = (d->out_w + VW - 1) / VW * VW, e, rows;
+    size_t n = (d->out_w + VW - 1) / VW * VW, e;
     if (__builtin_mul_overflow(n - 1, d->stride_w, &n) ||
         __builtin_mul_overflow(d->k_w - 1, d->dil_w, &e) ||
-        __builtin_add_overflow(n, e + 1, &n) ||
-        __builtin_mul_overflow(n, d->k_h, &rows) || rows > PAD_MAX ||
-        d->pad_left > PAD_MAX)
+        __builtin_add_overflow(n, e + 1, &n) || n > PAD_MAX)
         return 0;
     return n;
 }
@@ -387,53 +386,122 @@ static void dw_row_scalar(const sn_dwconv_desc *d, const float *img,
     }
 }
 
-/*
- * The same row, 16 outputs at a time as one vector in a register.  The
- * input rows [k0, k1) are first copied into pad (pw floats each) between
- * zeros, pad_left of them on the left, so that every tap of every block
- * reads inside: a tap on a zero adds w * 0 = +-0, which leaves the sum as
- * it is (it starts at +0) as long as w is finite, which the caller
- * checked.  The sums are then the same as dw_row_scalar's, in the same
- * order.
- */
-static SN_VECTOR_CLONES void dw_row(const sn_dwconv_desc *d, const float *img,
-                                    const float *w, float bias, size_t oy,
-                                    float *pad, size_t pw, float *restrict out)
-{
-    const dw_rowgeom g = dw_geom(d, oy);
-    const size_t ow = d->out_w, sw = d->stride_w, dw = d->dil_w;
-    const size_t kw = d->k_w, pl = d->pad_left;
-    const size_t left = pl < pw ? pl : pw;
-    const size_t copy = d->in_w < pw - left ? d->in_w : pw - left;
+/* The number of 16-output blocks summed together: independent chains of
+ * FMAs, where one block alone waits on each FMA's latency. */
+#define NBLK 4
 
-    for (size_t ky = g.k0; ky < g.k1; ky++) {
-        float *pr = pad + (ky - g.k0) * pw;
-        const float *row =
-            img + (size_t)(g.by + (long long)(ky * d->dil_h)) * d->in_w;
-        memset(pr, 0, left * sizeof *pr);
-        memcpy(pr + left, row, copy * sizeof *pr);
-        memset(pr + left + copy, 0, (pw - left - copy) * sizeof *pr);
-    }
-    for (size_t ox = 0; ox < ow; ox += VW) {
-        v16 acc = {0}, x;
-        for (size_t ky = g.k0; ky < g.k1; ky++) {
-            const float *pr = pad + (ky - g.k0) * pw + ox * sw;
-            const float *wr = w + ky * kw;
-            for (size_t kx = 0; kx < kw; kx++) {
-                load16(&x, pr + kx * dw, sw);
-                acc += wr[kx] * x;
+/* The taps of NBLK blocks starting at base[i], into a[i], at stride s (a
+ * constant where the caller is inlined with one, so that load16's tests
+ * fold away); four named accumulators stay in registers. */
+static inline __attribute__((always_inline)) void
+taps4(const sn_dwconv_desc *d, const float *const base[NBLK], size_t rstep,
+      const float *w, size_t s, v16 a[NBLK])
+{
+    v16 a0 = {0}, a1 = {0}, a2 = {0}, a3 = {0}, x0, x1, x2, x3;
+    const size_t kw = d->k_w, dw = d->dil_w;
+
+    for (size_t ky = 0; ky < d->k_h; ky++)
+        for (size_t kx = 0; kx < kw; kx++) {
+            const float wv = w[ky * kw + kx];
+            const size_t off = ky * rstep + kx * dw;
+            load16(&x0, base[0] + off, s);
+            load16(&x1, base[1] + off, s);
+            load16(&x2, base[2] + off, s);
+            load16(&x3, base[3] + off, s);
+            a0 += wv * x0;
+            a1 += wv * x1;
+            a2 += wv * x2;
+            a3 += wv * x3;
+        }
+    a[0] = a0;
+    a[1] = a1;
+    a[2] = a2;
+    a[3] = a3;
+}
+
+/*
+ * Output rows [0, nrows) of a run of one plane, 16 outputs at a time as
+ * vectors in registers, NBLK blocks at once, from pad: the input rows the
+ * run reads, pw floats each, with zero rows and columns for the padding
+ * (see pad_rows()), so that every tap of every block reads inside: a tap
+ * on a zero adds w * 0 = +-0, which leaves the sum as it is (it starts at
+ * +0 and is never -0) as long as w is finite, which the caller checked.
+ * The sums are then the same as dw_row_scalar's, in the same order.
+ * out: (nrows, out_w).
+ */
+static SN_VECTOR_CLONES void dw_rows(const sn_dwconv_desc *d, const float *pad,
+                                     size_t pw, const float *w, float bias,
+                                     size_t nrows, float *restrict out)
+{
+    const size_t ow = d->out_w, sw = d->stride_w;
+    const size_t nbx = (ow + VW - 1) / VW, nb = nrows * nbx;
+    const size_t rstep = d->dil_h * pw;
+
+    for (size_t b0 = 0; b0 < nb; b0 += NBLK) {
+        const size_t n = nb - b0 < NBLK ? nb - b0 : NBLK;
+        const float *base[NBLK];
+        v16 acc[NBLK];
+        for (size_t i = 0; i < NBLK; i++) { /* past n: block b0 again */
+            const size_t bi = b0 + (i < n ? i : 0);
+            base[i] = pad + bi / nbx * d->stride_h * pw + bi % nbx * VW * sw;
+        }
+        if (sw == 1)
+            taps4(d, base, rstep, w, 1, acc);
+        else if (sw == 2)
+            taps4(d, base, rstep, w, 2, acc);
+        else
+            taps4(d, base, rstep, w, sw, acc);
+        for (size_t i = 0; i < n; i++) {
+            const size_t row = (b0 + i) / nbx, col = (b0 + i) % nbx * VW;
+            float *o = out + row * ow + col;
+            v16 v = acc[i] + bias;
+            if (d->act == SN_ACT_RELU) /* v < 0 ? 0 : v, NaN kept */
+                v = (v16)((v16i)v & ~(v < 0.0f));
+            if (ow - col >= VW) {
+                memcpy(o, &v, sizeof v);
+            } else {
+                for (size_t j = 0; j < ow - col; j++)
+                    o[j] = v[j];
             }
         }
-        acc += bias;
-        if (d->act == SN_ACT_RELU) /* v < 0 ? 0 : v, NaN kept */
-            acc = (v16)((v16i)acc & ~(acc < 0.0f));
-        if (ow - ox >= VW) {
-            memcpy(out + ox, &acc, sizeof acc);
-        } else {
-            for (size_t j = 0; j < ow - ox; j++)
-                out[ox + j] = acc[j];
-        }
     }
+}
+
+/* The padded rows that output rows oy0 on read: padded row j < rows is
+ * input row oy0 * stride_h - pad_top + j, pw floats: zeros (the whole row
+ * where it is outside the input), else pad_left zeros, the row, zeros. */
+static void pad_rows(const sn_dwconv_desc *d, const float *img, size_t oy0,
+                     size_t rows, size_t pw, float *pad)
+{
+    const size_t left = d->pad_left < pw ? d->pad_left : pw;
+    const size_t copy = d->in_w < pw - left ? d->in_w : pw - left;
+    const long long top = (long long)(oy0 * d->stride_h) -
+                          (long long)d->pad_top;
+
+    for (size_t j = 0; j < rows; j++) {
+        const long long iy = top + (long long)j;
+        float *pr = pad + j * pw;
+        if (iy < 0 || iy >= (long long)d->in_h) {
+            memset(pr, 0, pw * sizeof *pr);
+            continue;
+        }
+        memset(pr, 0, left * sizeof *pr);
+        memcpy(pr + left, img + (size_t)iy * d->in_w, copy * sizeof *pr);
+        memset(pr + left + copy, 0, (pw - left - copy) * sizeof *pr);
+    }
+}
+
+/* How many padded rows output rows [oy0, oy0 + nrows) read: (nrows - 1) *
+ * stride_h + extent + 1, or 0 where that overflows or the rows would pass
+ * PAD_MAX floats of pw each. */
+static size_t pad_row_count(const sn_dwconv_desc *d, size_t nrows, size_t pw)
+{
+    size_t n, e;
+    if (!pw || __builtin_mul_overflow(nrows - 1, d->stride_h, &n) ||
+        __builtin_mul_overflow(d->k_h - 1, d->dil_h, &e) ||
+        __builtin_add_overflow(n, e + 1, &n) || n > PAD_MAX / pw)
+        return 0;
+    return n;
 }
 
 static int all_finite(const float *w, size_t n)
@@ -444,26 +512,48 @@ static int all_finite(const float *w, size_t n)
     return 1;
 }
 
-/* Units [u0, u1) of a depthwise convolution, unit u = output plane
- * u / out_h, output row u % out_h. */
+/*
+ * Units [u0, u1) of a depthwise convolution, unit u = output plane
+ * u / out_h, output row u % out_h.  The input rows a plane's run of units
+ * reads are padded once (pad_rows()) and the run's rows read them (see
+ * dw_rows()); a plane whose rows would take more than PAD_MAX floats, or
+ * whose weights are not all finite, is summed one output at a time.
+ */
 static void dw_units(const sn_dwconv_desc *d, const float *src,
                      const float *w, const float *bias, float *dst, size_t u0,
                      size_t u1)
 {
     const size_t och = d->channels * d->mult, taps = d->k_h * d->k_w;
     const size_t pw = dw_pad_width(d);
-    float *pad = pw ? malloc(pw * d->k_h * sizeof *pad) : NULL;
+    float *pad = NULL;
+    size_t have = 0; /* floats in pad */
 
-    for (size_t u = u0; u < u1; u++) {
-        const size_t p = u / d->out_h, o = p % och;
+    while (u0 < u1) {
+        const size_t p = u0 / d->out_h, o = p % och, oy0 = u0 % d->out_h;
+        const size_t nrows = u1 - u0 < d->out_h - oy0 ? u1 - u0
+                                                      : d->out_h - oy0;
         const float *img =
             src + (p / och * d->channels + o / d->mult) * d->in_h * d->in_w;
         const float *wo = w + o * taps, b = bias ? bias[o] : 0.0f;
-        float *out = dst + u * d->out_w;
-        if (pad && all_finite(wo, taps))
-            dw_row(d, img, wo, b, u % d->out_h, pad, pw, out);
-        else
-            dw_row_scalar(d, img, wo, b, u % d->out_h, out);
+        float *out = dst + u0 * d->out_w;
+        size_t rows = all_finite(wo, taps) ? pad_row_count(d, nrows, pw) : 0;
+
+        if (rows && rows * pw > have) {
+            free(pad);
+            have = 0;
+            if ((pad = malloc(rows * pw * sizeof *pad)) != NULL)
+                have = rows * pw;
+            else
+                rows = 0;
+        }
+        if (rows) {
+            pad_rows(d, img, oy0, rows, pw, pad);
+            dw_rows(d, pad, pw, wo, b, nrows, out);
+        } else {
+            for (size_t r = 0; r < nrows; r++)
+                dw_row_scalar(d, img, wo, b, oy0 + r, out + r * d->out_w);
+        }
+        u0 += nrows;
     }
     free(pad);
 }
