@@ -1,7 +1,8 @@
 /*
  * Convolution helpers on the CPU: im2col (a convolution then being one GEMM
- * per image, weights (out_ch, ch * k_h * k_w) times the im2col matrix) and
- * 2-D max / average pooling.
+ * per image, weights (out_ch, ch * k_h * k_w) times the im2col matrix),
+ * 2-D max / average pooling, and the depthwise convolution, computed
+ * directly (a GEMM per channel would have one row).
  *
  * Both kernels reduce every window to index ranges before touching data:
  * for one output row and one kernel tap, the output columns whose input
@@ -15,19 +16,25 @@
  * im2col: one work unit per (dst row, output row), i.e. out_w floats of
  * dst, in dst order; a thread takes a contiguous run of units.
  *
- * Pooling: one work unit per (plane, output row).  MAX starts from -inf and
+ * Pooling: one work unit per (plane, output row), accumulated in the
+ * output row tap after tap (see pool_row()).  MAX starts from -inf and
  * propagates NaN (like the reductions); AVG sums the window in row-major
  * tap order, in float, exactly as the plain C reference does, and divides
  * by the count the descriptor defines (positions inside the input, or with
  * count_include_pad inside the padded input).  A window with no position
  * inside the input (only possible with inconsistent descriptors) gives
  * -inf for MAX and 0 / count for AVG (NaN when the count is 0 too).
+ *
+ * Depthwise convolution: one work unit per (output plane, output row),
+ * 16 outputs at a time in a vector register (see dw_row()), from a copy of
+ * the plane's rows between zeros made once per plane and thread.
  */
 #include <config.h>
 
 #include <math.h>
 #include <omp.h>
 #include <stddef.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "cpu_kernels.h"
@@ -186,6 +193,74 @@ static size_t tap_extent(size_t k, size_t dil)
     return __builtin_mul_overflow(k - 1, dil, &e) ? (size_t)-1 : e;
 }
 
+/*
+ * Output row oy of pooling one plane: out (out_w) from img (in_h, in_w).
+ * The row is the accumulator (-inf for MAX, 0 for AVG): it takes one tap
+ * after the other, (ky, kx) in order, each over the range of output
+ * columns whose input is inside the image, so that every output still
+ * sees its taps in the plain loop's order, and the loops over the range
+ * are vector loops; AVG then divides each output by its count.
+ */
+static SN_VECTOR_CLONES void pool_row(const sn_pool_desc *d, const float *img,
+                                      size_t oy, size_t ext_h, size_t ext_w,
+                                      float *restrict out)
+{
+    const long long in_w = (long long)d->in_w;
+    const size_t ow = d->out_w, sw = d->stride_w;
+    const int avg = d->op == SN_POOL_AVG;
+    const window wy = axis_window(oy, d->in_h, d->k_h, d->stride_h,
+                                  d->dil_h, d->pad_top, d->pad_bottom, ext_h,
+                                  d->count_include_pad);
+    const float init = avg ? 0.0f : -INFINITY;
+
+    for (size_t ox = 0; ox < ow; ox++)
+        out[ox] = init;
+    for (size_t ky = wy.first; ky < wy.last; ky++) {
+        /* Taps in [first, last) lie inside the image. */
+        const float *row =
+            img + (size_t)(wy.base + (long long)(ky * d->dil_h)) * d->in_w;
+        for (size_t kx = 0; kx < d->k_w; kx++) {
+            const long long bx = position(kx, d->dil_w, d->pad_left, in_w);
+            size_t x0, x1;
+            span(bx, sw, 0, in_w, ow, &x0, &x1);
+            if (x0 == x1)
+                continue;
+            const float *restrict in = row + (bx + (long long)(x0 * sw));
+            float *restrict o = out + x0;
+            const size_t n = x1 - x0;
+            if (avg && sw == 1) {
+#pragma omp simd
+                for (size_t j = 0; j < n; j++)
+                    o[j] += in[j];
+            } else if (avg) {
+#pragma omp simd
+                for (size_t j = 0; j < n; j++)
+                    o[j] += in[j * sw];
+            } else if (sw == 2) {
+#pragma omp simd
+                for (size_t j = 0; j < n; j++) {
+                    const float v = in[2 * j];
+                    o[j] = v > o[j] || v != v ? v : o[j]; /* NaN stays */
+                }
+            } else {
+#pragma omp simd
+                for (size_t j = 0; j < n; j++) {
+                    const float v = in[j * sw];
+                    o[j] = v > o[j] || v != v ? v : o[j];
+                }
+            }
+        }
+    }
+    if (!avg)
+        return;
+    for (size_t ox = 0; ox < ow; ox++) {
+        const window wx = axis_window(ox, d->in_w, d->k_w, sw, d->dil_w,
+                                      d->pad_left, d->pad_right, ext_w,
+                                      d->count_include_pad);
+        out[ox] /= (float)(wy.count * wx.count);
+    }
+}
+
 /* Units [u0, u1) of pooling, unit u = plane u / out_h, output row
  * u % out_h.  src: (planes, in_h, in_w); dst: (planes, out_h, out_w). */
 static void pool_units(const sn_pool_desc *d, const float *src, float *dst,
@@ -193,38 +268,10 @@ static void pool_units(const sn_pool_desc *d, const float *src, float *dst,
 {
     const size_t ext_h = tap_extent(d->k_h, d->dil_h);
     const size_t ext_w = tap_extent(d->k_w, d->dil_w);
-    const int avg = d->op == SN_POOL_AVG;
 
-    for (size_t u = u0; u < u1; u++) {
-        const float *img = src + u / d->out_h * d->in_h * d->in_w;
-        float *out = dst + u * d->out_w;
-        const window wy = axis_window(u % d->out_h, d->in_h, d->k_h,
-                                      d->stride_h, d->dil_h, d->pad_top,
-                                      d->pad_bottom, ext_h,
-                                      d->count_include_pad);
-        for (size_t ox = 0; ox < d->out_w; ox++) {
-            const window wx = axis_window(ox, d->in_w, d->k_w, d->stride_w,
-                                          d->dil_w, d->pad_left,
-                                          d->pad_right, ext_w,
-                                          d->count_include_pad);
-            float acc = avg ? 0.0f : -INFINITY;
-            for (size_t ky = wy.first; ky < wy.last; ky++) {
-                /* Taps in [first, last) lie inside the image. */
-                const float *in =
-                    img + (size_t)(wy.base + (long long)(ky * d->dil_h)) *
-                              d->in_w;
-                for (size_t kx = wx.first; kx < wx.last; kx++) {
-                    const float v =
-                        in[wx.base + (long long)(kx * d->dil_w)];
-                    if (avg)
-                        acc += v;
-                    else if (v > acc || isnan(v))
-                        acc = v; /* once NaN, nothing is larger */
-                }
-            }
-            out[ox] = avg ? acc / (float)(wy.count * wx.count) : acc;
-        }
-    }
+    for (size_t u = u0; u < u1; u++)
+        pool_row(d, src + u / d->out_h * d->in_h * d->in_w, u % d->out_h,
+                 ext_h, ext_w, dst + u * d->out_w);
 }
 
 void sn_cpu_pool(const sn_pool_desc *d, const float *src, float *dst)
@@ -244,5 +291,290 @@ void sn_cpu_pool(const sn_pool_desc *d, const float *src, float *dst)
         }
     } else {
         pool_units(d, src, dst, 0, units);
+    }
+}
+
+/* ---- depthwise convolution ----------------------------------------------- */
+
+/* 16 floats, as one AVX-512 register (two AVX2 ones in that clone). */
+typedef float v16 __attribute__((vector_size(64)));
+typedef int v16i __attribute__((vector_size(64)));
+#define VW 16
+
+/* Largest scratch of padded input rows a thread takes (floats); past it,
+ * the rows are summed one output at a time. */
+#define PAD_MAX ((size_t)1 << 22)
+
+/* *v = p[0], p[s], ..., p[15 s]: reads p[0 .. 15 s] and nothing past it. */
+static inline __attribute__((always_inline)) void load16(v16 *v,
+                                                         const float *p,
+                                                         size_t s)
+{
+    v16 b;
+    memcpy(v, p, sizeof *v);
+    if (s == 2) {
+        memcpy(&b, p + 15, sizeof b); /* p[15 .. 30] */
+        *v = __builtin_shuffle(*v, b,
+                               (v16i){0, 2, 4, 6, 8, 10, 12, 14, 17, 19, 21,
+                                      23, 25, 27, 29, 31});
+    } else if (s > 2) {
+        for (size_t j = 0; j < VW; j++)
+            (*v)[j] = p[j * s];
+    }
+}
+
+static inline __attribute__((always_inline)) float act1(sn_act act, float v)
+{
+    return act == SN_ACT_RELU && v < 0.0f ? 0.0f : v;
+}
+
+/* The geometry of one plane's output row: input rows [k0, k1) of the
+ * taps (the others are outside), the input row of tap 0 and the input
+ * column of output 0, tap 0. */
+typedef struct dw_rowgeom {
+    size_t k0, k1;
+    long long by, bx;
+} dw_rowgeom;
+
+static dw_rowgeom dw_geom(const sn_dwconv_desc *d, size_t oy)
+{
+    dw_rowgeom r;
+    r.by = position(oy, d->stride_h, d->pad_top, (long long)d->in_h);
+    r.bx = -(long long)d->pad_left;
+    span(r.by, d->dil_h, 0, (long long)d->in_h, d->k_h, &r.k0, &r.k1);
+    return r;
+}
+
+/* Floats in one padded row: every column the 16-wide blocks of an output
+ * row read, (blocks * 16 - 1) * stride + extent + 1; 0 where that
+ * overflows or passes PAD_MAX. */
+static size_t dw_pad_width(const sn_dwconv_desc *d)
+{
+    size_t n = (d->out_w + VW - 1) / VW * VW, e;
+    if (__builtin_mul_overflow(n - 1, d->stride_w, &n) ||
+        __builtin_mul_overflow(d->k_w - 1, d->dil_w, &e) ||
+        __builtin_add_overflow(n, e + 1, &n) || n > PAD_MAX)
+        return 0;
+    return n;
+}
+
+/*
+ * Output row oy of one plane, summed one output at a time: out (out_w)
+ * from the input plane img (in_h, in_w) and the plane's weights w (k_h,
+ * k_w).  Each output sums its taps inside the input in (ky, kx) order,
+ * then adds the bias and applies the activation.
+ */
+static void dw_row_scalar(const sn_dwconv_desc *d, const float *img,
+                          const float *w, float bias, size_t oy, float *out)
+{
+    const dw_rowgeom g = dw_geom(d, oy);
+    const long long in_w = (long long)d->in_w;
+
+    for (size_t ox = 0; ox < d->out_w; ox++) {
+        const long long x0 = g.bx + (long long)(ox * d->stride_w);
+        float acc = 0.0f;
+        for (size_t ky = g.k0; ky < g.k1; ky++) {
+            const float *row =
+                img + (size_t)(g.by + (long long)(ky * d->dil_h)) * d->in_w;
+            for (size_t kx = 0; kx < d->k_w; kx++) {
+                const long long x = x0 + (long long)(kx * d->dil_w);
+                if (x >= 0 && x < in_w)
+                    acc += w[ky * d->k_w + kx] * row[x];
+            }
+        }
+        out[ox] = act1(d->act, acc + bias);
+    }
+}
+
+/* The number of 16-output blocks summed together: independent chains of
+ * FMAs, where one block alone waits on each FMA's latency. */
+#define NBLK 4
+
+/* The taps of NBLK blocks starting at base[i], into a[i], at stride s (a
+ * constant where the caller is inlined with one, so that load16's tests
+ * fold away); four named accumulators stay in registers. */
+static inline __attribute__((always_inline)) void
+taps4(const sn_dwconv_desc *d, const float *const base[NBLK], size_t rstep,
+      const float *w, size_t s, v16 a[NBLK])
+{
+    v16 a0 = {0}, a1 = {0}, a2 = {0}, a3 = {0}, x0, x1, x2, x3;
+    const size_t kw = d->k_w, dw = d->dil_w;
+
+    for (size_t ky = 0; ky < d->k_h; ky++)
+        for (size_t kx = 0; kx < kw; kx++) {
+            const float wv = w[ky * kw + kx];
+            const size_t off = ky * rstep + kx * dw;
+            load16(&x0, base[0] + off, s);
+            load16(&x1, base[1] + off, s);
+            load16(&x2, base[2] + off, s);
+            load16(&x3, base[3] + off, s);
+            a0 += wv * x0;
+            a1 += wv * x1;
+            a2 += wv * x2;
+            a3 += wv * x3;
+        }
+    a[0] = a0;
+    a[1] = a1;
+    a[2] = a2;
+    a[3] = a3;
+}
+
+/*
+ * Output rows [0, nrows) of a run of one plane, 16 outputs at a time as
+ * vectors in registers, NBLK blocks at once, from pad: the input rows the
+ * run reads, pw floats each, with zero rows and columns for the padding
+ * (see pad_rows()), so that every tap of every block reads inside: a tap
+ * on a zero adds w * 0 = +-0, which leaves the sum as it is (it starts at
+ * +0 and is never -0) as long as w is finite, which the caller checked.
+ * The sums are then the same as dw_row_scalar's, in the same order.
+ * out: (nrows, out_w).
+ */
+static SN_VECTOR_CLONES void dw_rows(const sn_dwconv_desc *d, const float *pad,
+                                     size_t pw, const float *w, float bias,
+                                     size_t nrows, float *restrict out)
+{
+    const size_t ow = d->out_w, sw = d->stride_w;
+    const size_t nbx = (ow + VW - 1) / VW, nb = nrows * nbx;
+    const size_t rstep = d->dil_h * pw;
+
+    for (size_t b0 = 0; b0 < nb; b0 += NBLK) {
+        const size_t n = nb - b0 < NBLK ? nb - b0 : NBLK;
+        const float *base[NBLK];
+        v16 acc[NBLK];
+        for (size_t i = 0; i < NBLK; i++) { /* past n: block b0 again */
+            const size_t bi = b0 + (i < n ? i : 0);
+            base[i] = pad + bi / nbx * d->stride_h * pw + bi % nbx * VW * sw;
+        }
+        if (sw == 1)
+            taps4(d, base, rstep, w, 1, acc);
+        else if (sw == 2)
+            taps4(d, base, rstep, w, 2, acc);
+        else
+            taps4(d, base, rstep, w, sw, acc);
+        for (size_t i = 0; i < n; i++) {
+            const size_t row = (b0 + i) / nbx, col = (b0 + i) % nbx * VW;
+            float *o = out + row * ow + col;
+            v16 v = acc[i] + bias;
+            if (d->act == SN_ACT_RELU) /* v < 0 ? 0 : v, NaN kept */
+                v = (v16)((v16i)v & ~(v < 0.0f));
+            if (ow - col >= VW) {
+                memcpy(o, &v, sizeof v);
+            } else {
+                for (size_t j = 0; j < ow - col; j++)
+                    o[j] = v[j];
+            }
+        }
+    }
+}
+
+/* The padded rows that output rows oy0 on read: padded row j < rows is
+ * input row oy0 * stride_h - pad_top + j, pw floats: zeros (the whole row
+ * where it is outside the input), else pad_left zeros, the row, zeros. */
+static void pad_rows(const sn_dwconv_desc *d, const float *img, size_t oy0,
+                     size_t rows, size_t pw, float *pad)
+{
+    const size_t left = d->pad_left < pw ? d->pad_left : pw;
+    const size_t copy = d->in_w < pw - left ? d->in_w : pw - left;
+    const long long top = (long long)(oy0 * d->stride_h) -
+                          (long long)d->pad_top;
+
+    for (size_t j = 0; j < rows; j++) {
+        const long long iy = top + (long long)j;
+        float *pr = pad + j * pw;
+        if (iy < 0 || iy >= (long long)d->in_h) {
+            memset(pr, 0, pw * sizeof *pr);
+            continue;
+        }
+        memset(pr, 0, left * sizeof *pr);
+        memcpy(pr + left, img + (size_t)iy * d->in_w, copy * sizeof *pr);
+        memset(pr + left + copy, 0, (pw - left - copy) * sizeof *pr);
+    }
+}
+
+/* How many padded rows output rows [oy0, oy0 + nrows) read: (nrows - 1) *
+ * stride_h + extent + 1, or 0 where that overflows or the rows would pass
+ * PAD_MAX floats of pw each. */
+static size_t pad_row_count(const sn_dwconv_desc *d, size_t nrows, size_t pw)
+{
+    size_t n, e;
+    if (!pw || __builtin_mul_overflow(nrows - 1, d->stride_h, &n) ||
+        __builtin_mul_overflow(d->k_h - 1, d->dil_h, &e) ||
+        __builtin_add_overflow(n, e + 1, &n) || n > PAD_MAX / pw)
+        return 0;
+    return n;
+}
+
+static int all_finite(const float *w, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        if (!isfinite(w[i]))
+            return 0;
+    return 1;
+}
+
+/*
+ * Units [u0, u1) of a depthwise convolution, unit u = output plane
+ * u / out_h, output row u % out_h.  The input rows a plane's run of units
+ * reads are padded once (pad_rows()) and the run's rows read them (see
+ * dw_rows()); a plane whose rows would take more than PAD_MAX floats, or
+ * whose weights are not all finite, is summed one output at a time.
+ */
+static void dw_units(const sn_dwconv_desc *d, const float *src,
+                     const float *w, const float *bias, float *dst, size_t u0,
+                     size_t u1)
+{
+    const size_t och = d->channels * d->mult, taps = d->k_h * d->k_w;
+    const size_t pw = dw_pad_width(d);
+    float *pad = NULL;
+    size_t have = 0; /* floats in pad */
+
+    while (u0 < u1) {
+        const size_t p = u0 / d->out_h, o = p % och, oy0 = u0 % d->out_h;
+        const size_t nrows = u1 - u0 < d->out_h - oy0 ? u1 - u0
+                                                      : d->out_h - oy0;
+        const float *img =
+            src + (p / och * d->channels + o / d->mult) * d->in_h * d->in_w;
+        const float *wo = w + o * taps, b = bias ? bias[o] : 0.0f;
+        float *out = dst + u0 * d->out_w;
+        size_t rows = all_finite(wo, taps) ? pad_row_count(d, nrows, pw) : 0;
+
+        if (rows && rows * pw > have) {
+            free(pad);
+            have = 0;
+            if ((pad = malloc(rows * pw * sizeof *pad)) != NULL)
+                have = rows * pw;
+            else
+                rows = 0;
+        }
+        if (rows) {
+            pad_rows(d, img, oy0, rows, pw, pad);
+            dw_rows(d, pad, pw, wo, b, nrows, out);
+        } else {
+            for (size_t r = 0; r < nrows; r++)
+                dw_row_scalar(d, img, wo, b, oy0 + r, out + r * d->out_w);
+        }
+        u0 += nrows;
+    }
+    free(pad);
+}
+
+void sn_cpu_dwconv(const sn_dwconv_desc *d, const float *src, const float *w,
+                   const float *bias, float *dst)
+{
+    const size_t units = d->images * d->channels * d->mult * d->out_h;
+    const double work = (double)units * (double)d->out_w * (double)d->k_h *
+                        (double)d->k_w;
+
+    if (units == 0 || d->out_w == 0)
+        return;
+    if (work > PARALLEL_MIN && units > 1 && omp_get_max_threads() > 1) {
+#pragma omp parallel
+        {
+            size_t u0, u1;
+            sn_cpu_thread_share(units, &u0, &u1);
+            dw_units(d, src, w, bias, dst, u0, u1);
+        }
+    } else {
+        dw_units(d, src, w, bias, dst, 0, units);
     }
 }

@@ -114,6 +114,9 @@ void sn_cpu_copy(const sn_copy_desc *d, const float *src, float *dst);
 void sn_cpu_im2col(const sn_im2col_desc *d, const float *src, float *dst);
 void sn_cpu_pool(const sn_pool_desc *d, const float *src, float *dst);
 /* bias may be NULL */
+void sn_cpu_dwconv(const sn_dwconv_desc *d, const float *src, const float *w,
+                   const float *bias, float *dst);
+/* bias may be NULL */
 void sn_cpu_layernorm(const sn_layernorm_desc *d, const float *x,
                       const float *scale, const float *bias, float *y);
 void sn_cpu_scan(const sn_scan_desc *d, const float *x, float *y);

@@ -138,3 +138,53 @@ __kernel void pool_avg(uint n, __global const float *src, uint src_off,
         count_include_pad ? sum / ((float)rows_pad * (float)cols_pad)
                           : sum / ((float)rows_in * (float)cols_in);
 }
+
+/*
+ * Depthwise convolution: dst (images, channels * mult, out_h, out_w) from
+ * src (images, channels, in_h, in_w) and w (channels * mult, k_h, k_w);
+ * output channel o reads input channel o / mult.  Taps summed in (ky, kx)
+ * order, positions outside the input left out, then the bias (has_bias)
+ * and Relu (relu: v < 0 ? 0 : v).  nc = (channels, mult); n = images *
+ * channels * mult * out_h * out_w.
+ */
+__kernel void dwconv(uint n, __global const float *src, uint src_off,
+                     __global float *dst, uint dst_off, int8 g, int8 g2,
+                     __global const float *w, uint w_off,
+                     __global const float *bias, uint bias_off, int has_bias,
+                     int relu, uint2 nc)
+{
+    size_t gid = get_global_id(0);
+    int in_h = g.s0, in_w = g.s1, out_h = g.s2, out_w = g.s3;
+    int k_h = g.s4, k_w = g.s5;
+    uint plane_px = (uint)out_h * (uint)out_w, och = nc.s0 * nc.s1;
+    uint p, o, rest;
+    int oy, ox;
+    __global const float *sp, *wp;
+    float acc = 0.0f;
+
+    if (gid >= n)
+        return;
+    p = (uint)gid / plane_px;
+    rest = (uint)gid - p * plane_px;
+    o = p % och;
+    oy = (int)(rest / (uint)out_w);
+    ox = (int)rest - oy * out_w;
+    sp = src + src_off +
+         (p / och * nc.s0 + o / nc.s1) * (uint)in_h * (uint)in_w;
+    wp = w + w_off + o * (uint)k_h * (uint)k_w;
+    for (int ky = 0; ky < k_h; ky++) {
+        int iy = IN_COORD(oy, g.s6, ky, g2.s0, g2.s2);
+        if (iy < 0 || iy >= in_h)
+            continue;
+        for (int kx = 0; kx < k_w; kx++) {
+            int ix = IN_COORD(ox, g.s7, kx, g2.s1, g2.s3);
+            if (ix >= 0 && ix < in_w)
+                acc += wp[ky * k_w + kx] * sp[iy * in_w + ix];
+        }
+    }
+    if (has_bias)
+        acc += bias[bias_off + o];
+    if (relu)
+        acc = acc < 0.0f ? 0.0f : acc;
+    dst[dst_off + (uint)gid] = acc;
+}

@@ -261,6 +261,7 @@ WATCH(resample, sn_resample_desc, SN_KERNEL_RESAMPLE, SN_VARIANT_ANY)
 WATCH(grid_sample, sn_grid_sample_desc, SN_KERNEL_GRID_SAMPLE, SN_VARIANT_ANY)
 WATCH(roi_align, sn_roi_align_desc, SN_KERNEL_ROI_ALIGN, SN_VARIANT_ANY)
 WATCH(scan, sn_scan_desc, SN_KERNEL_SCAN, SN_VARIANT_ANY)
+WATCH(dwconv, sn_dwconv_desc, SN_KERNEL_DWCONV, SN_VARIANT_ANY)
 
 static void watch(sn_device *dev)
 {
@@ -285,6 +286,7 @@ static void watch(sn_device *dev)
     w->ops.grid_sample = watch_grid_sample;
     w->ops.roi_align = watch_roi_align;
     w->ops.scan = watch_scan;
+    w->ops.dwconv = watch_dwconv;
     dev->ops = &w->ops;
 }
 

@@ -829,3 +829,37 @@ void ref_rnn_cell(const sn_rnn_cell_desc *d, const float *gates,
             }
         }
 }
+
+void ref_dwconv(const sn_dwconv_desc *d, const float *src, const float *w,
+                const float *bias, float *dst)
+{
+    const long long h = (long long)d->in_h, iw = (long long)d->in_w;
+    const size_t och = d->channels * d->mult;
+
+    for (size_t n = 0; n < d->images; n++)
+        for (size_t o = 0; o < och; o++)
+            for (size_t oy = 0; oy < d->out_h; oy++)
+                for (size_t ox = 0; ox < d->out_w; ox++) {
+                    const float *img =
+                        src + (n * d->channels + o / d->mult) * d->in_h *
+                                  d->in_w;
+                    float acc = 0.0f;
+                    for (size_t ky = 0; ky < d->k_h; ky++)
+                        for (size_t kx = 0; kx < d->k_w; kx++) {
+                            long long iy = (long long)(oy * d->stride_h +
+                                                       ky * d->dil_h) -
+                                           (long long)d->pad_top;
+                            long long ix = (long long)(ox * d->stride_w +
+                                                       kx * d->dil_w) -
+                                           (long long)d->pad_left;
+                            if (inside(iy, 0, h) && inside(ix, 0, iw))
+                                acc += w[(o * d->k_h + ky) * d->k_w + kx] *
+                                       img[(size_t)iy * d->in_w + (size_t)ix];
+                        }
+                    if (bias)
+                        acc += bias[o];
+                    if (d->act == SN_ACT_RELU && acc < 0.0f)
+                        acc = 0.0f;
+                    dst[((n * och + o) * d->out_h + oy) * d->out_w + ox] = acc;
+                }
+}

@@ -41,6 +41,9 @@ void ref_im2col(const sn_im2col_desc *d, const float *src, float *dst);
 /* src (planes, in_h, in_w); dst (planes, out_h, out_w).  An empty window
  * gives -inf (MAX) or 0 / count (AVG); MAX propagates NaN. */
 void ref_pool(const sn_pool_desc *d, const float *src, float *dst);
+/* bias may be NULL */
+void ref_dwconv(const sn_dwconv_desc *d, const float *src, const float *w,
+                const float *bias, float *dst);
 /* x, y (outer, len); scale, bias (len); bias may be NULL. */
 void ref_layernorm(const sn_layernorm_desc *d, const float *x,
                    const float *scale, const float *bias, float *y);

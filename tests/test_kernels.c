@@ -1378,3 +1378,74 @@ Test(kernels, roi_align_averages_or_maxes_bilinear_samples_per_bin)
             }
     }
 }
+
+/* Depthwise convolution over the window cases: two images, a channel
+ * multiplier of 1 or 2, with and without bias and Relu. */
+static void dwconv_case(sn_device *dev, const window_case *c, size_t mult,
+                        int with_bias)
+{
+    sn_dwconv_desc d = {
+        .images = 2, .channels = c->ch, .mult = mult, .in_h = c->in_h,
+        .in_w = c->in_w, .k_h = c->k_h, .k_w = c->k_w, .stride_h = c->s_h,
+        .stride_w = c->s_w, .dil_h = c->d_h, .dil_w = c->d_w,
+        .pad_top = c->pt, .pad_left = c->pl,
+        .act = with_bias ? SN_ACT_RELU : SN_ACT_NONE,
+    };
+    d.out_h = out_size(c->in_h, c->k_h, c->s_h, c->d_h, c->pt, c->pb,
+                       c->ceil_mode);
+    d.out_w = out_size(c->in_w, c->k_w, c->s_w, c->d_w, c->pl, c->pr,
+                       c->ceil_mode);
+    const size_t och = c->ch * mult;
+    const size_t ns = 2 * c->ch * c->in_h * c->in_w;
+    const size_t nw = och * c->k_h * c->k_w;
+    const size_t nd = 2 * och * d.out_h * d.out_w;
+    float *src = random_floats(VIEW_OFF + ns, 93, -1.0f, 1.0f);
+    float *w = random_floats(VIEW_OFF + nw, 94, -1.0f, 1.0f);
+    float *bias = random_floats(VIEW_OFF + och, 95, -1.0f, 1.0f);
+    float *want = malloc(nd * sizeof *want), *got = malloc(nd * sizeof *got);
+    cr_assert(want && got);
+    sn_buffer *bs = make_buffer(dev, src, VIEW_OFF + ns);
+    sn_buffer *bw = make_buffer(dev, w, VIEW_OFF + nw);
+    sn_buffer *bb = with_bias ? make_buffer(dev, bias, VIEW_OFF + och) : NULL;
+    sn_buffer *bd = make_buffer(dev, NULL, VIEW_OFF + nd);
+    d.src = (sn_view){bs, VIEW_OFF};
+    d.weights = (sn_view){bw, VIEW_OFF};
+    d.bias = (sn_view){bb, VIEW_OFF};
+    d.dst = (sn_view){bd, VIEW_OFF};
+    cr_assert_eq(sn_dwconv(dev, &d), SHARDNET_OK, "%s: %s", dev->info.name,
+                 shardnet_last_error());
+    cr_assert_eq(sn_synchronize(dev), SHARDNET_OK);
+    cr_assert_eq(sn_buffer_read(bd, VIEW_OFF * sizeof(float), got,
+                                nd * sizeof(float)),
+                 SHARDNET_OK);
+    ref_dwconv(&d, src + VIEW_OFF, w + VIEW_OFF,
+               with_bias ? bias + VIEW_OFF : NULL, want);
+    char what[128];
+    snprintf(what, sizeof what,
+             "dwconv C=%zu x%zu %zux%zu k %zux%zu -> %zux%zu%s", c->ch, mult,
+             c->in_h, c->in_w, c->k_h, c->k_w, d.out_h, d.out_w,
+             with_bias ? " bias relu" : "");
+    /* the same sum in the same order; FMAs may round differently */
+    expect_close(dev, what, got, want, nd, 1e-5f, 1e-5f);
+    sn_buffer_free(bs);
+    sn_buffer_free(bw);
+    sn_buffer_free(bb);
+    sn_buffer_free(bd);
+    free(src);
+    free(w);
+    free(bias);
+    free(want);
+    free(got);
+}
+
+Test(kernels, dwconv_with_pads_strides_dilations_multiplier_and_bias)
+{
+    FOR_EACH_DEVICE(dev)
+    {
+        for (size_t i = 0; i < sizeof window_cases / sizeof window_cases[0];
+             i++)
+            for (size_t mult = 1; mult <= 2; mult++)
+                for (int b = 0; b < 2; b++)
+                    dwconv_case(dev, &window_cases[i], mult, b);
+    }
+}

@@ -19,6 +19,9 @@ echo
 echo "== Fashion-MNIST MLP on cpu:0 against ONNX Runtime"
 "$(dirname "$0")/bench-mlp.sh" "$b"
 echo
+echo "== Conv nets on cpu:0 against ONNX Runtime, 1 and 2 threads"
+"$(dirname "$0")/bench-convnets.sh" "$b"
+echo
 echo "== Splits over two simulated sockets of one core"
 "$(dirname "$0")/bench-split.sh" "$b"
 if command -v mpirun >/dev/null 2>&1 && [ -x "$b/tests/test_mpi" ]; then

@@ -187,6 +187,12 @@ void sn_cpu_run_task(cpu_device *cd, const task *t)
                          view_ptr(t->u.roi_align.batch_idx),
                          view_ptr(t->u.roi_align.y));
         break;
+    case SN_KERNEL_DWCONV:
+        sn_cpu_dwconv(&t->u.dwconv, view_ptr(t->u.dwconv.src),
+                      view_ptr(t->u.dwconv.weights),
+                      view_ptr_or_null(t->u.dwconv.bias),
+                      view_ptr(t->u.dwconv.dst));
+        break;
     case TASK_WRITE:
         memcpy(copy_ptr(&t->host), t->host.src, t->host.bytes);
         break;

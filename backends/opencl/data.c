@@ -1,8 +1,9 @@
 /*
  * The OpenCL launchers that move data rather than compute on it: where
  * (a select over broadcast operands), the strided copy (contiguous runs
- * go to clEnqueueCopyBuffer), gather, and the convolution's im2col and
- * pooling, with the geometry checks they share.
+ * go to clEnqueueCopyBuffer), gather, and the sliding windows with the
+ * geometry checks they share: the convolution's im2col, pooling and the
+ * depthwise convolution.
  */
 #include <config.h>
 
@@ -376,4 +377,61 @@ shardnet_status sn_cl_pool(sn_device *dev, const sn_pool_desc *d)
                       d->op == SN_POOL_MAX ? "max pool" : "average pool", &w,
                       d->planes, 0, d->src, d->dst,
                       d->count_include_pad != 0);
+}
+
+shardnet_status sn_cl_dwconv(sn_device *dev, const sn_dwconv_desc *d)
+{
+    const window w = {.in = {d->in_h, d->in_w}, .out = {d->out_h, d->out_w},
+                      .k = {d->k_h, d->k_w},
+                      .stride = {d->stride_h, d->stride_w},
+                      .dil = {d->dil_h, d->dil_w},
+                      .pad_begin = {d->pad_top, d->pad_left},
+                      .pad_end = {0, 0}};
+    size_t n, ein, ew, nch;
+    cl_int8 g, g2;
+    cl_mem src = d->src.buf->handle, dst = d->dst.buf->handle;
+    cl_mem wt = d->weights.buf->handle;
+    cl_mem bias = d->bias.buf ? d->bias.buf->handle : wt;
+    cl_uint un, src_off, dst_off, w_off, bias_off;
+    cl_int has_bias = d->bias.buf != NULL, relu = d->act == SN_ACT_RELU;
+    cl_uint2 nc;
+    shardnet_status st;
+
+    /* The backend layer checked these products; here they must also fit
+     * the kernel's uint indices. */
+    if (__builtin_mul_overflow(d->channels, d->mult, &nch) ||
+        __builtin_mul_overflow(nch, d->images, &n) ||
+        __builtin_mul_overflow(n, d->out_h * d->out_w, &n) ||
+        __builtin_mul_overflow(d->images * d->channels, d->in_h * d->in_w,
+                               &ein) ||
+        __builtin_mul_overflow(nch, d->k_h * d->k_w, &ew) ||
+        d->channels > UINT_MAX || d->mult > UINT_MAX)
+        return sn_error(SHARDNET_INVALID_ARGUMENT,
+                        "dwconv on %s: size overflows", dev->info.name);
+    if (!fits_idx(d->dst.offset, n))
+        return sn_cl_too_large(dev, "dwconv", "dst", d->dst.offset, n);
+    if (!fits_idx(d->src.offset, ein))
+        return sn_cl_too_large(dev, "dwconv", "src", d->src.offset, ein);
+    if (!fits_idx(d->weights.offset, ew))
+        return sn_cl_too_large(dev, "dwconv", "weights", d->weights.offset,
+                               ew);
+    if (has_bias && !fits_idx(d->bias.offset, nch))
+        return sn_cl_too_large(dev, "dwconv", "bias", d->bias.offset, nch);
+    if ((st = conv_geometry(dev, "dwconv", &w, &g, &g2)) != SHARDNET_OK)
+        return st;
+    un = (cl_uint)n;
+    src_off = (cl_uint)d->src.offset;
+    dst_off = (cl_uint)d->dst.offset;
+    w_off = (cl_uint)d->weights.offset;
+    bias_off = has_bias ? (cl_uint)d->bias.offset : 0;
+    nc.s[0] = (cl_uint)d->channels;
+    nc.s[1] = (cl_uint)d->mult;
+    {
+        karg args[] = {ARG(un),    ARG(src),      ARG(src_off),
+                       ARG(dst),   ARG(dst_off),  ARG(g),
+                       ARG(g2),    ARG(wt),       ARG(w_off),
+                       ARG(bias),  ARG(bias_off), ARG(has_bias),
+                       ARG(relu),  ARG(nc)};
+        return sn_cl_run_single(dev, K_DWCONV, "dwconv", args, 14, n);
+    }
 }

@@ -49,6 +49,7 @@ static const struct {
     [K_GRID_SAMPLE] = {PROG_SAMPLE, "grid_sample"},
     [K_ROI_ALIGN] = {PROG_SAMPLE, "roi_align"},
     [K_SCAN] = {PROG_REDUCE, "scan_axis"},
+    [K_DWCONV] = {PROG_CONV, "dwconv"},
 };
 
 /* --- small helpers ---------------------------------------------------- */

@@ -314,6 +314,7 @@ static const sn_backend_ops cl_ops = {
     .copy = sn_cl_copy,
     .im2col = sn_cl_im2col,
     .pool = sn_cl_pool,
+    .dwconv = sn_cl_dwconv,
     .layernorm = sn_cl_layernorm,
     .gather = sn_cl_gather,
     .topk = sn_cl_topk,

@@ -76,6 +76,7 @@ enum {
     K_GRID_SAMPLE,
     K_ROI_ALIGN,
     K_SCAN, /* as K_TOPK */
+    K_DWCONV,
     K_SINGLE_COUNT
 };
 
@@ -196,6 +197,7 @@ shardnet_status sn_cl_grid_sample(sn_device *dev,
 shardnet_status sn_cl_roi_align(sn_device *dev, const sn_roi_align_desc *d);
 shardnet_status sn_cl_im2col(sn_device *dev, const sn_im2col_desc *d);
 shardnet_status sn_cl_pool(sn_device *dev, const sn_pool_desc *d);
+shardnet_status sn_cl_dwconv(sn_device *dev, const sn_dwconv_desc *d);
 
 shardnet_status sn_cl_rnn_cell(sn_device *dev, const sn_rnn_cell_desc *d);
 

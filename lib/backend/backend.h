@@ -310,6 +310,24 @@ typedef struct sn_pool_desc {
 } sn_pool_desc;
 
 /*
+ * Depthwise 2-D convolution, a grouped convolution with one input channel
+ * per group (a 1-D one has in_h = k_h = out_h = 1): src (images, channels,
+ * in_h, in_w), weights (channels * mult, k_h, k_w), dst (images, channels *
+ * mult, out_h, out_w); output channel o reads input channel o / mult:
+ *   dst[n, o, oy, ox] = act(sum over ky, kx of w[o, ky, kx] *
+ *       src[n, o / mult, oy * stride_h + ky * dil_h - pad_top,
+ *                        ox * stride_w + kx * dil_w - pad_left] + bias[o])
+ * summed in (ky, kx) order, positions outside the input left out.
+ * bias.buf NULL: no bias.
+ */
+typedef struct sn_dwconv_desc {
+    size_t images, channels, mult, in_h, in_w, out_h, out_w, k_h, k_w;
+    size_t stride_h, stride_w, dil_h, dil_w, pad_top, pad_left;
+    sn_view src, weights, bias, dst;
+    sn_act act;
+} sn_dwconv_desc;
+
+/*
  * Layer normalisation over the last axis of x viewed as (outer, len):
  * y = (x - mean) / sqrt(var + epsilon) * scale + bias, var the biased
  * variance; scale has len floats, bias has len floats or bias.buf is NULL.
@@ -510,6 +528,8 @@ typedef struct sn_scan_desc {
     X(LAYERNORM, "layernorm") X(GATHER, "gather") X(TOPK, "topk")           \
     X(RNN_CELL, "rnn_cell") X(RESAMPLE, "resample")                           \
     X(GRID_SAMPLE, "grid_sample") X(ROI_ALIGN, "roi_align") X(SCAN, "scan")
+    X(LAYERNORM, "layernorm") X(GATHER, "gather")                             \
+    X(DWCONV, "dwconv")
 
 typedef enum sn_kernel {
 #define SN_ENUM_(name, str) SN_KERNEL_##name,
@@ -542,6 +562,7 @@ typedef union sn_kernel_desc {
     sn_grid_sample_desc grid_sample;
     sn_roi_align_desc roi_align;
     sn_scan_desc scan;
+    sn_dwconv_desc dwconv;
 } sn_kernel_desc;
 
 /* Flags for buffer_map. */
@@ -598,6 +619,7 @@ typedef struct sn_backend_ops {
                                    const sn_grid_sample_desc *d);
     shardnet_status (*roi_align)(sn_device *dev, const sn_roi_align_desc *d);
     shardnet_status (*scan)(sn_device *dev, const sn_scan_desc *d);
+    shardnet_status (*dwconv)(sn_device *dev, const sn_dwconv_desc *d);
 
     /* Optional: does dev run kernel k, of variant `variant` (an
      * sn_unary_op, sn_binary_op, sn_reduce_op or sn_pool_op where k has
@@ -749,6 +771,7 @@ shardnet_status sn_resample(sn_device *dev, const sn_resample_desc *d);
 shardnet_status sn_grid_sample(sn_device *dev, const sn_grid_sample_desc *d);
 shardnet_status sn_roi_align(sn_device *dev, const sn_roi_align_desc *d);
 shardnet_status sn_scan(sn_device *dev, const sn_scan_desc *d);
+shardnet_status sn_dwconv(sn_device *dev, const sn_dwconv_desc *d);
 shardnet_status sn_synchronize(sn_device *dev);
 /* Kernel k with its descriptor d: the checked entry point above that k
  * names. */

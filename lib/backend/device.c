@@ -131,6 +131,8 @@ static int has_kernel(const sn_backend_ops *ops, sn_kernel k)
         return ops->roi_align != NULL;
     case SN_KERNEL_SCAN:
         return ops->scan != NULL;
+    case SN_KERNEL_DWCONV:
+        return ops->dwconv != NULL;
     case SN_KERNEL_COUNT:
         break;
     }

@@ -691,6 +691,37 @@ shardnet_status sn_scan(sn_device *dev, const sn_scan_desc *d)
     return dev->ops->scan(dev, d);
 }
 
+shardnet_status sn_dwconv(sn_device *dev, const sn_dwconv_desc *d)
+{
+    shardnet_status st =
+        sn_check_device(dev, dev ? dev->ops->dwconv : NULL, "dwconv");
+    int ok = 1;
+    if (st != SHARDNET_OK)
+        return st;
+    if (!d || !d->mult || !d->k_h || !d->k_w || !d->stride_h ||
+        !d->stride_w || !d->dil_h || !d->dil_w ||
+        (unsigned)d->act > SN_ACT_RELU)
+        return sn_error(SHARDNET_INVALID_ARGUMENT,
+                        "dwconv on %s: bad activation, or multiplier, kernel, "
+                        "stride or dilation 0",
+                        dev->info.name);
+    size_t in_sz[] = {d->images, d->channels, d->in_h, d->in_w};
+    size_t out_sz[] = {d->images, d->channels, d->mult, d->out_h, d->out_w};
+    size_t w_sz[] = {d->channels, d->mult, d->k_h, d->k_w};
+    size_t ein = product(&ok, 4, in_sz), eout = product(&ok, 5, out_sz);
+    size_t ew = product(&ok, 4, w_sz), nch = product(&ok, 2, w_sz);
+    size_t ints[] = {d->in_h, d->in_w, d->pad_top, d->pad_left};
+    if ((st = check_window(dev, "dwconv", ok, ints, 4, d->src, ein, d->dst,
+                           eout)) != SHARDNET_OK ||
+        eout == 0)
+        return st;
+    if ((st = check_view(dev, "dwconv", "weights", d->weights, ew)) ||
+        (d->bias.buf &&
+         (st = check_view(dev, "dwconv", "bias", d->bias, nch))))
+        return st;
+    return dev->ops->dwconv(dev, d);
+}
+
 shardnet_status sn_launch(sn_device *dev, sn_kernel k, const sn_kernel_desc *d)
 {
     if (!d)
@@ -730,6 +761,8 @@ shardnet_status sn_launch(sn_device *dev, sn_kernel k, const sn_kernel_desc *d)
         return sn_roi_align(dev, &d->roi_align);
     case SN_KERNEL_SCAN:
         return sn_scan(dev, &d->scan);
+    case SN_KERNEL_DWCONV:
+        return sn_dwconv(dev, &d->dwconv);
     case SN_KERNEL_COUNT:
         break;
     }

@@ -100,6 +100,10 @@ size_t sn_step_views(sn_step *s, sn_view **v)
         v[0] = &s->u.scan.x, v[1] = &s->u.scan.y;
         return 2;
         return 3;
+    case SN_KERNEL_DWCONV:
+        v[0] = &s->u.dwconv.src, v[1] = &s->u.dwconv.weights;
+        v[2] = &s->u.dwconv.bias, v[3] = &s->u.dwconv.dst;
+        return 4;
     case SN_STEP_COLLECTIVE:
         v[0] = &s->coll.send, v[1] = &s->coll.recv;
         return 2;

@@ -4,7 +4,8 @@
  * GlobalAveragePool and GlobalMaxPool (a reduction over the spatial axes).
  * They share the window's geometry (kernel, strides, dilations, pads,
  * auto_pad, ceil_mode).  Convolution is im2col + GEMM, one image at a time;
- * every group of a grouped convolution is one batch item of the same GEMM.
+ * every group of a grouped convolution is one batch item of the same GEMM;
+ * a depthwise one (a group per input channel) is one direct kernel.
  */
 #include <config.h>
 
@@ -233,6 +234,19 @@ SN_LOWER(sn_lower_conv)
     int direct = kh == 1 && kw == 1;
     for (int i = 0; i < nd; i++)
         direct &= g.stride[i] == 1 && g.pb[i] == 0 && g.pe[i] == 0;
+    if (group == c && cg == 1) {
+        /* Depthwise: one direct step over every image and channel. */
+        sn_step dw = {.kind = SN_KERNEL_DWCONV};
+        dw.u.dwconv = (sn_dwconv_desc){
+            .images = (size_t)nimg, .channels = (size_t)c,
+            .mult = (size_t)(m / c), .in_h = ih, .in_w = iw, .out_h = oh,
+            .out_w = ow, .k_h = kh, .k_w = kw,
+            .stride_h = G_H(&g, stride, 1), .stride_w = G_W(&g, stride),
+            .dil_h = G_H(&g, dil, 1), .dil_w = G_W(&g, dil),
+            .pad_top = G_H(&g, pb, 0), .pad_left = G_W(&g, pb), .src = vx,
+            .weights = vw, .bias = vb, .dst = out->view, .act = act};
+        return sn_emit(L, n, &dw);
+    }
     int split_bias = b && group > 1; /* differs per batch item */
 
     sn_step s = {.kind = SN_KERNEL_GEMM};

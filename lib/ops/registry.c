@@ -164,7 +164,8 @@ static const sn_operator registry[] = {
     /* convolution and pooling (ops_conv.c); a grouped convolution adds
      * its bias and activation after the products */
     OP("Conv", 2, 3, sn_lower_conv, 1, CONV, EACH, CONV,
-       USE(GEMM) | USE(IM2COL) | USE(BINARY_ADD) | USE(UNARY_RELU)),
+       USE(GEMM) | USE(IM2COL) | USE(BINARY_ADD) | USE(UNARY_RELU) |
+           USE(DWCONV)),
     OP("MaxPool", 1, 1, sn_lower_maxpool, 1, POOL, EACH, ELEMENTS,
        USE(POOL_MAX)),
     OP("AveragePool", 1, 1, sn_lower_avgpool, 1, POOL, EACH, ELEMENTS,
@@ -421,6 +422,8 @@ static const sn_kernel plain_kernels[] = {
     SN_KERNEL_IM2COL, SN_KERNEL_LAYERNORM, SN_KERNEL_GATHER,
     SN_KERNEL_TOPK, SN_KERNEL_RNN_CELL, SN_KERNEL_RESAMPLE,
     SN_KERNEL_GRID_SAMPLE, SN_KERNEL_ROI_ALIGN, SN_KERNEL_SCAN};
+    SN_KERNEL_IM2COL, SN_KERNEL_LAYERNORM, SN_KERNEL_GATHER,
+    SN_KERNEL_DWCONV};
 _Static_assert(sizeof plain_kernels / sizeof plain_kernels[0] ==
                    SN_USE_BINARY_ADD,
                "a use per kernel without variants");

@@ -2016,6 +2016,57 @@ def spatial_hostile_cases():
           [("g", np.zeros((1, 2, 2, 3), np.float32))], 16)
 
 
+def depthwise_conv_cases():
+    """Depthwise convolutions (a group per input channel), which run as a
+    kernel of their own: strides, pads, dilations, a channel multiplier,
+    no bias, a fused Relu, 1-D, and rows wider than a vector."""
+    rng = np.random.default_rng(1504)
+    mk = helper.make_node
+
+    def r(*shape):
+        return rng.standard_normal(shape).astype(np.float32)
+
+    def ref_grouped(x, w, b, strides, pads, dilations):
+        c, m = x.shape[1], w.shape[0]
+        mult = m // c
+        return np.concatenate(
+            [ref_conv(x[:, g:g + 1], w[g * mult:(g + 1) * mult],
+                      b[g * mult:(g + 1) * mult], strides, pads, dilations)
+             for g in range(c)], axis=1)
+
+    x, w, b = r(2, 4, 9, 10), r(4, 1, 3, 3), r(4)
+    y = ref_grouped(x, w, b, [2, 1], [1, 1, 1, 1], [1, 1])
+    node_case("test_conv_depthwise_strides_pads_relu_opset11",
+              [mk("Conv", ["x", "w", "b"], ["c"], group=4, strides=[2, 1],
+                  pads=[1, 1, 1, 1]),
+               mk("Relu", ["c"], ["y"])],
+              [("x", x)], [("y", np.maximum(y, 0))], 11,
+              initializers=[("w", w), ("b", b)])
+    x, w = r(1, 3, 8, 7), r(6, 1, 3, 2)
+    node_case("test_conv_depthwise_multiplier_dilations_no_bias_opset11",
+              [mk("Conv", ["x", "w"], ["y"], group=3, dilations=[2, 1],
+                  pads=[2, 0, 1, 1])],
+              [("x", x)],
+              [("y", ref_grouped(x, w, np.zeros(6, np.float32), [1, 1],
+                                 [2, 0, 1, 1], [2, 1]))], 11,
+              initializers=[("w", w)])
+    x, w, b = r(2, 3, 20), r(3, 1, 5), r(3)
+    y = ref_grouped(x[:, :, None], w[:, :, None], b, [1, 3], [0, 2, 0, 2],
+                    [1, 1])[:, :, 0]
+    node_case("test_conv_depthwise_1d_opset11",
+              [mk("Conv", ["x", "w", "b"], ["y"], group=3, strides=[3],
+                  pads=[2, 2])],
+              [("x", x)], [("y", y)], 11, initializers=[("w", w), ("b", b)])
+    for stride in (1, 2):
+        x, w, b = r(1, 2, 6, 45), r(2, 1, 5, 5), r(2)
+        y = ref_grouped(x, w, b, [stride, stride], [2, 2, 2, 2], [1, 1])
+        node_case("test_conv_depthwise_wide_stride%d_opset11" % stride,
+                  [mk("Conv", ["x", "w", "b"], ["y"], group=2,
+                      strides=[stride, stride], pads=[2, 2, 2, 2])],
+                  [("x", x)], [("y", y)], 11,
+                  initializers=[("w", w), ("b", b)])
+
+
 if __name__ == "__main__":
     initializers_ir3()
     external()
@@ -2050,3 +2101,4 @@ if __name__ == "__main__":
     recurrent_cases()
     control_real_model_cases()
     spatial_hostile_cases()
+    depthwise_conv_cases()
