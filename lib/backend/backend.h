@@ -527,8 +527,7 @@ typedef struct sn_scan_desc {
     X(COPY, "copy") X(IM2COL, "im2col") X(POOL, "pool")                       \
     X(LAYERNORM, "layernorm") X(GATHER, "gather") X(TOPK, "topk")           \
     X(RNN_CELL, "rnn_cell") X(RESAMPLE, "resample")                           \
-    X(GRID_SAMPLE, "grid_sample") X(ROI_ALIGN, "roi_align") X(SCAN, "scan")
-    X(LAYERNORM, "layernorm") X(GATHER, "gather")                             \
+    X(GRID_SAMPLE, "grid_sample") X(ROI_ALIGN, "roi_align") X(SCAN, "scan")   \
     X(DWCONV, "dwconv")
 
 typedef enum sn_kernel {
