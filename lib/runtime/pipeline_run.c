@@ -464,12 +464,21 @@ static shardnet_status gather_output(sn_pipeline *p, size_t i, size_t b)
     int v = p->g->outputs[i];
     sn_host_tensor *o = &p->outputs[i];
     sn_host_tensor **vals = p->vals + (b % 2) * p->micro;
-    const sn_host_tensor *first = &vals[0][v];
-    int batched = p->micro > 1 && first->rank > 0 &&
+    const sn_value *gv = &p->g->values[v];
+    /* An output no stage makes, known when the model loaded (a Constant
+     * folded into a value): the constant itself. */
+    sn_host_tensor konst = {.dtype = gv->dtype, .rank = gv->rank,
+                            .data = (void *)gv->data, .nbytes = gv->nbytes};
+    memcpy(konst.dims, gv->dims, sizeof konst.dims);
+    int is_const = p->prod[v] < 0 && (gv->flags & SN_VALUE_CONST);
+    const sn_host_tensor *first = is_const ? &konst : &vals[0][v];
+    if (is_const)
+        vals = NULL;
+    int batched = !is_const && p->micro > 1 && first->rank > 0 &&
                   (size_t)first->dims[0] <= p->chunk;
     size_t parts = batched ? p->micro : 1, bytes = 0, at = 0;
     for (size_t j = 0; j < parts; j++)
-        bytes += vals[j][v].nbytes;
+        bytes += j ? vals[j][v].nbytes : first->nbytes;
     if (!o->data || p->out_cap[i] < bytes) {
         free(o->data);
         p->out_cap[i] = 0;
@@ -483,7 +492,7 @@ static shardnet_status gather_output(sn_pipeline *p, size_t i, size_t b)
     memcpy(o->dims, first->dims, sizeof o->dims);
     o->nbytes = bytes;
     for (size_t j = 0; j < parts; j++) {
-        const sn_host_tensor *t = &vals[j][v];
+        const sn_host_tensor *t = j ? &vals[j][v] : first;
         if (t->nbytes)
             memcpy((char *)o->data + at, t->data, t->nbytes);
         at += t->nbytes;

@@ -2067,6 +2067,23 @@ def depthwise_conv_cases():
                   initializers=[("w", w), ("b", b)])
 
 
+def constant_output_cases():
+    """A graph output that is a constant (a Constant node the loader folds
+    into a value, which no stage of a layer split computes), beside one
+    computed from the input: split_cases runs it under every split."""
+    mk = helper.make_node
+    rng = np.random.default_rng(1504)
+    x = rng.standard_normal((2, 3)).astype(np.float32)
+    c = np.array([1.5, -2.5], np.float32)
+    node_case("test_constant_graph_output_beside_computed",
+              [mk("Relu", ["x"], ["r"]), mk("Sigmoid", ["r"], ["y"]),
+               mk("Constant", [], ["c"],
+                  value=numpy_helper.from_array(c, "c"))],
+              [("x", x)],
+              [("y", (1 / (1 + np.exp(-np.maximum(x, 0)))).astype(np.float32)),
+               ("c", c)], 13)
+
+
 if __name__ == "__main__":
     initializers_ir3()
     external()
@@ -2102,3 +2119,4 @@ if __name__ == "__main__":
     control_real_model_cases()
     spatial_hostile_cases()
     depthwise_conv_cases()
+    constant_output_cases()
