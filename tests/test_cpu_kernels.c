@@ -1322,6 +1322,8 @@ Test(cpu_im2col, matches_reference_with_pads_strides_and_dilations)
         {5, 9, 13, 7, 7, 2, 2, 1, 1, 3, 3, 3, 3},
         {16, 56, 56, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1}, /* split between threads */
         {8, 30, 31, 3, 3, 2, 2, 3, 3, 4, 4, 4, 4},
+        {3, 67, 259, 5, 5, 2, 2, 1, 1, 1, 1, 2, 2}, /* a stem, wide rows */
+        {2, 9, 70, 3, 3, 3, 3, 1, 1, 1, 1, 1, 1},
     };
     for (size_t i = 0; i < ARRAY_LEN(cases); i++)
         check_im2col(&cases[i]);
