@@ -85,6 +85,23 @@ static void span(long long base, size_t step, long long lo, long long hi,
 
 /* ---- im2col -------------------------------------------------------------- */
 
+/* out[j] = in[j * s] for j < n: a vector loop (permutes of two loads for
+ * s = 2, the strided stems), where the plain loop was scalar. */
+static SN_VECTOR_CLONES void copy_strided(float *restrict out,
+                                          const float *restrict in, size_t n,
+                                          size_t s)
+{
+    if (s == 2) {
+#pragma omp simd
+        for (size_t j = 0; j < n; j++)
+            out[j] = in[2 * j];
+    } else {
+#pragma omp simd
+        for (size_t j = 0; j < n; j++)
+            out[j] = in[j * s];
+    }
+}
+
 /*
  * Units [u0, u1) of im2col, unit u = dst row u / out_h (channel c, tap ky,
  * kx), output row u % out_h.  src: (channels, in_h, in_w); dst: (channels *
@@ -124,8 +141,9 @@ static void im2col_units(const sn_im2col_desc *d, const float *src,
                 memcpy(out + x0, in + (bx + (long long)x0),
                        (x1 - x0) * sizeof *out);
             } else {
-                for (size_t ox = x0; ox < x1; ox++)
-                    out[ox] = in[bx + (long long)(ox * d->stride_w)];
+                copy_strided(out + x0,
+                             in + (bx + (long long)(x0 * d->stride_w)),
+                             x1 - x0, d->stride_w);
             }
         }
     }

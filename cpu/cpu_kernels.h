@@ -86,6 +86,12 @@ int sn_cpu_sgemm_avx512(const sn_gemm_desc *d, const float *a, const float *b,
 void sn_cpu_sgemm_avx512_packed(const sn_gemm_desc *d, const float *a,
                                 const sn_cpu_packed_b *pb, float *c,
                                 const float *bias);
+/* The same kernel reading B in place, unpacked (trans_a = trans_b = 0, any
+ * batch strides): _takes says whether d is a shape where that beats
+ * packing B per call; the result is bit-identical to the packed kernel's. */
+int sn_cpu_sgemm_avx512_direct_takes(const sn_gemm_desc *d);
+void sn_cpu_sgemm_avx512_direct(const sn_gemm_desc *d, const float *a,
+                                const float *b, float *c, const float *bias);
 
 /*
  * Small products (cpu/sgemm_small.c): B narrow and short (trans_a = 0,

@@ -57,7 +57,8 @@
  * faster (sn_cpu_sgemm_avx512_worth, with the measurements): here only when
  * packing B per call still pays; the backend (backends/cpu/tasks.c) keeps
  * packed copies of constant B (b_const) and calls the kernel on them
- * directly.  SHARDNET_CPU_SGEMM=blas turns it off.
+ * directly, and reads a B that is not transposed in place, unpacked
+ * (sn_cpu_sgemm_avx512_direct_takes).  SHARDNET_CPU_SGEMM=blas turns it off.
  *
  * beta == 0: BLAS semantics make C write-only then (NaN in C is not
  * propagated); OpenBLAS's sgemm honours this (tested with C full of NaN).
@@ -253,6 +254,12 @@ void sn_cpu_gemm(const sn_gemm_desc *d, const float *a, const float *b,
     /* Narrow, short B (attention's per-head products): no BLAS call. */
     if (sn_cpu_sgemm_small_takes(d)) {
         sn_cpu_sgemm_small(d, a, b, c, bias);
+        return;
+    }
+    /* B not transposed (a 1x1 convolution's input, an im2col matrix): the
+     * AVX-512 kernel reads it in place. */
+    if (sn_cpu_sgemm_avx512_direct_takes(d)) {
+        sn_cpu_sgemm_avx512_direct(d, a, b, c, bias);
         return;
     }
     /* The AVX-512 kernel packs B per call here (cached copies of constant

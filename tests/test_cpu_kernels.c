@@ -58,7 +58,8 @@ typedef struct gemm_case {
     int b_const; /* sets the descriptor's b_const */
     /* 0: sn_cpu_gemm; 1: the AVX-512 kernel packing B per call;
      * 2: the AVX-512 kernel on a B packed beforehand (sn_cpu_pack_b);
-     * 3: the small-product kernel (sn_cpu_sgemm_small). */
+     * 3: the small-product kernel (sn_cpu_sgemm_small);
+     * 4: the AVX-512 kernel reading B in place (sn_cpu_sgemm_avx512_direct). */
     int kernel;
 } gemm_case;
 
@@ -114,6 +115,8 @@ static void check_gemm(const gemm_case *g, int threads)
     } else if (g->kernel == 1) {
         cr_assert(sn_cpu_sgemm_avx512(&d, a, b, got, bias),
                   "sn_cpu_sgemm_avx512: out of memory");
+    } else if (g->kernel == 4) {
+        sn_cpu_sgemm_avx512_direct(&d, a, b, got, bias);
     } else if (g->kernel == 3) {
         cr_assert(sn_cpu_sgemm_small_takes(&d), "the small kernel refuses "
                   "m=%zu n=%zu k=%zu", g->m, g->n, g->k);
@@ -1319,6 +1322,8 @@ Test(cpu_im2col, matches_reference_with_pads_strides_and_dilations)
         {5, 9, 13, 7, 7, 2, 2, 1, 1, 3, 3, 3, 3},
         {16, 56, 56, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1}, /* split between threads */
         {8, 30, 31, 3, 3, 2, 2, 3, 3, 4, 4, 4, 4},
+        {3, 67, 259, 5, 5, 2, 2, 1, 1, 1, 1, 2, 2}, /* a stem, wide rows */
+        {2, 9, 70, 3, 3, 3, 3, 1, 1, 1, 1, 1, 1},
     };
     for (size_t i = 0; i < ARRAY_LEN(cases); i++)
         check_im2col(&cases[i]);
@@ -1506,6 +1511,61 @@ Test(cpu_sgemm_avx512, applies_bias_relu_alpha_and_beta_in_registers)
                     g.act = g.act == SN_ACT_RELU ? SN_ACT_NONE : SN_ACT_RELU;
                     check_gemm_all_teams(&g);
                 }
+}
+
+Test(cpu_sgemm_avx512, reads_b_in_place_with_bias_relu_beta_and_batches)
+{
+    if (!sn_cpu_sgemm_avx512_available())
+        cr_skip_test("no AVX-512 on this CPU (or SHARDNET_CPU_SGEMM=blas)");
+    for (size_t i = 0; i < ARRAY_LEN(avx512_shapes); i++)
+        for (int bias = 0; bias <= 2; bias++)
+            for (int beta = 0; beta < 2; beta++) {
+                /* Own B per item (gaps between them) or one shared B. */
+                gemm_case g = {.m = avx512_shapes[i][0],
+                               .n = avx512_shapes[i][1],
+                               .k = avx512_shapes[i][2], .pad = i % 3,
+                               .batch = 1 + i % 3, .shared_b = beta,
+                               .alpha = beta ? 0.75f : 1.0f,
+                               .beta = beta ? 0.5f : 0.0f, .nan_c = !beta,
+                               .bias = bias,
+                               .act = (i + (size_t)bias) % 2 ? SN_ACT_RELU
+                                                             : SN_ACT_NONE,
+                               .kernel = 4};
+                check_gemm_all_teams(&g);
+            }
+}
+
+Test(cpu_sgemm_avx512, gives_the_same_bits_in_place_as_packed)
+{
+    /* 1x1 convolutions' shapes: wide B, K under and over one K block. */
+    static const size_t shapes[][3] = {{24, 4099, 24}, {37, 1000, 300}};
+    if (!sn_cpu_sgemm_avx512_available())
+        cr_skip_test("no AVX-512 on this CPU (or SHARDNET_CPU_SGEMM=blas)");
+    for (size_t i = 0; i < ARRAY_LEN(shapes); i++)
+        for (size_t t = 0; t < ARRAY_LEN(team_sizes); t++) {
+            const size_t m = shapes[i][0], n = shapes[i][1], k = shapes[i][2];
+            sn_gemm_desc d = {.m = m, .n = n, .k = k, .alpha = 1.0f,
+                              .lda = k, .ldb = n, .ldc = n, .batch = 1,
+                              .bias_rows = 1, .act = SN_ACT_RELU};
+            float *a = alloc_floats(m * k), *b = alloc_floats(k * n),
+                  *bias = alloc_floats(m), *c1 = alloc_floats(m * n),
+                  *c2 = alloc_floats(m * n);
+            ref_fill_random(a, m * k, 3u, -1.0f, 1.0f);
+            ref_fill_random(b, k * n, 5u, -1.0f, 1.0f);
+            ref_fill_random(bias, m, 7u, -1.0f, 1.0f);
+            omp_set_num_threads(team_sizes[t]);
+            cr_assert(sn_cpu_sgemm_avx512(&d, a, b, c1, bias),
+                      "sn_cpu_sgemm_avx512: out of memory");
+            sn_cpu_sgemm_avx512_direct(&d, a, b, c2, bias);
+            cr_assert(memcmp(c1, c2, m * n * sizeof *c1) == 0,
+                      "m=%zu n=%zu k=%zu threads=%d: in place differs from "
+                      "packed", m, n, k, team_sizes[t]);
+            free(a);
+            free(b);
+            free(bias);
+            free(c1);
+            free(c2);
+        }
 }
 
 Test(cpu_sgemm_avx512, computes_batches_sharing_one_packed_b)
