@@ -196,9 +196,19 @@ static void simplify(const sn_binary_desc *d, bshape *s)
     s->rank = r;
 }
 
+/* A fused Relu over a row just stored (still in cache): the unary RELU's
+ * expression, so the bits are those of the unfused form. */
+static void relu_row(size_t n, float *c)
+{
+#pragma omp simd
+    for (size_t i = 0; i < n; i++)
+        c[i] = c[i] < 0.0f ? 0.0f : c[i];
+}
+
 /* Output elements [begin, end), walked row by row (a row: the innermost
- * merged dimension, or the part of it inside the range). */
-static void binary_range(row_fn fn, const bshape *s, const float *a,
+ * merged dimension, or the part of it inside the range), each row then
+ * through the fused Relu when relu is set. */
+static void binary_range(row_fn fn, int relu, const bshape *s, const float *a,
                          const float *b, float *c, size_t begin, size_t end)
 {
     const size_t last = s->rank - 1, inner = s->shape[last];
@@ -215,6 +225,8 @@ static void binary_range(row_fn fn, const bshape *s, const float *a,
         if (n > end - begin)
             n = end - begin;
         fn(n, a + oa, s->sa[last], b + ob, s->sb[last], c + begin);
+        if (relu)
+            relu_row(n, c + begin);
         begin += n;
         /* Advance the counter by n; offsets wrap modulo SIZE_MAX + 1 on the
          * way back down, which unsigned arithmetic makes exact. */
@@ -248,6 +260,7 @@ void sn_cpu_binary(const sn_binary_desc *d, const float *a, const float *b,
                    float *c)
 {
     const row_fn fn = row_fns[d->op];
+    const int relu = d->act == SN_ACT_RELU;
     bshape s;
 
     simplify(d, &s);
@@ -259,10 +272,10 @@ void sn_cpu_binary(const sn_binary_desc *d, const float *a, const float *b,
             size_t begin, end;
             thread_range(s.total, &begin, &end);
             if (begin < end)
-                binary_range(fn, &s, a, b, c, begin, end);
+                binary_range(fn, relu, &s, a, b, c, begin, end);
         }
     } else {
-        binary_range(fn, &s, a, b, c, 0, s.total);
+        binary_range(fn, relu, &s, a, b, c, 0, s.total);
     }
 }
 
