@@ -357,15 +357,18 @@ static void binary_relu_case(sn_device *dev, sn_binary_op op, size_t ra,
     free(got);
 }
 
-/* The Relu a pass fuses into Add, Sub, Mul and Div, bit for bit, in every
- * form of the kernel: same shapes, either operand a scalar, broadcast,
- * and large enough for the CPU's threads. */
+/* The Relu a pass fuses into Add, Sub, Mul and Div (and any binary op
+ * given one), bit for bit, in every form of the kernel: same shapes,
+ * either operand a scalar, broadcast, and large enough for the CPU's
+ * threads. */
 Test(kernels, binary_ops_with_a_fused_relu_match_the_reference_bit_exactly)
 {
     static const size_t big[] = {300, 257}, brow[] = {257}, bcol[] = {300, 1},
                         s1[] = {1}, s335[] = {3, 1, 5}, s41[] = {4, 1};
+    /* (MAX and PRELU: the CPU's Relu after the op's loop, by chunks.) */
     static const sn_binary_op ops[] = {SN_BINARY_ADD, SN_BINARY_SUB,
-                                       SN_BINARY_MUL, SN_BINARY_DIV};
+                                       SN_BINARY_MUL, SN_BINARY_DIV,
+                                       SN_BINARY_MAX, SN_BINARY_PRELU};
     FOR_EACH_DEVICE(dev)
     {
         for (size_t k = 0; k < sizeof ops / sizeof ops[0]; k++) {
