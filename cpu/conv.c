@@ -454,15 +454,33 @@ static SN_VECTOR_CLONES void dw_rows(const sn_dwconv_desc *d, const float *pad,
     const size_t ow = d->out_w, sw = d->stride_w;
     const size_t nbx = (ow + VW - 1) / VW, nb = nrows * nbx;
     const size_t rstep = d->dil_h * pw;
+    /* Block b0's output row and column block, stepped along without a
+     * division per block (with 3 x 3 taps, those divisions cost as much
+     * as the sums). */
+    size_t row0 = 0, cb0 = 0;
 
     for (size_t b0 = 0; b0 < nb; b0 += NBLK) {
         const size_t n = nb - b0 < NBLK ? nb - b0 : NBLK;
         const float *base[NBLK];
+        size_t rows[NBLK], cols[NBLK];
         v16 acc[NBLK];
-        for (size_t i = 0; i < NBLK; i++) { /* past n: block b0 again */
-            const size_t bi = b0 + (i < n ? i : 0);
-            base[i] = pad + bi / nbx * d->stride_h * pw + bi % nbx * VW * sw;
+        size_t r = row0, cb = cb0;
+        for (size_t i = 0; i < NBLK; i++) {
+            if (i < n) { /* past n: block b0 again */
+                rows[i] = r;
+                cols[i] = cb * VW;
+            } else {
+                rows[i] = row0;
+                cols[i] = cb0 * VW;
+            }
+            base[i] = pad + rows[i] * d->stride_h * pw + cols[i] * sw;
+            if (++cb == nbx) {
+                cb = 0;
+                r++;
+            }
         }
+        row0 = r; /* block b0 + NBLK */
+        cb0 = cb;
         if (sw == 1)
             taps4(d, base, rstep, w, 1, acc);
         else if (sw == 2)
@@ -470,8 +488,8 @@ static SN_VECTOR_CLONES void dw_rows(const sn_dwconv_desc *d, const float *pad,
         else
             taps4(d, base, rstep, w, sw, acc);
         for (size_t i = 0; i < n; i++) {
-            const size_t row = (b0 + i) / nbx, col = (b0 + i) % nbx * VW;
-            float *o = out + row * ow + col;
+            const size_t col = cols[i];
+            float *o = out + rows[i] * ow + col;
             v16 v = acc[i] + bias;
             if (d->act == SN_ACT_RELU) /* v < 0 ? 0 : v, NaN kept */
                 v = (v16)((v16i)v & ~(v < 0.0f));

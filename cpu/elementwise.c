@@ -137,6 +137,15 @@ DEFINE_ROW(or, x != 0.0f || y != 0.0f ? 1.0f : 0.0f)
 DEFINE_ROW(xor, (x != 0.0f) != (y != 0.0f) ? 1.0f : 0.0f)
 DEFINE_ROW(prelu, x < 0.0f ? y * x : x)
 
+/* With the fused Relu in the same loop (the unary RELU's expression, on
+ * the rounded result: the bits of the two steps). */
+#define RELU_OF(v) ((v) < 0.0f ? 0.0f : (v))
+DEFINE_ROW(add_relu, RELU_OF(x + y))
+DEFINE_ROW(sub_relu, RELU_OF(x - y))
+DEFINE_ROW(mul_relu, RELU_OF(x * y))
+DEFINE_ROW(div_relu, RELU_OF(x / y))
+#undef RELU_OF
+
 #undef DEFINE_ROW
 
 /* powf is a scalar libm call: no simd variant exists without -ffast-math. */
@@ -157,6 +166,12 @@ static const row_fn row_fns[SN_BINARY_COUNT] = {
     [SN_BINARY_GREATER_EQUAL] = row_greater_equal,
     [SN_BINARY_AND] = row_and, [SN_BINARY_OR] = row_or,
     [SN_BINARY_XOR] = row_xor, [SN_BINARY_PRELU] = row_prelu,
+};
+
+/* The ops with the Relu in their loop; the others apply it per chunk. */
+static const row_fn row_relu_fns[SN_BINARY_COUNT] = {
+    [SN_BINARY_ADD] = row_add_relu, [SN_BINARY_SUB] = row_sub_relu,
+    [SN_BINARY_MUL] = row_mul_relu, [SN_BINARY_DIV] = row_div_relu,
 };
 
 /* The descriptor with size-1 dimensions dropped and chained ones merged;
@@ -196,9 +211,28 @@ static void simplify(const sn_binary_desc *d, bshape *s)
     s->rank = r;
 }
 
+/* Floats of a row that a fused Relu outside the op's loop follows while
+ * they are in the L1 cache. */
+#define RELU_CHUNK 2048
+
+/* A row of fn with the Relu applied chunk by chunk after it: the unary
+ * RELU's expression, so the bits are those of the unfused form. */
+static void row_then_relu(row_fn fn, size_t n, const float *a, size_t sa,
+                          const float *b, size_t sb, float *c)
+{
+    for (size_t i = 0; i < n; i += RELU_CHUNK) {
+        const size_t m = n - i < RELU_CHUNK ? n - i : RELU_CHUNK;
+        fn(m, a + i * sa, sa, b + i * sb, sb, c + i);
+#pragma omp simd
+        for (size_t j = 0; j < m; j++)
+            c[i + j] = c[i + j] < 0.0f ? 0.0f : c[i + j];
+    }
+}
+
 /* Output elements [begin, end), walked row by row (a row: the innermost
- * merged dimension, or the part of it inside the range). */
-static void binary_range(row_fn fn, const bshape *s, const float *a,
+ * merged dimension, or the part of it inside the range); with relu set
+ * (an op without a fused row function), each through row_then_relu. */
+static void binary_range(row_fn fn, int relu, const bshape *s, const float *a,
                          const float *b, float *c, size_t begin, size_t end)
 {
     const size_t last = s->rank - 1, inner = s->shape[last];
@@ -214,7 +248,11 @@ static void binary_range(row_fn fn, const bshape *s, const float *a,
         size_t n = inner - idx[last];
         if (n > end - begin)
             n = end - begin;
-        fn(n, a + oa, s->sa[last], b + ob, s->sb[last], c + begin);
+        if (relu)
+            row_then_relu(fn, n, a + oa, s->sa[last], b + ob, s->sb[last],
+                          c + begin);
+        else
+            fn(n, a + oa, s->sa[last], b + ob, s->sb[last], c + begin);
         begin += n;
         /* Advance the counter by n; offsets wrap modulo SIZE_MAX + 1 on the
          * way back down, which unsigned arithmetic makes exact. */
@@ -247,7 +285,9 @@ static void thread_range(size_t n, size_t *begin, size_t *end)
 void sn_cpu_binary(const sn_binary_desc *d, const float *a, const float *b,
                    float *c)
 {
-    const row_fn fn = row_fns[d->op];
+    const int fused = d->act == SN_ACT_RELU && row_relu_fns[d->op];
+    const row_fn fn = fused ? row_relu_fns[d->op] : row_fns[d->op];
+    const int relu = d->act == SN_ACT_RELU && !fused;
     bshape s;
 
     simplify(d, &s);
@@ -259,10 +299,10 @@ void sn_cpu_binary(const sn_binary_desc *d, const float *a, const float *b,
             size_t begin, end;
             thread_range(s.total, &begin, &end);
             if (begin < end)
-                binary_range(fn, &s, a, b, c, begin, end);
+                binary_range(fn, relu, &s, a, b, c, begin, end);
         }
     } else {
-        binary_range(fn, &s, a, b, c, 0, s.total);
+        binary_range(fn, relu, &s, a, b, c, 0, s.total);
     }
 }
 

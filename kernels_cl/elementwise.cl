@@ -35,10 +35,12 @@ float op_mod(float a, float b)
 
 /*
  * Four kernels per binary op, binary_NAME_{same,scalar_a,scalar_b,bcast},
- * with the same first seven arguments:
+ * with the same first eight arguments:
  *   n       elements of c
  *   a, b    inputs, read from a_off / b_off
  *   c       output (n), contiguous from c_off
+ *   relu    non-zero: a fused Relu on each result (v < 0 ? 0 : v, as
+ *           UN_RELU: NaN and -0 kept)
  * _same      a, b, c all contiguous with the same shape
  * _scalar_a  a is one element, b contiguous
  * _scalar_b  a contiguous, b is one element
@@ -46,47 +48,54 @@ float op_mod(float a, float b)
  *            shape and the per-dimension element strides of a and b (0
  *            where broadcast), C order, in the first rank lanes
  */
+
+/* A result v through the fused Relu when relu is set. */
+float bin_act(float v, int relu)
+{
+    return relu && v < 0.0f ? 0.0f : v;
+}
+
 #define BINARY_KERNELS(NAME, OP)                                              \
     __kernel void binary_##NAME##_same(                                       \
         uint n, __global const float *a, uint a_off, __global const float *b, \
-        uint b_off, __global float *c, uint c_off)                            \
+        uint b_off, __global float *c, uint c_off, int relu)                  \
     {                                                                         \
         size_t gid = get_global_id(0);                                        \
         uint i;                                                               \
         if (gid >= n)                                                         \
             return;                                                           \
         i = (uint)gid;                                                        \
-        c[c_off + i] = OP(a[a_off + i], b[b_off + i]);                        \
+        c[c_off + i] = bin_act(OP(a[a_off + i], b[b_off + i]), relu);         \
     }                                                                         \
                                                                               \
     __kernel void binary_##NAME##_scalar_a(                                   \
         uint n, __global const float *a, uint a_off, __global const float *b, \
-        uint b_off, __global float *c, uint c_off)                            \
+        uint b_off, __global float *c, uint c_off, int relu)                  \
     {                                                                         \
         size_t gid = get_global_id(0);                                        \
         uint i;                                                               \
         if (gid >= n)                                                         \
             return;                                                           \
         i = (uint)gid;                                                        \
-        c[c_off + i] = OP(a[a_off], b[b_off + i]);                            \
+        c[c_off + i] = bin_act(OP(a[a_off], b[b_off + i]), relu);             \
     }                                                                         \
                                                                               \
     __kernel void binary_##NAME##_scalar_b(                                   \
         uint n, __global const float *a, uint a_off, __global const float *b, \
-        uint b_off, __global float *c, uint c_off)                            \
+        uint b_off, __global float *c, uint c_off, int relu)                  \
     {                                                                         \
         size_t gid = get_global_id(0);                                        \
         uint i;                                                               \
         if (gid >= n)                                                         \
             return;                                                           \
         i = (uint)gid;                                                        \
-        c[c_off + i] = OP(a[a_off + i], b[b_off]);                            \
+        c[c_off + i] = bin_act(OP(a[a_off + i], b[b_off]), relu);             \
     }                                                                         \
                                                                               \
     __kernel void binary_##NAME##_bcast(                                      \
         uint n, __global const float *a, uint a_off, __global const float *b, \
-        uint b_off, __global float *c, uint c_off, uint rank, uint8 shape,    \
-        uint8 stride_a, uint8 stride_b)                                       \
+        uint b_off, __global float *c, uint c_off, int relu, uint rank,       \
+        uint8 shape, uint8 stride_a, uint8 stride_b)                          \
     {                                                                         \
         size_t gid = get_global_id(0);                                        \
         uint sh[8], sa[8], sb[8];                                             \
@@ -105,7 +114,7 @@ float op_mod(float a, float b)
             ib += coord * sb[d];                                              \
             rest = q;                                                         \
         }                                                                     \
-        c[c_off + (uint)gid] = OP(a[ia], b[ib]);                              \
+        c[c_off + (uint)gid] = bin_act(OP(a[ia], b[ib]), relu);               \
     }
 
 BINARY_KERNELS(add, OP_ADD)

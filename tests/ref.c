@@ -99,6 +99,8 @@ void ref_binary(const sn_binary_desc *d, const float *a, const float *b,
             ob += idx[j] * d->stride_b[j];
         }
         c[i] = ref_binary_op(d->op, a[oa], b[ob]);
+        if (d->act == SN_ACT_RELU)
+            c[i] = ref_unary_op(SN_UNARY_RELU, c[i], 0.0f, 0.0f);
         /* Next output index in C order. */
         for (size_t j = d->rank; j-- > 0;) {
             if (++idx[j] < d->shape[j])

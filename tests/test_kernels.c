@@ -300,6 +300,103 @@ Test(kernels, comparison_logic_and_remainder_ops_match_the_reference)
     }
 }
 
+/* Both NaN, or the same bits (-0 is not 0). */
+static void expect_same_bits(const sn_device *dev, const char *what,
+                             const float *got, const float *want, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        cr_assert(
+            (isnan(got[i]) && isnan(want[i])) ||
+                !memcmp(&got[i], &want[i], sizeof got[i]),
+            "%s on %s: element %zu is %a, the reference %a", what,
+            dev->info.name, i, (double)got[i], (double)want[i]);
+}
+
+/* One binary op with the fused Relu, a's elements seeded with NaN and
+ * -0 (-0 + -0 and -0 * 1 stay -0 through Relu), against the reference. */
+static void binary_relu_case(sn_device *dev, sn_binary_op op, size_t ra,
+                             const size_t *sa, size_t rb, const size_t *sb)
+{
+    sn_binary_desc d = {.op = op, .act = SN_ACT_RELU};
+    size_t na = 1, nb = 1, nc = 1;
+    cr_assert_eq(sn_binary_broadcast(&d, ra, sa, rb, sb), SHARDNET_OK, "%s",
+                 shardnet_last_error());
+    for (size_t i = 0; i < ra; i++)
+        na *= sa[i];
+    for (size_t i = 0; i < rb; i++)
+        nb *= sb[i];
+    for (size_t i = 0; i < d.rank; i++)
+        nc *= d.shape[i];
+    float *a = random_floats(na, 21, -2.0f, 2.0f);
+    float *b = random_floats(nb, 22, -2.0f, 2.0f);
+    for (size_t i = 0; i < na; i += 7)
+        a[i] = i % 2 ? NAN : -0.0f;
+    if (nb > 3)
+        b[3] = -0.0f;
+    float *want = malloc(nc * sizeof *want), *got = malloc(nc * sizeof *got);
+    cr_assert(want && got);
+    sn_buffer *ba = make_buffer(dev, a, na), *bb = make_buffer(dev, b, nb);
+    sn_buffer *bc = make_buffer(dev, NULL, nc);
+    d.a = (sn_view){ba, 0};
+    d.b = (sn_view){bb, 0};
+    d.c = (sn_view){bc, 0};
+    cr_assert_eq(sn_binary(dev, &d), SHARDNET_OK, "%s: %s", dev->info.name,
+                 shardnet_last_error());
+    read_back(bc, got, nc);
+    ref_binary(&d, a, b, want);
+    char what[64];
+    snprintf(what, sizeof what, "%s+relu (rank %zu vs %zu)",
+             sn_binary_op_name(op), ra, rb);
+    expect_same_bits(dev, what, got, want, nc);
+    sn_buffer_free(ba);
+    sn_buffer_free(bb);
+    sn_buffer_free(bc);
+    free(a);
+    free(b);
+    free(want);
+    free(got);
+}
+
+/* The Relu a pass fuses into Add, Sub, Mul and Div (and any binary op
+ * given one), bit for bit, in every form of the kernel: same shapes,
+ * either operand a scalar, broadcast, and large enough for the CPU's
+ * threads. */
+Test(kernels, binary_ops_with_a_fused_relu_match_the_reference_bit_exactly)
+{
+    static const size_t big[] = {300, 257}, brow[] = {257}, bcol[] = {300, 1},
+                        s1[] = {1}, s335[] = {3, 1, 5}, s41[] = {4, 1};
+    /* (MAX and PRELU: the CPU's Relu after the op's loop, by chunks.) */
+    static const sn_binary_op ops[] = {SN_BINARY_ADD, SN_BINARY_SUB,
+                                       SN_BINARY_MUL, SN_BINARY_DIV,
+                                       SN_BINARY_MAX, SN_BINARY_PRELU};
+    FOR_EACH_DEVICE(dev)
+    {
+        for (size_t k = 0; k < sizeof ops / sizeof ops[0]; k++) {
+            binary_relu_case(dev, ops[k], 2, big, 2, big);
+            binary_relu_case(dev, ops[k], 2, big, 1, brow);
+            binary_relu_case(dev, ops[k], 2, bcol, 2, big);
+            binary_relu_case(dev, ops[k], 1, s1, 2, big);
+            binary_relu_case(dev, ops[k], 2, big, 1, s1);
+            binary_relu_case(dev, ops[k], 3, s335, 2, s41);
+        }
+    }
+}
+
+/* An activation the binary step does not know is refused, not ignored. */
+Test(kernels, binary_op_refuses_an_unknown_activation)
+{
+    FOR_EACH_DEVICE(dev)
+    {
+        sn_buffer *bx = make_buffer(dev, NULL, 4);
+        sn_binary_desc d = {.op = SN_BINARY_ADD, .rank = 1, .shape = {4},
+                            .stride_a = {1}, .stride_b = {1},
+                            .act = (sn_act)7};
+        d.a = d.b = d.c = (sn_view){bx, 0};
+        cr_assert_eq(sn_binary(dev, &d), SHARDNET_INVALID_ARGUMENT);
+        sn_buffer_free(bx);
+    }
+}
+
 /* Parameters that make each op non-trivial (the others ignore them). */
 static void unary_params(sn_unary_desc *d)
 {

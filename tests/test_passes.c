@@ -255,3 +255,49 @@ Test(passes, a_matmul_given_three_inputs_without_the_mark_is_refused)
     sn_weights_free(w);
     sn_graph_free(g);
 }
+
+/* The MLP with a residual-like Add(x, x) then Relu put before its first
+ * layer: the pass moves that Relu into the Add, with the same bits on
+ * every device. */
+Test(passes, fuse_binary_activation_moves_relu_into_the_add_bit_exactly)
+{
+    enum { MAXDEV = 8 };
+    sn_graph *g = load_sorted("fashion_mlp.onnx");
+    size_t ndev = 0, n0[MAXDEV], n1, fused;
+    float *before[MAXDEV];
+    int in = g->inputs[0], pair[2] = {in, in};
+    int v1 = sn_graph_add_value(g, "res_sum");
+    int v2 = sn_graph_add_value(g, "res_relu");
+    cr_assert(v1 >= 0 && v2 >= 0);
+    for (size_t i = 0; i < g->nnodes; i++)
+        for (size_t j = 0; j < g->nodes[i].ninputs; j++)
+            if (g->nodes[i].inputs[j] == in)
+                g->nodes[i].inputs[j] = v2;
+    cr_assert_geq(sn_graph_add_node(g, "res_add", "Add", "", pair, 2, &v1, 1),
+                  0);
+    cr_assert_geq(sn_graph_add_node(g, "res_act", "Relu", "", &v1, 1, &v2, 1),
+                  0);
+    cr_assert_eq(sn_graph_sort(g), SHARDNET_OK, "%s", shardnet_last_error());
+    while (ndev < MAXDEV && sn_context_device(ctx, ndev)) {
+        before[ndev] = run_graph_on(g, ndev, 3, &n0[ndev]);
+        ndev++;
+    }
+    cr_assert_eq(live_ops(g, "Relu"), 3);
+    cr_assert_eq(sn_pass_fuse_binary_activation(g, &fused), SHARDNET_OK);
+    cr_assert_eq(fused, 1, "only the Relu after the Add");
+    cr_assert_eq(live_ops(g, "Relu"), 2);
+    for (size_t i = 0; i < g->nnodes; i++)
+        if (!g->nodes[i].dead && !strcmp(g->nodes[i].op_type, "Add"))
+            cr_assert_str_eq(sn_attr_string(&g->nodes[i], "activation", ""),
+                             "Relu");
+    for (size_t d = 0; d < ndev; d++) {
+        float *after = run_graph_on(g, d, 3, &n1);
+        cr_assert_eq(n0[d], n1);
+        cr_assert_eq(memcmp(before[d], after, n1 * sizeof *after), 0,
+                     "fusing changed the result on %s",
+                     sn_context_device(ctx, d)->info.name);
+        free(before[d]);
+        free(after);
+    }
+    sn_graph_free(g);
+}

@@ -164,6 +164,7 @@ shardnet_status sn_cl_binary(sn_device *dev, const sn_binary_desc *d)
     int a_contig = 1, b_contig = 1, a_scalar = 1, b_scalar = 1, v;
     cl_uint8 shape, sa, sb;
     cl_uint un, a_off, b_off, c_off, rank;
+    cl_int relu;
     cl_mem a = d->a.buf->handle, b = d->b.buf->handle, c = d->c.buf->handle;
     char name[64];
 
@@ -216,6 +217,7 @@ shardnet_status sn_cl_binary(sn_device *dev, const sn_binary_desc *d)
     b_off = (cl_uint)d->b.offset;
     c_off = (cl_uint)d->c.offset;
     rank = (cl_uint)d->rank;
+    relu = d->act == SN_ACT_RELU;
     if (a_contig && b_contig)
         v = BIN_SAME;
     else if (a_scalar && b_contig)
@@ -226,11 +228,11 @@ shardnet_status sn_cl_binary(sn_device *dev, const sn_binary_desc *d)
         v = BIN_BCAST;
     snprintf(name, sizeof name, "binary_%s_%s", what, bin_variants[v]);
     {
-        karg args[] = {ARG(un),   ARG(a),  ARG(a_off), ARG(b),
-                       ARG(b_off), ARG(c), ARG(c_off), ARG(rank),
-                       ARG(shape), ARG(sa), ARG(sb)};
+        karg args[] = {ARG(un),    ARG(a),    ARG(a_off), ARG(b),
+                       ARG(b_off), ARG(c),    ARG(c_off), ARG(relu),
+                       ARG(rank),  ARG(shape), ARG(sa),   ARG(sb)};
         return run_kernel(dev, &cd->binary[v][d->op], PROG_ELEMENTWISE, name,
-                          what, args, v == BIN_BCAST ? 11 : 7, n);
+                          what, args, v == BIN_BCAST ? 12 : 8, n);
     }
 }
 

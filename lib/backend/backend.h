@@ -139,7 +139,9 @@ typedef enum sn_binary_op {
  * rank 0 = one element).  stride_a / stride_b give, per output dimension,
  * the element stride in a / b: 0 where that operand is broadcast.  The
  * output c is contiguous.  sn_binary_broadcast() fills shape and strides
- * from two numpy-broadcastable shapes.
+ * from two numpy-broadcastable shapes.  act (a Relu fused by a pass) is
+ * applied to each result as it is stored: c < 0 ? 0 : c, NaN and -0
+ * kept, the unary RELU's bits.
  */
 typedef struct sn_binary_desc {
     sn_binary_op op;
@@ -148,6 +150,7 @@ typedef struct sn_binary_desc {
     size_t stride_a[SN_MAX_DIMS];
     size_t stride_b[SN_MAX_DIMS];
     sn_view a, b, c;
+    sn_act act;
 } sn_binary_desc;
 
 /*

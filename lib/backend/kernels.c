@@ -136,7 +136,8 @@ shardnet_status sn_binary(sn_device *dev, const sn_binary_desc *d)
     size_t total = 1, ea = 1, eb = 1, t;
     if (st != SHARDNET_OK)
         return st;
-    if (!d || (unsigned)d->op >= SN_BINARY_COUNT || d->rank > SN_MAX_DIMS)
+    if (!d || (unsigned)d->op >= SN_BINARY_COUNT || d->rank > SN_MAX_DIMS ||
+        (d->act != SN_ACT_NONE && d->act != SN_ACT_RELU))
         return sn_error(SHARDNET_INVALID_ARGUMENT,
                         "binary op on %s: bad descriptor", dev->info.name);
     for (size_t i = 0; i < d->rank; i++) {

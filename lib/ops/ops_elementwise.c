@@ -234,24 +234,40 @@ shardnet_status sn_fold_broadcast(const sn_node *n, int op, const sn_rt *a,
     return SHARDNET_OK;
 }
 
-/* Shape arithmetic on the host: both inputs known. */
+/* Shape arithmetic on the host: both inputs known; then the fused Relu
+ * (act) on every element below zero. */
 static shardnet_status fold_binary(sn_lower *L, const sn_node *n,
-                                   sn_binary_op op, sn_rt *a, sn_rt *b,
-                                   int rank, const int64_t *dims)
+                                   sn_binary_op op, sn_act act, sn_rt *a,
+                                   sn_rt *b, int rank, const int64_t *dims)
 {
     void *d;
     shardnet_status st =
         sn_fold_broadcast(n, op, a, b, rank, dims, a->dtype, &d);
     if (st != SHARDNET_OK)
         return st;
+    if (act == SN_ACT_RELU) {
+        sn_rt r = {.dtype = a->dtype, .rank = rank, .host = d};
+        memcpy(r.dims, dims, (size_t)rank * sizeof *dims);
+        for (size_t k = 0, count = sn_rt_elements(&r); k < count; k++)
+            if (sn_rt_get_double(&r, k) < 0.0)
+                sn_store_value(a->dtype, d, k, 0.0, 0,
+                               !is_float_type(a->dtype));
+    }
     return sn_out_host(L, n, 0, a->dtype, rank, dims, d);
 }
 
-/* One binary step c = a op b with numpy broadcasting. */
-shardnet_status sn_emit_binary(sn_lower *L, const sn_node *n,
-                               sn_binary_op op, int ra, const int64_t *da,
-                               sn_view a, int rb, const int64_t *db, sn_view b,
-                               sn_view c)
+/* The Relu a pass fused into this node (attribute activation). */
+static sn_act fused_act(const sn_node *n)
+{
+    return strcmp(sn_attr_string(n, "activation", ""), "Relu") ? SN_ACT_NONE
+                                                                : SN_ACT_RELU;
+}
+
+/* One binary step c = act(a op b) with numpy broadcasting. */
+static shardnet_status emit_binary_act(sn_lower *L, const sn_node *n,
+                                       sn_binary_op op, sn_act act, int ra,
+                                       const int64_t *da, sn_view a, int rb,
+                                       const int64_t *db, sn_view b, sn_view c)
 {
     sn_step s = {.kind = SN_KERNEL_BINARY};
     size_t sa[SN_MAX_DIMS], sb[SN_MAX_DIMS];
@@ -267,7 +283,17 @@ shardnet_status sn_emit_binary(sn_lower *L, const sn_node *n,
     s.u.binary.a = a;
     s.u.binary.b = b;
     s.u.binary.c = c;
+    s.u.binary.act = act;
     return sn_emit(L, n, &s);
+}
+
+/* One binary step c = a op b with numpy broadcasting. */
+shardnet_status sn_emit_binary(sn_lower *L, const sn_node *n,
+                               sn_binary_op op, int ra, const int64_t *da,
+                               sn_view a, int rb, const int64_t *db, sn_view b,
+                               sn_view c)
+{
+    return emit_binary_act(L, n, op, SN_ACT_NONE, ra, da, a, rb, db, b, c);
 }
 
 /* Emit out = a op b for two values, uploading them as needed. */
@@ -357,10 +383,10 @@ SN_LOWER(sn_lower_binary)
                              "input shapes cannot be broadcast together");
     /* fold_binary reads only bl's shape and host data. */
     if (a->host && b->host && !is_float_type(a->dtype))
-        return fold_binary(L, n, op, a, &bl, rank, dims);
+        return fold_binary(L, n, op, fused_act(n), a, &bl, rank, dims);
     if (a->host && b->host && sn_rt_elements(a) <= 64 &&
         sn_rt_elements(b) <= 64)
-        return fold_binary(L, n, op, a, &bl, rank, dims);
+        return fold_binary(L, n, op, fused_act(n), a, &bl, rank, dims);
     if ((st = sn_out_device(L, n, 0, rank, dims, &out)) != SHARDNET_OK)
         return st;
     out->dtype = a->dtype; /* computed in float32, read back as this */
@@ -368,8 +394,8 @@ SN_LOWER(sn_lower_binary)
     if ((st = sn_dev_view(L, n, a, &va)) != SHARDNET_OK ||
         (st = sn_dev_view(L, n, b, &vb)) != SHARDNET_OK)
         return st;
-    return sn_emit_binary(L, n, op, a->rank, a->dims, va, bl.rank, bl.dims,
-                          vb, out->view);
+    return emit_binary_act(L, n, op, fused_act(n), a->rank, a->dims, va,
+                           bl.rank, bl.dims, vb, out->view);
 }
 
 /* --- element-wise unary ops --------------------------------------------- */

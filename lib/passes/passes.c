@@ -16,6 +16,7 @@ static const struct {
     {sn_pass_fold_batchnorm, "batch norms folded"},
     {sn_pass_fuse_bias, "biases fused"},
     {sn_pass_fuse_activation, "activations fused"},
+    {sn_pass_fuse_binary_activation, "activations fused into binary ops"},
     {sn_pass_remove_dead, "dead nodes removed"},
 };
 

@@ -109,10 +109,15 @@ static inline int shares(const bld *b, size_t total, size_t gran,
 }
 
 /* Node n's shard rule in the operator registry (ops/registry.h): what the
- * rules shared by several operators tell them apart by. */
+ * rules shared by several operators tell them apart by.  A linear op with
+ * a fused activation (lib/passes/fuse_binary_activation.c) is no longer
+ * linear: partial sums must be summed before it. */
 static inline sn_shard_rule rule_of(const sn_node *n)
 {
     const sn_operator *op = sn_operator_find(n->domain, n->op_type);
+    if (op && op->shard == SN_SHARD_ADDITIVE &&
+        sn_node_attr(n, "activation"))
+        return SN_SHARD_ELEMENTWISE;
     return op ? op->shard : SN_SHARD_REPLICATE;
 }
 

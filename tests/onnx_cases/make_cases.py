@@ -2084,6 +2084,65 @@ def constant_output_cases():
                ("c", c)], 13)
 
 
+def fused_binary_relu_cases():
+    """A Relu after Add, Sub, Mul or Div, which a pass fuses into the
+    binary step: a residual block (Conv, Add of its input, Relu), either
+    operand order, broadcasting, the opset-6 broadcast attribute, a chain,
+    integers folded on the host, an Add read twice (not fused), and the
+    sum of two products a tensor split may leave partial."""
+    rng = np.random.default_rng(1505)
+    mk = helper.make_node
+
+    def r(*shape):
+        return rng.standard_normal(shape).astype(np.float32)
+
+    relu = lambda v: np.maximum(v, 0).astype(v.dtype)
+    x, w, b = r(2, 4, 6, 6), r(4, 4, 1, 1), r(4)
+    c = ref_conv(x, w, b, [1, 1], [0, 0, 0, 0], [1, 1])
+    node_case("test_fuse_conv_add_relu_residual_opset13",
+              [mk("Conv", ["x", "w", "b"], ["c"]),
+               mk("Add", ["c", "x"], ["s"]), mk("Relu", ["s"], ["h"]),
+               mk("Add", ["x", "h"], ["s2"]), mk("Relu", ["s2"], ["y"])],
+              [("x", x)], [("y", relu(x + relu(c + x)))], 13,
+              initializers=[("w", w), ("b", b)])
+    x, b = r(2, 3, 4, 5), r(3, 1, 1)
+    node_case("test_fuse_sub_relu_broadcast_opset13",
+              [mk("Sub", ["x", "b"], ["s"]), mk("Relu", ["s"], ["y"])],
+              [("x", x), ("b", b)], [("y", relu(x - b))], 13)
+    x, b = r(2, 3, 4, 5), r(3)
+    node_case("test_fuse_add_relu_legacy_broadcast_opset6",
+              [mk("Add", ["x", "b"], ["s"], broadcast=1, axis=1),
+               mk("Relu", ["s"], ["y"])],
+              [("x", x), ("b", b)], [("y", relu(x + b[:, None, None]))], 6)
+    x, m, d = r(3, 70), r(1, 70), (np.abs(r(3, 1)) + 0.5).astype(np.float32)
+    node_case("test_fuse_mul_div_relu_chain_opset13",
+              [mk("Mul", ["x", "m"], ["p"]), mk("Relu", ["p"], ["h"]),
+               mk("Div", ["h", "d"], ["q"]), mk("Relu", ["q"], ["y"])],
+              [("x", x), ("m", m), ("d", d)],
+              [("y", relu(relu(x * m) / d))], 13)
+    xi = rng.integers(-9, 9, (3, 4)).astype(np.int32)
+    yi = rng.integers(-9, 9, (3, 4)).astype(np.int32)
+    node_case("test_fuse_add_relu_int32_host_opset14",
+              [mk("Add", ["x", "y"], ["s"]), mk("Relu", ["s"], ["z"])],
+              [("x", xi), ("y", yi)], [("z", relu(xi + yi))], 14)
+    x, y = r(4, 6), r(4, 6)
+    node_case("test_fuse_add_relu_sum_read_twice_opset13",
+              [mk("Add", ["x", "y"], ["s"]), mk("Relu", ["s"], ["z"]),
+               mk("Neg", ["s"], ["n"])],
+              [("x", x), ("y", y)], [("z", relu(x + y)), ("n", -(x + y))], 13)
+    # h cut along its features (column-parallel), then both products cut
+    # along h's: each device holds partial sums of p1 and p2.
+    x, w0, w1, w2 = r(8, 64), r(64, 64), r(64, 32), r(64, 32)
+    h = x @ w0
+    node_case("test_fuse_matmul_sum_relu_opset13",
+              [mk("MatMul", ["x", "w0"], ["h"]),
+               mk("MatMul", ["h", "w1"], ["p1"]),
+               mk("MatMul", ["h", "w2"], ["p2"]),
+               mk("Add", ["p1", "p2"], ["s"]), mk("Relu", ["s"], ["y"])],
+              [("x", x)], [("y", relu(h @ w1 + h @ w2))], 13,
+              initializers=[("w0", w0), ("w1", w1), ("w2", w2)])
+
+
 if __name__ == "__main__":
     initializers_ir3()
     external()
@@ -2120,3 +2179,4 @@ if __name__ == "__main__":
     spatial_hostile_cases()
     depthwise_conv_cases()
     constant_output_cases()
+    fused_binary_relu_cases()
