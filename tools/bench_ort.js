@@ -25,6 +25,7 @@
 
 const fs = require('fs');
 const path = require('path');
+const { readNpy } = require('./npy.js');
 
 let ort;
 try {
@@ -83,39 +84,6 @@ function parseArgs(argv) {
   }
   if (!o.model) usage('no model given');
   return o;
-}
-
-// Minimal .npy reader (format 1.0 / 2.0 / 3.0, little-endian, C order).
-function readNpy(file) {
-  const buf = fs.readFileSync(file);
-  if (buf.length < 10 || buf[0] !== 0x93 || buf.toString('latin1', 1, 6) !== 'NUMPY') {
-    throw new Error(`${file}: not a .npy file`);
-  }
-  const major = buf[6];
-  let hlen, hstart;
-  if (major === 1) { hlen = buf.readUInt16LE(8); hstart = 10; }
-  else { hlen = buf.readUInt32LE(8); hstart = 12; }
-  const header = buf.toString('latin1', hstart, hstart + hlen);
-  const descr = /'descr'\s*:\s*'([^']+)'/.exec(header);
-  const fortran = /'fortran_order'\s*:\s*(True|False)/.exec(header);
-  const shape = /'shape'\s*:\s*\(([^)]*)\)/.exec(header);
-  if (!descr || !fortran || !shape) throw new Error(`${file}: bad header ${header}`);
-  if (fortran[1] === 'True') throw new Error(`${file}: fortran order unsupported`);
-  const dims = shape[1].split(',').map((t) => t.trim()).filter((t) => t).map(Number);
-  const count = dims.reduce((a, b) => a * b, 1);
-  const off = hstart + hlen;
-  const types = {
-    '<f4': [Float32Array, 'float32'], '<f8': [Float64Array, 'float64'],
-    '<i4': [Int32Array, 'int32'], '<i8': [BigInt64Array, 'int64'],
-  };
-  const t = types[descr[1]];
-  if (!t) throw new Error(`${file}: dtype ${descr[1]} unsupported`);
-  const [Ctor, dtype] = t;
-  // Copy to an aligned buffer.
-  const bytes = buf.subarray(off, off + count * Ctor.BYTES_PER_ELEMENT);
-  const data = new Ctor(count);
-  new Uint8Array(data.buffer).set(bytes);
-  return { data, dims, dtype };
 }
 
 // Deterministic uniform [0, 1) generator (mulberry32).

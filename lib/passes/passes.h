@@ -23,7 +23,7 @@ shardnet_status sn_pass_fuse_bias(sn_graph *g, size_t *fused);
  * (fuse_activation.c). */
 shardnet_status sn_pass_fuse_activation(sn_graph *g, size_t *fused);
 /* A Relu after an Add, Sub, Mul or Div, applied by its binary step
- * (fuse_binary_activation.c). */
+ * (fuse_activation.c). */
 shardnet_status sn_pass_fuse_binary_activation(sn_graph *g, size_t *fused);
 /* Nodes nothing uses, removed (dead.c). */
 shardnet_status sn_pass_remove_dead(sn_graph *g, size_t *removed);

@@ -110,7 +110,7 @@ static inline int shares(const bld *b, size_t total, size_t gran,
 
 /* Node n's shard rule in the operator registry (ops/registry.h): what the
  * rules shared by several operators tell them apart by.  A linear op with
- * a fused activation (lib/passes/fuse_binary_activation.c) is no longer
+ * a fused activation (lib/passes/fuse_activation.c) is no longer
  * linear: partial sums must be summed before it. */
 static inline sn_shard_rule rule_of(const sn_node *n)
 {
