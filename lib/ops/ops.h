@@ -258,6 +258,15 @@ SN_LOWER(sn_lower_det);
 SN_LOWER(sn_lower_nms);
 
 /* lib/ops/ops_quant.c: quantization and integer products. */
+/* A zero point or scale p of one value or one per row or channel: element
+ * i's (dflt where p is absent or empty). */
+double sn_quant_param(const sn_rt *p, size_t i, double dflt);
+/* p (may be NULL) holds 1 or want values, else an error naming `what`. */
+shardnet_status sn_quant_count(const sn_node *n, const sn_rt *p,
+                               const char *what, size_t want);
+/* sn_quant_count, and p's values known when the model is planned. */
+shardnet_status sn_quant_host_param(const sn_node *n, const sn_rt *p,
+                                    const char *what, size_t want);
 SN_LOWER(sn_lower_quantize);
 SN_LOWER(sn_lower_dequantize);
 SN_LOWER(sn_lower_dynamic_quantize);

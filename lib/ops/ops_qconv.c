@@ -107,28 +107,6 @@ static shardnet_status geometry(const sn_node *n, const sn_rt *x,
     return SHARDNET_OK;
 }
 
-/* A zero point or scale of one value, or one per channel: channel c's. */
-static double at(const sn_rt *p, size_t c, double dflt)
-{
-    if (!p || sn_rt_elements(p) == 0)
-        return dflt;
-    return sn_rt_get_double(p, sn_rt_elements(p) == 1 ? 0 : c);
-}
-
-static shardnet_status check_param(const sn_node *n, const sn_rt *p,
-                                   const char *what, size_t want)
-{
-    size_t c = p ? sn_rt_elements(p) : 0;
-    if (c > 1 && c != want)
-        return sn_node_error(n, SHARDNET_INVALID_ARGUMENT,
-                             "%s has %zu values, not 1 or %zu", what, c, want);
-    if (p && !sn_host_known(p))
-        return sn_node_error(n, SHARDNET_UNSUPPORTED,
-                             "%s must be known when the model is planned",
-                             what);
-    return SHARDNET_OK;
-}
-
 /* The sums (N, M, out...) in int64. */
 static int64_t *conv_sums(const sn_rt *x, const sn_rt *xzp, const sn_rt *w,
                           const sn_rt *wzp, const qgeom *g, size_t groups)
@@ -139,13 +117,13 @@ static int64_t *conv_sums(const sn_rt *x, const sn_rt *xzp, const sn_rt *w,
     size_t ivol = (size_t)(g->in[0] * g->in[1] * g->in[2]);
     size_t kvol = (size_t)(g->k[0] * g->k[1] * g->k[2]);
     int64_t *s = sn_host_alloc(nn * m * ovol, sizeof *s);
-    int64_t xz = (int64_t)at(xzp, 0, 0);
+    int64_t xz = (int64_t)sn_quant_param(xzp, 0, 0);
     if (!s)
         return NULL;
     for (size_t b = 0; b < nn; b++)
         for (size_t oc = 0; oc < m; oc++) {
             size_t gi = oc / mog;
-            int64_t wz = (int64_t)at(wzp, oc, 0);
+            int64_t wz = (int64_t)sn_quant_param(wzp, oc, 0);
             for (size_t o = 0; o < ovol; o++) {
                 int64_t oz = (int64_t)(o / (size_t)(g->out[1] * g->out[2]));
                 int64_t oy = (int64_t)(o / (size_t)g->out[2]) % g->out[1];
@@ -214,8 +192,8 @@ SN_LOWER(sn_lower_conv_integer)
     qgeom g;
     shardnet_status st;
     if ((st = prepare(n, x, w, &g, &groups, od)) ||
-        (st = check_param(n, xzp, "x_zero_point", 1)) ||
-        (st = check_param(n, wzp, "w_zero_point", (size_t)w->dims[0])))
+        (st = sn_quant_host_param(n, xzp, "x_zero_point", 1)) ||
+        (st = sn_quant_host_param(n, wzp, "w_zero_point", (size_t)w->dims[0])))
         return st;
     if (!(s = conv_sums(x, xzp, w, wzp, &g, groups)))
         return sn_error(SHARDNET_OUT_OF_MEMORY, "integer convolution");
@@ -245,13 +223,13 @@ SN_LOWER(sn_lower_qlinear_conv)
     if ((st = prepare(n, x, w, &g, &groups, od)))
         return st;
     m = (size_t)w->dims[0];
-    if ((st = check_param(n, xs, "x_scale", 1)) ||
-        (st = check_param(n, xzp, "x_zero_point", 1)) ||
-        (st = check_param(n, ws, "w_scale", m)) ||
-        (st = check_param(n, wzp, "w_zero_point", m)) ||
-        (st = check_param(n, ys, "y_scale", 1)) ||
-        (st = check_param(n, yzp, "y_zero_point", 1)) ||
-        (st = check_param(n, b, "B", m)))
+    if ((st = sn_quant_host_param(n, xs, "x_scale", 1)) ||
+        (st = sn_quant_host_param(n, xzp, "x_zero_point", 1)) ||
+        (st = sn_quant_host_param(n, ws, "w_scale", m)) ||
+        (st = sn_quant_host_param(n, wzp, "w_zero_point", m)) ||
+        (st = sn_quant_host_param(n, ys, "y_scale", 1)) ||
+        (st = sn_quant_host_param(n, yzp, "y_zero_point", 1)) ||
+        (st = sn_quant_host_param(n, b, "B", m)))
         return st;
     if (!(s = conv_sums(x, xzp, w, wzp, &g, groups)))
         return sn_error(SHARDNET_OUT_OF_MEMORY, "integer convolution");
@@ -263,11 +241,12 @@ SN_LOWER(sn_lower_qlinear_conv)
     }
     for (size_t i = 0; i < total; i++) {
         size_t oc = (i / ovol) % m;
-        double z = at(yzp, 0, 0), r;
-        double v = (double)(s[i] + (int64_t)at(b, oc, 0));
+        double z = sn_quant_param(yzp, 0, 0), r;
+        double v = (double)(s[i] + (int64_t)sn_quant_param(b, oc, 0));
         /* the scale in float32, as x_scale w_scale / y_scale */
-        float k = (float)at(xs, 0, 1) * (float)at(ws, oc, 1) /
-                  (float)at(ys, 0, 1);
+        float k = (float)sn_quant_param(xs, 0, 1) *
+                  (float)sn_quant_param(ws, oc, 1) /
+                  (float)sn_quant_param(ys, 0, 1);
         r = nearbyint(v * (double)k) + z;
         r = r < lo ? lo : r > hi ? hi : r;
         sn_store_value(t, y, i, r, (int64_t)r, 1);

@@ -504,19 +504,15 @@ static shardnet_status qmm_shape(const sn_node *n, const sn_rt *a,
     return SHARDNET_OK;
 }
 
-/* A zero point (or scale) of one value or one per row (rows values):
- * element r's. */
-static double per_row(const sn_rt *p, size_t r, double dflt)
+double sn_quant_param(const sn_rt *p, size_t i, double dflt)
 {
     if (!p || sn_rt_elements(p) == 0)
         return dflt;
-    return sn_rt_elements(p) == 1 ? sn_rt_get_double(p, 0)
-                                  : sn_rt_get_double(p, r);
+    return sn_rt_get_double(p, sn_rt_elements(p) == 1 ? 0 : i);
 }
 
-/* A zero point of one value or want values (known or not). */
-static shardnet_status zp_count(const sn_node *n, const sn_rt *p,
-                                const char *what, size_t want)
+shardnet_status sn_quant_count(const sn_node *n, const sn_rt *p,
+                               const char *what, size_t want)
 {
     size_t c = p ? sn_rt_elements(p) : 0;
     if (c > 1 && c != want)
@@ -525,18 +521,15 @@ static shardnet_status zp_count(const sn_node *n, const sn_rt *p,
     return SHARDNET_OK;
 }
 
-static shardnet_status check_count(const sn_node *n, const sn_rt *p,
-                                   const char *what, size_t want)
+shardnet_status sn_quant_host_param(const sn_node *n, const sn_rt *p,
+                                    const char *what, size_t want)
 {
-    size_t c = p ? sn_rt_elements(p) : 0;
-    if (c > 1 && c != want)
-        return sn_node_error(n, SHARDNET_INVALID_ARGUMENT,
-                             "%s has %zu values, not 1 or %zu", what, c, want);
-    if (p && !sn_host_known(p))
+    shardnet_status st = sn_quant_count(n, p, what, want);
+    if (st == SHARDNET_OK && p && !sn_host_known(p))
         return sn_node_error(n, SHARDNET_UNSUPPORTED,
                              "%s must be known when the model is planned",
                              what);
-    return SHARDNET_OK;
+    return st;
 }
 
 /* The exact sums (a - azp)(b - bzp) (batch, m, n) in int64, on the host. */
@@ -550,8 +543,8 @@ static int64_t *int_products(const sn_rt *a, const sn_rt *azp,
     for (size_t t = 0; t < q->batch; t++)
         for (size_t i = 0; i < q->m; i++)
             for (size_t j = 0; j < q->n; j++) {
-                int64_t acc = 0, za = (int64_t)per_row(azp, i, 0);
-                int64_t zb = (int64_t)per_row(bzp, j, 0);
+                int64_t acc = 0, za = (int64_t)sn_quant_param(azp, i, 0);
+                int64_t zb = (int64_t)sn_quant_param(bzp, j, 0);
                 size_t ao = (t * q->m + i) * q->k;
                 size_t bo = q->b_shared ? 0 : t * q->k * q->n;
                 for (size_t k = 0; k < q->k; k++)
@@ -675,8 +668,8 @@ SN_LOWER(sn_lower_matmul_integer)
                                  sn_dtype_name(t));
     }
     if ((st = qmm_shape(n, a, b, &q)) ||
-        (st = zp_count(n, azp, "a_zero_point", q.m)) ||
-        (st = zp_count(n, bzp, "b_zero_point", q.n)))
+        (st = sn_quant_count(n, azp, "a_zero_point", q.m)) ||
+        (st = sn_quant_count(n, bzp, "b_zero_point", q.n)))
         return st;
     if (!sn_host_known(a) || !sn_host_known(b) ||
         (azp && !sn_host_known(azp)) || (bzp && !sn_host_known(bzp)))
@@ -706,12 +699,12 @@ SN_LOWER(sn_lower_qlinear_matmul)
     size_t total;
     shardnet_status st;
     if ((st = qrange(n, t, &lo, &hi)) || (st = qmm_shape(n, a, b, &q)) ||
-        (st = check_count(n, as, "a_scale", q.m)) ||
-        (st = check_count(n, azp, "a_zero_point", q.m)) ||
-        (st = check_count(n, bs, "b_scale", q.n)) ||
-        (st = check_count(n, bzp, "b_zero_point", q.n)) ||
-        (st = check_count(n, ys, "y_scale", 1)) ||
-        (st = check_count(n, yzp, "y_zero_point", 1)))
+        (st = sn_quant_host_param(n, as, "a_scale", q.m)) ||
+        (st = sn_quant_host_param(n, azp, "a_zero_point", q.m)) ||
+        (st = sn_quant_host_param(n, bs, "b_scale", q.n)) ||
+        (st = sn_quant_host_param(n, bzp, "b_zero_point", q.n)) ||
+        (st = sn_quant_host_param(n, ys, "y_scale", 1)) ||
+        (st = sn_quant_host_param(n, yzp, "y_zero_point", 1)))
         return st;
     if (!sn_host_known(a) || !sn_host_known(b))
         return sn_node_error(n, SHARDNET_UNSUPPORTED,
@@ -725,9 +718,9 @@ SN_LOWER(sn_lower_qlinear_matmul)
     }
     for (size_t i = 0; i < total; i++) {
         size_t r = (i / q.n) % q.m, c = i % q.n;
-        double z = per_row(yzp, 0, 0);
-        double v = (double)s[i] * per_row(as, r, 1) * per_row(bs, c, 1) /
-                   per_row(ys, 0, 1);
+        double z = sn_quant_param(yzp, 0, 0);
+        double v = (double)s[i] * sn_quant_param(as, r, 1) * sn_quant_param(bs, c, 1) /
+                   sn_quant_param(ys, 0, 1);
         double out = saturate(v, lo - z, hi - z) + z;
         sn_store_value(t, y, i, out, (int64_t)out, 1);
     }
