@@ -60,9 +60,10 @@ sn_fold_lanes(float acc[SN_LANES])
 
 /* Must be called once per process before sn_cpu_gemm (see gemm.c). */
 void sn_cpu_gemm_init(void);
-/* bias: NULL, or the resolved d->bias (see sn_gemm_desc's epilogue). */
+/* bias, res: NULL, or the resolved d->bias and d->res (see sn_gemm_desc's
+ * epilogue); so in every GEMM entry below. */
 void sn_cpu_gemm(const sn_gemm_desc *d, const float *a, const float *b,
-                 float *c, const float *bias);
+                 float *c, const float *bias, const float *res);
 
 /*
  * The AVX-512 SGEMM (cpu/sgemm_avx512.c), B packed into 32-column panels.
@@ -82,16 +83,17 @@ sn_cpu_packed_b *sn_cpu_packed_b_alloc(size_t k, size_t n);
 void sn_cpu_packed_b_free(sn_cpu_packed_b *p);
 void sn_cpu_pack_b(sn_cpu_packed_b *p, const sn_gemm_desc *d, const float *b);
 int sn_cpu_sgemm_avx512(const sn_gemm_desc *d, const float *a, const float *b,
-                        float *c, const float *bias);
+                        float *c, const float *bias, const float *res);
 void sn_cpu_sgemm_avx512_packed(const sn_gemm_desc *d, const float *a,
                                 const sn_cpu_packed_b *pb, float *c,
-                                const float *bias);
+                                const float *bias, const float *res);
 /* The same kernel reading B in place, unpacked (trans_a = trans_b = 0, any
  * batch strides): _takes says whether d is a shape where that beats
  * packing B per call; the result is bit-identical to the packed kernel's. */
 int sn_cpu_sgemm_avx512_direct_takes(const sn_gemm_desc *d);
 void sn_cpu_sgemm_avx512_direct(const sn_gemm_desc *d, const float *a,
-                                const float *b, float *c, const float *bias);
+                                const float *b, float *c, const float *bias,
+                                const float *res);
 
 /*
  * Small products (cpu/sgemm_small.c): B narrow and short (trans_a = 0,
@@ -103,7 +105,7 @@ void sn_cpu_sgemm_avx512_direct(const sn_gemm_desc *d, const float *a,
  */
 int sn_cpu_sgemm_small_takes(const sn_gemm_desc *d);
 void sn_cpu_sgemm_small(const sn_gemm_desc *d, const float *a, const float *b,
-                        float *c, const float *bias);
+                        float *c, const float *bias, const float *res);
 
 void sn_cpu_binary(const sn_binary_desc *d, const float *a, const float *b,
                    float *c);

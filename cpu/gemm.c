@@ -47,7 +47,7 @@
  * sub-range of those, so the (blasint) casts below cannot truncate.  There is
  * deliberately no assert: the library never aborts.
  *
- * The epilogue (bias, then RELU; see sn_gemm_desc) is applied by the thread
+ * The epilogue (bias, residual, then RELU; see sn_gemm_desc) is applied by the thread
  * that computed a block, to that block, right after its BLAS call, while the
  * block is still in that core's cache; it costs no extra pass over C and
  * needs no synchronisation, because blocks do not overlap.
@@ -102,12 +102,14 @@ void sn_cpu_gemm_init(void)
 /*
  * The epilogue on one block of C: cb (m x n, leading dimension ldc) is C's
  * element (r0, c0).  bias: NULL, n floats per row (indexed by column) or m
- * floats per column when bias_rows (indexed by row).
+ * floats per column when bias_rows (indexed by row).  rb: NULL, or the
+ * residual's element (r0, c0), laid out as C.
  */
-static void epilogue(const sn_gemm_desc *d, const float *bias, float *cb,
-                     size_t m, size_t n, size_t r0, size_t c0)
+static void epilogue(const sn_gemm_desc *d, const float *bias,
+                     const float *rb, float *cb, size_t m, size_t n,
+                     size_t r0, size_t c0)
 {
-    if (!bias && d->act == SN_ACT_NONE)
+    if (!bias && !rb && d->act == SN_ACT_NONE)
         return;
     for (size_t i = 0; i < m; i++) {
         float *row = cb + i * d->ldc;
@@ -121,6 +123,12 @@ static void epilogue(const sn_gemm_desc *d, const float *bias, float *cb,
 #pragma omp simd
             for (size_t j = 0; j < n; j++)
                 row[j] += bv[j];
+        }
+        if (rb) {
+            const float *rr = rb + i * d->ldc;
+#pragma omp simd
+            for (size_t j = 0; j < n; j++)
+                row[j] += rr[j];
         }
         if (d->act == SN_ACT_RELU) {
             /* The same expression as the RELU unary op: NaN passes. */
@@ -137,8 +145,9 @@ static void epilogue(const sn_gemm_desc *d, const float *bias, float *cb,
  * resolved bias or NULL.
  */
 static void gemm_block(const sn_gemm_desc *d, const float *a, const float *b,
-                       float *c, const float *bias, size_t item, size_t r0,
-                       size_t r1, size_t c0, size_t c1)
+                       float *c, const float *bias, const float *res,
+                       size_t item, size_t r0, size_t r1, size_t c0,
+                       size_t c1)
 {
     const size_t m = r1 - r0, n = c1 - c0;
     /* op(A) rows r0..: stored A is m x k (row r0) or k x m (column r0). */
@@ -146,6 +155,7 @@ static void gemm_block(const sn_gemm_desc *d, const float *a, const float *b,
     /* op(B) columns c0..: stored B is k x n (column c0) or n x k (row c0). */
     const float *bb = b + item * d->stride_b + (d->trans_b ? c0 * d->ldb : c0);
     float *cb = c + item * d->stride_c + r0 * d->ldc + c0;
+    const float *rb = res ? res + item * d->stride_c + r0 * d->ldc + c0 : NULL;
     const blasint k = (blasint)d->k, lda = (blasint)d->lda,
                   ldb = (blasint)d->ldb, ldc = (blasint)d->ldc;
 
@@ -179,7 +189,7 @@ static void gemm_block(const sn_gemm_desc *d, const float *a, const float *b,
                     (blasint)n, k, d->alpha, ab, lda, bb, ldb, d->beta, cb,
                     ldc);
     }
-    epilogue(d, bias, cb, m, n, r0, c0);
+    epilogue(d, bias, rb, cb, m, n, r0, c0);
 }
 
 /* How the work is cut: `per_item` units of `grain` rows or columns each. */
@@ -217,8 +227,8 @@ static plan make_plan(const sn_gemm_desc *d, size_t nthreads)
 
 /* Units [u0, u1) of the plan, one BLAS call per batch item touched. */
 static void run_units(const sn_gemm_desc *d, const plan *p, const float *a,
-                      const float *b, float *c, const float *bias, size_t u0,
-                      size_t u1)
+                      const float *b, float *c, const float *bias,
+                      const float *res, size_t u0, size_t u1)
 {
     const size_t dim = p->split_rows ? d->m : d->n;
 
@@ -230,17 +240,17 @@ static void run_units(const sn_gemm_desc *d, const plan *p, const float *a,
         if (hi > dim)
             hi = dim;
         if (p->per_item == 1)
-            gemm_block(d, a, b, c, bias, item, 0, d->m, 0, d->n);
+            gemm_block(d, a, b, c, bias, res, item, 0, d->m, 0, d->n);
         else if (p->split_rows)
-            gemm_block(d, a, b, c, bias, item, lo, hi, 0, d->n);
+            gemm_block(d, a, b, c, bias, res, item, lo, hi, 0, d->n);
         else
-            gemm_block(d, a, b, c, bias, item, 0, d->m, lo, hi);
+            gemm_block(d, a, b, c, bias, res, item, 0, d->m, lo, hi);
         u0 += last - first;
     }
 }
 
 void sn_cpu_gemm(const sn_gemm_desc *d, const float *a, const float *b,
-                 float *c, const float *bias)
+                 float *c, const float *bias, const float *res)
 {
     const size_t nthreads = (size_t)omp_get_max_threads();
     const double work = (double)d->m * (double)d->n * (double)d->k *
@@ -253,20 +263,20 @@ void sn_cpu_gemm(const sn_gemm_desc *d, const float *a, const float *b,
         return;
     /* Narrow, short B (attention's per-head products): no BLAS call. */
     if (sn_cpu_sgemm_small_takes(d)) {
-        sn_cpu_sgemm_small(d, a, b, c, bias);
+        sn_cpu_sgemm_small(d, a, b, c, bias, res);
         return;
     }
     /* B not transposed (a 1x1 convolution's input, an im2col matrix): the
      * AVX-512 kernel reads it in place. */
     if (sn_cpu_sgemm_avx512_direct_takes(d)) {
-        sn_cpu_sgemm_avx512_direct(d, a, b, c, bias);
+        sn_cpu_sgemm_avx512_direct(d, a, b, c, bias, res);
         return;
     }
     /* The AVX-512 kernel packs B per call here (cached copies of constant
      * B: backends/cpu/tasks.c); see sn_cpu_sgemm_avx512_worth for where it
      * wins. */
     if (sn_cpu_sgemm_avx512_supports(d) && sn_cpu_sgemm_avx512_worth(d, 0) &&
-        sn_cpu_sgemm_avx512(d, a, b, c, bias))
+        sn_cpu_sgemm_avx512(d, a, b, c, bias, res))
         return;
     if (nthreads > 1 && work >= SERIAL_WORK) {
         p = make_plan(d, nthreads);
@@ -275,11 +285,11 @@ void sn_cpu_gemm(const sn_gemm_desc *d, const float *a, const float *b,
             {
                 size_t u0, u1;
                 sn_cpu_thread_share(p.units, &u0, &u1);
-                run_units(d, &p, a, b, c, bias, u0, u1);
+                run_units(d, &p, a, b, c, bias, res, u0, u1);
             }
             return;
         }
     }
     for (size_t item = 0; item < d->batch; item++)
-        gemm_block(d, a, b, c, bias, item, 0, d->m, 0, d->n);
+        gemm_block(d, a, b, c, bias, res, item, 0, d->m, 0, d->n);
 }

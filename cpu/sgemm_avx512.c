@@ -24,7 +24,7 @@
  * panels).  The first K block writes C = alpha * AB + beta * C (beta == 0:
  * C is write-only, NaN in C does not propagate), later blocks add
  * alpha * AB to C, and the last applies the epilogue (bias per column or per
- * row, then RELU: x < 0 ? 0 : x, NaN passes) on the tile in registers before
+ * row, the residual, then RELU: x < 0 ? 0 : x, NaN passes) on the tile in registers before
  * the store.
  *
  * Threading follows cpu/gemm.c: one parallel region over the device's team;
@@ -178,14 +178,18 @@ typedef struct tile_args {
     float alpha, beta;
     const float *bias_col; /* bias + c0, or NULL */
     const float *bias_row; /* bias + r, or NULL */
+    const float *res;      /* the residual's element (r, c0), or NULL */
     int relu;
 } tile_args;
 
-/* The store phase of one row: v0/v1 hold A B for the row. */
+/* The sums of one row, before the store: v0/v1 hold A B for the row and
+ * get alpha, beta C (or the earlier K blocks' C) and, after the last K
+ * block, the bias and the residual. */
 static inline __attribute__((always_inline)) AVX512 void
-store_row(const tile_args *t, size_t i, __m512 v0, __m512 v1)
+finish_row(const tile_args *t, size_t i, __m512 *v0p, __m512 *v1p)
 {
-    float *cr = t->c + i * t->ldc;
+    const float *cr = t->c + i * t->ldc;
+    __m512 v0 = *v0p, v1 = *v1p;
     const __m512 al = _mm512_set1_ps(t->alpha);
     v0 = _mm512_mul_ps(v0, al);
     v1 = _mm512_mul_ps(v1, al);
@@ -207,13 +211,26 @@ store_row(const tile_args *t, size_t i, __m512 v0, __m512 v1)
             v0 = _mm512_add_ps(v0, bv);
             v1 = _mm512_add_ps(v1, bv);
         }
-        if (t->relu) {
-            const __m512 z = _mm512_setzero_ps();
-            v0 = _mm512_mask_mov_ps(v0, _mm512_cmp_ps_mask(v0, z, _CMP_LT_OQ),
-                                    z);
-            v1 = _mm512_mask_mov_ps(v1, _mm512_cmp_ps_mask(v1, z, _CMP_LT_OQ),
-                                    z);
+        if (t->res) {
+            const float *rr = t->res + i * t->ldc;
+            v0 = _mm512_add_ps(v0, _mm512_maskz_loadu_ps(t->m0, rr));
+            v1 = _mm512_add_ps(v1, _mm512_maskz_loadu_ps(t->m1, rr + 16));
         }
+    }
+    *v0p = v0;
+    *v1p = v1;
+}
+
+/* The store of one row finished by finish_row(): RELU after the last K
+ * block, then C. */
+static inline __attribute__((always_inline)) AVX512 void
+store_row(const tile_args *t, size_t i, __m512 v0, __m512 v1)
+{
+    float *cr = t->c + i * t->ldc;
+    if (t->last && t->relu) {
+        const __m512 z = _mm512_setzero_ps();
+        v0 = _mm512_mask_mov_ps(v0, _mm512_cmp_ps_mask(v0, z, _CMP_LT_OQ), z);
+        v1 = _mm512_mask_mov_ps(v1, _mm512_cmp_ps_mask(v1, z, _CMP_LT_OQ), z);
     }
     _mm512_mask_storeu_ps(cr, t->m0, v0);
     _mm512_mask_storeu_ps(cr + 16, t->m1, v1);
@@ -249,6 +266,14 @@ tile_mr(const int mr, const int halves, const int direct, const tile_args *t)
         a++;
         b += ldb;
     }
+    /* Every load of the epilogue (C, the residual) before the first
+     * store: rows of C and of the residual lie a power of two apart in
+     * many convolutions (128 x 128 planes), where a load after a store to
+     * an address equal in its low 12 bits waits on that store (4K
+     * aliasing); the residual add then cost more than a pass of its own. */
+#pragma GCC unroll 12
+    for (int i = 0; i < mr; i++)
+        finish_row(t, (size_t)i, &acc0[i], &acc1[i]);
 #pragma GCC unroll 12
     for (int i = 0; i < mr; i++)
         store_row(t, (size_t)i, acc0[i], acc1[i]);
@@ -289,8 +314,9 @@ static AVX512 void tile_any(int mr, int halves, int direct, const tile_args *t)
  * d->ldb apart: trans_b = 0), its panels read in place. */
 static AVX512 void sgemm_block(const sn_gemm_desc *d, const float *a,
                                const sn_cpu_packed_b *pb, const float *b,
-                               float *c, const float *bias, size_t r0,
-                               size_t r1, size_t p0, size_t p1)
+                               float *c, const float *bias,
+                               const float *res, size_t r0, size_t r1,
+                               size_t p0, size_t p1)
 {
     const size_t k = d->k;
     /* The same K blocks for every M (one row included): each block's sum
@@ -328,6 +354,7 @@ static AVX512 void sgemm_block(const sn_gemm_desc *d, const float *a,
                     t.a = a + i * d->lda + k0;
                     t.c = c + i * d->ldc + c0;
                     t.bias_row = bias && d->bias_rows ? bias + i : NULL;
+                    t.res = res ? res + i * d->ldc + c0 : NULL;
                     tile_any((int)mr, nc > 16 ? 2 : 1, !pb, &t);
                 }
             }
@@ -428,7 +455,7 @@ static void pack_panel(sn_cpu_packed_b *p, const float *b, size_t ldb,
  */
 static void sgemm_run(const sn_gemm_desc *d, const float *a, const float *b,
                       sn_cpu_packed_b *pb, int pack, float *c,
-                      const float *bias)
+                      const float *bias, const float *res)
 {
 #if SN_HAVE_AVX512_SGEMM
     const size_t nthreads = (size_t)omp_get_max_threads();
@@ -464,27 +491,29 @@ static void sgemm_run(const sn_gemm_desc *d, const float *a, const float *b,
                 const float *ai = a + item * d->stride_a;
                 const float *bi = pb ? NULL : b + item * d->stride_b;
                 float *ci = c + item * d->stride_c;
+                const float *ri = res ? res + item * d->stride_c : NULL;
                 if (split_rows) {
                     const size_t r0 = u0 * MR;
                     const size_t r1 = u1 * MR < d->m ? u1 * MR : d->m;
-                    sgemm_block(d, ai, pb, bi, ci, bias, r0, r1, 0, npanels);
+                    sgemm_block(d, ai, pb, bi, ci, bias, ri, r0, r1, 0, npanels);
                 } else {
-                    sgemm_block(d, ai, pb, bi, ci, bias, 0, d->m, u0, u1);
+                    sgemm_block(d, ai, pb, bi, ci, bias, ri, 0, d->m, u0, u1);
                 }
             }
     }
 #else
     (void)d; (void)a; (void)b; (void)pb; (void)pack; (void)c; (void)bias;
+    (void)res;
 #endif
 }
 
 void sn_cpu_sgemm_avx512_packed(const sn_gemm_desc *d, const float *a,
                                 const sn_cpu_packed_b *pb, float *c,
-                                const float *bias)
+                                const float *bias, const float *res)
 {
     if (d->m == 0 || d->n == 0)
         return;
-    sgemm_run(d, a, NULL, (sn_cpu_packed_b *)pb, 0, c, bias);
+    sgemm_run(d, a, NULL, (sn_cpu_packed_b *)pb, 0, c, bias, res);
 }
 
 /*
@@ -513,15 +542,16 @@ int sn_cpu_sgemm_avx512_direct_takes(const sn_gemm_desc *d)
 }
 
 void sn_cpu_sgemm_avx512_direct(const sn_gemm_desc *d, const float *a,
-                                const float *b, float *c, const float *bias)
+                                const float *b, float *c, const float *bias,
+                                const float *res)
 {
     if (d->m == 0 || d->n == 0)
         return;
-    sgemm_run(d, a, b, NULL, 0, c, bias);
+    sgemm_run(d, a, b, NULL, 0, c, bias, res);
 }
 
 int sn_cpu_sgemm_avx512(const sn_gemm_desc *d, const float *a, const float *b,
-                        float *c, const float *bias)
+                        float *c, const float *bias, const float *res)
 {
     sn_cpu_packed_b *pb;
     if (d->m == 0 || d->n == 0)
@@ -529,7 +559,7 @@ int sn_cpu_sgemm_avx512(const sn_gemm_desc *d, const float *a, const float *b,
     pb = sn_cpu_packed_b_alloc(d->k, d->n);
     if (!pb)
         return 0;
-    sgemm_run(d, a, b, pb, 1, c, bias);
+    sgemm_run(d, a, b, pb, 1, c, bias, res);
     sn_cpu_packed_b_free(pb);
     return 1;
 }

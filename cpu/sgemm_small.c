@@ -58,8 +58,8 @@ int sn_cpu_sgemm_small_takes(const sn_gemm_desc *d)
  */
 static inline __attribute__((always_inline)) AVX512 void
 tile(const sn_gemm_desc *d, const int R, const int NV, const float *a,
-     const float *b, size_t ldb, float *c, const float *bias, size_t r0,
-     __mmask16 m0, __mmask16 m1)
+     const float *b, size_t ldb, float *c, const float *bias,
+     const float *res, size_t r0, __mmask16 m0, __mmask16 m1)
 {
     __m512 acc[8][2];
     const size_t k = d->k, lda = d->lda, ldc = d->ldc;
@@ -108,6 +108,9 @@ tile(const sn_gemm_desc *d, const int R, const int NV, const float *a,
                 x = _mm512_add_ps(x, _mm512_set1_ps(bias[r0 + (size_t)r]));
             else if (bias)
                 x = _mm512_add_ps(x, bcol[v]);
+            if (res)
+                x = _mm512_add_ps(
+                    x, _mm512_maskz_loadu_ps(mk, res + (size_t)r * ldc + 16 * v));
             if (d->act == SN_ACT_RELU) /* x < 0 ? 0 : x; NaN passes */
                 x = _mm512_mask_blend_ps(
                     _mm512_cmp_ps_mask(x, zero, _CMP_LT_OQ), x, zero);
@@ -121,19 +124,19 @@ tile(const sn_gemm_desc *d, const int R, const int NV, const float *a,
 static inline __attribute__((always_inline)) AVX512 void
 row_tiles(const sn_gemm_desc *d, const int NV, const float *ai,
           const float *bi, size_t ldb, float *ci, const float *bias,
-          size_t r0, size_t r1, __mmask16 m0, __mmask16 m1)
+          const float *ri, size_t r0, size_t r1, __mmask16 m0, __mmask16 m1)
 {
     const size_t rb = NV > 1 ? 4 : 8;
     size_t r = r0;
 
     for (; r + rb <= r1; r += rb)
         tile(d, (int)rb, NV, ai + r * d->lda, bi, ldb, ci + r * d->ldc, bias,
-             r, m0, m1);
+             ri ? ri + r * d->ldc : NULL, r, m0, m1);
     switch (r1 - r) { /* < rb */
 #define TAIL(R)                                                                \
     case R:                                                                    \
-        tile(d, R, NV, ai + r * d->lda, bi, ldb, ci + r * d->ldc, bias, r, m0, \
-             m1);                                                              \
+        tile(d, R, NV, ai + r * d->lda, bi, ldb, ci + r * d->ldc, bias,     \
+             ri ? ri + r * d->ldc : NULL, r, m0, m1);                          \
         break;
         TAIL(1) TAIL(2) TAIL(3) TAIL(4) TAIL(5) TAIL(6) TAIL(7)
 #undef TAIL
@@ -144,8 +147,8 @@ row_tiles(const sn_gemm_desc *d, const int NV, const float *ai,
 
 /* Rows [r0, r1) of item `item`. */
 static AVX512 void rows(const sn_gemm_desc *d, const float *a, const float *b,
-                        float *c, const float *bias, size_t item, size_t r0,
-                        size_t r1)
+                        float *c, const float *bias, const float *res,
+                        size_t item, size_t r0, size_t r1)
 {
     const size_t n = d->n, k = d->k;
     const __mmask16 m0 = n >= 16 ? 0xffff : (__mmask16)((1u << n) - 1);
@@ -154,6 +157,7 @@ static AVX512 void rows(const sn_gemm_desc *d, const float *a, const float *b,
     const float *ai = a + item * d->stride_a;
     const float *bi = b + item * d->stride_b;
     float *ci = c + item * d->stride_c;
+    const float *ri = res ? res + item * d->stride_c : NULL;
     float bt[SMALL_MAX_K * SMALL_MAX_N];
     size_t ldb = d->ldb;
 
@@ -166,15 +170,15 @@ static AVX512 void rows(const sn_gemm_desc *d, const float *a, const float *b,
         ldb = SMALL_MAX_N;
     }
     if (n <= 16)
-        row_tiles(d, 1, ai, bi, ldb, ci, bias, r0, r1, m0, m1);
+        row_tiles(d, 1, ai, bi, ldb, ci, bias, ri, r0, r1, m0, m1);
     else
-        row_tiles(d, 2, ai, bi, ldb, ci, bias, r0, r1, m0, m1);
+        row_tiles(d, 2, ai, bi, ldb, ci, bias, ri, r0, r1, m0, m1);
 }
 
 #define ROW_UNIT 8 /* rows per work unit when items are few */
 
 void sn_cpu_sgemm_small(const sn_gemm_desc *d, const float *a, const float *b,
-                        float *c, const float *bias)
+                        float *c, const float *bias, const float *res)
 {
     const size_t nthreads = (size_t)omp_get_max_threads();
     const double work = (double)d->m * (double)d->n * (double)d->k *
@@ -184,7 +188,7 @@ void sn_cpu_sgemm_small(const sn_gemm_desc *d, const float *a, const float *b,
         return;
     if (nthreads < 2 || work < SMALL_SERIAL_WORK) {
         for (size_t item = 0; item < d->batch; item++)
-            rows(d, a, b, c, bias, item, 0, d->m);
+            rows(d, a, b, c, bias, res, item, 0, d->m);
         return;
     }
     /* Whole items when there are enough of them, else blocks of rows. */
@@ -197,16 +201,16 @@ void sn_cpu_sgemm_small(const sn_gemm_desc *d, const float *a, const float *b,
         const size_t r0 = per_item == 1 ? 0 : blk * ROW_UNIT;
         const size_t r1 =
             per_item == 1 || r0 + ROW_UNIT > d->m ? d->m : r0 + ROW_UNIT;
-        rows(d, a, b, c, bias, item, r0, r1);
+        rows(d, a, b, c, bias, res, item, r0, r1);
     }
 }
 
 #else
 
 void sn_cpu_sgemm_small(const sn_gemm_desc *d, const float *a, const float *b,
-                        float *c, const float *bias)
+                        float *c, const float *bias, const float *res)
 {
-    (void)d, (void)a, (void)b, (void)c, (void)bias;
+    (void)d, (void)a, (void)b, (void)c, (void)bias, (void)res;
 }
 
 #endif

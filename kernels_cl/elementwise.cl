@@ -290,15 +290,18 @@ UNARY_KERNEL(isinf, UN_ISINF)
 /*
  * The fused GEMM epilogue, run after CLBlast over C (batch, m, n) stored
  * with leading dimension ldc and batch stride stride_c from c_off:
- * C += bias, then ReLU when relu is set.  bias is n floats from bias_off
- * (one per column), m floats (one per row) when bias_rows is set, or
- * absent when has_bias is 0 (bias then points at any valid buffer).
- * total = batch * m * n; the global size is rounded up.
+ * C += bias, then C += res, then ReLU when relu is set.  bias is n floats
+ * from bias_off (one per column), m floats (one per row) when bias_rows is
+ * set, or absent when has_bias is 0 (bias then points at any valid
+ * buffer); res is laid out as C from res_off, or absent when has_res is 0
+ * (likewise).  total = batch * m * n; the global size is rounded up.
  */
 __kernel void gemm_epilogue(uint total, uint m, uint n, __global float *c,
                             uint c_off, uint ldc, uint stride_c,
                             __global const float *bias, uint bias_off,
-                            int has_bias, int bias_rows, int relu)
+                            int has_bias, int bias_rows,
+                            __global const float *res, uint res_off,
+                            int has_res, int relu)
 {
     size_t gid = get_global_id(0);
     uint j, i, b, t, at;
@@ -314,6 +317,8 @@ __kernel void gemm_epilogue(uint total, uint m, uint n, __global float *c,
     v = c[at];
     if (has_bias)
         v += bias[bias_off + (bias_rows ? i : j)];
+    if (has_res)
+        v += res[res_off + b * stride_c + i * ldc + j];
     if (relu)
         v = UN_RELU(v, 0.0f, 0.0f);
     c[at] = v;

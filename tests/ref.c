@@ -11,7 +11,7 @@
 #include "ref.h"
 
 void ref_gemm(const sn_gemm_desc *d, const float *a, const float *b, float *c,
-              const float *bias)
+              const float *bias, const float *res)
 {
     for (size_t bi = 0; bi < d->batch; bi++) {
         const float *ab = a + bi * d->stride_a; /* m x k, or k x m stored */
@@ -33,6 +33,8 @@ void ref_gemm(const sn_gemm_desc *d, const float *a, const float *b, float *c,
                 float v = (float)out;
                 if (bias)
                     v += d->bias_rows ? bias[i] : bias[j];
+                if (res)
+                    v += res[bi * d->stride_c + i * d->ldc + j];
                 if (d->act == SN_ACT_RELU)
                     v = ref_unary_op(SN_UNARY_RELU, v, 0.0f, 0.0f);
                 cb[i * d->ldc + j] = v;

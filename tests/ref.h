@@ -20,9 +20,10 @@
 
 /* C[b] = alpha * op(A[b]) * op(B[b]) + beta * C[b]; beta == 0 ignores C.
  * Then the epilogue: C += bias (n floats, or m with d->bias_rows), unless
- * bias is NULL, and RELU when d->act asks for it.  d->bias is ignored. */
+ * bias is NULL, C += res (laid out as C) unless res is NULL, and RELU when
+ * d->act asks for it.  d->bias and d->res are ignored. */
 void ref_gemm(const sn_gemm_desc *d, const float *a, const float *b, float *c,
-              const float *bias);
+              const float *bias, const float *res);
 /* c (contiguous, d->shape) = a op b through d's broadcast strides. */
 void ref_binary(const sn_binary_desc *d, const float *a, const float *b,
                 float *c);

@@ -56,6 +56,7 @@ typedef struct gemm_case {
     int bias;  /* 0: none; 1: n floats, one per column; 2: m, one per row */
     sn_act act;
     int b_const; /* sets the descriptor's b_const */
+    int res;     /* a residual laid out as C, added after the bias */
     /* 0: sn_cpu_gemm; 1: the AVX-512 kernel packing B per call;
      * 2: the AVX-512 kernel on a B packed beforehand (sn_cpu_pack_b);
      * 3: the small-product kernel (sn_cpu_sgemm_small);
@@ -80,7 +81,7 @@ static void check_gemm(const gemm_case *g, int threads)
         .b_const = g->b_const,
     };
     size_t na, nb, nc;
-    float *a, *b, *got, *want, *bias = NULL;
+    float *a, *b, *got, *want, *bias = NULL, *res = NULL;
     char msg[256];
     int bad;
 
@@ -107,38 +108,43 @@ static void check_gemm(const gemm_case *g, int threads)
         bias = alloc_floats(nbias);
         ref_fill_random(bias, nbias, 41u, -1.0f, 1.0f);
     }
+    if (g->res) {
+        res = alloc_floats(nc);
+        ref_fill_random(res, nc, 43u, -1.0f, 1.0f);
+    }
 
     omp_set_num_threads(threads);
     sn_cpu_gemm_init();
     if (g->kernel == 0) {
-        sn_cpu_gemm(&d, a, b, got, bias);
+        sn_cpu_gemm(&d, a, b, got, bias, res);
     } else if (g->kernel == 1) {
-        cr_assert(sn_cpu_sgemm_avx512(&d, a, b, got, bias),
+        cr_assert(sn_cpu_sgemm_avx512(&d, a, b, got, bias, res),
                   "sn_cpu_sgemm_avx512: out of memory");
     } else if (g->kernel == 4) {
-        sn_cpu_sgemm_avx512_direct(&d, a, b, got, bias);
+        sn_cpu_sgemm_avx512_direct(&d, a, b, got, bias, res);
     } else if (g->kernel == 3) {
         cr_assert(sn_cpu_sgemm_small_takes(&d), "the small kernel refuses "
                   "m=%zu n=%zu k=%zu", g->m, g->n, g->k);
-        sn_cpu_sgemm_small(&d, a, b, got, bias);
+        sn_cpu_sgemm_small(&d, a, b, got, bias, res);
     } else {
         sn_cpu_packed_b *pb = sn_cpu_packed_b_alloc(d.k, d.n);
         cr_assert_not_null(pb, "sn_cpu_packed_b_alloc: out of memory");
         sn_cpu_pack_b(pb, &d, b);
-        sn_cpu_sgemm_avx512_packed(&d, a, pb, got, bias);
+        sn_cpu_sgemm_avx512_packed(&d, a, pb, got, bias, res);
         sn_cpu_packed_b_free(pb);
     }
-    ref_gemm(&d, a, b, want, bias);
+    ref_gemm(&d, a, b, want, bias, res);
 
     bad = ref_compare(got, want, nc, 1e-4f, 1e-4f, msg, sizeof msg);
     cr_assert_eq(bad, 0,
                  "gemm m=%zu n=%zu k=%zu ta=%d tb=%d pad=%zu batch=%zu "
                  "shared_b=%d alpha=%g beta=%g nan_c=%d bias=%d act=%d "
-                 "b_const=%d kernel=%d threads=%d: %s",
+                 "b_const=%d res=%d kernel=%d threads=%d: %s",
                  g->m, g->n, g->k, g->ta, g->tb, g->pad, g->batch, g->shared_b,
                  (double)g->alpha, (double)g->beta, g->nan_c, g->bias,
-                 (int)g->act, g->b_const, g->kernel, threads, msg);
+                 (int)g->act, g->b_const, g->res, g->kernel, threads, msg);
     free(bias);
+    free(res);
     free(a);
     free(b);
     free(got);
@@ -274,6 +280,10 @@ Test(cpu_gemm, adds_bias_per_column_or_per_row_then_applies_relu)
                                .beta = act ? 0.0f : 0.25f, .nan_c = act,
                                .bias = bias, .act = (sn_act)act};
                 check_gemm_all_teams(&g);
+                /* a residual too, also through BLAS (transposed A) */
+                g.res = 1;
+                g.ta = act;
+                check_gemm_all_teams(&g);
             }
         }
     }
@@ -287,6 +297,8 @@ Test(cpu_gemm, applies_the_epilogue_to_every_batch_item_and_no_padding)
     check_gemm_all_teams(&g);
     g.bias = 1;
     g.shared_b = 1;
+    check_gemm_all_teams(&g);
+    g.res = 1;
     check_gemm_all_teams(&g);
 }
 
@@ -1505,7 +1517,8 @@ Test(cpu_sgemm_avx512, applies_bias_relu_alpha_and_beta_in_registers)
                                    .act = (i + (size_t)bias) % 2
                                               ? SN_ACT_RELU
                                               : SN_ACT_NONE,
-                                   .b_const = beta, .kernel = 1 + beta};
+                                   .b_const = beta, .res = (int)(i + 1) % 2,
+                                   .kernel = 1 + beta};
                     check_gemm_all_teams(&g);
                     g.kernel = 2 - beta;
                     g.act = g.act == SN_ACT_RELU ? SN_ACT_NONE : SN_ACT_RELU;
@@ -1530,7 +1543,7 @@ Test(cpu_sgemm_avx512, reads_b_in_place_with_bias_relu_beta_and_batches)
                                .bias = bias,
                                .act = (i + (size_t)bias) % 2 ? SN_ACT_RELU
                                                              : SN_ACT_NONE,
-                               .kernel = 4};
+                               .res = (int)i % 2, .kernel = 4};
                 check_gemm_all_teams(&g);
             }
 }
@@ -1554,9 +1567,9 @@ Test(cpu_sgemm_avx512, gives_the_same_bits_in_place_as_packed)
             ref_fill_random(b, k * n, 5u, -1.0f, 1.0f);
             ref_fill_random(bias, m, 7u, -1.0f, 1.0f);
             omp_set_num_threads(team_sizes[t]);
-            cr_assert(sn_cpu_sgemm_avx512(&d, a, b, c1, bias),
+            cr_assert(sn_cpu_sgemm_avx512(&d, a, b, c1, bias, NULL),
                       "sn_cpu_sgemm_avx512: out of memory");
-            sn_cpu_sgemm_avx512_direct(&d, a, b, c2, bias);
+            sn_cpu_sgemm_avx512_direct(&d, a, b, c2, bias, NULL);
             cr_assert(memcmp(c1, c2, m * n * sizeof *c1) == 0,
                       "m=%zu n=%zu k=%zu threads=%d: in place differs from "
                       "packed", m, n, k, team_sizes[t]);
@@ -1605,7 +1618,7 @@ Test(cpu_sgemm_avx512, gives_each_row_the_same_bits_alone_or_in_any_block)
     sn_cpu_pack_b(pb, &d, b);
     cr_assert(sn_cpu_sgemm_avx512_worth(&d, 1));
     omp_set_num_threads(4);
-    sn_cpu_sgemm_avx512_packed(&d, a, pb, all, bias);
+    sn_cpu_sgemm_avx512_packed(&d, a, pb, all, bias, NULL);
     omp_set_num_threads(1);
     const size_t blocks[] = {1, 13};
     for (size_t bi = 0; bi < 2; bi++) {
@@ -1615,7 +1628,7 @@ Test(cpu_sgemm_avx512, gives_each_row_the_same_bits_alone_or_in_any_block)
             d1.m = m - r < blocks[bi] ? m - r : blocks[bi];
             cr_assert(sn_cpu_sgemm_avx512_worth(&d1, 1), "M = %zu", d1.m);
             sn_cpu_sgemm_avx512_packed(&d1, a + r * k, pb, part + r * n,
-                                       bias);
+                                       bias, NULL);
         }
         for (size_t i = 0; i < m * n; i++)
             cr_assert(!memcmp(&part[i], &all[i], sizeof *part),
@@ -1674,7 +1687,7 @@ Test(cpu_sgemm_small, matches_reference_on_every_tile_and_mask)
                                .nan_c = bias != 1, .bias = bias,
                                .act = (i + (size_t)bias) % 2 ? SN_ACT_RELU
                                                              : SN_ACT_NONE,
-                               .kernel = 3};
+                               .res = (int)(i + (size_t)tb) % 2, .kernel = 3};
                 check_gemm_all_teams(&g);
             }
 }
@@ -1691,6 +1704,8 @@ Test(cpu_sgemm_small, computes_many_items_with_own_operands_on_any_team)
                     .kernel = 3};
     check_gemm_all_teams(&g);
     g.shared_b = 1;
+    check_gemm_all_teams(&g);
+    g.res = 1;
     check_gemm_all_teams(&g);
 }
 
@@ -1710,7 +1725,7 @@ Test(cpu_sgemm_small, gives_each_row_the_same_bits_in_any_batch_or_team)
     ref_fill_random(b, items * k * n, 6u, -1.0f, 1.0f);
     cr_assert(sn_cpu_sgemm_small_takes(&d));
     omp_set_num_threads(4);
-    sn_cpu_sgemm_small(&d, a, b, all, NULL);
+    sn_cpu_sgemm_small(&d, a, b, all, NULL, NULL);
     omp_set_num_threads(1);
     for (size_t it = 0; it < items; it++) {
         sn_gemm_desc d1 = d;
@@ -1719,7 +1734,7 @@ Test(cpu_sgemm_small, gives_each_row_the_same_bits_in_any_batch_or_team)
             /* one row at a time: a different row tile every time */
             d1.m = 1;
             sn_cpu_sgemm_small(&d1, a + it * m * k + r * k, b + it * k * n,
-                               one + r * n, NULL);
+                               one + r * n, NULL, NULL);
         }
         cr_assert(!memcmp(one, all + it * m * n, m * n * sizeof *one),
                   "item %zu differs alone", it);

@@ -61,12 +61,13 @@ static void expect_close(const sn_device *dev, const char *what,
  * matrices placed at an offset inside larger buffers and leading dimensions
  * padded by `pad`, batched `batch` times (stride_b 0 when share_b); then
  * the epilogue: bias_mode 0 none, 1 n floats (per column), 2 m floats (per
- * row, bias_rows), and act.
+ * row, bias_rows), a residual laid out as C (at another offset, in a
+ * buffer of its own) where `residual` is set, and act.
  */
 static void gemm_case_epilogue(sn_device *dev, size_t m, size_t n, size_t k,
                                int ta, int tb, size_t batch, int share_b,
                                size_t pad, float alpha, float beta,
-                               int bias_mode, sn_act act)
+                               int bias_mode, int residual, sn_act act)
 {
     sn_gemm_desc d = {.trans_a = ta, .trans_b = tb, .m = m, .n = n, .k = k,
                       .alpha = alpha, .beta = beta, .batch = batch,
@@ -113,24 +114,34 @@ static void gemm_case_epilogue(sn_device *dev, size_t m, size_t n, size_t k,
         bbias = make_buffer(dev, bias, bias_off + nbias);
         d.bias = (sn_view){bbias, bias_off};
     }
+    const size_t res_off = 2;
+    float *res = random_floats(res_off + nc - off, 5, -1, 1);
+    sn_buffer *bres = NULL;
+    if (residual) {
+        bres = make_buffer(dev, res, res_off + nc - off);
+        d.res = (sn_view){bres, res_off};
+    }
     cr_assert_eq(sn_gemm(dev, &d), SHARDNET_OK, "%s: %s", dev->info.name,
                  shardnet_last_error());
     read_back(bc_, got, nc);
     ref_gemm(&d, a + off, b + off, want + off,
-             bias_mode ? bias + bias_off : NULL);
+             bias_mode ? bias + bias_off : NULL,
+             residual ? res + res_off : NULL);
 
     char what[160];
     snprintf(what, sizeof what,
-             "gemm %zux%zux%zu ta=%d tb=%d batch=%zu%s bias=%s act=%s", m, n,
-             k, ta, tb, batch, share_b ? " (shared B)" : "",
+             "gemm %zux%zux%zu ta=%d tb=%d batch=%zu%s bias=%s%s act=%s", m,
+             n, k, ta, tb, batch, share_b ? " (shared B)" : "",
              bias_mode == 2 ? "rows" : bias_mode ? "columns" : "none",
-             act == SN_ACT_RELU ? "relu" : "none");
+             residual ? " residual" : "", act == SN_ACT_RELU ? "relu" : "none");
     /* float sums of k products of values in [-1, 1] */
     expect_close(dev, what, got, want, nc, 1e-4f, 2e-6f * (float)k);
     sn_buffer_free(ba);
     sn_buffer_free(bb);
     sn_buffer_free(bc_);
     sn_buffer_free(bbias);
+    sn_buffer_free(bres);
+    free(res);
     free(a);
     free(b);
     free(c);
@@ -144,7 +155,7 @@ static void gemm_case(sn_device *dev, size_t m, size_t n, size_t k, int ta,
                       float alpha, float beta)
 {
     gemm_case_epilogue(dev, m, n, k, ta, tb, batch, share_b, pad, alpha, beta,
-                       0, SN_ACT_NONE);
+                       0, 0, SN_ACT_NONE);
 }
 
 Test(kernels, gemm_matches_reference_on_odd_shapes)
@@ -194,11 +205,54 @@ Test(kernels, gemm_adds_bias_per_column_or_per_row_then_applies_relu)
                 for (int act = 0; act < 2; act++) {
                     gemm_case_epilogue(dev, shapes[s][0], shapes[s][1],
                                        shapes[s][2], 0, (int)(s & 1), 1, 0, 1,
-                                       1.0f, 0.0f, bias, (sn_act)act);
+                                       1.0f, 0.0f, bias, 0, (sn_act)act);
                     gemm_case_epilogue(dev, shapes[s][0], shapes[s][1],
                                        shapes[s][2], 1, 0, 3, 1, 0, 0.5f,
-                                       0.25f, bias, (sn_act)act);
+                                       0.25f, bias, 0, (sn_act)act);
                 }
+    }
+}
+
+/* A residual block's Add fused into the epilogue: (product + bias) +
+ * residual, then Relu, on every CPU kernel's shapes (small products, B in
+ * place, K in several blocks, transposed A through BLAS) and batches. */
+Test(kernels, gemm_adds_a_residual_after_the_bias_then_applies_relu)
+{
+    static const size_t shapes[][3] = {{7, 13, 5},    {24, 1024, 24},
+                                       {13, 70, 600}, {1, 300, 77},
+                                       {300, 1, 77},  {5, 30, 100}};
+    FOR_EACH_DEVICE(dev)
+    {
+        for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++)
+            for (int bias = 0; bias < 3; bias++) {
+                gemm_case_epilogue(dev, shapes[s][0], shapes[s][1],
+                                   shapes[s][2], 0, 0, 1, 0, 1, 1.0f, 0.0f,
+                                   bias, 1, (sn_act)(bias & 1));
+                gemm_case_epilogue(dev, shapes[s][0], shapes[s][1],
+                                   shapes[s][2], (int)(s & 1), 0, 3, 1, 0,
+                                   0.5f, 0.25f, bias, 1, SN_ACT_RELU);
+            }
+    }
+}
+
+Test(kernels, gemm_refuses_a_residual_that_overlaps_c)
+{
+    FOR_EACH_DEVICE(dev)
+    {
+        float zeros[64] = {0};
+        sn_buffer *buf = make_buffer(dev, zeros, 64);
+        sn_gemm_desc d = {.m = 2, .n = 4, .k = 2, .alpha = 1.0f, .lda = 2,
+                          .ldb = 4, .ldc = 4, .batch = 1,
+                          .a = {buf, 0}, .b = {buf, 8}, .c = {buf, 16},
+                          .res = {buf, 20}};
+        cr_expect_eq(sn_gemm(dev, &d), SHARDNET_INVALID_ARGUMENT, "%s",
+                     dev->info.name);
+        cr_expect(strstr(shardnet_last_error(), "residual overlaps C"), "%s",
+                  shardnet_last_error());
+        d.res.offset = 24; /* just past C: fine */
+        cr_expect_eq(sn_gemm(dev, &d), SHARDNET_OK, "%s: %s", dev->info.name,
+                     shardnet_last_error());
+        sn_buffer_free(buf);
     }
 }
 

@@ -301,3 +301,58 @@ Test(passes, fuse_binary_activation_moves_relu_into_the_add_bit_exactly)
     }
     sn_graph_free(g);
 }
+
+/* A residual block (Conv, Add of the block's input, Relu; then another
+ * Add of that input and Relu): the Add after the Conv, with the Relu the
+ * binary pass fused into it, moves into the Conv, the same bits on every
+ * device; the second Add, after a Relu, stays. */
+Test(passes, fuse_residual_moves_the_add_into_the_conv_bit_exactly)
+{
+    enum { MAXDEV = 8 };
+    sn_graph *g =
+        load_sorted("../onnx_cases/node/"
+                    "test_fuse_conv_add_relu_residual_opset13/model.onnx");
+    size_t ndev = 0, n0[MAXDEV], n1, fused;
+    float *before[MAXDEV];
+    while (ndev < MAXDEV && sn_context_device(ctx, ndev)) {
+        before[ndev] = run_graph_on(g, ndev, 2, &n0[ndev]);
+        ndev++;
+    }
+    cr_assert_eq(sn_pass_fuse_binary_activation(g, &fused), SHARDNET_OK);
+    cr_assert_eq(fused, 2);
+    cr_assert_eq(sn_pass_fuse_residual(g, &fused), SHARDNET_OK);
+    cr_assert_eq(fused, 1, "only the Add after the Conv");
+    cr_assert_eq(live_ops(g, "Add"), 1);
+    for (size_t i = 0; i < g->nnodes; i++) {
+        const sn_node *n = &g->nodes[i];
+        if (n->dead || strcmp(n->op_type, "Conv"))
+            continue;
+        cr_assert_eq(n->ninputs, 4);
+        cr_assert_eq(n->inputs[3], g->inputs[0], "the residual is x");
+        cr_assert_str_eq(sn_attr_string(n, "activation", ""), "Relu");
+    }
+    for (size_t d = 0; d < ndev; d++) {
+        float *after = run_graph_on(g, d, 2, &n1);
+        cr_assert_eq(n0[d], n1);
+        cr_assert_eq(memcmp(before[d], after, n1 * sizeof *after), 0,
+                     "fusing changed the result on %s",
+                     sn_context_device(ctx, d)->info.name);
+        free(before[d]);
+        free(after);
+    }
+    sn_graph_free(g);
+}
+
+/* Before opset 7 an Add broadcasts only by attribute: left alone. */
+Test(passes, fuse_residual_leaves_opsets_before_7)
+{
+    sn_graph *g =
+        load_sorted("../onnx_cases/node/"
+                    "test_fuse_conv_add_relu_residual_opset13/model.onnx");
+    size_t fused;
+    g->opset = 6;
+    cr_assert_eq(sn_pass_fuse_residual(g, &fused), SHARDNET_OK);
+    cr_assert_eq(fused, 0);
+    cr_assert_eq(live_ops(g, "Add"), 2);
+    sn_graph_free(g);
+}

@@ -102,11 +102,13 @@ void sn_cpu_run_task(cpu_device *cd, const task *t)
         if ((pb = packed_b(cd, &t->u.gemm))) {
             sn_cpu_sgemm_avx512_packed(&t->u.gemm, view_ptr(t->u.gemm.a), pb,
                                        view_ptr(t->u.gemm.c),
-                                       view_ptr_or_null(t->u.gemm.bias));
+                                       view_ptr_or_null(t->u.gemm.bias),
+                                       view_ptr_or_null(t->u.gemm.res));
             break;
         }
         sn_cpu_gemm(&t->u.gemm, view_ptr(t->u.gemm.a), view_ptr(t->u.gemm.b),
-                    view_ptr(t->u.gemm.c), view_ptr_or_null(t->u.gemm.bias));
+                    view_ptr(t->u.gemm.c), view_ptr_or_null(t->u.gemm.bias),
+                    view_ptr_or_null(t->u.gemm.res));
         break;
     case SN_KERNEL_BINARY:
         sn_cpu_binary(&t->u.binary, view_ptr(t->u.binary.a),

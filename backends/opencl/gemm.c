@@ -123,7 +123,8 @@ static size_t gemm_c_extent(const sn_gemm_desc *d)
     return (d->batch - 1) * d->stride_c + (d->m - 1) * d->ldc + d->n;
 }
 
-/* C += bias, then ReLU, over every batch item: one work-item per element.
+/* C += bias, C += res, then ReLU, over every batch item: one work-item per
+ * element.
  * The caller has checked the indices (epilogue_fits). */
 static shardnet_status gemm_epilogue(sn_device *dev, const sn_gemm_desc *d)
 {
@@ -132,18 +133,22 @@ static shardnet_status gemm_epilogue(sn_device *dev, const sn_gemm_desc *d)
     cl_uint utotal = (cl_uint)total, m = (cl_uint)d->m, n = (cl_uint)d->n,
             c_off = (cl_uint)d->c.offset, ldc = (cl_uint)d->ldc,
             stride_c = d->batch > 1 ? (cl_uint)d->stride_c : 0,
-            bias_off = d->bias.buf ? (cl_uint)d->bias.offset : 0;
+            bias_off = d->bias.buf ? (cl_uint)d->bias.offset : 0,
+            res_off = d->res.buf ? (cl_uint)d->res.offset : 0;
     cl_int has_bias = d->bias.buf != NULL, bias_rows = d->bias_rows != 0,
-           relu = d->act == SN_ACT_RELU;
+           has_res = d->res.buf != NULL, relu = d->act == SN_ACT_RELU;
     cl_mem c = d->c.buf->handle;
-    /* Without a bias the kernel never reads it; any buffer will do. */
+    /* Without a bias or residual the kernel never reads it; any buffer
+     * will do. */
     cl_mem bias = d->bias.buf ? d->bias.buf->handle : c;
-    karg args[] = {ARG(utotal),   ARG(m),        ARG(n),
-                   ARG(c),        ARG(c_off),    ARG(ldc),
-                   ARG(stride_c), ARG(bias),     ARG(bias_off),
-                   ARG(has_bias), ARG(bias_rows), ARG(relu)};
+    cl_mem res = d->res.buf ? d->res.buf->handle : c;
+    karg args[] = {ARG(utotal),   ARG(m),         ARG(n),
+                   ARG(c),        ARG(c_off),     ARG(ldc),
+                   ARG(stride_c), ARG(bias),      ARG(bias_off),
+                   ARG(has_bias), ARG(bias_rows), ARG(res),
+                   ARG(res_off),  ARG(has_res),   ARG(relu)};
 
-    return sn_cl_run_single(dev, K_GEMM_EPILOGUE, "gemm epilogue", args, 12,
+    return sn_cl_run_single(dev, K_GEMM_EPILOGUE, "gemm epilogue", args, 15,
                             total);
 }
 
@@ -159,12 +164,16 @@ static shardnet_status epilogue_fits(const sn_device *dev,
     if (d->bias.buf && !fits_idx(d->bias.offset, eb))
         return sn_cl_too_large(dev, "gemm epilogue", "bias", d->bias.offset,
                                eb);
+    if (d->res.buf && !fits_idx(d->res.offset, ec))
+        return sn_cl_too_large(dev, "gemm epilogue", "residual",
+                               d->res.offset, ec);
     return SHARDNET_OK;
 }
 
 shardnet_status sn_cl_gemm(sn_device *dev, const sn_gemm_desc *d)
 {
-    int epilogue = d->bias.buf != NULL || d->act != SN_ACT_NONE;
+    int epilogue = d->bias.buf != NULL || d->res.buf != NULL ||
+                   d->act != SN_ACT_NONE;
     shardnet_status st;
 
     if (epilogue && (st = epilogue_fits(dev, d)) != SHARDNET_OK)

@@ -94,11 +94,16 @@ typedef enum sn_act {
 } sn_act;
 
 /*
- * Fused epilogue (optional): after the product, C += bias, then C = act(C).
+ * Fused epilogue (optional): after the product, C += bias, then C += res,
+ * then C = act(C).
  * bias.buf NULL means no bias; otherwise bias holds n floats added to every
  * row (a Gemm/MatMul bias), or m floats added to every column when
  * bias_rows is set (a convolution's per-output-channel bias, C being
  * channels x pixels).  The same bias serves every batch item.
+ * res.buf NULL means no residual; otherwise res is laid out as C (element
+ * (b, i, j) at res.offset + b * stride_c + i * ldc + j), a residual
+ * block's other operand added to the biased sum, and must not overlap C
+ * (C may hold partial sums before the last step of the product).
  */
 typedef struct sn_gemm_desc {
     int trans_a, trans_b; /* non-zero: use the transpose of the stored matrix */
@@ -110,6 +115,7 @@ typedef struct sn_gemm_desc {
     size_t stride_a, stride_b, stride_c; /* elements between batch items */
     sn_view bias;
     int bias_rows;
+    sn_view res;
     sn_act act;
     /* B's contents never change while its buffer lives (a weight): a
      * backend may keep a repacked copy of it, keyed by buffer and layout. */

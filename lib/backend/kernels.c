@@ -123,6 +123,14 @@ shardnet_status sn_gemm(sn_device *dev, const sn_gemm_desc *d)
         (st = check_view(dev, "gemm", "bias", d->bias,
                          d->bias_rows ? d->m : d->n)) != SHARDNET_OK)
         return st;
+    if (d->res.buf &&
+        (st = check_view(dev, "gemm", "residual", d->res, ec)) != SHARDNET_OK)
+        return st;
+    if (d->res.buf == d->c.buf && d->res.buf &&
+        d->res.offset < d->c.offset + ec && d->c.offset < d->res.offset + ec)
+        return sn_error(SHARDNET_INVALID_ARGUMENT,
+                        "gemm on %s: the residual overlaps C",
+                        dev->info.name);
     if ((unsigned)d->act > SN_ACT_RELU)
         return sn_error(SHARDNET_INVALID_ARGUMENT, "gemm on %s: bad activation",
                         dev->info.name);

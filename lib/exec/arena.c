@@ -39,8 +39,8 @@ size_t sn_step_views(sn_step *s, sn_view **v)
     switch (s->kind) {
     case SN_KERNEL_GEMM:
         v[0] = &s->u.gemm.a, v[1] = &s->u.gemm.b, v[2] = &s->u.gemm.c;
-        v[3] = &s->u.gemm.bias;
-        return 4;
+        v[3] = &s->u.gemm.bias, v[4] = &s->u.gemm.res;
+        return 5;
     case SN_KERNEL_BINARY:
         v[0] = &s->u.binary.a, v[1] = &s->u.binary.b, v[2] = &s->u.binary.c;
         return 3;

@@ -16,6 +16,12 @@
 
 #include "ops/ops.h"
 
+sn_act sn_fused_act(const sn_node *n)
+{
+    return strcmp(sn_attr_string(n, "activation", ""), "Relu") ? SN_ACT_NONE
+                                                                : SN_ACT_RELU;
+}
+
 int sn_axis(int64_t axis, int rank)
 {
     if (axis < -rank || axis >= rank)

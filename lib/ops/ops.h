@@ -34,11 +34,18 @@ shardnet_status sn_emit_broadcast_copy(sn_lower *L, const sn_node *n,
                                        sn_rt *src, int rank,
                                        const int64_t *dims, sn_view dst);
 /* One binary step c = a op b on device views, numpy-broadcasting shape da
- * (rank ra) against db (rank rb). */
+ * (rank ra) against db (rank rb); _act applies act to each result. */
 shardnet_status sn_emit_binary(sn_lower *L, const sn_node *n,
                                sn_binary_op op, int ra, const int64_t *da,
                                sn_view a, int rb, const int64_t *db, sn_view b,
                                sn_view c);
+shardnet_status sn_emit_binary_act(sn_lower *L, const sn_node *n,
+                                   sn_binary_op op, sn_act act, int ra,
+                                   const int64_t *da, sn_view a, int rb,
+                                   const int64_t *db, sn_view b, sn_view c);
+/* The Relu a pass fused into node n (attribute activation = "Relu"; see
+ * lib/passes/fuse_activation.c), or none. */
+sn_act sn_fused_act(const sn_node *n);
 /* The integer values of a host input (shape, axes, ...), at most cap. */
 shardnet_status sn_host_ints(const sn_node *n, const sn_rt *rt,
                              const char *what, int64_t *out, size_t cap,

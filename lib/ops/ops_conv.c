@@ -17,13 +17,6 @@
  * int64 far from overflow. */
 #define MAX_WINDOW ((int64_t)1 << 30)
 
-/* The fused activation a pass attached to a node ("activation" = "Relu"). */
-static sn_act fused_act(const sn_node *n)
-{
-    return strcmp(sn_attr_string(n, "activation", ""), "Relu") ? SN_ACT_NONE
-                                                                : SN_ACT_RELU;
-}
-
 /* Geometry of a window along the nd (1 to 3) spatial axes. */
 typedef struct geom {
     int nd;
@@ -152,43 +145,41 @@ static shardnet_status spatial_rank(const sn_node *n, const sn_rt *x,
     return SHARDNET_OK;
 }
 
-/*
- * Conv: per image, an im2col step (skipped for 1x1 kernels with stride 1
- * and no padding, where the input already is the column matrix), then one
- * GEMM W (M x C/group*kh*kw) times the columns, batched over the groups.
- * The bias is the GEMM's epilogue (bias_rows: one value per output
- * channel); with groups, a broadcast ADD (and the fused Relu) after.
- */
-SN_LOWER(sn_lower_conv)
-{
-    sn_rt *x = sn_in(L, n, 0), *w = sn_in(L, n, 1), *b = sn_in(L, n, 2), *out;
-    int64_t group = sn_attr_int(n, "group", 1), kern[2], ks[4], od[4];
-    size_t nks;
-    int nd = 0, given;
+/* What a convolution's steps need, checked and derived by conv_check(). */
+typedef struct conv_job {
     geom g;
-    shardnet_status st;
-    sn_view vx, vw, vb = {0}, col = {0};
-    sn_act act = fused_act(n);
-    sn_dtype t = SN_DT_FLOAT;
+    int64_t nimg, c, m, cg, group;
+    sn_view vx, vw, vb; /* vb.buf NULL: no bias */
+    size_t kh, kw, ih, iw, oh, ow;
+} conv_job;
 
-    if ((st = spatial_rank(n, x, "convolution", 0, &nd)) != SHARDNET_OK ||
-        (st = sn_float_type(n, x, &t)) != SHARDNET_OK)
-        return st;
+/* The checks of Conv's inputs and attributes; the output shape into od
+ * (x's rank). */
+static shardnet_status conv_check(const sn_node *n, const sn_rt *x,
+                                  const sn_rt *w, const sn_rt *b, int nd,
+                                  conv_job *j, int64_t *od)
+{
+    int64_t kern[2], ks[4];
+    size_t nks;
+    int given;
+    shardnet_status st;
+
     if (w->rank != x->rank)
         return sn_node_error(n, SHARDNET_INVALID_ARGUMENT,
                              "weights of rank %d for an input of rank %d",
                              w->rank, x->rank);
-    int64_t nimg = x->dims[0], c = x->dims[1], m = w->dims[0],
-            cg = w->dims[1];
+    j->group = sn_attr_int(n, "group", 1);
+    j->nimg = x->dims[0], j->c = x->dims[1], j->m = w->dims[0];
+    j->cg = w->dims[1];
     int64_t cgg;
-    if (group < 1 || __builtin_mul_overflow(cg, group, &cgg) || cgg != c ||
-        m % group)
+    if (j->group < 1 || __builtin_mul_overflow(j->cg, j->group, &cgg) ||
+        cgg != j->c || j->m % j->group)
         return sn_node_error(n, SHARDNET_INVALID_ARGUMENT,
                              "group %lld does not fit %lld input channels "
                              "(weights take %lld per group) and %lld output "
                              "channels",
-                             (long long)group, (long long)c, (long long)cg,
-                             (long long)m);
+                             (long long)j->group, (long long)j->c,
+                             (long long)j->cg, (long long)j->m);
     for (int i = 0; i < nd; i++)
         kern[i] = w->dims[2 + i];
     if ((st = sn_attr_ints(n, "kernel_shape", ks, 4, &nks, &given)))
@@ -202,113 +193,195 @@ SN_LOWER(sn_lower_conv)
                                  "kernel_shape disagrees with the weights' "
                                  "shape");
     }
-    if (b && (b->rank != 1 || b->dims[0] != m))
+    if (b && (b->rank != 1 || b->dims[0] != j->m))
         return sn_node_error(n, SHARDNET_INVALID_ARGUMENT,
                              "bias must hold %lld values (one per output "
                              "channel)",
-                             (long long)m);
-    if ((st = window_geometry(n, nd, x->dims + 2, kern, 0, &g)))
+                             (long long)j->m);
+    if ((st = window_geometry(n, nd, x->dims + 2, kern, 0, &j->g)))
         return st;
-    od[0] = nimg;
-    od[1] = m;
+    od[0] = j->nimg;
+    od[1] = j->m;
     for (int i = 0; i < nd; i++)
-        od[2 + i] = g.out[i];
-    if ((st = sn_out_device(L, n, 0, x->rank, od, &out)) != SHARDNET_OK)
+        od[2 + i] = j->g.out[i];
+    j->kh = G_H(&j->g, k, 1), j->kw = G_W(&j->g, k);
+    j->ih = G_H(&j->g, in, 1), j->iw = G_W(&j->g, in);
+    j->oh = G_H(&j->g, out, 1), j->ow = G_W(&j->g, out);
+    return SHARDNET_OK;
+}
+
+/* Depthwise (a group per input channel): one direct step over every
+ * image and channel into y. */
+static shardnet_status emit_dwconv(sn_lower *L, const sn_node *n,
+                                   const conv_job *j, sn_view y, sn_act act)
+{
+    const geom *g = &j->g;
+    sn_step dw = {.kind = SN_KERNEL_DWCONV};
+    dw.u.dwconv = (sn_dwconv_desc){
+        .images = (size_t)j->nimg, .channels = (size_t)j->c,
+        .mult = (size_t)(j->m / j->c), .in_h = j->ih, .in_w = j->iw,
+        .out_h = j->oh, .out_w = j->ow, .k_h = j->kh, .k_w = j->kw,
+        .stride_h = G_H(g, stride, 1), .stride_w = G_W(g, stride),
+        .dil_h = G_H(g, dil, 1), .dil_w = G_W(g, dil),
+        .pad_top = G_H(g, pb, 0), .pad_left = G_W(g, pb), .src = j->vx,
+        .weights = j->vw, .bias = j->vb, .dst = y, .act = act};
+    return sn_emit(L, n, &dw);
+}
+
+/*
+ * The GEMMs of a convolution into y: per image, an im2col step (skipped
+ * for 1x1 kernels with stride 1 and no padding, where the input already
+ * is the column matrix), then one GEMM W (M x C/group*kh*kw) times the
+ * columns, batched over the groups; with one group, the bias, the
+ * residual res (laid out as y; res.buf NULL: none) and act are its
+ * epilogue.  With groups the bias differs per batch item: the caller adds
+ * it (and res and act) after.
+ */
+static shardnet_status emit_gemms(sn_lower *L, const sn_node *n,
+                                  const conv_job *j, sn_view y, sn_act act,
+                                  sn_view res)
+{
+    const geom *g = &j->g;
+    const size_t mg = (size_t)(j->m / j->group),
+                 ck = (size_t)j->cg * j->kh * j->kw;
+    const size_t ihw = j->ih * j->iw, ohw = j->oh * j->ow;
+    const size_t in_img = (size_t)j->c * ihw, out_img = (size_t)j->m * ohw;
+    int direct = j->kh == 1 && j->kw == 1;
+    sn_view col = {0};
+    shardnet_status st;
+
+    for (int i = 0; i < g->nd; i++)
+        direct &= g->stride[i] == 1 && g->pb[i] == 0 && g->pe[i] == 0;
+    sn_step s = {.kind = SN_KERNEL_GEMM};
+    s.u.gemm = (sn_gemm_desc){.m = mg, .n = ohw, .k = ck, .alpha = 1.0f,
+                              .lda = ck, .ldb = ohw, .ldc = ohw,
+                              .batch = (size_t)j->group,
+                              .stride_a = mg * ck, .stride_b = ck * ohw,
+                              .stride_c = mg * ohw, .a = j->vw, .act = act};
+    if (j->group == 1) {
+        s.u.gemm.bias = j->vb;
+        s.u.gemm.bias_rows = 1;
+    }
+    if (direct && j->group == 1 && j->nimg > 1) {
+        /* Every image in one batched GEMM, the weights shared. */
+        s.u.gemm.batch = (size_t)j->nimg;
+        s.u.gemm.stride_a = 0;
+        s.u.gemm.stride_b = in_img;
+        s.u.gemm.stride_c = out_img;
+        s.u.gemm.b = j->vx;
+        s.u.gemm.c = y;
+        s.u.gemm.res = res;
+        return sn_emit(L, n, &s);
+    }
+    if (!direct &&
+        (st = sn_scratch(L, (size_t)j->group * ck * ohw, &col)) != SHARDNET_OK)
+        return st;
+    for (int64_t i = 0; i < j->nimg; i++) {
+        sn_view src = {j->vx.buf, j->vx.offset + (size_t)i * in_img};
+        if (!direct) {
+            sn_step ic = {.kind = SN_KERNEL_IM2COL};
+            ic.u.im2col = (sn_im2col_desc){
+                .channels = (size_t)j->c, .in_h = j->ih, .in_w = j->iw,
+                .out_h = j->oh, .out_w = j->ow, .k_h = j->kh, .k_w = j->kw,
+                .stride_h = G_H(g, stride, 1), .stride_w = G_W(g, stride),
+                .dil_h = G_H(g, dil, 1), .dil_w = G_W(g, dil),
+                .pad_top = G_H(g, pb, 0), .pad_left = G_W(g, pb),
+                .src = src, .dst = col};
+            if ((st = sn_emit(L, n, &ic)) != SHARDNET_OK)
+                return st;
+        }
+        s.u.gemm.b = direct ? src : col;
+        s.u.gemm.c = (sn_view){y.buf, y.offset + (size_t)i * out_img};
+        if (res.buf)
+            s.u.gemm.res = (sn_view){res.buf,
+                                     res.offset + (size_t)i * out_img};
+        if ((st = sn_emit(L, n, &s)) != SHARDNET_OK)
+            return st;
+    }
+    return SHARDNET_OK;
+}
+
+/*
+ * Conv, with the residual a pass may have fused into it (input 3, see
+ * lib/passes/fuse_residual.c): out = act(conv(x) + bias + residual).  A
+ * residual of the convolution's shape is the GEMM's epilogue, after the
+ * bias, as the Add was; otherwise (groups, depthwise, a residual that
+ * broadcasts) an ADD step after the convolution adds it and applies act,
+ * and a grouped convolution's bias (different per GEMM batch item) is a
+ * broadcast ADD before it.
+ */
+SN_LOWER(sn_lower_conv)
+{
+    sn_rt *x = sn_in(L, n, 0), *w = sn_in(L, n, 1), *b = sn_in(L, n, 2);
+    sn_rt *r = n->ninputs > 3 ? sn_in(L, n, 3) : NULL, *out;
+    int64_t od[SN_MAX_DIMS], shp[SN_MAX_DIMS];
+    int nd = 0, orank;
+    conv_job j = {0};
+    shardnet_status st;
+    sn_view y, vr = {0};
+    sn_act act = sn_fused_act(n);
+    sn_dtype t = SN_DT_FLOAT, tr = SN_DT_FLOAT;
+
+    if ((st = spatial_rank(n, x, "convolution", 0, &nd)) != SHARDNET_OK ||
+        (st = sn_float_type(n, x, &t)) != SHARDNET_OK ||
+        (r && (st = sn_float_type(n, r, &tr)) != SHARDNET_OK) ||
+        (st = conv_check(n, x, w, b, nd, &j, od)) != SHARDNET_OK)
+        return st;
+    orank = x->rank;
+    memcpy(shp, od, (size_t)orank * sizeof od[0]);
+    if (r && !sn_broadcast_shape(x->rank, od, r->rank, r->dims, &orank, shp))
+        return sn_node_error(n, SHARDNET_INVALID_ARGUMENT,
+                             "the residual (rank %d) does not broadcast "
+                             "with the convolution's output",
+                             r->rank);
+    /* The convolution's own output is the node's (else a scratch), and a
+     * residual of the same shape goes into the GEMM's epilogue. */
+    int whole = orank == x->rank &&
+                !memcmp(shp, od, (size_t)orank * sizeof od[0]);
+    int fused = r && whole && r->rank == x->rank &&
+                !memcmp(r->dims, od, (size_t)orank * sizeof od[0]);
+    if ((st = sn_out_device(L, n, 0, orank, shp, &out)) != SHARDNET_OK)
         return st;
     out->dtype = t;
     if (sn_rt_elements(out) == 0)
         return SHARDNET_OK;
-    if (cg == 0)
+    if (j.cg == 0)
         return sn_node_error(n, SHARDNET_INVALID_ARGUMENT,
                              "no input channels");
-    if ((st = sn_dev_view(L, n, x, &vx)) != SHARDNET_OK ||
-        (st = sn_dev_view(L, n, w, &vw)) != SHARDNET_OK ||
-        (b && (st = sn_dev_view(L, n, b, &vb)) != SHARDNET_OK))
+    if ((st = sn_dev_view(L, n, x, &j.vx)) != SHARDNET_OK ||
+        (st = sn_dev_view(L, n, w, &j.vw)) != SHARDNET_OK ||
+        (b && (st = sn_dev_view(L, n, b, &j.vb)) != SHARDNET_OK) ||
+        (r && (st = sn_dev_view(L, n, r, &vr)) != SHARDNET_OK))
+        return st;
+    y = out->view;
+    if (!whole &&
+        (st = sn_scratch(L, sn_dims_product(0, x->rank, od), &y)) !=
+            SHARDNET_OK)
         return st;
 
-    size_t kh = G_H(&g, k, 1), kw = G_W(&g, k);
-    size_t ih = G_H(&g, in, 1), iw = G_W(&g, in);
-    size_t oh = G_H(&g, out, 1), ow = G_W(&g, out);
-    size_t mg = (size_t)(m / group), ck = (size_t)cg * kh * kw;
-    size_t ihw = ih * iw, ohw = oh * ow;
-    int direct = kh == 1 && kw == 1;
-    for (int i = 0; i < nd; i++)
-        direct &= g.stride[i] == 1 && g.pb[i] == 0 && g.pe[i] == 0;
-    if (group == c && cg == 1) {
-        /* Depthwise: one direct step over every image and channel. */
-        sn_step dw = {.kind = SN_KERNEL_DWCONV};
-        dw.u.dwconv = (sn_dwconv_desc){
-            .images = (size_t)nimg, .channels = (size_t)c,
-            .mult = (size_t)(m / c), .in_h = ih, .in_w = iw, .out_h = oh,
-            .out_w = ow, .k_h = kh, .k_w = kw,
-            .stride_h = G_H(&g, stride, 1), .stride_w = G_W(&g, stride),
-            .dil_h = G_H(&g, dil, 1), .dil_w = G_W(&g, dil),
-            .pad_top = G_H(&g, pb, 0), .pad_left = G_W(&g, pb), .src = vx,
-            .weights = vw, .bias = vb, .dst = out->view, .act = act};
-        return sn_emit(L, n, &dw);
-    }
-    int split_bias = b && group > 1; /* differs per batch item */
-
-    sn_step s = {.kind = SN_KERNEL_GEMM};
-    s.u.gemm = (sn_gemm_desc){.m = mg, .n = ohw, .k = ck, .alpha = 1.0f,
-                              .lda = ck, .ldb = ohw, .ldc = ohw,
-                              .batch = (size_t)group, .stride_a = mg * ck,
-                              .stride_b = ck * ohw, .stride_c = mg * ohw,
-                              .a = vw, .act = split_bias ? SN_ACT_NONE : act};
-    if (b && !split_bias) {
-        s.u.gemm.bias = vb;
-        s.u.gemm.bias_rows = 1;
-    }
-    if (direct && group == 1 && nimg > 1) {
-        /* Every image in one batched GEMM, the weights shared. */
-        s.u.gemm.batch = (size_t)nimg;
-        s.u.gemm.stride_a = 0;
-        s.u.gemm.stride_b = (size_t)c * ihw;
-        s.u.gemm.stride_c = (size_t)m * ohw;
-        s.u.gemm.b = vx;
-        s.u.gemm.c = out->view;
-        if ((st = sn_emit(L, n, &s)) != SHARDNET_OK)
+    int depthwise = j.group == j.c && j.cg == 1;
+    /* What is left after the convolution's own step: the grouped bias,
+     * then the residual, then act. */
+    int grouped_bias = b && j.group > 1 && !depthwise;
+    int add_after = r && (!fused || depthwise || j.group > 1);
+    sn_act own = grouped_bias || add_after ? SN_ACT_NONE : act;
+    if (depthwise)
+        st = emit_dwconv(L, n, &j, y, own);
+    else
+        st = emit_gemms(L, n, &j, y, own,
+                        fused && !add_after ? vr : (sn_view){0});
+    if (st != SHARDNET_OK)
+        return st;
+    if (grouped_bias) {
+        int64_t o3[3] = {j.nimg, j.m, (int64_t)(j.oh * j.ow)}, b2[2] = {j.m, 1};
+        if ((st = sn_emit_binary_act(L, n, SN_BINARY_ADD,
+                                     add_after ? SN_ACT_NONE : act, 3, o3, y,
+                                     2, b2, j.vb, y)) != SHARDNET_OK)
             return st;
-    } else {
-        if (!direct &&
-            (st = sn_scratch(L, (size_t)group * ck * ohw, &col)) != SHARDNET_OK)
-            return st;
-        for (int64_t i = 0; i < nimg; i++) {
-            sn_view src = {vx.buf, vx.offset + (size_t)i * (size_t)c * ihw};
-            if (!direct) {
-                sn_step ic = {.kind = SN_KERNEL_IM2COL};
-                ic.u.im2col = (sn_im2col_desc){
-                    .channels = (size_t)c, .in_h = ih, .in_w = iw,
-                    .out_h = oh, .out_w = ow, .k_h = kh, .k_w = kw,
-                    .stride_h = G_H(&g, stride, 1),
-                    .stride_w = G_W(&g, stride), .dil_h = G_H(&g, dil, 1),
-                    .dil_w = G_W(&g, dil), .pad_top = G_H(&g, pb, 0),
-                    .pad_left = G_W(&g, pb), .src = src, .dst = col};
-                if ((st = sn_emit(L, n, &ic)) != SHARDNET_OK)
-                    return st;
-            }
-            s.u.gemm.b = direct ? src : col;
-            s.u.gemm.c = (sn_view){out->view.buf,
-                                   out->view.offset +
-                                       (size_t)i * (size_t)m * ohw};
-            if ((st = sn_emit(L, n, &s)) != SHARDNET_OK)
-                return st;
-        }
     }
-    if (split_bias) {
-        int64_t o3[3] = {nimg, m, (int64_t)ohw}, b2[2] = {m, 1};
-        if ((st = sn_emit_binary(L, n, SN_BINARY_ADD, 3, o3, out->view, 2,
-                                    b2, vb, out->view)) != SHARDNET_OK)
-            return st;
-        if (act == SN_ACT_RELU) {
-            sn_step u = {.kind = SN_KERNEL_UNARY};
-            u.u.unary = (sn_unary_desc){.op = SN_UNARY_RELU,
-                                        .n = sn_rt_elements(out),
-                                        .x = out->view, .y = out->view};
-            if ((st = sn_emit(L, n, &u)) != SHARDNET_OK)
-                return st;
-        }
-    }
+    if (add_after)
+        return sn_emit_binary_act(L, n, SN_BINARY_ADD, act, x->rank, od, y,
+                                  r->rank, r->dims, vr, out->view);
     return SHARDNET_OK;
 }
 

@@ -256,18 +256,10 @@ static shardnet_status fold_binary(sn_lower *L, const sn_node *n,
     return sn_out_host(L, n, 0, a->dtype, rank, dims, d);
 }
 
-/* The Relu a pass fused into this node (attribute activation). */
-static sn_act fused_act(const sn_node *n)
-{
-    return strcmp(sn_attr_string(n, "activation", ""), "Relu") ? SN_ACT_NONE
-                                                                : SN_ACT_RELU;
-}
-
-/* One binary step c = act(a op b) with numpy broadcasting. */
-static shardnet_status emit_binary_act(sn_lower *L, const sn_node *n,
-                                       sn_binary_op op, sn_act act, int ra,
-                                       const int64_t *da, sn_view a, int rb,
-                                       const int64_t *db, sn_view b, sn_view c)
+shardnet_status sn_emit_binary_act(sn_lower *L, const sn_node *n,
+                                   sn_binary_op op, sn_act act, int ra,
+                                   const int64_t *da, sn_view a, int rb,
+                                   const int64_t *db, sn_view b, sn_view c)
 {
     sn_step s = {.kind = SN_KERNEL_BINARY};
     size_t sa[SN_MAX_DIMS], sb[SN_MAX_DIMS];
@@ -293,7 +285,7 @@ shardnet_status sn_emit_binary(sn_lower *L, const sn_node *n,
                                sn_view a, int rb, const int64_t *db, sn_view b,
                                sn_view c)
 {
-    return emit_binary_act(L, n, op, SN_ACT_NONE, ra, da, a, rb, db, b, c);
+    return sn_emit_binary_act(L, n, op, SN_ACT_NONE, ra, da, a, rb, db, b, c);
 }
 
 /* Emit out = a op b for two values, uploading them as needed. */
@@ -383,10 +375,10 @@ SN_LOWER(sn_lower_binary)
                              "input shapes cannot be broadcast together");
     /* fold_binary reads only bl's shape and host data. */
     if (a->host && b->host && !is_float_type(a->dtype))
-        return fold_binary(L, n, op, fused_act(n), a, &bl, rank, dims);
+        return fold_binary(L, n, op, sn_fused_act(n), a, &bl, rank, dims);
     if (a->host && b->host && sn_rt_elements(a) <= 64 &&
         sn_rt_elements(b) <= 64)
-        return fold_binary(L, n, op, fused_act(n), a, &bl, rank, dims);
+        return fold_binary(L, n, op, sn_fused_act(n), a, &bl, rank, dims);
     if ((st = sn_out_device(L, n, 0, rank, dims, &out)) != SHARDNET_OK)
         return st;
     out->dtype = a->dtype; /* computed in float32, read back as this */
@@ -394,7 +386,7 @@ SN_LOWER(sn_lower_binary)
     if ((st = sn_dev_view(L, n, a, &va)) != SHARDNET_OK ||
         (st = sn_dev_view(L, n, b, &vb)) != SHARDNET_OK)
         return st;
-    return emit_binary_act(L, n, op, fused_act(n), a->rank, a->dims, va,
+    return sn_emit_binary_act(L, n, op, sn_fused_act(n), a->rank, a->dims, va,
                            bl.rank, bl.dims, vb, out->view);
 }
 

@@ -6,13 +6,6 @@
 
 #include "ops/ops.h"
 
-/* The fused activation a pass attached to a node ("activation" = "Relu"). */
-static sn_act fused_act(const sn_node *n)
-{
-    return strcmp(sn_attr_string(n, "activation", ""), "Relu") ? SN_ACT_NONE
-                                                                : SN_ACT_RELU;
-}
-
 /*
  * A product over an empty inner dimension (k = 0) sums nothing: the output
  * (rank, dims) is beta * add broadcast into it, or zeros without add (no
@@ -110,7 +103,7 @@ SN_LOWER(sn_lower_gemm)
                               .n = (size_t)nn, .k = (size_t)k, .alpha = alpha,
                               .lda = (size_t)a->dims[1],
                               .ldb = (size_t)b->dims[1], .ldc = (size_t)nn,
-                              .batch = 1, .c = out->view, .act = fused_act(n)};
+                              .batch = 1, .c = out->view, .act = sn_fused_act(n)};
     if ((st = sn_dev_view(L, n, a, &s.u.gemm.a)) != SHARDNET_OK ||
         (st = sn_dev_view(L, n, b, &s.u.gemm.b)) != SHARDNET_OK)
         return st;
@@ -212,7 +205,7 @@ SN_LOWER(sn_lower_matmul)
     s.u.gemm = (sn_gemm_desc){.m = (size_t)m, .n = (size_t)nn, .k = (size_t)k,
                               .alpha = 1.0f, .lda = (size_t)k,
                               .ldb = (size_t)nn, .ldc = (size_t)nn,
-                              .batch = 1, .act = fused_act(n),
+                              .batch = 1, .act = sn_fused_act(n),
                               .b_const = sn_rt_is_weight(L, b)};
     int b_batched = 0;
     for (int i = 0; i < br - 2; i++)

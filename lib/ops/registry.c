@@ -162,8 +162,9 @@ static const sn_operator registry[] = {
     OP("LogSoftmax", 1, 1, sn_lower_softmax, 1, SOFTMAX, SOFTMAX, ELEMENTS,
        USE(SOFTMAX)),
     /* convolution and pooling (ops_conv.c); a grouped convolution adds
-     * its bias and activation after the products */
-    OP("Conv", 2, 3, sn_lower_conv, 1, CONV, EACH, CONV,
+     * its bias and activation after the products; Conv's fourth input is
+     * a residual fused by a pass */
+    OP("Conv", 2, 4, sn_lower_conv, 1, CONV, CONV, CONV,
        USE(GEMM) | USE(IM2COL) | USE(BINARY_ADD) | USE(UNARY_RELU) |
            USE(DWCONV)),
     OP("MaxPool", 1, 1, sn_lower_maxpool, 1, POOL, EACH, ELEMENTS,

@@ -57,7 +57,8 @@ typedef enum sn_rows_rule {
     SN_ROWS_SLICE,
     SN_ROWS_SPLIT, /* axis attribute, default 0 */
     SN_ROWS_CONCAT,
-    SN_ROWS_GATHER
+    SN_ROWS_GATHER,
+    SN_ROWS_CONV /* each image; a fused residual (input 3) rows too */
 } sn_rows_rule;
 
 /* An operator's work (sn_node_work). */

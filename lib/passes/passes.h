@@ -25,6 +25,9 @@ shardnet_status sn_pass_fuse_activation(sn_graph *g, size_t *fused);
 /* A Relu after an Add, Sub, Mul or Div, applied by its binary step
  * (fuse_activation.c). */
 shardnet_status sn_pass_fuse_binary_activation(sn_graph *g, size_t *fused);
+/* An Add (and its fused Relu) after a Conv, moved into it as a residual
+ * input, added by its epilogue (fuse_residual.c). */
+shardnet_status sn_pass_fuse_residual(sn_graph *g, size_t *fused);
 /* Nodes nothing uses, removed (dead.c). */
 shardnet_status sn_pass_remove_dead(sn_graph *g, size_t *removed);
 /* All of them, constant folding first, in order (passes.c). */

@@ -90,6 +90,18 @@ static int keeps_rows(const sn_graph *g, const sn_plan *plan,
         return 0;
     case SN_ROWS_EACH:
         return x_only;
+    case SN_ROWS_CONV: {
+        /* a fused residual carries the batch as the output does, or
+         * broadcasts along it */
+        const sn_rt *r = fact(plan, n, 3);
+        if (n->ninputs < 4 || n->inputs[3] < 0)
+            return x_only;
+        if (!x || !r || n->inputs[0] < 0 || !b[n->inputs[0]])
+            return 0;
+        if (b[n->inputs[3]])
+            return nb == 2 && r->rank == ro;
+        return nb == 1 && (r->rank < ro || r->dims[0] == 1);
+    }
     case SN_ROWS_BROADCAST:
         /* the batch's inputs as ranked as the output; the others
          * broadcast along axis 0 */

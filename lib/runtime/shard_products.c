@@ -15,21 +15,36 @@
 
 /*
  * Node n's output v was computed as partial sums into `part` (its fused
- * Relu left out): convert them to layout t, then apply the Relu; v ends up
- * as the Relu's output in layout t.
+ * residual and Relu left out): convert them to layout t, then add the
+ * residual res (a model value; -1: none) in layout t and apply the Relu
+ * where n has one; v ends up as the last of those nodes' output in
+ * layout t.
  */
-static shardnet_status relu_after_sum(bld *b, const sn_node *n, int part,
-                                      sn_layout t)
+static shardnet_status finish_after_sum(bld *b, const sn_node *n, int part,
+                                        sn_layout t, int res)
 {
     int v = n->outputs[0], out;
+    int act = !strcmp(sn_attr_string(n, "activation", ""), "Relu");
     sn_layout lp = sn_layout_p();
     sn_shard_remember(b, v, part, &lp); /* for to_layout: v as partial sums */
     int x = sn_shard_to_layout(b, v, &t);
-    b->vi[v].nv = 0;           /* v is the Relu's output, made below */
-    if (x < 0)
+    b->vi[v].nv = 0;           /* v is the last node's output, made below */
+    int r = x >= 0 && res >= 0 ? sn_shard_to_layout(b, res, &t) : -1;
+    if (x < 0 || (res >= 0 && r < 0))
         return failed(b);
-    if ((out = sn_shard_out_value(b, n, 0)) < 0 ||
-        sn_shard_add_node(b, NULL, "Relu", "", &x, 1, &out, 1, NULL) < 0)
+    if (r >= 0) {
+        int in[2] = {x, r};
+        int y = act ? sn_shard_new_value(b, b->g->values[v].name, "residual")
+                    : sn_shard_out_value(b, n, 0);
+        if (y < 0 ||
+            sn_shard_add_node(b, NULL, "Add", "", in, 2, &y, 1, NULL) < 0)
+            return oom();
+        x = y;
+        out = y;
+    }
+    if (act && ((out = sn_shard_out_value(b, n, 0)) < 0 ||
+                sn_shard_add_node(b, NULL, "Relu", "", &x, 1, &out, 1,
+                                  NULL) < 0))
         return oom();
     sn_shard_remember(b, v, out, &t);
     return SHARDNET_OK;
@@ -171,7 +186,8 @@ static shardnet_status linear(bld *b, const sn_node *n, int *handled)
         if (part < 0 || sn_shard_add_node(b, n, n->op_type, n->domain, in,
                                           n->ninputs, &part, 1, drop) < 0)
             return oom();
-        return relu_after_sum(b, n, part, sn_shard_p_target(b, n->outputs[0]));
+        return finish_after_sum(b, n, part,
+                                sn_shard_p_target(b, n->outputs[0]), -1);
     }
     if ((out = sn_shard_out_value(b, n, 0)) < 0 ||
         sn_shard_add_node(b, n, n->op_type, n->domain, in, n->ninputs, &out, 1,
@@ -191,11 +207,19 @@ static shardnet_status conv(bld *b, const sn_node *n, int *handled)
 {
     int X = n->inputs[0], W = n->inputs[1];
     int B = n->ninputs > 2 ? n->inputs[2] : -1;
+    int R = n->ninputs > 3 ? n->inputs[3] : -1; /* a fused residual */
     const sn_rt *fx = full(b, X), *fo = full(b, n->outputs[0]);
+    const sn_rt *fr = R >= 0 ? full(b, R) : NULL;
     const sn_value *wv = &b->g->values[W];
     *handled = 0;
     if (!fx || !fo || fo->dtype != SN_DT_FLOAT || !is_const(b, W) ||
         wv->rank < 3 || (B >= 0 && !is_const(b, B)) || n->noutputs != 1)
+        return SHARDNET_OK;
+    /* A residual is cut like the output: one that broadcasts is left to
+     * the whole node. */
+    if (R >= 0 && (!fr || fr->rank != fo->rank ||
+                   memcmp(fr->dims, fo->dims,
+                          (size_t)fo->rank * sizeof fo->dims[0])))
         return SHARDNET_OK;
     size_t groups = (size_t)sn_attr_int(n, "group", 1);
     size_t Co = (size_t)wv->dims[0], Cig = (size_t)wv->dims[1];
@@ -224,7 +248,7 @@ static shardnet_status conv(bld *b, const sn_node *n, int *handled)
     } else {
         mode = SN_CUT_COLUMNS;
     }
-    int in[3] = {X, W, B};
+    int in[4] = {X, W, B, -1};
     size_t gcnt[MAXD]; /* groups per device */
     sn_layout lo, lin;
     int partial = 0;
@@ -312,27 +336,33 @@ static shardnet_status conv(bld *b, const sn_node *n, int *handled)
         in[2] = B >= 0 ? sn_shard_to_layout(b, B, &lw) : -1;
     }
     in[0] = sn_shard_to_layout(b, X, &lin);
-    if (in[0] < 0 || in[1] < 0 || (B >= 0 && in[2] < 0))
+    /* Partial sums take the residual after their sum. */
+    if (R >= 0 && !partial)
+        in[3] = sn_shard_to_layout(b, R, &lo);
+    if (in[0] < 0 || in[1] < 0 || (B >= 0 && in[2] < 0) ||
+        (R >= 0 && !partial && in[3] < 0))
         return failed(b);
     *handled = 1;
     sn_shard_say(b, "  %s (%s) %s: %s\n", n->name, n->op_type, text, how);
     sn_shard_record_choice(b, n, text);
     int act = !strcmp(sn_attr_string(n, "activation", ""), "Relu");
     int v = n->outputs[0];
-    int target = partial && act
+    int after = partial && (act || R >= 0);
+    int target = after
                      ? sn_shard_new_value(b, b->g->values[v].name, "partial")
                      : sn_shard_out_value(b, n, 0);
     int k = target < 0
                 ? -1
-                : sn_shard_add_node(b, n, "Conv", n->domain, in, n->ninputs,
+                : sn_shard_add_node(b, n, "Conv", n->domain, in,
+                                    partial && n->ninputs > 3 ? 3 : n->ninputs,
                                     &target, 1, partial ? "activation" : NULL);
     if (k < 0)
         return oom();
     for (size_t d = 0; d < b->n; d++)
         if (sn_shard_set_int_attr(b, k, d, "group", (int64_t)gcnt[d]))
             return oom();
-    if (partial && act)
-        return relu_after_sum(b, n, target, sn_layout_r());
+    if (after)
+        return finish_after_sum(b, n, target, sn_layout_r(), R);
     sn_shard_remember(b, v, target, &lo);
     return SHARDNET_OK;
 }

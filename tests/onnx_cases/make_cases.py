@@ -2143,6 +2143,76 @@ def fused_binary_relu_cases():
               initializers=[("w0", w0), ("w1", w1), ("w2", w2)])
 
 
+def residual_conv_cases():
+    """A residual Add after a Conv, which a pass moves into the Conv (its
+    fourth input): the GEMM's epilogue adds it (1x1 batched, im2col per
+    image, no bias, the residual first in the Add); an ADD step after the
+    Conv adds it for groups, depthwise and residuals that broadcast (along
+    the channels, or past the convolution's own shape); a residual made
+    after the Conv in the file's order (not fused)."""
+    rng = np.random.default_rng(1506)
+    mk = helper.make_node
+
+    def r(*shape):
+        return rng.standard_normal(shape).astype(np.float32)
+
+    relu = lambda v: np.maximum(v, 0).astype(np.float32)
+
+    def grouped(x, w, b, groups, strides, pads):
+        c, m = x.shape[1] // groups, w.shape[0] // groups
+        return np.concatenate(
+            [ref_conv(x[:, g * c:(g + 1) * c], w[g * m:(g + 1) * m],
+                      b[g * m:(g + 1) * m], strides, pads, [1, 1])
+             for g in range(groups)], axis=1)
+
+    def case(name, conv, x, w, b, res, y, add_first=False, act=True,
+             extra=()):
+        ins = ["x", "w"] + (["b"] if b is not None else [])
+        add = ["res", "c"] if add_first else ["c", "res"]
+        nodes = [mk("Conv", ins, ["c"], **conv), *extra,
+                 mk("Add", add, ["s" if act else "y"])]
+        if act:
+            nodes.append(mk("Relu", ["s"], ["y"]))
+        inits = [("w", w)] + ([("b", b)] if b is not None else [])
+        inputs = [("x", x)] + ([("res", res)] if res is not None else [])
+        node_case(name, nodes, inputs, [("y", y)], 13, initializers=inits)
+
+    x, w, b, q = r(3, 8, 5, 6), r(8, 8, 1, 1), r(8), r(3, 8, 5, 6)
+    c = ref_conv(x, w, b, [1, 1], [0, 0, 0, 0], [1, 1])
+    case("test_fuse_conv_residual_1x1_batched_opset13", {}, x, w, b, q,
+         relu(c + q))
+    x, w, b, q = r(2, 5, 9, 9), r(7, 5, 3, 3), r(7), r(2, 7, 5, 5)
+    c = ref_conv(x, w, b, [2, 2], [1, 1, 1, 1], [1, 1])
+    case("test_fuse_conv_residual_im2col_stride2_opset13",
+         {"strides": [2, 2], "pads": [1, 1, 1, 1]}, x, w, b, q, relu(q + c),
+         add_first=True)
+    x, w, q = r(1, 6, 8, 8), r(6, 6, 3, 3), r(1, 6, 8, 8)
+    c = ref_conv(x, w, np.zeros(6, np.float32), [1, 1], [1, 1, 1, 1], [1, 1])
+    case("test_fuse_conv_residual_no_bias_no_relu_opset13",
+         {"pads": [1, 1, 1, 1]}, x, w, None, q, c + q, act=False)
+    x, w, b, q = r(2, 8, 6, 6), r(6, 4, 1, 1), r(6), r(2, 6, 6, 6)
+    c = grouped(x, w, b, 2, [1, 1], [0, 0, 0, 0])
+    case("test_fuse_conv_residual_grouped_opset13", {"group": 2}, x, w, b, q,
+         relu(c + q))
+    x, w, b, q = r(1, 6, 10, 12), r(6, 1, 3, 3), r(6), r(1, 6, 10, 12)
+    c = grouped(x, w, b, 6, [1, 1], [1, 1, 1, 1])
+    case("test_fuse_conv_residual_depthwise_opset13",
+         {"group": 6, "pads": [1, 1, 1, 1]}, x, w, b, q, relu(c + q))
+    x, w, b, q = r(1, 4, 7, 7), r(5, 4, 1, 1), r(5), r(1, 5, 1, 1)
+    c = ref_conv(x, w, b, [1, 1], [0, 0, 0, 0], [1, 1])
+    case("test_fuse_conv_residual_broadcast_channels_opset13", {}, x, w, b, q,
+         relu(c + q))
+    x, w, b, q = r(1, 8, 1, 1), r(8, 8, 1, 1), r(8), r(2, 8, 5, 4)
+    c = ref_conv(x, w, b, [1, 1], [0, 0, 0, 0], [1, 1])
+    case("test_fuse_conv_residual_broadcast_past_output_opset13", {}, x, w, b,
+         q, relu(c + q))
+    x, w, b = r(1, 4, 6, 6), r(4, 4, 1, 1), r(4)
+    c = ref_conv(x, w, b, [1, 1], [0, 0, 0, 0], [1, 1])
+    sig = (1 / (1 + np.exp(-x.astype(np.float64)))).astype(np.float32)
+    case("test_fuse_conv_residual_made_after_conv_opset13", {}, x, w, b, None,
+         relu(c + sig), extra=[mk("Sigmoid", ["x"], ["res"])])
+
+
 if __name__ == "__main__":
     initializers_ir3()
     external()
@@ -2180,3 +2250,4 @@ if __name__ == "__main__":
     depthwise_conv_cases()
     constant_output_cases()
     fused_binary_relu_cases()
+    residual_conv_cases()
