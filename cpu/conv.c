@@ -279,6 +279,73 @@ static SN_VECTOR_CLONES void pool_row(const sn_pool_desc *d, const float *img,
     }
 }
 
+/* 16 floats as one vector (AVX-512; two AVX2 registers in that clone). */
+typedef float pool_v16 __attribute__((vector_size(64)));
+typedef int pool_v16i __attribute__((vector_size(64)));
+
+/* A 2 x 2 MaxPool with stride 2, no padding or dilation, whose windows all
+ * lie inside the input: the common downsampling step. */
+static int is_max2x2(const sn_pool_desc *d)
+{
+    return d->op == SN_POOL_MAX && d->k_h == 2 && d->k_w == 2 &&
+           d->stride_h == 2 && d->stride_w == 2 && d->dil_h == 1 &&
+           d->dil_w == 1 && !d->pad_top && !d->pad_left && !d->pad_bottom &&
+           !d->pad_right && d->in_h / 2 >= d->out_h && d->in_w / 2 >= d->out_w;
+}
+
+/* o = v > o || v != v ? v : o, pool_row()'s step, lane by lane: v where it
+ * is greater, then v where it is NaN (its magnitude's bits above
+ * infinity's: the sign of infinity's bits minus them), each select one
+ * mask and no float "unordered" test, the forms GCC 12 keeps in vector
+ * registers in target clones (others it splits into scalar compares).  A
+ * macro: vectors passed to a function change its ABI between clones. */
+#define MAX_STEP(o, v)                                                         \
+    do {                                                                       \
+        const pool_v16 v_ = (v);                                               \
+        const pool_v16i gt_ = v_ > (o);                                        \
+        pool_v16i nan_;                                                        \
+        (o) = (pool_v16)(((pool_v16i)v_ & gt_) | ((pool_v16i)(o) & ~gt_));     \
+        nan_ = (0x7f800000 - ((pool_v16i)v_ & 0x7fffffff)) >> 31;              \
+        (o) = (pool_v16)(((pool_v16i)v_ & nan_) | ((pool_v16i)(o) & ~nan_));   \
+    } while (0)
+
+/* Output row oy of is_max2x2()'s pooling: 16 outputs at a time from two
+ * vectors of each of the two input rows, split into their even and odd
+ * columns; the taps in pool_row()'s order with its step, so the same bits
+ * (NaN included).  Output x reads input columns 2x and 2x + 1 < in_w. */
+static SN_VECTOR_CLONES void max2x2_row(const sn_pool_desc *d,
+                                        const float *img, size_t oy,
+                                        float *restrict out)
+{
+    const pool_v16i even = {0,  2,  4,  6,  8,  10, 12, 14,
+                            16, 18, 20, 22, 24, 26, 28, 30};
+    const pool_v16i odd = even + 1;
+    const float *r0 = img + 2 * oy * d->in_w, *r1 = r0 + d->in_w;
+    size_t ox = 0;
+
+    for (; ox + 16 <= d->out_w; ox += 16) {
+        pool_v16 a0, a1, b0, b1, o = {0};
+        memcpy(&a0, r0 + 2 * ox, sizeof a0);
+        memcpy(&a1, r0 + 2 * ox + 16, sizeof a1);
+        memcpy(&b0, r1 + 2 * ox, sizeof b0);
+        memcpy(&b1, r1 + 2 * ox + 16, sizeof b1);
+        o -= INFINITY;
+        MAX_STEP(o, __builtin_shuffle(a0, a1, even));
+        MAX_STEP(o, __builtin_shuffle(a0, a1, odd));
+        MAX_STEP(o, __builtin_shuffle(b0, b1, even));
+        MAX_STEP(o, __builtin_shuffle(b0, b1, odd));
+        memcpy(out + ox, &o, sizeof o);
+    }
+    for (; ox < d->out_w; ox++) {
+        const float t[4] = {r0[2 * ox], r0[2 * ox + 1], r1[2 * ox],
+                            r1[2 * ox + 1]};
+        float o = -INFINITY;
+        for (int i = 0; i < 4; i++)
+            o = t[i] > o || t[i] != t[i] ? t[i] : o;
+        out[ox] = o;
+    }
+}
+
 /* Units [u0, u1) of pooling, unit u = plane u / out_h, output row
  * u % out_h.  src: (planes, in_h, in_w); dst: (planes, out_h, out_w). */
 static void pool_units(const sn_pool_desc *d, const float *src, float *dst,
@@ -286,10 +353,15 @@ static void pool_units(const sn_pool_desc *d, const float *src, float *dst,
 {
     const size_t ext_h = tap_extent(d->k_h, d->dil_h);
     const size_t ext_w = tap_extent(d->k_w, d->dil_w);
+    const int fast = is_max2x2(d);
 
-    for (size_t u = u0; u < u1; u++)
-        pool_row(d, src + u / d->out_h * d->in_h * d->in_w, u % d->out_h,
-                 ext_h, ext_w, dst + u * d->out_w);
+    for (size_t u = u0; u < u1; u++) {
+        const float *img = src + u / d->out_h * d->in_h * d->in_w;
+        if (fast)
+            max2x2_row(d, img, u % d->out_h, dst + u * d->out_w);
+        else
+            pool_row(d, img, u % d->out_h, ext_h, ext_w, dst + u * d->out_w);
+    }
 }
 
 void sn_cpu_pool(const sn_pool_desc *d, const float *src, float *dst)

@@ -559,6 +559,10 @@ void sn_cpu_where(const sn_where_desc *d, const float *cond, const float *x,
  * one L1 set), and matched them elsewhere (2 cores, AVX-512, noisy). */
 #define PANEL_ROWS 32
 #define PANEL_COLS 32
+/* Panels are also cut along the innermost dimension, into chunks of this
+ * many columns, so that a transpose with few panels (an image's NHWC to
+ * NCHW: 3 channels, one panel) still spreads over the team. */
+#define PANEL_CHUNK 4096
 
 /* A copy's shape and signed strides; also used for the grid of work units. */
 typedef struct cshape {
@@ -678,6 +682,7 @@ typedef struct copy_plan {
     ptrdiff_t ss, ds; /* innermost strides */
     size_t prows;  /* panel: length of the contiguously read dimension */
     ptrdiff_t sp, dp; /* panel: its strides */
+    size_t chunk;  /* panel: columns per unit (n, or PANEL_CHUNK) */
 } copy_plan;
 
 static void copy_make_plan(const cshape *s, copy_plan *p)
@@ -714,6 +719,12 @@ static void copy_make_plan(const cshape *s, copy_plan *p)
         p->grid.ss[p->grid.rank] = p->sp * PANEL_ROWS;
         p->grid.ds[p->grid.rank] = p->dp * PANEL_ROWS;
         p->grid.rank++;
+        /* Then the chunks of columns, innermost. */
+        p->chunk = p->n > PANEL_CHUNK ? PANEL_CHUNK : p->n;
+        p->grid.shape[p->grid.rank] = (p->n + p->chunk - 1) / p->chunk;
+        p->grid.ss[p->grid.rank] = p->ss * (ptrdiff_t)p->chunk;
+        p->grid.ds[p->grid.rank] = p->ds * (ptrdiff_t)p->chunk;
+        p->grid.rank++;
     }
     p->units = 1;
     for (size_t j = 0; j < p->grid.rank; j++)
@@ -736,11 +747,13 @@ static void copy_units(const copy_plan *p, const float *src, float *dst,
     }
     for (size_t u = u0; u < u1; u++) {
         if (p->panel) {
-            const size_t first = idx[g->rank - 1] * PANEL_ROWS;
+            const size_t first = idx[g->rank - 2] * PANEL_ROWS;
             const size_t rows = p->prows - first < PANEL_ROWS
                                     ? p->prows - first
                                     : PANEL_ROWS;
-            copy_panel(rows, p->n, src + so, p->sp, p->ss, dst + dso, p->dp);
+            const size_t c0 = idx[g->rank - 1] * p->chunk;
+            const size_t cols = p->n - c0 < p->chunk ? p->n - c0 : p->chunk;
+            copy_panel(rows, cols, src + so, p->sp, p->ss, dst + dso, p->dp);
         } else {
             copy_row(p->n, src + so, p->ss, dst + dso, p->ds);
         }

@@ -1094,8 +1094,11 @@ static void check_transpose(const size_t *in_shape, const size_t *perm)
 
 Test(cpu_copy, transposes_by_every_permutation_of_three_axes)
 {
-    static const size_t shapes[][3] = {{3, 5, 7}, {1, 4, 9}, {37, 65, 129},
-                                       {300, 2, 171}};
+    /* (2, 8200, 3): an NHWC image to NCHW cuts its one panel into
+     * chunks of columns, the last one short */
+    static const size_t shapes[][3] = {{3, 5, 7},      {1, 4, 9},
+                                       {37, 65, 129},  {300, 2, 171},
+                                       {2, 8200, 3}};
     static const size_t perms[][3] = {{0, 1, 2}, {0, 2, 1}, {1, 0, 2},
                                       {1, 2, 0}, {2, 0, 1}, {2, 1, 0}};
     for (size_t s = 0; s < ARRAY_LEN(shapes); s++)
@@ -1419,6 +1422,14 @@ static const pool_case pool_cases[] = {
     {4, 1, 50, 1, 4, 1, 3, 1, 1, 0, 1, 0, 2, 1}, /* one-dimensional */
     {1, 4, 4, 4, 4, 1, 1, 1, 1, 0, 0, 0, 0, 0},  /* global */
     {32, 56, 56, 3, 3, 2, 2, 1, 1, 1, 1, 1, 1, 0}, /* split between threads */
+    /* 2 x 2, stride 2 (MAX: the vector path): tail columns only, vectors
+     * and a tail, an odd input (floor), ceil mode past it (generic), many
+     * planes between threads */
+    {3, 8, 8, 2, 2, 2, 2, 1, 1, 0, 0, 0, 0, 0},
+    {2, 64, 70, 2, 2, 2, 2, 1, 1, 0, 0, 0, 0, 0},
+    {2, 33, 65, 2, 2, 2, 2, 1, 1, 0, 0, 0, 0, 0},
+    {2, 33, 65, 2, 2, 2, 2, 1, 1, 0, 0, 0, 0, 1},
+    {24, 128, 128, 2, 2, 2, 2, 1, 1, 0, 0, 0, 0, 0},
 };
 
 Test(cpu_pool, max_matches_reference_with_pads_ceil_windows_and_dilation)
@@ -1470,6 +1481,9 @@ Test(cpu_pool, max_propagates_nan)
     float seen = 0.0f;
     check_pool(&pool_cases[0], SN_POOL_MAX, 0, &seen);
     cr_assert(seen == 1.0f, "no output is NaN");
+    seen = 0.0f; /* the 2 x 2 vector path */
+    check_pool(&pool_cases[ARRAY_LEN(pool_cases) - 4], SN_POOL_MAX, 0, &seen);
+    cr_assert(seen == 1.0f, "no output is NaN (2 x 2)");
 }
 
 /* ---- the AVX-512 SGEMM (cpu/sgemm_avx512.c), called directly ------------- */
