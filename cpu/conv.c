@@ -118,9 +118,14 @@ static void im2col_units(const sn_im2col_desc *d, const float *src,
         const size_t ky = row % taps / d->k_w, kx = row % taps % d->k_w;
         const size_t oy_end = (row + 1) * d->out_h < u1 ? (row + 1) * d->out_h
                                                         : u1;
-        /* Input row / column of output (0, 0) for this tap. */
-        const long long by = position(ky, d->dil_h, d->pad_top, in_h);
+        /* Input row / column of output (0, 0) for this tap: the band's
+         * first row (past the end where row0 * stride_h reaches in_h +
+         * pad_top, capped there: then every tap row lies past it). */
+        long long by = position(ky, d->dil_h, d->pad_top, in_h);
         const long long bx = position(kx, d->dil_w, d->pad_left, in_w);
+        if (by < in_h)
+            by += position(d->row0, d->stride_h, 0,
+                           in_h + (long long)d->pad_top);
         const float *img = src + c * plane;
         size_t y0, y1, x0, x1;
 

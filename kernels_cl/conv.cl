@@ -7,7 +7,8 @@
  *   g  = (in_h, in_w, out_h, out_w, k_h, k_w, stride_h, stride_w)
  *   g2 = (dil_h, dil_w, pad_top, pad_left, pad_bottom, pad_right, -, -)
  * and the host checks that every input coordinate a window reaches, and
- * in + pad_end, fits an int, and every element index a uint.
+ * in + pad_end, fits an int, and every element index a uint.  im2col
+ * takes the first output row of its band in g2.s6.
  */
 
 /* Input coordinate of window position k of output position o. */
@@ -39,7 +40,7 @@ __kernel void im2col(uint n, __global const float *src, uint src_off,
     rest = row - c * taps;
     ky = (int)(rest / (uint)k_w);
     kx = (int)rest - ky * k_w;
-    iy = IN_COORD(oy, g.s6, ky, g2.s0, g2.s2);
+    iy = IN_COORD(oy + g2.s6, g.s6, ky, g2.s0, g2.s2);
     ix = IN_COORD(ox, g.s7, kx, g2.s1, g2.s3);
     if (iy >= 0 && iy < in_h && ix >= 0 && ix < in_w)
         v = src[src_off + (c * (uint)in_h + (uint)iy) * (uint)in_w +

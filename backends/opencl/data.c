@@ -280,6 +280,7 @@ typedef struct window {
  * The geometry vectors of conv.cl:
  *   g  = (in_h, in_w, out_h, out_w, k_h, k_w, stride_h, stride_w)
  *   g2 = (dil_h, dil_w, pad_top, pad_left, pad_bottom, pad_right, 0, 0)
+ * (run_window() puts im2col's band row in g2.s6)
  */
 static shardnet_status conv_geometry(const sn_device *dev, const char *what,
                                      const window *w, cl_int8 *g, cl_int8 *g2)
@@ -313,11 +314,13 @@ static shardnet_status conv_geometry(const sn_device *dev, const char *what,
  * dst: one work item per output element, out_h x out_w of them per plane,
  * times k_h x k_w when per_tap (im2col's one row per kernel tap).  The
  * pools pass their include_pad flag (0 or 1) as the last argument; im2col,
- * which takes none, passes -1.
+ * which takes none, passes -1, and the first output row of its band in
+ * row0 (the geometry is checked for rows up to row0 + out_h).
  */
 static shardnet_status run_window(sn_device *dev, int k, const char *what,
                                   const window *w, size_t planes, int per_tap,
-                                  sn_view srcv, sn_view dstv, int include_pad)
+                                  sn_view srcv, sn_view dstv, int include_pad,
+                                  size_t row0)
 {
     size_t n, ein;
     cl_int8 g, g2;
@@ -340,8 +343,14 @@ static shardnet_status run_window(sn_device *dev, int k, const char *what,
         return sn_cl_too_large(dev, what, "dst", dstv.offset, n);
     if (!fits_idx(srcv.offset, ein))
         return sn_cl_too_large(dev, what, "src", srcv.offset, ein);
-    if ((st = conv_geometry(dev, what, w, &g, &g2)) != SHARDNET_OK)
+    window wb = *w;
+    if (__builtin_add_overflow(w->out[0], row0, &wb.out[0]))
+        return sn_error(SHARDNET_INVALID_ARGUMENT, "%s on %s: size overflows",
+                        what, dev->info.name);
+    if ((st = conv_geometry(dev, what, &wb, &g, &g2)) != SHARDNET_OK)
         return st;
+    g.s[2] = (cl_int)w->out[0];
+    g2.s[6] = (cl_int)row0;
     un = (cl_uint)n;
     src_off = (cl_uint)srcv.offset;
     dst_off = (cl_uint)dstv.offset;
@@ -362,7 +371,7 @@ shardnet_status sn_cl_im2col(sn_device *dev, const sn_im2col_desc *d)
                       .pad_begin = {d->pad_top, d->pad_left},
                       .pad_end = {0, 0}};
     return run_window(dev, K_IM2COL, "im2col", &w, d->channels, 1, d->src,
-                      d->dst, -1);
+                      d->dst, -1, d->row0);
 }
 
 shardnet_status sn_cl_pool(sn_device *dev, const sn_pool_desc *d)
@@ -376,7 +385,7 @@ shardnet_status sn_cl_pool(sn_device *dev, const sn_pool_desc *d)
     return run_window(dev, d->op == SN_POOL_MAX ? K_POOL_MAX : K_POOL_AVG,
                       d->op == SN_POOL_MAX ? "max pool" : "average pool", &w,
                       d->planes, 0, d->src, d->dst,
-                      d->count_include_pad != 0);
+                      d->count_include_pad != 0, 0);
 }
 
 shardnet_status sn_cl_dwconv(sn_device *dev, const sn_dwconv_desc *d)

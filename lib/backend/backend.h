@@ -284,12 +284,14 @@ typedef struct sn_copy_desc {
  * im2col for a 2-D convolution (a 1-D one has in_h = k_h = out_h = 1):
  * src is (channels, in_h, in_w); dst is (channels * k_h * k_w, out_h * out_w)
  * row-major, row (c, ky, kx) and column (oy, ox) holding
- *   src[c, oy * stride_h + ky * dil_h - pad_top, ox * stride_w + kx * dil_w - pad_left]
- * or 0 where that falls outside the input.
+ *   src[c, (row0 + oy) * stride_h + ky * dil_h - pad_top, ox * stride_w + kx * dil_w - pad_left]
+ * or 0 where that falls outside the input: a band of out_h output rows
+ * from row row0 (0: the convolution's first).
  */
 typedef struct sn_im2col_desc {
     size_t channels, in_h, in_w, out_h, out_w, k_h, k_w;
     size_t stride_h, stride_w, dil_h, dil_w, pad_top, pad_left;
+    size_t row0;
     sn_view src, dst;
 } sn_im2col_desc;
 

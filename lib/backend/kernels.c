@@ -394,8 +394,10 @@ shardnet_status sn_im2col(sn_device *dev, const sn_im2col_desc *d)
     size_t in_sz[] = {d->channels, d->in_h, d->in_w};
     size_t out_sz[] = {d->channels, d->k_h, d->k_w, d->out_h, d->out_w};
     size_t ein = product(&ok, 3, in_sz), eout = product(&ok, 5, out_sz);
-    size_t ints[] = {d->in_h, d->in_w, d->pad_top, d->pad_left};
-    if ((st = check_window(dev, "im2col", ok, ints, 4, d->src, ein, d->dst,
+    size_t ints[] = {d->in_h, d->in_w, d->pad_top, d->pad_left, d->row0,
+                     d->row0 + d->out_h};
+    ok &= d->row0 + d->out_h >= d->row0;
+    if ((st = check_window(dev, "im2col", ok, ints, 6, d->src, ein, d->dst,
                            eout)) != SHARDNET_OK ||
         eout == 0)
         return st;

@@ -228,11 +228,16 @@ static shardnet_status emit_dwconv(sn_lower *L, const sn_node *n,
     return sn_emit(L, n, &dw);
 }
 
+/* Floats of the im2col matrix one band of output rows takes at most
+ * (1 MiB): an 80 x 80 image's 3 x 3 convolution of 96 channels took 22 MB
+ * whole, which the GEMM then read back from memory. */
+#define COL_BAND ((size_t)1 << 18)
+
 /*
  * The GEMMs of a convolution into y: per image, an im2col step (skipped
  * for 1x1 kernels with stride 1 and no padding, where the input already
- * is the column matrix), then one GEMM W (M x C/group*kh*kw) times the
- * columns, batched over the groups; with one group, the bias, the
+ * is the column matrix) per band of output rows, then one GEMM W (M x
+ * C/group*kh*kw) times the band's columns, batched over the groups; with one group, the bias, the
  * residual res (laid out as y; res.buf NULL: none) and act are its
  * epilogue.  With groups the bias differs per batch item: the caller adds
  * it (and res and act) after.
@@ -273,30 +278,44 @@ static shardnet_status emit_gemms(sn_lower *L, const sn_node *n,
         s.u.gemm.res = res;
         return sn_emit(L, n, &s);
     }
-    if (!direct &&
-        (st = sn_scratch(L, (size_t)j->group * ck * ohw, &col)) != SHARDNET_OK)
-        return st;
+    /* im2col in bands of output rows, each at most COL_BAND floats, so
+     * that the GEMM reads the columns from the cache they were written to
+     * (and the scratch stays small). */
+    size_t band = j->oh;
+    if (!direct) {
+        const size_t per_row = (size_t)j->group * ck * j->ow;
+        if (per_row * j->oh > COL_BAND)
+            band = COL_BAND / per_row ? COL_BAND / per_row : 1;
+        if ((st = sn_scratch(L, per_row * band, &col)) != SHARDNET_OK)
+            return st;
+    }
     for (int64_t i = 0; i < j->nimg; i++) {
         sn_view src = {j->vx.buf, j->vx.offset + (size_t)i * in_img};
-        if (!direct) {
-            sn_step ic = {.kind = SN_KERNEL_IM2COL};
-            ic.u.im2col = (sn_im2col_desc){
-                .channels = (size_t)j->c, .in_h = j->ih, .in_w = j->iw,
-                .out_h = j->oh, .out_w = j->ow, .k_h = j->kh, .k_w = j->kw,
-                .stride_h = G_H(g, stride, 1), .stride_w = G_W(g, stride),
-                .dil_h = G_H(g, dil, 1), .dil_w = G_W(g, dil),
-                .pad_top = G_H(g, pb, 0), .pad_left = G_W(g, pb),
-                .src = src, .dst = col};
-            if ((st = sn_emit(L, n, &ic)) != SHARDNET_OK)
+        for (size_t oy0 = 0; oy0 < j->oh; oy0 += band) {
+            const size_t rows = j->oh - oy0 < band ? j->oh - oy0 : band;
+            const size_t at = (size_t)i * out_img + oy0 * j->ow;
+            if (!direct) {
+                sn_step ic = {.kind = SN_KERNEL_IM2COL};
+                ic.u.im2col = (sn_im2col_desc){
+                    .channels = (size_t)j->c, .in_h = j->ih, .in_w = j->iw,
+                    .out_h = rows, .out_w = j->ow, .k_h = j->kh,
+                    .k_w = j->kw, .stride_h = G_H(g, stride, 1),
+                    .stride_w = G_W(g, stride), .dil_h = G_H(g, dil, 1),
+                    .dil_w = G_W(g, dil), .pad_top = G_H(g, pb, 0),
+                    .pad_left = G_W(g, pb), .row0 = oy0, .src = src,
+                    .dst = col};
+                if ((st = sn_emit(L, n, &ic)) != SHARDNET_OK)
+                    return st;
+                s.u.gemm.n = s.u.gemm.ldb = rows * j->ow;
+                s.u.gemm.stride_b = ck * rows * j->ow;
+            }
+            s.u.gemm.b = direct ? src : col;
+            s.u.gemm.c = (sn_view){y.buf, y.offset + at};
+            if (res.buf)
+                s.u.gemm.res = (sn_view){res.buf, res.offset + at};
+            if ((st = sn_emit(L, n, &s)) != SHARDNET_OK)
                 return st;
         }
-        s.u.gemm.b = direct ? src : col;
-        s.u.gemm.c = (sn_view){y.buf, y.offset + (size_t)i * out_img};
-        if (res.buf)
-            s.u.gemm.res = (sn_view){res.buf,
-                                     res.offset + (size_t)i * out_img};
-        if ((st = sn_emit(L, n, &s)) != SHARDNET_OK)
-            return st;
     }
     return SHARDNET_OK;
 }

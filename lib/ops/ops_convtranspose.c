@@ -16,6 +16,14 @@
  * the convolution (N, C_in, K, O) gathered by one copy per kernel
  * position, then out[n, g] = w'[g] (C_out/g, C_in/g K) x cols[n, g]
  * (C_in/g K, O) for every image n at once, the bias fused.
+ *
+ * Where the windows do not overlap (stride = kernel, no dilation, pads or
+ * output padding: the 2 x 2, stride 2 upsampling of segmentation heads)
+ * every output takes one product of each input channel: one GEMM per
+ * group, Z[n] ((C_out/g) K, J) = w[g]^T x[n, g] over the input positions
+ * J, then one copy per image that puts z[o, q, j] at y[o, j k + q], and
+ * the bias as a broadcast ADD (see emit_tiles()): no zero-filled buffer
+ * and no columns, K times fewer multiplies.
  */
 #include <config.h>
 
@@ -271,6 +279,97 @@ static shardnet_status emit_columns(sn_lower *L, const sn_node *n,
     return SHARDNET_OK;
 }
 
+/* Stride = kernel, no dilation, no pads or output padding: windows that
+ * tile the output. */
+static int tiles_output(const tgeom *g)
+{
+    for (int i = 0; i < g->nd; i++)
+        if (g->s[i] != g->k[i] || (g->k[i] > 1 && g->d[i] != 1) ||
+            g->pb[i] != 0 || g->out[i] != g->in[i] * g->k[i])
+            return 0;
+    return 1;
+}
+
+/*
+ * tiles_output()'s transposed convolution: per group gi, Z[n, gi] (cog K,
+ * J) = w[gi]^T (stored (cig, cog K)) x[n, gi] (cig, J), all images in one
+ * batched GEMM; then per image the copy y[n, o, j1 k1 + q1, ...] = Z[n, o,
+ * q, j] (rank 1 + 2 nd: o, then j_i and q_i for each axis), then the bias.
+ * Each output is one product sum in channel order, as the general path's
+ * (its other terms multiply zeros).
+ */
+static shardnet_status emit_tiles(sn_lower *L, const sn_node *n,
+                                  const tgeom *g, const sn_rt *x,
+                                  const sn_rt *b, int64_t groups, size_t cog,
+                                  size_t kvol, sn_view vx, sn_view vw,
+                                  sn_view vb, const sn_rt *out)
+{
+    const size_t nn = (size_t)x->dims[0], cin = (size_t)x->dims[1];
+    const size_t cig = cin / (size_t)groups, cout = cog * (size_t)groups;
+    size_t jvol = 1, zsz;
+    int64_t zs_q[MAX_SPATIAL], zs_j[MAX_SPATIAL], ys[SN_MAX_DIMS];
+    sn_view vz;
+    shardnet_status st;
+
+    for (int i = 0; i < g->nd; i++)
+        jvol *= (size_t)g->in[i];
+    if (!mul_ok(nn * cout * kvol, jvol, &zsz))
+        return sn_node_error(n, SHARDNET_INVALID_ARGUMENT,
+                             "the products are too large");
+    if ((st = sn_scratch(L, zsz, &vz)) != SHARDNET_OK)
+        return st;
+    for (size_t gi = 0; gi < (size_t)groups; gi++) {
+        sn_step s = {.kind = SN_KERNEL_GEMM};
+        s.u.gemm = (sn_gemm_desc){
+            .trans_a = 1, .m = cog * kvol, .n = jvol, .k = cig,
+            .alpha = 1.0f,
+            .a = {vw.buf, vw.offset + gi * cig * cog * kvol},
+            .b = {vx.buf, vx.offset + gi * cig * jvol},
+            .c = {vz.buf, vz.offset + gi * cog * kvol * jvol},
+            .lda = cog * kvol, .ldb = jvol, .ldc = jvol, .batch = nn,
+            .stride_a = 0, .stride_b = cin * jvol,
+            .stride_c = cout * kvol * jvol};
+        if ((st = sn_emit(L, n, &s)) != SHARDNET_OK)
+            return st;
+    }
+    /* Strides of q_i (within K, times J) and j_i (within J) in Z. */
+    for (int i = g->nd - 1, qs = 1, js = 1; i >= 0; i--) {
+        zs_q[i] = (int64_t)qs * (int64_t)jvol;
+        zs_j[i] = js;
+        qs *= (int)g->k[i];
+        js *= (int)g->in[i];
+    }
+    sn_strides(out->rank - 1, out->dims + 1, ys);
+    for (size_t im = 0; im < nn; im++) {
+        sn_step s = {.kind = SN_KERNEL_COPY};
+        s.u.copy.rank = (size_t)(1 + 2 * g->nd);
+        s.u.copy.shape[0] = cout;
+        s.u.copy.src_stride[0] = (ptrdiff_t)(kvol * jvol);
+        s.u.copy.dst_stride[0] = (ptrdiff_t)ys[0];
+        for (int i = 0; i < g->nd; i++) {
+            s.u.copy.shape[1 + 2 * i] = (size_t)g->in[i];
+            s.u.copy.src_stride[1 + 2 * i] = (ptrdiff_t)zs_j[i];
+            s.u.copy.dst_stride[1 + 2 * i] = (ptrdiff_t)(ys[1 + i] * g->k[i]);
+            s.u.copy.shape[2 + 2 * i] = (size_t)g->k[i];
+            s.u.copy.src_stride[2 + 2 * i] = (ptrdiff_t)zs_q[i];
+            s.u.copy.dst_stride[2 + 2 * i] = (ptrdiff_t)ys[1 + i];
+        }
+        s.u.copy.src = (sn_view){vz.buf, vz.offset + im * cout * kvol * jvol};
+        s.u.copy.dst = (sn_view){out->view.buf,
+                                 out->view.offset + im * cout * kvol * jvol};
+        if ((st = sn_emit(L, n, &s)) != SHARDNET_OK)
+            return st;
+    }
+    if (!b)
+        return SHARDNET_OK;
+    int64_t bd[SN_MAX_DIMS];
+    bd[0] = (int64_t)cout;
+    for (int i = 1; i < out->rank - 1; i++)
+        bd[i] = 1;
+    return sn_emit_binary(L, n, SN_BINARY_ADD, out->rank, out->dims,
+                          out->view, out->rank - 1, bd, vb, out->view);
+}
+
 /* Checks of the inputs' shapes; the group count. */
 static shardnet_status check_inputs(const sn_node *n, const sn_rt *x,
                                     const sn_rt *w, const sn_rt *b,
@@ -340,8 +439,11 @@ SN_LOWER(sn_lower_convtranspose)
     if (sn_rt_elements(out) == 0)
         return SHARDNET_OK;
     if ((st = sn_dev_view(L, n, x, &vx)) || (st = sn_dev_view(L, n, w, &vw)) ||
-        (b && (st = sn_dev_view(L, n, b, &vb))) ||
-        (st = sn_scratch(L, nn * cin * pvol, &vp)) ||
+        (b && (st = sn_dev_view(L, n, b, &vb))))
+        return st;
+    if (tiles_output(&g))
+        return emit_tiles(L, n, &g, x, b, groups, cog, kvol, vx, vw, vb, out);
+    if ((st = sn_scratch(L, nn * cin * pvol, &vp)) ||
         (st = sn_scratch(L, sn_rt_elements(w), &vf)) ||
         (st = sn_scratch(L, sz, &vc)) ||
         (st = emit_spread(L, n, &g, nn * cin, pvol, vx, vp)) ||

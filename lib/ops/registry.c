@@ -310,9 +310,10 @@ static const sn_operator registry[] = {
     OP("MeanVarianceNormalization", 1, 1, sn_lower_mvn, 9, REPLICATE, MIXED,
        ELEMENTS, USE(LAYERNORM) | USE(COPY)),
     /* a plain convolution over the input spread into zeros: copies and a
-     * GEMM per group (ops_convtranspose.c) */
+     * GEMM per group; windows that tile the output: a GEMM per group, a
+     * copy and the bias's ADD (ops_convtranspose.c) */
     OP("ConvTranspose", 2, 3, sn_lower_convtranspose, 1, REPLICATE, EACH,
-       CONV, USE(GEMM) | USE(COPY)),
+       CONV, USE(GEMM) | USE(COPY) | USE(BINARY_ADD)),
     /* contractions as batched GEMMs, with copies to lay the operands out
      * and a sum of what is left (ops_einsum.c) */
     OP("Einsum", 1, 1 << 20, sn_lower_einsum, 12, REPLICATE, MIXED,

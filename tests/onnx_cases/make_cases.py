@@ -2213,6 +2213,49 @@ def residual_conv_cases():
          relu(c + sig), extra=[mk("Sigmoid", ["x"], ["res"])])
 
 
+def convtranspose_tile_cases():
+    """Transposed convolutions whose windows tile the output (stride =
+    kernel, no pads): one GEMM per group and a copy.  2-D 2 x 2 with bias
+    and a batch (the segmentation heads' upsampling), one output channel,
+    groups, 1-D, 3-D with a kernel of 1 on one axis, no bias; and stride 2
+    with a kernel of 3 (overlapping: the general path) beside them."""
+    rng = np.random.default_rng(1507)
+    mk = helper.make_node
+
+    def r(*shape):
+        return rng.standard_normal(shape).astype(np.float32)
+
+    def case(name, x, w, b, group, k):
+        out = [x.shape[2 + i] * k[i] for i in range(len(k))]
+        ins = ["x", "w"] + (["b"] if b is not None else [])
+        inits = [("w", w)] + ([("b", b)] if b is not None else [])
+        node_case(name,
+                  [mk("ConvTranspose", ins, ["y"], strides=list(k),
+                      group=group)],
+                  [("x", x)],
+                  [("y", ref_convtranspose(x, w, b, group, k, [1] * len(k),
+                                           [0] * len(k), out))],
+                  11, initializers=inits)
+
+    case("test_convtranspose_tiles_2x2_bias_batch", r(2, 6, 5, 7),
+         r(6, 4, 2, 2), r(4), 1, [2, 2])
+    case("test_convtranspose_tiles_one_channel", r(1, 8, 9, 9), r(8, 1, 2, 2),
+         r(1), 1, [2, 2])
+    case("test_convtranspose_tiles_groups", r(1, 6, 4, 5), r(6, 2, 2, 2),
+         r(6), 3, [2, 2])
+    case("test_convtranspose_tiles_1d", r(2, 3, 11), r(3, 5, 3), r(5), 1,
+         [3])
+    case("test_convtranspose_tiles_3d_no_bias", r(1, 2, 3, 2, 4),
+         r(2, 3, 2, 1, 2), None, 1, [2, 1, 2])
+    x, w, b = r(1, 4, 5, 5), r(4, 3, 3, 3), r(3)
+    node_case("test_convtranspose_overlapping_stride2",
+              [mk("ConvTranspose", ["x", "w", "b"], ["y"], strides=[2, 2])],
+              [("x", x)],
+              [("y", ref_convtranspose(x, w, b, 1, [2, 2], [1, 1], [0, 0],
+                                       [11, 11]))], 11,
+              initializers=[("w", w), ("b", b)])
+
+
 if __name__ == "__main__":
     initializers_ir3()
     external()
@@ -2251,3 +2294,4 @@ if __name__ == "__main__":
     constant_output_cases()
     fused_binary_relu_cases()
     residual_conv_cases()
+    convtranspose_tile_cases()
