@@ -45,6 +45,34 @@ static size_t lead_taps(const sn_resample_desc *d, const float *t,
     return nc;
 }
 
+/* One tap of weight 1 on every axis (nearest-neighbour resizing). */
+static int is_nearest(const sn_resample_desc *d, const float *t)
+{
+    for (size_t i = 0; i < d->rank; i++) {
+        const float *ti = t + d->table_off[i];
+        if (d->taps[i] != 1)
+            return 0;
+        for (size_t o = 0; o < d->out[i]; o++)
+            if (ti[2 * o + 1] != 1.0f)
+                return 0;
+    }
+    return 1;
+}
+
+/* Output row yr (ow floats) of is_nearest()'s resampling from xr, the
+ * input row its leading taps chose: each output its input element, copied
+ * (the general sum, 0 + 1 * (0 + 1 * x), is x too, but for -0), or fill
+ * where the tap lies outside. */
+static void nearest_row(const sn_resample_desc *d, const float *tl,
+                        const float *xr, float *restrict yr, size_t ow)
+{
+    const float in_last = (float)d->in[d->rank - 1];
+    for (size_t q = 0; q < ow; q++) {
+        const float fi = tl[2 * q];
+        yr[q] = fi >= 0.0f && fi < in_last ? xr[(size_t)fi] : d->fill;
+    }
+}
+
 /* Output rows [r0, r1). */
 static void resample_rows(const sn_resample_desc *d, const float *x,
                           const float *t, float *y, size_t r0, size_t r1)
@@ -61,6 +89,7 @@ static void resample_rows(const sn_resample_desc *d, const float *x,
     }
     for (size_t i = 0; i < last; i++)
         rows_per_plane *= d->out[i];
+    const int nearest = is_nearest(d, t);
     for (size_t r = r0; r < r1; r++) {
         size_t o[SN_MAX_DIMS], rest = r % rows_per_plane, nc;
         const float *xp = x + (r / rows_per_plane) * in_plane;
@@ -72,6 +101,10 @@ static void resample_rows(const sn_resample_desc *d, const float *x,
         if ((nc = lead_taps(d, t, istr, o, c)) == 0) {
             for (size_t q = 0; q < ow; q++)
                 yr[q] = d->fill;
+            continue;
+        }
+        if (nearest) {
+            nearest_row(d, tl, xp + c[0].off, yr, ow);
             continue;
         }
         for (size_t q = 0; q < ow; q++) {
