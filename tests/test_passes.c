@@ -82,6 +82,38 @@ static float *run_graph(sn_graph *g, int64_t batch, size_t *count)
     return run_graph_on(g, 0, batch, count);
 }
 
+/* Output 0 of a graph on every device of the context. */
+enum { MAXDEV = 8 };
+typedef struct runs {
+    size_t ndev, n[MAXDEV];
+    float *out[MAXDEV];
+} runs;
+
+static void run_everywhere(sn_graph *g, int64_t batch, runs *r)
+{
+    r->ndev = 0;
+    while (r->ndev < MAXDEV && sn_context_device(ctx, r->ndev)) {
+        r->out[r->ndev] = run_graph_on(g, r->ndev, batch, &r->n[r->ndev]);
+        r->ndev++;
+    }
+}
+
+/* g, run again on every device, gives `before`'s bits (which it frees). */
+static void expect_same_bits_everywhere(sn_graph *g, int64_t batch,
+                                        runs *before)
+{
+    for (size_t d = 0; d < before->ndev; d++) {
+        size_t n1;
+        float *after = run_graph_on(g, d, batch, &n1);
+        cr_assert_eq(before->n[d], n1);
+        cr_assert_eq(memcmp(before->out[d], after, n1 * sizeof *after), 0,
+                     "fusing changed the result on %s",
+                     sn_context_device(ctx, d)->info.name);
+        free(before->out[d]);
+        free(after);
+    }
+}
+
 static void expect_same(const float *a, const float *b, size_t n, float tol)
 {
     for (size_t i = 0; i < n; i++)
@@ -180,16 +212,12 @@ Test(passes, remove_dead_drops_nodes_nothing_reads)
 
 Test(passes, fuse_bias_moves_the_bias_add_into_the_matmul_bit_exactly)
 {
-    enum { MAXDEV = 8 };
     sn_graph *g = load_sorted("small_transformer.onnx");
-    size_t ndev = 0, n0[MAXDEV], n1, fused;
-    float *before[MAXDEV];
+    size_t fused;
+    runs before;
     /* Every device: CPU (the epilogue of each GEMM kernel) and OpenCL
      * (CLBlast, then the epilogue kernel). */
-    while (ndev < MAXDEV && sn_context_device(ctx, ndev)) {
-        before[ndev] = run_graph_on(g, ndev, 3, &n0[ndev]);
-        ndev++;
-    }
+    run_everywhere(g, 3, &before);
     cr_assert_eq(live_ops(g, "Add"), 9);
     cr_assert_eq(sn_pass_fuse_bias(g, &fused), SHARDNET_OK);
     /* q, k, v, the projection and both feed-forward layers; the two
@@ -203,15 +231,7 @@ Test(passes, fuse_bias_moves_the_bias_add_into_the_matmul_bit_exactly)
                      g->nodes[i].ninputs == 3 &&
                      sn_attr_int(&g->nodes[i], "bias", 0) == 1;
     cr_assert_eq(with_bias, 6);
-    for (size_t d = 0; d < ndev; d++) {
-        float *after = run_graph_on(g, d, 3, &n1);
-        cr_assert_eq(n0[d], n1);
-        cr_assert_eq(memcmp(before[d], after, n1 * sizeof *after), 0,
-                     "fusing changed the result on %s",
-                     sn_context_device(ctx, d)->info.name);
-        free(before[d]);
-        free(after);
-    }
+    expect_same_bits_everywhere(g, 3, &before);
     sn_graph_free(g);
 }
 
@@ -261,10 +281,9 @@ Test(passes, a_matmul_given_three_inputs_without_the_mark_is_refused)
  * every device. */
 Test(passes, fuse_binary_activation_moves_relu_into_the_add_bit_exactly)
 {
-    enum { MAXDEV = 8 };
     sn_graph *g = load_sorted("fashion_mlp.onnx");
-    size_t ndev = 0, n0[MAXDEV], n1, fused;
-    float *before[MAXDEV];
+    size_t fused;
+    runs before;
     int in = g->inputs[0], pair[2] = {in, in};
     int v1 = sn_graph_add_value(g, "res_sum");
     int v2 = sn_graph_add_value(g, "res_relu");
@@ -278,10 +297,7 @@ Test(passes, fuse_binary_activation_moves_relu_into_the_add_bit_exactly)
     cr_assert_geq(sn_graph_add_node(g, "res_act", "Relu", "", &v1, 1, &v2, 1),
                   0);
     cr_assert_eq(sn_graph_sort(g), SHARDNET_OK, "%s", shardnet_last_error());
-    while (ndev < MAXDEV && sn_context_device(ctx, ndev)) {
-        before[ndev] = run_graph_on(g, ndev, 3, &n0[ndev]);
-        ndev++;
-    }
+    run_everywhere(g, 3, &before);
     cr_assert_eq(live_ops(g, "Relu"), 3);
     cr_assert_eq(sn_pass_fuse_binary_activation(g, &fused), SHARDNET_OK);
     cr_assert_eq(fused, 1, "only the Relu after the Add");
@@ -290,15 +306,7 @@ Test(passes, fuse_binary_activation_moves_relu_into_the_add_bit_exactly)
         if (!g->nodes[i].dead && !strcmp(g->nodes[i].op_type, "Add"))
             cr_assert_str_eq(sn_attr_string(&g->nodes[i], "activation", ""),
                              "Relu");
-    for (size_t d = 0; d < ndev; d++) {
-        float *after = run_graph_on(g, d, 3, &n1);
-        cr_assert_eq(n0[d], n1);
-        cr_assert_eq(memcmp(before[d], after, n1 * sizeof *after), 0,
-                     "fusing changed the result on %s",
-                     sn_context_device(ctx, d)->info.name);
-        free(before[d]);
-        free(after);
-    }
+    expect_same_bits_everywhere(g, 3, &before);
     sn_graph_free(g);
 }
 
@@ -308,16 +316,12 @@ Test(passes, fuse_binary_activation_moves_relu_into_the_add_bit_exactly)
  * device; the second Add, after a Relu, stays. */
 Test(passes, fuse_residual_moves_the_add_into_the_conv_bit_exactly)
 {
-    enum { MAXDEV = 8 };
     sn_graph *g =
         load_sorted("../onnx_cases/node/"
                     "test_fuse_conv_add_relu_residual_opset13/model.onnx");
-    size_t ndev = 0, n0[MAXDEV], n1, fused;
-    float *before[MAXDEV];
-    while (ndev < MAXDEV && sn_context_device(ctx, ndev)) {
-        before[ndev] = run_graph_on(g, ndev, 2, &n0[ndev]);
-        ndev++;
-    }
+    size_t fused;
+    runs before;
+    run_everywhere(g, 2, &before);
     cr_assert_eq(sn_pass_fuse_binary_activation(g, &fused), SHARDNET_OK);
     cr_assert_eq(fused, 2);
     cr_assert_eq(sn_pass_fuse_residual(g, &fused), SHARDNET_OK);
@@ -331,15 +335,7 @@ Test(passes, fuse_residual_moves_the_add_into_the_conv_bit_exactly)
         cr_assert_eq(n->inputs[3], g->inputs[0], "the residual is x");
         cr_assert_str_eq(sn_attr_string(n, "activation", ""), "Relu");
     }
-    for (size_t d = 0; d < ndev; d++) {
-        float *after = run_graph_on(g, d, 2, &n1);
-        cr_assert_eq(n0[d], n1);
-        cr_assert_eq(memcmp(before[d], after, n1 * sizeof *after), 0,
-                     "fusing changed the result on %s",
-                     sn_context_device(ctx, d)->info.name);
-        free(before[d]);
-        free(after);
-    }
+    expect_same_bits_everywhere(g, 2, &before);
     sn_graph_free(g);
 }
 
