@@ -352,3 +352,30 @@ Test(passes, fuse_residual_leaves_opsets_before_7)
     cr_assert_eq(live_ops(g, "Add"), 2);
     sn_graph_free(g);
 }
+
+/* Conv, Mul by one value, Add of one per channel: both folded into the
+ * weights and bias (the rounding differs, the maths does not); a Mul
+ * whose product is read again is not. */
+Test(passes, fold_affine_moves_a_scale_and_shift_into_the_conv)
+{
+    sn_graph *g = load_sorted("../onnx_cases/node/"
+                              "test_fold_conv_scale_shift_opset13/model.onnx");
+    size_t n0, n1, folded;
+    float *before = run_graph(g, 1, &n0);
+    cr_assert_eq(sn_pass_fold_affine(g, &folded), SHARDNET_OK);
+    cr_assert_eq(folded, 2);
+    cr_assert_eq(live_ops(g, "Mul") + live_ops(g, "Add"), 0);
+    float *after = run_graph(g, 1, &n1);
+    cr_assert_eq(n0, n1);
+    expect_same(after, before, n0, 1e-5f);
+    free(before);
+    free(after);
+    sn_graph_free(g);
+
+    g = load_sorted("../onnx_cases/node/"
+                    "test_fold_conv_read_twice_opset13/model.onnx");
+    cr_assert_eq(sn_pass_fold_affine(g, &folded), SHARDNET_OK);
+    cr_assert_eq(folded, 0);
+    cr_assert_eq(live_ops(g, "Mul"), 1);
+    sn_graph_free(g);
+}

@@ -14,6 +14,7 @@ static const struct {
 } passes[] = {
     {sn_pass_fold_constants, "nodes folded to constants"},
     {sn_pass_fold_batchnorm, "batch norms folded"},
+    {sn_pass_fold_affine, "scales and shifts folded into convolutions"},
     {sn_pass_fuse_bias, "biases fused"},
     {sn_pass_fuse_activation, "activations fused"},
     {sn_pass_fuse_binary_activation, "activations fused into binary ops"},

@@ -2256,6 +2256,59 @@ def convtranspose_tile_cases():
               initializers=[("w", w), ("b", b)])
 
 
+def affine_fold_cases():
+    """A Mul and an Add by constants after a Conv, which a pass folds into
+    its weights and bias: one value and one per channel, either operand
+    order, an Add alone, a Conv without bias; a Mul whose constant varies
+    along the image (not folded) and a Mul read twice (not folded)."""
+    rng = np.random.default_rng(1508)
+    mk = helper.make_node
+
+    def r(*shape):
+        return rng.standard_normal(shape).astype(np.float32)
+
+    x, w, b = r(2, 3, 6, 6), r(5, 3, 3, 3), r(5)
+    s, t = r(1), r(5, 1, 1)
+    c = ref_conv(x, w, b, [1, 1], [1, 1, 1, 1], [1, 1])
+    node_case("test_fold_conv_scale_shift_opset13",
+              [mk("Conv", ["x", "w", "b"], ["c"], pads=[1, 1, 1, 1]),
+               mk("Mul", ["s", "c"], ["m"]), mk("Add", ["m", "t"], ["y"])],
+              [("x", x)], [("y", c * s + t)], 13,
+              initializers=[("w", w), ("b", b), ("s", s), ("t", t)])
+    x, w = r(1, 4, 5, 5), r(4, 1, 3, 3)
+    s, t = r(1, 4, 1, 1), r(1)
+    c = np.concatenate([ref_conv(x[:, i:i + 1], w[i:i + 1],
+                                 np.zeros(1, np.float32), [1, 1],
+                                 [1, 1, 1, 1], [1, 1]) for i in range(4)],
+                       axis=1)
+    node_case("test_fold_depthwise_no_bias_scale_shift_opset13",
+              [mk("Conv", ["x", "w"], ["c"], group=4, pads=[1, 1, 1, 1]),
+               mk("Mul", ["c", "s"], ["m"]), mk("Add", ["t", "m"], ["y"])],
+              [("x", x)], [("y", c * s + t)], 13,
+              initializers=[("w", w), ("s", s), ("t", t)])
+    x, w, b, t = r(1, 3, 4, 4), r(6, 3, 1, 1), r(6), r(6, 1, 1)
+    c = ref_conv(x, w, b, [1, 1], [0, 0, 0, 0], [1, 1])
+    node_case("test_fold_conv_shift_then_relu_opset13",
+              [mk("Conv", ["x", "w", "b"], ["c"]),
+               mk("Add", ["c", "t"], ["a"]), mk("Relu", ["a"], ["y"])],
+              [("x", x)], [("y", np.maximum(c + t, 0))], 13,
+              initializers=[("w", w), ("b", b), ("t", t)])
+    x, w, b, s = r(1, 3, 4, 4), r(2, 3, 1, 1), r(2), r(4, 4)
+    c = ref_conv(x, w, b, [1, 1], [0, 0, 0, 0], [1, 1])
+    node_case("test_fold_conv_scale_varying_in_space_opset13",
+              [mk("Conv", ["x", "w", "b"], ["c"]),
+               mk("Mul", ["c", "s"], ["y"])],
+              [("x", x)], [("y", c * s)], 13,
+              initializers=[("w", w), ("b", b), ("s", s)])
+    x, w, b, s = r(1, 3, 4, 4), r(2, 3, 1, 1), r(2), r(1)
+    c = ref_conv(x, w, b, [1, 1], [0, 0, 0, 0], [1, 1])
+    node_case("test_fold_conv_read_twice_opset13",
+              [mk("Conv", ["x", "w", "b"], ["c"]),
+               mk("Mul", ["c", "s"], ["m"]), mk("Add", ["m", "c"], ["y"])],
+              [("x", x)], [("y", c * s + c)], 13,
+              initializers=[("w", w), ("b", b), ("s", s)])
+
+
 if __name__ == "__main__":
     initializers_ir3()
     external()
@@ -2295,3 +2348,4 @@ if __name__ == "__main__":
     fused_binary_relu_cases()
     residual_conv_cases()
     convtranspose_tile_cases()
+    affine_fold_cases()
