@@ -413,7 +413,10 @@ static void dw_row_scalar(const sn_dwconv_desc *d, const float *img,
 
 /* The padded rows that output rows oy0 on read: padded row j < rows is
  * input row oy0 * stride_h - pad_top + j, pw floats: zeros (the whole row
- * where it is outside the input), else pad_left zeros, the row, zeros. */
+ * where it is outside the input), else pad_left zeros, the row, zeros.
+ * Zeros of up to 16 floats at either end are one store of 16, not a call
+ * to memset: on the right it may spill into the next row, written after
+ * it, or past the last into VW floats of slack that pad must have. */
 static void pad_rows(const sn_dwconv_desc *d, const float *img, size_t oy0,
                      size_t rows, size_t pw, float *pad)
 {
@@ -421,6 +424,7 @@ static void pad_rows(const sn_dwconv_desc *d, const float *img, size_t oy0,
     const size_t copy = d->in_w < pw - left ? d->in_w : pw - left;
     const long long top = (long long)(oy0 * d->stride_h) -
                           (long long)d->pad_top;
+    const v16 zero = {0};
 
     for (size_t j = 0; j < rows; j++) {
         const long long iy = top + (long long)j;
@@ -429,9 +433,15 @@ static void pad_rows(const sn_dwconv_desc *d, const float *img, size_t oy0,
             memset(pr, 0, pw * sizeof *pr);
             continue;
         }
-        memset(pr, 0, left * sizeof *pr);
+        if (left <= VW && pw >= VW) /* a store, not a call */
+            memcpy(pr, &zero, sizeof zero);
+        else
+            memset(pr, 0, left * sizeof *pr);
         memcpy(pr + left, img + (size_t)iy * d->in_w, copy * sizeof *pr);
-        memset(pr + left + copy, 0, (pw - left - copy) * sizeof *pr);
+        if (pw - left - copy <= VW) /* may spill into the next row */
+            memcpy(pr + left + copy, &zero, sizeof zero);
+        else
+            memset(pr + left + copy, 0, (pw - left - copy) * sizeof *pr);
     }
 }
 
@@ -637,7 +647,8 @@ static void dw_units(const sn_dwconv_desc *d, const float *src,
         if (rows && rows * pw > have) {
             free(pad);
             have = 0;
-            if ((pad = malloc(rows * pw * sizeof *pad)) != NULL)
+            /* + VW: see pad_rows() */
+            if ((pad = malloc((rows * pw + VW) * sizeof *pad)) != NULL)
                 have = rows * pw;
             else
                 rows = 0;
