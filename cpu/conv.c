@@ -26,8 +26,10 @@
  * -inf for MAX and 0 / count for AVG (NaN when the count is 0 too).
  *
  * Depthwise convolution: one work unit per (output plane, output row),
- * 16 outputs at a time in a vector register (see dw_row()), from a copy of
- * the plane's rows between zeros made once per plane and thread.
+ * 16 outputs at a time in a vector register (see dw_rows()), from a copy of
+ * the plane's rows between zeros made once per plane and thread (narrow
+ * rows copied 16 floats at a time, where calls to memcpy per row cost more
+ * than the copy).
  */
 #include <config.h>
 
@@ -394,11 +396,16 @@ void sn_cpu_pool(const sn_pool_desc *d, const float *src, float *dst)
 /* 16 floats, as one AVX-512 register (two AVX2 ones in that clone). */
 typedef float v16 __attribute__((vector_size(64)));
 typedef int v16i __attribute__((vector_size(64)));
+typedef unsigned v16u __attribute__((vector_size(64)));
 #define VW 16
 
 /* Largest scratch of padded input rows a thread takes (floats); past it,
  * the rows are summed one output at a time. */
 #define PAD_MAX ((size_t)1 << 22)
+
+/* Padded rows of at most this many floats are copied 16 at a time (see
+ * pad_rows_narrow()); wider ones by memcpy. */
+#define NARROW 64
 
 /* *v = p[0], p[s], ..., p[15 s]: reads p[0 .. 15 s] and nothing past it. */
 static inline __attribute__((always_inline)) void load16(v16 *v,
@@ -481,6 +488,84 @@ static void dw_row_scalar(const sn_dwconv_desc *d, const float *img,
     }
 }
 
+/* The padded rows that output rows oy0 on read: padded row j < rows is
+ * input row oy0 * stride_h - pad_top + j, pw floats: zeros (the whole row
+ * where it is outside the input), else pad_left zeros, the row, zeros.
+ * Zeros of up to 16 floats at either end are one store of 16, not a call
+ * to memset: on the right it may spill into the next row, written after
+ * it, or past the last into VW floats of slack that pad must have. */
+static void pad_rows(const sn_dwconv_desc *d, const float *img, size_t oy0,
+                     size_t rows, size_t pw, float *pad)
+{
+    const size_t left = d->pad_left < pw ? d->pad_left : pw;
+    const size_t copy = d->in_w < pw - left ? d->in_w : pw - left;
+    const long long top = (long long)(oy0 * d->stride_h) -
+                          (long long)d->pad_top;
+    const v16 zero = {0};
+
+    for (size_t j = 0; j < rows; j++) {
+        const long long iy = top + (long long)j;
+        float *pr = pad + j * pw;
+        if (iy < 0 || iy >= (long long)d->in_h) {
+            memset(pr, 0, pw * sizeof *pr);
+            continue;
+        }
+        if (left <= VW && pw >= VW) /* a store, not a call */
+            memcpy(pr, &zero, sizeof zero);
+        else
+            memset(pr, 0, left * sizeof *pr);
+        memcpy(pr + left, img + (size_t)iy * d->in_w, copy * sizeof *pr);
+        if (pw - left - copy <= VW) /* may spill into the next row */
+            memcpy(pr + left + copy, &zero, sizeof zero);
+        else
+            memset(pr + left + copy, 0, (pw - left - copy) * sizeof *pr);
+    }
+}
+
+/* pad_rows() for narrow rows, pw a multiple of 16 (see NARROW): 16
+ * floats at a time, a load of the plane with its lanes outside the row
+ * masked, where the calls to memcpy and memset per row cost more than the
+ * copy.  A chunk outside the row is zeros; one whose load would leave the
+ * plane (at its first and last rows) copies the lanes inside. */
+static inline __attribute__((always_inline)) void
+pad_rows_narrow(const sn_dwconv_desc *d, const float *img, size_t oy0,
+                size_t rows, size_t pw, float *pad)
+{
+    const v16i lanes = {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15};
+    const long long in_w = (long long)d->in_w, in_h = (long long)d->in_h;
+    const long long plane = in_h * in_w, left = (long long)d->pad_left;
+    const long long top = (long long)(oy0 * d->stride_h) -
+                          (long long)d->pad_top;
+
+    for (size_t j = 0; j < rows; j++) {
+        const long long iy = top + (long long)j;
+        float *pr = pad + j * pw;
+        if (iy < 0 || iy >= in_h) {
+            memset(pr, 0, pw * sizeof *pr);
+            continue;
+        }
+        for (size_t c = 0; c < pw; c += VW) {
+            const long long x0 = (long long)c - left; /* column of lane 0 */
+            const long long off = iy * in_w + x0;
+            v16 v = {0};
+            if (x0 >= in_w || x0 + VW <= 0) {
+                /* outside the row: zeros */
+            } else if (off >= 0 && off + VW <= plane) {
+                const v16u x = (v16u)(lanes + (int)x0);
+                memcpy(&v, img + off, sizeof v);
+                v = (v16)((v16i)v & (v16i)(x < (unsigned)in_w));
+            } else {
+                const long long a = x0 < 0 ? -x0 : 0;
+                const long long b = in_w - x0 < VW ? in_w - x0 : VW;
+                float t[VW] = {0};
+                memcpy(t + a, img + off + a, (size_t)(b - a) * sizeof *t);
+                memcpy(&v, t, sizeof v);
+            }
+            memcpy(pr + c, &v, sizeof v);
+        }
+    }
+}
+
 /* The number of 16-output blocks summed together: independent chains of
  * FMAs, where one block alone waits on each FMA's latency. */
 #define NBLK 4
@@ -515,17 +600,20 @@ taps4(const sn_dwconv_desc *d, const float *const base[NBLK], size_t rstep,
 }
 
 /*
- * Output rows [0, nrows) of a run of one plane, 16 outputs at a time as
- * vectors in registers, NBLK blocks at once, from pad: the input rows the
- * run reads, pw floats each, with zero rows and columns for the padding
- * (see pad_rows()), so that every tap of every block reads inside: a tap
- * on a zero adds w * 0 = +-0, which leaves the sum as it is (it starts at
- * +0 and is never -0) as long as w is finite, which the caller checked.
- * The sums are then the same as dw_row_scalar's, in the same order.
- * out: (nrows, out_w).
+ * Output rows [oy0, oy0 + nrows) of the plane img, 16 outputs at a time as
+ * vectors in registers, NBLK blocks at once, from pad: the prows input
+ * rows the run reads, pw floats each, with zero rows and columns for the
+ * padding, copied first (pad_rows(), or pad_rows_narrow() whose vectors
+ * take this function's clones), so that every tap of every block reads
+ * inside: a tap on a zero adds w * 0 = +-0, which leaves the sum as it is
+ * (it starts at +0 and is never -0) as long as w is finite, which the
+ * caller checked.  The sums are then the same as dw_row_scalar's, in the
+ * same order.  out: (nrows, out_w).
  */
-static SN_VECTOR_CLONES void dw_rows(const sn_dwconv_desc *d, const float *pad,
-                                     size_t pw, const float *w, float bias,
+static SN_VECTOR_CLONES void dw_rows(const sn_dwconv_desc *d,
+                                     const float *img, size_t oy0,
+                                     size_t prows, float *pad, size_t pw,
+                                     const float *w, float bias,
                                      size_t nrows, float *restrict out)
 {
     const size_t ow = d->out_w, sw = d->stride_w;
@@ -536,6 +624,10 @@ static SN_VECTOR_CLONES void dw_rows(const sn_dwconv_desc *d, const float *pad,
      * as the sums). */
     size_t row0 = 0, cb0 = 0;
 
+    if (pw <= NARROW)
+        pad_rows_narrow(d, img, oy0, prows, pw, pad);
+    else
+        pad_rows(d, img, oy0, prows, pw, pad);
     for (size_t b0 = 0; b0 < nb; b0 += NBLK) {
         const size_t n = nb - b0 < NBLK ? nb - b0 : NBLK;
         const float *base[NBLK];
@@ -580,30 +672,6 @@ static SN_VECTOR_CLONES void dw_rows(const sn_dwconv_desc *d, const float *pad,
     }
 }
 
-/* The padded rows that output rows oy0 on read: padded row j < rows is
- * input row oy0 * stride_h - pad_top + j, pw floats: zeros (the whole row
- * where it is outside the input), else pad_left zeros, the row, zeros. */
-static void pad_rows(const sn_dwconv_desc *d, const float *img, size_t oy0,
-                     size_t rows, size_t pw, float *pad)
-{
-    const size_t left = d->pad_left < pw ? d->pad_left : pw;
-    const size_t copy = d->in_w < pw - left ? d->in_w : pw - left;
-    const long long top = (long long)(oy0 * d->stride_h) -
-                          (long long)d->pad_top;
-
-    for (size_t j = 0; j < rows; j++) {
-        const long long iy = top + (long long)j;
-        float *pr = pad + j * pw;
-        if (iy < 0 || iy >= (long long)d->in_h) {
-            memset(pr, 0, pw * sizeof *pr);
-            continue;
-        }
-        memset(pr, 0, left * sizeof *pr);
-        memcpy(pr + left, img + (size_t)iy * d->in_w, copy * sizeof *pr);
-        memset(pr + left + copy, 0, (pw - left - copy) * sizeof *pr);
-    }
-}
-
 /* How many padded rows output rows [oy0, oy0 + nrows) read: (nrows - 1) *
  * stride_h + extent + 1, or 0 where that overflows or the rows would pass
  * PAD_MAX floats of pw each. */
@@ -628,8 +696,8 @@ static int all_finite(const float *w, size_t n)
 /*
  * Units [u0, u1) of a depthwise convolution, unit u = output plane
  * u / out_h, output row u % out_h.  The input rows a plane's run of units
- * reads are padded once (pad_rows()) and the run's rows read them (see
- * dw_rows()); a plane whose rows would take more than PAD_MAX floats, or
+ * reads are padded once and the run's rows read them (see dw_rows()); a
+ * plane whose rows would take more than PAD_MAX floats, or
  * whose weights are not all finite, is summed one output at a time.
  */
 static void dw_units(const sn_dwconv_desc *d, const float *src,
@@ -637,7 +705,9 @@ static void dw_units(const sn_dwconv_desc *d, const float *src,
                      size_t u1)
 {
     const size_t och = d->channels * d->mult, taps = d->k_h * d->k_w;
-    const size_t pw = dw_pad_width(d);
+    const size_t pw0 = dw_pad_width(d);
+    /* narrow rows rounded up to whole chunks of 16 (see pad_rows_narrow) */
+    const size_t pw = pw0 && pw0 <= NARROW ? (pw0 + VW - 1) / VW * VW : pw0;
     float *pad = NULL;
     size_t have = 0; /* floats in pad */
 
@@ -654,14 +724,14 @@ static void dw_units(const sn_dwconv_desc *d, const float *src,
         if (rows && rows * pw > have) {
             free(pad);
             have = 0;
-            if ((pad = malloc(rows * pw * sizeof *pad)) != NULL)
+            /* + VW: see pad_rows() */
+            if ((pad = malloc((rows * pw + VW) * sizeof *pad)) != NULL)
                 have = rows * pw;
             else
                 rows = 0;
         }
         if (rows) {
-            pad_rows(d, img, oy0, rows, pw, pad);
-            dw_rows(d, pad, pw, wo, b, nrows, out);
+            dw_rows(d, img, oy0, rows, pad, pw, wo, b, nrows, out);
         } else {
             for (size_t r = 0; r < nrows; r++)
                 dw_row_scalar(d, img, wo, b, oy0 + r, out + r * d->out_w);

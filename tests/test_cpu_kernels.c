@@ -1772,3 +1772,248 @@ Test(cpu_sgemm_small, takes_only_narrow_short_untransposed_a)
     d.k = 16, d.trans_a = 1;
     cr_assert(!sn_cpu_sgemm_small_takes(&d));
 }
+
+/* ---- depthwise convolution ----------------------------------------------- */
+
+typedef struct dw_case {
+    size_t images, ch, mult, in_h, in_w, k_h, k_w, s_h, s_w, d_h, d_w;
+    size_t pt, pb, pl, pr;
+    int bias, relu;
+    float bad; /* 0, or one weight of output channel 0 (Inf, NaN) */
+} dw_case;
+
+/* Outputs along one axis; 0 where the window never fits. */
+static size_t dw_out_size(size_t in, size_t k, size_t s, size_t dil,
+                          size_t p0, size_t p1)
+{
+    const size_t ext = (k - 1) * dil + 1, full = in + p0 + p1;
+    return full < ext ? 0 : (full - ext) / s + 1;
+}
+
+/*
+ * Whether the kernel fuses a product into its sum (an FMA, as its x86-64-v3
+ * and v4 clones do, or any build where the compiler contracts), found by
+ * summing a * a - a * a (a = 1 + 2^-12), which is 0 unfused and the
+ * rounding error of a * a, -2^-24, fused.  `scalar`: on a plane with a
+ * non-finite weight (the Inf here falls on the padding), which the kernel
+ * sums apart from the others.
+ */
+static int dw_fuses(int scalar)
+{
+    const float a = 1.0f + 0x1p-12f;
+    const float x[2] = {a, a}, w[3] = {a, -a, INFINITY};
+    sn_dwconv_desc d = {
+        .images = 1, .channels = 1, .mult = 1, .in_h = 1, .in_w = 2,
+        .out_h = 1, .out_w = 1, .k_h = 1, .k_w = scalar ? 3 : 2,
+        .stride_h = 1, .stride_w = 1, .dil_h = 1, .dil_w = 1,
+    };
+    float y = 1.0f;
+    sn_cpu_dwconv(&d, x, w, NULL, &y);
+    return y != 0.0f;
+}
+
+/* Output (oy, ox) of plane img (in_h, in_w) with weights wo (k_h, k_w),
+ * summed as the kernel sums it: the taps inside the input in (ky, kx)
+ * order (a zero of the padding adds nothing), each product fused into the
+ * sum where `fused`, else rounded first (volatile: never contracted). */
+static float dw_expect_one(const sn_dwconv_desc *d, const float *img,
+                           const float *wo, size_t oy, size_t ox, int fused)
+{
+    float acc = 0.0f;
+
+    for (size_t ky = 0; ky < d->k_h; ky++)
+        for (size_t kx = 0; kx < d->k_w; kx++) {
+            const long long iy = (long long)(oy * d->stride_h +
+                                             ky * d->dil_h) -
+                                 (long long)d->pad_top;
+            const long long ix = (long long)(ox * d->stride_w +
+                                             kx * d->dil_w) -
+                                 (long long)d->pad_left;
+            if (iy < 0 || iy >= (long long)d->in_h || ix < 0 ||
+                ix >= (long long)d->in_w)
+                continue;
+            const float x = img[(size_t)iy * d->in_w + (size_t)ix];
+            const float wv = wo[ky * d->k_w + kx];
+            if (fused) {
+                acc = fmaf(wv, x, acc);
+            } else {
+                volatile float p = wv * x;
+                acc += p;
+            }
+        }
+    return acc;
+}
+
+/* The whole output as the kernel computes it: the planes whose weights
+ * are all finite (its vector path) fused where fused[0], the others (its
+ * path for other weights) where fused[1]; then the bias and the Relu. */
+static void dw_expect(const sn_dwconv_desc *d, const float *src,
+                      const float *w, const float *bias, const int fused[2],
+                      float *dst)
+{
+    const size_t och = d->channels * d->mult, taps = d->k_h * d->k_w;
+
+    for (size_t n = 0; n < d->images; n++)
+        for (size_t o = 0; o < och; o++) {
+            const float *img =
+                src + (n * d->channels + o / d->mult) * d->in_h * d->in_w;
+            const float *wo = w + o * taps;
+            int fin = 1;
+            for (size_t t = 0; t < taps; t++)
+                fin &= isfinite(wo[t]) != 0;
+            for (size_t oy = 0; oy < d->out_h; oy++)
+                for (size_t ox = 0; ox < d->out_w; ox++) {
+                    float v = dw_expect_one(d, img, wo, oy, ox,
+                                            fused[!fin]);
+                    v += bias ? bias[o] : 0.0f; /* as the kernel: + 0 */
+                    if (d->act == SN_ACT_RELU && v < 0.0f)
+                        v = 0.0f;
+                    dst[((n * och + o) * d->out_h + oy) * d->out_w + ox] = v;
+                }
+        }
+}
+
+/* One case with `threads` threads: bit for bit the sums in the kernel's
+ * order (dw_expect()), and within a tolerance of the plain reference. */
+static void check_dwconv(const dw_case *c, int threads)
+{
+    sn_dwconv_desc d = {
+        .images = c->images, .channels = c->ch, .mult = c->mult,
+        .in_h = c->in_h, .in_w = c->in_w, .k_h = c->k_h, .k_w = c->k_w,
+        .stride_h = c->s_h, .stride_w = c->s_w, .dil_h = c->d_h,
+        .dil_w = c->d_w, .pad_top = c->pt, .pad_left = c->pl,
+        .act = c->relu ? SN_ACT_RELU : SN_ACT_NONE,
+    };
+    d.out_h = dw_out_size(c->in_h, c->k_h, c->s_h, c->d_h, c->pt, c->pb);
+    d.out_w = dw_out_size(c->in_w, c->k_w, c->s_w, c->d_w, c->pl, c->pr);
+    const size_t och = c->ch * c->mult;
+    const size_t ns = c->images * c->ch * c->in_h * c->in_w;
+    const size_t nw = och * c->k_h * c->k_w;
+    const size_t nd = c->images * och * d.out_h * d.out_w;
+    const int fused[2] = {dw_fuses(0), dw_fuses(1)};
+    /* exact sizes: ASan sees any read past the input */
+    float *src = alloc_floats(ns), *w = alloc_floats(nw);
+    float *bias = alloc_floats(och), *got = alloc_floats(nd);
+    float *want = alloc_floats(nd), *ref = alloc_floats(nd);
+    char msg[256];
+
+    ref_fill_random(src, ns, 71u + (unsigned)ns, -1.0f, 1.0f);
+    ref_fill_random(w, nw, 72u + (unsigned)nw, -1.0f, 1.0f);
+    ref_fill_random(bias, och, 73u, -1.0f, 1.0f);
+    if (c->bad != 0.0f)
+        w[nw > 1 ? 1 : 0] = c->bad;
+    fill_value(got, nd, 1234.5f);
+    omp_set_num_threads(threads);
+    sn_cpu_dwconv(&d, src, w, c->bias ? bias : NULL, got);
+    dw_expect(&d, src, w, c->bias ? bias : NULL, fused, want);
+    ref_dwconv(&d, src, w, c->bias ? bias : NULL, ref);
+
+    snprintf(msg, sizeof msg,
+             "dwconv n%zu c%zu x%zu %zux%zu k %zux%zu s %zu,%zu d %zu,%zu "
+             "pads t%zu l%zu b%zu r%zu -> %zux%zu%s%s bad %g, %d threads",
+             c->images, c->ch, c->mult, c->in_h, c->in_w, c->k_h, c->k_w,
+             c->s_h, c->s_w, c->d_h, c->d_w, c->pt, c->pl, c->pb, c->pr,
+             d.out_h, d.out_w, c->bias ? " bias" : "", c->relu ? " relu" : "",
+             (double)c->bad, threads);
+    size_t i = 0;
+    while (i < nd && !memcmp(&got[i], &want[i], sizeof *got))
+        i++;
+    cr_assert_eq(i, nd, "%s: output %zu is %a, summed in order %a", msg, i,
+                 i < nd ? (double)got[i] : 0.0,
+                 i < nd ? (double)want[i] : 0.0);
+    char why[160];
+    cr_assert_eq(ref_compare(got, ref, nd, 1e-5f, 1e-5f, why, sizeof why), 0,
+                 "%s: %s", msg, why);
+    free(src);
+    free(w);
+    free(bias);
+    free(got);
+    free(want);
+    free(ref);
+}
+
+static void check_dwconv_all_teams(const dw_case *c)
+{
+    for (size_t t = 0; t < ARRAY_LEN(team_sizes); t++)
+        check_dwconv(c, team_sizes[t]);
+}
+
+Test(cpu_dwconv, sums_in_order_on_every_width_stride_dilation_and_pad)
+{
+    static const size_t widths[] = {1, 15, 16, 17, 33, 128};
+    static const size_t heights[] = {1, 2, 3, 7};
+    static const size_t ks[] = {1, 3, 5};
+    unsigned long long seed = 0x9e3779b97f4a7c15ull;
+    size_t ran = 0;
+
+    /* every width and height with 3 x 3 taps, pad 1 (the common layer),
+     * strides 1 and 2 */
+    for (size_t i = 0; i < ARRAY_LEN(widths); i++)
+        for (size_t j = 0; j < ARRAY_LEN(heights); j++)
+            for (size_t s = 1; s <= 2; s++) {
+                const dw_case c = {1, 2, 1, heights[j], widths[i], 3, 3, s,
+                                   s, 1, 1, 1, 1, 1, 1, 1, 1, 0.0f};
+                check_dwconv_all_teams(&c);
+                ran++;
+            }
+    /* and a spread of the rest: kernels 1, 3, 5 each way, strides 1-3,
+     * dilations 1-2, pads 0..k on each side, multiplier 2 */
+    for (int it = 0; it < 400; it++) {
+        dw_case c;
+        seed = seed * 6364136223846793005ull + 1442695040888963407ull;
+        unsigned long long r = seed >> 11;
+#define PICK(n) (r % (n) + (r /= (n), 0))
+        c.images = 1 + PICK(2);
+        c.ch = 1 + PICK(2);
+        c.mult = 1 + PICK(2);
+        c.in_w = widths[PICK(ARRAY_LEN(widths))];
+        c.in_h = heights[PICK(ARRAY_LEN(heights))];
+        c.k_h = ks[PICK(3)];
+        c.k_w = ks[PICK(3)];
+        c.s_h = 1 + PICK(3);
+        c.s_w = 1 + PICK(3);
+        c.d_h = 1 + PICK(2);
+        c.d_w = 1 + PICK(2);
+        c.pt = PICK(c.k_h + 1);
+        c.pb = PICK(c.k_h + 1);
+        c.pl = PICK(c.k_w + 1);
+        c.pr = PICK(c.k_w + 1);
+        c.bias = (int)PICK(2);
+        c.relu = (int)PICK(2);
+        c.bad = 0.0f;
+#undef PICK
+        if (!dw_out_size(c.in_h, c.k_h, c.s_h, c.d_h, c.pt, c.pb) ||
+            !dw_out_size(c.in_w, c.k_w, c.s_w, c.d_w, c.pl, c.pr))
+            continue;
+        check_dwconv_all_teams(&c);
+        ran++;
+    }
+    cr_assert_gt(ran, 300, "only %zu cases had an output", ran);
+}
+
+Test(cpu_dwconv, splits_planes_between_threads_mid_plane)
+{
+    /* enough work for a team; the rows of a plane are shared out, so runs
+     * start and end inside planes */
+    static const dw_case cases[] = {
+        {1, 3, 2, 33, 128, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 0.0f},
+        {2, 2, 1, 47, 33, 5, 5, 2, 1, 2, 1, 2, 2, 0, 3, 1, 0, 0.0f},
+        {1, 8, 1, 64, 17, 3, 5, 1, 2, 1, 2, 0, 3, 2, 1, 0, 1, 0.0f},
+        {1, 24, 1, 16, 16, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 0.0f},
+    };
+    for (size_t i = 0; i < ARRAY_LEN(cases); i++)
+        check_dwconv_all_teams(&cases[i]);
+}
+
+Test(cpu_dwconv, sums_a_plane_with_a_non_finite_weight_like_the_reference)
+{
+    /* the plane with Inf or NaN is summed without the padding (Inf * 0
+     * would be NaN), the others as always */
+    static const dw_case cases[] = {
+        {1, 2, 2, 9, 17, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1, 0, INFINITY},
+        {1, 2, 1, 5, 33, 3, 3, 2, 2, 1, 1, 1, 1, 1, 1, 0, 1, -INFINITY},
+        {2, 1, 1, 3, 16, 5, 5, 1, 1, 1, 1, 2, 2, 2, 2, 1, 1, NAN},
+    };
+    for (size_t i = 0; i < ARRAY_LEN(cases); i++)
+        check_dwconv_all_teams(&cases[i]);
+}
