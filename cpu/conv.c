@@ -45,6 +45,13 @@
  * thread is faster than a team. */
 #define PARALLEL_MIN 32768
 
+/* 16 floats, as one AVX-512 register (two AVX2 ones in that clone): the
+ * vectors of pooling and of the depthwise convolution. */
+typedef float v16 __attribute__((vector_size(64)));
+typedef int v16i __attribute__((vector_size(64)));
+typedef unsigned v16u __attribute__((vector_size(64)));
+#define VW 16
+
 /*
  * i * step - pad, or `cap` where i * step overflows or lands at or past
  * cap + pad: a position past the end, which is all the callers need to
@@ -286,9 +293,6 @@ static SN_VECTOR_CLONES void pool_row(const sn_pool_desc *d, const float *img,
     }
 }
 
-/* 16 floats as one vector (AVX-512; two AVX2 registers in that clone). */
-typedef float pool_v16 __attribute__((vector_size(64)));
-typedef int pool_v16i __attribute__((vector_size(64)));
 
 /* A 2 x 2 MaxPool with stride 2, no padding or dilation, whose windows all
  * lie inside the input: the common downsampling step. */
@@ -306,14 +310,14 @@ static int is_max2x2(const sn_pool_desc *d)
  * mask and no float "unordered" test, the forms GCC 12 keeps in vector
  * registers in target clones (others it splits into scalar compares).  A
  * macro: vectors passed to a function change its ABI between clones. */
-#define MAX_STEP(o, v)                                                         \
-    do {                                                                       \
-        const pool_v16 v_ = (v);                                               \
-        const pool_v16i gt_ = v_ > (o);                                        \
-        pool_v16i nan_;                                                        \
-        (o) = (pool_v16)(((pool_v16i)v_ & gt_) | ((pool_v16i)(o) & ~gt_));     \
-        nan_ = (0x7f800000 - ((pool_v16i)v_ & 0x7fffffff)) >> 31;              \
-        (o) = (pool_v16)(((pool_v16i)v_ & nan_) | ((pool_v16i)(o) & ~nan_));   \
+#define MAX_STEP(o, v)                                                        \
+    do {                                                                      \
+        const v16 v_ = (v);                                                   \
+        const v16i gt_ = v_ > (o);                                            \
+        v16i nan_;                                                            \
+        (o) = (v16)(((v16i)v_ & gt_) | ((v16i)(o) & ~gt_));                   \
+        nan_ = (0x7f800000 - ((v16i)v_ & 0x7fffffff)) >> 31;                  \
+        (o) = (v16)(((v16i)v_ & nan_) | ((v16i)(o) & ~nan_));                 \
     } while (0)
 
 /* Output row oy of is_max2x2()'s pooling: 16 outputs at a time from two
@@ -324,14 +328,14 @@ static SN_VECTOR_CLONES void max2x2_row(const sn_pool_desc *d,
                                         const float *img, size_t oy,
                                         float *restrict out)
 {
-    const pool_v16i even = {0,  2,  4,  6,  8,  10, 12, 14,
+    const v16i even = {0,  2,  4,  6,  8,  10, 12, 14,
                             16, 18, 20, 22, 24, 26, 28, 30};
-    const pool_v16i odd = even + 1;
+    const v16i odd = even + 1;
     const float *r0 = img + 2 * oy * d->in_w, *r1 = r0 + d->in_w;
     size_t ox = 0;
 
     for (; ox + 16 <= d->out_w; ox += 16) {
-        pool_v16 a0, a1, b0, b1, o = {0};
+        v16 a0, a1, b0, b1, o = {0};
         memcpy(&a0, r0 + 2 * ox, sizeof a0);
         memcpy(&a1, r0 + 2 * ox + 16, sizeof a1);
         memcpy(&b0, r1 + 2 * ox, sizeof b0);
@@ -393,11 +397,6 @@ void sn_cpu_pool(const sn_pool_desc *d, const float *src, float *dst)
 
 /* ---- depthwise convolution ----------------------------------------------- */
 
-/* 16 floats, as one AVX-512 register (two AVX2 ones in that clone). */
-typedef float v16 __attribute__((vector_size(64)));
-typedef int v16i __attribute__((vector_size(64)));
-typedef unsigned v16u __attribute__((vector_size(64)));
-#define VW 16
 
 /* Largest scratch of padded input rows a thread takes (floats); past it,
  * the rows are summed one output at a time. */
