@@ -228,10 +228,14 @@ static shardnet_status emit_dwconv(sn_lower *L, const sn_node *n,
     return sn_emit(L, n, &dw);
 }
 
-/* Floats of the im2col matrix one band of output rows takes at most
- * (1 MiB): an 80 x 80 image's 3 x 3 convolution of 96 channels took 22 MB
- * whole, which the GEMM then read back from memory. */
-#define COL_BAND ((size_t)1 << 18)
+/* Floats of the im2col matrix one band of output rows takes at most, per
+ * compute unit of the device (4 MiB): an 80 x 80 image's 3 x 3
+ * convolution of 96 channels took 22 MB whole, which the GEMM then read
+ * back from memory.  PaddleOCR's text detector, medians of 5 runs, 1 / 2
+ * threads (2-core AMD EPYC, 32 MiB L3): whole 32 / ~17 ms; bands of 1 MiB
+ * 23.2 / 15.7; 4 MiB 22.1 / 12.6; 4 MiB per thread 22.1 / 12.2 (smaller
+ * bands split between two threads pass the columns from core to core). */
+#define COL_BAND ((size_t)1 << 20)
 
 /*
  * The GEMMs of a convolution into y: per image, an im2col step (skipped
@@ -278,14 +282,18 @@ static shardnet_status emit_gemms(sn_lower *L, const sn_node *n,
         s.u.gemm.res = res;
         return sn_emit(L, n, &s);
     }
-    /* im2col in bands of output rows, each at most COL_BAND floats, so
-     * that the GEMM reads the columns from the cache they were written to
-     * (and the scratch stays small). */
+    /* im2col in bands of output rows, each at most COL_BAND floats per
+     * compute unit, so that the GEMM reads the columns from the cache they
+     * were written to (and the scratch stays small). */
     size_t band = j->oh;
     if (!direct) {
         const size_t per_row = (size_t)j->group * ck * j->ow;
-        if (per_row * j->oh > COL_BAND)
-            band = COL_BAND / per_row ? COL_BAND / per_row : 1;
+        const size_t units = L->dev && L->dev->info.compute_units
+                                 ? L->dev->info.compute_units
+                                 : 1;
+        const size_t cap = COL_BAND * units;
+        if (per_row * j->oh > cap)
+            band = cap / per_row ? cap / per_row : 1;
         if ((st = sn_scratch(L, per_row * band, &col)) != SHARDNET_OK)
             return st;
     }
