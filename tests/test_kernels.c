@@ -1143,6 +1143,30 @@ static void im2col_case(sn_device *dev, const window_case *c)
     snprintf(what, sizeof what, "im2col C=%zu %zux%zu k %zux%zu -> %zux%zu",
              c->ch, c->in_h, c->in_w, c->k_h, c->k_w, d.out_h, d.out_w);
     expect_close(dev, what, got, want, nd, 0.0f, 0.0f);
+    /* Then in bands of 1 to 3 output rows (row0): each band's columns are
+     * the whole matrix's columns of those rows. */
+    const size_t taps = c->ch * c->k_h * c->k_w, ow = d.out_w, oh = d.out_h;
+    for (size_t band = 1; band <= 3; band++)
+        for (size_t r0 = 0; r0 < oh; r0 += band) {
+            sn_im2col_desc db = d;
+            db.row0 = r0;
+            db.out_h = oh - r0 < band ? oh - r0 : band;
+            const size_t cols = db.out_h * ow;
+            cr_assert_eq(sn_im2col(dev, &db), SHARDNET_OK, "%s: %s",
+                         dev->info.name, shardnet_last_error());
+            cr_assert_eq(sn_synchronize(dev), SHARDNET_OK);
+            cr_assert_eq(sn_buffer_read(bd, VIEW_OFF * sizeof(float), got,
+                                        taps * cols * sizeof(float)),
+                         SHARDNET_OK);
+            for (size_t t = 0; t < taps; t++)
+                for (size_t k = 0; k < cols; k++)
+                    cr_assert(got[t * cols + k] == want[t * oh * ow + r0 * ow + k],
+                              "%s: %s, band of %zu rows from row %zu: row %zu "
+                              "column %zu is %g, not %g",
+                              dev->info.name, what, band, r0, t, k,
+                              (double)got[t * cols + k],
+                              (double)want[t * oh * ow + r0 * ow + k]);
+        }
     sn_buffer_free(bs);
     sn_buffer_free(bd);
     free(src);

@@ -2309,6 +2309,34 @@ def affine_fold_cases():
               initializers=[("w", w), ("b", b), ("s", s)])
 
 
+def banded_conv_cases():
+    """A convolution whose im2col matrix passes 4 MiB (64 channels, 7 x 7,
+    20 x 20: 3136 x 400 floats), which runs in bands of output rows, with
+    a fused residual and Relu; and grouped, with a batch of two."""
+    rng = np.random.default_rng(1509)
+    mk = helper.make_node
+
+    def r(*shape):
+        return rng.standard_normal(shape).astype(np.float32)
+
+    x, w, b, q = r(1, 64, 20, 20), r(4, 64, 7, 7) / 8, r(4), r(1, 4, 20, 20)
+    c = ref_conv(x, w, b, [1, 1], [3, 3, 3, 3], [1, 1])
+    node_case("test_conv_banded_residual_relu_opset13",
+              [mk("Conv", ["x", "w", "b"], ["c"], pads=[3, 3, 3, 3]),
+               mk("Add", ["c", "q"], ["s"]), mk("Relu", ["s"], ["y"])],
+              [("x", x), ("q", q)], [("y", np.maximum(c + q, 0))], 13,
+              initializers=[("w", w), ("b", b)])
+    x, w, b = r(2, 64, 20, 19), r(4, 32, 7, 7) / 8, r(4)
+    y = np.concatenate(
+        [ref_conv(x[:, g * 32:(g + 1) * 32], w[g * 2:(g + 1) * 2],
+                  b[g * 2:(g + 1) * 2], [1, 1], [3, 3, 3, 3], [1, 1])
+         for g in range(2)], axis=1)
+    node_case("test_conv_banded_grouped_batch_opset13",
+              [mk("Conv", ["x", "w", "b"], ["y"], group=2,
+                  pads=[3, 3, 3, 3])],
+              [("x", x)], [("y", y)], 13, initializers=[("w", w), ("b", b)])
+
+
 if __name__ == "__main__":
     initializers_ir3()
     external()
@@ -2349,3 +2377,4 @@ if __name__ == "__main__":
     residual_conv_cases()
     convtranspose_tile_cases()
     affine_fold_cases()
+    banded_conv_cases()
