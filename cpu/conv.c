@@ -52,6 +52,49 @@ typedef int v16i __attribute__((vector_size(64)));
 typedef unsigned v16u __attribute__((vector_size(64)));
 #define VW 16
 
+/* Rows per thread from which a team splits rows of every plane rather
+ * than whole planes (see plane_rows_parallel()). */
+#define BAND_MIN 8
+
+/* Units [u0, u1) of a kernel over `ctx`, unit u = plane u / rows, output
+ * row u % rows; a run may start and end inside a plane. */
+typedef void (*units_fn)(const void *ctx, size_t u0, size_t u1);
+
+/*
+ * fn over planes x rows units, with `work` deciding whether a team is
+ * worth it.  Each thread of the team takes a band of rows of every plane
+ * where the planes are tall enough (at least BAND_MIN rows each), else a
+ * run of whole planes: the band holds the same pixels of every channel as
+ * the thread's columns of the GEMMs between these kernels (cpu/gemm.c,
+ * cpu/sgemm_avx512.c split pixels into contiguous runs), so that a
+ * 1x1 convolution, the depthwise one after it and the next 1x1 one find
+ * their data in the same core's cache, where a split by planes had each
+ * core read half its input from the other's (BlazeFace at two threads).
+ */
+static void plane_rows_parallel(size_t planes, size_t rows, double work,
+                                units_fn fn, const void *ctx)
+{
+    const size_t units = planes * rows;
+    if (units == 0)
+        return;
+    if (work <= PARALLEL_MIN || units < 2 || omp_get_max_threads() < 2) {
+        fn(ctx, 0, units);
+        return;
+    }
+#pragma omp parallel
+    {
+        size_t u0, u1;
+        if (rows / (size_t)omp_get_num_threads() >= BAND_MIN) {
+            sn_cpu_thread_share(rows, &u0, &u1);
+            for (size_t p = 0; p < planes && u0 < u1; p++)
+                fn(ctx, p * rows + u0, p * rows + u1);
+        } else {
+            sn_cpu_thread_share(units, &u0, &u1);
+            fn(ctx, u0, u1);
+        }
+    }
+}
+
 /*
  * i * step - pad, or `cap` where i * step overflows or lands at or past
  * cap + pad: a position past the end, which is all the callers need to
@@ -375,24 +418,27 @@ static void pool_units(const sn_pool_desc *d, const float *src, float *dst,
     }
 }
 
+typedef struct pool_job {
+    const sn_pool_desc *d;
+    const float *src;
+    float *dst;
+} pool_job;
+
+static void pool_job_units(const void *ctx, size_t u0, size_t u1)
+{
+    const pool_job *j = ctx;
+    pool_units(j->d, j->src, j->dst, u0, u1);
+}
+
 void sn_cpu_pool(const sn_pool_desc *d, const float *src, float *dst)
 {
-    const size_t units = d->planes * d->out_h;
-    const double work = (double)units * (double)d->out_w * (double)d->k_h *
-                        (double)d->k_w;
+    const pool_job j = {d, src, dst};
+    const double work = (double)d->planes * (double)d->out_h *
+                        (double)d->out_w * (double)d->k_h * (double)d->k_w;
 
-    if (units == 0 || d->out_w == 0)
+    if (d->out_w == 0)
         return;
-    if (work > PARALLEL_MIN && units > 1 && omp_get_max_threads() > 1) {
-#pragma omp parallel
-        {
-            size_t u0, u1;
-            sn_cpu_thread_share(units, &u0, &u1);
-            pool_units(d, src, dst, u0, u1);
-        }
-    } else {
-        pool_units(d, src, dst, 0, units);
-    }
+    plane_rows_parallel(d->planes, d->out_h, work, pool_job_units, &j);
 }
 
 /* ---- depthwise convolution ----------------------------------------------- */
@@ -740,23 +786,27 @@ static void dw_units(const sn_dwconv_desc *d, const float *src,
     free(pad);
 }
 
+typedef struct dw_job {
+    const sn_dwconv_desc *d;
+    const float *src, *w, *bias;
+    float *dst;
+} dw_job;
+
+static void dw_job_units(const void *ctx, size_t u0, size_t u1)
+{
+    const dw_job *j = ctx;
+    dw_units(j->d, j->src, j->w, j->bias, j->dst, u0, u1);
+}
+
 void sn_cpu_dwconv(const sn_dwconv_desc *d, const float *src, const float *w,
                    const float *bias, float *dst)
 {
-    const size_t units = d->images * d->channels * d->mult * d->out_h;
-    const double work = (double)units * (double)d->out_w * (double)d->k_h *
-                        (double)d->k_w;
+    const dw_job j = {d, src, w, bias, dst};
+    const size_t planes = d->images * d->channels * d->mult;
+    const double work = (double)planes * (double)d->out_h *
+                        (double)d->out_w * (double)d->k_h * (double)d->k_w;
 
-    if (units == 0 || d->out_w == 0)
+    if (d->out_w == 0)
         return;
-    if (work > PARALLEL_MIN && units > 1 && omp_get_max_threads() > 1) {
-#pragma omp parallel
-        {
-            size_t u0, u1;
-            sn_cpu_thread_share(units, &u0, &u1);
-            dw_units(d, src, w, bias, dst, u0, u1);
-        }
-    } else {
-        dw_units(d, src, w, bias, dst, 0, units);
-    }
+    plane_rows_parallel(planes, d->out_h, work, dw_job_units, &j);
 }
