@@ -65,7 +65,7 @@ typedef void (*units_fn)(const void *ctx, size_t u0, size_t u1);
 /*
  * fn over planes x rows units, with `work` deciding whether a team is
  * worth it.  Each thread of the team takes a band of rows of every plane
- * where the planes are tall enough (at least BAND_MIN rows each), else a
+ * where the planes are tall enough (BAND_MIN rows a thread or more), else a
  * run of whole planes: the band holds the same pixels of every channel as
  * the thread's columns of the GEMMs between these kernels (cpu/gemm.c,
  * cpu/sgemm_avx512.c split pixels into contiguous runs), so that a
