@@ -40,17 +40,11 @@
 #include <string.h>
 
 #include "cpu_kernels.h"
+#include "vec16.h"
 
 /* Below this many output elements (times the window, for pooling) one
  * thread is faster than a team. */
 #define PARALLEL_MIN 32768
-
-/* 16 floats, as one AVX-512 register (two AVX2 ones in that clone): the
- * vectors of pooling and of the depthwise convolution. */
-typedef float v16 __attribute__((vector_size(64)));
-typedef int v16i __attribute__((vector_size(64)));
-typedef unsigned v16u __attribute__((vector_size(64)));
-#define VW 16
 
 /* Rows per thread from which a team splits rows of every plane rather
  * than whole planes (see plane_rows_parallel()): with 8, BlazeFace's

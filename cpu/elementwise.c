@@ -62,6 +62,7 @@
 #include <string.h>
 
 #include "cpu_kernels.h"
+#include "vec16.h"
 #include "vmath.h"
 
 /* GELU's constants, rounded to float once: sqrt(2) and sqrt(2 / pi). */
@@ -658,9 +659,49 @@ static void copy_row(size_t n, const float *src, ptrdiff_t ss, float *dst,
  * PANEL_COLS columns so that the source lines a block touches are loaded
  * once for all its rows.
  */
+/*
+ * The panel of a three-channel interleaved image (rows = 3, sp = 1, sl =
+ * 3: an RGB image from NHWC to NCHW): 16 columns at a time from three
+ * loads, each channel's 16 gathered by two permutes of them, where the
+ * loop below moved one float at a time.
+ */
+static SN_VECTOR_CLONES void deinterleave3(size_t n, const float *src,
+                                           float *dst, ptrdiff_t dp)
+{
+    /* Channel i's elements i, i + 3, ..., i + 45 of the 48 loaded: those
+     * below 32 from the first two vectors, then the rest from the third. */
+    static const v16i lo[3] = {
+        {0, 3, 6, 9, 12, 15, 18, 21, 24, 27, 30, 0, 0, 0, 0, 0},
+        {1, 4, 7, 10, 13, 16, 19, 22, 25, 28, 31, 0, 0, 0, 0, 0},
+        {2, 5, 8, 11, 14, 17, 20, 23, 26, 29, 0, 0, 0, 0, 0, 0}};
+    static const v16i hi[3] = {
+        {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 17, 20, 23, 26, 29},
+        {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 18, 21, 24, 27, 30},
+        {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 16, 19, 22, 25, 28, 31}};
+    size_t j = 0;
+    for (; j + VW <= n; j += VW) {
+        v16 a, b, c;
+        memcpy(&a, src + 3 * j, sizeof a);
+        memcpy(&b, src + 3 * j + 16, sizeof b);
+        memcpy(&c, src + 3 * j + 32, sizeof c);
+        for (int i = 0; i < 3; i++) {
+            const v16 t = __builtin_shuffle(a, b, lo[i]);
+            const v16 r = __builtin_shuffle(t, c, hi[i]);
+            memcpy(dst + (ptrdiff_t)i * dp + (ptrdiff_t)j, &r, sizeof r);
+        }
+    }
+    for (; j < n; j++)
+        for (int i = 0; i < 3; i++)
+            dst[(ptrdiff_t)i * dp + (ptrdiff_t)j] = src[3 * j + (size_t)i];
+}
+
 static void copy_panel(size_t rows, size_t n, const float *src, ptrdiff_t sp,
                        ptrdiff_t sl, float *dst, ptrdiff_t dp)
 {
+    if (rows == 3 && sp == 1 && sl == 3) {
+        deinterleave3(n, src, dst, dp);
+        return;
+    }
     for (size_t j0 = 0; j0 < n; j0 += PANEL_COLS) {
         const size_t j1 = j0 + PANEL_COLS < n ? j0 + PANEL_COLS : n;
         for (size_t i = 0; i < rows; i++) {

@@ -1095,10 +1095,11 @@ static void check_transpose(const size_t *in_shape, const size_t *perm)
 Test(cpu_copy, transposes_by_every_permutation_of_three_axes)
 {
     /* (2, 8200, 3): an NHWC image to NCHW cuts its one panel into
-     * chunks of columns, the last one short */
+     * chunks of columns, the last one short; (1, 37, 3): three channels
+     * de-interleaved 16 pixels at a time, then a tail */
     static const size_t shapes[][3] = {{3, 5, 7},      {1, 4, 9},
                                        {37, 65, 129},  {300, 2, 171},
-                                       {2, 8200, 3}};
+                                       {2, 8200, 3},   {1, 37, 3}};
     static const size_t perms[][3] = {{0, 1, 2}, {0, 2, 1}, {1, 0, 2},
                                       {1, 2, 0}, {2, 0, 1}, {2, 1, 0}};
     for (size_t s = 0; s < ARRAY_LEN(shapes); s++)
