@@ -379,3 +379,32 @@ Test(passes, fold_affine_moves_a_scale_and_shift_into_the_conv)
     cr_assert_eq(live_ops(g, "Mul"), 1);
     sn_graph_free(g);
 }
+
+/* A Conv given a fourth input without the pass's mark (as a model file
+ * could write it) is refused, not read as a residual. */
+Test(passes, a_conv_given_four_inputs_without_the_mark_is_refused)
+{
+    sn_graph *g =
+        load_sorted("../onnx_cases/node/"
+                    "test_fuse_conv_add_relu_residual_opset13/model.onnx");
+    size_t fused;
+    cr_assert_eq(sn_pass_fuse_residual(g, &fused), SHARDNET_OK);
+    cr_assert_eq(fused, 1);
+    for (size_t i = 0; i < g->nnodes; i++)
+        if (!g->nodes[i].dead && !strcmp(g->nodes[i].op_type, "Conv"))
+            ((sn_attr *)sn_node_attr(&g->nodes[i], "residual"))->i = 0;
+    sn_device *dev = sn_context_device(ctx, 0);
+    sn_weights *w = NULL;
+    sn_plan *p = NULL;
+    sn_binding b = {.dtype = SN_DT_FLOAT, .rank = 4, .dims = {2, 4, 6, 6}};
+    float x[2 * 4 * 6 * 6] = {0};
+    b.data = x;
+    b.nbytes = sizeof x;
+    cr_assert_eq(sn_weights_new(g, dev, &w), SHARDNET_OK);
+    cr_assert_eq(sn_plan_build(g, w, &b, sn_op_find, &p),
+                 SHARDNET_INVALID_ARGUMENT);
+    cr_assert(strstr(shardnet_last_error(), "takes 2 or 3 inputs"), "%s",
+              shardnet_last_error());
+    sn_weights_free(w);
+    sn_graph_free(g);
+}

@@ -349,6 +349,9 @@ SN_LOWER(sn_lower_conv)
     sn_act act = sn_fused_act(n);
     sn_dtype t = SN_DT_FLOAT, tr = SN_DT_FLOAT;
 
+    if (n->ninputs > 3 && !sn_attr_int(n, "residual", 0))
+        return sn_node_error(n, SHARDNET_INVALID_ARGUMENT,
+                             "takes 2 or 3 inputs (%zu given)", n->ninputs);
     if ((st = spatial_rank(n, x, "convolution", 0, &nd)) != SHARDNET_OK ||
         (st = sn_float_type(n, x, &t)) != SHARDNET_OK ||
         (r && (st = sn_float_type(n, r, &tr)) != SHARDNET_OK) ||
