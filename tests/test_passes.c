@@ -14,6 +14,7 @@
 #include "exec/exec.h"
 #include "ops/registry.h"
 #include "passes/passes.h"
+#include "passes/rewrite.h"
 #include "import/onnx.h"
 #include "shardnet.h"
 #include "context_suite.h"
@@ -406,5 +407,29 @@ Test(passes, a_conv_given_four_inputs_without_the_mark_is_refused)
     cr_assert(strstr(shardnet_last_error(), "takes 2 or 3 inputs"), "%s",
               shardnet_last_error());
     sn_weights_free(w);
+    sn_graph_free(g);
+}
+
+/* An infinite scale is not folded: Inf times each weight could sum
+ * Inf - Inf where the product scaled by Inf is Inf. */
+Test(passes, fold_affine_leaves_an_infinite_scale)
+{
+    sn_graph *g = load_sorted("../onnx_cases/node/"
+                              "test_fold_conv_scale_shift_opset13/model.onnx");
+    size_t folded;
+    for (size_t i = 0; i < g->nnodes; i++) {
+        if (strcmp(g->nodes[i].op_type, "Mul"))
+            continue;
+        float *inf = malloc(sizeof *inf);
+        const int64_t one = 1;
+        cr_assert_not_null(inf);
+        *inf = INFINITY;
+        int v = sn_pass_new_const(g, "scale", "_inf", inf, 1, &one);
+        cr_assert_geq(v, 0);
+        g->nodes[i].inputs[0] = v; /* Mul(s, c): s is Inf now */
+    }
+    cr_assert_eq(sn_pass_fold_affine(g, &folded), SHARDNET_OK);
+    cr_assert_eq(folded, 0, "the Mul stays, and the Add after it too");
+    cr_assert_eq(live_ops(g, "Mul"), 1);
     sn_graph_free(g);
 }

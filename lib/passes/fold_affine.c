@@ -9,6 +9,7 @@
  */
 #include <config.h>
 
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -17,7 +18,8 @@
 /* Constant value v's floats, one per output channel of a convolution
  * whose output has rank `rank` and `oc` channels, into out (oc floats):
  * v holds one value, or oc along axis 1 and ones elsewhere (aligned at
- * the end, no more axes than the output).  0 when v is not such. */
+ * the end, no more axes than the output), all finite.  0 when v is not
+ * such. */
 static int per_channel(const sn_graph *g, int v, int rank, int64_t oc,
                        float *out)
 {
@@ -37,8 +39,13 @@ static int per_channel(const sn_graph *g, int v, int rank, int64_t oc,
     const float *d = sn_pass_const_floats(g, v, (size_t)n, n == 1 ? &one : out);
     if (!d)
         return 0;
-    for (int64_t i = 0; i < oc; i++)
+    for (int64_t i = 0; i < oc; i++) {
         out[i] = d[n == 1 ? 0 : i];
+        /* An infinite scale times each weight could sum Inf - Inf where
+         * the product scaled gives Inf: folded only when finite. */
+        if (!isfinite(out[i]))
+            return 0;
+    }
     return 1;
 }
 
@@ -56,7 +63,7 @@ static int other_input(const sn_node *r, const char *op, int y)
 }
 
 /* Conv p, whose output only r reads: fold r (a Mul or an Add by a per
- * channel constant) into it; *done says whether it did. */
+ * channel finite constant) into it; *done says whether it did. */
 static shardnet_status fold_one(sn_graph *g, size_t pi, sn_node *r, int *done)
 {
     sn_node *p = &g->nodes[pi];
