@@ -332,7 +332,6 @@ static SN_VECTOR_CLONES void pool_row(const sn_pool_desc *d, const float *img,
     }
 }
 
-
 /* A 2 x 2 MaxPool with stride 2, no padding or dilation, whose windows all
  * lie inside the input: the common downsampling step. */
 static int is_max2x2(const sn_pool_desc *d)
@@ -368,7 +367,7 @@ static SN_VECTOR_CLONES void max2x2_row(const sn_pool_desc *d,
                                         float *restrict out)
 {
     const v16i even = {0,  2,  4,  6,  8,  10, 12, 14,
-                            16, 18, 20, 22, 24, 26, 28, 30};
+                       16, 18, 20, 22, 24, 26, 28, 30};
     const v16i odd = even + 1;
     const float *r0 = img + 2 * oy * d->in_w, *r1 = r0 + d->in_w;
     size_t ox = 0;
@@ -438,7 +437,6 @@ void sn_cpu_pool(const sn_pool_desc *d, const float *src, float *dst)
 }
 
 /* ---- depthwise convolution ----------------------------------------------- */
-
 
 /* Largest scratch of padded input rows a thread takes (floats); past it,
  * the rows are summed one output at a time. */

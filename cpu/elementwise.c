@@ -653,13 +653,6 @@ static void copy_row(size_t n, const float *src, ptrdiff_t ss, float *dst,
 }
 
 /*
- * A panel: rows [0, rows) of a dimension read contiguously (source stride
- * sp = +-1, destination stride dp) by all n columns of the innermost
- * dimension (source stride sl, destination stride 1).  Blocked by
- * PANEL_COLS columns so that the source lines a block touches are loaded
- * once for all its rows.
- */
-/*
  * The panel of a three-channel interleaved image (rows = 3, sp = 1, sl =
  * 3: an RGB image from NHWC to NCHW): 16 columns at a time from three
  * loads, each channel's 16 gathered by two permutes of them, where the
@@ -695,6 +688,13 @@ static SN_VECTOR_CLONES void deinterleave3(size_t n, const float *src,
             dst[(ptrdiff_t)i * dp + (ptrdiff_t)j] = src[3 * j + (size_t)i];
 }
 
+/*
+ * A panel: rows [0, rows) of a dimension read contiguously (source stride
+ * sp = +-1, destination stride dp) by all n columns of the innermost
+ * dimension (source stride sl, destination stride 1).  Blocked by
+ * PANEL_COLS columns so that the source lines a block touches are loaded
+ * once for all its rows.
+ */
 static void copy_panel(size_t rows, size_t n, const float *src, ptrdiff_t sp,
                        ptrdiff_t sl, float *dst, ptrdiff_t dp)
 {

@@ -47,10 +47,10 @@
  * sub-range of those, so the (blasint) casts below cannot truncate.  There is
  * deliberately no assert: the library never aborts.
  *
- * The epilogue (bias, residual, then RELU; see sn_gemm_desc) is applied by the thread
- * that computed a block, to that block, right after its BLAS call, while the
- * block is still in that core's cache; it costs no extra pass over C and
- * needs no synchronisation, because blocks do not overlap.
+ * The epilogue (bias, residual, then RELU; see sn_gemm_desc) is applied by
+ * the thread that computed a block, to that block, right after its BLAS
+ * call, while the block is still in that core's cache; it costs no extra
+ * pass over C and needs no synchronisation, because blocks do not overlap.
  *
  * AVX-512: on CPUs with AVX-512 F/BW/DQ/VL, cpu/sgemm_avx512.c's kernel
  * (B packed into 32-column panels) takes the call instead where it is

@@ -24,8 +24,8 @@
  * panels).  The first K block writes C = alpha * AB + beta * C (beta == 0:
  * C is write-only, NaN in C does not propagate), later blocks add
  * alpha * AB to C, and the last applies the epilogue (bias per column or per
- * row, the residual, then RELU: x < 0 ? 0 : x, NaN passes) on the tile in registers before
- * the store.
+ * row, the residual, then RELU: x < 0 ? 0 : x, NaN passes) on the tile in
+ * registers before the store.
  *
  * Threading follows cpu/gemm.c: one parallel region over the device's team;
  * column panels are split between the threads where C is wider than tall
@@ -495,7 +495,8 @@ static void sgemm_run(const sn_gemm_desc *d, const float *a, const float *b,
                 if (split_rows) {
                     const size_t r0 = u0 * MR;
                     const size_t r1 = u1 * MR < d->m ? u1 * MR : d->m;
-                    sgemm_block(d, ai, pb, bi, ci, bias, ri, r0, r1, 0, npanels);
+                    sgemm_block(d, ai, pb, bi, ci, bias, ri, r0, r1, 0,
+                                npanels);
                 } else {
                     sgemm_block(d, ai, pb, bi, ci, bias, ri, 0, d->m, u0, u1);
                 }

@@ -109,8 +109,8 @@ tile(const sn_gemm_desc *d, const int R, const int NV, const float *a,
             else if (bias)
                 x = _mm512_add_ps(x, bcol[v]);
             if (res)
-                x = _mm512_add_ps(
-                    x, _mm512_maskz_loadu_ps(mk, res + (size_t)r * ldc + 16 * v));
+                x = _mm512_add_ps(x, _mm512_maskz_loadu_ps(
+                                         mk, res + (size_t)r * ldc + 16 * v));
             if (d->act == SN_ACT_RELU) /* x < 0 ? 0 : x; NaN passes */
                 x = _mm512_mask_blend_ps(
                     _mm512_cmp_ps_mask(x, zero, _CMP_LT_OQ), x, zero);

@@ -241,9 +241,9 @@ static shardnet_status emit_dwconv(sn_lower *L, const sn_node *n,
  * The GEMMs of a convolution into y: per image, an im2col step (skipped
  * for 1x1 kernels with stride 1 and no padding, where the input already
  * is the column matrix) per band of output rows, then one GEMM W (M x
- * C/group*kh*kw) times the band's columns, batched over the groups; with one group, the bias, the
- * residual res (laid out as y; res.buf NULL: none) and act are its
- * epilogue.  With groups the bias differs per batch item: the caller adds
+ * C/group*kh*kw) times the band's columns, batched over the groups; with
+ * one group, the bias, the residual res (laid out as y; res.buf NULL:
+ * none) and act are its epilogue.  With groups the bias differs per batch item: the caller adds
  * it (and res and act) after.
  */
 static shardnet_status emit_gemms(sn_lower *L, const sn_node *n,

@@ -103,7 +103,8 @@ SN_LOWER(sn_lower_gemm)
                               .n = (size_t)nn, .k = (size_t)k, .alpha = alpha,
                               .lda = (size_t)a->dims[1],
                               .ldb = (size_t)b->dims[1], .ldc = (size_t)nn,
-                              .batch = 1, .c = out->view, .act = sn_fused_act(n)};
+                              .batch = 1, .c = out->view,
+                              .act = sn_fused_act(n)};
     if ((st = sn_dev_view(L, n, a, &s.u.gemm.a)) != SHARDNET_OK ||
         (st = sn_dev_view(L, n, b, &s.u.gemm.b)) != SHARDNET_OK)
         return st;

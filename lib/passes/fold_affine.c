@@ -49,17 +49,13 @@ static int per_channel(const sn_graph *g, int v, int rank, int64_t oc,
     return 1;
 }
 
-/* Node r (Mul or Add, two inputs, one of them conv output y) and its
- * other input, or -1. */
+/* Node r (Mul or Add, reading conv output y, without a legacy broadcast
+ * or a fused activation): its other input, or -1. */
 static int other_input(const sn_node *r, const char *op, int y)
 {
-    if (!sn_pass_is_op(r, op) || r->ninputs != 2 || r->noutputs != 1 ||
-        sn_node_attr(r, "axis") || sn_node_attr(r, "broadcast") ||
-        sn_node_attr(r, "activation"))
+    if (sn_node_attr(r, "broadcast") || sn_node_attr(r, "activation"))
         return -1;
-    return r->inputs[0] == y ? r->inputs[1]
-           : r->inputs[1] == y ? r->inputs[0]
-                               : -1;
+    return sn_pass_other_operand(r, op, y);
 }
 
 /* Conv p, whose output only r reads: fold r (a Mul or an Add by a per
@@ -76,7 +72,8 @@ static shardnet_status fold_one(sn_graph *g, size_t pi, sn_node *r, int *done)
         return SHARDNET_OK;
     const int64_t oc = w->dims[0];
     const size_t wn = (size_t)sn_value_elements(w), per = wn / (size_t)oc;
-    float *c = malloc((size_t)oc * sizeof *c), *nb = calloc((size_t)oc, sizeof *nb);
+    float *c = malloc((size_t)oc * sizeof *c);
+    float *nb = calloc((size_t)oc, sizeof *nb);
     float *nw = mul ? malloc(wn * sizeof *nw) : NULL;
     if (!c || !nb || (mul && !nw)) {
         free(c);

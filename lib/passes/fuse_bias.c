@@ -30,11 +30,7 @@ shardnet_status sn_pass_fuse_bias(sn_graph *g, size_t *fused)
             w->rank != 2)
             continue;
         sn_node *r = sn_pass_sole_consumer(g, uses, p->outputs[0]);
-        /* An Add with an axis (opsets 1-6) aligns its B otherwise. */
-        if (!sn_pass_is_op(r, "Add") || r->ninputs != 2 || r->noutputs != 1 ||
-            sn_node_attr(r, "axis"))
-            continue;
-        int bias = r->inputs[0] == p->outputs[0] ? r->inputs[1] : r->inputs[0];
+        int bias = sn_pass_other_operand(r, "Add", p->outputs[0]);
         const sn_value *bv = bias >= 0 ? &g->values[bias] : NULL;
         /* A vector of the output's width; any other shape would broadcast
          * differently (a [1, N] bias would add a dimension to a 1-D

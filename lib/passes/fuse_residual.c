@@ -21,16 +21,11 @@
  * p's residual (a float value made before p), else -1. */
 static int residual_of(const sn_graph *g, size_t p, const sn_node *r)
 {
-    const sn_node *c = &g->nodes[p];
-    /* An Add with an axis or broadcast attribute (opsets 1-6) aligns its
-     * operands otherwise. */
-    if (!sn_pass_is_op(r, "Add") || r->ninputs != 2 || r->noutputs != 1 ||
-        sn_node_attr(r, "axis") || sn_node_attr(r, "broadcast") ||
-        r->inputs[0] < 0 || r->inputs[1] < 0)
-        return -1;
-    int y = c->outputs[0];
-    int v = r->inputs[0] == y ? r->inputs[1] : r->inputs[0];
-    if (v == y)
+    const int y = g->nodes[p].outputs[0];
+    /* An Add with a broadcast attribute (opsets 1-6) aligns its operands
+     * otherwise, as one with an axis does. */
+    const int v = sn_pass_other_operand(r, "Add", y);
+    if (v < 0 || v == y || sn_node_attr(r, "broadcast"))
         return -1;
     const sn_value *rv = &g->values[v];
     /* Made before p, so that the graph stays sorted with p reading it. */

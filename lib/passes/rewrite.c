@@ -116,6 +116,16 @@ int sn_pass_ensure_inputs(sn_node *n, size_t count)
 
 /* Node r, the only reader of node p's output, done by p: p now writes
  * r's output, and r is dead. */
+int sn_pass_other_operand(const sn_node *r, const char *op, int y)
+{
+    if (!sn_pass_is_op(r, op) || r->ninputs != 2 || r->noutputs != 1 ||
+        sn_node_attr(r, "axis"))
+        return -1;
+    return r->inputs[0] == y   ? r->inputs[1]
+           : r->inputs[1] == y ? r->inputs[0]
+                               : -1;
+}
+
 void sn_pass_absorb(sn_graph *g, size_t p, sn_node *r)
 {
     g->nodes[p].outputs[0] = r->outputs[0];

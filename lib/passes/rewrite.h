@@ -32,5 +32,9 @@ int sn_pass_ensure_inputs(sn_node *n, size_t count);
 /* Node r, the only reader of node p's output, done by p: p now writes r's
  * output, and r is dead. */
 void sn_pass_absorb(sn_graph *g, size_t p, sn_node *r);
+/* Node r, a live `op` of two inputs and one output without the attribute
+ * axis (an opset 1-6 binary op aligns its operands otherwise), reading
+ * value y: its other input (-1 where absent); -1 for any other node. */
+int sn_pass_other_operand(const sn_node *r, const char *op, int y);
 
 #endif /* SN_PASSES_REWRITE_H */

@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "ops/ops.h"
 #include "runtime/shard_build.h"
 
 /*
@@ -24,7 +25,7 @@ static shardnet_status finish_after_sum(bld *b, const sn_node *n, int part,
                                         sn_layout t, int res)
 {
     int v = n->outputs[0], out;
-    int act = !strcmp(sn_attr_string(n, "activation", ""), "Relu");
+    int act = sn_fused_act(n) == SN_ACT_RELU;
     sn_layout lp = sn_layout_p();
     sn_shard_remember(b, v, part, &lp); /* for to_layout: v as partial sums */
     int x = sn_shard_to_layout(b, v, &t);
@@ -177,7 +178,7 @@ static shardnet_status linear(bld *b, const sn_node *n, int *handled)
     *handled = 1;
     sn_shard_say(b, "  %s (%s) %s: %s\n", n->name, n->op_type, text, how);
     sn_shard_record_choice(b, n, text);
-    int act = !strcmp(sn_attr_string(n, "activation", ""), "Relu");
+    int act = sn_fused_act(n) == SN_ACT_RELU;
     if (lo.kind == SN_LAY_P && act) {
         /* The activation waits for the sum: partial -> reduce-scatter (or
          * all-reduce) -> Relu. */
@@ -345,7 +346,7 @@ static shardnet_status conv(bld *b, const sn_node *n, int *handled)
     *handled = 1;
     sn_shard_say(b, "  %s (%s) %s: %s\n", n->name, n->op_type, text, how);
     sn_shard_record_choice(b, n, text);
-    int act = !strcmp(sn_attr_string(n, "activation", ""), "Relu");
+    int act = sn_fused_act(n) == SN_ACT_RELU;
     int v = n->outputs[0];
     int after = partial && (act || R >= 0);
     int target = after
