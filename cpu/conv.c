@@ -639,6 +639,71 @@ taps4(const sn_dwconv_desc *d, const float *const base[NBLK], size_t rstep,
 }
 
 /*
+ * dw_rows()'s sums where the taps are kw (a constant where inlined) apart
+ * by one column (stride and dilation 1 across) and each row has nb blocks
+ * or more (nb a constant too): nb blocks of a row at a time, each 16
+ * floats of a padded row loaded once, at a multiple of 16 (pad is aligned
+ * and pw a multiple of 16 at least 16 more than the blocks span), the taps
+ * to their right made by shifting them with the next 16, instead of a
+ * load at every tap.  A row's last run of nb blocks ends at its last
+ * block (some blocks computed twice, the same values stored twice).  The
+ * same FMAs in the same order as taps4().
+ */
+static inline __attribute__((always_inline)) void
+dw_rows_s1(const sn_dwconv_desc *d, const float *pad, size_t pw,
+           const float *w, float bias, size_t nrows, float *restrict out,
+           const int kw, const size_t nb)
+{
+    const size_t ow = d->out_w, nbx = (ow + VW - 1) / VW;
+    const size_t rstep = d->dil_h * pw, rows_in = d->stride_h * pw;
+    const v16i lanes = {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15};
+
+    for (size_t r = 0; r < nrows; r++) {
+        for (size_t b0 = 0; b0 < nbx; b0 += nb) {
+            const size_t c0 = nbx - b0 < nb ? nbx - nb : b0;
+            const float *p = pad + r * rows_in + c0 * VW;
+            v16 acc[8] = {0}, x[9];
+            for (size_t ky = 0; ky < d->k_h; ky++, p += rstep) {
+#pragma GCC unroll 9
+                for (size_t j = 0; j <= nb; j++)
+                    memcpy(&x[j], p + j * VW, sizeof x[j]);
+#pragma GCC unroll 5
+                for (int kx = 0; kx < kw; kx++) {
+                    const float wv = w[ky * (size_t)kw + (size_t)kx];
+#pragma GCC unroll 8
+                    for (size_t j = 0; j < nb; j++) /* x[j] from kx on */
+                        acc[j] += wv * (kx ? __builtin_shuffle(x[j], x[j + 1],
+                                                               lanes + kx)
+                                           : x[j]);
+                }
+            }
+#pragma GCC unroll 8
+            for (size_t j = 0; j < nb; j++) {
+                const size_t col = (c0 + j) * VW;
+                float *o = out + r * ow + col;
+                v16 v = acc[j] + bias;
+                if (d->act == SN_ACT_RELU) /* v < 0 ? 0 : v, NaN kept */
+                    v = (v16)((v16i)v & ~(v < 0.0f));
+                if (ow - col >= VW) {
+                    memcpy(o, &v, sizeof v);
+                } else {
+                    for (size_t i = 0; i < ow - col; i++)
+                        o[i] = v[i];
+                }
+            }
+        }
+    }
+}
+
+/* Does dw_rows() take dw_rows_s1() for d: the taps one column apart, 3
+ * or 5 of them across, and rows of 4 blocks or more? */
+static int dw_takes_s1(const sn_dwconv_desc *d)
+{
+    return d->stride_w == 1 && d->dil_w == 1 &&
+           (d->k_w == 3 || d->k_w == 5) && d->out_w > 3 * VW;
+}
+
+/*
  * Output rows [oy0, oy0 + nrows) of the plane img, 16 outputs at a time as
  * vectors in registers, NBLK blocks at once, from pad: the prows input
  * rows the run reads, pw floats each, with zero rows and columns for the
@@ -667,6 +732,17 @@ static SN_VECTOR_CLONES void dw_rows(const sn_dwconv_desc *d,
         pad_rows_narrow(d, img, oy0, prows, pw, pad);
     else
         pad_rows(d, img, oy0, prows, pw, pad);
+    if (dw_takes_s1(d)) {
+        if (d->k_w == 3 && nbx >= 8)
+            dw_rows_s1(d, pad, pw, w, bias, nrows, out, 3, 8);
+        else if (d->k_w == 3)
+            dw_rows_s1(d, pad, pw, w, bias, nrows, out, 3, 4);
+        else if (nbx >= 8)
+            dw_rows_s1(d, pad, pw, w, bias, nrows, out, 5, 8);
+        else
+            dw_rows_s1(d, pad, pw, w, bias, nrows, out, 5, 4);
+        return;
+    }
     for (size_t b0 = 0; b0 < nb; b0 += NBLK) {
         const size_t n = nb - b0 < NBLK ? nb - b0 : NBLK;
         const float *base[NBLK];
@@ -745,8 +821,12 @@ static void dw_units(const sn_dwconv_desc *d, const float *src,
 {
     const size_t och = d->channels * d->mult, taps = d->k_h * d->k_w;
     const size_t pw0 = dw_pad_width(d);
-    /* narrow rows rounded up to whole chunks of 16 (see pad_rows_narrow) */
-    const size_t pw = pw0 && pw0 <= NARROW ? (pw0 + VW - 1) / VW * VW : pw0;
+    /* narrow rows rounded up to whole chunks of 16 (see pad_rows_narrow);
+     * for dw_rows_s1(), a chunk past the blocks */
+    const size_t pw = !pw0                ? 0
+                      : dw_takes_s1(d)     ? (d->out_w + 2 * VW - 1) / VW * VW
+                      : pw0 <= NARROW      ? (pw0 + VW - 1) / VW * VW
+                                           : pw0;
     float *pad = NULL;
     size_t have = 0; /* floats in pad */
 
@@ -763,8 +843,9 @@ static void dw_units(const sn_dwconv_desc *d, const float *src,
         if (rows && rows * pw > have) {
             free(pad);
             have = 0;
-            /* + VW: see pad_rows() */
-            if ((pad = malloc((rows * pw + VW) * sizeof *pad)) != NULL)
+            /* + VW: see pad_rows(); aligned: see dw_rows_s1() */
+            if ((pad = aligned_alloc(sizeof(v16),
+                                     (rows * pw / VW + 2) * sizeof(v16))))
                 have = rows * pw;
             else
                 rows = 0;

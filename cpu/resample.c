@@ -6,7 +6,11 @@
  */
 #include <config.h>
 
+#include <stdint.h>
+#include <string.h>
+
 #include "cpu_kernels.h"
+#include "vec16.h"
 
 /* Rows of at least this many elements in all make the kernel parallel. */
 #define PARALLEL_MIN 32768
@@ -73,6 +77,41 @@ static void nearest_row(const sn_resample_desc *d, const float *tl,
     }
 }
 
+/* f where the last axis' nearest taps read input element q / f for
+ * output q (a whole upsampling factor: each input element f times over),
+ * else 0. */
+static size_t whole_factor(const sn_resample_desc *d, const float *tl)
+{
+    const size_t ow = d->out[d->rank - 1], in = d->in[d->rank - 1];
+    const size_t f = in ? ow / in : 0;
+    if (f < 2 || f * in != ow)
+        return 0;
+    for (size_t q = 0; q < ow; q++)
+        if (tl[2 * q] != (float)(q / f))
+            return 0;
+    return f;
+}
+
+/* y: n elements of x, each twice over, 16 at a time. */
+static SN_VECTOR_CLONES void twice_row(const float *x, float *restrict y,
+                                       size_t n)
+{
+    const v16i lo = {0, 0, 1, 1, 2, 2, 3, 3, 4, 4, 5, 5, 6, 6, 7, 7};
+    const v16i hi = lo + 8;
+    size_t i = 0;
+
+    for (; i + 16 <= n; i += 16) {
+        v16 v, a, b;
+        __builtin_memcpy(&v, x + i, sizeof v);
+        a = __builtin_shuffle(v, lo);
+        b = __builtin_shuffle(v, hi);
+        __builtin_memcpy(y + 2 * i, &a, sizeof a);
+        __builtin_memcpy(y + 2 * i + 16, &b, sizeof b);
+    }
+    for (; i < n; i++)
+        y[2 * i] = y[2 * i + 1] = x[i];
+}
+
 /* Output rows [r0, r1). */
 static void resample_rows(const sn_resample_desc *d, const float *x,
                           const float *t, float *y, size_t r0, size_t r1)
@@ -90,6 +129,9 @@ static void resample_rows(const sn_resample_desc *d, const float *x,
     for (size_t i = 0; i < last; i++)
         rows_per_plane *= d->out[i];
     const int nearest = is_nearest(d, t);
+    const size_t f = nearest ? whole_factor(d, tl) : 0;
+    size_t prev_off = SIZE_MAX; /* nearest: the input row that output row
+                                 * r - 1 copied (SIZE_MAX: none) */
     for (size_t r = r0; r < r1; r++) {
         size_t o[SN_MAX_DIMS], rest = r % rows_per_plane, nc;
         const float *xp = x + (r / rows_per_plane) * in_plane;
@@ -101,10 +143,22 @@ static void resample_rows(const sn_resample_desc *d, const float *x,
         if ((nc = lead_taps(d, t, istr, o, c)) == 0) {
             for (size_t q = 0; q < ow; q++)
                 yr[q] = d->fill;
+            prev_off = SIZE_MAX;
             continue;
         }
         if (nearest) {
-            nearest_row(d, tl, xp + c[0].off, yr, ow);
+            /* the row before, when it read the same input row: a copy */
+            const size_t off = (size_t)(xp - x) + c[0].off;
+            if (off == prev_off)
+                memcpy(yr, yr - ow, ow * sizeof *yr);
+            else if (f == 2)
+                twice_row(xp + c[0].off, yr, ow / 2);
+            else if (f)
+                for (size_t q = 0; q < ow; q++)
+                    yr[q] = xp[c[0].off + q / f];
+            else
+                nearest_row(d, tl, xp + c[0].off, yr, ow);
+            prev_off = off;
             continue;
         }
         for (size_t q = 0; q < ow; q++) {

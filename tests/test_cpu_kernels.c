@@ -1992,6 +1992,52 @@ Test(cpu_dwconv, sums_in_order_on_every_width_stride_dilation_and_pad)
     cr_assert_gt(ran, 300, "only %zu cases had an output", ran);
 }
 
+Test(cpu_dwconv, rows_of_four_blocks_or_more_with_3_or_5_taps_one_column_apart)
+{
+    /* the path that loads each 16 input columns once and shifts them (3
+     * or 5 taps across, stride and dilation 1 across, rows of more than
+     * 48 outputs): run lengths 4 and 8 blocks, a last run that overlaps
+     * the one before, a partial last block, any pads, strides and
+     * dilations down the rows */
+    static const size_t widths[] = {49, 64, 65, 100, 127, 128, 129, 200};
+    unsigned long long seed = 0x2545f4914f6cdd1dull;
+    size_t ran = 0;
+
+    for (size_t i = 0; i < ARRAY_LEN(widths); i++)
+        for (size_t k = 3; k <= 5; k += 2)
+            for (int it = 0; it < 4; it++) {
+                dw_case c;
+                seed = seed * 6364136223846793005ull +
+                       1442695040888963407ull;
+                unsigned long long r = seed >> 11;
+#define PICK(n) (r % (n) + (r /= (n), 0))
+                c.images = 1 + PICK(2);
+                c.ch = 1 + PICK(3);
+                c.mult = 1 + PICK(2);
+                c.in_w = widths[i];
+                c.in_h = 1 + PICK(9);
+                c.k_h = 1 + 2 * PICK(3);
+                c.k_w = k;
+                c.s_h = 1 + PICK(2);
+                c.s_w = 1;
+                c.d_h = 1 + PICK(2);
+                c.d_w = 1;
+                c.pt = PICK(c.k_h + 1);
+                c.pb = PICK(c.k_h + 1);
+                c.pl = PICK(k + 1);
+                c.pr = PICK(k + 1);
+                c.bias = (int)PICK(2);
+                c.relu = (int)PICK(2);
+                c.bad = it == 3 ? INFINITY : 0.0f;
+#undef PICK
+                if (!dw_out_size(c.in_h, c.k_h, c.s_h, c.d_h, c.pt, c.pb))
+                    continue;
+                check_dwconv_all_teams(&c);
+                ran++;
+            }
+    cr_assert_gt(ran, 50, "only %zu cases had an output", ran);
+}
+
 Test(cpu_dwconv, splits_planes_between_threads_mid_plane)
 {
     /* enough work for a team; the rows of a plane are shared out, so runs

@@ -1425,6 +1425,83 @@ Test(kernels, resample_sums_weighted_taps_per_axis_and_fills_outside)
     }
 }
 
+/* Nearest upsampling by whole factors f (output o reads input o / f on
+ * every axis, weight 1), as Resize and Upsample lower it: the copy paths
+ * (a row read twice, each element f times over); with `hole`, leading
+ * row 1 of every plane reads outside (a fill row between rows that read
+ * the same input row). */
+static void upsample_case(sn_device *dev, size_t planes, size_t rank,
+                          const size_t *in, const size_t *f, int hole)
+{
+    sn_resample_desc d = {.planes = planes, .rank = rank, .fill = 7.5f};
+    size_t nx = planes, ny = planes, nt = 0;
+    for (size_t i = 0; i < rank; i++) {
+        d.in[i] = in[i];
+        d.out[i] = in[i] * f[i];
+        d.taps[i] = 1;
+        d.table_off[i] = nt;
+        nt += 2 * d.out[i];
+        nx *= in[i];
+        ny *= d.out[i];
+    }
+    d.table_len = nt;
+    float *x = random_floats(VIEW_OFF + nx, 93, -1.0f, 1.0f);
+    float *t = random_floats(VIEW_OFF + nt, 94, 0.0f, 1.0f);
+    float *want = malloc(ny * sizeof *want), *got = malloc(ny * sizeof *got);
+    cr_assert(want && got);
+    for (size_t i = 0; i < rank; i++)
+        for (size_t o = 0; o < d.out[i]; o++) {
+            float *pair = t + VIEW_OFF + d.table_off[i] + 2 * o;
+            pair[0] = (float)(o / f[i]);
+            pair[1] = 1.0f;
+            if (hole && rank > 1 && i == 0 && o == 1)
+                pair[0] = (float)in[0];
+        }
+    sn_buffer *bx = make_buffer(dev, x, VIEW_OFF + nx);
+    sn_buffer *bt = make_buffer(dev, t, VIEW_OFF + nt);
+    sn_buffer *by = make_buffer(dev, NULL, ny);
+    d.x = (sn_view){bx, VIEW_OFF};
+    d.table = (sn_view){bt, VIEW_OFF};
+    d.y = (sn_view){by, 0};
+    cr_assert_eq(sn_resample(dev, &d), SHARDNET_OK, "%s: %s", dev->info.name,
+                 shardnet_last_error());
+    read_back(by, got, ny);
+    ref_resample(&d, x + VIEW_OFF, t + VIEW_OFF, want);
+    char what[96];
+    snprintf(what, sizeof what, "upsample rank %zu x%zu, %zu planes%s", rank,
+             f[rank - 1], planes, hole ? ", a fill row" : "");
+    expect_close(dev, what, got, want, ny, 0.0f, 0.0f);
+    sn_buffer_free(bx);
+    sn_buffer_free(bt);
+    sn_buffer_free(by);
+    free(x);
+    free(t);
+    free(want);
+    free(got);
+}
+
+Test(kernels, resample_upsamples_by_whole_factors_exactly)
+{
+    /* factor 2 with rows of 16 and more and a tail, 3, 1 along the rows,
+     * 3-D, a large image for the parallel path */
+    static const size_t in2[] = {5, 23}, f22[] = {2, 2}, f33[] = {3, 3},
+                        f12[] = {1, 2}, f21[] = {2, 1};
+    static const size_t in3[] = {3, 4, 9}, f3[] = {2, 2, 2};
+    static const size_t inb[] = {40, 40};
+    FOR_EACH_DEVICE(dev)
+    {
+        for (int hole = 0; hole < 2; hole++) {
+            upsample_case(dev, 3, 2, in2, f22, hole);
+            upsample_case(dev, 2, 2, in2, f33, hole);
+            upsample_case(dev, 2, 2, in2, f12, hole);
+            upsample_case(dev, 2, 2, in2, f21, hole);
+            upsample_case(dev, 2, 3, in3, f3, hole);
+            upsample_case(dev, 24, 2, inb, f22, hole);
+        }
+        upsample_case(dev, 4, 1, in2 + 1, f22, 0);
+    }
+}
+
 Test(kernels, resample_refuses_taps_past_the_table)
 {
     FOR_EACH_DEVICE(dev)
