@@ -689,6 +689,39 @@ static SN_VECTOR_CLONES void deinterleave3(size_t n, const float *src,
 }
 
 /*
+ * The panel of two interleaved rows (n = 2 columns, sp = 1, dp = 2: a
+ * stride-2 transposed convolution's 2-wide tiles into their rows): dst[2
+ * i + j] = src[i + j sl], 16 of each row at a time, merged by two
+ * permutes.
+ */
+static SN_VECTOR_CLONES void interleave2(size_t rows, const float *src,
+                                         ptrdiff_t sl, float *dst)
+{
+    const v16i lo = {0, 16, 1, 17, 2, 18, 3, 19, 4, 20, 5, 21, 6, 22, 7, 23};
+    const v16i hi = lo + 8;
+    size_t i = 0;
+    for (; i + VW <= rows; i += VW) {
+        v16 a, b, r;
+        memcpy(&a, src + i, sizeof a);
+        memcpy(&b, src + sl + (ptrdiff_t)i, sizeof b);
+        r = __builtin_shuffle(a, b, lo);
+        memcpy(dst + 2 * i, &r, sizeof r);
+        r = __builtin_shuffle(a, b, hi);
+        memcpy(dst + 2 * i + VW, &r, sizeof r);
+    }
+    for (; i < rows; i++) {
+        dst[2 * i] = src[i];
+        dst[2 * i + 1] = src[sl + (ptrdiff_t)i];
+    }
+}
+
+/* Is a panel two interleaved rows (see interleave2())? */
+static int is_interleave2(size_t n, ptrdiff_t sp, ptrdiff_t dp)
+{
+    return n == 2 && sp == 1 && dp == 2;
+}
+
+/*
  * A panel: rows [0, rows) of a dimension read contiguously (source stride
  * sp = +-1, destination stride dp) by all n columns of the innermost
  * dimension (source stride sl, destination stride 1).  Blocked by
@@ -700,6 +733,10 @@ static void copy_panel(size_t rows, size_t n, const float *src, ptrdiff_t sp,
 {
     if (rows == 3 && sp == 1 && sl == 3) {
         deinterleave3(n, src, dst, dp);
+        return;
+    }
+    if (is_interleave2(n, sp, dp)) {
+        interleave2(rows, src, sl, dst);
         return;
     }
     for (size_t j0 = 0; j0 < n; j0 += PANEL_COLS) {
@@ -722,6 +759,8 @@ typedef struct copy_plan {
     size_t n;      /* innermost length */
     ptrdiff_t ss, ds; /* innermost strides */
     size_t prows;  /* panel: length of the contiguously read dimension */
+    size_t pstep;  /* panel: its rows per unit (PANEL_ROWS, or
+                    * PANEL_CHUNK for two interleaved rows) */
     ptrdiff_t sp, dp; /* panel: its strides */
     size_t chunk;  /* panel: columns per unit (n, or PANEL_CHUNK) */
 } copy_plan;
@@ -756,9 +795,11 @@ static void copy_make_plan(const cshape *s, copy_plan *p)
         p->prows = s->shape[pick];
         p->sp = s->ss[pick];
         p->dp = s->ds[pick];
-        p->grid.shape[p->grid.rank] = (p->prows + PANEL_ROWS - 1) / PANEL_ROWS;
-        p->grid.ss[p->grid.rank] = p->sp * PANEL_ROWS;
-        p->grid.ds[p->grid.rank] = p->dp * PANEL_ROWS;
+        p->pstep = is_interleave2(p->n, p->sp, p->dp) ? PANEL_CHUNK
+                                                      : PANEL_ROWS;
+        p->grid.shape[p->grid.rank] = (p->prows + p->pstep - 1) / p->pstep;
+        p->grid.ss[p->grid.rank] = p->sp * (ptrdiff_t)p->pstep;
+        p->grid.ds[p->grid.rank] = p->dp * (ptrdiff_t)p->pstep;
         p->grid.rank++;
         /* Then the chunks of columns, innermost. */
         p->chunk = p->n > PANEL_CHUNK ? PANEL_CHUNK : p->n;
@@ -788,10 +829,10 @@ static void copy_units(const copy_plan *p, const float *src, float *dst,
     }
     for (size_t u = u0; u < u1; u++) {
         if (p->panel) {
-            const size_t first = idx[g->rank - 2] * PANEL_ROWS;
-            const size_t rows = p->prows - first < PANEL_ROWS
+            const size_t first = idx[g->rank - 2] * p->pstep;
+            const size_t rows = p->prows - first < p->pstep
                                     ? p->prows - first
-                                    : PANEL_ROWS;
+                                    : p->pstep;
             const size_t c0 = idx[g->rank - 1] * p->chunk;
             const size_t cols = p->n - c0 < p->chunk ? p->n - c0 : p->chunk;
             copy_panel(rows, cols, src + so, p->sp, p->ss, dst + dso, p->dp);

@@ -859,8 +859,22 @@ Test(kernels, copy_transposes_slices_and_expands)
     const sn_copy_desc rev = {.rank = 2, .shape = {70, 500},
                               .src_stride = {500, 1},
                               .dst_stride = {-500, -1}};
+    /* 2 x 2 tiles into their image, as a stride-2 ConvTranspose places
+     * them: Z (c, qy, qx, y, x) -> out (c, 2 y + qy, 2 x + qx), rows of
+     * 37 (whole vectors and a tail) and of 4100 (more than one unit) */
+    const sn_copy_desc tile = {
+        .rank = 5, .shape = {3, 5, 2, 37, 2},
+        .src_stride = {4 * 185, 37, 2 * 185, 1, 185},
+        .dst_stride = {4 * 185, 2 * 74, 74, 2, 1}};
+    const sn_copy_desc tile_wide = {
+        .rank = 3, .shape = {2, 4100, 2}, .src_stride = {2 * 4100, 1, 4100},
+        .dst_stride = {2 * 4100, 2, 1}};
     FOR_EACH_DEVICE(dev)
     {
+        copy_case(dev, &tile, 3 * 4 * 185, 0, 3 * 4 * 185, 0,
+                  "2x2 tiles into rows");
+        copy_case(dev, &tile_wide, 4 * 4100 + VIEW_OFF, VIEW_OFF,
+                  4 * 4100 + 1, 1, "two long rows interleaved");
         copy_case(dev, &tr, 37 * 65 * 129, 0, 37 * 65 * 129, 0,
                   "transpose (2,0,1)");
         copy_case(dev, &tr2, 105 + VIEW_OFF, VIEW_OFF, 105 + 2, 2,
