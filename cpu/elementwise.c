@@ -395,6 +395,15 @@ static void unary_range(const sn_unary_desc *d, size_t n, const float *x,
         for (size_t i = 0; i < n; i++)
             y[i] = 0.5f * x[i] * (1.0f + erff(x[i] / GELU_SQRT2));
         break;
+    case SN_UNARY_CLIP_GATE:
+#pragma omp simd
+        for (size_t i = 0; i < n; i++) {
+            const float v = x[i], t = v + alpha;
+            const float lo = t < 0.0f ? 0.0f : t;
+            const float c = lo > beta ? beta : lo;
+            y[i] = v * c / beta;
+        }
+        break;
     case SN_UNARY_GELU_TANH:
         for (size_t i = 0; i < n; i++) {
             const float v = x[i];

@@ -167,6 +167,8 @@ float un_clip(float x, float lo, float hi)
     return v > hi ? hi : v;
 }
 #define UN_CLIP(x, a, b) un_clip((x), (a), (b))
+/* (x * min(max(x + a, 0), b)) / b, each step rounded */
+#define UN_CLIP_GATE(x, a, b) ((x) * un_clip((x) + (a), 0.0f, (b)) / (b))
 
 /* max(0, min(1, t)) */
 float un_hard_sigmoid(float x, float alpha, float beta)
@@ -260,6 +262,7 @@ UNARY_KERNEL(hard_sigmoid, UN_HARD_SIGMOID)
 UNARY_KERNEL(clip, UN_CLIP)
 UNARY_KERNEL(gelu, UN_GELU)
 UNARY_KERNEL(gelu_tanh, UN_GELU_TANH)
+UNARY_KERNEL(clip_gate, UN_CLIP_GATE)
 UNARY_KERNEL(sin, UN_SIN)
 UNARY_KERNEL(cos, UN_COS)
 UNARY_KERNEL(tan, UN_TAN)

@@ -149,6 +149,12 @@ float ref_unary_op(sn_unary_op op, float x, float alpha, float beta)
     case SN_UNARY_CLIP:
         t = x < alpha ? alpha : x; /* max(x, alpha) */
         return t > beta ? beta : t; /* min(t, beta) */
+    case SN_UNARY_CLIP_GATE:
+        t = x + alpha;
+        t = t < 0.0f ? 0.0f : t;
+        t = t > beta ? beta : t;
+        t = x * t; /* rounded to float before the division */
+        return t / beta;
     case SN_UNARY_GELU:
         return 0.5f * x * (1.0f + erff(x / 1.41421356237309505f));
     case SN_UNARY_GELU_TANH:

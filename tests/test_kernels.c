@@ -466,6 +466,10 @@ static void unary_params(sn_unary_desc *d)
         d->alpha = -1.5f;
         d->beta = 2.5f;
         break;
+    case SN_UNARY_CLIP_GATE: /* a hard swish's corners within the inputs */
+        d->alpha = 1.5f;
+        d->beta = 3.0f;
+        break;
     /* issue 15's parameterised ops */
     case SN_UNARY_ELU:
     case SN_UNARY_CELU:

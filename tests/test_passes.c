@@ -340,6 +340,51 @@ Test(passes, fuse_residual_moves_the_add_into_the_conv_bit_exactly)
     sn_graph_free(g);
 }
 
+/* Add, Clip, Mul, Div (a hard swish) become the Clip alone, marked, with
+ * the four ops' bits on every device; with the bounds as attributes too;
+ * a chain whose product is read again stays. */
+Test(passes, fuse_gate_makes_a_hard_swish_one_step_bit_exactly)
+{
+    static const char *const cases[] = {
+        "test_fuse_hard_swish_chain_opset13",
+        "test_fuse_hard_swish_chain_clip_attrs_opset10"};
+    for (size_t c = 0; c < 2; c++) {
+        char path[256];
+        snprintf(path, sizeof path, "../onnx_cases/node/%s/model.onnx",
+                 cases[c]);
+        sn_graph *g = load_sorted(path);
+        size_t fused;
+        runs before;
+        run_everywhere(g, 1, &before);
+        cr_assert_eq(sn_pass_fuse_gate(g, &fused), SHARDNET_OK);
+        cr_assert_eq(fused, 1, "%s", cases[c]);
+        cr_assert_eq(live_ops(g, "Add") + live_ops(g, "Mul") +
+                         live_ops(g, "Div"),
+                     0);
+        for (size_t i = 0; i < g->nnodes; i++) {
+            const sn_node *n = &g->nodes[i];
+            if (n->dead)
+                continue;
+            cr_assert_str_eq(n->op_type, "Clip");
+            cr_assert_eq(n->ninputs, 1);
+            cr_assert_eq(n->inputs[0], g->inputs[0], "the Clip reads x");
+            cr_assert_eq(n->outputs[0], g->outputs[0], "and writes y");
+            cr_assert_float_eq(sn_attr_float(n, "gate_add", 0), 3.0f, 0);
+            cr_assert_float_eq(sn_attr_float(n, "gate_max", 0), 6.0f, 0);
+        }
+        expect_same_bits_everywhere(g, 1, &before);
+        sn_graph_free(g);
+    }
+    sn_graph *g = load_sorted("../onnx_cases/node/"
+                              "test_fuse_hard_swish_product_read_twice_"
+                              "opset13/model.onnx");
+    size_t fused;
+    cr_assert_eq(sn_pass_fuse_gate(g, &fused), SHARDNET_OK);
+    cr_assert_eq(fused, 0, "the product is read by Neg too");
+    cr_assert_eq(live_ops(g, "Div"), 1);
+    sn_graph_free(g);
+}
+
 /* Before opset 7 an Add broadcasts only by attribute: left alone. */
 Test(passes, fuse_residual_leaves_opsets_before_7)
 {

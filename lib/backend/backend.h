@@ -167,6 +167,10 @@ typedef struct sn_binary_desc {
  *   GELU         0.5 x (1 + erf(x / sqrt(2)))
  *   GELU_TANH    0.5 x (1 + tanh(sqrt(2 / pi) (x + 0.044715 x^3)))
  *   RELU         x > 0 ? x : 0 (NaN stays NaN); SIGMOID 1 / (1 + exp(-x))
+ *   CLIP_GATE    t = x + alpha, c = min(max(t, 0), beta) (CLIP's),
+ *                then (x * c) / beta, each step rounded to float: a
+ *                hard swish exported as Add, Clip, Mul and Div, which a
+ *                pass fuses (lib/passes/fuse_gate.c) with the same bits
  */
 /*
  * Unary ops of issue 15 (the trigonometric and hyperbolic functions and
@@ -200,6 +204,7 @@ typedef struct sn_binary_desc {
     X(EXP, "exp") X(LOG, "log") X(SQRT, "sqrt") X(NEG, "neg") X(ABS, "abs")   \
     X(LEAKY_RELU, "leaky_relu") X(HARD_SIGMOID, "hard_sigmoid")               \
     X(CLIP, "clip") X(GELU, "gelu") X(GELU_TANH, "gelu_tanh")               \
+    X(CLIP_GATE, "clip_gate")                                                 \
     SN_UNARY_MATH_MAP(X)
 
 typedef enum sn_unary_op {

@@ -530,7 +530,16 @@ SN_LOWER(sn_lower_unary)
     if (s.u.unary.op == SN_UNARY_GELU &&
         !strcmp(sn_attr_string(n, "approximate", "none"), "tanh"))
         s.u.unary.op = SN_UNARY_GELU_TANH;
-    if (s.u.unary.op == SN_UNARY_CLIP) {
+    if (s.u.unary.op == SN_UNARY_CLIP && sn_node_attr(n, "gate_max")) {
+        /* a hard swish fused by lib/passes/fuse_gate.c: x alone */
+        if (n->ninputs != 1 || !is_float_type(x->dtype))
+            return sn_node_error(n, SHARDNET_INVALID_ARGUMENT,
+                                 "a Clip marked gate_max (a fused hard "
+                                 "swish) takes one float input");
+        s.u.unary.op = SN_UNARY_CLIP_GATE;
+        s.u.unary.alpha = sn_attr_float(n, "gate_add", 0.0f);
+        s.u.unary.beta = sn_attr_float(n, "gate_max", 0.0f);
+    } else if (s.u.unary.op == SN_UNARY_CLIP) {
         s.u.unary.alpha = -INFINITY;
         s.u.unary.beta = INFINITY;
         if ((st = clip_bound(L, n, "min", &s.u.unary.alpha, &lo_dev)) ||

@@ -170,6 +170,14 @@ static double unary_basic(sn_unary_op op, double x, double alpha,
     case SN_UNARY_CLIP:
         t = x < alpha ? alpha : x;
         return t > beta ? beta : t;
+    case SN_UNARY_CLIP_GATE: { /* in float, as the device computes it */
+        const float v = (float)x, a = (float)alpha, b = (float)beta;
+        float c = v + a;
+        c = c < 0.0f ? 0.0f : c;
+        c = c > b ? b : c;
+        c = v * c;
+        return c / b;
+    }
     case SN_UNARY_GELU:
         return 0.5 * x * (1.0 + erf(x / sqrt(2.0)));
     case SN_UNARY_GELU_TANH:

@@ -83,7 +83,8 @@ static const sn_operator registry[] = {
        USE(UNARY_GELU) | USE(UNARY_GELU_TANH)),
     /* bounds computed on the device are applied by max and min */
     OP("Clip", 1, 3, sn_lower_unary, 1, ELEMENTWISE, EACH, ELEMENTS,
-       USE(UNARY_CLIP) | USE(BINARY_MAX) | USE(BINARY_MIN)),
+       USE(UNARY_CLIP) | USE(BINARY_MAX) | USE(BINARY_MIN) |
+           USE(UNARY_CLIP_GATE)),
     OP("Reciprocal", 1, 1, sn_lower_reciprocal, 1, ELEMENTWISE, EACH,
        ELEMENTS, USE(BINARY_DIV)),
     OP("Not", 1, 1, sn_lower_not, 1, REPLICATE, EACH, ELEMENTS,

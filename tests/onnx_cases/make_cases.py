@@ -2340,6 +2340,45 @@ def banded_conv_cases():
               [("x", x)], [("y", y)], 13, initializers=[("w", w), ("b", b)])
 
 
+def hard_swish_chain_cases():
+    """A hard swish exported as Add, Clip, Mul and Div by constants, which a
+    pass fuses into one step: Clip's bounds as inputs and as attributes
+    (opset 10), operands either way round; one whose product is read again
+    (not fused)."""
+    rng = np.random.default_rng(1509)
+    mk = helper.make_node
+    f32 = np.float32
+
+    def hswish(x):
+        c = np.clip(x + f32(3), f32(0), f32(6))
+        return (x * c) / f32(6)
+
+    # values around the clip's corners (-3 and 3) and far outside
+    x = np.concatenate([rng.uniform(-5, 5, 200),
+                        [-3, 3, -3.0000002, 2.9999998, 0, -0.0, 7, -9, 1e-30,
+                         -1e-30]]).astype(f32)[:210].reshape(2, 3, 5, 7)
+    consts = [("three", np.array(3, f32)), ("zero", np.array(0, f32)),
+              ("six", np.array(6, f32))]
+    node_case("test_fuse_hard_swish_chain_opset13",
+              [mk("Add", ["x", "three"], ["t"]),
+               mk("Clip", ["t", "zero", "six"], ["c"]),
+               mk("Mul", ["x", "c"], ["m"]), mk("Div", ["m", "six"], ["y"])],
+              [("x", x)], [("y", hswish(x))], 13, initializers=consts)
+    x2 = rng.uniform(-6, 6, (3, 16, 9)).astype(f32)
+    node_case("test_fuse_hard_swish_chain_clip_attrs_opset10",
+              [mk("Add", ["three", "x"], ["t"]),
+               mk("Clip", ["t"], ["c"], min=0.0, max=6.0),
+               mk("Mul", ["c", "x"], ["m"]), mk("Div", ["m", "six"], ["y"])],
+              [("x", x2)], [("y", hswish(x2))], 10,
+              initializers=[consts[0], consts[2]])
+    node_case("test_fuse_hard_swish_product_read_twice_opset13",
+              [mk("Add", ["x", "three"], ["t"]),
+               mk("Clip", ["t", "zero", "six"], ["c"]),
+               mk("Mul", ["x", "c"], ["m"]), mk("Div", ["m", "six"], ["y"]),
+               mk("Neg", ["m"], ["n"])],
+              [("x", x2)], [("y", hswish(x2)), ("n", -(x2 * np.clip(
+                  x2 + f32(3), f32(0), f32(6))))], 13, initializers=consts)
+
 if __name__ == "__main__":
     initializers_ir3()
     external()
@@ -2381,3 +2420,4 @@ if __name__ == "__main__":
     convtranspose_tile_cases()
     affine_fold_cases()
     banded_conv_cases()
+    hard_swish_chain_cases()
