@@ -151,6 +151,43 @@ static SN_VECTOR_CLONES void copy_strided(float *restrict out,
 }
 
 /*
+ * Output rows [oy, oy + n) of one tap (img's plane, tap origin by, bx;
+ * rows [y0, y1) and columns [x0, x1) inside the input, x0 < x1) into out,
+ * where both strides are 1 and rows are as wide as the input's: then the
+ * rows inside read one contiguous run of the plane, (row, x0) to (last
+ * row, x1 - 1), which a single copy moves, and the columns outside
+ * [x0, x1) that it fills with the neighbouring rows' ends are zeroed
+ * after (a 3 x 3 convolution's one column each side), where a copy and
+ * two clears per row cost more than the copying.
+ */
+static void rows_shifted(const sn_im2col_desc *d, const float *img,
+                         long long by, long long bx, size_t oy, size_t n,
+                         size_t y0, size_t y1, size_t x0, size_t x1,
+                         float *out)
+{
+    const size_t w = d->out_w, end = oy + n;
+    const size_t a = oy > y0 ? oy : y0, b = end < y1 ? end : y1;
+
+    if (a >= b) { /* every row outside */
+        memset(out, 0, n * w * sizeof *out);
+        return;
+    }
+    memset(out, 0, ((a - oy) * w + x0) * sizeof *out);
+    memcpy(out + (a - oy) * w + x0,
+           img + (size_t)(by + (long long)a) * w + (size_t)(bx + (long long)x0),
+           ((b - a - 1) * w + (x1 - x0)) * sizeof *out);
+    memset(out + (b - 1 - oy) * w + x1, 0,
+           ((end - b) * w + (w - x1)) * sizeof *out);
+    for (size_t y = a; y + 1 < b; y++) { /* the wrapped columns */
+        float *r = out + (y - oy) * w;
+        for (size_t x = x1; x < w; x++)
+            r[x] = 0.0f;
+        for (size_t x = 0; x < x0; x++)
+            r[w + x] = 0.0f;
+    }
+}
+
+/*
  * Units [u0, u1) of im2col, unit u = dst row u / out_h (channel c, tap ky,
  * kx), output row u % out_h.  src: (channels, in_h, in_w); dst: (channels *
  * k_h * k_w, out_h * out_w).
@@ -179,6 +216,14 @@ static void im2col_units(const sn_im2col_desc *d, const float *src,
 
         span(by, d->stride_h, 0, in_h, d->out_h, &y0, &y1);
         span(bx, d->stride_w, 0, in_w, d->out_w, &x0, &x1);
+        if (d->stride_w == 1 && d->stride_h == 1 && d->in_w == d->out_w &&
+            x0 < x1) {
+            const size_t oy = u0 % d->out_h, n = oy_end - u0;
+            rows_shifted(d, img, by, bx, oy, n, y0, y1, x0, x1,
+                         dst + u0 * d->out_w);
+            u0 = oy_end;
+            continue;
+        }
         for (size_t oy = u0 % d->out_h; u0 < oy_end; u0++, oy++) {
             float *out = dst + u0 * d->out_w; /* dst row `row`, row oy */
             if (oy < y0 || oy >= y1 || x0 == x1) {

@@ -1202,6 +1202,29 @@ Test(kernels, im2col_with_pads_strides_dilations_and_one_dimension)
     }
 }
 
+/* Unit strides with rows as wide as the input's (a "same" convolution):
+ * the rows a tap reads inside the input are one contiguous run of it,
+ * copied at once, the wrapped columns cleared after; 5 x 5, dilation 2,
+ * 1 x 3, pads larger than the kernel (taps whose rows are all outside),
+ * asymmetric pads. */
+Test(kernels, im2col_of_same_convolutions_copies_runs_of_rows)
+{
+    static const window_case cases[] = {
+        /* ch ih iw kh kw sh sw dh dw pt pl pb pr ceil */
+        {2, 9, 7, 5, 5, 1, 1, 1, 1, 2, 2, 2, 2, 0},
+        {3, 6, 12, 3, 3, 1, 1, 2, 2, 2, 2, 2, 2, 0},
+        {2, 5, 8, 1, 3, 1, 1, 1, 1, 0, 1, 0, 1, 0},
+        {2, 4, 9, 3, 3, 1, 1, 1, 1, 3, 1, 3, 1, 0},
+        {2, 7, 10, 3, 3, 1, 1, 1, 1, 1, 2, 1, 0, 0},
+        {1, 3, 1, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 0},
+    };
+    FOR_EACH_DEVICE(dev)
+    {
+        for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
+            im2col_case(dev, &cases[i]);
+    }
+}
+
 static void pool_case(sn_device *dev, const window_case *c, sn_pool_op op,
                       int include_pad)
 {
