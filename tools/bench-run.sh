@@ -22,6 +22,14 @@ echo
 echo "== Conv nets on cpu:0 against ONNX Runtime, 1 and 2 threads"
 "$(dirname "$0")/bench-convnets.sh" "$b"
 echo
+echo "== Convolution layers on cpu:0 against XNNPACK, 1 thread"
+if [ -x "$b/tools/bench_xnnpack" ]; then
+    SHARDNET_CPU_THREADS=1 "$b/tools/bench_xnnpack"
+else
+    echo "skipped: configure did not find XNNPACK (Debian: libxnnpack-dev" \
+        "libpthreadpool-dev)"
+fi
+echo
 echo "== Splits over two simulated sockets of one core"
 "$(dirname "$0")/bench-split.sh" "$b"
 if command -v mpirun >/dev/null 2>&1 && [ -x "$b/tests/test_mpi" ]; then
