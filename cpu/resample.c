@@ -7,6 +7,7 @@
 #include <config.h>
 
 #include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "cpu_kernels.h"
@@ -112,6 +113,142 @@ static SN_VECTOR_CLONES void twice_row(const float *x, float *restrict y,
         y[2 * i] = y[2 * i + 1] = x[i];
 }
 
+/*
+ * The last axis' taps decoded once for every row: column q's taps read
+ * input elements idx[q * tw + j] with weights w[...], or out[q] is set
+ * where one lies outside (the output is the fill).  NULL members when
+ * memory is short (the rows then decode the table per element).
+ */
+typedef struct cols {
+    int32_t *i0, *i1; /* two taps (tw = 2): the two indices, apart */
+    float *w0, *w1;
+    size_t *idx;
+    float *w, *sum; /* sum: one row of the leading taps' sums */
+    unsigned char *out;
+} cols;
+
+static void cols_free(cols *k)
+{
+    free(k->i0);
+    free(k->i1);
+    free(k->w0);
+    free(k->w1);
+    free(k->idx);
+    free(k->w);
+    free(k->sum);
+    free(k->out);
+}
+
+/* 1 with k filled, 0 when memory is short or the row of sums would cost
+ * more than the outputs (a large downsampling). */
+static int cols_make(const sn_resample_desc *d, const float *tl, cols *k)
+{
+    const size_t last = d->rank - 1, ow = d->out[last], tw = d->taps[last];
+    const size_t in = d->in[last];
+    memset(k, 0, sizeof *k);
+    if (in > 4 * ow * tw)
+        return 0;
+    k->idx = malloc(ow * tw * sizeof *k->idx);
+    k->w = malloc(ow * tw * sizeof *k->w);
+    k->sum = malloc((in ? in : 1) * sizeof *k->sum);
+    k->out = calloc(ow ? ow : 1, 1);
+    if (!k->idx || !k->w || !k->sum || !k->out) {
+        cols_free(k);
+        return 0;
+    }
+    for (size_t q = 0; q < ow; q++)
+        for (size_t j = 0; j < tw; j++) {
+            const float fi = tl[2 * (q * tw + j)];
+            const int inside = fi >= 0.0f && fi < (float)in;
+            k->out[q] |= !inside;
+            k->idx[q * tw + j] = inside ? (size_t)fi : 0;
+            k->w[q * tw + j] = tl[2 * (q * tw + j) + 1];
+        }
+    /* Two taps, every output inside (linear resizing): one vector loop */
+    if (tw == 2 && in <= INT32_MAX && !memchr(k->out, 1, ow)) {
+        k->i0 = malloc(ow * sizeof *k->i0);
+        k->i1 = malloc(ow * sizeof *k->i1);
+        k->w0 = malloc(ow * sizeof *k->w0);
+        k->w1 = malloc(ow * sizeof *k->w1);
+        if (k->i0 && k->i1 && k->w0 && k->w1) {
+            for (size_t q = 0; q < ow; q++) {
+                k->i0[q] = (int32_t)k->idx[2 * q];
+                k->i1[q] = (int32_t)k->idx[2 * q + 1];
+                k->w0[q] = k->w[2 * q];
+                k->w1[q] = k->w[2 * q + 1];
+            }
+        } else {
+            free(k->i0);
+            k->i0 = NULL;
+        }
+    }
+    return 1;
+}
+
+/* y[q] = (0 + w0[q] s[i0[q]]) + w1[q] s[i1[q]], each product rounded
+ * before its sum (no fused multiply-add: the bits of the loop over taps
+ * in row_by_cols()), 16 outputs at a time by gathers. */
+static SN_VECTOR_CLONES __attribute__((optimize("fp-contract=off"))) void
+two_taps(size_t ow, const int32_t *i0, const int32_t *i1, const float *w0,
+         const float *w1, const float *s, float *restrict y)
+{
+#pragma omp simd
+    for (size_t q = 0; q < ow; q++) {
+        const float a = w0[q] * s[i0[q]], b = w1[q] * s[i1[q]];
+        y[q] = (0.0f + a) + b;
+    }
+}
+
+/* s[i] = (0 + w_0 x_0[i]) + w_1 x_1[i] + ... over the leading taps c,
+ * each product rounded before its sum (no fused multiply-add, as the
+ * loop over taps per element sums). */
+static SN_VECTOR_CLONES __attribute__((optimize("fp-contract=off"))) void
+lead_sums(size_t in, const lead *c, size_t nc, const float *xp,
+          float *restrict s)
+{
+#pragma omp simd
+    for (size_t i = 0; i < in; i++)
+        s[i] = 0.0f;
+    for (size_t e = 0; e < nc; e++) {
+        const float w = c[e].w, *xr = xp + c[e].off;
+#pragma omp simd
+        for (size_t i = 0; i < in; i++)
+            s[i] += w * xr[i];
+    }
+}
+
+/* Output row yr of the general resampling with the taps of k: first the
+ * leading taps' sum for every input column (each column's sum the same
+ * whichever output reads it), then each output's taps over those sums:
+ * the same additions in the same order as per element, without decoding
+ * the table for every element and tap. */
+static void row_by_cols(const sn_resample_desc *d, const cols *k,
+                        const float *xp, const lead *c, size_t nc,
+                        float *yr)
+{
+    const size_t last = d->rank - 1, ow = d->out[last], tw = d->taps[last];
+    const size_t in = d->in[last];
+    float *restrict s = k->sum;
+
+    lead_sums(in, c, nc, xp, s);
+    if (k->i0) {
+        two_taps(ow, k->i0, k->i1, k->w0, k->w1, s, yr);
+        return;
+    }
+    for (size_t q = 0; q < ow; q++) {
+        const size_t *iq = k->idx + q * tw;
+        const float *wq = k->w + q * tw;
+        float acc = 0.0f;
+        if (k->out[q]) {
+            yr[q] = d->fill;
+            continue;
+        }
+        for (size_t j = 0; j < tw; j++)
+            acc += wq[j] * s[iq[j]];
+        yr[q] = acc;
+    }
+}
+
 /* Output rows [r0, r1). */
 static void resample_rows(const sn_resample_desc *d, const float *x,
                           const float *t, float *y, size_t r0, size_t r1)
@@ -132,6 +269,8 @@ static void resample_rows(const sn_resample_desc *d, const float *x,
     const size_t f = nearest ? whole_factor(d, tl) : 0;
     size_t prev_off = SIZE_MAX; /* nearest: the input row that output row
                                  * r - 1 copied (SIZE_MAX: none) */
+    cols k = {0};
+    const int by_cols = !nearest && cols_make(d, tl, &k);
     for (size_t r = r0; r < r1; r++) {
         size_t o[SN_MAX_DIMS], rest = r % rows_per_plane, nc;
         const float *xp = x + (r / rows_per_plane) * in_plane;
@@ -161,6 +300,10 @@ static void resample_rows(const sn_resample_desc *d, const float *x,
             prev_off = off;
             continue;
         }
+        if (by_cols) {
+            row_by_cols(d, &k, xp, c, nc, yr);
+            continue;
+        }
         for (size_t q = 0; q < ow; q++) {
             const float *tq = tl + 2 * q * tw;
             float acc = 0.0f;
@@ -180,6 +323,7 @@ static void resample_rows(const sn_resample_desc *d, const float *x,
             yr[q] = acc;
         }
     }
+    cols_free(&k);
 }
 
 void sn_cpu_resample(const sn_resample_desc *d, const float *x,

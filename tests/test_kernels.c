@@ -1455,6 +1455,8 @@ Test(kernels, resample_sums_weighted_taps_per_axis_and_fills_outside)
                         t3[] = {1, 3, 2};
     static const size_t inb[] = {64, 96}, outb[] = {128, 192};
     static const size_t in1[] = {6}, out1[] = {13}, tw[] = {5};
+    /* a large downsampling: the taps decoded per element */
+    static const size_t ind[] = {3, 200}, outd[] = {2, 3};
     FOR_EACH_DEVICE(dev)
     {
         resample_case(dev, 3, 2, in2, out2, t1, 0);
@@ -1463,6 +1465,8 @@ Test(kernels, resample_sums_weighted_taps_per_axis_and_fills_outside)
         resample_case(dev, 2, 3, in3, out3, t3, 0);
         resample_case(dev, 3, 2, inb, outb, t2, 0);
         resample_case(dev, 4, 1, in1, out1, tw, 4);
+        resample_case(dev, 2, 2, ind, outd, t2, 0);
+        resample_case(dev, 2, 2, ind, outd, t2, 2);
     }
 }
 
