@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "exec/exec.h"
+#include "ops/ops.h"
 #include "ops/registry.h"
 #include "passes/passes.h"
 #include "passes/rewrite.h"
@@ -383,6 +384,59 @@ Test(passes, fuse_gate_makes_a_hard_swish_one_step_bit_exactly)
     cr_assert_eq(fused, 0, "the product is read by Neg too");
     cr_assert_eq(live_ops(g, "Div"), 1);
     sn_graph_free(g);
+}
+
+/* A Pad of zeros before a Conv: folded into the Conv's pads (added to its
+ * own), the same bits on every device; a Pad of ones and a reflecting
+ * one stay. */
+Test(passes, fold_pad_moves_zero_padding_into_the_conv_bit_exactly)
+{
+    static const struct {
+        const char *name;
+        int64_t pads[4];
+    } folds[] = {
+        {"test_fold_pad_conv_same_stride2_opset13", {0, 0, 1, 1}},
+        {"test_fold_pad_depthwise_onto_its_pads_opset11", {2, 1, 1, 3}},
+        {"test_fold_pad_conv_attribute_opset10", {1, 2, 1, 0}},
+    };
+    static const char *const stays[] = {
+        "test_fold_pad_of_ones_stays_opset13",
+        "test_fold_pad_reflect_stays_opset13"};
+    char path[256];
+    size_t folded;
+    for (size_t c = 0; c < 3; c++) {
+        snprintf(path, sizeof path, "../onnx_cases/node/%s/model.onnx",
+                 folds[c].name);
+        sn_graph *g = load_sorted(path);
+        runs before;
+        run_everywhere(g, 1, &before);
+        cr_assert_eq(sn_pass_fold_pad(g, &folded), SHARDNET_OK);
+        cr_assert_eq(folded, 1, "%s", folds[c].name);
+        cr_assert_eq(live_ops(g, "Pad"), 0);
+        for (size_t i = 0; i < g->nnodes; i++) {
+            const sn_node *n = &g->nodes[i];
+            if (n->dead)
+                continue;
+            int64_t pads[4];
+            size_t np;
+            cr_assert_eq(n->inputs[0], g->inputs[0], "the Conv reads x");
+            cr_assert_eq(sn_attr_ints(n, "pads", pads, 4, &np, NULL),
+                         SHARDNET_OK);
+            cr_assert_eq(np, 4);
+            cr_assert_arr_eq(pads, folds[c].pads, sizeof pads, "%s",
+                             folds[c].name);
+        }
+        expect_same_bits_everywhere(g, 1, &before);
+        sn_graph_free(g);
+    }
+    for (size_t c = 0; c < 2; c++) {
+        snprintf(path, sizeof path, "../onnx_cases/node/%s/model.onnx",
+                 stays[c]);
+        sn_graph *g = load_sorted(path);
+        cr_assert_eq(sn_pass_fold_pad(g, &folded), SHARDNET_OK);
+        cr_assert_eq(folded, 0, "%s", stays[c]);
+        sn_graph_free(g);
+    }
 }
 
 /* Before opset 7 an Add broadcasts only by attribute: left alone. */

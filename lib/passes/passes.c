@@ -13,6 +13,7 @@ static const struct {
     const char *done;
 } passes[] = {
     {sn_pass_fold_constants, "nodes folded to constants"},
+    {sn_pass_fold_pad, "pads folded into convolutions"},
     {sn_pass_fold_batchnorm, "batch norms folded"},
     {sn_pass_fold_affine, "scales and shifts folded into convolutions"},
     {sn_pass_fuse_gate, "hard swishes fused"},

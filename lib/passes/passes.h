@@ -14,6 +14,9 @@
  * the host, evaluated once: its outputs become constants
  * (fold_constants.c). */
 shardnet_status sn_pass_fold_constants(sn_graph *g, size_t *folded);
+/* A Pad of zeros before a Conv with finite constant weights, folded
+ * into the Conv's pads (fold_pad.c). */
+shardnet_status sn_pass_fold_pad(sn_graph *g, size_t *folded);
 /* BatchNormalization after a Conv or Gemm with constant weights, folded
  * into them (batchnorm.c). */
 shardnet_status sn_pass_fold_batchnorm(sn_graph *g, size_t *folded);

@@ -2379,6 +2379,67 @@ def hard_swish_chain_cases():
               [("x", x2)], [("y", hswish(x2)), ("n", -(x2 * np.clip(
                   x2 + f32(3), f32(0), f32(6))))], 13, initializers=consts)
 
+
+def pad_fold_cases():
+    """A Pad of zeros before a Conv, which a pass folds into the Conv's
+    pads: TensorFlow's "SAME" stride 2 (pads after only), pads added to the
+    Conv's own on a depthwise Conv with the zero given as an input, the
+    opset-10 attribute form; a Pad of ones and a reflecting Pad (not
+    folded)."""
+    rng = np.random.default_rng(1510)
+    mk = helper.make_node
+    f32 = np.float32
+
+    def r(*shape):
+        return rng.standard_normal(shape).astype(f32)
+
+    def i64(*v):
+        return np.array(v, np.int64)
+
+    x, w, b = r(1, 3, 9, 8), r(4, 3, 3, 3), r(4)
+    node_case("test_fold_pad_conv_same_stride2_opset13",
+              [mk("Pad", ["x", "pads"], ["p"]),
+               mk("Conv", ["p", "w", "b"], ["y"], strides=[2, 2])],
+              [("x", x)],
+              [("y", ref_conv(x, w, b, [2, 2], [0, 0, 1, 1], [1, 1]))], 13,
+              initializers=[("pads", i64(0, 0, 0, 0, 0, 0, 1, 1)),
+                            ("w", w), ("b", b)])
+    x, w = r(2, 3, 6, 7), r(3, 1, 3, 3)
+    zb = np.zeros(1, f32)
+    y = np.concatenate([ref_conv(x[:, i:i + 1], w[i:i + 1], zb, [1, 1],
+                                 [2, 1, 1, 3], [1, 1]) for i in range(3)],
+                       axis=1)
+    node_case("test_fold_pad_depthwise_onto_its_pads_opset11",
+              [mk("Pad", ["x", "pads", "zero"], ["p"]),
+               mk("Conv", ["p", "w"], ["y"], group=3, pads=[1, 1, 1, 1])],
+              [("x", x)], [("y", y)], 11,
+              initializers=[("pads", i64(0, 0, 1, 0, 0, 0, 0, 2)),
+                            ("zero", np.array(0, f32)), ("w", w)])
+    x, w, b = r(1, 2, 5, 5), r(3, 2, 2, 2), r(3)
+    node_case("test_fold_pad_conv_attribute_opset10",
+              [mk("Pad", ["x"], ["p"], pads=[0, 0, 1, 2, 0, 0, 1, 0]),
+               mk("Conv", ["p", "w", "b"], ["y"])],
+              [("x", x)],
+              [("y", ref_conv(x, w, b, [1, 1], [1, 2, 1, 0], [1, 1]))], 10,
+              initializers=[("w", w), ("b", b)])
+    x, w, b = r(1, 2, 4, 4), r(2, 2, 3, 3), r(2)
+    xp = np.pad(x, [(0, 0), (0, 0), (1, 1), (1, 1)], constant_values=1)
+    node_case("test_fold_pad_of_ones_stays_opset13",
+              [mk("Pad", ["x", "pads", "one"], ["p"]),
+               mk("Conv", ["p", "w", "b"], ["y"])],
+              [("x", x)],
+              [("y", ref_conv(xp, w, b, [1, 1], [0, 0, 0, 0], [1, 1]))], 13,
+              initializers=[("pads", i64(0, 0, 1, 1, 0, 0, 1, 1)),
+                            ("one", np.array(1, f32)), ("w", w), ("b", b)])
+    xr = np.pad(x, [(0, 0), (0, 0), (1, 1), (1, 1)], mode="reflect")
+    node_case("test_fold_pad_reflect_stays_opset13",
+              [mk("Pad", ["x", "pads"], ["p"], mode="reflect"),
+               mk("Conv", ["p", "w", "b"], ["y"])],
+              [("x", x)],
+              [("y", ref_conv(xr, w, b, [1, 1], [0, 0, 0, 0], [1, 1]))], 13,
+              initializers=[("pads", i64(0, 0, 1, 1, 0, 0, 1, 1)),
+                            ("w", w), ("b", b)])
+
 if __name__ == "__main__":
     initializers_ir3()
     external()
@@ -2421,3 +2482,4 @@ if __name__ == "__main__":
     affine_fold_cases()
     banded_conv_cases()
     hard_swish_chain_cases()
+    pad_fold_cases()
