@@ -419,6 +419,28 @@ static void unary_range(const sn_unary_desc *d, size_t n, const float *x,
     }
 }
 
+/* Floats of op(x) a gated range computes at a time (on the stack). */
+#define GATE_CHUNK 1024
+
+/* unary_range(), then y = x * op(x) where d->gate: op(x) into a chunk on
+ * the stack (y may be x), then the products. */
+static void unary_gated(const sn_unary_desc *d, size_t n, const float *x,
+                        float *y)
+{
+    float t[GATE_CHUNK];
+    if (!d->gate) {
+        unary_range(d, n, x, y);
+        return;
+    }
+    for (size_t i0 = 0; i0 < n; i0 += GATE_CHUNK) {
+        const size_t m = n - i0 < GATE_CHUNK ? n - i0 : GATE_CHUNK;
+        unary_range(d, m, x + i0, t);
+#pragma omp simd
+        for (size_t i = 0; i < m; i++)
+            y[i0 + i] = x[i0 + i] * t[i];
+    }
+}
+
 void sn_cpu_unary(const sn_unary_desc *d, const float *x, float *y)
 {
     if (d->n > PARALLEL_MIN && omp_get_max_threads() > 1) {
@@ -427,10 +449,10 @@ void sn_cpu_unary(const sn_unary_desc *d, const float *x, float *y)
             size_t begin, end;
             thread_range(d->n, &begin, &end);
             if (begin < end)
-                unary_range(d, end - begin, x + begin, y + begin);
+                unary_gated(d, end - begin, x + begin, y + begin);
         }
     } else {
-        unary_range(d, d->n, x, y);
+        unary_gated(d, d->n, x, y);
     }
 }
 

@@ -230,13 +230,13 @@ float un_hard_swish(float x)
 
 /*
  * unary_NAME: y (n, from y_off) = op(x (n, from x_off)) with the op's
- * parameters alpha and beta; x and y may be the same memory.  The prefix
- * keeps the names clear of the built-ins.
+ * parameters alpha and beta, times x where gate is set; x and y may be
+ * the same memory.  The prefix keeps the names clear of the built-ins.
  */
 #define UNARY_KERNEL(NAME, OP)                                                \
     __kernel void unary_##NAME(uint n, __global const float *x, uint x_off,   \
                                __global float *y, uint y_off, float alpha,    \
-                               float beta)                                    \
+                               float beta, int gate)                          \
     {                                                                         \
         size_t gid = get_global_id(0);                                        \
         uint i;                                                               \
@@ -245,7 +245,8 @@ float un_hard_swish(float x)
             return;                                                           \
         i = (uint)gid;                                                        \
         v = x[x_off + i];                                                     \
-        y[y_off + i] = OP(v, alpha, beta);                                    \
+        y[y_off + i] = gate ? v * (float)(OP(v, alpha, beta))                 \
+                            : OP(v, alpha, beta);                             \
     }
 
 UNARY_KERNEL(relu, UN_RELU)

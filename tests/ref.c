@@ -227,8 +227,10 @@ float ref_unary_op(sn_unary_op op, float x, float alpha, float beta)
 
 void ref_unary(const sn_unary_desc *d, const float *x, float *y)
 {
-    for (size_t i = 0; i < d->n; i++)
-        y[i] = ref_unary_op(d->op, x[i], d->alpha, d->beta);
+    for (size_t i = 0; i < d->n; i++) {
+        const float v = ref_unary_op(d->op, x[i], d->alpha, d->beta);
+        y[i] = d->gate ? x[i] * v : v;
+    }
 }
 
 /* Element (o, r, j) of an (outer, len, inner) tensor. */

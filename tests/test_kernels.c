@@ -545,7 +545,27 @@ Test(kernels, unary_ops_match_libm)
             ref_unary(&d, in, want);
             expect_close(dev, sn_unary_op_name(op), got, want, n, 1e-5f,
                          1e-6f);
-            /* In place, at an offset. */
+            /* Gated (times x), as a pass fuses x * Sigmoid(x). */
+            d.gate = 1;
+            cr_assert_eq(sn_unary(dev, &d), SHARDNET_OK, "%s: %s",
+                         dev->info.name, shardnet_last_error());
+            read_back(by, got, n);
+            ref_unary(&d, in, want);
+            expect_close(dev, "gated unary", got, want, n, 1e-5f, 1e-6f);
+            /* In place, at an offset (gated; the op alone below). */
+            sn_buffer *bg = make_buffer(dev, in, n);
+            d.x = (sn_view){bg, 5};
+            d.y = (sn_view){bg, 5};
+            d.n = n - 5;
+            cr_assert_eq(sn_unary(dev, &d), SHARDNET_OK);
+            read_back(bg, got, n);
+            expect_close(dev, "in-place gated unary", got + 5, want + 5,
+                         n - 5, 1e-5f, 1e-6f);
+            sn_buffer_free(bg);
+            d.gate = 0;
+            d.x = (sn_view){bx, 0};
+            d.n = n;
+            ref_unary(&d, in, want);
             d.x = (sn_view){bx, 5};
             d.y = (sn_view){bx, 5};
             d.n = n - 5;

@@ -386,6 +386,43 @@ Test(passes, fuse_gate_makes_a_hard_swish_one_step_bit_exactly)
     sn_graph_free(g);
 }
 
+/* x * Sigmoid(x) and x * HardSigmoid(x) become the unary node alone,
+ * marked gate_mul, with the two nodes' bits on every device; a Sigmoid
+ * that is also read elsewhere stays apart. */
+Test(passes, fuse_gate_moves_the_mul_by_x_into_the_unary_bit_exactly)
+{
+    static const struct {
+        const char *name, *op;
+    } cases[] = {{"test_fuse_silu_opset13", "Sigmoid"},
+                 {"test_fuse_hard_sigmoid_gate_opset13", "HardSigmoid"}};
+    char path[256];
+    size_t fused;
+    for (size_t c = 0; c < 2; c++) {
+        snprintf(path, sizeof path, "../onnx_cases/node/%s/model.onnx",
+                 cases[c].name);
+        sn_graph *g = load_sorted(path);
+        runs before;
+        run_everywhere(g, 1, &before);
+        cr_assert_eq(sn_pass_fuse_gate(g, &fused), SHARDNET_OK);
+        cr_assert_eq(fused, 1, "%s", cases[c].name);
+        cr_assert_eq(live_ops(g, "Mul"), 0);
+        cr_assert_eq(live_ops(g, cases[c].op), 1);
+        for (size_t i = 0; i < g->nnodes; i++)
+            if (!g->nodes[i].dead) {
+                cr_assert_eq(g->nodes[i].outputs[0], g->outputs[0]);
+                cr_assert_eq(sn_attr_int(&g->nodes[i], "gate_mul", 0), 1);
+            }
+        expect_same_bits_everywhere(g, 1, &before);
+        sn_graph_free(g);
+    }
+    sn_graph *g = load_sorted("../onnx_cases/node/"
+                              "test_fuse_silu_sigmoid_read_twice_opset13/"
+                              "model.onnx");
+    cr_assert_eq(sn_pass_fuse_gate(g, &fused), SHARDNET_OK);
+    cr_assert_eq(fused, 0, "the Sigmoid is an output too");
+    sn_graph_free(g);
+}
+
 /* A Pad of zeros before a Conv: folded into the Conv's pads (added to its
  * own), the same bits on every device; a Pad of ones and a reflecting
  * one stay. */

@@ -242,6 +242,7 @@ shardnet_status sn_cl_unary(sn_device *dev, const sn_unary_desc *d)
     const char *what = sn_unary_op_name(d->op);
     cl_uint n, x_off, y_off;
     cl_float alpha = d->alpha, beta = d->beta;
+    cl_int gate = d->gate;
     cl_mem x = d->x.buf->handle, y = d->y.buf->handle;
     char name[64];
 
@@ -255,9 +256,9 @@ shardnet_status sn_cl_unary(sn_device *dev, const sn_unary_desc *d)
     snprintf(name, sizeof name, "unary_%s", what);
     {
         karg args[] = {ARG(n),     ARG(x),     ARG(x_off), ARG(y),
-                       ARG(y_off), ARG(alpha), ARG(beta)};
+                       ARG(y_off), ARG(alpha), ARG(beta),  ARG(gate)};
         return run_kernel(dev, &cd->unary[d->op], PROG_ELEMENTWISE, name,
-                          what, args, 7, d->n);
+                          what, args, 8, d->n);
     }
 }
 

@@ -214,12 +214,16 @@ typedef enum sn_unary_op {
     SN_UNARY_COUNT
 } sn_unary_op;
 
-/* y[i] = op(x[i]) for i in [0, n); x and y may be the same memory. */
+/* y[i] = op(x[i]) for i in [0, n); x and y may be the same memory.  With
+ * gate set, y[i] = x[i] * op(x[i]), op's result rounded to float first:
+ * a Mul of x by Sigmoid(x) (the SiLU) or HardSigmoid(x), fused by a pass
+ * (lib/passes/fuse_gate.c) with the bits of the two nodes. */
 typedef struct sn_unary_desc {
     sn_unary_op op;
     size_t n;
     sn_view x, y;
     float alpha, beta;
+    int gate;
 } sn_unary_desc;
 
 /*

@@ -171,7 +171,7 @@ shardnet_status sn_unary(sn_device *dev, const sn_unary_desc *d)
         sn_check_device(dev, dev ? dev->ops->unary : NULL, "unary op");
     if (st != SHARDNET_OK)
         return st;
-    if (!d || (unsigned)d->op >= SN_UNARY_COUNT)
+    if (!d || (unsigned)d->op >= SN_UNARY_COUNT || (unsigned)d->gate > 1)
         return sn_error(SHARDNET_INVALID_ARGUMENT,
                         "unary op on %s: bad descriptor", dev->info.name);
     if (d->n == 0)

@@ -496,6 +496,13 @@ static shardnet_status fold_unary(sn_lower *L, const sn_node *n,
             sn_fold_unary_int(u->op, sn_rt_get_int(x, i), u->alpha, u->beta,
                               &v))
             sn_store_value(t, d, i, 0, v, 1);
+        else if (u->gate) /* x times op(x) rounded to float, as a Mul */
+            sn_store_value(t, d, i,
+                           sn_rt_get_double(x, i) *
+                               (float)sn_fold_unary(u->op,
+                                                    sn_rt_get_double(x, i),
+                                                    u->alpha, u->beta),
+                           0, 0);
         else
             sn_store_value(t, d, i,
                            sn_fold_unary(u->op, sn_rt_get_double(x, i),
@@ -527,6 +534,11 @@ SN_LOWER(sn_lower_unary)
         s.u.unary.alpha = sn_attr_int(n, "detect_positive", 1) != 0;
         s.u.unary.beta = sn_attr_int(n, "detect_negative", 1) != 0;
     }
+    /* Mul(x, Sigmoid(x)) or Mul(x, HardSigmoid(x)) fused by
+     * lib/passes/fuse_gate.c */
+    s.u.unary.gate = sn_attr_int(n, "gate_mul", 0) != 0 &&
+                     (s.u.unary.op == SN_UNARY_SIGMOID ||
+                      s.u.unary.op == SN_UNARY_HARD_SIGMOID);
     if (s.u.unary.op == SN_UNARY_GELU &&
         !strcmp(sn_attr_string(n, "approximate", "none"), "tanh"))
         s.u.unary.op = SN_UNARY_GELU_TANH;

@@ -1,6 +1,14 @@
 /*
- * The pass that fuses a hard swish exported as four nodes (PaddlePaddle's
- * exporter; PyTorch's before opset 14):
+ * The pass that fuses gates, x times a function of x, into one step.
+ *
+ * A Sigmoid or HardSigmoid of x whose result only a Mul by x reads (the
+ * SiLU of YOLO and EfficientNet exports, x * Sigmoid(x); a hard swish as
+ * x * HardSigmoid(x)): the unary node takes the Mul over, marked
+ * gate_mul = 1, and its step multiplies by x as it stores (the unary's
+ * result rounded to float first, as the Mul read it: the same bits).
+ *
+ * A hard swish exported as four nodes (PaddlePaddle's exporter; PyTorch's
+ * before opset 14):
  *     t = Add(x, a)   c = Clip(t, 0, b)   m = Mul(x, c)   y = Div(m, b)
  * with a and b scalar float constants, b finite and above 0, and t, c, m
  * read by the chain alone.  The Clip takes the chain over: it reads x
@@ -92,6 +100,23 @@ static int match(const sn_graph *g, const int *uses, size_t ci, int *x,
            const_scalar(g, (*div)->inputs[1], &d) && d == *b;
 }
 
+/* Sigmoid or HardSigmoid u (node ui) read by a Mul by its input alone:
+ * that Mul, or NULL. */
+static sn_node *gate_mul(const sn_graph *g, const int *uses, size_t ui)
+{
+    const sn_node *u = &g->nodes[ui];
+    if ((!sn_pass_is_op(u, "Sigmoid") && !sn_pass_is_op(u, "HardSigmoid")) ||
+        u->ninputs != 1 || u->noutputs != 1 || u->inputs[0] < 0 ||
+        sn_node_attr(u, "gate_mul"))
+        return NULL;
+    sn_node *m = sn_pass_sole_consumer((sn_graph *)g, uses, u->outputs[0]);
+    return m && plain_binary(m, "Mul") &&
+                   sn_pass_other_operand(m, "Mul", u->outputs[0]) ==
+                       u->inputs[0]
+               ? m
+               : NULL;
+}
+
 shardnet_status sn_pass_fuse_gate(sn_graph *g, size_t *fused)
 {
     int *uses;
@@ -105,6 +130,17 @@ shardnet_status sn_pass_fuse_gate(sn_graph *g, size_t *fused)
         sn_attr *at;
         float a, b;
         int x;
+        if ((mul = gate_mul(g, uses, i)) != NULL) {
+            if (!(at = sn_node_add_attr(&g->nodes[i], "gate_mul",
+                                        SN_ATTR_INT))) {
+                free(uses);
+                return sn_error(SHARDNET_OUT_OF_MEMORY, "fusing gates");
+            }
+            at->i = 1;
+            sn_pass_absorb(g, i, mul);
+            (*fused)++;
+            continue;
+        }
         if (!match(g, uses, i, &x, &a, &b, &add, &mul, &div))
             continue;
         /* (each attribute added may move the others) */

@@ -16,7 +16,7 @@ static const struct {
     {sn_pass_fold_pad, "pads folded into convolutions"},
     {sn_pass_fold_batchnorm, "batch norms folded"},
     {sn_pass_fold_affine, "scales and shifts folded into convolutions"},
-    {sn_pass_fuse_gate, "hard swishes fused"},
+    {sn_pass_fuse_gate, "gates (SiLU, hard swish) fused"},
     {sn_pass_fuse_bias, "biases fused"},
     {sn_pass_fuse_activation, "activations fused"},
     {sn_pass_fuse_binary_activation, "activations fused into binary ops"},

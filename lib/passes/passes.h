@@ -23,8 +23,9 @@ shardnet_status sn_pass_fold_batchnorm(sn_graph *g, size_t *folded);
 /* A Mul and an Add by constants (one value, or one per channel) after a
  * Conv, folded into its weights and bias (fold_affine.c). */
 shardnet_status sn_pass_fold_affine(sn_graph *g, size_t *folded);
-/* A hard swish exported as Add, Clip, Mul and Div by constants, fused
- * into the Clip, which computes the four in one step (fuse_gate.c). */
+/* x times Sigmoid(x) or HardSigmoid(x), fused into the unary node; a
+ * hard swish exported as Add, Clip, Mul and Div by constants, fused into
+ * the Clip, which computes the four in one step (fuse_gate.c). */
 shardnet_status sn_pass_fuse_gate(sn_graph *g, size_t *fused);
 /* A constant bias added after a MatMul, moved into it (fuse_bias.c). */
 shardnet_status sn_pass_fuse_bias(sn_graph *g, size_t *fused);

@@ -2440,6 +2440,34 @@ def pad_fold_cases():
               initializers=[("pads", i64(0, 0, 1, 1, 0, 0, 1, 1)),
                             ("w", w), ("b", b)])
 
+
+def gate_mul_cases():
+    """x times Sigmoid(x) (the SiLU) and x times HardSigmoid(x), which a pass
+    fuses into the unary step; a Sigmoid read again (not fused)."""
+    rng = np.random.default_rng(1511)
+    mk = helper.make_node
+    f32 = np.float32
+    x = np.concatenate([rng.uniform(-9, 9, 1200),
+                        [0, -0.0, 30, -30, 88, -88, 1e-30, -3, 3]]
+                       ).astype(f32)[:1209].reshape(3, 13, 31)
+
+    def sigmoid(v):
+        return (1 / (1 + np.exp(-v.astype(np.float64)))).astype(f32)
+
+    def hard_sigmoid(v, a, b):
+        return np.clip(v * f32(a) + f32(b), 0, 1).astype(f32)
+
+    node_case("test_fuse_silu_opset13",
+              [mk("Sigmoid", ["x"], ["s"]), mk("Mul", ["x", "s"], ["y"])],
+              [("x", x)], [("y", x * sigmoid(x))], 13)
+    node_case("test_fuse_hard_sigmoid_gate_opset13",
+              [mk("HardSigmoid", ["x"], ["s"], alpha=1 / 6, beta=0.5),
+               mk("Mul", ["s", "x"], ["y"])],
+              [("x", x)], [("y", x * hard_sigmoid(x, 1 / 6, 0.5))], 13)
+    node_case("test_fuse_silu_sigmoid_read_twice_opset13",
+              [mk("Sigmoid", ["x"], ["s"]), mk("Mul", ["x", "s"], ["y"])],
+              [("x", x)], [("y", x * sigmoid(x)), ("s", sigmoid(x))], 13)
+
 if __name__ == "__main__":
     initializers_ir3()
     external()
@@ -2483,3 +2511,4 @@ if __name__ == "__main__":
     banded_conv_cases()
     hard_swish_chain_cases()
     pad_fold_cases()
+    gate_mul_cases()
