@@ -511,7 +511,21 @@ static inline __attribute__((always_inline)) void load16(v16 *v,
 
 static inline __attribute__((always_inline)) float act1(sn_act act, float v)
 {
-    return act == SN_ACT_RELU && v < 0.0f ? 0.0f : v;
+    if (act != SN_ACT_NONE && v < 0.0f)
+        v = 0.0f;
+    return act == SN_ACT_RELU6 && v > 6.0f ? 6.0f : v;
+}
+
+/* act1() on 16 outputs in place: the masks keep NaN. */
+static inline __attribute__((always_inline)) void act16(sn_act act, v16 *v)
+{
+    if (act != SN_ACT_NONE) /* v < 0 ? 0 : v */
+        *v = (v16)((v16i)*v & ~(*v < 0.0f));
+    if (act == SN_ACT_RELU6) { /* then v > 6 ? 6 : v */
+        const v16 six = {6, 6, 6, 6, 6, 6, 6, 6, 6, 6, 6, 6, 6, 6, 6, 6};
+        const v16i gt = *v > six;
+        *v = (v16)(((v16i)*v & ~gt) | ((v16i)six & gt));
+    }
 }
 
 /* The geometry of one plane's output row: input rows [k0, k1) of the
@@ -727,8 +741,7 @@ dw_rows_s1(const sn_dwconv_desc *d, const float *pad, size_t pw,
                 const size_t col = (c0 + j) * VW;
                 float *o = out + r * ow + col;
                 v16 v = acc[j] + bias;
-                if (d->act == SN_ACT_RELU) /* v < 0 ? 0 : v, NaN kept */
-                    v = (v16)((v16i)v & ~(v < 0.0f));
+                act16(d->act, &v);
                 if (ow - col >= VW) {
                     memcpy(o, &v, sizeof v);
                 } else {
@@ -820,8 +833,7 @@ static SN_VECTOR_CLONES void dw_rows(const sn_dwconv_desc *d,
             const size_t col = cols[i];
             float *o = out + rows[i] * ow + col;
             v16 v = acc[i] + bias;
-            if (d->act == SN_ACT_RELU) /* v < 0 ? 0 : v, NaN kept */
-                v = (v16)((v16i)v & ~(v < 0.0f));
+            act16(d->act, &v);
             if (ow - col >= VW) {
                 memcpy(o, &v, sizeof v);
             } else {

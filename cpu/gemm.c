@@ -130,11 +130,17 @@ static void epilogue(const sn_gemm_desc *d, const float *bias,
             for (size_t j = 0; j < n; j++)
                 row[j] += rr[j];
         }
-        if (d->act == SN_ACT_RELU) {
+        if (d->act != SN_ACT_NONE) {
             /* The same expression as the RELU unary op: NaN passes. */
 #pragma omp simd
             for (size_t j = 0; j < n; j++)
                 row[j] = row[j] < 0.0f ? 0.0f : row[j];
+        }
+        if (d->act == SN_ACT_RELU6) {
+            /* then CLIP's upper bound */
+#pragma omp simd
+            for (size_t j = 0; j < n; j++)
+                row[j] = row[j] > 6.0f ? 6.0f : row[j];
         }
     }
 }

@@ -179,7 +179,7 @@ typedef struct tile_args {
     const float *bias_col; /* bias + c0, or NULL */
     const float *bias_row; /* bias + r, or NULL */
     const float *res;      /* the residual's element (r, c0), or NULL */
-    int relu;
+    sn_act act;
 } tile_args;
 
 /* The sums of one row, before the store: v0/v1 hold A B for the row and
@@ -227,10 +227,17 @@ static inline __attribute__((always_inline)) AVX512 void
 store_row(const tile_args *t, size_t i, __m512 v0, __m512 v1)
 {
     float *cr = t->c + i * t->ldc;
-    if (t->last && t->relu) {
+    if (t->last && t->act != SN_ACT_NONE) {
         const __m512 z = _mm512_setzero_ps();
         v0 = _mm512_mask_mov_ps(v0, _mm512_cmp_ps_mask(v0, z, _CMP_LT_OQ), z);
         v1 = _mm512_mask_mov_ps(v1, _mm512_cmp_ps_mask(v1, z, _CMP_LT_OQ), z);
+        if (t->act == SN_ACT_RELU6) {
+            const __m512 six = _mm512_set1_ps(6.0f);
+            v0 = _mm512_mask_mov_ps(
+                v0, _mm512_cmp_ps_mask(v0, six, _CMP_GT_OQ), six);
+            v1 = _mm512_mask_mov_ps(
+                v1, _mm512_cmp_ps_mask(v1, six, _CMP_GT_OQ), six);
+        }
     }
     _mm512_mask_storeu_ps(cr, t->m0, v0);
     _mm512_mask_storeu_ps(cr + 16, t->m1, v1);
@@ -331,7 +338,7 @@ static AVX512 void sgemm_block(const sn_gemm_desc *d, const float *a,
     t.ldc = d->ldc;
     t.alpha = d->alpha;
     t.beta = d->beta;
-    t.relu = d->act == SN_ACT_RELU;
+    t.act = d->act;
     for (size_t k0 = 0; k0 < k; k0 += kc_even) {
         const size_t kc = k - k0 < kc_even ? k - k0 : kc_even;
         t.kc = kc;

@@ -84,7 +84,7 @@ tile(const sn_gemm_desc *d, const int R, const int NV, const float *a,
     }
     const __m512 alpha = _mm512_set1_ps(d->alpha);
     const __m512 beta = _mm512_set1_ps(d->beta);
-    const __m512 zero = _mm512_setzero_ps();
+    const __m512 zero = _mm512_setzero_ps(), six = _mm512_set1_ps(6.0f);
     __m512 bcol[2] = {zero, zero};
     if (bias && !d->bias_rows) {
         bcol[0] = _mm512_maskz_loadu_ps(m0, bias);
@@ -111,9 +111,12 @@ tile(const sn_gemm_desc *d, const int R, const int NV, const float *a,
             if (res)
                 x = _mm512_add_ps(x, _mm512_maskz_loadu_ps(
                                          mk, res + (size_t)r * ldc + 16 * v));
-            if (d->act == SN_ACT_RELU) /* x < 0 ? 0 : x; NaN passes */
+            if (d->act != SN_ACT_NONE) /* x < 0 ? 0 : x; NaN passes */
                 x = _mm512_mask_blend_ps(
                     _mm512_cmp_ps_mask(x, zero, _CMP_LT_OQ), x, zero);
+            if (d->act == SN_ACT_RELU6) /* then x > 6 ? 6 : x */
+                x = _mm512_mask_blend_ps(
+                    _mm512_cmp_ps_mask(x, six, _CMP_GT_OQ), x, six);
             _mm512_mask_storeu_ps(crow + 16 * v, mk, x);
         }
     }

@@ -145,7 +145,8 @@ __kernel void pool_avg(uint n, __global const float *src, uint src_off,
  * src (images, channels, in_h, in_w) and w (channels * mult, k_h, k_w);
  * output channel o reads input channel o / mult.  Taps summed in (ky, kx)
  * order, positions outside the input left out, then the bias (has_bias)
- * and Relu (relu: v < 0 ? 0 : v).  nc = (channels, mult); n = images *
+ * and the activation (relu: 1 v < 0 ? 0 : v, 2 then v > 6 ? 6 : v).
+ * nc = (channels, mult); n = images *
  * channels * mult * out_h * out_w.
  */
 __kernel void dwconv(uint n, __global const float *src, uint src_off,
@@ -187,5 +188,7 @@ __kernel void dwconv(uint n, __global const float *src, uint src_off,
         acc += bias[bias_off + o];
     if (relu)
         acc = acc < 0.0f ? 0.0f : acc;
+    if (relu == 2)
+        acc = acc > 6.0f ? 6.0f : acc;
     dst[dst_off + (uint)gid] = acc;
 }

@@ -294,7 +294,8 @@ UNARY_KERNEL(isinf, UN_ISINF)
 /*
  * The fused GEMM epilogue, run after CLBlast over C (batch, m, n) stored
  * with leading dimension ldc and batch stride stride_c from c_off:
- * C += bias, then C += res, then ReLU when relu is set.  bias is n floats
+ * C += bias, then C += res, then ReLU when relu is set (and Relu6's upper
+ * bound, v > 6 ? 6 : v, when it is 2).  bias is n floats
  * from bias_off (one per column), m floats (one per row) when bias_rows is
  * set, or absent when has_bias is 0 (bias then points at any valid
  * buffer); res is laid out as C from res_off, or absent when has_res is 0
@@ -325,5 +326,7 @@ __kernel void gemm_epilogue(uint total, uint m, uint n, __global float *c,
         v += res[res_off + b * stride_c + i * ldc + j];
     if (relu)
         v = UN_RELU(v, 0.0f, 0.0f);
+    if (relu == 2)
+        v = v > 6.0f ? 6.0f : v;
     c[at] = v;
 }

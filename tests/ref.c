@@ -37,6 +37,8 @@ void ref_gemm(const sn_gemm_desc *d, const float *a, const float *b, float *c,
                     v += res[bi * d->stride_c + i * d->ldc + j];
                 if (d->act == SN_ACT_RELU)
                     v = ref_unary_op(SN_UNARY_RELU, v, 0.0f, 0.0f);
+                if (d->act == SN_ACT_RELU6)
+                    v = ref_unary_op(SN_UNARY_CLIP, v, 0.0f, 6.0f);
                 cb[i * d->ldc + j] = v;
             }
         }
@@ -872,6 +874,8 @@ void ref_dwconv(const sn_dwconv_desc *d, const float *src, const float *w,
                         acc += bias[o];
                     if (d->act == SN_ACT_RELU && acc < 0.0f)
                         acc = 0.0f;
+                    if (d->act == SN_ACT_RELU6)
+                        acc = ref_unary_op(SN_UNARY_CLIP, acc, 0.0f, 6.0f);
                     dst[((n * och + o) * d->out_h + oy) * d->out_w + ox] = acc;
                 }
 }

@@ -1779,7 +1779,7 @@ Test(cpu_sgemm_small, takes_only_narrow_short_untransposed_a)
 typedef struct dw_case {
     size_t images, ch, mult, in_h, in_w, k_h, k_w, s_h, s_w, d_h, d_w;
     size_t pt, pb, pl, pr;
-    int bias, relu;
+    int bias, relu; /* relu: 0 none, 1 Relu, 2 Relu6 */
     float bad; /* 0, or one weight of output channel 0 (Inf, NaN) */
 } dw_case;
 
@@ -1867,8 +1867,10 @@ static void dw_expect(const sn_dwconv_desc *d, const float *src,
                     float v = dw_expect_one(d, img, wo, oy, ox,
                                             fused[!fin]);
                     v += bias ? bias[o] : 0.0f; /* as the kernel: + 0 */
-                    if (d->act == SN_ACT_RELU && v < 0.0f)
+                    if (d->act != SN_ACT_NONE && v < 0.0f)
                         v = 0.0f;
+                    if (d->act == SN_ACT_RELU6 && v > 6.0f)
+                        v = 6.0f;
                     dst[((n * och + o) * d->out_h + oy) * d->out_w + ox] = v;
                 }
         }
@@ -1883,7 +1885,7 @@ static void check_dwconv(const dw_case *c, int threads)
         .in_h = c->in_h, .in_w = c->in_w, .k_h = c->k_h, .k_w = c->k_w,
         .stride_h = c->s_h, .stride_w = c->s_w, .dil_h = c->d_h,
         .dil_w = c->d_w, .pad_top = c->pt, .pad_left = c->pl,
-        .act = c->relu ? SN_ACT_RELU : SN_ACT_NONE,
+        .act = (sn_act)c->relu, /* 0, 1 Relu, 2 Relu6 */
     };
     d.out_h = dw_out_size(c->in_h, c->k_h, c->s_h, c->d_h, c->pt, c->pb);
     d.out_w = dw_out_size(c->in_w, c->k_w, c->s_w, c->d_w, c->pl, c->pr);
@@ -1899,7 +1901,9 @@ static void check_dwconv(const dw_case *c, int threads)
     char msg[256];
 
     ref_fill_random(src, ns, 71u + (unsigned)ns, -1.0f, 1.0f);
-    ref_fill_random(w, nw, 72u + (unsigned)nw, -1.0f, 1.0f);
+    /* Relu6: weights in [-4, 4], so that sums pass 6 */
+    ref_fill_random(w, nw, 72u + (unsigned)nw, c->relu == 2 ? -4.0f : -1.0f,
+                    c->relu == 2 ? 4.0f : 1.0f);
     ref_fill_random(bias, och, 73u, -1.0f, 1.0f);
     if (c->bad != 0.0f)
         w[nw > 1 ? 1 : 0] = c->bad;
@@ -1914,7 +1918,8 @@ static void check_dwconv(const dw_case *c, int threads)
              "pads t%zu l%zu b%zu r%zu -> %zux%zu%s%s bad %g, %d threads",
              c->images, c->ch, c->mult, c->in_h, c->in_w, c->k_h, c->k_w,
              c->s_h, c->s_w, c->d_h, c->d_w, c->pt, c->pl, c->pb, c->pr,
-             d.out_h, d.out_w, c->bias ? " bias" : "", c->relu ? " relu" : "",
+             d.out_h, d.out_w, c->bias ? " bias" : "",
+             c->relu == 2 ? " relu6" : c->relu ? " relu" : "",
              (double)c->bad, threads);
     size_t i = 0;
     while (i < nd && !memcmp(&got[i], &want[i], sizeof *got))
@@ -1980,7 +1985,7 @@ Test(cpu_dwconv, sums_in_order_on_every_width_stride_dilation_and_pad)
         c.pl = PICK(c.k_w + 1);
         c.pr = PICK(c.k_w + 1);
         c.bias = (int)PICK(2);
-        c.relu = (int)PICK(2);
+        c.relu = (int)PICK(3);
         c.bad = 0.0f;
 #undef PICK
         if (!dw_out_size(c.in_h, c.k_h, c.s_h, c.d_h, c.pt, c.pb) ||
@@ -2027,7 +2032,7 @@ Test(cpu_dwconv, rows_of_four_blocks_or_more_with_3_or_5_taps_one_column_apart)
                 c.pl = PICK(k + 1);
                 c.pr = PICK(k + 1);
                 c.bias = (int)PICK(2);
-                c.relu = (int)PICK(2);
+                c.relu = (int)PICK(3);
                 c.bad = it == 3 ? INFINITY : 0.0f;
 #undef PICK
                 if (!dw_out_size(c.in_h, c.k_h, c.s_h, c.d_h, c.pt, c.pb))

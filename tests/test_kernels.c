@@ -133,7 +133,8 @@ static void gemm_case_epilogue(sn_device *dev, size_t m, size_t n, size_t k,
              "gemm %zux%zux%zu ta=%d tb=%d batch=%zu%s bias=%s%s act=%s", m,
              n, k, ta, tb, batch, share_b ? " (shared B)" : "",
              bias_mode == 2 ? "rows" : bias_mode ? "columns" : "none",
-             residual ? " residual" : "", act == SN_ACT_RELU ? "relu" : "none");
+             residual ? " residual" : "",
+             act == SN_ACT_RELU6 ? "relu6" : act ? "relu" : "none");
     /* float sums of k products of values in [-1, 1] */
     expect_close(dev, what, got, want, nc, 1e-4f, 2e-6f * (float)k);
     sn_buffer_free(ba);
@@ -232,6 +233,27 @@ Test(kernels, gemm_adds_a_residual_after_the_bias_then_applies_relu)
                                    shapes[s][2], (int)(s & 1), 0, 3, 1, 0,
                                    0.5f, 0.25f, bias, 1, SN_ACT_RELU);
             }
+    }
+}
+
+/* Relu6 in the epilogue, on every CPU kernel's shapes (small products, B
+ * in place, transposed A through BLAS, one row, one column): sums of
+ * many products pass 6 both ways. */
+Test(kernels, gemm_applies_relu6_after_the_bias_and_residual)
+{
+    static const size_t shapes[][3] = {{5, 20, 128},   {24, 300, 600},
+                                       {13, 70, 600},  {1, 300, 700},
+                                       {300, 1, 700}};
+    FOR_EACH_DEVICE(dev)
+    {
+        for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {
+            gemm_case_epilogue(dev, shapes[s][0], shapes[s][1],
+                               shapes[s][2], 0, 0, 1, 0, 1, 1.0f, 0.0f, 2,
+                               (int)(s & 1), SN_ACT_RELU6);
+            gemm_case_epilogue(dev, shapes[s][0], shapes[s][1],
+                               shapes[s][2], 1, (int)(s & 1), 2, 1, 0, 0.5f,
+                               0.25f, 1, 0, SN_ACT_RELU6);
+        }
     }
 }
 
@@ -1698,6 +1720,8 @@ Test(kernels, roi_align_averages_or_maxes_bilinear_samples_per_bin)
 
 /* Depthwise convolution over the window cases: two images, a channel
  * multiplier of 1 or 2, with and without bias and Relu. */
+/* with_bias: 0 neither, 1 a bias and a Relu, 2 a bias and a Relu6 (the
+ * weights then in [-4, 4], so that sums pass 6). */
 static void dwconv_case(sn_device *dev, const window_case *c, size_t mult,
                         int with_bias)
 {
@@ -1705,9 +1729,9 @@ static void dwconv_case(sn_device *dev, const window_case *c, size_t mult,
         .images = 2, .channels = c->ch, .mult = mult, .in_h = c->in_h,
         .in_w = c->in_w, .k_h = c->k_h, .k_w = c->k_w, .stride_h = c->s_h,
         .stride_w = c->s_w, .dil_h = c->d_h, .dil_w = c->d_w,
-        .pad_top = c->pt, .pad_left = c->pl,
-        .act = with_bias ? SN_ACT_RELU : SN_ACT_NONE,
+        .pad_top = c->pt, .pad_left = c->pl, .act = (sn_act)with_bias,
     };
+    const float wmax = with_bias == 2 ? 4.0f : 1.0f;
     d.out_h = out_size(c->in_h, c->k_h, c->s_h, c->d_h, c->pt, c->pb,
                        c->ceil_mode);
     d.out_w = out_size(c->in_w, c->k_w, c->s_w, c->d_w, c->pl, c->pr,
@@ -1717,7 +1741,7 @@ static void dwconv_case(sn_device *dev, const window_case *c, size_t mult,
     const size_t nw = och * c->k_h * c->k_w;
     const size_t nd = 2 * och * d.out_h * d.out_w;
     float *src = random_floats(VIEW_OFF + ns, 93, -1.0f, 1.0f);
-    float *w = random_floats(VIEW_OFF + nw, 94, -1.0f, 1.0f);
+    float *w = random_floats(VIEW_OFF + nw, 94, -wmax, wmax);
     float *bias = random_floats(VIEW_OFF + och, 95, -1.0f, 1.0f);
     float *want = malloc(nd * sizeof *want), *got = malloc(nd * sizeof *got);
     cr_assert(want && got);
@@ -1741,7 +1765,7 @@ static void dwconv_case(sn_device *dev, const window_case *c, size_t mult,
     snprintf(what, sizeof what,
              "dwconv C=%zu x%zu %zux%zu k %zux%zu -> %zux%zu%s", c->ch, mult,
              c->in_h, c->in_w, c->k_h, c->k_w, d.out_h, d.out_w,
-             with_bias ? " bias relu" : "");
+             with_bias == 2 ? " bias relu6" : with_bias ? " bias relu" : "");
     /* the same sum in the same order; FMAs may round differently */
     expect_close(dev, what, got, want, nd, 1e-5f, 1e-5f);
     sn_buffer_free(bs);
@@ -1762,7 +1786,7 @@ Test(kernels, dwconv_with_pads_strides_dilations_multiplier_and_bias)
         for (size_t i = 0; i < sizeof window_cases / sizeof window_cases[0];
              i++)
             for (size_t mult = 1; mult <= 2; mult++)
-                for (int b = 0; b < 2; b++)
+                for (int b = 0; b < 3; b++)
                     dwconv_case(dev, &window_cases[i], mult, b);
     }
 }

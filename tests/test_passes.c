@@ -386,6 +386,46 @@ Test(passes, fuse_gate_makes_a_hard_swish_one_step_bit_exactly)
     sn_graph_free(g);
 }
 
+/* A Clip of bounds 0 and 6 (Relu6) after a Conv, a depthwise Conv (bounds
+ * as attributes), a Gemm, a grouped Conv with a bias: the product's
+ * epilogue (or its bias step) applies it, the same bits on every device;
+ * a Clip to 5 stays. */
+Test(passes, fuse_activation_moves_relu6_into_the_product_bit_exactly)
+{
+    static const char *const folds[] = {
+        "test_fuse_conv_relu6_opset13",
+        "test_fuse_depthwise_relu6_clip_attrs_opset10",
+        "test_fuse_gemm_relu6_opset13",
+        "test_fuse_grouped_conv_bias_relu6_opset13",
+        "test_fuse_matmul_sum_relu6_opset13"};
+    char path[256];
+    size_t fused;
+    for (size_t c = 0; c < 5; c++) {
+        snprintf(path, sizeof path, "../onnx_cases/node/%s/model.onnx",
+                 folds[c]);
+        sn_graph *g = load_sorted(path);
+        runs before;
+        run_everywhere(g, 1, &before);
+        cr_assert_eq(sn_pass_fuse_activation(g, &fused), SHARDNET_OK);
+        cr_assert_eq(fused, 1, "%s", folds[c]);
+        cr_assert_eq(live_ops(g, "Clip"), 0, "%s", folds[c]);
+        for (size_t i = 0; i < g->nnodes; i++)
+            if (!g->nodes[i].dead &&
+                g->nodes[i].outputs[0] == g->outputs[0])
+                cr_assert_str_eq(
+                    sn_attr_string(&g->nodes[i], "activation", ""), "Relu6");
+        expect_same_bits_everywhere(g, 1, &before);
+        sn_graph_free(g);
+    }
+    sn_graph *g = load_sorted("../onnx_cases/node/"
+                              "test_fuse_conv_clip_to_5_stays_opset13/"
+                              "model.onnx");
+    cr_assert_eq(sn_pass_fuse_activation(g, &fused), SHARDNET_OK);
+    cr_assert_eq(fused, 0);
+    cr_assert_eq(live_ops(g, "Clip"), 1);
+    sn_graph_free(g);
+}
+
 /* x * Sigmoid(x) and x * HardSigmoid(x) become the unary node alone,
  * marked gate_mul, with the two nodes' bits on every device; a Sigmoid
  * that is also read elsewhere stays apart. */

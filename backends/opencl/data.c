@@ -402,7 +402,7 @@ shardnet_status sn_cl_dwconv(sn_device *dev, const sn_dwconv_desc *d)
     cl_mem wt = d->weights.buf->handle;
     cl_mem bias = d->bias.buf ? d->bias.buf->handle : wt;
     cl_uint un, src_off, dst_off, w_off, bias_off;
-    cl_int has_bias = d->bias.buf != NULL, relu = d->act == SN_ACT_RELU;
+    cl_int has_bias = d->bias.buf != NULL, relu = (cl_int)d->act;
     cl_uint2 nc;
     shardnet_status st;
 

@@ -136,7 +136,7 @@ static shardnet_status gemm_epilogue(sn_device *dev, const sn_gemm_desc *d)
             bias_off = d->bias.buf ? (cl_uint)d->bias.offset : 0,
             res_off = d->res.buf ? (cl_uint)d->res.offset : 0;
     cl_int has_bias = d->bias.buf != NULL, bias_rows = d->bias_rows != 0,
-           has_res = d->res.buf != NULL, relu = d->act == SN_ACT_RELU;
+           has_res = d->res.buf != NULL, relu = (cl_int)d->act;
     cl_mem c = d->c.buf->handle;
     /* Without a bias or residual the kernel never reads it; any buffer
      * will do. */

@@ -88,9 +88,13 @@ typedef struct sn_view {
  * dimensions lda/ldb/ldc (elements between rows as stored).  Batch item b of
  * A starts at a.offset + b * stride_a (stride 0 reuses one matrix).
  */
+/* A fused activation: RELU x < 0 ? 0 : x; RELU6 then t > 6 ? 6 : t (the
+ * unary CLIP's expression with bounds 0 and 6, TensorFlow's Relu6 after
+ * a convolution); NaN passes both.  Binary ops take RELU only. */
 typedef enum sn_act {
     SN_ACT_NONE = 0,
-    SN_ACT_RELU = 1
+    SN_ACT_RELU = 1,
+    SN_ACT_RELU6 = 2
 } sn_act;
 
 /*

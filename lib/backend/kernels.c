@@ -131,7 +131,7 @@ shardnet_status sn_gemm(sn_device *dev, const sn_gemm_desc *d)
         return sn_error(SHARDNET_INVALID_ARGUMENT,
                         "gemm on %s: the residual overlaps C",
                         dev->info.name);
-    if ((unsigned)d->act > SN_ACT_RELU)
+    if ((unsigned)d->act > SN_ACT_RELU6)
         return sn_error(SHARDNET_INVALID_ARGUMENT, "gemm on %s: bad activation",
                         dev->info.name);
     return dev->ops->gemm(dev, d);
@@ -711,7 +711,7 @@ shardnet_status sn_dwconv(sn_device *dev, const sn_dwconv_desc *d)
         return st;
     if (!d || !d->mult || !d->k_h || !d->k_w || !d->stride_h ||
         !d->stride_w || !d->dil_h || !d->dil_w ||
-        (unsigned)d->act > SN_ACT_RELU)
+        (unsigned)d->act > SN_ACT_RELU6)
         return sn_error(SHARDNET_INVALID_ARGUMENT,
                         "dwconv on %s: bad activation, or multiplier, kernel, "
                         "stride or dilation 0",

@@ -18,8 +18,10 @@
 
 sn_act sn_fused_act(const sn_node *n)
 {
-    return strcmp(sn_attr_string(n, "activation", ""), "Relu") ? SN_ACT_NONE
-                                                                : SN_ACT_RELU;
+    const char *a = sn_attr_string(n, "activation", "");
+    return !strcmp(a, "Relu")    ? SN_ACT_RELU
+           : !strcmp(a, "Relu6") ? SN_ACT_RELU6
+                                 : SN_ACT_NONE;
 }
 
 int sn_axis(int64_t axis, int rank)

@@ -43,8 +43,8 @@ shardnet_status sn_emit_binary_act(sn_lower *L, const sn_node *n,
                                    sn_binary_op op, sn_act act, int ra,
                                    const int64_t *da, sn_view a, int rb,
                                    const int64_t *db, sn_view b, sn_view c);
-/* The Relu a pass fused into node n (attribute activation = "Relu"; see
- * lib/passes/fuse_activation.c), or none. */
+/* The activation a pass fused into node n (attribute activation = "Relu"
+ * or "Relu6"; see lib/passes/fuse_activation.c), or none. */
 sn_act sn_fused_act(const sn_node *n);
 /* The integer values of a host input (shape, axes, ...), at most cap. */
 shardnet_status sn_host_ints(const sn_node *n, const sn_rt *rt,

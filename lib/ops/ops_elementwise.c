@@ -245,13 +245,15 @@ static shardnet_status fold_binary(sn_lower *L, const sn_node *n,
         sn_fold_broadcast(n, op, a, b, rank, dims, a->dtype, &d);
     if (st != SHARDNET_OK)
         return st;
-    if (act == SN_ACT_RELU) {
+    if (act != SN_ACT_NONE) {
         sn_rt r = {.dtype = a->dtype, .rank = rank, .host = d};
         memcpy(r.dims, dims, (size_t)rank * sizeof *dims);
-        for (size_t k = 0, count = sn_rt_elements(&r); k < count; k++)
-            if (sn_rt_get_double(&r, k) < 0.0)
-                sn_store_value(a->dtype, d, k, 0.0, 0,
-                               !is_float_type(a->dtype));
+        for (size_t k = 0, count = sn_rt_elements(&r); k < count; k++) {
+            const double v = sn_rt_get_double(&r, k);
+            if (v < 0.0 || (act == SN_ACT_RELU6 && v > 6.0))
+                sn_store_value(a->dtype, d, k, v < 0.0 ? 0.0 : 6.0,
+                               v < 0.0 ? 0 : 6, !is_float_type(a->dtype));
+        }
     }
     return sn_out_host(L, n, 0, a->dtype, rank, dims, d);
 }
@@ -275,8 +277,19 @@ shardnet_status sn_emit_binary_act(sn_lower *L, const sn_node *n,
     s.u.binary.a = a;
     s.u.binary.b = b;
     s.u.binary.c = c;
-    s.u.binary.act = act;
-    return sn_emit(L, n, &s);
+    /* The binary kernels apply a Relu only; a Relu6 (a grouped
+     * convolution's bias or residual added after it) is a CLIP step on c
+     * after the binary one. */
+    s.u.binary.act = act == SN_ACT_RELU6 ? SN_ACT_NONE : act;
+    if ((st = sn_emit(L, n, &s)) != SHARDNET_OK || act != SN_ACT_RELU6)
+        return st;
+    size_t count = 1;
+    for (size_t i = 0; i < s.u.binary.rank; i++)
+        count *= s.u.binary.shape[i];
+    sn_step k = {.kind = SN_KERNEL_UNARY};
+    k.u.unary = (sn_unary_desc){.op = SN_UNARY_CLIP, .n = count, .x = c,
+                                .y = c, .alpha = 0.0f, .beta = 6.0f};
+    return sn_emit(L, n, &k);
 }
 
 /* One binary step c = a op b with numpy broadcasting. */
@@ -551,6 +564,11 @@ SN_LOWER(sn_lower_unary)
         s.u.unary.op = SN_UNARY_CLIP_GATE;
         s.u.unary.alpha = sn_attr_float(n, "gate_add", 0.0f);
         s.u.unary.beta = sn_attr_float(n, "gate_max", 0.0f);
+    } else if (s.u.unary.op == SN_UNARY_CLIP && sn_attr_int(n, "relu6", 0)) {
+        /* a Relu6 the tensor split applies after a sum of partial sums
+         * (lib/runtime/shard_products.c): x alone */
+        s.u.unary.alpha = 0.0f;
+        s.u.unary.beta = 6.0f;
     } else if (s.u.unary.op == SN_UNARY_CLIP) {
         s.u.unary.alpha = -INFINITY;
         s.u.unary.beta = INFINITY;

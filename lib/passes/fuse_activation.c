@@ -1,7 +1,9 @@
 /*
  * The passes that fuse a Relu into the node before it, which applies it
  * as it stores each result, so the bits are those of the two nodes:
- *   - the GEMM or convolution (Gemm, MatMul, Conv): the kernel's epilogue;
+ *   - the GEMM or convolution (Gemm, MatMul, Conv): the kernel's epilogue,
+ *     which also takes TensorFlow's Relu6 (a Clip with the constant bounds
+ *     0 and 6, with the Clip's expression);
  *   - the element-wise Add, Sub, Mul or Div (a residual block's Add then
  *     Relu): the binary step, with the unary Relu's expression.  The
  *     tensor split treats such a node as element-wise, never as linear
@@ -9,6 +11,7 @@
  */
 #include <config.h>
 
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -29,10 +32,27 @@ static int is_binary(const sn_node *n)
            n->ninputs == 2 && n->noutputs == 1;
 }
 
-/* Every node `takes` accepts, whose one output only a Relu reads, gets
- * the attribute activation=Relu and absorbs the Relu. */
+/* The activation node r is, where `relu6` allows a Clip: "Relu",
+ * "Relu6" (a Clip of bounds 0 and 6) or NULL. */
+static const char *activation_of(const sn_graph *g, const sn_node *r,
+                                 int relu6)
+{
+    float lo, hi;
+    if (!r || r->noutputs != 1 || r->ninputs < 1)
+        return NULL;
+    if (sn_pass_is_op(r, "Relu") && r->ninputs == 1)
+        return "Relu";
+    if (relu6 && sn_pass_is_op(r, "Clip") && !sn_node_attr(r, "gate_max") &&
+        !sn_node_attr(r, "relu6") && sn_pass_clip_bounds(g, r, &lo, &hi) &&
+        lo == 0.0f && !signbit(lo) && hi == 6.0f)
+        return "Relu6";
+    return NULL;
+}
+
+/* Every node `takes` accepts, whose one output only a Relu (or, with
+ * relu6, a Relu6) reads, gets the attribute activation and absorbs it. */
 static shardnet_status fuse_relu(sn_graph *g, int (*takes)(const sn_node *),
-                                 size_t *fused)
+                                 int relu6, size_t *fused)
 {
     int *uses = sn_pass_use_counts(g);
     *fused = 0;
@@ -43,11 +63,11 @@ static shardnet_status fuse_relu(sn_graph *g, int (*takes)(const sn_node *),
         if (!takes(p) || sn_node_attr(p, "activation"))
             continue;
         sn_node *r = sn_pass_sole_consumer(g, uses, p->outputs[0]);
-        if (!sn_pass_is_op(r, "Relu") || r->ninputs != 1 ||
-            r->noutputs != 1)
+        const char *act = activation_of(g, r, relu6);
+        if (!act || r->inputs[0] != p->outputs[0])
             continue;
         sn_attr *a = sn_node_add_attr(p, "activation", SN_ATTR_STRING);
-        if (!a || !(a->s = strdup("Relu"))) {
+        if (!a || !(a->s = strdup(act))) {
             free(uses);
             return sn_error(SHARDNET_OUT_OF_MEMORY, "fusing activations");
         }
@@ -61,11 +81,11 @@ static shardnet_status fuse_relu(sn_graph *g, int (*takes)(const sn_node *),
 /* Gemm / MatMul / Conv followed by Relu: the kernel's epilogue applies it. */
 shardnet_status sn_pass_fuse_activation(sn_graph *g, size_t *fused)
 {
-    return fuse_relu(g, is_product, fused);
+    return fuse_relu(g, is_product, 1, fused);
 }
 
 /* Add / Sub / Mul / Div followed by Relu: the binary step applies it. */
 shardnet_status sn_pass_fuse_binary_activation(sn_graph *g, size_t *fused)
 {
-    return fuse_relu(g, is_binary, fused);
+    return fuse_relu(g, is_binary, 0, fused);
 }

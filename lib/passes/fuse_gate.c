@@ -23,7 +23,6 @@
 #include <math.h>
 #include <stdlib.h>
 
-#include "ops/ops.h"
 #include "passes/rewrite.h"
 
 /* Value v is a float constant of rank 0: its value in *out. */
@@ -40,26 +39,6 @@ static int plain_binary(const sn_node *n, const char *op)
     return sn_pass_is_op(n, op) && n->ninputs == 2 && n->noutputs == 1 &&
            !sn_node_attr(n, "activation") && !sn_node_attr(n, "broadcast") &&
            !sn_node_attr(n, "axis");
-}
-
-/* Clip c's bound `which` ("min" or "max") as a constant, from its input
- * or its attribute as the opset says; -inf / +inf where absent.  0 when
- * it is not a constant. */
-static int clip_bound(const sn_graph *g, const sn_node *c, const char *which,
-                      float absent, float *out)
-{
-    int k;
-    if (sn_param_where(g, c, which, &k) != SHARDNET_OK)
-        return 0;
-    if (k < 0) {
-        *out = sn_attr_float(c, which, absent);
-        return 1;
-    }
-    if ((size_t)k >= c->ninputs || c->inputs[k] < 0) {
-        *out = absent;
-        return 1;
-    }
-    return const_scalar(g, c->inputs[k], out);
 }
 
 /* The chain through Clip c (node index ci): 1 with *x, *a, *b, the Add,
@@ -86,8 +65,7 @@ static int match(const sn_graph *g, const int *uses, size_t ci, int *x,
         *x = (*add)->inputs[1];
     else
         return 0;
-    if (*x < 0 || !clip_bound(g, c, "min", -INFINITY, &lo) ||
-        !clip_bound(g, c, "max", INFINITY, b) || lo != 0.0f ||
+    if (*x < 0 || !sn_pass_clip_bounds(g, c, &lo, b) || lo != 0.0f ||
         !isfinite(*b) || !(*b > 0.0f) || !isfinite(*a))
         return 0;
     *mul = sn_pass_sole_consumer((sn_graph *)g, uses, c->outputs[0]);

@@ -4,10 +4,12 @@
  */
 #include <config.h>
 
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "ops/ops.h"
 #include "passes/rewrite.h"
 
 /* How many live nodes read each value; graph outputs count as a use. */
@@ -131,4 +133,31 @@ void sn_pass_absorb(sn_graph *g, size_t p, sn_node *r)
     g->nodes[p].outputs[0] = r->outputs[0];
     g->values[r->outputs[0]].producer = (int)p;
     r->dead = 1;
+}
+
+/* Clip c's bound `which` ("min" or "max"): its attribute or its input as
+ * the opset says (absent: `absent`); 0 when it is not a constant scalar. */
+static int clip_bound(const sn_graph *g, const sn_node *c, const char *which,
+                      float absent, float *out)
+{
+    int k;
+    if (sn_param_where(g, c, which, &k) != SHARDNET_OK)
+        return 0;
+    if (k < 0) {
+        *out = sn_attr_float(c, which, absent);
+        return 1;
+    }
+    if ((size_t)k >= c->ninputs || c->inputs[k] < 0) {
+        *out = absent;
+        return 1;
+    }
+    return g->values[c->inputs[k]].rank == 0 &&
+           sn_pass_const_floats(g, c->inputs[k], 1, out) != NULL;
+}
+
+int sn_pass_clip_bounds(const sn_graph *g, const sn_node *c, float *lo,
+                        float *hi)
+{
+    return clip_bound(g, c, "min", -INFINITY, lo) &&
+           clip_bound(g, c, "max", INFINITY, hi);
 }

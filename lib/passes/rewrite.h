@@ -32,6 +32,11 @@ int sn_pass_ensure_inputs(sn_node *n, size_t count);
 /* Node r, the only reader of node p's output, done by p: p now writes r's
  * output, and r is dead. */
 void sn_pass_absorb(sn_graph *g, size_t p, sn_node *r);
+/* Clip c's bounds as constants into *lo and *hi (-inf / +inf where
+ * absent), from its attributes or its inputs as the opset says; 0 where
+ * one is not a constant scalar. */
+int sn_pass_clip_bounds(const sn_graph *g, const sn_node *c, float *lo,
+                        float *hi);
 /* Node r, a live `op` of two inputs and one output without the attribute
  * axis (an opset 1-6 binary op aligns its operands otherwise), reading
  * value y: its other input (-1 where absent); -1 for any other node. */

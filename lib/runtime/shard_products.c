@@ -14,18 +14,31 @@
 #include "ops/ops.h"
 #include "runtime/shard_build.h"
 
+/* Node n's fused activation (sn_act) as its own node x -> out on every
+ * device: a Relu, or a Clip marked relu6 (bounds 0 and 6, read by the
+ * Clip's lowering).  Its index, or -1. */
+static int act_node(bld *b, sn_act act, int x, int out)
+{
+    int k = sn_shard_add_node(b, NULL, act == SN_ACT_RELU6 ? "Clip" : "Relu",
+                              "", &x, 1, &out, 1, NULL);
+    for (size_t d = 0; k >= 0 && act == SN_ACT_RELU6 && d < b->n; d++)
+        if (sn_shard_set_int_attr(b, k, d, "relu6", 1) < 0)
+            return -1;
+    return k;
+}
+
 /*
  * Node n's output v was computed as partial sums into `part` (its fused
- * residual and Relu left out): convert them to layout t, then add the
- * residual res (a model value; -1: none) in layout t and apply the Relu
- * where n has one; v ends up as the last of those nodes' output in
- * layout t.
+ * residual and activation left out): convert them to layout t, then add
+ * the residual res (a model value; -1: none) in layout t and apply the
+ * activation where n has one; v ends up as the last of those nodes'
+ * output in layout t.
  */
 static shardnet_status finish_after_sum(bld *b, const sn_node *n, int part,
                                         sn_layout t, int res)
 {
     int v = n->outputs[0], out;
-    int act = sn_fused_act(n) == SN_ACT_RELU;
+    sn_act act = sn_fused_act(n);
     sn_layout lp = sn_layout_p();
     sn_shard_remember(b, v, part, &lp); /* for to_layout: v as partial sums */
     int x = sn_shard_to_layout(b, v, &t);
@@ -33,6 +46,7 @@ static shardnet_status finish_after_sum(bld *b, const sn_node *n, int part,
     int r = x >= 0 && res >= 0 ? sn_shard_to_layout(b, res, &t) : -1;
     if (x < 0 || (res >= 0 && r < 0))
         return failed(b);
+    out = x; /* (called with a residual, an activation or both) */
     if (r >= 0) {
         int in[2] = {x, r};
         int y = act ? sn_shard_new_value(b, b->g->values[v].name, "residual")
@@ -44,8 +58,7 @@ static shardnet_status finish_after_sum(bld *b, const sn_node *n, int part,
         out = y;
     }
     if (act && ((out = sn_shard_out_value(b, n, 0)) < 0 ||
-                sn_shard_add_node(b, NULL, "Relu", "", &x, 1, &out, 1,
-                                  NULL) < 0))
+                act_node(b, act, x, out) < 0))
         return oom();
     sn_shard_remember(b, v, out, &t);
     return SHARDNET_OK;
@@ -178,7 +191,7 @@ static shardnet_status linear(bld *b, const sn_node *n, int *handled)
     *handled = 1;
     sn_shard_say(b, "  %s (%s) %s: %s\n", n->name, n->op_type, text, how);
     sn_shard_record_choice(b, n, text);
-    int act = sn_fused_act(n) == SN_ACT_RELU;
+    int act = sn_fused_act(n) != SN_ACT_NONE;
     if (lo.kind == SN_LAY_P && act) {
         /* The activation waits for the sum: partial -> reduce-scatter (or
          * all-reduce) -> Relu. */
@@ -346,7 +359,7 @@ static shardnet_status conv(bld *b, const sn_node *n, int *handled)
     *handled = 1;
     sn_shard_say(b, "  %s (%s) %s: %s\n", n->name, n->op_type, text, how);
     sn_shard_record_choice(b, n, text);
-    int act = sn_fused_act(n) == SN_ACT_RELU;
+    int act = sn_fused_act(n) != SN_ACT_NONE;
     int v = n->outputs[0];
     int after = partial && (act || R >= 0);
     int target = after

@@ -2468,6 +2468,74 @@ def gate_mul_cases():
               [mk("Sigmoid", ["x"], ["s"]), mk("Mul", ["x", "s"], ["y"])],
               [("x", x)], [("y", x * sigmoid(x)), ("s", sigmoid(x))], 13)
 
+
+def relu6_cases():
+    """A Clip with the bounds 0 and 6 (TensorFlow's Relu6) after a Conv,
+    a depthwise Conv (bounds as attributes, opset 10), a Gemm, a grouped
+    Conv with a bias (the Clip after the bias step) and two MatMuls whose
+    second one a tensor split cuts into partial sums; a Clip to 5 stays
+    apart."""
+    rng = np.random.default_rng(1512)
+    mk = helper.make_node
+    f32 = np.float32
+
+    def r(*shape, scale=3.0):
+        return (rng.standard_normal(shape) * scale).astype(f32)
+
+    def relu6(v):
+        return np.clip(v, f32(0), f32(6))
+
+    bounds = [("zero", np.array(0, f32)), ("six", np.array(6, f32))]
+    x, w, b = r(2, 3, 7, 6), r(5, 3, 3, 3, scale=1.0), r(5)
+    node_case("test_fuse_conv_relu6_opset13",
+              [mk("Conv", ["x", "w", "b"], ["c"], pads=[1, 1, 1, 1]),
+               mk("Clip", ["c", "zero", "six"], ["y"])],
+              [("x", x)],
+              [("y", relu6(ref_conv(x, w, b, [1, 1], [1, 1, 1, 1], [1, 1])))],
+              13, initializers=[("w", w), ("b", b)] + bounds)
+    x, w, b = r(1, 4, 9, 70), r(4, 1, 3, 3, scale=1.0), r(4)
+    y = np.concatenate([ref_conv(x[:, i:i + 1], w[i:i + 1], b[i:i + 1],
+                                 [1, 1], [1, 1, 1, 1], [1, 1])
+                        for i in range(4)], axis=1)
+    node_case("test_fuse_depthwise_relu6_clip_attrs_opset10",
+              [mk("Conv", ["x", "w", "b"], ["c"], group=4,
+                  pads=[1, 1, 1, 1]),
+               mk("Clip", ["c"], ["y"], min=0.0, max=6.0)],
+              [("x", x)], [("y", relu6(y))], 10,
+              initializers=[("w", w), ("b", b)])
+    x, w, b = r(5, 40), r(40, 24, scale=0.5), r(24)
+    node_case("test_fuse_gemm_relu6_opset13",
+              [mk("Gemm", ["x", "w", "b"], ["g"]),
+               mk("Clip", ["g", "zero", "six"], ["y"])],
+              [("x", x)], [("y", relu6(x @ w + b))], 13,
+              initializers=[("w", w), ("b", b)] + bounds)
+    x, w, b = r(1, 4, 5, 5), r(6, 2, 3, 3, scale=1.0), r(6)
+    y = np.concatenate([ref_conv(x[:, 2 * i:2 * i + 2], w[3 * i:3 * i + 3],
+                                 b[3 * i:3 * i + 3], [1, 1], [0, 0, 0, 0],
+                                 [1, 1]) for i in range(2)], axis=1)
+    node_case("test_fuse_grouped_conv_bias_relu6_opset13",
+              [mk("Conv", ["x", "w", "b"], ["c"], group=2),
+               mk("Clip", ["c", "zero", "six"], ["y"])],
+              [("x", x)], [("y", relu6(y))], 13,
+              initializers=[("w", w), ("b", b)] + bounds)
+    x, w0, w1 = r(8, 64, scale=1.0), r(64, 64, scale=0.3), r(64, 32,
+                                                             scale=0.3)
+    node_case("test_fuse_matmul_sum_relu6_opset13",
+              [mk("MatMul", ["x", "w0"], ["h"]),
+               mk("MatMul", ["h", "w1"], ["p"]),
+               mk("Clip", ["p", "zero", "six"], ["y"])],
+              [("x", x)], [("y", relu6((x @ w0) @ w1))], 13,
+              initializers=[("w0", w0), ("w1", w1)] + bounds)
+    x, w, b = r(1, 3, 4, 4), r(2, 3, 1, 1, scale=1.0), r(2)
+    node_case("test_fuse_conv_clip_to_5_stays_opset13",
+              [mk("Conv", ["x", "w", "b"], ["c"]),
+               mk("Clip", ["c", "zero", "five"], ["y"])],
+              [("x", x)],
+              [("y", np.clip(ref_conv(x, w, b, [1, 1], [0, 0, 0, 0], [1, 1]),
+                             f32(0), f32(5)))], 13,
+              initializers=[("w", w), ("b", b), bounds[0],
+                            ("five", np.array(5, f32))])
+
 if __name__ == "__main__":
     initializers_ir3()
     external()
@@ -2512,3 +2580,4 @@ if __name__ == "__main__":
     hard_swish_chain_cases()
     pad_fold_cases()
     gate_mul_cases()
+    relu6_cases()
