@@ -516,15 +516,25 @@ static inline __attribute__((always_inline)) float act1(sn_act act, float v)
     return act == SN_ACT_RELU6 && v > 6.0f ? 6.0f : v;
 }
 
-/* act1() on 16 outputs in place: the masks keep NaN. */
-static inline __attribute__((always_inline)) void act16(sn_act act, v16 *v)
+/* The 16 sums *acc of one output block plus the bias, through act1()'s
+ * activation (masks that keep NaN), into o: 16 outputs, or the `left`
+ * ones left in the row. */
+static inline __attribute__((always_inline)) void
+store_block(sn_act act, const v16 *acc, float bias, float *o, size_t left)
 {
+    v16 v = *acc + bias;
     if (act != SN_ACT_NONE) /* v < 0 ? 0 : v */
-        *v = (v16)((v16i)*v & ~(*v < 0.0f));
+        v = (v16)((v16i)v & ~(v < 0.0f));
     if (act == SN_ACT_RELU6) { /* then v > 6 ? 6 : v */
         const v16 six = {6, 6, 6, 6, 6, 6, 6, 6, 6, 6, 6, 6, 6, 6, 6, 6};
-        const v16i gt = *v > six;
-        *v = (v16)(((v16i)*v & ~gt) | ((v16i)six & gt));
+        const v16i gt = v > six;
+        v = (v16)(((v16i)v & ~gt) | ((v16i)six & gt));
+    }
+    if (left >= VW) {
+        memcpy(o, &v, sizeof v);
+    } else {
+        for (size_t i = 0; i < left; i++)
+            o[i] = v[i];
     }
 }
 
@@ -739,15 +749,8 @@ dw_rows_s1(const sn_dwconv_desc *d, const float *pad, size_t pw,
 #pragma GCC unroll 8
             for (size_t j = 0; j < nb; j++) {
                 const size_t col = (c0 + j) * VW;
-                float *o = out + r * ow + col;
-                v16 v = acc[j] + bias;
-                act16(d->act, &v);
-                if (ow - col >= VW) {
-                    memcpy(o, &v, sizeof v);
-                } else {
-                    for (size_t i = 0; i < ow - col; i++)
-                        o[i] = v[i];
-                }
+                store_block(d->act, &acc[j], bias, out + r * ow + col,
+                            ow - col);
             }
         }
     }
@@ -829,18 +832,9 @@ static SN_VECTOR_CLONES void dw_rows(const sn_dwconv_desc *d,
             taps4(d, base, rstep, w, 2, acc);
         else
             taps4(d, base, rstep, w, sw, acc);
-        for (size_t i = 0; i < n; i++) {
-            const size_t col = cols[i];
-            float *o = out + rows[i] * ow + col;
-            v16 v = acc[i] + bias;
-            act16(d->act, &v);
-            if (ow - col >= VW) {
-                memcpy(o, &v, sizeof v);
-            } else {
-                for (size_t j = 0; j < ow - col; j++)
-                    o[j] = v[j];
-            }
-        }
+        for (size_t i = 0; i < n; i++)
+            store_block(d->act, &acc[i], bias, out + rows[i] * ow + cols[i],
+                        ow - cols[i]);
     }
 }
 

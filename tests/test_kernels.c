@@ -1437,6 +1437,33 @@ Test(kernels, rnn_cell_steps_every_cell_with_every_activation)
  * axis, random in-range indices and weights, and every `outside`-th
  * output index of the last axis reading outside (index -1: fill).
  */
+/* d's resampling of x (nx floats) by the table t (nt floats), both at
+ * VIEW_OFF in their buffers, into ny floats on dev, against the
+ * reference within tol (absolute and relative). */
+static void resample_check(sn_device *dev, sn_resample_desc *d,
+                           const float *x, size_t nx, const float *t,
+                           size_t nt, size_t ny, const char *what, float tol)
+{
+    float *want = malloc(ny * sizeof *want), *got = malloc(ny * sizeof *got);
+    cr_assert(want && got);
+    sn_buffer *bx = make_buffer(dev, x, VIEW_OFF + nx);
+    sn_buffer *bt = make_buffer(dev, t, VIEW_OFF + nt);
+    sn_buffer *by = make_buffer(dev, NULL, ny);
+    d->x = (sn_view){bx, VIEW_OFF};
+    d->table = (sn_view){bt, VIEW_OFF};
+    d->y = (sn_view){by, 0};
+    cr_assert_eq(sn_resample(dev, d), SHARDNET_OK, "%s: %s", dev->info.name,
+                 shardnet_last_error());
+    read_back(by, got, ny);
+    ref_resample(d, x + VIEW_OFF, t + VIEW_OFF, want);
+    expect_close(dev, what, got, want, ny, tol, tol);
+    sn_buffer_free(bx);
+    sn_buffer_free(bt);
+    sn_buffer_free(by);
+    free(want);
+    free(got);
+}
+
 static void resample_case(sn_device *dev, size_t planes, size_t rank,
                           const size_t *in, const size_t *out,
                           const size_t *taps, size_t outside)
@@ -1455,8 +1482,6 @@ static void resample_case(sn_device *dev, size_t planes, size_t rank,
     d.table_len = nt;
     float *x = random_floats(VIEW_OFF + nx, 91, -1.0f, 1.0f);
     float *t = random_floats(VIEW_OFF + nt, 92, 0.0f, 1.0f);
-    float *want = malloc(ny * sizeof *want), *got = malloc(ny * sizeof *got);
-    cr_assert(want && got);
     for (size_t i = 0; i < rank; i++)
         for (size_t e = 0; e < out[i] * taps[i]; e++) {
             float *pair = t + VIEW_OFF + d.table_off[i] + 2 * e;
@@ -1464,27 +1489,12 @@ static void resample_case(sn_device *dev, size_t planes, size_t rank,
             if (outside && i + 1 == rank && (e / taps[i]) % outside == 1)
                 pair[0] = -1.0f;
         }
-    sn_buffer *bx = make_buffer(dev, x, VIEW_OFF + nx);
-    sn_buffer *bt = make_buffer(dev, t, VIEW_OFF + nt);
-    sn_buffer *by = make_buffer(dev, NULL, ny);
-    d.x = (sn_view){bx, VIEW_OFF};
-    d.table = (sn_view){bt, VIEW_OFF};
-    d.y = (sn_view){by, 0};
-    cr_assert_eq(sn_resample(dev, &d), SHARDNET_OK, "%s: %s", dev->info.name,
-                 shardnet_last_error());
-    read_back(by, got, ny);
-    ref_resample(&d, x + VIEW_OFF, t + VIEW_OFF, want);
     char what[96];
     snprintf(what, sizeof what, "resample rank %zu, %zu planes, %zu taps",
              rank, planes, taps[rank - 1]);
-    expect_close(dev, what, got, want, ny, 1e-5f, 1e-5f);
-    sn_buffer_free(bx);
-    sn_buffer_free(bt);
-    sn_buffer_free(by);
+    resample_check(dev, &d, x, nx, t, nt, ny, what, 1e-5f);
     free(x);
     free(t);
-    free(want);
-    free(got);
 }
 
 Test(kernels, resample_sums_weighted_taps_per_axis_and_fills_outside)
@@ -1534,8 +1544,6 @@ static void upsample_case(sn_device *dev, size_t planes, size_t rank,
     d.table_len = nt;
     float *x = random_floats(VIEW_OFF + nx, 93, -1.0f, 1.0f);
     float *t = random_floats(VIEW_OFF + nt, 94, 0.0f, 1.0f);
-    float *want = malloc(ny * sizeof *want), *got = malloc(ny * sizeof *got);
-    cr_assert(want && got);
     for (size_t i = 0; i < rank; i++)
         for (size_t o = 0; o < d.out[i]; o++) {
             float *pair = t + VIEW_OFF + d.table_off[i] + 2 * o;
@@ -1544,27 +1552,12 @@ static void upsample_case(sn_device *dev, size_t planes, size_t rank,
             if (hole && rank > 1 && i == 0 && o == 1)
                 pair[0] = (float)in[0];
         }
-    sn_buffer *bx = make_buffer(dev, x, VIEW_OFF + nx);
-    sn_buffer *bt = make_buffer(dev, t, VIEW_OFF + nt);
-    sn_buffer *by = make_buffer(dev, NULL, ny);
-    d.x = (sn_view){bx, VIEW_OFF};
-    d.table = (sn_view){bt, VIEW_OFF};
-    d.y = (sn_view){by, 0};
-    cr_assert_eq(sn_resample(dev, &d), SHARDNET_OK, "%s: %s", dev->info.name,
-                 shardnet_last_error());
-    read_back(by, got, ny);
-    ref_resample(&d, x + VIEW_OFF, t + VIEW_OFF, want);
     char what[96];
     snprintf(what, sizeof what, "upsample rank %zu x%zu, %zu planes%s", rank,
              f[rank - 1], planes, hole ? ", a fill row" : "");
-    expect_close(dev, what, got, want, ny, 0.0f, 0.0f);
-    sn_buffer_free(bx);
-    sn_buffer_free(bt);
-    sn_buffer_free(by);
+    resample_check(dev, &d, x, nx, t, nt, ny, what, 0.0f);
     free(x);
     free(t);
-    free(want);
-    free(got);
 }
 
 Test(kernels, resample_upsamples_by_whole_factors_exactly)

@@ -341,6 +341,38 @@ Test(passes, fuse_residual_moves_the_add_into_the_conv_bit_exactly)
     sn_graph_free(g);
 }
 
+typedef shardnet_status (*pass_fn)(sn_graph *g, size_t *count);
+
+/* Pass `run` on the case `name` of tests/onnx_cases/node rewrites `want`
+ * places; where it rewrote any, the graph gives the bits it gave before
+ * on every device.  The graph, for the caller's checks (freed by it). */
+static sn_graph *pass_on_case(const char *name, pass_fn run, size_t want)
+{
+    char path[256];
+    runs before;
+    size_t done;
+    snprintf(path, sizeof path, "../onnx_cases/node/%s/model.onnx", name);
+    sn_graph *g = load_sorted(path);
+    if (want)
+        run_everywhere(g, 1, &before);
+    cr_assert_eq(run(g, &done), SHARDNET_OK, "%s: %s", name,
+                 shardnet_last_error());
+    cr_assert_eq(done, want, "%s: %zu rewritten, not %zu", name, done, want);
+    if (want)
+        expect_same_bits_everywhere(g, 1, &before);
+    return g;
+}
+
+/* The live node writing g's output 0. */
+static const sn_node *output_node(const sn_graph *g)
+{
+    for (size_t i = 0; i < g->nnodes; i++)
+        if (!g->nodes[i].dead && g->nodes[i].outputs[0] == g->outputs[0])
+            return &g->nodes[i];
+    cr_assert_fail("no live node writes the output");
+    return NULL;
+}
+
 /* Add, Clip, Mul, Div (a hard swish) become the Clip alone, marked, with
  * the four ops' bits on every device; with the bounds as attributes too;
  * a chain whose product is read again stays. */
@@ -350,46 +382,29 @@ Test(passes, fuse_gate_makes_a_hard_swish_one_step_bit_exactly)
         "test_fuse_hard_swish_chain_opset13",
         "test_fuse_hard_swish_chain_clip_attrs_opset10"};
     for (size_t c = 0; c < 2; c++) {
-        char path[256];
-        snprintf(path, sizeof path, "../onnx_cases/node/%s/model.onnx",
-                 cases[c]);
-        sn_graph *g = load_sorted(path);
-        size_t fused;
-        runs before;
-        run_everywhere(g, 1, &before);
-        cr_assert_eq(sn_pass_fuse_gate(g, &fused), SHARDNET_OK);
-        cr_assert_eq(fused, 1, "%s", cases[c]);
+        sn_graph *g = pass_on_case(cases[c], sn_pass_fuse_gate, 1);
         cr_assert_eq(live_ops(g, "Add") + live_ops(g, "Mul") +
                          live_ops(g, "Div"),
                      0);
-        for (size_t i = 0; i < g->nnodes; i++) {
-            const sn_node *n = &g->nodes[i];
-            if (n->dead)
-                continue;
-            cr_assert_str_eq(n->op_type, "Clip");
-            cr_assert_eq(n->ninputs, 1);
-            cr_assert_eq(n->inputs[0], g->inputs[0], "the Clip reads x");
-            cr_assert_eq(n->outputs[0], g->outputs[0], "and writes y");
-            cr_assert_float_eq(sn_attr_float(n, "gate_add", 0), 3.0f, 0);
-            cr_assert_float_eq(sn_attr_float(n, "gate_max", 0), 6.0f, 0);
-        }
-        expect_same_bits_everywhere(g, 1, &before);
+        const sn_node *n = output_node(g);
+        cr_assert_str_eq(n->op_type, "Clip");
+        cr_assert_eq(n->ninputs, 1);
+        cr_assert_eq(n->inputs[0], g->inputs[0], "the Clip reads x");
+        cr_assert_float_eq(sn_attr_float(n, "gate_add", 0), 3.0f, 0);
+        cr_assert_float_eq(sn_attr_float(n, "gate_max", 0), 6.0f, 0);
         sn_graph_free(g);
     }
-    sn_graph *g = load_sorted("../onnx_cases/node/"
-                              "test_fuse_hard_swish_product_read_twice_"
-                              "opset13/model.onnx");
-    size_t fused;
-    cr_assert_eq(sn_pass_fuse_gate(g, &fused), SHARDNET_OK);
-    cr_assert_eq(fused, 0, "the product is read by Neg too");
-    cr_assert_eq(live_ops(g, "Div"), 1);
+    sn_graph *g = pass_on_case("test_fuse_hard_swish_product_read_twice_"
+                               "opset13",
+                               sn_pass_fuse_gate, 0);
+    cr_assert_eq(live_ops(g, "Div"), 1, "the product is read by Neg too");
     sn_graph_free(g);
 }
 
 /* A Clip of bounds 0 and 6 (Relu6) after a Conv, a depthwise Conv (bounds
- * as attributes), a Gemm, a grouped Conv with a bias: the product's
- * epilogue (or its bias step) applies it, the same bits on every device;
- * a Clip to 5 stays. */
+ * as attributes), a Gemm, a grouped Conv with a bias, a MatMul: the
+ * product's epilogue (or its bias step) applies it, the same bits on
+ * every device; a Clip to 5 stays. */
 Test(passes, fuse_activation_moves_relu6_into_the_product_bit_exactly)
 {
     static const char *const folds[] = {
@@ -398,30 +413,15 @@ Test(passes, fuse_activation_moves_relu6_into_the_product_bit_exactly)
         "test_fuse_gemm_relu6_opset13",
         "test_fuse_grouped_conv_bias_relu6_opset13",
         "test_fuse_matmul_sum_relu6_opset13"};
-    char path[256];
-    size_t fused;
     for (size_t c = 0; c < 5; c++) {
-        snprintf(path, sizeof path, "../onnx_cases/node/%s/model.onnx",
-                 folds[c]);
-        sn_graph *g = load_sorted(path);
-        runs before;
-        run_everywhere(g, 1, &before);
-        cr_assert_eq(sn_pass_fuse_activation(g, &fused), SHARDNET_OK);
-        cr_assert_eq(fused, 1, "%s", folds[c]);
+        sn_graph *g = pass_on_case(folds[c], sn_pass_fuse_activation, 1);
         cr_assert_eq(live_ops(g, "Clip"), 0, "%s", folds[c]);
-        for (size_t i = 0; i < g->nnodes; i++)
-            if (!g->nodes[i].dead &&
-                g->nodes[i].outputs[0] == g->outputs[0])
-                cr_assert_str_eq(
-                    sn_attr_string(&g->nodes[i], "activation", ""), "Relu6");
-        expect_same_bits_everywhere(g, 1, &before);
+        cr_assert_str_eq(sn_attr_string(output_node(g), "activation", ""),
+                         "Relu6");
         sn_graph_free(g);
     }
-    sn_graph *g = load_sorted("../onnx_cases/node/"
-                              "test_fuse_conv_clip_to_5_stays_opset13/"
-                              "model.onnx");
-    cr_assert_eq(sn_pass_fuse_activation(g, &fused), SHARDNET_OK);
-    cr_assert_eq(fused, 0);
+    sn_graph *g = pass_on_case("test_fuse_conv_clip_to_5_stays_opset13",
+                               sn_pass_fuse_activation, 0);
     cr_assert_eq(live_ops(g, "Clip"), 1);
     sn_graph_free(g);
 }
@@ -435,32 +435,15 @@ Test(passes, fuse_gate_moves_the_mul_by_x_into_the_unary_bit_exactly)
         const char *name, *op;
     } cases[] = {{"test_fuse_silu_opset13", "Sigmoid"},
                  {"test_fuse_hard_sigmoid_gate_opset13", "HardSigmoid"}};
-    char path[256];
-    size_t fused;
     for (size_t c = 0; c < 2; c++) {
-        snprintf(path, sizeof path, "../onnx_cases/node/%s/model.onnx",
-                 cases[c].name);
-        sn_graph *g = load_sorted(path);
-        runs before;
-        run_everywhere(g, 1, &before);
-        cr_assert_eq(sn_pass_fuse_gate(g, &fused), SHARDNET_OK);
-        cr_assert_eq(fused, 1, "%s", cases[c].name);
+        sn_graph *g = pass_on_case(cases[c].name, sn_pass_fuse_gate, 1);
         cr_assert_eq(live_ops(g, "Mul"), 0);
         cr_assert_eq(live_ops(g, cases[c].op), 1);
-        for (size_t i = 0; i < g->nnodes; i++)
-            if (!g->nodes[i].dead) {
-                cr_assert_eq(g->nodes[i].outputs[0], g->outputs[0]);
-                cr_assert_eq(sn_attr_int(&g->nodes[i], "gate_mul", 0), 1);
-            }
-        expect_same_bits_everywhere(g, 1, &before);
+        cr_assert_eq(sn_attr_int(output_node(g), "gate_mul", 0), 1);
         sn_graph_free(g);
     }
-    sn_graph *g = load_sorted("../onnx_cases/node/"
-                              "test_fuse_silu_sigmoid_read_twice_opset13/"
-                              "model.onnx");
-    cr_assert_eq(sn_pass_fuse_gate(g, &fused), SHARDNET_OK);
-    cr_assert_eq(fused, 0, "the Sigmoid is an output too");
-    sn_graph_free(g);
+    sn_graph_free(pass_on_case("test_fuse_silu_sigmoid_read_twice_opset13",
+                               sn_pass_fuse_gate, 0));
 }
 
 /* A Pad of zeros before a Conv: folded into the Conv's pads (added to its
@@ -476,44 +459,24 @@ Test(passes, fold_pad_moves_zero_padding_into_the_conv_bit_exactly)
         {"test_fold_pad_depthwise_onto_its_pads_opset11", {2, 1, 1, 3}},
         {"test_fold_pad_conv_attribute_opset10", {1, 2, 1, 0}},
     };
-    static const char *const stays[] = {
-        "test_fold_pad_of_ones_stays_opset13",
-        "test_fold_pad_reflect_stays_opset13"};
-    char path[256];
-    size_t folded;
     for (size_t c = 0; c < 3; c++) {
-        snprintf(path, sizeof path, "../onnx_cases/node/%s/model.onnx",
-                 folds[c].name);
-        sn_graph *g = load_sorted(path);
-        runs before;
-        run_everywhere(g, 1, &before);
-        cr_assert_eq(sn_pass_fold_pad(g, &folded), SHARDNET_OK);
-        cr_assert_eq(folded, 1, "%s", folds[c].name);
+        sn_graph *g = pass_on_case(folds[c].name, sn_pass_fold_pad, 1);
+        const sn_node *n = output_node(g);
+        int64_t pads[4];
+        size_t np;
         cr_assert_eq(live_ops(g, "Pad"), 0);
-        for (size_t i = 0; i < g->nnodes; i++) {
-            const sn_node *n = &g->nodes[i];
-            if (n->dead)
-                continue;
-            int64_t pads[4];
-            size_t np;
-            cr_assert_eq(n->inputs[0], g->inputs[0], "the Conv reads x");
-            cr_assert_eq(sn_attr_ints(n, "pads", pads, 4, &np, NULL),
-                         SHARDNET_OK);
-            cr_assert_eq(np, 4);
-            cr_assert_arr_eq(pads, folds[c].pads, sizeof pads, "%s",
-                             folds[c].name);
-        }
-        expect_same_bits_everywhere(g, 1, &before);
+        cr_assert_eq(n->inputs[0], g->inputs[0], "the Conv reads x");
+        cr_assert_eq(sn_attr_ints(n, "pads", pads, 4, &np, NULL),
+                     SHARDNET_OK);
+        cr_assert_eq(np, 4);
+        cr_assert_arr_eq(pads, folds[c].pads, sizeof pads, "%s",
+                         folds[c].name);
         sn_graph_free(g);
     }
-    for (size_t c = 0; c < 2; c++) {
-        snprintf(path, sizeof path, "../onnx_cases/node/%s/model.onnx",
-                 stays[c]);
-        sn_graph *g = load_sorted(path);
-        cr_assert_eq(sn_pass_fold_pad(g, &folded), SHARDNET_OK);
-        cr_assert_eq(folded, 0, "%s", stays[c]);
-        sn_graph_free(g);
-    }
+    sn_graph_free(pass_on_case("test_fold_pad_of_ones_stays_opset13",
+                               sn_pass_fold_pad, 0));
+    sn_graph_free(pass_on_case("test_fold_pad_reflect_stays_opset13",
+                               sn_pass_fold_pad, 0));
 }
 
 /* Before opset 7 an Add broadcasts only by attribute: left alone. */

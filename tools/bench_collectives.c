@@ -17,33 +17,16 @@
 
 #include "backend/backend.h"
 #include "comm/collective.h"
+#include "bench_time.h"
 
-static double now(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec + ts.tv_nsec * 1e-9;
-}
-
-static int cmp_double(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
-}
 
 #define MAX_REPS 50
 
-/* Repeats until 0.3 s or MAX_REPS runs (at least 5); returns the median. */
-static double median_of(double *t, int reps)
-{
-    qsort(t, (size_t)reps, sizeof *t, cmp_double);
-    return t[reps / 2];
-}
 
 static double bench_memcpy(size_t bytes)
 {
     char *a = malloc(bytes), *b = malloc(bytes);
-    double t[MAX_REPS], start = now();
+    double t[MAX_REPS], start = bench_now();
     int reps = 0;
     if (!a || !b) {
         free(a);
@@ -52,13 +35,13 @@ static double bench_memcpy(size_t bytes)
     }
     memset(a, 1, bytes);
     memset(b, 2, bytes);
-    while (reps < MAX_REPS && (reps < 5 || now() - start < 0.3)) {
-        double t0 = now();
+    while (reps < MAX_REPS && (reps < 5 || bench_now() - start < 0.3)) {
+        double t0 = bench_now();
         memcpy(b, a, bytes);
-        t[reps++] = now() - t0;
+        t[reps++] = bench_now() - t0;
         a[reps % bytes] ^= b[(reps * 7) % bytes]; /* keep the copy live */
     }
-    double med = median_of(t, reps);
+    double med = bench_median(t, reps);
     free(a);
     free(b);
     return bytes / med / 1e9;
@@ -85,14 +68,14 @@ static double bench_allreduce(sn_device **devs, size_t bytes, int no_map)
             goto done;
     if (sn_allreduce(comm, v, count) != SHARDNET_OK) /* warm up */
         goto done;
-    start = now();
-    while (reps < MAX_REPS && (reps < 5 || now() - start < 0.3)) {
-        double t0 = now();
+    start = bench_now();
+    while (reps < MAX_REPS && (reps < 5 || bench_now() - start < 0.3)) {
+        double t0 = bench_now();
         if (sn_allreduce(comm, v, count) != SHARDNET_OK)
             goto done;
-        t[reps++] = now() - t0;
+        t[reps++] = bench_now() - t0;
     }
-    med = bytes / median_of(t, reps) / 1e9;
+    med = bytes / bench_median(t, reps) / 1e9;
 done:
     if (!med)
         fprintf(stderr, "all-reduce on %s+%s: %s\n", devs[0]->info.name,

@@ -21,27 +21,10 @@
 
 #include "backend/backend.h"
 #include "shardnet.h"
+#include "bench_time.h"
 
 #define MAX_DEV 64
 
-static double now_s(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
-}
-
-static int cmp_double(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
-static double median(double *v, int n)
-{
-    qsort(v, (size_t)n, sizeof *v, cmp_double);
-    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
 
 static void fill(float *x, size_t n, unsigned seed)
 {
@@ -90,31 +73,31 @@ static void job_free(gemm_job *j)
 
 static double job_run(gemm_job *j)
 {
-    double t0 = now_s();
+    double t0 = bench_now();
     if (sn_gemm(j->dev, &j->d) || sn_synchronize(j->dev)) {
         fprintf(stderr, "%s: %s\n", j->dev->info.name, shardnet_last_error());
         exit(1);
     }
-    return now_s() - t0;
+    return bench_now() - t0;
 }
 
 /* Repeat until both R runs and ~0.3 s are done; returns the median time. */
 static double time_job(gemm_job *j, int repeat)
 {
-    double t[1000], start = now_s();
+    double t[1000], start = bench_now();
     int n = 0;
     job_run(j); /* warm-up: kernel builds, page faults */
-    while (n < repeat || (now_s() - start < 0.3 && n < 1000))
+    while (n < repeat || (bench_now() - start < 0.3 && n < 1000))
         t[n++] = job_run(j);
-    return median(t, n);
+    return bench_median(t, n);
 }
 
 static double blas_run(shape s, const float *a, const float *b, float *c)
 {
-    double t0 = now_s();
+    double t0 = bench_now();
     cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)s.m, (int)s.n,
                 (int)s.k, 1.0f, a, (int)s.k, b, (int)s.n, 0.0f, c, (int)s.n);
-    return now_s() - t0;
+    return bench_now() - t0;
 }
 
 /*
@@ -152,8 +135,8 @@ static void compare_with_blas(gemm_job *j, shape s, int threads,
             to[no++] = blas_run(s, a, b, c);
         openblas_set_num_threads(1); /* what the CPU backend expects */
     }
-    *t_backend = median(tb, nb);
-    *t_blas = median(to, no);
+    *t_backend = bench_median(tb, nb);
+    *t_blas = bench_median(to, no);
 }
 
 static double time_openblas(shape s, int threads, const float *a,
@@ -165,11 +148,11 @@ static double time_openblas(shape s, int threads, const float *a,
     nanosleep(&rest, NULL); /* let the devices' teams stop spinning */
     openblas_set_num_threads(threads);
     blas_run(s, a, b, c);
-    start = now_s();
-    while (n < repeat || (now_s() - start < 0.3 && n < 1000))
+    start = bench_now();
+    while (n < repeat || (bench_now() - start < 0.3 && n < 1000))
         t[n++] = blas_run(s, a, b, c);
     openblas_set_num_threads(1);
-    return median(t, n);
+    return bench_median(t, n);
 }
 
 static double gflops(shape s, double t)
@@ -191,10 +174,10 @@ static void *concurrent_main(void *p)
     int n = 0;
     job_run(ta->job);
     pthread_barrier_wait(ta->start);
-    double start = now_s();
-    while (n < ta->repeat || (now_s() - start < 1.0 && n < 1000))
+    double start = bench_now();
+    while (n < ta->repeat || (bench_now() - start < 1.0 && n < 1000))
         t[n++] = job_run(ta->job);
-    ta->median_s = median(t, n);
+    ta->median_s = bench_median(t, n);
     return NULL;
 }
 

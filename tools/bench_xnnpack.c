@@ -24,19 +24,8 @@
 
 #include "backend/backend.h"
 #include "shardnet.h"
+#include "bench_time.h"
 
-static double now_s(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
-}
-
-static int cmp_double(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
 
 static int repeat = 201;
 
@@ -80,12 +69,11 @@ static double median_us(const runner *r)
         return NAN;
     }
     for (int i = 0; i < repeat; i++) {
-        double t0 = now_s();
+        double t0 = bench_now();
         run_once(r);
-        t[i] = now_s() - t0;
+        t[i] = bench_now() - t0;
     }
-    qsort(t, (size_t)repeat, sizeof *t, cmp_double);
-    m = t[repeat / 2] * 1e6;
+    m = bench_median(t, repeat) * 1e6;
     free(t);
     return m;
 }

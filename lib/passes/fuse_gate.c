@@ -102,7 +102,7 @@ shardnet_status sn_pass_fuse_gate(sn_graph *g, size_t *fused)
     if (g->opset < 7) /* binary ops broadcast by attribute there */
         return SHARDNET_OK;
     if (!(uses = sn_pass_use_counts(g)))
-        return sn_error(SHARDNET_OUT_OF_MEMORY, "fusing hard swishes");
+        return sn_error(SHARDNET_OUT_OF_MEMORY, "fusing gates");
     for (size_t i = 0; i < g->nnodes; i++) {
         sn_node *add, *mul, *div;
         sn_attr *at;
@@ -125,13 +125,13 @@ shardnet_status sn_pass_fuse_gate(sn_graph *g, size_t *fused)
         if (!(at = sn_node_add_attr(&g->nodes[i], "gate_add",
                                     SN_ATTR_FLOAT))) {
             free(uses);
-            return sn_error(SHARDNET_OUT_OF_MEMORY, "fusing hard swishes");
+            return sn_error(SHARDNET_OUT_OF_MEMORY, "fusing gates");
         }
         at->f = a;
         if (!(at = sn_node_add_attr(&g->nodes[i], "gate_max",
                                     SN_ATTR_FLOAT))) {
             free(uses);
-            return sn_error(SHARDNET_OUT_OF_MEMORY, "fusing hard swishes");
+            return sn_error(SHARDNET_OUT_OF_MEMORY, "fusing gates");
         }
         at->f = b;
         g->nodes[i].inputs[0] = x;
