@@ -155,9 +155,10 @@ static const sn_operator registry[] = {
      * bias fused by a pass.  An empty product (k = 0) is a copy of C,
      * scaled by beta, or of zeros. */
     OP("Gemm", 2, 3, sn_lower_gemm, 1, GEMM, GEMM, GEMM,
-       USE(GEMM) | USE(COPY) | USE(BINARY_MUL)),
+       USE(GEMM) | USE(COPY) | USE(BINARY_MUL) | USE(UNARY_RELU) |
+           USE(UNARY_CLIP)),
     OP("MatMul", 2, 3, sn_lower_matmul, 1, MATMUL, MATMUL, MATMUL,
-       USE(GEMM) | USE(COPY)),
+       USE(GEMM) | USE(COPY) | USE(UNARY_RELU) | USE(UNARY_CLIP)),
     OP("Softmax", 1, 1, sn_lower_softmax, 1, SOFTMAX, SOFTMAX, ELEMENTS,
        USE(SOFTMAX)),
     OP("LogSoftmax", 1, 1, sn_lower_softmax, 1, SOFTMAX, SOFTMAX, ELEMENTS,
@@ -167,7 +168,7 @@ static const sn_operator registry[] = {
      * a residual fused by a pass */
     OP("Conv", 2, 4, sn_lower_conv, 1, CONV, CONV, CONV,
        USE(GEMM) | USE(IM2COL) | USE(BINARY_ADD) | USE(UNARY_RELU) |
-           USE(DWCONV)),
+           USE(UNARY_CLIP) | USE(DWCONV)),
     OP("MaxPool", 1, 1, sn_lower_maxpool, 1, POOL, EACH, ELEMENTS,
        USE(POOL_MAX)),
     OP("AveragePool", 1, 1, sn_lower_avgpool, 1, POOL, EACH, ELEMENTS,

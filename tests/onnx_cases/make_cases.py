@@ -2536,6 +2536,31 @@ def relu6_cases():
               initializers=[("w", w), ("b", b), bounds[0],
                             ("five", np.array(5, f32))])
 
+
+def empty_product_act_cases():
+    """A Gemm and a MatMul over an empty reduced dimension (k = 0) with a
+    Relu or a Relu6 after, which passes fuse into them: the output is the
+    activated bias."""
+    rng = np.random.default_rng(1513)
+    mk = helper.make_node
+    f32 = np.float32
+    a, b = np.zeros((4, 0), f32), np.zeros((0, 5), f32)
+    c = (rng.standard_normal(5) * 8).astype(f32)
+    node_case("test_fuse_gemm_relu_empty_k_opset13",
+              [mk("Gemm", ["a", "b", "c"], ["g"], beta=0.5),
+               mk("Relu", ["g"], ["y"])],
+              [("a", a)],
+              [("y", np.maximum(np.broadcast_to(c * f32(0.5), (4, 5)), 0))],
+              13, initializers=[("b", b), ("c", c)])
+    node_case("test_fuse_matmul_bias_relu6_empty_k_opset13",
+              [mk("MatMul", ["a", "b"], ["m"]), mk("Add", ["m", "c"], ["s"]),
+               mk("Clip", ["s", "zero", "six"], ["y"])],
+              [("a", a)],
+              [("y", np.clip(np.broadcast_to(c, (4, 5)), 0, 6).astype(f32))],
+              13, initializers=[("b", b), ("c", c),
+                                ("zero", np.array(0, f32)),
+                                ("six", np.array(6, f32))])
+
 if __name__ == "__main__":
     initializers_ir3()
     external()
@@ -2581,3 +2606,4 @@ if __name__ == "__main__":
     pad_fold_cases()
     gate_mul_cases()
     relu6_cases()
+    empty_product_act_cases()
