@@ -58,21 +58,6 @@ sn_fold_lanes(float acc[SN_LANES])
     return acc[0];
 }
 
-/* The epilogue of sn_gemm_desc on one block of C: cb (m x n, leading
- * dimension d->ldc) is C's element (r0, c0); bias: NULL or the resolved
- * d->bias; rb: NULL or the residual's element (r0, c0). */
-void sn_cpu_gemm_epilogue(const sn_gemm_desc *d, const float *bias,
-                          const float *rb, float *cb, size_t m, size_t n,
-                          size_t r0, size_t c0);
-/* libxsmm's JIT kernels (cpu/sgemm_xsmm.c), where configure found it:
- * _takes says whether d is a product they take (not transposed, alpha 1,
- * beta 0, one K block of the AVX-512 kernel, n >= 64), where they give the
- * AVX-512 kernel's bits; sn_cpu_sgemm_xsmm returns 0, computing nothing,
- * when libxsmm has no kernel for the shape. */
-int sn_cpu_sgemm_xsmm_takes(const sn_gemm_desc *d);
-int sn_cpu_sgemm_xsmm(const sn_gemm_desc *d, const float *a, const float *b,
-                      float *c, const float *bias, const float *res);
-
 /* Must be called once per process before sn_cpu_gemm (see gemm.c). */
 void sn_cpu_gemm_init(void);
 /* bias, res: NULL, or the resolved d->bias and d->res (see sn_gemm_desc's

@@ -105,9 +105,9 @@ void sn_cpu_gemm_init(void)
  * floats per column when bias_rows (indexed by row).  rb: NULL, or the
  * residual's element (r0, c0), laid out as C.
  */
-void sn_cpu_gemm_epilogue(const sn_gemm_desc *d, const float *bias,
-                          const float *rb, float *cb, size_t m, size_t n,
-                          size_t r0, size_t c0)
+static void epilogue(const sn_gemm_desc *d, const float *bias,
+                     const float *rb, float *cb, size_t m, size_t n,
+                     size_t r0, size_t c0)
 {
     if (!bias && !rb && d->act == SN_ACT_NONE)
         return;
@@ -195,7 +195,7 @@ static void gemm_block(const sn_gemm_desc *d, const float *a, const float *b,
                     (blasint)n, k, d->alpha, ab, lda, bb, ldb, d->beta, cb,
                     ldc);
     }
-    sn_cpu_gemm_epilogue(d, bias, rb, cb, m, n, r0, c0);
+    epilogue(d, bias, rb, cb, m, n, r0, c0);
 }
 
 /* How the work is cut: `per_item` units of `grain` rows or columns each. */
@@ -272,10 +272,6 @@ void sn_cpu_gemm(const sn_gemm_desc *d, const float *a, const float *b,
         sn_cpu_sgemm_small(d, a, b, c, bias, res);
         return;
     }
-    /* libxsmm's kernels, where it was found: the same bits as the
-     * AVX-512 kernel's below for the products they take (sgemm_xsmm.c). */
-    if (sn_cpu_sgemm_xsmm_takes(d) && sn_cpu_sgemm_xsmm(d, a, b, c, bias, res))
-        return;
     /* B not transposed (a 1x1 convolution's input, an im2col matrix): the
      * AVX-512 kernel reads it in place. */
     if (sn_cpu_sgemm_avx512_direct_takes(d)) {

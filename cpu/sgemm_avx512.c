@@ -79,7 +79,7 @@ int sn_cpu_sgemm_avx512_available(void)
             __builtin_cpu_supports("avx512bw") &&
             __builtin_cpu_supports("avx512dq") &&
             __builtin_cpu_supports("avx512vl") &&
-            sn_config_env()->sgemm != SN_SGEMM_BLAS;
+            !sn_config_env()->sgemm_blas;
         __atomic_store_n(&cached, v, __ATOMIC_RELAXED);
     }
     return v;

@@ -80,7 +80,7 @@ ParameterizedTestParameters(environment, bad_value_fails_every_context)
         {"SHARDNET_LINK_GBPS", "-1",
          "SHARDNET_LINK_GBPS='-1' is not a bandwidth in GB/s"},
         {"SHARDNET_CPU_SGEMM", "fast",
-         "SHARDNET_CPU_SGEMM='fast' is not a GEMM kernel (auto, blas or own)"},
+         "SHARDNET_CPU_SGEMM='fast' is not a GEMM kernel (auto or blas)"},
     };
     return cr_make_param_array(bad_value, bad, sizeof bad / sizeof bad[0]);
 }

@@ -1541,67 +1541,6 @@ Test(cpu_sgemm_avx512, applies_bias_relu_alpha_and_beta_in_registers)
                 }
 }
 
-/* libxsmm's kernels (where configure built them in) give the bits of the
- * AVX-512 kernel reading B in place, epilogue included: blocks of 64
- * columns and a shorter last one, batches, every activation, one to two
- * threads. */
-Test(cpu_sgemm_xsmm, gives_the_avx512_kernels_bits)
-{
-    static const size_t shapes[][4] = {/* m, n, k, batch */
-                                       {24, 16384, 24, 1}, {64, 4096, 64, 1},
-                                       {5, 100, 256, 2},   {256, 300, 200, 1},
-                                       {13, 64, 1, 3},     {96, 1000, 75, 1}};
-    sn_gemm_desc probe = {.m = 24, .n = 1024, .k = 24, .alpha = 1.0f,
-                          .lda = 24, .ldb = 1024, .ldc = 1024, .batch = 1};
-    if (!sn_cpu_sgemm_xsmm_takes(&probe) ||
-        !sn_cpu_sgemm_avx512_available())
-        cr_skip_test("libxsmm not built in (configure found no libxsmm-dev), "
-                     "SHARDNET_CPU_SGEMM not auto, or no AVX-512");
-    for (size_t s = 0; s < ARRAY_LEN(shapes); s++)
-        for (int act = 0; act <= 2; act++) {
-            const size_t m = shapes[s][0], n = shapes[s][1],
-                         k = shapes[s][2], batch = shapes[s][3];
-            sn_gemm_desc d = {.m = m, .n = n, .k = k, .alpha = 1.0f,
-                              .lda = k, .ldb = n, .ldc = n, .batch = batch,
-                              .stride_a = act == 1 ? m * k : 0,
-                              .stride_b = k * n, .stride_c = m * n,
-                              .bias_rows = act != 2, .act = (sn_act)act};
-            const size_t na = (d.stride_a ? batch : 1) * m * k,
-                         nb = batch * k * n, nc = batch * m * n;
-            float *a = alloc_floats(na), *b = alloc_floats(nb);
-            float *bias = alloc_floats(act != 2 ? m : n);
-            float *res = alloc_floats(nc), *got = alloc_floats(nc);
-            float *want = alloc_floats(nc);
-            ref_fill_random(a, na, 3u + (unsigned)s, -1.0f, 1.0f);
-            ref_fill_random(b, nb, 5u + (unsigned)s, -1.0f, 1.0f);
-            ref_fill_random(bias, act != 2 ? m : n, 7u, -3.0f, 3.0f);
-            ref_fill_random(res, nc, 9u, -3.0f, 3.0f);
-            cr_assert(sn_cpu_sgemm_xsmm_takes(&d), "shape %zu", s);
-            for (int t = 1; t <= 2; t++) {
-                omp_set_num_threads(t);
-                cr_assert(sn_cpu_sgemm_xsmm(&d, a, b, got, bias,
-                                            act ? res : NULL));
-                sn_cpu_sgemm_avx512_direct(&d, a, b, want, bias,
-                                           act ? res : NULL);
-                size_t i = 0;
-                while (i < nc && !memcmp(&got[i], &want[i], sizeof *got))
-                    i++;
-                cr_assert_eq(i, nc,
-                             "%zux%zux%zu batch %zu act %d, %d threads: "
-                             "element %zu is %a, the AVX-512 kernel's %a",
-                             m, n, k, batch, act, t, i,
-                             i < nc ? (double)got[i] : 0.0,
-                             i < nc ? (double)want[i] : 0.0);
-            }
-            free(a);
-            free(b);
-            free(bias);
-            free(res);
-            free(got);
-            free(want);
-        }
-}
-
 Test(cpu_sgemm_avx512, reads_b_in_place_with_bias_relu_beta_and_batches)
 {
     if (!sn_cpu_sgemm_avx512_available())

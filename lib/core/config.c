@@ -36,8 +36,7 @@ typedef struct setting {
 } setting;
 
 static const char *const flag[] = {"0", "1", NULL};
-/* In the order of SN_SGEMM_AUTO, _BLAS, _OWN. */
-static const char *const sgemm[] = {"auto", "blas", "own", NULL};
+static const char *const sgemm[] = {"auto", "blas", NULL};
 
 #define AT(field) offsetof(sn_config, field)
 #define CAP(field) sizeof(((sn_config *)0)->field)
@@ -72,8 +71,8 @@ static const setting settings[] = {
     {.name = "SHARDNET_LINK_GBPS", .kind = NUMBER,
      .offset = AT(link_bytes_per_s), .scale = 1e9,
      .should = "a bandwidth in GB/s (a positive number, e.g. 2.5)"},
-    {.name = "SHARDNET_CPU_SGEMM", .kind = CHOICE, .offset = AT(sgemm),
-     .words = sgemm, .should = "a GEMM kernel (auto, blas or own)"},
+    {.name = "SHARDNET_CPU_SGEMM", .kind = CHOICE, .offset = AT(sgemm_blas),
+     .words = sgemm, .should = "a GEMM kernel (auto or blas)"},
 };
 
 static int parse_size(const char *v, uint64_t *out)

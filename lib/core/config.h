@@ -55,13 +55,9 @@ typedef struct sn_config {
     double link_latency_s;   /* SHARDNET_LINK_LATENCY_US, in seconds: the
                                 link between processes; 0: measured */
     double link_bytes_per_s; /* SHARDNET_LINK_GBPS, in bytes per second */
-    int sgemm;               /* SHARDNET_CPU_SGEMM, an SN_SGEMM_ below */
+    int sgemm_blas;          /* SHARDNET_CPU_SGEMM=blas: OpenBLAS for every
+                                GEMM, not cpu/'s AVX-512 kernel ("auto") */
 } sn_config;
-
-/* SHARDNET_CPU_SGEMM: cpu/'s kernels and libxsmm's where it was built in
- * (auto), OpenBLAS for every GEMM (blas), or cpu/'s kernels without
- * libxsmm (own). */
-enum { SN_SGEMM_AUTO, SN_SGEMM_BLAS, SN_SGEMM_OWN };
 
 /* The process's configuration, read from the environment at the first call
  * (thread-safe) and never again; never NULL.  A variable set to a value
