@@ -30,6 +30,13 @@ else
         "libpthreadpool-dev)"
 fi
 echo
+echo "== 1x1 convolutions' products on cpu:0 against libxsmm, 1 thread"
+if [ -x "$b/tools/bench_libxsmm" ]; then
+    SHARDNET_CPU_THREADS=1 "$b/tools/bench_libxsmm"
+else
+    echo "skipped: configure did not find libxsmm (Debian: libxsmm-dev)"
+fi
+echo
 echo "== Splits over two simulated sockets of one core"
 "$(dirname "$0")/bench-split.sh" "$b"
 if command -v mpirun >/dev/null 2>&1 && [ -x "$b/tests/test_mpi" ]; then
