@@ -120,19 +120,14 @@ static SN_VECTOR_CLONES void twice_row(const float *x, float *restrict y,
  * memory is short (the rows then decode the table per element).
  */
 typedef struct cols {
-    int32_t *i0, *i1; /* two taps (tw = 2): the two indices, apart */
-    float *w0, *w1;
     size_t *idx;
     float *w, *sum; /* sum: one row of the leading taps' sums */
     unsigned char *out;
+    int two; /* two taps a column, every column inside (linear) */
 } cols;
 
 static void cols_free(cols *k)
 {
-    free(k->i0);
-    free(k->i1);
-    free(k->w0);
-    free(k->w1);
     free(k->idx);
     free(k->w);
     free(k->sum);
@@ -164,37 +159,22 @@ static int cols_make(const sn_resample_desc *d, const float *tl, cols *k)
             k->idx[q * tw + j] = inside ? (size_t)fi : 0;
             k->w[q * tw + j] = tl[2 * (q * tw + j) + 1];
         }
-    /* Two taps, every output inside (linear resizing): one vector loop */
-    if (tw == 2 && in <= INT32_MAX && !memchr(k->out, 1, ow)) {
-        k->i0 = malloc(ow * sizeof *k->i0);
-        k->i1 = malloc(ow * sizeof *k->i1);
-        k->w0 = malloc(ow * sizeof *k->w0);
-        k->w1 = malloc(ow * sizeof *k->w1);
-        if (k->i0 && k->i1 && k->w0 && k->w1) {
-            for (size_t q = 0; q < ow; q++) {
-                k->i0[q] = (int32_t)k->idx[2 * q];
-                k->i1[q] = (int32_t)k->idx[2 * q + 1];
-                k->w0[q] = k->w[2 * q];
-                k->w1[q] = k->w[2 * q + 1];
-            }
-        } else {
-            free(k->i0);
-            k->i0 = NULL;
-        }
-    }
+    k->two = tw == 2 && !memchr(k->out, 1, ow);
     return 1;
 }
 
-/* y[q] = (0 + w0[q] s[i0[q]]) + w1[q] s[i1[q]], each product rounded
- * before its sum (no fused multiply-add: the bits of the loop over taps
- * in row_by_cols()), 16 outputs at a time by gathers. */
+/* Two taps a column (idx, w as in cols): y[q] = (0 + w[2q] s[idx[2q]]) +
+ * w[2q + 1] s[idx[2q + 1]], each product rounded before its sum (no fused
+ * multiply-add: the bits of the loop over taps in row_by_cols()), in one
+ * vector loop. */
 static SN_VECTOR_CLONES __attribute__((optimize("fp-contract=off"))) void
-two_taps(size_t ow, const int32_t *i0, const int32_t *i1, const float *w0,
-         const float *w1, const float *s, float *restrict y)
+two_taps(size_t ow, const size_t *idx, const float *w, const float *s,
+         float *restrict y)
 {
 #pragma omp simd
     for (size_t q = 0; q < ow; q++) {
-        const float a = w0[q] * s[i0[q]], b = w1[q] * s[i1[q]];
+        const float a = w[2 * q] * s[idx[2 * q]];
+        const float b = w[2 * q + 1] * s[idx[2 * q + 1]];
         y[q] = (0.0f + a) + b;
     }
 }
@@ -231,8 +211,8 @@ static void row_by_cols(const sn_resample_desc *d, const cols *k,
     float *restrict s = k->sum;
 
     lead_sums(in, c, nc, xp, s);
-    if (k->i0) {
-        two_taps(ow, k->i0, k->i1, k->w0, k->w1, s, yr);
+    if (k->two) {
+        two_taps(ow, k->idx, k->w, s, yr);
         return;
     }
     for (size_t q = 0; q < ow; q++) {

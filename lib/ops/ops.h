@@ -43,6 +43,11 @@ shardnet_status sn_emit_binary_act(sn_lower *L, const sn_node *n,
                                    sn_binary_op op, sn_act act, int ra,
                                    const int64_t *da, sn_view a, int rb,
                                    const int64_t *db, sn_view b, sn_view c);
+/* Activation act (a Relu, or a Relu6 as the CLIP to 0 and 6 the epilogues
+ * compute) as a step of its own on the count floats at v, in place;
+ * nothing for SN_ACT_NONE. */
+shardnet_status sn_emit_act(sn_lower *L, const sn_node *n, sn_act act,
+                            size_t count, sn_view v);
 /* The activation a pass fused into node n (attribute activation = "Relu"
  * or "Relu6"; see lib/passes/fuse_activation.c), or none. */
 sn_act sn_fused_act(const sn_node *n);

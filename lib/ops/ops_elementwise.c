@@ -278,18 +278,27 @@ shardnet_status sn_emit_binary_act(sn_lower *L, const sn_node *n,
     s.u.binary.b = b;
     s.u.binary.c = c;
     /* The binary kernels apply a Relu only; a Relu6 (a grouped
-     * convolution's bias or residual added after it) is a CLIP step on c
-     * after the binary one. */
+     * convolution's bias or residual added after it) is a step of its own
+     * on c after the binary one. */
     s.u.binary.act = act == SN_ACT_RELU6 ? SN_ACT_NONE : act;
     if ((st = sn_emit(L, n, &s)) != SHARDNET_OK || act != SN_ACT_RELU6)
         return st;
     size_t count = 1;
     for (size_t i = 0; i < s.u.binary.rank; i++)
         count *= s.u.binary.shape[i];
-    sn_step k = {.kind = SN_KERNEL_UNARY};
-    k.u.unary = (sn_unary_desc){.op = SN_UNARY_CLIP, .n = count, .x = c,
-                                .y = c, .alpha = 0.0f, .beta = 6.0f};
-    return sn_emit(L, n, &k);
+    return sn_emit_act(L, n, act, count, c);
+}
+
+shardnet_status sn_emit_act(sn_lower *L, const sn_node *n, sn_act act,
+                            size_t count, sn_view v)
+{
+    sn_step s = {.kind = SN_KERNEL_UNARY};
+    if (act == SN_ACT_NONE)
+        return SHARDNET_OK;
+    s.u.unary = (sn_unary_desc){
+        .op = act == SN_ACT_RELU ? SN_UNARY_RELU : SN_UNARY_CLIP,
+        .n = count, .x = v, .y = v, .alpha = 0.0f, .beta = 6.0f};
+    return sn_emit(L, n, &s);
 }
 
 /* One binary step c = a op b with numpy broadcasting. */

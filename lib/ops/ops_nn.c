@@ -26,21 +26,6 @@ static shardnet_status c_broadcasts(const sn_node *n, const sn_rt *c,
     return SHARDNET_OK;
 }
 
-/* The activation a pass fused into n (a Relu or a Relu6) on the count
- * floats at out, as its own step: an empty product's output too. */
-static shardnet_status emit_fused_act(sn_lower *L, const sn_node *n,
-                                      size_t count, sn_view out)
-{
-    const sn_act act = sn_fused_act(n);
-    sn_step s = {.kind = SN_KERNEL_UNARY};
-    if (act == SN_ACT_NONE)
-        return SHARDNET_OK;
-    s.u.unary = (sn_unary_desc){
-        .op = act == SN_ACT_RELU ? SN_UNARY_RELU : SN_UNARY_CLIP,
-        .n = count, .x = out, .y = out, .alpha = 0.0f, .beta = 6.0f};
-    return sn_emit(L, n, &s);
-}
-
 static shardnet_status empty_product(sn_lower *L, const sn_node *n,
                                      sn_rt *add, float beta, int rank,
                                      const int64_t *dims, sn_view out)
@@ -78,7 +63,9 @@ static shardnet_status empty_product(sn_lower *L, const sn_node *n,
         st = sn_emit_binary(L, n, SN_BINARY_MUL, rank, dims, out, 1, &one, kv,
                             out);
     }
-    return st != SHARDNET_OK ? st : emit_fused_act(L, n, count, out);
+    /* an empty product's output takes the activation fused into n too */
+    return st != SHARDNET_OK ? st
+                             : sn_emit_act(L, n, sn_fused_act(n), count, out);
 }
 
 SN_LOWER(sn_lower_gemm)

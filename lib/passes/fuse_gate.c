@@ -25,13 +25,6 @@
 
 #include "passes/rewrite.h"
 
-/* Value v is a float constant of rank 0: its value in *out. */
-static int const_scalar(const sn_graph *g, int v, float *out)
-{
-    return v >= 0 && g->values[v].rank == 0 &&
-           sn_pass_const_floats(g, v, 1, out) != NULL;
-}
-
 /* A binary node of the chain: live, two inputs and one output, no
  * activation fused into it, no legacy broadcast. */
 static int plain_binary(const sn_node *n, const char *op)
@@ -59,9 +52,9 @@ static int match(const sn_graph *g, const int *uses, size_t ci, int *x,
     if (!plain_binary(*add, "Add"))
         return 0;
     /* x + a or a + x: the same sum */
-    if (const_scalar(g, (*add)->inputs[1], a))
+    if (sn_pass_const_scalar(g, (*add)->inputs[1], a))
         *x = (*add)->inputs[0];
-    else if (const_scalar(g, (*add)->inputs[0], a))
+    else if (sn_pass_const_scalar(g, (*add)->inputs[0], a))
         *x = (*add)->inputs[1];
     else
         return 0;
@@ -75,7 +68,7 @@ static int match(const sn_graph *g, const int *uses, size_t ci, int *x,
     *div = sn_pass_sole_consumer((sn_graph *)g, uses, (*mul)->outputs[0]);
     return *div && plain_binary(*div, "Div") &&
            (*div)->inputs[0] == (*mul)->outputs[0] &&
-           const_scalar(g, (*div)->inputs[1], &d) && d == *b;
+           sn_pass_const_scalar(g, (*div)->inputs[1], &d) && d == *b;
 }
 
 /* Sigmoid or HardSigmoid u (node ui) read by a Mul by its input alone:

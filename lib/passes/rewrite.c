@@ -116,8 +116,8 @@ int sn_pass_ensure_inputs(sn_node *n, size_t count)
     return 1;
 }
 
-/* Node r, the only reader of node p's output, done by p: p now writes
- * r's output, and r is dead. */
+/* Node r's other input than y, where r is an `op` of two inputs (see
+ * rewrite.h). */
 int sn_pass_other_operand(const sn_node *r, const char *op, int y)
 {
     if (!sn_pass_is_op(r, op) || r->ninputs != 2 || r->noutputs != 1 ||
@@ -128,11 +128,19 @@ int sn_pass_other_operand(const sn_node *r, const char *op, int y)
                                : -1;
 }
 
+/* Node r, the only reader of node p's output, done by p: p now writes
+ * r's output, and r is dead. */
 void sn_pass_absorb(sn_graph *g, size_t p, sn_node *r)
 {
     g->nodes[p].outputs[0] = r->outputs[0];
     g->values[r->outputs[0]].producer = (int)p;
     r->dead = 1;
+}
+
+int sn_pass_const_scalar(const sn_graph *g, int v, float *out)
+{
+    return v >= 0 && g->values[v].rank == 0 &&
+           sn_pass_const_floats(g, v, 1, out) != NULL;
 }
 
 /* Clip c's bound `which` ("min" or "max"): its attribute or its input as
@@ -151,8 +159,7 @@ static int clip_bound(const sn_graph *g, const sn_node *c, const char *which,
         *out = absent;
         return 1;
     }
-    return g->values[c->inputs[k]].rank == 0 &&
-           sn_pass_const_floats(g, c->inputs[k], 1, out) != NULL;
+    return sn_pass_const_scalar(g, c->inputs[k], out);
 }
 
 int sn_pass_clip_bounds(const sn_graph *g, const sn_node *c, float *lo,

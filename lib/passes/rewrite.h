@@ -23,6 +23,8 @@ int sn_pass_is_op(const sn_node *n, const char *op);
  * mapped file's raw_data need not be) into `out`; NULL when v is not. */
 const float *sn_pass_const_floats(const sn_graph *g, int v, size_t count,
                                   float *out);
+/* Value v is a float constant of rank 0: its value in *out; 0 when not. */
+int sn_pass_const_scalar(const sn_graph *g, int v, float *out);
 /* A new constant value holding `data` (owned: freed on failure too) with
  * the given shape, named after `base` and `suffix`; its index, or -1. */
 int sn_pass_new_const(sn_graph *g, const char *base, const char *suffix,
