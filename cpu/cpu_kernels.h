@@ -82,6 +82,10 @@ int sn_cpu_sgemm_avx512_worth(const sn_gemm_desc *d, int b_packed);
 sn_cpu_packed_b *sn_cpu_packed_b_alloc(size_t k, size_t n);
 void sn_cpu_packed_b_free(sn_cpu_packed_b *p);
 void sn_cpu_pack_b(sn_cpu_packed_b *p, const sn_gemm_desc *d, const float *b);
+/* The inverse: op(B) back into b, stored as it was packed from (B^T's rows
+ * where trans_b, leading dimension ldb). */
+void sn_cpu_unpack_b(const sn_cpu_packed_b *p, int trans_b, size_t ldb,
+                     float *b);
 int sn_cpu_sgemm_avx512(const sn_gemm_desc *d, const float *a, const float *b,
                         float *c, const float *bias, const float *res);
 void sn_cpu_sgemm_avx512_packed(const sn_gemm_desc *d, const float *a,

@@ -163,6 +163,19 @@ void sn_cpu_pack_b(sn_cpu_packed_b *p, const sn_gemm_desc *d, const float *b)
         pack_panel(p, b, d->ldb, d->trans_b, pi);
 }
 
+void sn_cpu_unpack_b(const sn_cpu_packed_b *p, int trans_b, size_t ldb,
+                     float *b)
+{
+    for (size_t kk = 0; kk < p->k; kk++)
+        for (size_t j = 0; j < p->n; j++) {
+            float v = p->data[(j / NR) * p->k * NR + kk * NR + j % NR];
+            if (trans_b)
+                b[j * ldb + kk] = v;
+            else
+                b[kk * ldb + j] = v;
+        }
+}
+
 #if SN_HAVE_AVX512_SGEMM
 
 typedef struct tile_args {

@@ -407,3 +407,74 @@ Test(stream, a_failed_kernel_comes_back_from_the_wait_of_a_later_event)
     sn_event_free(after);
     sn_buffer_free(b);
 }
+
+/*
+ * A constant GEMM operand (b_const) on every device, given as a buffer of
+ * the device's own and, where the device uses host memory in place
+ * (sn_buffer_wrap), as the caller's memory: the product is the reference
+ * product, the same bits either way, and the operand's bytes are as
+ * written when another kernel (an add), and then a blocking read, use
+ * them after the product, however the backend keeps it (the CPU backend's
+ * packed copy replaces the buffer's memory and gives the bytes back).
+ */
+Test(stream, a_constant_gemm_operand_keeps_its_bytes_after_the_product)
+{
+    enum { M = 5, K = 70, NC = 40 };
+    float a[M * K], b[K * NC], want[M * NC], got[M * NC], got2[M * NC];
+    float sum[K * NC], back[K * NC];
+    ref_fill_random(a, M * K, 11, -1.0f, 1.0f);
+    ref_fill_random(b, K * NC, 12, -1.0f, 1.0f);
+    FOR_EACH_DEVICE(dev) {
+        for (int trans_b = 0; trans_b < 2; trans_b++) {
+            sn_buffer *ba = alloc_floats(dev, M * K),
+                      *bb = alloc_floats(dev, K * NC),
+                      *bc = alloc_floats(dev, M * NC),
+                      *bs = alloc_floats(dev, K * NC), *bw = NULL;
+            sn_gemm_desc g = {.trans_b = trans_b, .m = M, .n = NC, .k = K,
+                              .alpha = 1.0f, .a = {ba, 0}, .b = {bb, 0},
+                              .c = {bc, 0}, .lda = K,
+                              .ldb = trans_b ? K : NC, .ldc = NC,
+                              .batch = 1, .b_const = 1};
+            sn_binary_desc add = {.op = SN_BINARY_ADD, .rank = 1,
+                                  .shape = {K * NC}, .stride_a = {1},
+                                  .stride_b = {1}, .a = {bb, 0},
+                                  .b = {bb, 0}, .c = {bs, 0}};
+            ref_gemm(&g, a, b, want, NULL, NULL);
+            OK(sn_buffer_write(ba, 0, a, sizeof a), dev);
+            OK(sn_buffer_write(bb, 0, b, sizeof b), dev);
+            OK(sn_gemm(dev, &g), dev);
+            OK(sn_binary(dev, &add), dev);
+            OK(sn_buffer_read(bc, 0, got, sizeof got), dev);
+            OK(sn_buffer_read(bs, 0, sum, sizeof sum), dev);
+            OK(sn_buffer_read(bb, 0, back, sizeof back), dev);
+            cr_assert(!memcmp(back, b, sizeof b),
+                      "%s trans_b %d: the operand's bytes changed",
+                      dev->info.name, trans_b);
+            for (size_t i = 0; i < K * NC; i++)
+                cr_assert_eq(sum[i], b[i] + b[i], "%s trans_b %d: add [%zu]",
+                             dev->info.name, trans_b, i);
+            for (size_t i = 0; i < M * NC; i++)
+                cr_assert_float_eq(got[i], want[i], 1e-4f,
+                                   "%s trans_b %d: C[%zu]", dev->info.name,
+                                   trans_b, i);
+            /* Again from the caller's memory, where the device takes it. */
+            shardnet_status st = sn_buffer_wrap(dev, b, sizeof b, 0, &bw);
+            if (st == SHARDNET_OK) {
+                g.b.buf = bw;
+                OK(sn_gemm(dev, &g), dev);
+                OK(sn_buffer_read(bc, 0, got2, sizeof got2), dev);
+                cr_assert(!memcmp(got, got2, sizeof got),
+                          "%s trans_b %d: a wrapped operand gave other bits",
+                          dev->info.name, trans_b);
+                sn_buffer_free(bw);
+            } else {
+                cr_assert_eq(st, SHARDNET_UNSUPPORTED, "%s: wrap: %s",
+                             dev->info.name, shardnet_last_error());
+            }
+            sn_buffer_free(ba);
+            sn_buffer_free(bb);
+            sn_buffer_free(bc);
+            sn_buffer_free(bs);
+        }
+    }
+}

@@ -812,8 +812,11 @@ static void cl_cycle(const char *model, const float *x)
 
 /*
  * Not a timing test: the memory kept over 8 cycles, after 2 to warm up
- * (PoCL's and the allocator's own pools), must stay under 6 MB; CLBlast's
- * uncleared program cache kept about 1.75 MB a cycle (14 MB here).  Each
+ * (PoCL's and the allocator's own pools), must stay under 6 MB in one of
+ * two runs of 8 cycles; CLBlast's uncleared program cache kept about
+ * 1.75 MB a cycle (14 MB in each run).  A leak keeps memory in every run;
+ * the allocator grows its pools by a few MB once in a while (seen: 2.6 to
+ * 6.8 MB at one cycle of 16), which one run of the two may show.  Each
  * cycle rebuilds CLBlast's kernels (about a second on PoCL).
  */
 Test(opencl, context_cycles_do_not_keep_memory, .timeout = 300)
@@ -822,7 +825,7 @@ Test(opencl, context_cycles_do_not_keep_memory, .timeout = 300)
     static float x[784];
     shardnet_context_t *ctx;
     size_t n = 0;
-    long before, after;
+    long before, mid, after;
     snprintf(model, sizeof model, "%s/tests/fixtures/fashion_mlp.onnx",
              srcdir());
     cr_assert_eq(shardnet_context_create(&ctx), SHARDNET_OK);
@@ -835,10 +838,16 @@ Test(opencl, context_cycles_do_not_keep_memory, .timeout = 300)
     before = rss_kb();
     for (int i = 0; i < 8; i++)
         cl_cycle(model, x);
+    mid = rss_kb();
+    for (int i = 0; i < 8; i++)
+        cl_cycle(model, x);
     after = rss_kb();
-    cr_log_info("RSS %ld kB -> %ld kB over 8 cycles", before, after);
-    cr_assert_lt(after - before, 6 * 1024,
-                 "8 OpenCL context cycles kept %ld kB", after - before);
+    cr_log_info("RSS %ld kB -> %ld kB -> %ld kB over 2 x 8 cycles", before,
+                mid, after);
+    long kept = mid - before < after - mid ? mid - before : after - mid;
+    cr_assert_lt(kept, 6 * 1024,
+                 "8 OpenCL context cycles kept %ld kB, and 8 more %ld kB",
+                 mid - before, after - mid);
 }
 
 /* --- indexing operators ------------------------------------------------------ */

@@ -492,6 +492,7 @@ static const sn_backend_ops cpu_ops = {
     .buffer_map = sn_cpu_buffer_map,
     .buffer_unmap = sn_cpu_buffer_unmap,
     .buffer_lend = sn_cpu_buffer_lend,
+    .buffer_wrap = sn_cpu_buffer_wrap,
     .buffer_write_async = sn_cpu_buffer_write_async,
     .buffer_read_async = sn_cpu_buffer_read_async,
     .gemm = cpu_gemm,

@@ -85,6 +85,12 @@ typedef struct cpu_device {
      * freed.  The lock orders the worker against sn_cpu_buffer_free. */
     pthread_mutex_t pack_lock;
     struct packed_entry *packs;
+
+    /* A task that could not run (out of memory restoring a packed
+     * weight): the first one's message, reported and cleared by the next
+     * synchronize or event wait.  Under `lock`. */
+    int failed;
+    char failure[256];
 } cpu_device;
 
 typedef struct packed_entry {
@@ -100,6 +106,11 @@ typedef struct cpu_buf {
     sn_buffer pub;  /* pub.handle marks hwloc memory (buffer.c) */
     void *host;     /* the memory itself */
     void *own_host; /* host's own memory while it is lent */
+    int wrapped;    /* host is the caller's (buffer_wrap): never freed */
+    unsigned wrap_flags; /* buffer_wrap's flags */
+    /* host is NULL: this packed copy of the whole buffer replaced it
+     * (sn_cpu_buffer_replace), until sn_cpu_buffer_host restores it. */
+    const struct packed_entry *replaced;
 } cpu_buf;
 
 /* An event: done once the worker has finished `seq` tasks. */
@@ -112,6 +123,8 @@ typedef struct cpu_event {
  * drives the device); drop the packed copies of buf's contents (every one
  * where buf is NULL). */
 void sn_cpu_run_task(cpu_device *cd, const task *t);
+/* queue.c: note that a task failed (the first failure's why is kept). */
+void sn_cpu_task_failed(cpu_device *cd, const char *why);
 void sn_cpu_drop_packed(cpu_device *cd, const sn_buffer *buf);
 
 /* queue.c: the worker's loop (its thread's start routine); queue a task
@@ -131,6 +144,21 @@ void sn_cpu_event_free(sn_event *ev);
 shardnet_status sn_cpu_buffer_alloc(sn_device *dev, size_t bytes,
                                     sn_buffer **out);
 void sn_cpu_buffer_free(sn_buffer *buf);
+shardnet_status sn_cpu_buffer_wrap(sn_device *dev, const void *host,
+                                   size_t bytes, unsigned flags,
+                                   sn_buffer **out);
+/* buffer.c: let packed copy e, which holds all of cb's bytes (a constant
+ * GEMM operand filling its buffer), replace cb's memory; 0 where it does
+ * not hold them all, or cb's memory is not the buffer's own. */
+int sn_cpu_buffer_replace(cpu_device *cd, cpu_buf *cb,
+                          const struct packed_entry *e);
+/* buffer.c: cb's memory, unpacked again where a packed copy replaced it;
+ * NULL when out of memory for that. */
+void *sn_cpu_buffer_host(cpu_buf *cb);
+/* buffer.c: drop the pages of a droppable wrapped buffer's bytes
+ * [start, start + bytes), now that a copy of them is kept elsewhere. */
+void sn_cpu_buffer_drop_pages(const sn_buffer *buf, const void *start,
+                              size_t bytes);
 shardnet_status sn_cpu_buffer_write(sn_buffer *buf, size_t offset,
                                     const void *src, size_t bytes);
 shardnet_status sn_cpu_buffer_read(sn_buffer *buf, size_t offset, void *dst,

@@ -11,6 +11,7 @@
 #include <omp.h>
 #include <pthread.h>
 #include <stdatomic.h>
+#include <stdio.h>
 #include <stdlib.h>
 
 #include "cpu.h"
@@ -287,6 +288,26 @@ shardnet_status sn_cpu_enqueue(sn_device *dev, const task *t)
     return SHARDNET_OK;
 }
 
+void sn_cpu_task_failed(cpu_device *cd, const char *why)
+{
+    pthread_mutex_lock(&cd->lock);
+    if (!cd->failed) {
+        cd->failed = 1;
+        snprintf(cd->failure, sizeof cd->failure, "%s: %s", cd->name, why);
+    }
+    pthread_mutex_unlock(&cd->lock);
+}
+
+/* The failure of a task since the last one was taken, as an error (the
+ * caller holds the lock). */
+static shardnet_status take_failure(cpu_device *cd)
+{
+    if (!cd->failed)
+        return SHARDNET_OK;
+    cd->failed = 0;
+    return sn_error(SHARDNET_OUT_OF_MEMORY, "%s", cd->failure);
+}
+
 /* How long a synchronising caller polls before it sleeps. */
 #define SYNC_SPIN_S 1e-3
 
@@ -305,8 +326,9 @@ shardnet_status sn_cpu_synchronize(sn_device *dev)
     while (cd->count > 0 || cd->running || atomic_load(&cd->pending) != 0)
         pthread_cond_wait(&cd->idle, &cd->lock);
     atomic_fetch_sub(&cd->sleepers, 1);
+    shardnet_status st = take_failure(cd);
     pthread_mutex_unlock(&cd->lock);
-    return SHARDNET_OK;
+    return st;
 }
 
 /*
@@ -314,7 +336,8 @@ shardnet_status sn_cpu_synchronize(sn_device *dev)
  * number of tasks queued when it was recorded: it has completed once the
  * worker has finished that many.  A task that the driving thread runs
  * itself is done when its enqueue returns, before any event that thread
- * records.  CPU tasks cannot fail, so a wait has no error to return.
+ * records.  A wait, like a synchronize, reports a task that could not run
+ * (sn_cpu_task_failed).
  */
 static int event_passed(const void *arg)
 {
@@ -344,15 +367,19 @@ shardnet_status sn_cpu_event_wait(sn_event *pub)
 {
     cpu_event *ev = (cpu_event *)pub;
     cpu_device *cd = pub->dev->impl;
-    if (sn_poll(event_passed, ev, SYNC_SPIN_S))
-        return SHARDNET_OK;
+    shardnet_status st;
+    if (!sn_poll(event_passed, ev, SYNC_SPIN_S)) {
+        pthread_mutex_lock(&cd->lock);
+        cd->event_sleepers++;
+        while (!event_passed(ev))
+            pthread_cond_wait(&cd->idle, &cd->lock);
+        cd->event_sleepers--;
+        pthread_mutex_unlock(&cd->lock);
+    }
     pthread_mutex_lock(&cd->lock);
-    cd->event_sleepers++;
-    while (!event_passed(ev))
-        pthread_cond_wait(&cd->idle, &cd->lock);
-    cd->event_sleepers--;
+    st = take_failure(cd);
     pthread_mutex_unlock(&cd->lock);
-    return SHARDNET_OK;
+    return st;
 }
 
 shardnet_status sn_cpu_event_query(sn_event *ev, int *done)

@@ -4,7 +4,8 @@
  * thread that drives the device: the cpu/ kernel it calls on its buffers'
  * host memory, or the copy between a buffer and the caller's memory.
  * GEMMs with a constant B (a weight) use a packed copy of B, kept per
- * device until B's buffer is freed.
+ * device until B's buffer is freed; where B is read in place from the
+ * model's mapped file, its pages are dropped once packed.
  */
 #include <config.h>
 
@@ -60,6 +61,9 @@ static const sn_cpu_packed_b *packed_b(cpu_device *cd, const sn_gemm_desc *d)
     /* Packed outside the lock: only this worker adds entries, and the
      * buffer cannot be freed while its task runs (sn_cpu_buffer_free
      * drains). */
+    cpu_buf *cb = (cpu_buf *)d->b.buf;
+    if (!sn_cpu_buffer_host(cb))
+        return NULL;
     e = malloc(sizeof *e);
     pb = e ? sn_cpu_packed_b_alloc(d->k, d->n) : NULL;
     if (!pb) {
@@ -73,7 +77,40 @@ static const sn_cpu_packed_b *packed_b(cpu_device *cd, const sn_gemm_desc *d)
     e->next = cd->packs;
     cd->packs = e;
     pthread_mutex_unlock(&cd->pack_lock);
+    /* The packed copy replaces B: a weight read in place from the model's
+     * file lets its pages go (they come back from the file if read), a
+     * buffer of its own that holds B and nothing else gives its memory
+     * back (unpacked again if anything else reads it). */
+    if (d->n)
+        sn_cpu_buffer_drop_pages(
+            d->b.buf, view_ptr(d->b),
+            ((d->trans_b ? d->n : d->k) - 1) * d->ldb * sizeof(float) +
+                (d->trans_b ? d->k : d->n) * sizeof(float));
+    sn_cpu_buffer_replace(cd, cb, e);
     return pb;
+}
+
+/* The memory of every buffer t uses, restored where a packed copy replaced
+ * it (but a GEMM's B, which the packed copy may serve: skip_b); 0, the
+ * task's failure noted, when out of memory for that. */
+static int buffers_ready(cpu_device *cd, const task *t, int skip_b)
+{
+    sn_view *v[8];
+    sn_kernel_desc *u = (sn_kernel_desc *)&t->u; /* only read */
+    size_t n = t->kind < SN_KERNEL_COUNT ? sn_kernel_views(t->kind, u, v) : 0;
+    sn_buffer *copy = t->kind >= SN_KERNEL_COUNT ? t->host.buf : NULL;
+    for (size_t i = 0; i <= n; i++) {
+        sn_buffer *b = i < n ? v[i]->buf : copy;
+        if (!b || (skip_b && t->kind == SN_KERNEL_GEMM && i < n &&
+                   v[i] == &u->gemm.b))
+            continue;
+        if (!sn_cpu_buffer_host((cpu_buf *)b)) {
+            sn_cpu_task_failed(cd, "no memory to restore a packed "
+                                   "weight's bytes");
+            return 0;
+        }
+    }
+    return 1;
 }
 
 /* Drops the packed copies of buf's contents (every one where buf is NULL). */
@@ -97,6 +134,8 @@ void sn_cpu_run_task(cpu_device *cd, const task *t)
 {
     const sn_cpu_packed_b *pb;
 
+    if (!buffers_ready(cd, t, 1))
+        return;
     switch (t->kind) {
     case SN_KERNEL_GEMM:
         if ((pb = packed_b(cd, &t->u.gemm))) {
@@ -106,6 +145,8 @@ void sn_cpu_run_task(cpu_device *cd, const task *t)
                                        view_ptr_or_null(t->u.gemm.res));
             break;
         }
+        if (!buffers_ready(cd, t, 0))
+            return;
         sn_cpu_gemm(&t->u.gemm, view_ptr(t->u.gemm.a), view_ptr(t->u.gemm.b),
                     view_ptr(t->u.gemm.c), view_ptr_or_null(t->u.gemm.bias),
                     view_ptr_or_null(t->u.gemm.res));

@@ -52,7 +52,7 @@
  * written against (sn_backend.abi, sn_backend_ops.abi) and the registry
  * refuses one that differs.  Raise it with every change to the structs and
  * the vtable below. */
-#define SN_BACKEND_ABI 8
+#define SN_BACKEND_ABI 9
 
 /** Highest tensor rank the element-wise kernels accept. */
 #define SN_MAX_DIMS 8
@@ -616,6 +616,17 @@ typedef struct sn_backend_ops {
      * NULL, the buffer's storage is the caller's `ptr` (buf->size bytes,
      * any alignment), so that inputs need no copy.  Ordered like a write. */
     shardnet_status (*buffer_lend)(sn_buffer *buf, void *ptr);
+    /* Optional, for devices whose memory is the host's: a buffer of
+     * `bytes` whose storage is the caller's `host` (4-byte aligned), for a
+     * constant: it stays alive and unchanged until the buffer is freed,
+     * and nothing writes the buffer.  With SN_WRAP_DROPPABLE the memory is
+     * a file's pages mapped read-only (a model's weights): the backend may
+     * drop them from the process (madvise) once it holds a copy of its own,
+     * such as a packed one, and reading them again brings them back from
+     * the file. */
+    shardnet_status (*buffer_wrap)(sn_device *dev, const void *host,
+                                   size_t bytes, unsigned flags,
+                                   sn_buffer **out);
     /* Optional: buffer_write and buffer_read enqueued on the stream
      * instead of blocking (see the execution model above for how long the
      * host memory must stay as it is). */
@@ -752,6 +763,13 @@ shardnet_status sn_remote_device_new(const shardnet_device_info *info,
 /* Checked entry points (lib/backend/device.c and kernels.c): validate,
  * then call the backend. */
 shardnet_status sn_buffer_alloc(sn_device *dev, size_t bytes, sn_buffer **out);
+/* buffer_wrap's flags */
+#define SN_WRAP_DROPPABLE 1u
+/* A buffer over the caller's host memory (see buffer_wrap);
+ * SHARDNET_UNSUPPORTED, quietly (no error message set), where the device
+ * cannot use host memory in place, or host is not 4-byte aligned. */
+shardnet_status sn_buffer_wrap(sn_device *dev, const void *host, size_t bytes,
+                               unsigned flags, sn_buffer **out);
 void sn_buffer_free(sn_buffer *buf);
 shardnet_status sn_buffer_write(sn_buffer *buf, size_t offset, const void *src,
                                 size_t bytes);
@@ -799,6 +817,10 @@ shardnet_status sn_synchronize(sn_device *dev);
 /* Kernel k with its descriptor d: the checked entry point above that k
  * names. */
 shardnet_status sn_launch(sn_device *dev, sn_kernel k, const sn_kernel_desc *d);
+/* Pointers to the views (buffer + offset) kernel k's descriptor holds, in
+ * v (room for 8): its inputs and outputs, an unused optional one with a
+ * NULL buffer.  How many; 0 for a k that is no kernel. */
+size_t sn_kernel_views(int k, sn_kernel_desc *u, sn_view **v);
 /* The variant of kernel k that d asks for (its op), SN_VARIANT_ANY for a
  * kernel without variants. */
 int sn_kernel_desc_variant(sn_kernel k, const sn_kernel_desc *d);

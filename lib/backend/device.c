@@ -189,6 +189,17 @@ shardnet_status sn_buffer_alloc(sn_device *dev, size_t bytes, sn_buffer **out)
     return dev->ops->buffer_alloc(dev, bytes, out);
 }
 
+shardnet_status sn_buffer_wrap(sn_device *dev, const void *host, size_t bytes,
+                               unsigned flags, sn_buffer **out)
+{
+    if (!dev || !dev->ops->buffer_wrap || !host || ((uintptr_t)host & 3))
+        return SHARDNET_UNSUPPORTED;
+    if (!out)
+        return sn_error(SHARDNET_INVALID_ARGUMENT, "buffer: out is NULL");
+    *out = NULL;
+    return dev->ops->buffer_wrap(dev, host, bytes, flags, out);
+}
+
 void sn_buffer_free(sn_buffer *buf)
 {
     if (buf)

@@ -835,3 +835,76 @@ shardnet_status sn_binary_broadcast(sn_binary_desc *d, size_t rank_a,
     }
     return SHARDNET_OK;
 }
+
+size_t sn_kernel_views(int k, sn_kernel_desc *u, sn_view **v)
+{
+    switch (k) {
+    case SN_KERNEL_GEMM:
+        v[0] = &u->gemm.a, v[1] = &u->gemm.b, v[2] = &u->gemm.c;
+        v[3] = &u->gemm.bias, v[4] = &u->gemm.res;
+        return 5;
+    case SN_KERNEL_BINARY:
+        v[0] = &u->binary.a, v[1] = &u->binary.b, v[2] = &u->binary.c;
+        return 3;
+    case SN_KERNEL_UNARY:
+        v[0] = &u->unary.x, v[1] = &u->unary.y;
+        return 2;
+    case SN_KERNEL_SOFTMAX:
+        v[0] = &u->softmax.x, v[1] = &u->softmax.y;
+        return 2;
+    case SN_KERNEL_REDUCE:
+        v[0] = &u->reduce.x, v[1] = &u->reduce.y;
+        return 2;
+    case SN_KERNEL_WHERE:
+        v[0] = &u->where.cond, v[1] = &u->where.x;
+        v[2] = &u->where.y, v[3] = &u->where.out;
+        return 4;
+    case SN_KERNEL_COPY:
+        v[0] = &u->copy.src, v[1] = &u->copy.dst;
+        return 2;
+    case SN_KERNEL_IM2COL:
+        v[0] = &u->im2col.src, v[1] = &u->im2col.dst;
+        return 2;
+    case SN_KERNEL_POOL:
+        v[0] = &u->pool.src, v[1] = &u->pool.dst;
+        return 2;
+    case SN_KERNEL_LAYERNORM:
+        v[0] = &u->layernorm.x, v[1] = &u->layernorm.scale;
+        v[2] = &u->layernorm.bias, v[3] = &u->layernorm.y;
+        return 4;
+    case SN_KERNEL_GATHER:
+        v[0] = &u->gather.data, v[1] = &u->gather.indices;
+        v[2] = &u->gather.out;
+        return 3;
+    case SN_KERNEL_TOPK:
+        v[0] = &u->topk.x, v[1] = &u->topk.values;
+        v[2] = &u->topk.indices;
+        return 3;
+    case SN_KERNEL_RNN_CELL:
+        v[0] = &u->rnn_cell.gates, v[1] = &u->rnn_cell.rec;
+        v[2] = &u->rnn_cell.peep, v[3] = &u->rnn_cell.mask;
+        v[4] = &u->rnn_cell.h, v[5] = &u->rnn_cell.c;
+        v[6] = &u->rnn_cell.y;
+        return 7;
+    case SN_KERNEL_RESAMPLE:
+        v[0] = &u->resample.x, v[1] = &u->resample.table;
+        v[2] = &u->resample.y;
+        return 3;
+    case SN_KERNEL_GRID_SAMPLE:
+        v[0] = &u->grid_sample.x, v[1] = &u->grid_sample.grid;
+        v[2] = &u->grid_sample.y;
+        return 3;
+    case SN_KERNEL_ROI_ALIGN:
+        v[0] = &u->roi_align.x, v[1] = &u->roi_align.rois;
+        v[2] = &u->roi_align.batch_idx, v[3] = &u->roi_align.y;
+        return 4;
+    case SN_KERNEL_SCAN:
+        v[0] = &u->scan.x, v[1] = &u->scan.y;
+        return 2;
+    case SN_KERNEL_DWCONV:
+        v[0] = &u->dwconv.src, v[1] = &u->dwconv.weights;
+        v[2] = &u->dwconv.bias, v[3] = &u->dwconv.dst;
+        return 4;
+    }
+    return 0;
+}

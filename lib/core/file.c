@@ -1,9 +1,12 @@
 /*
- * Opening a file that must be a regular one (core/file.h).
+ * Opening a file that must be a regular one, and dropping a mapped file's
+ * pages (core/file.h).
  */
 #include <config.h>
 
 #include <fcntl.h>
+#include <stdint.h>
+#include <sys/mman.h>
 #include <unistd.h>
 
 #include "core/file.h"
@@ -18,4 +21,17 @@ int sn_open_regular(const char *path, int flags, struct stat *sb)
         return SN_NOT_REGULAR;
     }
     return fd;
+}
+
+void sn_drop_file_pages(const void *start, size_t bytes)
+{
+    long page = sysconf(_SC_PAGESIZE);
+    if (!start || !bytes || page <= 0)
+        return;
+    /* Whole pages: those at the ends lie in the same mapping, which begins
+     * and ends on page boundaries. */
+    uintptr_t a = (uintptr_t)start / (uintptr_t)page * (uintptr_t)page,
+              e = ((uintptr_t)start + bytes + (uintptr_t)page - 1) /
+                  (uintptr_t)page * (uintptr_t)page;
+    madvise((void *)a, e - a, MADV_DONTNEED);
 }

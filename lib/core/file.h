@@ -7,6 +7,7 @@
 #ifndef SN_FILE_H
 #define SN_FILE_H
 
+#include <stddef.h>
 #include <sys/stat.h>
 
 /* What sn_open_regular returns for a path that is no regular file. */
@@ -20,5 +21,13 @@
  * a writer forever; no regular file is read before it is refused.
  */
 int sn_open_regular(const char *path, int flags, struct stat *sb);
+
+/*
+ * Drop the whole pages around [start, start + bytes) from the process
+ * (madvise), which must lie in a file mapped read-only (MAP_PRIVATE,
+ * never written): reading them again brings them back from the file.
+ * For weights a device has copied, so that they count once in memory.
+ */
+void sn_drop_file_pages(const void *start, size_t bytes);
 
 #endif /* SN_FILE_H */

@@ -37,73 +37,6 @@ shardnet_status sn_alloc_new(sn_plan *p, size_t bytes, sn_alloc **out)
 size_t sn_step_views(sn_step *s, sn_view **v)
 {
     switch (s->kind) {
-    case SN_KERNEL_GEMM:
-        v[0] = &s->u.gemm.a, v[1] = &s->u.gemm.b, v[2] = &s->u.gemm.c;
-        v[3] = &s->u.gemm.bias, v[4] = &s->u.gemm.res;
-        return 5;
-    case SN_KERNEL_BINARY:
-        v[0] = &s->u.binary.a, v[1] = &s->u.binary.b, v[2] = &s->u.binary.c;
-        return 3;
-    case SN_KERNEL_UNARY:
-        v[0] = &s->u.unary.x, v[1] = &s->u.unary.y;
-        return 2;
-    case SN_KERNEL_SOFTMAX:
-        v[0] = &s->u.softmax.x, v[1] = &s->u.softmax.y;
-        return 2;
-    case SN_KERNEL_REDUCE:
-        v[0] = &s->u.reduce.x, v[1] = &s->u.reduce.y;
-        return 2;
-    case SN_KERNEL_WHERE:
-        v[0] = &s->u.where.cond, v[1] = &s->u.where.x;
-        v[2] = &s->u.where.y, v[3] = &s->u.where.out;
-        return 4;
-    case SN_KERNEL_COPY:
-        v[0] = &s->u.copy.src, v[1] = &s->u.copy.dst;
-        return 2;
-    case SN_KERNEL_IM2COL:
-        v[0] = &s->u.im2col.src, v[1] = &s->u.im2col.dst;
-        return 2;
-    case SN_KERNEL_POOL:
-        v[0] = &s->u.pool.src, v[1] = &s->u.pool.dst;
-        return 2;
-    case SN_KERNEL_LAYERNORM:
-        v[0] = &s->u.layernorm.x, v[1] = &s->u.layernorm.scale;
-        v[2] = &s->u.layernorm.bias, v[3] = &s->u.layernorm.y;
-        return 4;
-    case SN_KERNEL_GATHER:
-        v[0] = &s->u.gather.data, v[1] = &s->u.gather.indices;
-        v[2] = &s->u.gather.out;
-        return 3;
-    case SN_KERNEL_TOPK:
-        v[0] = &s->u.topk.x, v[1] = &s->u.topk.values;
-        v[2] = &s->u.topk.indices;
-        return 3;
-    case SN_KERNEL_RNN_CELL:
-        v[0] = &s->u.rnn_cell.gates, v[1] = &s->u.rnn_cell.rec;
-        v[2] = &s->u.rnn_cell.peep, v[3] = &s->u.rnn_cell.mask;
-        v[4] = &s->u.rnn_cell.h, v[5] = &s->u.rnn_cell.c;
-        v[6] = &s->u.rnn_cell.y;
-        return 7;
-    case SN_KERNEL_RESAMPLE:
-        v[0] = &s->u.resample.x, v[1] = &s->u.resample.table;
-        v[2] = &s->u.resample.y;
-        return 3;
-    case SN_KERNEL_GRID_SAMPLE:
-        v[0] = &s->u.grid_sample.x, v[1] = &s->u.grid_sample.grid;
-        v[2] = &s->u.grid_sample.y;
-        return 3;
-    case SN_KERNEL_ROI_ALIGN:
-        v[0] = &s->u.roi_align.x, v[1] = &s->u.roi_align.rois;
-        v[2] = &s->u.roi_align.batch_idx, v[3] = &s->u.roi_align.y;
-        return 4;
-    case SN_KERNEL_SCAN:
-        v[0] = &s->u.scan.x, v[1] = &s->u.scan.y;
-        return 2;
-        return 3;
-    case SN_KERNEL_DWCONV:
-        v[0] = &s->u.dwconv.src, v[1] = &s->u.dwconv.weights;
-        v[2] = &s->u.dwconv.bias, v[3] = &s->u.dwconv.dst;
-        return 4;
     case SN_STEP_COLLECTIVE:
         v[0] = &s->coll.send, v[1] = &s->coll.recv;
         return 2;
@@ -111,7 +44,7 @@ size_t sn_step_views(sn_step *s, sn_view **v)
         v[0] = &s->branch.cond;
         return 1;
     }
-    return 0;
+    return sn_kernel_views(s->kind, &s->u, v);
 }
 
 sn_alloc *sn_alloc_of(const sn_view *v)

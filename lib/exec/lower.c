@@ -109,6 +109,50 @@ shardnet_status sn_dev_upload(sn_lower *L, const sn_node *n, float *data,
     return SHARDNET_OK;
 }
 
+/*
+ * Graph constant vi (its host data rt->host, count elements) as the plan's
+ * weights' float buffer: float data is used in place where the device
+ * shares host memory (the model's mapped file, whose pages the device may
+ * drop once it keeps a packed copy), else copied, after which a mapped
+ * file's pages are dropped: the weights count once in memory.
+ */
+static shardnet_status upload_weight(sn_plan *p, const sn_graph *g, long vi,
+                                     const sn_rt *rt, size_t count,
+                                     sn_buffer **out)
+{
+    const sn_value *v = &g->values[vi];
+    size_t bytes = count * sizeof(float);
+    const float *f = NULL;
+    float *conv = NULL;
+    sn_buffer *b = NULL;
+    shardnet_status st = SHARDNET_UNSUPPORTED;
+    if (rt->dtype == SN_DT_FLOAT)
+        st = sn_buffer_wrap(p->dev, rt->host, bytes,
+                            v->flags & SN_VALUE_MAPPED ? SN_WRAP_DROPPABLE : 0,
+                            &b);
+    if (st == SHARDNET_UNSUPPORTED) {
+        if (rt->dtype == SN_DT_FLOAT)
+            f = rt->host;
+        else if (!(f = conv = sn_to_float(rt->dtype, rt->host, count)))
+            return sn_error(SHARDNET_OUT_OF_MEMORY, "uploading '%s'", v->name);
+        st = sn_buffer_alloc(p->dev, bytes, &b);
+        if (st == SHARDNET_OK &&
+            (st = sn_buffer_write(b, 0, f, bytes)) != SHARDNET_OK) {
+            sn_buffer_free(b);
+            b = NULL;
+        }
+        free(conv);
+        if (st == SHARDNET_OK)
+            sn_value_drop_pages(v);
+    }
+    if (st != SHARDNET_OK)
+        return st;
+    p->w->f32[vi] = b;
+    p->w->bytes += bytes;
+    *out = b;
+    return SHARDNET_OK;
+}
+
 static long value_index(const sn_lower *L, const sn_rt *rt)
 {
     return rt - L->rt;
@@ -152,27 +196,17 @@ shardnet_status sn_dev_view(sn_lower *L, const sn_node *n, sn_rt *rt,
         *out = rt->view;
         return SHARDNET_OK;
     }
-    float *f = sn_to_float(rt->dtype, rt->host, count);
     sn_buffer *b = NULL;
-    if (!f)
-        return sn_error(SHARDNET_OUT_OF_MEMORY, "uploading '%s'",
-                        L->g->values[vi].name);
     if (shared) {
-        st = sn_buffer_alloc(p->dev, count * sizeof(float), &b);
-        if (st == SHARDNET_OK &&
-            (st = sn_buffer_write(b, 0, f, count * sizeof(float))) !=
-                SHARDNET_OK) {
-            sn_buffer_free(b);
-            b = NULL;
-        }
-        if (st == SHARDNET_OK) {
-            p->w->f32[vi] = b;
-            p->w->bytes += count * sizeof(float);
-        }
+        st = upload_weight(p, L->g, vi, rt, count, &b);
     } else {
+        float *f = sn_to_float(rt->dtype, rt->host, count);
+        if (!f)
+            return sn_error(SHARDNET_OUT_OF_MEMORY, "uploading '%s'",
+                            L->g->values[vi].name);
         st = upload(p, f, count * sizeof(float), &b);
+        free(f);
     }
-    free(f);
     if (st != SHARDNET_OK)
         return sn_error_prefix(st, "node '%s' (%s): uploading '%s'", n->name,
                                n->op_type, L->g->values[vi].name);

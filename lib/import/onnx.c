@@ -127,6 +127,10 @@ int sn_onnx_tensor_value(sn_onnx_ctx *c, const sn_pb_tensor *t,
     v->nbytes = t->nbytes;
     v->owned = owned;
     v->flags |= SN_VALUE_CONST;
+    /* In place in a mapped file (not read into memory, nor the caller's
+     * memory of a model loaded from memory, which notes no files). */
+    if (data && !owned && !c->copy && c->files)
+        v->flags |= SN_VALUE_MAPPED;
     return vi;
 }
 

@@ -8,6 +8,7 @@
 #include <sys/mman.h>
 
 #include "core/error.h"
+#include "core/file.h"
 #include "core/grow.h"
 #include "ir/graph.h"
 
@@ -387,6 +388,12 @@ oom:
     sn_error(SHARDNET_OUT_OF_MEMORY, "out of memory adding node '%s' (%s)",
              name ? name : "", op_type);
     return -1;
+}
+
+void sn_value_drop_pages(const sn_value *v)
+{
+    if (v->flags & SN_VALUE_MAPPED)
+        sn_drop_file_pages(v->data, v->nbytes);
 }
 
 int sn_graph_add_mapping(sn_graph *g, void *addr, size_t len)

@@ -64,6 +64,10 @@ const char *sn_dtype_name(sn_dtype t);
 #define SN_VALUE_CONST 4u  /* data is known on the host */
 #define SN_VALUE_OUTER 8u  /* a subgraph's: a value of an enclosing graph
                               (sn_graph.outer) */
+#define SN_VALUE_MAPPED 16u /* SN_VALUE_CONST whose data lies in a model
+                               file mapped read-only: its pages may be
+                               dropped (sn_value_drop_pages) and are read
+                               again from the file */
 
 typedef struct sn_value {
     char *name;
@@ -197,6 +201,9 @@ sn_attr *sn_node_add_attr(sn_node *n, const char *name, sn_attr_type type);
  * value index goes through map (-1 stays -1).  0 when out of memory (d
  * then holds what was copied, for sn_graph_free() to release). */
 int sn_attr_copy(sn_attr *d, const sn_attr *a, const int *map);
+/* Drop the pages of v's data from the process where v is SN_VALUE_MAPPED
+ * (nothing otherwise): a device holds a copy of its own now. */
+void sn_value_drop_pages(const sn_value *v);
 /* Record a mapping for sn_graph_free() to unmap; -1 when out of memory
  * (error set; the caller still owns the mapping). */
 int sn_graph_add_mapping(sn_graph *g, void *addr, size_t len);

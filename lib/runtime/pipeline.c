@@ -25,7 +25,7 @@ static int add_value(sn_graph *sub, const sn_graph *g, int v, int *map)
     sv->rank = pv->rank;
     memcpy(sv->dims, pv->dims, sizeof sv->dims);
     if (pv->flags & SN_VALUE_CONST) {
-        sv->flags |= SN_VALUE_CONST;
+        sv->flags |= pv->flags & (SN_VALUE_CONST | SN_VALUE_MAPPED);
         sv->data = pv->data;
         sv->nbytes = pv->nbytes;
     }

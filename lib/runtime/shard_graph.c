@@ -89,7 +89,7 @@ static int const_r(bld *b, int v)
         memcpy(sv->dims, pv->dims, sizeof sv->dims);
         sv->data = pv->data;
         sv->nbytes = pv->nbytes;
-        sv->flags |= SN_VALUE_CONST;
+        sv->flags |= pv->flags & (SN_VALUE_CONST | SN_VALUE_MAPPED);
     }
     b->vi[v].cnst_r = k;
     return k;
@@ -112,6 +112,23 @@ static int const_cut(bld *b, int v, int axis, const size_t *cnt,
     size_t outer = prod(pv->dims, 0, axis),
            inner = prod(pv->dims, axis + 1, pv->rank) * es,
            whole = (size_t)pv->dims[axis], at = 0;
+    /* Cut along its outermost axis, each device's part is one run of the
+     * whole: borrowed where it lies (in the model's mapped file, each
+     * device then reads and holds only its own part), not copied. */
+    if (!rank0_only && outer == 1) {
+        for (size_t d = 0; d < b->n; d++) {
+            sn_value *sv = &b->sub[d]->values[k];
+            sv->dtype = pv->dtype;
+            sv->rank = pv->rank;
+            memcpy(sv->dims, pv->dims, sizeof sv->dims);
+            sv->dims[axis] = (int64_t)cnt[d];
+            sv->nbytes = cnt[d] * inner;
+            sv->data = (const char *)pv->data + at * inner;
+            sv->flags |= pv->flags & (SN_VALUE_CONST | SN_VALUE_MAPPED);
+            at += cnt[d];
+        }
+        return k;
+    }
     for (size_t d = 0; d < b->n; d++) {
         memcpy(dims[d], pv->dims, sizeof dims[d]);
         if (!rank0_only)

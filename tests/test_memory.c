@@ -1,0 +1,151 @@
+/*
+ * Memory a big model really takes (issue 16): the process's peak resident
+ * memory (VmHWM, reset between cases through /proc/self/clear_refs) while
+ * one session loads, plans and runs a model, against the model's weights.
+ *
+ *   test_memory MODEL.onnx DEVICES SPLIT MAX_RATIO [BATCH]
+ *
+ * loads MODEL, creates a session on DEVICES (a device list; SPLIT none,
+ * layer, tensor or auto), runs it twice at batch BATCH (default 1) on
+ * inputs of zeros and reports, one "key value" per line: the weights'
+ * bytes, the peak resident memory the load, the first run and the second
+ * run added to what the process held before, their ratio to the weights,
+ * the first and second run's seconds, and what the session's description
+ * says each device holds.  It fails (exit 1) when the peak exceeds
+ * MAX_RATIO times the weights plus the activations' bound (64 MB: inputs,
+ * outputs, arenas and the runtime's own buffers).  tests/test_memory.sh
+ * makes the model (tools/make_big_model) and states the bounds.
+ */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "shardnet.h"
+
+/* Slack for what is not weights: activations, arenas, thread stacks,
+ * OpenBLAS's and PoCL's own buffers. */
+#define ACTIVATIONS (64.0 * 1024 * 1024)
+
+/* A field of /proc/self/status in bytes ("VmHWM:", "VmRSS:"); -1. */
+static double status_kb(const char *key)
+{
+    char line[256];
+    double v = -1;
+    FILE *f = fopen("/proc/self/status", "r");
+    if (!f)
+        return -1;
+    while (fgets(line, sizeof line, f))
+        if (strncmp(line, key, strlen(key)) == 0) {
+            v = atof(line + strlen(key)) * 1024;
+            break;
+        }
+    fclose(f);
+    return v;
+}
+
+/* Resets VmHWM to the current resident size (Linux 4.0 and later). */
+static int reset_peak(void)
+{
+    FILE *f = fopen("/proc/self/clear_refs", "w");
+    if (!f)
+        return 0;
+    int ok = fputs("5", f) >= 0;
+    return fclose(f) == 0 && ok;
+}
+
+static double now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+static int fail(const char *what, shardnet_status st)
+{
+    fprintf(stderr, "test_memory: %s: %s: %s\n", what,
+            shardnet_status_str(st), shardnet_last_error());
+    return 1;
+}
+
+int main(int argc, char **argv)
+{
+    if (argc < 5 || argc > 6) {
+        fprintf(stderr, "Usage: test_memory MODEL DEVICES SPLIT MAX_RATIO "
+                        "[BATCH]\n");
+        return 2;
+    }
+    const char *path = argv[1], *devices = argv[2], *split = argv[3];
+    double max_ratio = atof(argv[4]);
+    int64_t batch = argc > 5 ? atoll(argv[5]) : 1;
+    shardnet_context_t *ctx = NULL;
+    shardnet_model_t *model = NULL;
+    shardnet_session_t *s = NULL;
+    shardnet_status st;
+
+    if (!reset_peak()) {
+        printf("skip /proc/self/clear_refs cannot reset the peak\n");
+        return 77;
+    }
+    if ((st = shardnet_context_create(&ctx)) != SHARDNET_OK)
+        return fail("context", st);
+    double base = status_kb("VmRSS:");
+
+    if ((st = shardnet_model_load(path, &model)) != SHARDNET_OK)
+        return fail(path, st);
+    double weights = 4.0 * (double)shardnet_model_parameter_count(model);
+    double load = status_kb("VmHWM:") - base;
+
+    shardnet_session_options o = {.size = sizeof o, .split = split};
+    if ((st = shardnet_session_create_with(ctx, model, devices, &o, &s)) !=
+        SHARDNET_OK)
+        return fail("session", st);
+    shardnet_tensor_info in;
+    if ((st = shardnet_model_input(model, 0, &in)) != SHARDNET_OK)
+        return fail("input", st);
+    int64_t dims[SHARDNET_MAX_DIMS];
+    size_t count = 1;
+    for (int d = 0; d < in.rank; d++) {
+        dims[d] = in.dims[d] < 0 ? batch : in.dims[d];
+        count *= (size_t)dims[d];
+    }
+    float *x = calloc(count ? count : 1, sizeof *x);
+    if (!x)
+        return 1;
+    if ((st = shardnet_session_set_input(s, 0, SHARDNET_DTYPE_FLOAT32, in.rank,
+                                         dims, x)) != SHARDNET_OK)
+        return fail("input", st);
+    double t0 = now();
+    if ((st = shardnet_session_run(s)) != SHARDNET_OK)
+        return fail("first run", st);
+    double t1 = now();
+    if ((st = shardnet_session_run(s)) != SHARDNET_OK)
+        return fail("second run", st);
+    double t2 = now();
+    double peak = status_kb("VmHWM:") - base;
+
+    char desc[8192];
+    shardnet_session_describe(s, desc, sizeof desc);
+    for (char *line = strtok(desc, "\n"); line; line = strtok(NULL, "\n"))
+        printf("plan %s\n", line);
+    printf("weights_mb %.1f\n", weights / 1e6);
+    printf("load_mb %.1f\n", load / 1e6);
+    printf("peak_mb %.1f\n", peak / 1e6);
+    printf("peak_ratio %.3f\n", peak / weights);
+    printf("first_run_s %.3f\n", t1 - t0);
+    printf("second_run_s %.3f\n", t2 - t1);
+    shardnet_session_free(s);
+    shardnet_model_free(model);
+    shardnet_context_free(ctx);
+    free(x);
+    if (!(peak <= max_ratio * weights + ACTIVATIONS)) {
+        printf("FAIL peak %.1f MB is over %.2f x the weights (%.1f MB) plus "
+               "%.0f MB\n", peak / 1e6, max_ratio, weights / 1e6,
+               ACTIVATIONS / 1e6);
+        return 1;
+    }
+    printf("ok peak %.1f MB is within %.2f x the weights plus %.0f MB\n",
+           peak / 1e6, max_ratio, ACTIVATIONS / 1e6);
+    return 0;
+}

@@ -1,0 +1,45 @@
+#!/bin/sh
+# Peak memory of a big model (issue 16): tools/make_big_model writes an MLP
+# of eight 4096 x 4096 fp32 Gemm layers (537 MB of weights) from a seed,
+# once with its weights inline (raw_data at whatever offset the protobuf
+# puts them: not 4-byte aligned) and once as external data (aligned), and
+# tests/test_memory loads, plans and runs it twice on cpu:0, failing where
+# the process's peak resident memory exceeds 1.15 times the weights (plus
+# 64 MB for activations and the runtime's own buffers).  The models are
+# made in a temporary folder and removed; they need 0.6 GB of disk at a
+# time.  Run by `make check` (SHARDNET_BIN set, see Makefile.am).
+set -u
+bin=${SHARDNET_BIN:-./shardnet}
+top=$(dirname "$bin")
+dir=$(mktemp -d "${TMPDIR:-/tmp}/shardnet-memory.XXXXXX") || exit 1
+trap 'rm -rf "$dir"' EXIT
+fails=0
+
+need_mb=700
+free_mb=$(df -Pm "$dir" | awk 'NR == 2 { print $4 }')
+if [ "${free_mb:-0}" -lt "$need_mb" ]; then
+    echo "SKIP: $need_mb MB of disk needed in $dir, $free_mb MB free"
+    exit 77
+fi
+
+# case NAME MAKE_FLAGS DEVICES SPLIT MAX_RATIO
+case_() {
+    name=$1 flags=$2 devices=$3 split=$4 ratio=$5
+    echo "== $name: $devices, split $split, at most $ratio x the weights"
+    # shellcheck disable=SC2086
+    if ! "$top/tools/make_big_model" "$dir/mlp.onnx" $flags; then
+        echo "FAIL: $name: make_big_model"
+        fails=$((fails + 1))
+        return
+    fi
+    "$top/tests/test_memory" "$dir/mlp.onnx" "$devices" "$split" "$ratio"
+    rc=$?
+    [ "$rc" -eq 0 ] || { echo "FAIL: $name (exit $rc)"; fails=$((fails + 1)); }
+    rm -f "$dir/mlp.onnx" "$dir/mlp.onnx.data"
+}
+
+case_ "inline weights" "" cpu:0 none 1.15
+case_ "external weights" --external cpu:0 none 1.15
+
+[ "$fails" -eq 0 ] || { echo "$fails case(s) failed"; exit 1; }
+echo "all cases passed"

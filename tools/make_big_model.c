@@ -1,0 +1,382 @@
+/*
+ * make_big_model: writes a multi-layer perceptron big enough to matter,
+ * from a seed, so that nobody commits one (issue 16).  Each layer is a
+ * Gemm of the activations by a WIDTH x WIDTH weight (transB = 1) plus a
+ * bias, followed by Relu except after the last; the input "x" is
+ * [N, WIDTH] with a symbolic batch N, the output "y".  The default, eight
+ * layers of 4096, holds 537 MB of fp32 weights.
+ *
+ *   make_big_model OUT.onnx [--layers L] [--width W] [--seed S]
+ *                  [--external]
+ *
+ * --external writes the weights to OUT.onnx.data beside the model
+ * (ONNX's external data, each tensor at an offset aligned to 4096 bytes),
+ * as exporters do for models over 2 GB.  The file is streamed: nothing
+ * the size of the weights is held in memory.  Weights are uniform in
+ * +-sqrt(6 / W) (He's bound for Relu), biases in +-0.01, from a
+ * splitmix64 generator seeded by S, so that the same arguments give the
+ * same bytes.
+ */
+#include <errno.h>
+#include <inttypes.h>
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* --- a protobuf message held in memory ------------------------------- */
+
+typedef struct msg {
+    uint8_t *p;
+    size_t n, cap;
+} msg;
+
+static void die(const char *what)
+{
+    fprintf(stderr, "make_big_model: %s: %s\n", what,
+            errno ? strerror(errno) : "failed");
+    exit(1);
+}
+
+static void raw(msg *m, const void *d, size_t n)
+{
+    if (m->n + n > m->cap) {
+        m->cap = (m->n + n) * 2 + 64;
+        if (!(m->p = realloc(m->p, m->cap)))
+            die("out of memory");
+    }
+    memcpy(m->p + m->n, d, n);
+    m->n += n;
+}
+
+static size_t varint_len(uint64_t v)
+{
+    size_t n = 1;
+    while (v >= 0x80) {
+        v >>= 7;
+        n++;
+    }
+    return n;
+}
+
+static void varint(msg *m, uint64_t v)
+{
+    do {
+        uint8_t c = (uint8_t)(v & 0x7f);
+        v >>= 7;
+        if (v)
+            c |= 0x80;
+        raw(m, &c, 1);
+    } while (v);
+}
+
+static void tag(msg *m, unsigned field, unsigned wire)
+{
+    varint(m, (uint64_t)field << 3 | wire);
+}
+
+static void int_field(msg *m, unsigned field, int64_t v)
+{
+    tag(m, field, 0);
+    varint(m, (uint64_t)v);
+}
+
+static void bytes_field(msg *m, unsigned field, const void *d, size_t n)
+{
+    tag(m, field, 2);
+    varint(m, n);
+    raw(m, d, n);
+}
+
+static void str_field(msg *m, unsigned field, const char *s)
+{
+    bytes_field(m, field, s, strlen(s));
+}
+
+/* Appends sub as field `field` and empties it. */
+static void sub_field(msg *m, unsigned field, msg *sub)
+{
+    bytes_field(m, field, sub->p, sub->n);
+    free(sub->p);
+    memset(sub, 0, sizeof *sub);
+}
+
+/* --- the weights' values ---------------------------------------------- */
+
+static uint64_t splitmix(uint64_t *s)
+{
+    uint64_t z = (*s += 0x9e3779b97f4a7c15ull);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+}
+
+/* n floats uniform in [-bound, bound], little-endian, written to f. */
+static void write_values(FILE *f, uint64_t *state, size_t n, float bound)
+{
+    float buf[4096];
+    while (n) {
+        size_t k = n < 4096 ? n : 4096;
+        for (size_t i = 0; i < k; i++) {
+            double u = (double)(splitmix(state) >> 11) * 0x1.0p-53;
+            buf[i] = (float)((2 * u - 1) * bound);
+        }
+        if (fwrite(buf, sizeof *buf, k, f) != k)
+            die("writing the weights");
+        n -= k;
+    }
+}
+
+/* --- the model ---------------------------------------------------------- */
+
+typedef struct weight {
+    char name[32];
+    int64_t dims[2];
+    int rank;
+    float bound;
+    uint64_t offset; /* in the external-data file */
+} weight;
+
+static size_t weight_bytes(const weight *w)
+{
+    size_t n = 4;
+    for (int i = 0; i < w->rank; i++)
+        n *= (size_t)w->dims[i];
+    return n;
+}
+
+/* The TensorProto of w without its data (raw_data, when inline, is
+ * streamed after it as the message's last field). */
+static msg tensor_head(const weight *w, const char *location)
+{
+    msg t = {0};
+    for (int i = 0; i < w->rank; i++)
+        int_field(&t, 1, w->dims[i]);
+    int_field(&t, 2, 1); /* FLOAT */
+    str_field(&t, 8, w->name);
+    if (location) {
+        char num[32];
+        static const char *keys[] = {"location", "offset", "length"};
+        for (int k = 0; k < 3; k++) {
+            msg e = {0};
+            str_field(&e, 1, keys[k]);
+            if (k == 0) {
+                str_field(&e, 2, location);
+            } else {
+                snprintf(num, sizeof num, "%" PRIu64,
+                         k == 1 ? w->offset : (uint64_t)weight_bytes(w));
+                str_field(&e, 2, num);
+            }
+            sub_field(&t, 13, &e);
+        }
+        int_field(&t, 14, 1); /* data_location EXTERNAL */
+    }
+    return t;
+}
+
+static msg value_info(const char *name, int64_t width)
+{
+    msg v = {0}, type = {0}, tt = {0}, shape = {0}, d0 = {0}, d1 = {0};
+    str_field(&v, 1, name);
+    int_field(&tt, 1, 1);
+    str_field(&d0, 2, "N");
+    sub_field(&shape, 1, &d0);
+    int_field(&d1, 1, width);
+    sub_field(&shape, 1, &d1);
+    sub_field(&tt, 2, &shape);
+    sub_field(&type, 1, &tt);
+    sub_field(&v, 2, &type);
+    return v;
+}
+
+static msg node(const char *op, const char *name, const char *const *ins,
+                int nin, const char *out)
+{
+    msg n = {0};
+    for (int i = 0; i < nin; i++)
+        str_field(&n, 1, ins[i]);
+    str_field(&n, 2, out);
+    str_field(&n, 3, name);
+    str_field(&n, 4, op);
+    if (strcmp(op, "Gemm") == 0) {
+        msg a = {0};
+        str_field(&a, 1, "transB");
+        int_field(&a, 3, 1);
+        int_field(&a, 20, 2); /* AttributeProto.type INT */
+        sub_field(&n, 5, &a);
+    }
+    return n;
+}
+
+static void usage(void)
+{
+    fprintf(stderr,
+            "Usage: make_big_model OUT.onnx [--layers L] [--width W] "
+            "[--seed S] [--external]\n"
+            "Writes an MLP of L Gemm layers of W x W fp32 weights (default "
+            "8 x 4096:\n537 MB) with Relu between them, from seed S "
+            "(default 1).\n");
+    exit(2);
+}
+
+static long parse(const char *s, long lo, long hi, const char *what)
+{
+    char *end;
+    errno = 0;
+    long v = strtol(s, &end, 10);
+    if (errno || *end || end == s || v < lo || v > hi) {
+        fprintf(stderr, "make_big_model: %s '%s' is not a number from %ld "
+                        "to %ld\n", what, s, lo, hi);
+        exit(2);
+    }
+    return v;
+}
+
+int main(int argc, char **argv)
+{
+    const char *out = NULL;
+    long layers = 8, width = 4096;
+    uint64_t seed = 1;
+    int external = 0;
+    for (int i = 1; i < argc; i++) {
+        if (strcmp(argv[i], "--layers") == 0 && i + 1 < argc)
+            layers = parse(argv[++i], 1, 1000, "--layers");
+        else if (strcmp(argv[i], "--width") == 0 && i + 1 < argc)
+            width = parse(argv[++i], 1, 1 << 16, "--width");
+        else if (strcmp(argv[i], "--seed") == 0 && i + 1 < argc)
+            seed = (uint64_t)parse(argv[++i], 0, 1L << 30, "--seed");
+        else if (strcmp(argv[i], "--external") == 0)
+            external = 1;
+        else if (argv[i][0] == '-' || out)
+            usage();
+        else
+            out = argv[i];
+    }
+    if (!out)
+        usage();
+
+    size_t nw = (size_t)layers * 2;
+    weight *ws = calloc(nw, sizeof *ws);
+    if (!ws)
+        die("out of memory");
+    uint64_t off = 0;
+    for (long l = 0; l < layers; l++) {
+        weight *w = &ws[2 * l], *b = &ws[2 * l + 1];
+        snprintf(w->name, sizeof w->name, "w%ld", l);
+        w->rank = 2;
+        w->dims[0] = w->dims[1] = width;
+        w->bound = (float)sqrt(6.0 / (double)width);
+        snprintf(b->name, sizeof b->name, "b%ld", l);
+        b->rank = 1;
+        b->dims[0] = width;
+        b->bound = 0.01f;
+        for (int k = 0; k < 2; k++) {
+            ws[2 * l + k].offset = off;
+            off += (weight_bytes(&ws[2 * l + k]) + 4095) / 4096 * 4096;
+        }
+    }
+
+    /* Everything but the weights' data, in memory. */
+    char data_name[4096];
+    const char *slash = strrchr(out, '/');
+    snprintf(data_name, sizeof data_name, "%s.data", slash ? slash + 1 : out);
+    msg nodes = {0}, io = {0}, *heads = calloc(nw, sizeof *heads);
+    if (!heads)
+        die("out of memory");
+    for (long l = 0; l < layers; l++) {
+        char in[32], h[32], r[32], name[32];
+        snprintf(in, sizeof in, l ? "r%ld" : "x", l - 1);
+        snprintf(h, sizeof h, l + 1 < layers ? "h%ld" : "y", l);
+        const char *ins[3] = {in, ws[2 * l].name, ws[2 * l + 1].name};
+        snprintf(name, sizeof name, "gemm%ld", l);
+        msg n = node("Gemm", name, ins, 3, h);
+        sub_field(&nodes, 1, &n);
+        if (l + 1 < layers) {
+            const char *rin[1] = {h};
+            snprintf(r, sizeof r, "r%ld", l);
+            snprintf(name, sizeof name, "relu%ld", l);
+            n = node("Relu", name, rin, 1, r);
+            sub_field(&nodes, 1, &n);
+        }
+    }
+    msg vi = value_info("x", width);
+    sub_field(&io, 11, &vi);
+    vi = value_info("y", width);
+    sub_field(&io, 12, &vi);
+
+    /* The graph's length, then the model's, before any byte is written. */
+    uint64_t graph_len = nodes.n + io.n + 2 + strlen("big_mlp");
+    for (size_t i = 0; i < nw; i++) {
+        heads[i] = tensor_head(&ws[i], external ? data_name : NULL);
+        uint64_t t = heads[i].n;
+        if (!external)
+            t += 1 + varint_len(weight_bytes(&ws[i])) + weight_bytes(&ws[i]);
+        graph_len += 1 + varint_len(t) + t;
+    }
+    msg head = {0}, opset = {0};
+    int_field(&head, 1, 8); /* ir_version */
+    str_field(&head, 2, "shardnet make_big_model");
+    str_field(&opset, 1, "");
+    int_field(&opset, 2, 13);
+    sub_field(&head, 8, &opset);
+    tag(&head, 7, 2);
+    varint(&head, graph_len);
+
+    FILE *f = fopen(out, "wb"), *d = NULL;
+    if (!f)
+        die(out);
+    if (external) {
+        char path[8192];
+        snprintf(path, sizeof path, "%s.data", out);
+        if (!(d = fopen(path, "wb")))
+            die(path);
+    }
+    uint64_t state = seed;
+    msg g = {0};
+    raw(&g, head.p, head.n);
+    raw(&g, nodes.p, nodes.n);
+    str_field(&g, 2, "big_mlp");
+    if (fwrite(g.p, 1, g.n, f) != g.n)
+        die(out);
+    uint64_t at = 0;
+    for (size_t i = 0; i < nw; i++) {
+        msg t = {0};
+        size_t nb = weight_bytes(&ws[i]);
+        uint64_t tl = heads[i].n;
+        if (!external)
+            tl += 1 + varint_len(nb) + nb;
+        tag(&t, 5, 2);
+        varint(&t, tl);
+        raw(&t, heads[i].p, heads[i].n);
+        if (!external) {
+            tag(&t, 9, 2);
+            varint(&t, nb);
+        }
+        if (fwrite(t.p, 1, t.n, f) != t.n)
+            die(out);
+        free(t.p);
+        if (external) {
+            static const char zero[4096];
+            if (ws[i].offset > at &&
+                fwrite(zero, 1, ws[i].offset - at, d) != ws[i].offset - at)
+                die("writing the external data");
+            write_values(d, &state, nb / 4, ws[i].bound);
+            at = ws[i].offset + nb;
+        } else {
+            write_values(f, &state, nb / 4, ws[i].bound);
+        }
+        free(heads[i].p);
+    }
+    if (fwrite(io.p, 1, io.n, f) != io.n)
+        die(out);
+    if (fclose(f) != 0 || (d && fclose(d) != 0))
+        die(out);
+    free(g.p);
+    free(head.p);
+    free(nodes.p);
+    free(io.p);
+    free(heads);
+    free(ws);
+    return 0;
+}
