@@ -125,6 +125,12 @@ void sn_cpu_where(const sn_where_desc *d, const float *cond, const float *x,
 void sn_cpu_copy(const sn_copy_desc *d, const float *src, float *dst);
 void sn_cpu_im2col(const sn_im2col_desc *d, const float *src, float *dst);
 void sn_cpu_pool(const sn_pool_desc *d, const float *src, float *dst);
+/* The quantized product (cpu/qgemm.c): q the bytes of the weight, zero
+ * and bias may be NULL; 0 when out of memory for its sums (C then holds
+ * garbage). */
+int sn_cpu_qgemm(const sn_qgemm_desc *d, const float *a, const void *q,
+                 const float *scale, const float *zero, const float *bias,
+                 float *c);
 /* bias may be NULL */
 void sn_cpu_dwconv(const sn_dwconv_desc *d, const float *src, const float *w,
                    const float *bias, float *dst);

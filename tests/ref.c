@@ -879,3 +879,37 @@ void ref_dwconv(const sn_dwconv_desc *d, const float *src, const float *w,
                     dst[((n * och + o) * d->out_h + oy) * d->out_w + ox] = acc;
                 }
 }
+
+void ref_qgemm(const sn_qgemm_desc *d, const float *a, const unsigned char *q,
+               const float *scale, const float *zero, const float *bias,
+               float *c)
+{
+    size_t blocks = d->block ? (d->k + d->block - 1) / d->block : 1;
+    for (size_t i = 0; i < d->m; i++)
+        for (size_t j = 0; j < d->n; j++) {
+            double sum = 0.0;
+            for (size_t kk = 0; kk < d->k; kk++) {
+                size_t s = j * blocks + (d->block ? kk / d->block : 0);
+                int v;
+                if (d->qtype == SN_QTYPE_U4) {
+                    unsigned char b = q[j * d->ldq + kk / 2];
+                    v = kk % 2 ? b >> 4 : b & 15;
+                } else {
+                    unsigned char b = d->trans_b ? q[j * d->ldq + kk]
+                                                 : q[kk * d->ldq + j];
+                    v = d->qtype == SN_QTYPE_S8 ? (int)(signed char)b
+                                                : (int)b;
+                }
+                double w = ((double)v - (zero ? zero[s] : 0.0)) * scale[s];
+                sum += (double)a[i * d->lda + kk] * w;
+            }
+            if (bias)
+                sum += bias[j];
+            float y = (float)sum;
+            if (d->act != SN_ACT_NONE && y < 0.0f)
+                y = 0.0f;
+            if (d->act == SN_ACT_RELU6 && y > 6.0f)
+                y = 6.0f;
+            c[i * d->ldc + j] = y;
+        }
+}

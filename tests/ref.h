@@ -80,6 +80,12 @@ float ref_unary_op(sn_unary_op op, float x, float alpha, float beta);
 
 /* x[0..n) = deterministic uniform values in [lo, hi) from seed (xorshift32). */
 void ref_fill_random(float *x, size_t n, unsigned seed, float lo, float hi);
+/* The quantized product, plainly: each weight dequantized, (q - zero) *
+ * scale, summed in double in kk order, then bias and activation; q the
+ * weight's bytes (the descriptor's layout), zero and bias may be NULL. */
+void ref_qgemm(const sn_qgemm_desc *d, const float *a, const unsigned char *q,
+               const float *scale, const float *zero, const float *bias,
+               float *c);
 
 /*
  * Count the i in [0, n) where got[i] is not within atol + rtol * |want[i]|

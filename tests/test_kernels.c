@@ -159,6 +159,135 @@ static void gemm_case(sn_device *dev, size_t m, size_t n, size_t k, int ta,
                        0, 0, SN_ACT_NONE);
 }
 
+/*
+ * One quantized product on dev (where it runs it): A (m x k, row stride
+ * k + 3, at an offset) times a weight of qtype in the given layout and
+ * blocks, zero points and bias as asked, against ref_qgemm within float
+ * rounding of sums of k terms.
+ */
+static void qgemm_case(sn_device *dev, size_t m, size_t n, size_t k,
+                       sn_qtype qt, int trans_b, size_t block, int zero,
+                       int bias, sn_act act)
+{
+    size_t lda = k + 3, at = 5;
+    size_t blocks = block ? (k + block - 1) / block : 1;
+    size_t row = trans_b ? (qt == SN_QTYPE_U4 ? (k + 1) / 2 : k) : n;
+    size_t ldq = row + 2, rows = trans_b ? n : k;
+    size_t qbytes = rows * ldq, qfloats = (qbytes + 3) / 4 + 1;
+    float *a = random_floats(at + m * lda, 31, -1.0f, 1.0f);
+    float *sc = random_floats(n * blocks, 32, 0.001f, 0.05f);
+    float *zp = random_floats(n * blocks, 33, 0.0f, 15.0f);
+    float *bs = random_floats(n, 34, -1.0f, 1.0f);
+    float *want = calloc(m * n, sizeof *want), *got = calloc(m * n,
+                                                             sizeof *got);
+    float *qf = calloc(qfloats, sizeof *qf);
+    cr_assert(want && got && qf);
+    unsigned char *q = (unsigned char *)(qf + 1); /* byte 4: offset 1 */
+    unsigned x = 12345u + (unsigned)(m * 7 + n * 3 + k);
+    for (size_t i = 0; i < qbytes; i++) {
+        x = x * 1103515245u + 12345u;
+        q[i] = (unsigned char)(x >> 16);
+    }
+    for (size_t i = 0; i < n * blocks; i++)
+        zp[i] = (float)(int)zp[i] - (qt == SN_QTYPE_S8 ? 8.0f : 0.0f);
+    sn_qgemm_desc d = {.m = m, .n = n, .k = k, .qtype = qt,
+                       .trans_b = trans_b, .block = block, .lda = lda,
+                       .ldq = ldq, .ldc = n, .act = act};
+    ref_qgemm(&d, a + at, q, sc, zero ? zp : NULL, bias ? bs : NULL, want);
+    sn_buffer *ba = make_buffer(dev, a, at + m * lda);
+    sn_buffer *bq = make_buffer(dev, qf, qfloats);
+    sn_buffer *bsc = make_buffer(dev, sc, n * blocks);
+    sn_buffer *bz = make_buffer(dev, zp, n * blocks);
+    sn_buffer *bb = make_buffer(dev, bs, n);
+    sn_buffer *bc = make_buffer(dev, NULL, m * n);
+    d.a = (sn_view){ba, at};
+    d.q = (sn_view){bq, 1};
+    d.scale = (sn_view){bsc, 0};
+    d.zero = zero ? (sn_view){bz, 0} : (sn_view){0};
+    d.bias = bias ? (sn_view){bb, 0} : (sn_view){0};
+    d.c = (sn_view){bc, 0};
+    cr_assert_eq(sn_qgemm(dev, &d), SHARDNET_OK, "%s: %s", dev->info.name,
+                 shardnet_last_error());
+    read_back(bc, got, m * n);
+    char what[160];
+    snprintf(what, sizeof what,
+             "qgemm %zux%zux%zu type %d trans_b %d block %zu zero %d bias %d "
+             "act %d", m, n, k, (int)qt, trans_b, block, zero, bias,
+             (int)act);
+    expect_close(dev, what, got, want, m * n, 1e-5f, 1e-5f * (float)k);
+    sn_buffer_free(ba);
+    sn_buffer_free(bq);
+    sn_buffer_free(bsc);
+    sn_buffer_free(bz);
+    sn_buffer_free(bb);
+    sn_buffer_free(bc);
+    free(a);
+    free(sc);
+    free(zp);
+    free(bs);
+    free(want);
+    free(got);
+    free(qf);
+}
+
+Test(kernels, qgemm_matches_reference_in_every_layout)
+{
+    static const size_t ms[] = {1, 3, 6}, ns[] = {1, 17, 70, 130},
+                        ks[] = {1, 33, 100};
+    FOR_EACH_DEVICE(dev) {
+        if (!sn_device_supports(dev, SN_KERNEL_QGEMM, SN_VARIANT_ANY))
+            continue; /* its products get the weight dequantized */
+        for (size_t mi = 0; mi < 3; mi++)
+            for (size_t ni = 0; ni < 4; ni++)
+                for (size_t ki = 0; ki < 3; ki++) {
+                    size_t m = ms[mi], n = ns[ni], k = ks[ki];
+                    int v = (int)(mi + ni + ki);
+                    sn_act act = (sn_act)(v % 3);
+                    for (int tb = 0; tb < 2; tb++) {
+                        qgemm_case(dev, m, n, k, SN_QTYPE_S8, tb, 0, v % 2,
+                                   (v + 1) % 2, act);
+                        qgemm_case(dev, m, n, k, SN_QTYPE_U8, tb, 0, 1, 1,
+                                   act);
+                        qgemm_case(dev, m, n, k, SN_QTYPE_S8, tb, 32, 1, 0,
+                                   SN_ACT_NONE);
+                    }
+                    qgemm_case(dev, m, n, k, SN_QTYPE_U4, 1, 32, 1, 1, act);
+                    qgemm_case(dev, m, n, k, SN_QTYPE_U4, 1, 16, 0, 0, act);
+                    qgemm_case(dev, m, n, k, SN_QTYPE_U4, 1, 0, 1, 0, act);
+                }
+    }
+}
+
+Test(kernels, qgemm_refuses_bad_descriptors)
+{
+    FOR_EACH_DEVICE(dev) {
+        if (!sn_device_supports(dev, SN_KERNEL_QGEMM, SN_VARIANT_ANY))
+            continue;
+        sn_buffer *b = make_buffer(dev, NULL, 64);
+        sn_qgemm_desc d = {.m = 2, .n = 4, .k = 8, .qtype = SN_QTYPE_S8,
+                           .trans_b = 1, .lda = 8, .ldq = 8, .ldc = 4,
+                           .a = {b, 0}, .q = {b, 0}, .scale = {b, 0},
+                           .c = {b, 32}};
+        sn_qgemm_desc bad = d;
+        bad.ldq = 4; /* shorter than a row of K */
+        cr_expect_eq(sn_qgemm(dev, &bad), SHARDNET_INVALID_ARGUMENT);
+        bad = d;
+        bad.qtype = SN_QTYPE_U4;
+        bad.trans_b = 0; /* uint4 only as N rows of K */
+        cr_expect_eq(sn_qgemm(dev, &bad), SHARDNET_INVALID_ARGUMENT);
+        bad = d;
+        bad.c = (sn_view){b, 60}; /* C runs past the buffer */
+        cr_expect_eq(sn_qgemm(dev, &bad), SHARDNET_INVALID_ARGUMENT);
+        bad = d;
+        bad.qtype = (sn_qtype)7;
+        cr_expect_eq(sn_qgemm(dev, &bad), SHARDNET_INVALID_ARGUMENT);
+        cr_expect_eq(sn_qgemm(dev, &d), SHARDNET_OK, "%s",
+                     shardnet_last_error());
+        cr_expect_eq(sn_synchronize(dev), SHARDNET_OK);
+        sn_buffer_free(b);
+    }
+}
+
 Test(kernels, gemm_matches_reference_on_odd_shapes)
 {
     static const size_t shapes[][3] = {

@@ -8,7 +8,7 @@
  * loads MODEL, creates a session on DEVICES (a device list; SPLIT none,
  * layer, tensor or auto), runs it twice at batch BATCH (default 1) on
  * inputs of zeros and reports, one "key value" per line: the weights'
- * bytes, the peak resident memory the load, the first run and the second
+ * bytes as fp32 (4 per parameter, whatever type the file stores them in), the peak resident memory the load, the first run and the second
  * run added to what the process held before, their ratio to the weights,
  * the first and second run's seconds, and what the session's description
  * says each device holds.  It fails (exit 1) when the peak exceeds

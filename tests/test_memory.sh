@@ -5,7 +5,8 @@
 # puts them: not 4-byte aligned) and once as external data (aligned), and
 # tests/test_memory loads, plans and runs it twice on cpu:0, failing where
 # the process's peak resident memory exceeds 1.15 times the weights (plus
-# 64 MB for activations and the runtime's own buffers).  The models are
+# 64 MB for activations and the runtime's own buffers); the same model
+# with int8 weights must stay within 0.3 times the fp32 weights.  The models are
 # made in a temporary folder and removed; they need 0.6 GB of disk at a
 # time.  Run by `make check` (SHARDNET_BIN set, see Makefile.am).
 set -u
@@ -40,6 +41,9 @@ case_() {
 
 case_ "inline weights" "" cpu:0 none 1.15
 case_ "external weights" --external cpu:0 none 1.15
+# int8 weights with a scale per column (a quarter of the bytes), read as
+# stored by the quantized product: at most 0.3 x the fp32 weights.
+case_ "int8 weights" "--weights int8" cpu:0 none 0.30
 
 [ "$fails" -eq 0 ] || { echo "$fails case(s) failed"; exit 1; }
 echo "all cases passed"

@@ -570,3 +570,38 @@ Test(passes, fold_affine_leaves_an_infinite_scale)
     cr_assert_eq(live_ops(g, "Mul"), 1);
     sn_graph_free(g);
 }
+
+/* A MatMul or Gemm by a DequantizeLinear of constant integers becomes one
+ * QuantizedMatMul after the passes (with the bias and Relu fused into it),
+ * for every product reading the weight; a scale along K cannot be kept,
+ * and the DequantizeLinear stays.  (Their answers, which the sums' order
+ * changes, are the node cases' in tests/conformance and split_cases.) */
+Test(passes, quantized_products_keep_the_integers_as_stored)
+{
+    static const struct {
+        const char *name;
+        size_t qmm, dq, left; /* QuantizedMatMul, DequantizeLinear, other */
+        const char *other;
+    } cases[] = {
+        {"test_sn_quantized_matmul_per_column_opset13", 1, 0, 0, "MatMul"},
+        {"test_sn_quantized_gemm_transb_bias_relu_opset13", 1, 0, 0, "Relu"},
+        {"test_sn_quantized_matmul_batched_bias_opset13", 1, 0, 0, "Add"},
+        {"test_sn_quantized_weight_read_twice_opset13", 2, 0, 0, "MatMul"},
+        {"test_sn_quantized_scale_along_k_stays_opset13", 0, 1, 1, "MatMul"},
+    };
+    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+        char path[256];
+        snprintf(path, sizeof path, "../onnx_cases/node/%s/model.onnx",
+                 cases[c].name);
+        sn_graph *g = load_sorted(path);
+        cr_assert_eq(sn_passes_run(g), SHARDNET_OK, "%s: %s", cases[c].name,
+                     shardnet_last_error());
+        cr_expect_eq(live_ops(g, "QuantizedMatMul"), cases[c].qmm, "%s",
+                     cases[c].name);
+        cr_expect_eq(live_ops(g, "DequantizeLinear"), cases[c].dq, "%s",
+                     cases[c].name);
+        cr_expect_eq(live_ops(g, cases[c].other), cases[c].left, "%s: %s",
+                     cases[c].name, cases[c].other);
+        sn_graph_free(g);
+    }
+}

@@ -7,8 +7,12 @@
  * layers of 4096, holds 537 MB of fp32 weights.
  *
  *   make_big_model OUT.onnx [--layers L] [--width W] [--seed S]
- *                  [--external]
+ *                  [--external] [--weights fp32|int8]
  *
+ * --weights int8 stores each weight as int8 with one scale per output
+ * column (max |w| / 127, rounded half to even), dequantized by a
+ * DequantizeLinear (axis 0) before its Gemm: the form of `shardnet
+ * quantize`, a quarter of the bytes.
  * --external writes the weights to OUT.onnx.data beside the model
  * (ONNX's external data, each tensor at an offset aligned to 4096 bytes),
  * as exporters do for models over 2 GB.  The file is streamed: nothing
@@ -112,19 +116,29 @@ static uint64_t splitmix(uint64_t *s)
     return z ^ (z >> 31);
 }
 
-/* n floats uniform in [-bound, bound], little-endian, written to f. */
-static void write_values(FILE *f, uint64_t *state, size_t n, float bound)
+/* n floats uniform in [-bound, bound]. */
+static void fill(float *v, uint64_t *state, size_t n, float bound)
 {
-    float buf[4096];
-    while (n) {
-        size_t k = n < 4096 ? n : 4096;
-        for (size_t i = 0; i < k; i++) {
-            double u = (double)(splitmix(state) >> 11) * 0x1.0p-53;
-            buf[i] = (float)((2 * u - 1) * bound);
+    for (size_t i = 0; i < n; i++) {
+        double u = (double)(splitmix(state) >> 11) * 0x1.0p-53;
+        v[i] = (float)((2 * u - 1) * bound);
+    }
+}
+
+/* rows x cols floats w as int8 q, one scale per row (max |w| / 127). */
+static void quantize_rows(const float *w, size_t rows, size_t cols,
+                          int8_t *q, float *scale)
+{
+    for (size_t r = 0; r < rows; r++) {
+        const float *x = w + r * cols;
+        float m = 0.0f;
+        for (size_t c = 0; c < cols; c++)
+            m = fabsf(x[c]) > m ? fabsf(x[c]) : m;
+        scale[r] = m > 0.0f ? m / 127.0f : 1.0f;
+        for (size_t c = 0; c < cols; c++) {
+            float v = nearbyintf(x[c] / scale[r]);
+            q[r * cols + c] = (int8_t)(v > 127 ? 127 : v < -127 ? -127 : v);
         }
-        if (fwrite(buf, sizeof *buf, k, f) != k)
-            die("writing the weights");
-        n -= k;
     }
 }
 
@@ -134,13 +148,14 @@ typedef struct weight {
     char name[32];
     int64_t dims[2];
     int rank;
-    float bound;
+    int dtype;       /* ONNX's: 1 float, 3 int8 */
+    const void *data; /* the layer's values, while it is written */
     uint64_t offset; /* in the external-data file */
 } weight;
 
 static size_t weight_bytes(const weight *w)
 {
-    size_t n = 4;
+    size_t n = w->dtype == 3 ? 1 : 4;
     for (int i = 0; i < w->rank; i++)
         n *= (size_t)w->dims[i];
     return n;
@@ -153,7 +168,7 @@ static msg tensor_head(const weight *w, const char *location)
     msg t = {0};
     for (int i = 0; i < w->rank; i++)
         int_field(&t, 1, w->dims[i]);
-    int_field(&t, 2, 1); /* FLOAT */
+    int_field(&t, 2, w->dtype);
     str_field(&t, 8, w->name);
     if (location) {
         char num[32];
@@ -199,10 +214,10 @@ static msg node(const char *op, const char *name, const char *const *ins,
     str_field(&n, 2, out);
     str_field(&n, 3, name);
     str_field(&n, 4, op);
-    if (strcmp(op, "Gemm") == 0) {
-        msg a = {0};
-        str_field(&a, 1, "transB");
-        int_field(&a, 3, 1);
+    if (strcmp(op, "Gemm") == 0 || strcmp(op, "DequantizeLinear") == 0) {
+        msg a = {0}; /* transB = 1; axis = 0 (per row of [N, K]) */
+        str_field(&a, 1, strcmp(op, "Gemm") == 0 ? "transB" : "axis");
+        int_field(&a, 3, strcmp(op, "Gemm") == 0);
         int_field(&a, 20, 2); /* AttributeProto.type INT */
         sub_field(&n, 5, &a);
     }
@@ -214,6 +229,7 @@ static void usage(void)
     fprintf(stderr,
             "Usage: make_big_model OUT.onnx [--layers L] [--width W] "
             "[--seed S] [--external]\n"
+            "                      [--weights fp32|int8]\n"
             "Writes an MLP of L Gemm layers of W x W fp32 weights (default "
             "8 x 4096:\n537 MB) with Relu between them, from seed S "
             "(default 1).\n");
@@ -238,7 +254,7 @@ int main(int argc, char **argv)
     const char *out = NULL;
     long layers = 8, width = 4096;
     uint64_t seed = 1;
-    int external = 0;
+    int external = 0, int8 = 0;
     for (int i = 1; i < argc; i++) {
         if (strcmp(argv[i], "--layers") == 0 && i + 1 < argc)
             layers = parse(argv[++i], 1, 1000, "--layers");
@@ -248,6 +264,9 @@ int main(int argc, char **argv)
             seed = (uint64_t)parse(argv[++i], 0, 1L << 30, "--seed");
         else if (strcmp(argv[i], "--external") == 0)
             external = 1;
+        else if (strcmp(argv[i], "--weights") == 0 && i + 1 < argc &&
+                 (!strcmp(argv[i + 1], "fp32") || !strcmp(argv[i + 1], "int8")))
+            int8 = !strcmp(argv[++i], "int8");
         else if (argv[i][0] == '-' || out)
             usage();
         else
@@ -256,24 +275,36 @@ int main(int argc, char **argv)
     if (!out)
         usage();
 
-    size_t nw = (size_t)layers * 2;
+    /* Per layer: the weight (or its integers and scales), the bias. */
+    const size_t per = int8 ? 3 : 2, nw = (size_t)layers * per;
+    const size_t wn = (size_t)width * (size_t)width;
     weight *ws = calloc(nw, sizeof *ws);
-    if (!ws)
+    float *wf = malloc(wn * sizeof *wf), *bf = malloc(width * sizeof *bf);
+    float *scale = malloc(width * sizeof *scale);
+    int8_t *q = int8 ? malloc(wn) : NULL;
+    if (!ws || !wf || !bf || !scale || (int8 && !q))
         die("out of memory");
     uint64_t off = 0;
     for (long l = 0; l < layers; l++) {
-        weight *w = &ws[2 * l], *b = &ws[2 * l + 1];
-        snprintf(w->name, sizeof w->name, "w%ld", l);
+        weight *w = &ws[per * l], *b = &ws[per * l + per - 1];
+        snprintf(w->name, sizeof w->name, int8 ? "w%ld_q" : "w%ld", l);
         w->rank = 2;
         w->dims[0] = w->dims[1] = width;
-        w->bound = (float)sqrt(6.0 / (double)width);
+        w->dtype = int8 ? 3 : 1;
+        if (int8) {
+            weight *sc = &ws[per * l + 1];
+            snprintf(sc->name, sizeof sc->name, "w%ld_scale", l);
+            sc->rank = 1;
+            sc->dims[0] = width;
+            sc->dtype = 1;
+        }
         snprintf(b->name, sizeof b->name, "b%ld", l);
         b->rank = 1;
         b->dims[0] = width;
-        b->bound = 0.01f;
-        for (int k = 0; k < 2; k++) {
-            ws[2 * l + k].offset = off;
-            off += (weight_bytes(&ws[2 * l + k]) + 4095) / 4096 * 4096;
+        b->dtype = 1;
+        for (size_t k = 0; k < per; k++) {
+            ws[per * l + k].offset = off;
+            off += (weight_bytes(&ws[per * l + k]) + 4095) / 4096 * 4096;
         }
     }
 
@@ -285,12 +316,23 @@ int main(int argc, char **argv)
     if (!heads)
         die("out of memory");
     for (long l = 0; l < layers; l++) {
-        char in[32], h[32], r[32], name[32];
+        char in[32], h[32], r[32], name[32], wd[32];
         snprintf(in, sizeof in, l ? "r%ld" : "x", l - 1);
         snprintf(h, sizeof h, l + 1 < layers ? "h%ld" : "y", l);
-        const char *ins[3] = {in, ws[2 * l].name, ws[2 * l + 1].name};
+        if (int8)
+            snprintf(wd, sizeof wd, "w%ld", l); /* the dequantized weight */
+        else
+            snprintf(wd, sizeof wd, "%s", ws[per * l].name);
+        msg n;
+        if (int8) {
+            const char *dins[2] = {ws[per * l].name, ws[per * l + 1].name};
+            snprintf(name, sizeof name, "dequantize%ld", l);
+            n = node("DequantizeLinear", name, dins, 2, wd);
+            sub_field(&nodes, 1, &n);
+        }
+        const char *ins[3] = {in, wd, ws[per * l + per - 1].name};
         snprintf(name, sizeof name, "gemm%ld", l);
-        msg n = node("Gemm", name, ins, 3, h);
+        n = node("Gemm", name, ins, 3, h);
         sub_field(&nodes, 1, &n);
         if (l + 1 < layers) {
             const char *rin[1] = {h};
@@ -341,6 +383,17 @@ int main(int argc, char **argv)
         die(out);
     uint64_t at = 0;
     for (size_t i = 0; i < nw; i++) {
+        if (i % per == 0) {
+            /* The layer's values: the same in every form of the model. */
+            fill(wf, &state, wn, (float)sqrt(6.0 / (double)width));
+            fill(bf, &state, (size_t)width, 0.01f);
+            if (int8)
+                quantize_rows(wf, (size_t)width, (size_t)width, q, scale);
+            ws[i].data = int8 ? (const void *)q : wf;
+            if (int8)
+                ws[i + 1].data = scale;
+            ws[i + per - 1].data = bf;
+        }
         msg t = {0};
         size_t nb = weight_bytes(&ws[i]);
         uint64_t tl = heads[i].n;
@@ -356,16 +409,16 @@ int main(int argc, char **argv)
         if (fwrite(t.p, 1, t.n, f) != t.n)
             die(out);
         free(t.p);
+        FILE *to = external ? d : f;
         if (external) {
             static const char zero[4096];
             if (ws[i].offset > at &&
                 fwrite(zero, 1, ws[i].offset - at, d) != ws[i].offset - at)
                 die("writing the external data");
-            write_values(d, &state, nb / 4, ws[i].bound);
             at = ws[i].offset + nb;
-        } else {
-            write_values(f, &state, nb / 4, ws[i].bound);
         }
+        if (fwrite(ws[i].data, 1, nb, to) != nb)
+            die("writing the weights");
         free(heads[i].p);
     }
     if (fwrite(io.p, 1, io.n, f) != io.n)
@@ -378,5 +431,9 @@ int main(int argc, char **argv)
     free(io.p);
     free(heads);
     free(ws);
+    free(wf);
+    free(bf);
+    free(scale);
+    free(q);
     return 0;
 }

@@ -465,6 +465,7 @@ CPU_KERNEL(cpu_grid_sample, sn_grid_sample_desc, SN_KERNEL_GRID_SAMPLE,
 CPU_KERNEL(cpu_roi_align, sn_roi_align_desc, SN_KERNEL_ROI_ALIGN, roi_align)
 CPU_KERNEL(cpu_scan, sn_scan_desc, SN_KERNEL_SCAN, scan)
 CPU_KERNEL(cpu_dwconv, sn_dwconv_desc, SN_KERNEL_DWCONV, dwconv)
+CPU_KERNEL(cpu_qgemm, sn_qgemm_desc, SN_KERNEL_QGEMM, qgemm)
 
 /* How far the kernels of cpu/ go in each kernel's variants (backend.h's
  * enums, in order): all of them today. */
@@ -513,6 +514,7 @@ static const sn_backend_ops cpu_ops = {
     .roi_align = cpu_roi_align,
     .scan = cpu_scan,
     .dwconv = cpu_dwconv,
+    .qgemm = cpu_qgemm,
     .supports = cpu_supports,
     .synchronize = sn_cpu_synchronize,
     .event_record = sn_cpu_event_record,

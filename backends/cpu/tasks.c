@@ -230,6 +230,15 @@ void sn_cpu_run_task(cpu_device *cd, const task *t)
                          view_ptr(t->u.roi_align.batch_idx),
                          view_ptr(t->u.roi_align.y));
         break;
+    case SN_KERNEL_QGEMM:
+        if (!sn_cpu_qgemm(&t->u.qgemm, view_ptr(t->u.qgemm.a),
+                          view_ptr(t->u.qgemm.q), view_ptr(t->u.qgemm.scale),
+                          view_ptr_or_null(t->u.qgemm.zero),
+                          view_ptr_or_null(t->u.qgemm.bias),
+                          view_ptr(t->u.qgemm.c)))
+            sn_cpu_task_failed(cd, "no memory for a quantized product's "
+                                   "sums");
+        break;
     case SN_KERNEL_DWCONV:
         sn_cpu_dwconv(&t->u.dwconv, view_ptr(t->u.dwconv.src),
                       view_ptr(t->u.dwconv.weights),

@@ -52,7 +52,7 @@
  * written against (sn_backend.abi, sn_backend_ops.abi) and the registry
  * refuses one that differs.  Raise it with every change to the structs and
  * the vtable below. */
-#define SN_BACKEND_ABI 9
+#define SN_BACKEND_ABI 10
 
 /** Highest tensor rank the element-wise kernels accept. */
 #define SN_MAX_DIMS 8
@@ -352,6 +352,34 @@ typedef struct sn_dwconv_desc {
 } sn_dwconv_desc;
 
 /*
+ * A product whose B is a quantized weight (issue 16), read in its small
+ * type: C (m x n, row stride ldc) = act(A W + bias), A float (m x k, row
+ * stride lda), W(kk, j) = scale[s] * (q(kk, j) - zero[s]) with
+ * s = j * blocks + kk / block (block 0: one scale per column, blocks = 1),
+ * zero.buf NULL for zeros of 0.  q's integers lie in its buffer's bytes
+ * from byte 4 * q.offset: trans_b 0, K rows of N, q(kk, j) at byte
+ * kk * ldq + j; trans_b 1, N rows of K, at byte j * ldq + kk, or for U4
+ * (trans_b 1 only) two to a byte, byte j * ldq + kk / 2, the even kk in
+ * the low nibble.  bias.buf NULL: no bias (else n floats); act as GEMM's.
+ * The sum may run in any order (a kernel sums q times A, then scales).
+ */
+typedef enum sn_qtype {
+    SN_QTYPE_S8 = 0, /* int8 */
+    SN_QTYPE_U8 = 1, /* uint8 */
+    SN_QTYPE_U4 = 2  /* uint4, two to a byte */
+} sn_qtype;
+
+typedef struct sn_qgemm_desc {
+    size_t m, n, k;
+    sn_qtype qtype;
+    int trans_b;
+    size_t block;
+    sn_view a, q, scale, zero, bias, c;
+    size_t lda, ldq, ldc;
+    sn_act act;
+} sn_qgemm_desc;
+
+/*
  * Layer normalisation over the last axis of x viewed as (outer, len):
  * y = (x - mean) / sqrt(var + epsilon) * scale + bias, var the biased
  * variance; scale has len floats, bias has len floats or bias.buf is NULL.
@@ -552,7 +580,7 @@ typedef struct sn_scan_desc {
     X(LAYERNORM, "layernorm") X(GATHER, "gather") X(TOPK, "topk")           \
     X(RNN_CELL, "rnn_cell") X(RESAMPLE, "resample")                           \
     X(GRID_SAMPLE, "grid_sample") X(ROI_ALIGN, "roi_align") X(SCAN, "scan")   \
-    X(DWCONV, "dwconv")
+    X(DWCONV, "dwconv") X(QGEMM, "qgemm")
 
 typedef enum sn_kernel {
 #define SN_ENUM_(name, str) SN_KERNEL_##name,
@@ -586,6 +614,7 @@ typedef union sn_kernel_desc {
     sn_roi_align_desc roi_align;
     sn_scan_desc scan;
     sn_dwconv_desc dwconv;
+    sn_qgemm_desc qgemm;
 } sn_kernel_desc;
 
 /* Flags for buffer_map. */
@@ -654,6 +683,7 @@ typedef struct sn_backend_ops {
     shardnet_status (*roi_align)(sn_device *dev, const sn_roi_align_desc *d);
     shardnet_status (*scan)(sn_device *dev, const sn_scan_desc *d);
     shardnet_status (*dwconv)(sn_device *dev, const sn_dwconv_desc *d);
+    shardnet_status (*qgemm)(sn_device *dev, const sn_qgemm_desc *d);
 
     /* Optional: does dev run kernel k, of variant `variant` (an
      * sn_unary_op, sn_binary_op, sn_reduce_op or sn_pool_op where k has
@@ -813,6 +843,7 @@ shardnet_status sn_grid_sample(sn_device *dev, const sn_grid_sample_desc *d);
 shardnet_status sn_roi_align(sn_device *dev, const sn_roi_align_desc *d);
 shardnet_status sn_scan(sn_device *dev, const sn_scan_desc *d);
 shardnet_status sn_dwconv(sn_device *dev, const sn_dwconv_desc *d);
+shardnet_status sn_qgemm(sn_device *dev, const sn_qgemm_desc *d);
 shardnet_status sn_synchronize(sn_device *dev);
 /* Kernel k with its descriptor d: the checked entry point above that k
  * names. */

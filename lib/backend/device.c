@@ -133,6 +133,8 @@ static int has_kernel(const sn_backend_ops *ops, sn_kernel k)
         return ops->scan != NULL;
     case SN_KERNEL_DWCONV:
         return ops->dwconv != NULL;
+    case SN_KERNEL_QGEMM:
+        return ops->qgemm != NULL;
     case SN_KERNEL_COUNT:
         break;
     }

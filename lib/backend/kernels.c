@@ -733,6 +733,56 @@ shardnet_status sn_dwconv(sn_device *dev, const sn_dwconv_desc *d)
     return dev->ops->dwconv(dev, d);
 }
 
+shardnet_status sn_qgemm(sn_device *dev, const sn_qgemm_desc *d)
+{
+    shardnet_status st =
+        sn_check_device(dev, dev ? dev->ops->qgemm : NULL, "qgemm");
+    size_t ea, ec, rows, row_bytes, qbytes, blocks, es;
+    int ok = 1;
+    if (st != SHARDNET_OK)
+        return st;
+    if (!d)
+        return sn_error(SHARDNET_INVALID_ARGUMENT, "qgemm: NULL descriptor");
+    if (d->m == 0 || d->n == 0)
+        return SHARDNET_OK;
+    if (d->k == 0 || (unsigned)d->qtype > SN_QTYPE_U4 ||
+        (d->qtype == SN_QTYPE_U4 && (!d->trans_b || d->block % 2)) ||
+        (unsigned)d->act > SN_ACT_RELU6)
+        return sn_error(SHARDNET_INVALID_ARGUMENT,
+                        "qgemm on %s: k 0, a bad type or activation, or uint4 "
+                        "not stored as N rows of K in even blocks",
+                        dev->info.name);
+    rows = d->trans_b ? d->n : d->k;
+    row_bytes = d->trans_b ? d->k : d->n;
+    if (d->qtype == SN_QTYPE_U4)
+        row_bytes = (row_bytes + 1) / 2;
+    blocks = d->block ? (d->k + d->block - 1) / d->block : 1;
+    if (d->lda < d->k || d->ldc < d->n || d->ldq < row_bytes)
+        return sn_error(SHARDNET_INVALID_ARGUMENT,
+                        "qgemm on %s: a row stride is shorter than its row",
+                        dev->info.name);
+    size_t a_sz[] = {d->m - 1, d->lda}, c_sz[] = {d->m - 1, d->ldc};
+    size_t q_sz[] = {rows - 1, d->ldq}, s_sz[] = {d->n, blocks};
+    ea = product(&ok, 2, a_sz) + d->k;
+    ec = product(&ok, 2, c_sz) + d->n;
+    qbytes = product(&ok, 2, q_sz) + row_bytes;
+    es = product(&ok, 2, s_sz);
+    if (!ok || ea < d->k || ec < d->n || qbytes < row_bytes)
+        return sn_error(SHARDNET_INVALID_ARGUMENT,
+                        "qgemm on %s: size overflows", dev->info.name);
+    if ((st = check_view(dev, "qgemm", "A", d->a, ea)) ||
+        (st = check_view(dev, "qgemm", "C", d->c, ec)) ||
+        (st = check_view(dev, "qgemm", "q", d->q,
+                         (qbytes + FLOAT_BYTES - 1) / FLOAT_BYTES)) ||
+        (st = check_view(dev, "qgemm", "scale", d->scale, es)) ||
+        (d->zero.buf &&
+         (st = check_view(dev, "qgemm", "zero", d->zero, es))) ||
+        (d->bias.buf &&
+         (st = check_view(dev, "qgemm", "bias", d->bias, d->n))))
+        return st;
+    return dev->ops->qgemm(dev, d);
+}
+
 shardnet_status sn_launch(sn_device *dev, sn_kernel k, const sn_kernel_desc *d)
 {
     if (!d)
@@ -774,6 +824,8 @@ shardnet_status sn_launch(sn_device *dev, sn_kernel k, const sn_kernel_desc *d)
         return sn_scan(dev, &d->scan);
     case SN_KERNEL_DWCONV:
         return sn_dwconv(dev, &d->dwconv);
+    case SN_KERNEL_QGEMM:
+        return sn_qgemm(dev, &d->qgemm);
     case SN_KERNEL_COUNT:
         break;
     }
@@ -905,6 +957,10 @@ size_t sn_kernel_views(int k, sn_kernel_desc *u, sn_view **v)
         v[0] = &u->dwconv.src, v[1] = &u->dwconv.weights;
         v[2] = &u->dwconv.bias, v[3] = &u->dwconv.dst;
         return 4;
+    case SN_KERNEL_QGEMM:
+        v[0] = &u->qgemm.a, v[1] = &u->qgemm.q, v[2] = &u->qgemm.scale;
+        v[3] = &u->qgemm.zero, v[4] = &u->qgemm.bias, v[5] = &u->qgemm.c;
+        return 6;
     }
     return 0;
 }

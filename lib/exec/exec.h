@@ -163,6 +163,13 @@ shardnet_status sn_dev_view(sn_lower *L, const sn_node *n, sn_rt *rt,
 /* Is rt's device data a graph constant's shared, never-rewritten weight
  * buffer (after sn_dev_view)? */
 int sn_rt_is_weight(const sn_lower *L, const sn_rt *rt);
+/* A constant's bytes as they are (a quantized weight's integers, not
+ * converted to float) on the plan's device: uploaded once per device and
+ * shared by plans where rt is a graph constant (used in place where the
+ * device uses host memory), else per plan; out is byte 0, at a 4-byte
+ * boundary. */
+shardnet_status sn_dev_bytes(sn_lower *L, const sn_node *n, sn_rt *rt,
+                             sn_view *out);
 /* The device view of rt's data as int32 indices (uploads and converts). */
 shardnet_status sn_dev_indices(sn_lower *L, const sn_node *n, sn_rt *rt,
                                sn_view *out);
@@ -228,6 +235,7 @@ typedef struct sn_weights {
     sn_device *dev;
     sn_buffer **f32;  /* per graph value: float32 copy, or NULL */
     sn_buffer **i32;  /* per graph value: int32 copy, or NULL */
+    sn_buffer **raw;  /* per graph value: its bytes as stored, or NULL */
     size_t nvalues;
     size_t bytes;
 } sn_weights;

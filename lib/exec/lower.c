@@ -39,7 +39,8 @@ shardnet_status sn_weights_new(const sn_graph *g, sn_device *dev,
     w->nvalues = g->nvalues;
     w->f32 = calloc(g->nvalues + 1, sizeof *w->f32);
     w->i32 = calloc(g->nvalues + 1, sizeof *w->i32);
-    if (!w->f32 || !w->i32) {
+    w->raw = calloc(g->nvalues + 1, sizeof *w->raw);
+    if (!w->f32 || !w->i32 || !w->raw) {
         sn_weights_free(w);
         return sn_error(SHARDNET_OUT_OF_MEMORY, "weights");
     }
@@ -56,9 +57,12 @@ void sn_weights_free(sn_weights *w)
             sn_buffer_free(w->f32[i]);
         if (w->i32)
             sn_buffer_free(w->i32[i]);
+        if (w->raw)
+            sn_buffer_free(w->raw[i]);
     }
     free(w->f32);
     free(w->i32);
+    free(w->raw);
     free(w);
 }
 
@@ -213,6 +217,55 @@ shardnet_status sn_dev_view(sn_lower *L, const sn_node *n, sn_rt *rt,
     rt->view = (sn_view){b, 0};
     rt->on_device = 1;
     *out = rt->view;
+    return SHARDNET_OK;
+}
+
+shardnet_status sn_dev_bytes(sn_lower *L, const sn_node *n, sn_rt *rt,
+                             sn_view *out)
+{
+    sn_plan *p = L->plan;
+    long vi = value_index(L, rt);
+    NEEDS_DEVICE(L);
+    if (!rt->host)
+        return sn_node_error(n, SHARDNET_UNSUPPORTED,
+                             "'%s' must be a constant",
+                             L->g->values[vi].name);
+    const sn_value *v = &L->g->values[vi];
+    int shared = !L->in_sub && (v->flags & SN_VALUE_CONST) &&
+                 rt->host == v->data;
+    size_t bytes = sn_rt_elements(rt) * sn_dtype_size(rt->dtype);
+    sn_buffer *b = shared ? p->w->raw[vi] : NULL;
+    shardnet_status st = SHARDNET_OK;
+    if (!b) {
+        st = shared ? sn_buffer_wrap(p->dev, rt->host, bytes,
+                                     v->flags & SN_VALUE_MAPPED
+                                         ? SN_WRAP_DROPPABLE
+                                         : 0,
+                                     &b)
+                    : SHARDNET_UNSUPPORTED;
+        if (st == SHARDNET_UNSUPPORTED) {
+            /* A copy, whole 4-byte elements (views count them). */
+            st = sn_buffer_alloc(p->dev, (bytes + 3) / 4 * 4, &b);
+            if (st == SHARDNET_OK &&
+                (st = sn_buffer_write(b, 0, rt->host, bytes)) != SHARDNET_OK) {
+                sn_buffer_free(b);
+                b = NULL;
+            }
+            if (st == SHARDNET_OK && shared)
+                sn_value_drop_pages(v);
+            if (st == SHARDNET_OK && !shared &&
+                (st = sn_plan_own_buffer(p, b)) != SHARDNET_OK)
+                sn_buffer_free(b);
+        }
+        if (st != SHARDNET_OK)
+            return sn_error_prefix(st, "node '%s' (%s): uploading '%s'",
+                                   n->name, n->op_type, v->name);
+        if (shared) {
+            p->w->raw[vi] = b;
+            p->w->bytes += bytes;
+        }
+    }
+    *out = (sn_view){b, 0};
     return SHARDNET_OK;
 }
 

@@ -288,6 +288,7 @@ SN_LOWER(sn_lower_qlinear_matmul);
 /* lib/ops/ops_qconv.c: integer convolutions, on the host. */
 SN_LOWER(sn_lower_conv_integer);
 SN_LOWER(sn_lower_qlinear_conv);
+SN_LOWER(sn_lower_quantized_matmul);
 
 /* lib/ops/ops_signal.c: windows, mel filters, DFT and STFT. */
 SN_LOWER(sn_lower_window);

@@ -25,6 +25,10 @@
 #define OP(name, lo, hi, fn, since, shard, rows, cost, uses)                  \
     {{name, lo, hi, fn, since, 0}, "", SN_SHARD_##shard, SN_ROWS_##rows,     \
      SN_COST_##cost, uses}
+/* An entry of another domain than ONNX's own. */
+#define OP_OF(domain, name, lo, hi, fn, since, shard, rows, cost, uses)       \
+    {{name, lo, hi, fn, since, 0}, domain, SN_SHARD_##shard, SN_ROWS_##rows, \
+     SN_COST_##cost, uses}
 #define USE(u) SN_USES_BIT(SN_USE_##u)
 #define HOST 0
 /* A cast to bool or to an integer type on the device (ops_elementwise.c) */
@@ -351,6 +355,11 @@ static const sn_operator registry[] = {
        ELEMENTS, HOST),
     OP("QLinearConv", 8, 9, sn_lower_qlinear_conv, 10, REPLICATE, MIXED,
        ELEMENTS, HOST),
+    /* A product by a quantized weight read as it is stored (a pass makes
+     * it of DequantizeLinear and MatMul or Gemm, ops_qmatmul.c); a device
+     * without the kernel gets the weight dequantized on the host. */
+    OP_OF("ai.shardnet", "QuantizedMatMul", 3, 5, sn_lower_quantized_matmul,
+          1, REPLICATE, MATMUL, MATMUL, USE(QGEMM) | USE(GEMM)),
     /* control flow (ops_control.c): subgraphs lowered inline; their steps
      * use whatever kernels their nodes' entries name.  The inputs past the
      * node's own are the outer values its subgraphs read. */
@@ -426,7 +435,7 @@ static const sn_kernel plain_kernels[] = {
     SN_KERNEL_IM2COL, SN_KERNEL_LAYERNORM, SN_KERNEL_GATHER,
     SN_KERNEL_TOPK, SN_KERNEL_RNN_CELL, SN_KERNEL_RESAMPLE,
     SN_KERNEL_GRID_SAMPLE, SN_KERNEL_ROI_ALIGN, SN_KERNEL_SCAN,
-    SN_KERNEL_DWCONV};
+    SN_KERNEL_DWCONV, SN_KERNEL_QGEMM};
 _Static_assert(sizeof plain_kernels / sizeof plain_kernels[0] ==
                    SN_USE_BINARY_ADD,
                "a use per kernel without variants");

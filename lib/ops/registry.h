@@ -90,6 +90,7 @@ typedef enum sn_use {
     SN_USE_ROI_ALIGN,
     SN_USE_SCAN,
     SN_USE_DWCONV,
+    SN_USE_QGEMM,
 #define SN_USE_(name, str) SN_USE_BINARY_##name,
     SN_BINARY_OP_MAP(SN_USE_)
 #undef SN_USE_

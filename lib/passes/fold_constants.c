@@ -15,6 +15,7 @@
 #include "exec/exec.h"
 #include "ops/registry.h"
 #include "passes/passes.h"
+#include "passes/rewrite.h"
 
 shardnet_status sn_pass_fold_constants(sn_graph *g, size_t *folded)
 {
@@ -41,7 +42,8 @@ shardnet_status sn_pass_fold_constants(sn_graph *g, size_t *folded)
         for (size_t i = 0; ready && i < n->ninputs; i++)
             ready = n->inputs[i] < 0 || rt[n->inputs[i]].host != NULL;
         if (!ready || (int)n->ninputs < op->min_inputs ||
-            (int)n->ninputs > op->max_inputs)
+            (int)n->ninputs > op->max_inputs ||
+            sn_pass_keeps_quantized(g, n)) /* stays small: a later pass */
             continue;
         if (op->lower(&L, n) != SHARDNET_OK) {
             sn_error_clear();

@@ -8,7 +8,8 @@
 #include "passes/rewrite.h"
 
 /*
- * MatMul by a constant matrix whose only reader adds a constant vector over
+ * MatMul by a constant matrix (or a quantized one, sn_pass_keeps_quantized)
+ * whose only reader adds a constant vector over
  * its columns (a linear layer as PyTorch exports it: MatMul, then Add of
  * the bias): the bias becomes the MatMul's third input, marked by the
  * attribute "bias", and the GEMM's epilogue adds it.  The epilogue adds the
@@ -27,8 +28,14 @@ shardnet_status sn_pass_fuse_bias(sn_graph *g, size_t *fused)
             continue;
         const sn_value *w = &g->values[p->inputs[1]];
         if (!(w->flags & SN_VALUE_CONST) || w->dtype != SN_DT_FLOAT ||
-            w->rank != 2)
-            continue;
+            w->rank != 2) {
+            /* A quantized weight kept as it is stored: its integers have
+             * the float matrix's shape. */
+            const sn_node *dq = sn_pass_producer(g, p->inputs[1]);
+            if (!sn_pass_keeps_quantized(g, dq))
+                continue;
+            w = &g->values[dq->inputs[0]];
+        }
         sn_node *r = sn_pass_sole_consumer(g, uses, p->outputs[0]);
         int bias = sn_pass_other_operand(r, "Add", p->outputs[0]);
         const sn_value *bv = bias >= 0 ? &g->values[bias] : NULL;

@@ -21,6 +21,7 @@ static const struct {
     {sn_pass_fuse_activation, "activations fused"},
     {sn_pass_fuse_binary_activation, "activations fused into binary ops"},
     {sn_pass_fuse_residual, "residual adds fused into convolutions"},
+    {sn_pass_quantized_products, "products by quantized weights kept small"},
     {sn_pass_remove_dead, "dead nodes removed"},
 };
 

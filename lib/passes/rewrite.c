@@ -168,3 +168,52 @@ int sn_pass_clip_bounds(const sn_graph *g, const sn_node *c, float *lo,
     return clip_bound(g, c, "min", -INFINITY, lo) &&
            clip_bound(g, c, "max", INFINITY, hi);
 }
+
+sn_node *sn_pass_producer(sn_graph *g, int v)
+{
+    for (size_t i = 0; v >= 0 && i < g->nnodes; i++) {
+        sn_node *n = &g->nodes[i];
+        for (size_t o = 0; !n->dead && o < n->noutputs; o++)
+            if (n->outputs[o] == v)
+                return n;
+    }
+    return NULL;
+}
+
+/* Value v is a constant of type t (any, where t is UNDEFINED) and rank at
+ * most max_rank. */
+static int const_of(const sn_graph *g, int v, sn_dtype t, int max_rank)
+{
+    const sn_value *x = v >= 0 ? &g->values[v] : NULL;
+    return x && (x->flags & SN_VALUE_CONST) && x->rank >= 0 &&
+           x->rank <= max_rank && (t == SN_DT_UNDEFINED || x->dtype == t);
+}
+
+int sn_pass_keeps_quantized(const sn_graph *g, const sn_node *n)
+{
+    if (!sn_pass_is_op(n, "DequantizeLinear") || n->ninputs < 2 ||
+        n->noutputs != 1 || n->outputs[0] < 0 ||
+        (g->values[n->outputs[0]].flags & SN_VALUE_OUTPUT) ||
+        sn_node_attr(n, "block_size"))
+        return 0;
+    const sn_value *x = n->inputs[0] >= 0 ? &g->values[n->inputs[0]] : NULL;
+    if (!x || !const_of(g, n->inputs[0], SN_DT_UNDEFINED, 2) ||
+        x->rank != 2 || (x->dtype != SN_DT_INT8 && x->dtype != SN_DT_UINT8) ||
+        !const_of(g, n->inputs[1], SN_DT_FLOAT, 1) ||
+        (n->ninputs > 2 && n->inputs[2] >= 0 &&
+         !const_of(g, n->inputs[2], x->dtype, 1)))
+        return 0;
+    int y = n->outputs[0], read = 0;
+    for (size_t i = 0; i < g->nnodes; i++) {
+        const sn_node *c = &g->nodes[i];
+        for (size_t j = 0; !c->dead && j < c->ninputs; j++) {
+            if (c->inputs[j] != y)
+                continue;
+            if (j != 1 || (!sn_pass_is_op(c, "MatMul") &&
+                           !sn_pass_is_op(c, "Gemm")))
+                return 0;
+            read = 1;
+        }
+    }
+    return read;
+}

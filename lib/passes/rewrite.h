@@ -44,4 +44,15 @@ int sn_pass_clip_bounds(const sn_graph *g, const sn_node *c, float *lo,
  * value y: its other input (-1 where absent); -1 for any other node. */
 int sn_pass_other_operand(const sn_node *r, const char *op, int y);
 
+/*
+ * Is n a DequantizeLinear of a constant weight kept for the quantized
+ * product pass (quantized_products.c) instead of being folded into
+ * floats: x a matrix of int8 or uint8, scale a float scalar or vector and
+ * the zero point (if any) constants, its output read only as the weight
+ * (input 1) of MatMul or Gemm nodes and not a graph output?
+ */
+int sn_pass_keeps_quantized(const sn_graph *g, const sn_node *n);
+/* The node that produces value v (live), or NULL. */
+sn_node *sn_pass_producer(sn_graph *g, int v);
+
 #endif /* SN_PASSES_REWRITE_H */

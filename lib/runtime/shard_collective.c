@@ -133,7 +133,7 @@ const sn_op_def *sn_shard_ops(const char *domain, const char *op_type)
 {
     static const sn_op_def collective = {"ShardCollective", 1, 1,
                                          lower_collective, 1, 0};
-    if (!strcmp(domain, "ai.shardnet"))
-        return strcmp(op_type, collective.op_type) ? NULL : &collective;
+    if (!strcmp(domain, "ai.shardnet") && !strcmp(op_type, collective.op_type))
+        return &collective;
     return sn_op_find(domain, op_type);
 }

@@ -2561,6 +2561,79 @@ def empty_product_act_cases():
                                 ("zero", np.array(0, f32)),
                                 ("six", np.array(6, f32))])
 
+def quantized_weight_cases():
+    """Products by a DequantizeLinear of constant integers, which a pass
+    keeps as stored (QuantizedMatMul): int8 per column with zero points
+    under MatMul, uint8 per tensor under Gemm (transB, bias, Relu), a
+    batched MatMul whose bias Add is fused, one weight read by two
+    MatMuls, and a per-row scale along K that cannot be kept (the weight
+    is dequantized on the device then).  Expected: float64 products of
+    the dequantized weights, rounded to float32."""
+    rng = np.random.default_rng(1616)
+    mk = helper.make_node
+    f32 = np.float32
+
+    def deq(q, s, z, axis):
+        s64, z64 = s.astype(np.float64), z.astype(np.float64)
+        if s.ndim == 1 and s.size > 1:
+            shape = [1, 1]
+            shape[axis] = s.size
+            s64, z64 = s64.reshape(shape), z64.reshape(shape)
+        return (q.astype(np.float64) - z64) * s64
+
+    x = rng.uniform(-1, 1, (3, 40)).astype(f32)
+    q = rng.integers(-128, 128, (40, 24)).astype(np.int8)
+    s = rng.uniform(0.001, 0.02, 24).astype(f32)
+    z = rng.integers(-5, 6, 24).astype(np.int8)
+    node_case("test_sn_quantized_matmul_per_column_opset13",
+              [mk("DequantizeLinear", ["q", "s", "z"], ["w"], axis=1),
+               mk("MatMul", ["x", "w"], ["y"])],
+              [("x", x)], [("y", (x @ deq(q, s, z, 1)).astype(f32))], 13,
+              initializers=[("q", q), ("s", s), ("z", z)])
+    x = rng.uniform(-1, 1, (5, 33)).astype(f32)
+    q = rng.integers(0, 256, (20, 33)).astype(np.uint8)
+    s, z = np.array(0.01, f32), np.array(128, np.uint8)
+    b = rng.uniform(-0.5, 0.5, 20).astype(f32)
+    y = np.maximum(x @ deq(q, s, z, 0).T + b, 0).astype(f32)
+    node_case("test_sn_quantized_gemm_transb_bias_relu_opset13",
+              [mk("DequantizeLinear", ["q", "s", "z"], ["w"]),
+               mk("Gemm", ["x", "w", "b"], ["g"], transB=1),
+               mk("Relu", ["g"], ["y"])],
+              [("x", x)], [("y", y)], 13,
+              initializers=[("q", q), ("s", s), ("z", z), ("b", b)])
+    x = rng.uniform(-1, 1, (2, 3, 16)).astype(f32)
+    q = rng.integers(-127, 128, (16, 8)).astype(np.int8)
+    s, b = np.array(0.05, f32), rng.uniform(-1, 1, 8).astype(f32)
+    y = (x.astype(np.float64) @ (q.astype(np.float64) * 0.05) + b)
+    node_case("test_sn_quantized_matmul_batched_bias_opset13",
+              [mk("DequantizeLinear", ["q", "s"], ["w"]),
+               mk("MatMul", ["x", "w"], ["m"]),
+               mk("Add", ["m", "b"], ["y"])],
+              [("x", x)], [("y", y.astype(f32))], 13,
+              initializers=[("q", q), ("s", s), ("b", b)])
+    x1 = rng.uniform(-1, 1, (4, 12)).astype(f32)
+    x2 = rng.uniform(-1, 1, (1, 12)).astype(f32)
+    q = rng.integers(-128, 128, (12, 10)).astype(np.int8)
+    s = rng.uniform(0.01, 0.1, 10).astype(f32)
+    w = deq(q, s, np.zeros(10, np.int8), 1)
+    node_case("test_sn_quantized_weight_read_twice_opset13",
+              [mk("DequantizeLinear", ["q", "s"], ["w"], axis=1),
+               mk("MatMul", ["x1", "w"], ["y1"]),
+               mk("MatMul", ["x2", "w"], ["y2"])],
+              [("x1", x1), ("x2", x2)],
+              [("y1", (x1 @ w).astype(f32)), ("y2", (x2 @ w).astype(f32))],
+              13, initializers=[("q", q), ("s", s)])
+    x = rng.uniform(-1, 1, (3, 9)).astype(f32)
+    q = rng.integers(-128, 128, (9, 6)).astype(np.int8)
+    s = rng.uniform(0.01, 0.1, 9).astype(f32)
+    node_case("test_sn_quantized_scale_along_k_stays_opset13",
+              [mk("DequantizeLinear", ["q", "s"], ["w"], axis=0),
+               mk("MatMul", ["x", "w"], ["y"])],
+              [("x", x)],
+              [("y", (x @ deq(q, s, np.zeros(9, np.int8), 0)).astype(f32))],
+              13, initializers=[("q", q), ("s", s)])
+
+
 if __name__ == "__main__":
     initializers_ir3()
     external()
@@ -2607,3 +2680,4 @@ if __name__ == "__main__":
     gate_mul_cases()
     relu6_cases()
     empty_product_act_cases()
+    quantized_weight_cases()

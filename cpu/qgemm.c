@@ -1,0 +1,425 @@
+/*
+ * The product of float activations by a quantized weight (issue 16), read
+ * in its small type: int8 and uint8 (a DequantizeLinear on a weight,
+ * per tensor or per output column), uint4 two to a byte (MatMulNBits,
+ * per block of K).  See sn_qgemm_desc (lib/backend/backend.h).
+ *
+ * Batch 1 and small batches are bound by reading the weight, so the
+ * kernels read each weight byte once per call and turn it into a float in
+ * registers: the integer q times A is summed in float (exact integers up
+ * to 255), per block, and only the block's sum is scaled:
+ *   y[i, j] = sum over blocks b of s[j, b] * (sum_b q(kk, j) a[i, kk]
+ *             - z[j, b] * sum_b a[i, kk])
+ * the second sum taken once per row of A and block.  The order of the
+ * sums differs from a float GEMM on the dequantized weight, so results
+ * agree with it to float rounding, not bit for bit.
+ *
+ * Columns are shared between the device's team threads.  Two layouts:
+ *   - K rows of N (trans_b 0; DequantizeLinear's [K, N] for MatMul): a
+ *     tile of 64 columns streams down the K rows, a cache line per row,
+ *     for up to 4 rows of A at a time;
+ *   - N rows of K (trans_b 1; Gemm's transB, MatMulNBits): a column's row
+ *     of q stays in L1 while every row of A takes its dot product.
+ * AVX-512 (F, BW, VL) versions carry target attributes and are chosen at
+ * run time; the portable loops compute the same sums in the same order
+ * per column where no AVX-512 is found.
+ */
+#include <config.h>
+
+#include <omp.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cpu_kernels.h"
+
+#if defined(__GNUC__) && defined(__x86_64__)
+#define SN_HAVE_AVX512_QGEMM 1
+#include <immintrin.h>
+#define AVX512 __attribute__((target("avx512f,avx512bw,avx512dq,avx512vl")))
+#else
+#define SN_HAVE_AVX512_QGEMM 0
+#endif
+
+/* Below this many weight bytes one thread does it all. */
+#define SERIAL_BYTES (64u * 1024u)
+
+typedef struct qargs {
+    const sn_qgemm_desc *d;
+    const float *a, *scale, *zero, *bias;
+    const uint8_t *q;
+    float *c;
+    size_t blocks, block;
+    const float *asum; /* m x blocks sums of A's rows per block (zero) */
+    int failed;        /* a thread found no memory for its sums */
+    const float *aq;   /* m rows of A in the quad layout (quad16), or NULL */
+} qargs;
+
+static float act(sn_act k, float v)
+{
+    if (k == SN_ACT_NONE)
+        return v;
+    v = v < 0.0f ? 0.0f : v;
+    return k == SN_ACT_RELU6 && v > 6.0f ? 6.0f : v;
+}
+
+/* q(kk, j) as an integer. */
+static int qget(const sn_qgemm_desc *d, const uint8_t *q, size_t kk, size_t j)
+{
+    if (d->qtype == SN_QTYPE_U4) {
+        uint8_t b = q[j * d->ldq + kk / 2];
+        return kk % 2 ? b >> 4 : b & 15;
+    }
+    uint8_t b = d->trans_b ? q[j * d->ldq + kk] : q[kk * d->ldq + j];
+    return d->qtype == SN_QTYPE_S8 ? (int)(int8_t)b : (int)b;
+}
+
+/* The scaled sum of column j for row i from its per-block sums dot[b]. */
+static float finish(const qargs *x, size_t i, size_t j, const float *dot)
+{
+    const sn_qgemm_desc *d = x->d;
+    float y = 0.0f;
+    for (size_t b = 0; b < x->blocks; b++) {
+        size_t s = j * x->blocks + b;
+        float v = dot[b];
+        if (x->zero)
+            v -= x->zero[s] * x->asum[i * x->blocks + b];
+        y += x->scale[s] * v;
+    }
+    if (x->bias)
+        y += x->bias[j];
+    return act(d->act, y);
+}
+
+/* Columns [j0, j1), every row, in plain C. */
+static void columns_c(const qargs *x, size_t j0, size_t j1)
+{
+    const sn_qgemm_desc *d = x->d;
+    float stack[64], *dot = x->blocks <= 64 ? stack : NULL;
+    if (!dot && !(dot = malloc(x->blocks * sizeof *dot))) {
+        __atomic_store_n(&((qargs *)x)->failed, 1, __ATOMIC_RELAXED);
+        return;
+    }
+    for (size_t j = j0; j < j1; j++)
+        for (size_t i = 0; i < d->m; i++) {
+            const float *ar = x->a + i * d->lda;
+            for (size_t b = 0; b < x->blocks; b++) {
+                size_t k0 = b * x->block,
+                       k1 = k0 + x->block < d->k ? k0 + x->block : d->k;
+                float s = 0.0f;
+                for (size_t kk = k0; kk < k1; kk++)
+                    s += ar[kk] * (float)qget(d, x->q, kk, j);
+                dot[b] = s;
+            }
+            x->c[i * d->ldc + j] = finish(x, i, j, dot);
+        }
+    if (dot != stack)
+        free(dot);
+}
+
+#if SN_HAVE_AVX512_QGEMM
+
+static AVX512 __m512 load16(const sn_qgemm_desc *d, const uint8_t *p,
+                            __mmask16 m)
+{
+    __m128i b = _mm_maskz_loadu_epi8(m, p);
+    return _mm512_cvtepi32_ps(d->qtype == SN_QTYPE_S8
+                                  ? _mm512_cvtepi8_epi32(b)
+                                  : _mm512_cvtepu8_epi32(b));
+}
+
+/*
+ * The 64 integers of one cache line of q as four float vectors without a
+ * shuffle (the widening loads were the loop's bottleneck, measured 30%
+ * slower): lane l of vector b holds byte 4 l + b, moved to the top of its
+ * 32-bit lane and shifted back down, arithmetically for int8.  Whoever
+ * multiplies them takes A's values in the same order (a "quad" layout).
+ */
+static AVX512 void quad16(const sn_qgemm_desc *d, const uint8_t *p,
+                          __m512 v[4])
+{
+    __m512i w = _mm512_loadu_si512(p);
+    if (d->qtype == SN_QTYPE_S8) {
+        v[0] = _mm512_cvtepi32_ps(_mm512_srai_epi32(_mm512_slli_epi32(w, 24), 24));
+        v[1] = _mm512_cvtepi32_ps(_mm512_srai_epi32(_mm512_slli_epi32(w, 16), 24));
+        v[2] = _mm512_cvtepi32_ps(_mm512_srai_epi32(_mm512_slli_epi32(w, 8), 24));
+        v[3] = _mm512_cvtepi32_ps(_mm512_srai_epi32(w, 24));
+    } else {
+        const __m512i ff = _mm512_set1_epi32(255);
+        v[0] = _mm512_cvtepi32_ps(_mm512_and_si512(w, ff));
+        v[1] = _mm512_cvtepi32_ps(_mm512_and_si512(_mm512_srli_epi32(w, 8), ff));
+        v[2] = _mm512_cvtepi32_ps(_mm512_and_si512(_mm512_srli_epi32(w, 16), ff));
+        v[3] = _mm512_cvtepi32_ps(_mm512_srli_epi32(w, 24));
+    }
+}
+
+static AVX512 float hsum(__m512 v)
+{
+    return _mm512_reduce_add_ps(v);
+}
+
+/*
+ * K rows of N, one scale per column (block 0): columns [j0, j1) in tiles
+ * of 64, rows of A four at a time.  Lane l of accumulator t sums column
+ * j + 16 t + l in kk order, as columns_c does.
+ */
+static AVX512 void rows_of_n(const qargs *x, size_t j0, size_t j1)
+{
+    const sn_qgemm_desc *d = x->d;
+    for (size_t j = j0; j < j1; j += 64) {
+        size_t w = j1 - j < 64 ? j1 - j : 64;
+        __mmask16 mk[4];
+        for (int t = 0; t < 4; t++) {
+            size_t lo = 16 * (size_t)t, cnt = w > lo ? w - lo : 0;
+            mk[t] = cnt >= 16 ? 0xffff : (__mmask16)((1u << cnt) - 1u);
+        }
+        for (size_t i0 = 0; i0 < d->m; i0 += 4) {
+            size_t rows = d->m - i0 < 4 ? d->m - i0 : 4;
+            __m512 acc[4][4];
+            for (size_t r = 0; r < 4; r++)
+                for (int t = 0; t < 4; t++)
+                    acc[r][t] = _mm512_setzero_ps();
+            for (size_t kk = 0; kk < d->k; kk++) {
+                const uint8_t *qr = x->q + kk * d->ldq + j;
+                __m512 wv[4];
+                if (w == 64) /* vector t lane l: column 4 l + t */
+                    quad16(d, qr, wv);
+                else
+                    for (int t = 0; t < 4; t++)
+                        wv[t] = load16(d, qr + 16 * t, mk[t]);
+                for (size_t r = 0; r < rows; r++) {
+                    __m512 av = _mm512_set1_ps(x->a[(i0 + r) * d->lda + kk]);
+                    for (int t = 0; t < 4; t++)
+                        acc[r][t] = _mm512_fmadd_ps(av, wv[t], acc[r][t]);
+                }
+            }
+            for (size_t r = 0; r < rows; r++) {
+                float dot[64];
+                for (int t = 0; t < 4; t++)
+                    _mm512_storeu_ps(dot + 16 * t, acc[r][t]);
+                if (w == 64) { /* back from the quad layout */
+                    float lin[64];
+                    for (int t = 0; t < 4; t++)
+                        for (int l = 0; l < 16; l++)
+                            lin[4 * l + t] = dot[16 * t + l];
+                    memcpy(dot, lin, sizeof lin);
+                }
+                for (size_t l = 0; l < w; l++)
+                    x->c[(i0 + r) * d->ldc + j + l] =
+                        finish(x, i0 + r, j + l, &dot[l]);
+            }
+        }
+    }
+}
+
+/*
+ * One block of a row of q (N rows of K) times the same block of a row of
+ * A: kn values from kk = k0, summed in four lanes of 16 then reduced.
+ */
+static AVX512 float block_dot(const sn_qgemm_desc *d, const uint8_t *qrow,
+                              const float *ar, const float *aq, size_t k0,
+                              size_t kn)
+{
+    __m512 acc0 = _mm512_setzero_ps(), acc1 = _mm512_setzero_ps();
+    size_t kk = 0;
+    if (d->qtype == SN_QTYPE_U4) {
+        /* 32 values in 16 bytes: the low nibbles are the even kk, the
+         * high the odd; A's 32 values split the same way. */
+        const __m512i lo4 = _mm512_set1_epi32(15);
+        const __m512i idx = _mm512_set_epi32(30, 28, 26, 24, 22, 20, 18, 16,
+                                             14, 12, 10, 8, 6, 4, 2, 0);
+        const __m512i idx1 = _mm512_add_epi32(idx, _mm512_set1_epi32(1));
+        for (; kk + 32 <= kn; kk += 32) {
+            __m512i b = _mm512_cvtepu8_epi32(
+                _mm_loadu_si128((const __m128i *)(qrow + (k0 + kk) / 2)));
+            __m512 ev = _mm512_cvtepi32_ps(_mm512_and_si512(b, lo4));
+            __m512 od = _mm512_cvtepi32_ps(_mm512_srli_epi32(b, 4));
+            __m512 a0 = _mm512_loadu_ps(ar + k0 + kk),
+                   a1 = _mm512_loadu_ps(ar + k0 + kk + 16);
+            __m512 ae = _mm512_permutex2var_ps(a0, idx, a1),
+                   ao = _mm512_permutex2var_ps(a0, idx1, a1);
+            acc0 = _mm512_fmadd_ps(ae, ev, acc0);
+            acc1 = _mm512_fmadd_ps(ao, od, acc1);
+        }
+    } else {
+        /* Four chains, a cache line of q a step: the loop is bound by
+         * reading q, not by the adds' latency. */
+        __m512 acc2 = _mm512_setzero_ps(), acc3 = _mm512_setzero_ps();
+        const float *ak = ar + k0;
+        const uint8_t *qk = qrow + k0;
+        /* aq: A's values in the quad layout (from k0 = 0), for quad16. */
+#define SN_QUAD_STEP(lo8, hi8, shr)                                          \
+    for (; aq && kk + 64 <= kn; kk += 64) {                                   \
+        __m512i w = _mm512_loadu_si512(qk + kk);                              \
+        acc0 = _mm512_fmadd_ps(_mm512_loadu_ps(aq + kk),                      \
+                               _mm512_cvtepi32_ps(lo8), acc0);                \
+        acc1 = _mm512_fmadd_ps(                                               \
+            _mm512_loadu_ps(aq + kk + 16),                                    \
+            _mm512_cvtepi32_ps(hi8(w, 16)), acc1);                            \
+        acc2 = _mm512_fmadd_ps(                                               \
+            _mm512_loadu_ps(aq + kk + 32),                                    \
+            _mm512_cvtepi32_ps(hi8(w, 8)), acc2);                             \
+        acc3 = _mm512_fmadd_ps(_mm512_loadu_ps(aq + kk + 48),                 \
+                               _mm512_cvtepi32_ps(shr(w, 24)), acc3);         \
+    }
+        if (d->qtype == SN_QTYPE_S8) {
+            /* byte b of each 32-bit lane: up to the top, then down */
+#define SN_S8_AT(w, up) _mm512_srai_epi32(_mm512_slli_epi32(w, up), 24)
+            SN_QUAD_STEP(SN_S8_AT(w, 24), SN_S8_AT, _mm512_srai_epi32)
+        } else {
+#define SN_U8_AT(w, up)                                                       \
+    _mm512_and_si512(_mm512_srli_epi32(w, 24 - (up)), _mm512_set1_epi32(255))
+            SN_QUAD_STEP(SN_U8_AT(w, 24), SN_U8_AT, _mm512_srli_epi32)
+        }
+#undef SN_QUAD_STEP
+#undef SN_S8_AT
+#undef SN_U8_AT
+        for (; kk + 64 <= kn; kk += 64) {
+            acc0 = _mm512_fmadd_ps(_mm512_loadu_ps(ak + kk),
+                                   load16(d, qk + kk, 0xffff), acc0);
+            acc1 = _mm512_fmadd_ps(_mm512_loadu_ps(ak + kk + 16),
+                                   load16(d, qk + kk + 16, 0xffff), acc1);
+            acc2 = _mm512_fmadd_ps(_mm512_loadu_ps(ak + kk + 32),
+                                   load16(d, qk + kk + 32, 0xffff), acc2);
+            acc3 = _mm512_fmadd_ps(_mm512_loadu_ps(ak + kk + 48),
+                                   load16(d, qk + kk + 48, 0xffff), acc3);
+        }
+        for (; kk + 16 <= kn; kk += 16)
+            acc0 = _mm512_fmadd_ps(_mm512_loadu_ps(ak + kk),
+                                   load16(d, qk + kk, 0xffff), acc0);
+        acc0 = _mm512_add_ps(acc0, acc2);
+        acc1 = _mm512_add_ps(acc1, acc3);
+    }
+    float s = hsum(_mm512_add_ps(acc0, acc1));
+    for (; kk < kn; kk++) {
+        size_t at = k0 + kk;
+        int v = d->qtype == SN_QTYPE_U4
+                    ? (at % 2 ? qrow[at / 2] >> 4 : qrow[at / 2] & 15)
+                : d->qtype == SN_QTYPE_S8 ? (int)(int8_t)qrow[at]
+                                          : (int)qrow[at];
+        s += ar[at] * (float)v;
+    }
+    return s;
+}
+
+/* N rows of K: columns [j0, j1), each row of q against every row of A. */
+static AVX512 void rows_of_k(const qargs *x, size_t j0, size_t j1)
+{
+    const sn_qgemm_desc *d = x->d;
+    float stack[256], *dot = x->blocks <= 256 ? stack : NULL;
+    if (!dot && !(dot = malloc(x->blocks * sizeof *dot))) {
+        __atomic_store_n(&((qargs *)x)->failed, 1, __ATOMIC_RELAXED);
+        return;
+    }
+    for (size_t j = j0; j < j1; j++) {
+        const uint8_t *qrow = x->q + j * d->ldq;
+        for (size_t i = 0; i < d->m; i++) {
+            const float *ar = x->a + i * d->lda;
+            for (size_t b = 0; b < x->blocks; b++) {
+                size_t k0 = b * x->block,
+                       kn = k0 + x->block < d->k ? x->block : d->k - k0;
+                dot[b] = block_dot(d, qrow, ar,
+                                   x->aq ? x->aq + i * d->k : NULL, k0, kn);
+            }
+            x->c[i * d->ldc + j] = finish(x, i, j, dot);
+        }
+    }
+    if (dot != stack)
+        free(dot);
+}
+
+static int avx512(void)
+{
+    static int cached = -1;
+    int v = __atomic_load_n(&cached, __ATOMIC_RELAXED);
+    if (v < 0) {
+        __builtin_cpu_init();
+        v = __builtin_cpu_supports("avx512f") &&
+            __builtin_cpu_supports("avx512bw") &&
+            __builtin_cpu_supports("avx512vl") &&
+            __builtin_cpu_supports("avx512dq");
+        __atomic_store_n(&cached, v, __ATOMIC_RELAXED);
+    }
+    return v;
+}
+
+#endif /* SN_HAVE_AVX512_QGEMM */
+
+static void columns(const qargs *x, size_t j0, size_t j1)
+{
+#if SN_HAVE_AVX512_QGEMM
+    if (avx512()) {
+        if (x->d->trans_b)
+            rows_of_k(x, j0, j1);
+        else if (x->blocks == 1)
+            rows_of_n(x, j0, j1);
+        else
+            columns_c(x, j0, j1);
+        return;
+    }
+#endif
+    columns_c(x, j0, j1);
+}
+
+int sn_cpu_qgemm(const sn_qgemm_desc *d, const float *a, const void *q,
+                 const float *scale, const float *zero, const float *bias,
+                 float *c)
+{
+    qargs x = {.d = d, .a = a, .q = q, .scale = scale, .zero = zero,
+               .bias = bias, .c = c,
+               .block = d->block ? d->block : d->k,
+               .blocks = d->block ? (d->k + d->block - 1) / d->block : 1};
+    float *asum = NULL;
+    if (zero) {
+        /* Each row of A summed per block, for the zero points. */
+        if (!(asum = malloc(d->m * x.blocks * sizeof *asum)))
+            return 0;
+        for (size_t i = 0; i < d->m; i++)
+            for (size_t b = 0; b < x.blocks; b++) {
+                size_t k0 = b * x.block,
+                       k1 = k0 + x.block < d->k ? k0 + x.block : d->k;
+                float s = 0.0f;
+                for (size_t kk = k0; kk < k1; kk++)
+                    s += a[i * d->lda + kk];
+                asum[i * x.blocks + b] = s;
+            }
+        x.asum = asum;
+    }
+    float *aq = NULL;
+#if SN_HAVE_AVX512_QGEMM
+    /* Rows of q against rows of A, whole K per column: A's rows in the
+     * quad layout once, so that q's bytes need no shuffle. */
+    if (d->trans_b && x.blocks == 1 && d->qtype != SN_QTYPE_U4 &&
+        d->k >= 64 && avx512() && (aq = malloc(d->m * d->k * sizeof *aq))) {
+        for (size_t i = 0; i < d->m; i++)
+            for (size_t k0 = 0; k0 + 64 <= d->k; k0 += 64)
+                for (size_t t = 0; t < 4; t++)
+                    for (size_t l = 0; l < 16; l++)
+                        aq[i * d->k + k0 + 16 * t + l] =
+                            a[i * d->lda + k0 + 4 * l + t];
+        x.aq = aq;
+    }
+#endif
+    size_t rows = d->trans_b ? d->n : d->k;
+    /* Tiles of 64 columns keep each thread's bytes of a row in whole
+     * cache lines. */
+    size_t grain = d->trans_b ? 1 : 64;
+    size_t units = (d->n + grain - 1) / grain;
+    if ((double)rows * (double)d->ldq < SERIAL_BYTES || units < 2 ||
+        omp_get_max_threads() < 2) {
+        columns(&x, 0, d->n);
+    } else {
+#pragma omp parallel
+        {
+            size_t nt = (size_t)omp_get_num_threads(),
+                   t = (size_t)omp_get_thread_num();
+            size_t u0 = units * t / nt, u1 = units * (t + 1) / nt;
+            size_t j0 = u0 * grain, j1 = u1 * grain < d->n ? u1 * grain : d->n;
+            if (j0 < j1)
+                columns(&x, j0, j1);
+        }
+    }
+    free(asum);
+    free(aq);
+    return !x.failed;
+}

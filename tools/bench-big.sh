@@ -1,0 +1,73 @@
+#!/bin/sh
+# Batch 1 on a model that matters (issue 16): tools/make_big_model's MLP of
+# eight 4096 x 4096 Gemm layers, its weights as fp32 (537 MB) and as int8
+# with a scale per output column (134 MB), run on cpu:0 at batch 1, next to
+# the memory read bandwidth measured by tools/bench_membw in the same
+# rounds, and ONNX Runtime (npm onnxruntime-node) on the same files.
+# Rounds interleave every measurement; the table gives medians over rounds.
+#
+#   tools/bench-big.sh BUILDDIR [ROUNDS] [LAYERS] [WIDTH]
+#
+# The models are written to a temporary folder (0.7 GB) and removed.
+# Needs `make tools/bench_membw tools/make_big_model` in BUILDDIR, and for
+# the ONNX Runtime column `cd tools && npm install --ignore-scripts`.
+set -eu
+b=${1:-.}
+rounds=${2:-5}
+layers=${3:-8}
+width=${4:-4096}
+src=$(cd "$(dirname "$0")/.." && pwd)
+dir=$(mktemp -d "${TMPDIR:-/tmp}/shardnet-big.XXXXXX")
+trap 'rm -rf "$dir"' EXIT
+for prog in tools/bench_membw tools/make_big_model shardnet; do
+    [ -x "$b/$prog" ] || { echo "bench-big: build $b/$prog first"; exit 1; }
+done
+"$b/tools/make_big_model" "$dir/fp32.onnx" --layers "$layers" --width "$width"
+"$b/tools/make_big_model" "$dir/int8.onnx" --layers "$layers" --width "$width" \
+    --weights int8
+ort=0
+[ -d "$src/tools/node_modules/onnxruntime-node" ] && ort=1
+threads=$(nproc)
+
+log=$dir/log
+: >"$log"
+r=1
+while [ "$r" -le "$rounds" ]; do
+    "$b/tools/bench_membw" 512 9 |
+        awk '{ print "bw", $4 }' >>"$log"
+    for m in fp32 int8; do
+        "$b/shardnet" run "$dir/$m.onnx" -d cpu:0 -r 40 |
+            awk -v m="$m" '/latency/ { print "sn_" m, $5 }' >>"$log"
+        if [ "$ort" = 1 ]; then
+            node "$src/tools/bench_ort.js" "$dir/$m.onnx" --batch 1 \
+                --threads "$threads" --input-dim "$width" --seconds 2 |
+                awk -v m="$m" '/median/ { print "ort_" m, $6 }' >>"$log"
+        fi
+    done
+    echo "round $r of $rounds done" >&2
+    r=$((r + 1))
+done
+
+wbytes() { # the weights' bytes of a model: its file less the graph
+    stat -c %s "$dir/$1.onnx"
+}
+median() { # the median of the values of key $1 in the log
+    awk -v k="$1" '$1 == k { print $2 }' "$log" | sort -g | awk '
+        { v[NR] = $1 }
+        END { if (NR % 2) print v[(NR + 1) / 2]
+              else if (NR) print (v[NR / 2] + v[NR / 2 + 1]) / 2 }'
+}
+bw=$(median bw)
+echo
+echo "MLP of $layers x ${width}x$width Gemm layers, batch 1 on cpu:0 ($threads threads), medians of $rounds rounds"
+echo "memory read bandwidth (tools/bench_membw, same rounds): $bw GB/s"
+printf '%-6s %10s %12s %14s %12s %14s\n' weights MB "shardnet ms" "shardnet GB/s" "of measured" "ORT ms"
+for m in fp32 int8; do
+    ms=$(median "sn_$m")
+    ortms=$( [ "$ort" = 1 ] && median "ort_$m" || echo "-")
+    awk -v m="$m" -v bytes="$(wbytes "$m")" -v ms="$ms" -v bw="$bw" \
+        -v o="${ortms:--}" 'BEGIN {
+        gbs = bytes / (ms / 1000) / 1e9
+        printf "%-6s %10.1f %12.3f %14.1f %11.0f%% %14s\n", m, bytes / 1e6,
+               ms, gbs, 100 * gbs / bw, o }'
+done
