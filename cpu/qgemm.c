@@ -52,7 +52,8 @@ typedef struct qargs {
     size_t blocks, block;
     const float *asum; /* m x blocks sums of A's rows per block (zero) */
     int failed;        /* a thread found no memory for its sums */
-    const float *aq;   /* m rows of A in the quad layout (quad16), or NULL */
+    const float *aq;   /* m rows of A in the quad layout (quad16) or, for
+                        * uint4, the pair layout (u4_column); or NULL */
 } qargs;
 
 static float act(sn_act k, float v)
@@ -302,10 +303,65 @@ static AVX512 float block_dot(const sn_qgemm_desc *d, const uint8_t *qrow,
     return s;
 }
 
+/*
+ * uint4 in blocks of a multiple of 32 (MatMulNBits): column j for row i of
+ * A, whose values x->aq holds in the pair layout (each 32 of them as the
+ * 16 even ones, then the 16 odd ones, matching the low and high nibbles
+ * of 16 bytes).  A block's products are summed in two chains, scaled as a
+ * vector into the column's total, which is reduced once.
+ */
+static AVX512 float u4_column(const qargs *x, size_t i, size_t j)
+{
+    const sn_qgemm_desc *d = x->d;
+    const uint8_t *qrow = x->q + j * d->ldq;
+    const float *ap = x->aq + i * d->k, *scale = x->scale + j * x->blocks;
+    const __m512i lo4 = _mm512_set1_epi32(15);
+    __m512 tot = _mm512_setzero_ps();
+    float corr = 0.0f;
+    size_t full = d->k / 32 * 32;
+    for (size_t b = 0; b < x->blocks; b++) {
+        size_t k0 = b * x->block, k1 = k0 + x->block < full ? k0 + x->block
+                                                             : full;
+        __m512 e = _mm512_setzero_ps(), o = _mm512_setzero_ps();
+        for (size_t kk = k0; kk < k1; kk += 32) {
+            __m512i w = _mm512_cvtepu8_epi32(
+                _mm_loadu_si128((const __m128i *)(qrow + kk / 2)));
+            e = _mm512_fmadd_ps(_mm512_loadu_ps(ap + kk),
+                                _mm512_cvtepi32_ps(_mm512_and_si512(w, lo4)),
+                                e);
+            o = _mm512_fmadd_ps(_mm512_loadu_ps(ap + kk + 16),
+                                _mm512_cvtepi32_ps(_mm512_srli_epi32(w, 4)),
+                                o);
+        }
+        float s = scale[b];
+        tot = _mm512_fmadd_ps(_mm512_set1_ps(s), _mm512_add_ps(e, o), tot);
+        if (x->zero)
+            corr += s * x->zero[j * x->blocks + b] *
+                    x->asum[i * x->blocks + b];
+    }
+    float y = hsum(tot) - corr;
+    /* K past the last 32: its block's scale and zero point. */
+    const float *ar = x->a + i * d->lda;
+    for (size_t kk = full; kk < d->k; kk++) {
+        size_t b = kk / x->block;
+        int v = kk % 2 ? qrow[kk / 2] >> 4 : qrow[kk / 2] & 15;
+        y += scale[b] * ar[kk] * (float)v;
+    }
+    if (x->bias)
+        y += x->bias[j];
+    return act(d->act, y);
+}
+
 /* N rows of K: columns [j0, j1), each row of q against every row of A. */
 static AVX512 void rows_of_k(const qargs *x, size_t j0, size_t j1)
 {
     const sn_qgemm_desc *d = x->d;
+    if (d->qtype == SN_QTYPE_U4 && x->aq) {
+        for (size_t j = j0; j < j1; j++)
+            for (size_t i = 0; i < d->m; i++)
+                x->c[i * d->ldc + j] = u4_column(x, i, j);
+        return;
+    }
     float stack[256], *dot = x->blocks <= 256 ? stack : NULL;
     if (!dot && !(dot = malloc(x->blocks * sizeof *dot))) {
         __atomic_store_n(&((qargs *)x)->failed, 1, __ATOMIC_RELAXED);
@@ -397,6 +453,17 @@ int sn_cpu_qgemm(const sn_qgemm_desc *d, const float *a, const void *q,
                     for (size_t l = 0; l < 16; l++)
                         aq[i * d->k + k0 + 16 * t + l] =
                             a[i * d->lda + k0 + 4 * l + t];
+        x.aq = aq;
+    }
+    /* uint4 in blocks of multiples of 32: A's rows in the pair layout. */
+    if (d->qtype == SN_QTYPE_U4 && d->block && d->block % 32 == 0 &&
+        d->k >= 32 && avx512() && (aq = malloc(d->m * d->k * sizeof *aq))) {
+        for (size_t i = 0; i < d->m; i++)
+            for (size_t k0 = 0; k0 + 32 <= d->k; k0 += 32)
+                for (size_t l = 0; l < 16; l++) {
+                    aq[i * d->k + k0 + l] = a[i * d->lda + k0 + 2 * l];
+                    aq[i * d->k + k0 + 16 + l] = a[i * d->lda + k0 + 2 * l + 1];
+                }
         x.aq = aq;
     }
 #endif

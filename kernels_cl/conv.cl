@@ -192,3 +192,57 @@ __kernel void dwconv(uint n, __global const float *src, uint src_off,
         acc = acc > 6.0f ? 6.0f : acc;
     dst[dst_off + (uint)gid] = acc;
 }
+
+/*
+ * The product by a quantized weight (sn_qgemm_desc): one work-item per
+ * output (i, j), summing q times A in float per block of K, then scaling
+ * the block's sum (the zero point times the block's sum of A taken away).
+ * dims: m, n, k, block (0: all of K); lds: lda, ldq (bytes), ldc, and the
+ * type (0 int8, 1 uint8, 2 uint4) plus 4 where q holds N rows of K.
+ */
+__kernel void qgemm(uint total, uint4 dims, uint4 lds,
+                    __global const float *a, uint a_off,
+                    __global const uchar *q, uint q_off,
+                    __global const float *scale, uint s_off,
+                    __global const float *zero, uint z_off, int has_zero,
+                    __global const float *bias, uint b_off, int has_bias,
+                    __global float *c, uint c_off, int act)
+{
+    size_t gid = get_global_id(0);
+    if (gid >= total)
+        return;
+    uint n = dims.s1, k = dims.s2, block = dims.s3 ? dims.s3 : k;
+    uint i = (uint)gid / n, j = (uint)gid - i * n;
+    uint type = lds.s3 & 3u, rows_of_k = lds.s3 & 4u;
+    uint blocks = (k + block - 1) / block;
+    __global const float *ar = a + a_off + i * lds.s0;
+    __global const uchar *qb = q + q_off;
+    float y = 0.0f;
+    for (uint b = 0; b < blocks; b++) {
+        uint k0 = b * block, k1 = min(k0 + block, k);
+        float s = 0.0f, as = 0.0f;
+        for (uint kk = k0; kk < k1; kk++) {
+            int v;
+            if (type == 2u) {
+                uchar x = qb[j * lds.s1 + kk / 2];
+                v = kk % 2 ? x >> 4 : x & 15;
+            } else {
+                uchar x = rows_of_k ? qb[j * lds.s1 + kk] : qb[kk * lds.s1 + j];
+                v = type == 0u ? (int)(char)x : (int)x;
+            }
+            s += ar[kk] * (float)v;
+            as += ar[kk];
+        }
+        uint at = j * blocks + b;
+        if (has_zero)
+            s -= zero[z_off + at] * as;
+        y += scale[s_off + at] * s;
+    }
+    if (has_bias)
+        y += bias[b_off + j];
+    if (act)
+        y = y < 0.0f ? 0.0f : y;
+    if (act == 2)
+        y = y > 6.0f ? 6.0f : y;
+    c[c_off + i * lds.s2 + j] = y;
+}

@@ -3,12 +3,13 @@
  * memory (VmHWM, reset between cases through /proc/self/clear_refs) while
  * one session loads, plans and runs a model, against the model's weights.
  *
- *   test_memory MODEL.onnx DEVICES SPLIT MAX_RATIO [BATCH]
+ *   test_memory MODEL.onnx DEVICES SPLIT MAX_RATIO [BATCH [REF_BYTES]]
  *
  * loads MODEL, creates a session on DEVICES (a device list; SPLIT none,
  * layer, tensor or auto), runs it twice at batch BATCH (default 1) on
  * inputs of zeros and reports, one "key value" per line: the weights'
- * bytes as fp32 (4 per parameter, whatever type the file stores them in), the peak resident memory the load, the first run and the second
+ * bytes as fp32 (REF_BYTES, or 4 per parameter of the file: a quantized
+ * model's fp32 form is the reference its ratio is taken against), the peak resident memory the load, the first run and the second
  * run added to what the process held before, their ratio to the weights,
  * the first and second run's seconds, and what the session's description
  * says each device holds.  It fails (exit 1) when the peak exceeds
@@ -71,9 +72,9 @@ static int fail(const char *what, shardnet_status st)
 
 int main(int argc, char **argv)
 {
-    if (argc < 5 || argc > 6) {
+    if (argc < 5 || argc > 7) {
         fprintf(stderr, "Usage: test_memory MODEL DEVICES SPLIT MAX_RATIO "
-                        "[BATCH]\n");
+                        "[BATCH [REF_BYTES]]\n");
         return 2;
     }
     const char *path = argv[1], *devices = argv[2], *split = argv[3];
@@ -94,7 +95,9 @@ int main(int argc, char **argv)
 
     if ((st = shardnet_model_load(path, &model)) != SHARDNET_OK)
         return fail(path, st);
-    double weights = 4.0 * (double)shardnet_model_parameter_count(model);
+    double weights = argc > 6 && atof(argv[6]) > 0
+                         ? atof(argv[6])
+                         : 4.0 * (double)shardnet_model_parameter_count(model);
     double load = status_kb("VmHWM:") - base;
 
     shardnet_session_options o = {.size = sizeof o, .split = split};

@@ -6,7 +6,8 @@
 # tests/test_memory loads, plans and runs it twice on cpu:0, failing where
 # the process's peak resident memory exceeds 1.15 times the weights (plus
 # 64 MB for activations and the runtime's own buffers); the same model
-# with int8 weights must stay within 0.3 times the fp32 weights.  The models are
+# with int8 weights must stay within 0.3 times the fp32 weights, with int4
+# (MatMulNBits) within 0.2 times.  The models are
 # made in a temporary folder and removed; they need 0.6 GB of disk at a
 # time.  Run by `make check` (SHARDNET_BIN set, see Makefile.am).
 set -u
@@ -23,17 +24,20 @@ if [ "${free_mb:-0}" -lt "$need_mb" ]; then
     exit 77
 fi
 
-# case NAME MAKE_FLAGS DEVICES SPLIT MAX_RATIO
+# case NAME MAKE_FLAGS DEVICES SPLIT MAX_RATIO: the ratio to the fp32
+# weights (4 bytes a weight of the layers: 537 MB)
+ref=$((8 * (4096 * 4096 + 4096) * 4))
 case_() {
     name=$1 flags=$2 devices=$3 split=$4 ratio=$5
-    echo "== $name: $devices, split $split, at most $ratio x the weights"
+    echo "== $name: $devices, split $split, at most $ratio x the fp32 weights"
     # shellcheck disable=SC2086
     if ! "$top/tools/make_big_model" "$dir/mlp.onnx" $flags; then
         echo "FAIL: $name: make_big_model"
         fails=$((fails + 1))
         return
     fi
-    "$top/tests/test_memory" "$dir/mlp.onnx" "$devices" "$split" "$ratio"
+    "$top/tests/test_memory" "$dir/mlp.onnx" "$devices" "$split" "$ratio" \
+        1 "$ref"
     rc=$?
     [ "$rc" -eq 0 ] || { echo "FAIL: $name (exit $rc)"; fails=$((fails + 1)); }
     rm -f "$dir/mlp.onnx" "$dir/mlp.onnx.data"
@@ -44,6 +48,8 @@ case_ "external weights" --external cpu:0 none 1.15
 # int8 weights with a scale per column (a quarter of the bytes), read as
 # stored by the quantized product: at most 0.3 x the fp32 weights.
 case_ "int8 weights" "--weights int8" cpu:0 none 0.30
+# uint4 in blocks of 32 (MatMulNBits): at most 0.2 x.
+case_ "int4 weights" "--weights int4" cpu:0 none 0.20
 
 [ "$fails" -eq 0 ] || { echo "$fails case(s) failed"; exit 1; }
 echo "all cases passed"

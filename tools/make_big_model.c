@@ -7,12 +7,15 @@
  * layers of 4096, holds 537 MB of fp32 weights.
  *
  *   make_big_model OUT.onnx [--layers L] [--width W] [--seed S]
- *                  [--external] [--weights fp32|int8]
+ *                  [--external] [--weights fp32|int8|int4]
  *
  * --weights int8 stores each weight as int8 with one scale per output
  * column (max |w| / 127, rounded half to even), dequantized by a
  * DequantizeLinear (axis 0) before its Gemm: the form of `shardnet
- * quantize`, a quarter of the bytes.
+ * quantize`, a quarter of the bytes.  --weights int4 stores them as
+ * ONNX Runtime's MatMulNBits (com.microsoft) does: uint4 in blocks of 32
+ * along K with a scale each and the default zero point 8, the bias added
+ * after.
  * --external writes the weights to OUT.onnx.data beside the model
  * (ONNX's external data, each tensor at an offset aligned to 4096 bytes),
  * as exporters do for models over 2 GB.  The file is streamed: nothing
@@ -142,11 +145,43 @@ static void quantize_rows(const float *w, size_t rows, size_t cols,
     }
 }
 
+/* MatMulNBits' block of K (a scale each) and its bytes. */
+#define BLOCK4 32
+
+/*
+ * rows x cols floats w (rows of K, cols = K) as MatMulNBits' uint4 in
+ * blocks of BLOCK4 along each row (cols a multiple of BLOCK4 here, as the
+ * widths used are): scale max |w| / 7, q = round(w / scale) + 8 clamped
+ * to [0, 15] (the default zero point 8), two to a byte, the even k low.
+ */
+static void quantize_blocks4(const float *w, size_t rows, size_t cols,
+                             uint8_t *q, float *scale)
+{
+    size_t blocks = (cols + BLOCK4 - 1) / BLOCK4;
+    memset(q, 0, rows * blocks * BLOCK4 / 2);
+    for (size_t r = 0; r < rows; r++)
+        for (size_t b = 0; b < blocks; b++) {
+            const float *x = w + r * cols + b * BLOCK4;
+            size_t n = cols - b * BLOCK4 < BLOCK4 ? cols - b * BLOCK4 : BLOCK4;
+            float m = 0.0f;
+            for (size_t c = 0; c < n; c++)
+                m = fabsf(x[c]) > m ? fabsf(x[c]) : m;
+            float s = m > 0.0f ? m / 7.0f : 1.0f;
+            scale[r * blocks + b] = s;
+            uint8_t *qb = q + (r * blocks + b) * (BLOCK4 / 2);
+            for (size_t c = 0; c < n; c++) {
+                float v = nearbyintf(x[c] / s) + 8.0f;
+                uint8_t u = (uint8_t)(v < 0 ? 0 : v > 15 ? 15 : v);
+                qb[c / 2] |= (uint8_t)(c % 2 ? u << 4 : u);
+            }
+        }
+}
+
 /* --- the model ---------------------------------------------------------- */
 
 typedef struct weight {
     char name[32];
-    int64_t dims[2];
+    int64_t dims[3];
     int rank;
     int dtype;       /* ONNX's: 1 float, 3 int8 */
     const void *data; /* the layer's values, while it is written */
@@ -155,7 +190,7 @@ typedef struct weight {
 
 static size_t weight_bytes(const weight *w)
 {
-    size_t n = w->dtype == 3 ? 1 : 4;
+    size_t n = w->dtype == 3 || w->dtype == 2 ? 1 : 4; /* int8, uint8 */
     for (int i = 0; i < w->rank; i++)
         n *= (size_t)w->dims[i];
     return n;
@@ -224,12 +259,35 @@ static msg node(const char *op, const char *name, const char *const *ins,
     return n;
 }
 
+/* MatMulNBits of com.microsoft: K = N = width, 4 bits in blocks. */
+static msg nbits_node(const char *name, const char *const *ins,
+                      const char *out, long width)
+{
+    msg n = {0};
+    static const char *const keys[] = {"K", "N", "bits", "block_size"};
+    const long vals[] = {width, width, 4, BLOCK4};
+    for (int i = 0; i < 3; i++)
+        str_field(&n, 1, ins[i]);
+    str_field(&n, 2, out);
+    str_field(&n, 3, name);
+    str_field(&n, 4, "MatMulNBits");
+    str_field(&n, 7, "com.microsoft");
+    for (int i = 0; i < 4; i++) {
+        msg a = {0};
+        str_field(&a, 1, keys[i]);
+        int_field(&a, 3, vals[i]);
+        int_field(&a, 20, 2);
+        sub_field(&n, 5, &a);
+    }
+    return n;
+}
+
 static void usage(void)
 {
     fprintf(stderr,
             "Usage: make_big_model OUT.onnx [--layers L] [--width W] "
             "[--seed S] [--external]\n"
-            "                      [--weights fp32|int8]\n"
+            "                      [--weights fp32|int8|int4]\n"
             "Writes an MLP of L Gemm layers of W x W fp32 weights (default "
             "8 x 4096:\n537 MB) with Relu between them, from seed S "
             "(default 1).\n");
@@ -254,7 +312,7 @@ int main(int argc, char **argv)
     const char *out = NULL;
     long layers = 8, width = 4096;
     uint64_t seed = 1;
-    int external = 0, int8 = 0;
+    int external = 0, int8 = 0, int4 = 0;
     for (int i = 1; i < argc; i++) {
         if (strcmp(argv[i], "--layers") == 0 && i + 1 < argc)
             layers = parse(argv[++i], 1, 1000, "--layers");
@@ -265,8 +323,12 @@ int main(int argc, char **argv)
         else if (strcmp(argv[i], "--external") == 0)
             external = 1;
         else if (strcmp(argv[i], "--weights") == 0 && i + 1 < argc &&
-                 (!strcmp(argv[i + 1], "fp32") || !strcmp(argv[i + 1], "int8")))
+                 (!strcmp(argv[i + 1], "fp32") ||
+                  !strcmp(argv[i + 1], "int8") ||
+                  !strcmp(argv[i + 1], "int4"))) {
             int8 = !strcmp(argv[++i], "int8");
+            int4 = !strcmp(argv[i], "int4");
+        }
         else if (argv[i][0] == '-' || out)
             usage();
         else
@@ -276,26 +338,34 @@ int main(int argc, char **argv)
         usage();
 
     /* Per layer: the weight (or its integers and scales), the bias. */
-    const size_t per = int8 ? 3 : 2, nw = (size_t)layers * per;
+    const size_t per = int8 || int4 ? 3 : 2, nw = (size_t)layers * per;
     const size_t wn = (size_t)width * (size_t)width;
+    const size_t blocks = ((size_t)width + BLOCK4 - 1) / BLOCK4;
     weight *ws = calloc(nw, sizeof *ws);
     float *wf = malloc(wn * sizeof *wf), *bf = malloc(width * sizeof *bf);
-    float *scale = malloc(width * sizeof *scale);
-    int8_t *q = int8 ? malloc(wn) : NULL;
-    if (!ws || !wf || !bf || !scale || (int8 && !q))
+    float *scale = malloc(width * blocks * sizeof *scale);
+    int8_t *q = int8 || int4 ? malloc(wn) : NULL;
+    if (!ws || !wf || !bf || !scale || ((int8 || int4) && !q))
         die("out of memory");
     uint64_t off = 0;
     for (long l = 0; l < layers; l++) {
         weight *w = &ws[per * l], *b = &ws[per * l + per - 1];
-        snprintf(w->name, sizeof w->name, int8 ? "w%ld_q" : "w%ld", l);
+        snprintf(w->name, sizeof w->name, int8 || int4 ? "w%ld_q" : "w%ld",
+                 l);
         w->rank = 2;
         w->dims[0] = w->dims[1] = width;
         w->dtype = int8 ? 3 : 1;
-        if (int8) {
+        if (int4) { /* MatMulNBits' [N, blocks, 16 bytes] of uint8 */
+            w->rank = 3;
+            w->dims[1] = (int64_t)blocks;
+            w->dims[2] = BLOCK4 / 2;
+            w->dtype = 2;
+        }
+        if (int8 || int4) {
             weight *sc = &ws[per * l + 1];
             snprintf(sc->name, sizeof sc->name, "w%ld_scale", l);
             sc->rank = 1;
-            sc->dims[0] = width;
+            sc->dims[0] = int4 ? width * (int64_t)blocks : width;
             sc->dtype = 1;
         }
         snprintf(b->name, sizeof b->name, "b%ld", l);
@@ -324,16 +394,30 @@ int main(int argc, char **argv)
         else
             snprintf(wd, sizeof wd, "%s", ws[per * l].name);
         msg n;
-        if (int8) {
+        if (int4) {
+            /* MatMulNBits, then the bias's Add */
+            const char *mins[3] = {in, ws[per * l].name, ws[per * l + 1].name};
+            char m[32];
+            snprintf(m, sizeof m, "m%ld", l);
+            snprintf(name, sizeof name, "matmul%ld", l);
+            n = nbits_node(name, mins, m, width);
+            sub_field(&nodes, 1, &n);
+            const char *ains[2] = {m, ws[per * l + 2].name};
+            snprintf(name, sizeof name, "add%ld", l);
+            n = node("Add", name, ains, 2, h);
+            sub_field(&nodes, 1, &n);
+        } else if (int8) {
             const char *dins[2] = {ws[per * l].name, ws[per * l + 1].name};
             snprintf(name, sizeof name, "dequantize%ld", l);
             n = node("DequantizeLinear", name, dins, 2, wd);
             sub_field(&nodes, 1, &n);
         }
-        const char *ins[3] = {in, wd, ws[per * l + per - 1].name};
-        snprintf(name, sizeof name, "gemm%ld", l);
-        n = node("Gemm", name, ins, 3, h);
-        sub_field(&nodes, 1, &n);
+        if (!int4) {
+            const char *ins[3] = {in, wd, ws[per * l + per - 1].name};
+            snprintf(name, sizeof name, "gemm%ld", l);
+            n = node("Gemm", name, ins, 3, h);
+            sub_field(&nodes, 1, &n);
+        }
         if (l + 1 < layers) {
             const char *rin[1] = {h};
             snprintf(r, sizeof r, "r%ld", l);
@@ -362,6 +446,11 @@ int main(int argc, char **argv)
     str_field(&opset, 1, "");
     int_field(&opset, 2, 13);
     sub_field(&head, 8, &opset);
+    if (int4) {
+        str_field(&opset, 1, "com.microsoft");
+        int_field(&opset, 2, 1);
+        sub_field(&head, 8, &opset);
+    }
     tag(&head, 7, 2);
     varint(&head, graph_len);
 
@@ -389,8 +478,11 @@ int main(int argc, char **argv)
             fill(bf, &state, (size_t)width, 0.01f);
             if (int8)
                 quantize_rows(wf, (size_t)width, (size_t)width, q, scale);
-            ws[i].data = int8 ? (const void *)q : wf;
-            if (int8)
+            if (int4)
+                quantize_blocks4(wf, (size_t)width, (size_t)width,
+                                 (uint8_t *)q, scale);
+            ws[i].data = int8 || int4 ? (const void *)q : wf;
+            if (int8 || int4)
                 ws[i + 1].data = scale;
             ws[i + per - 1].data = bf;
         }

@@ -7,6 +7,7 @@
 #include <config.h>
 
 #include <clblast_c.h>
+#include <limits.h>
 
 #include "opencl.h"
 #include "core/error.h"
@@ -182,4 +183,52 @@ shardnet_status sn_cl_gemm(sn_device *dev, const sn_gemm_desc *d)
     if (st == SHARDNET_OK && epilogue)
         st = gemm_epilogue(dev, d);
     return st;
+}
+
+/* The product by a quantized weight: a kernel of ours (conv.cl), one
+ * work-item per output, each summing its column's bytes of q in float. */
+shardnet_status sn_cl_qgemm(sn_device *dev, const sn_qgemm_desc *d)
+{
+    size_t total, rows = d->trans_b ? d->n : d->k;
+    size_t qbytes, blocks = d->block ? (d->k + d->block - 1) / d->block : 1;
+    if (__builtin_mul_overflow(d->m, d->n, &total) ||
+        __builtin_mul_overflow(rows, d->ldq, &qbytes) || total > UINT_MAX ||
+        d->k > UINT_MAX || d->lda > UINT_MAX || d->ldq > UINT_MAX ||
+        d->ldc > UINT_MAX || d->block > UINT_MAX)
+        return sn_error(SHARDNET_INVALID_ARGUMENT,
+                        "qgemm on %s: size overflows", dev->info.name);
+    if (!fits_idx(d->a.offset, (d->m - 1) * d->lda + d->k))
+        return sn_cl_too_large(dev, "qgemm", "A", d->a.offset,
+                               (d->m - 1) * d->lda + d->k);
+    if (!fits_idx(d->c.offset, (d->m - 1) * d->ldc + d->n))
+        return sn_cl_too_large(dev, "qgemm", "C", d->c.offset,
+                               (d->m - 1) * d->ldc + d->n);
+    if (d->q.offset > UINT_MAX / 4 || !fits_idx(d->q.offset * 4, qbytes))
+        return sn_cl_too_large(dev, "qgemm", "q", d->q.offset, qbytes / 4);
+    if (!fits_idx(d->scale.offset, d->n * blocks) ||
+        (d->zero.buf && !fits_idx(d->zero.offset, d->n * blocks)) ||
+        (d->bias.buf && !fits_idx(d->bias.offset, d->n)))
+        return sn_cl_too_large(dev, "qgemm", "scale", d->scale.offset,
+                               d->n * blocks);
+    cl_uint un = (cl_uint)total;
+    cl_uint4 dims = {{(cl_uint)d->m, (cl_uint)d->n, (cl_uint)d->k,
+                      (cl_uint)d->block}};
+    cl_uint4 lds = {{(cl_uint)d->lda, (cl_uint)d->ldq, (cl_uint)d->ldc,
+                     (cl_uint)d->qtype | (d->trans_b ? 4u : 0u)}};
+    cl_mem a = d->a.buf->handle, q = d->q.buf->handle;
+    cl_mem s = d->scale.buf->handle, c = d->c.buf->handle;
+    cl_mem z = d->zero.buf ? d->zero.buf->handle : s;
+    cl_mem b = d->bias.buf ? d->bias.buf->handle : s;
+    cl_uint a_off = (cl_uint)d->a.offset, q_off = (cl_uint)d->q.offset * 4;
+    cl_uint s_off = (cl_uint)d->scale.offset, c_off = (cl_uint)d->c.offset;
+    cl_uint z_off = d->zero.buf ? (cl_uint)d->zero.offset : 0;
+    cl_uint b_off = d->bias.buf ? (cl_uint)d->bias.offset : 0;
+    cl_int has_zero = d->zero.buf != NULL, has_bias = d->bias.buf != NULL;
+    cl_int act = (cl_int)d->act;
+    karg args[] = {ARG(un),    ARG(dims),  ARG(lds),      ARG(a),
+                   ARG(a_off), ARG(q),     ARG(q_off),    ARG(s),
+                   ARG(s_off), ARG(z),     ARG(z_off),    ARG(has_zero),
+                   ARG(b),     ARG(b_off), ARG(has_bias), ARG(c),
+                   ARG(c_off), ARG(act)};
+    return sn_cl_run_single(dev, K_QGEMM, "qgemm", args, 18, total);
 }

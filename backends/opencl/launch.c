@@ -50,6 +50,7 @@ static const struct {
     [K_ROI_ALIGN] = {PROG_SAMPLE, "roi_align"},
     [K_SCAN] = {PROG_REDUCE, "scan_axis"},
     [K_DWCONV] = {PROG_CONV, "dwconv"},
+    [K_QGEMM] = {PROG_CONV, "qgemm"},
 };
 
 /* --- small helpers ---------------------------------------------------- */

@@ -315,6 +315,7 @@ static const sn_backend_ops cl_ops = {
     .im2col = sn_cl_im2col,
     .pool = sn_cl_pool,
     .dwconv = sn_cl_dwconv,
+    .qgemm = sn_cl_qgemm,
     .layernorm = sn_cl_layernorm,
     .gather = sn_cl_gather,
     .topk = sn_cl_topk,

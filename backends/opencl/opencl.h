@@ -77,6 +77,7 @@ enum {
     K_ROI_ALIGN,
     K_SCAN, /* as K_TOPK */
     K_DWCONV,
+    K_QGEMM,
     K_SINGLE_COUNT
 };
 
@@ -198,6 +199,7 @@ shardnet_status sn_cl_roi_align(sn_device *dev, const sn_roi_align_desc *d);
 shardnet_status sn_cl_im2col(sn_device *dev, const sn_im2col_desc *d);
 shardnet_status sn_cl_pool(sn_device *dev, const sn_pool_desc *d);
 shardnet_status sn_cl_dwconv(sn_device *dev, const sn_dwconv_desc *d);
+shardnet_status sn_cl_qgemm(sn_device *dev, const sn_qgemm_desc *d);
 
 shardnet_status sn_cl_rnn_cell(sn_device *dev, const sn_rnn_cell_desc *d);
 

@@ -289,6 +289,7 @@ SN_LOWER(sn_lower_qlinear_matmul);
 SN_LOWER(sn_lower_conv_integer);
 SN_LOWER(sn_lower_qlinear_conv);
 SN_LOWER(sn_lower_quantized_matmul);
+SN_LOWER(sn_lower_matmul_nbits);
 
 /* lib/ops/ops_signal.c: windows, mel filters, DFT and STFT. */
 SN_LOWER(sn_lower_window);

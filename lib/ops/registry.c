@@ -356,10 +356,11 @@ static const sn_operator registry[] = {
     OP("QLinearConv", 8, 9, sn_lower_qlinear_conv, 10, REPLICATE, MIXED,
        ELEMENTS, HOST),
     /* A product by a quantized weight read as it is stored (a pass makes
-     * it of DequantizeLinear and MatMul or Gemm, ops_qmatmul.c); a device
-     * without the kernel gets the weight dequantized on the host. */
+     * it of DequantizeLinear and MatMul or Gemm, ops_qmatmul.c). */
     OP_OF("ai.shardnet", "QuantizedMatMul", 3, 5, sn_lower_quantized_matmul,
-          1, REPLICATE, MATMUL, MATMUL, USE(QGEMM) | USE(GEMM)),
+          1, REPLICATE, MATMUL, MATMUL, USE(QGEMM)),
+    OP_OF("com.microsoft", "MatMulNBits", 3, 6, sn_lower_matmul_nbits, 1,
+          REPLICATE, MATMUL, MATMUL, USE(QGEMM)),
     /* control flow (ops_control.c): subgraphs lowered inline; their steps
      * use whatever kernels their nodes' entries name.  The inputs past the
      * node's own are the outer values its subgraphs read. */

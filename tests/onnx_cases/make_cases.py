@@ -109,7 +109,7 @@ def rand(*shape):
 
 
 def node_case(name, nodes, inputs, outputs, opset, initializers=(),
-              batch=False):
+              batch=False, domains=()):
     """inputs / outputs: lists of (name, array); the graph's declared types
     and shapes are taken from the arrays (with batch, a symbolic first
     dimension "N")."""
@@ -124,7 +124,8 @@ def node_case(name, nodes, inputs, outputs, opset, initializers=(),
         [info(n, a) for n, a in outputs],
         initializer=[numpy_helper.from_array(a, n) for n, a in initializers])
     model = helper.make_model(graph, producer_name="make_cases",
-                              opset_imports=[helper.make_opsetid("", opset)])
+                              opset_imports=[helper.make_opsetid("", opset)] +
+                              [helper.make_opsetid(d, v) for d, v in domains])
     # Old opsets want an IR version of their time.
     model.ir_version = 3 if opset < 7 else 7
     d = out(os.path.join("node", name))
@@ -2634,6 +2635,69 @@ def quantized_weight_cases():
               13, initializers=[("q", q), ("s", s)])
 
 
+def matmul_nbits_cases():
+    """ONNX Runtime's MatMulNBits (com.microsoft): 4-bit weights in blocks
+    of 16 with packed zero points and K not a multiple of the block, 4-bit
+    in blocks of 32 with the default zero point (8) and a bias, 8-bit with
+    float zero points; expected: A times the dequantized weight in float64,
+    rounded to float32."""
+    rng = np.random.default_rng(1717)
+    f32 = np.float32
+
+    def make(n, k, bits, bs, zp_kind):
+        blocks = (k + bs - 1) // bs
+        q = rng.integers(0, 1 << bits, (n, blocks * bs)).astype(np.uint8)
+        q[:, k:] = 0
+        s = rng.uniform(0.01, 0.1, (n, blocks)).astype(f32)
+        if zp_kind == "packed":
+            z = rng.integers(0, 16, (n, blocks)).astype(np.uint8)
+            zp = np.zeros((n, (blocks + 1) // 2), np.uint8)
+            for b in range(blocks):
+                zp[:, b // 2] |= z[:, b] << (4 * (b % 2))
+            zp = zp.reshape(-1)
+        elif zp_kind == "float":
+            z = rng.uniform(100, 150, (n, blocks)).astype(f32)
+            zp = z.reshape(-1)
+        else:
+            z = np.full((n, blocks), 1 << (bits - 1), np.float64)
+            zp = None
+        w = (q.astype(np.float64) - np.repeat(z, bs, axis=1)) * \
+            np.repeat(s.astype(np.float64), bs, axis=1)
+        w = w[:, :k]
+        if bits == 4:
+            packed = (q[:, 0::2] | (q[:, 1::2] << 4)).astype(np.uint8)
+        else:
+            packed = q
+        packed = packed.reshape(n, blocks, bs * bits // 8)
+        return packed, s.reshape(-1), zp, w
+
+    mk = helper.make_node
+    for name, n, k, bits, bs, zk, rows, with_bias in (
+            ("test_sn_matmul_nbits_4bit_packed_zero_opset13", 6, 40, 4, 16,
+             "packed", (3,), False),
+            ("test_sn_matmul_nbits_4bit_bias_opset13", 10, 64, 4, 32, None,
+             (2, 5), True),
+            ("test_sn_matmul_nbits_8bit_float_zero_opset13", 7, 48, 8, 16,
+             "float", (4,), False)):
+        packed, s, zp, w = make(n, k, bits, bs, zk)
+        x = rng.uniform(-1, 1, rows + (k,)).astype(f32)
+        ins = ["x", "b", "s", "z" if zp is not None else ""]
+        inits = [("b", packed), ("s", s)]
+        if zp is not None:
+            inits.append(("z", zp))
+        y = x.astype(np.float64) @ w.T
+        if with_bias:
+            bias = rng.uniform(-1, 1, n).astype(f32)
+            ins += ["", "bias"]
+            inits.append(("bias", bias))
+            y = y + bias
+        node_case(name,
+                  [mk("MatMulNBits", ins, ["y"], domain="com.microsoft",
+                      K=k, N=n, bits=bits, block_size=bs)],
+                  [("x", x)], [("y", y.astype(f32))], 13,
+                  initializers=inits, domains=[("com.microsoft", 1)])
+
+
 if __name__ == "__main__":
     initializers_ir3()
     external()
@@ -2681,3 +2745,4 @@ if __name__ == "__main__":
     relu6_cases()
     empty_product_act_cases()
     quantized_weight_cases()
+    matmul_nbits_cases()
