@@ -1196,3 +1196,88 @@ Test(spatial, hostile_parameters_are_refused_naming_the_node)
     }
     shardnet_context_free(ctx);
 }
+
+/* --- quantized weights ------------------------------------------------------ */
+
+/*
+ * MatMulNBits (com.microsoft) of x (1, 32) by K = 32, N = 2 with the
+ * given block size and B of b_bytes bytes (two rows of one block of 16
+ * bytes make it right), with g_idx as a fifth input where asked: refused
+ * with status want and a message holding needle, never run.
+ */
+static void expect_nbits_refused(int64_t block, size_t b_bytes, int g_idx,
+                                 shardnet_status want, const char *needle)
+{
+    static const int64_t dx[] = {1, 32}, dy[] = {1, 2};
+    const int64_t db[] = {(int64_t)b_bytes}, ds[] = {2}, dg[] = {32};
+    uint8_t bytes[256] = {0};
+    static const float scales[2] = {0.5f, 0.25f};
+    int32_t gi[32] = {0};
+    const char *ins[] = {"x", "b", "s", "", g_idx ? "g" : NULL, NULL};
+    const char *outs[] = {"y", NULL};
+    pb g = {0}, n = node("nbits", "MatMulNBits", ins, outs),
+       x = value_info("x", dx, 2), y = value_info("y", dy, 2), t, md;
+    char dir[64], path[512];
+    shardnet_context_t *ctx;
+    shardnet_model_t *m = NULL;
+    shardnet_session_t *s = NULL;
+    float in[32] = {0};
+    shardnet_status st;
+    make_tmpdir("hostile", dir, sizeof dir);
+    put_str(&n, 7, "com.microsoft");
+    pb a = rnn_attr("K", 2, 32, 0.0f, NULL);
+    put_msg(&n, 5, &a);
+    a = rnn_attr("N", 2, 2, 0.0f, NULL);
+    put_msg(&n, 5, &a);
+    a = rnn_attr("bits", 2, 4, 0.0f, NULL);
+    put_msg(&n, 5, &a);
+    a = rnn_attr("block_size", 2, block, 0.0f, NULL);
+    put_msg(&n, 5, &a);
+    put_msg(&g, 1, &n);
+    put_str(&g, 2, "g");
+    t = tensor_raw("b", 2, db, 1, bytes, b_bytes);
+    put_msg(&g, 5, &t);
+    t = tensor_raw("s", 1, ds, 1, scales, sizeof scales);
+    put_msg(&g, 5, &t);
+    if (g_idx) {
+        t = tensor_raw("g", 6, dg, 1, gi, sizeof gi);
+        put_msg(&g, 5, &t);
+    }
+    put_msg(&g, 11, &x);
+    put_msg(&g, 12, &y);
+    md = model(13, &g);
+    snprintf(path, sizeof path, "%s/model.onnx", dir);
+    spit(path, md.p, md.n);
+    free(md.p);
+    st = shardnet_model_load(path, &m);
+    if (st == SHARDNET_OK) {
+        cr_assert_eq(shardnet_context_create(&ctx), SHARDNET_OK);
+        st = shardnet_session_create(ctx, m, "cpu:0", &s);
+        if (st == SHARDNET_OK) {
+            cr_assert_eq(shardnet_session_set_input(
+                             s, 0, SHARDNET_DTYPE_FLOAT32, 2, dx, in),
+                         SHARDNET_OK);
+            st = shardnet_session_run(s);
+        }
+        shardnet_session_free(s);
+        shardnet_context_free(ctx);
+        shardnet_model_free(m);
+    }
+    cr_assert_eq(st, want, "%s", shardnet_last_error());
+    assert_error_has(needle);
+    rm_tmpdir(dir);
+}
+
+Test(quantized, matmul_nbits_with_bad_blocks_or_bytes_is_refused)
+{
+    /* the right form runs */
+    expect_nbits_refused(32, 32, 0, SHARDNET_OK, "");
+    expect_nbits_refused(12, 32, 0, SHARDNET_INVALID_ARGUMENT,
+                         "block_size a power of two");
+    expect_nbits_refused(32, 31, 0, SHARDNET_INVALID_ARGUMENT,
+                         "B must be a constant uint8 of N x 1 blocks x 16");
+    expect_nbits_refused(32, 200, 0, SHARDNET_INVALID_ARGUMENT,
+                         "B must be a constant uint8");
+    expect_nbits_refused(32, 32, 1, SHARDNET_UNSUPPORTED,
+                         "g_idx (act-order) is not supported");
+}
