@@ -50,6 +50,7 @@ typedef struct cli_session_args {
     const char *spec;               /* --devices LIST */
     shardnet_session_options sopts; /* --split, --micro-batches (run: --plan) */
     long batch;                     /* --batch */
+    int progress;                   /* --progress: even off a terminal */
 } cli_session_args;
 
 /* Their short and long options, to begin a command's lists with. */
@@ -58,12 +59,22 @@ typedef struct cli_session_args {
     {"devices", required_argument, 0, 'd'},                                   \
         {"split", required_argument, 0, 's'},                                 \
         {"batch", required_argument, 0, 'b'},                                 \
-        {"micro-batches", required_argument, 0, 'm'}
+        {"micro-batches", required_argument, 0, 'm'},                        \
+        {"progress", no_argument, 0, 'P'}
 
 /* Option C of COMMAND, with optarg, into *A when it is one of them: 0, or 2
  * (the exit status) after saying its value is bad; -1 when C is none of
  * them. */
 int cli_session_option(const char *command, int c, cli_session_args *a);
+
+/* A context for A's session: the progress of long work (uploading and
+ * packing weights, profiling devices, timing for the planner) on one line
+ * of standard error, rewritten in place, where that is a terminal or A
+ * asks for it (--progress). */
+shardnet_status cli_context_create(const cli_session_args *a,
+                                   shardnet_context_t **ctx);
+/* The progress line's end: the next output starts on a line of its own. */
+void cli_progress_end(void);
 
 /* getopt_long's next option over ARGV (SHORTOPTS, LONGOPTS), with --help
  * and a bad option handled here: the option for the command to take, or -1

@@ -2,14 +2,16 @@
  * Helpers two commands or more share: error messages in the library's
  * words, MPI jobs where process 0 speaks, opening the devices of a device
  * list, the options (--help, a bad option, numbers, a stray argument), the
- * clock, and printing a tensor's shape.
+ * progress line, the clock, and printing a tensor's shape.
  */
 #include <config.h>
 
 #include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "cli.h"
 
@@ -107,6 +109,9 @@ int cli_session_option(const char *command, int c, cli_session_args *a)
             return 2;
         a->sopts.micro_batches = (size_t)v;
         return 0;
+    case 'P':
+        a->progress = 1;
+        return 0;
     default:
         return -1;
     }
@@ -144,4 +149,44 @@ void cli_print_tensor_info(const char *prefix, const shardnet_tensor_info *t)
             printf("%s%s", i ? ", " : "", t->dim_names[i] ? t->dim_names[i] : "?");
     }
     printf("]\n");
+}
+
+/* The stage the progress line shows ("" when none is open). */
+static char progress_what[128];
+
+static void show_progress(void *user, const char *what, uint64_t done,
+                          uint64_t total)
+{
+    (void)user;
+    if (progress_what[0] && strcmp(progress_what, what) != 0)
+        fputc('\n', stderr); /* another stage: the last one stays shown */
+    snprintf(progress_what, sizeof progress_what, "%s", what);
+    if (total)
+        fprintf(stderr, "\r%s: %3.0f%%\033[K", what,
+                100.0 * (double)done / (double)total);
+    else
+        fprintf(stderr, "\r%s: %.0f MB\033[K", what, (double)done / 1e6);
+    if (total && done >= total) {
+        fputc('\n', stderr);
+        progress_what[0] = '\0';
+    }
+    fflush(stderr);
+}
+
+void cli_progress_end(void)
+{
+    if (progress_what[0]) {
+        fputc('\n', stderr);
+        fflush(stderr);
+        progress_what[0] = '\0';
+    }
+}
+
+shardnet_status cli_context_create(const cli_session_args *a,
+                                   shardnet_context_t **ctx)
+{
+    shardnet_context_options o = {.size = sizeof o};
+    if (a->progress || isatty(STDERR_FILENO))
+        o.progress = show_progress;
+    return shardnet_context_create_with(&o, ctx);
 }

@@ -25,7 +25,7 @@ static void usage(FILE *out)
 {
     fprintf(out,
             "Usage: %s plan MODEL [--devices LIST] [--split S] [--batch B]\n"
-            "                     [--save FILE]\n"
+            "                     [--save FILE] [--progress]\n"
             "\n"
             "Show how the model would run on the listed devices: the\n"
             "estimated time and memory of one device (each of them), of the\n"
@@ -44,6 +44,8 @@ static void usage(FILE *out)
             "  -S, --save FILE      write the plan chosen (split, devices,\n"
             "                       groups, cuts or strategies) for 'shardnet run\n"
             "                       --plan FILE'\n"
+            "      --progress       show the progress of long work even where\n"
+            "                       standard error is not a terminal\n"
             "  -h, --help           show this help\n",
             cli_prog);
 }
@@ -107,7 +109,9 @@ static int time_runs(shardnet_session_t *s)
     shardnet_status st;
     double runs[TIMED_RUNS], t0 = cli_now(), t1;
     char text[16384];
-    if ((st = shardnet_session_run(s)) != SHARDNET_OK)
+    st = shardnet_session_run(s);
+    cli_progress_end();
+    if (st != SHARDNET_OK)
         return cli_fail("running the model", st);
     t1 = cli_now();
     for (int r = 0; r < TIMED_RUNS; r++) {
@@ -161,7 +165,7 @@ int cli_plan(int argc, char **argv)
         return rc;
     if ((st = shardnet_model_load(o.model, &m)) != SHARDNET_OK)
         return cli_fail("loading the model", st);
-    if ((st = shardnet_context_create(&ctx)) != SHARDNET_OK) {
+    if ((st = cli_context_create(&o.sa, &ctx)) != SHARDNET_OK) {
         rc = cli_fail("device discovery", st);
         goto out;
     }

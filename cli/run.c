@@ -55,6 +55,7 @@ static void usage(FILE *out)
             "                    [--split none|layer|tensor|hybrid|auto]\n"
             "                    [--micro-batches M]\n"
             "                    [--trace FILE] [--plan FILE] [--stream]\n"
+            "                    [--progress]\n"
             "\n"
             "Run an ONNX model.  Inputs come from .npy or ONNX .pb tensor\n"
             "files; without NAME= they are taken in the model's input order.\n"
@@ -94,6 +95,10 @@ static void usage(FILE *out)
             "  -t, --trace FILE     write a Chrome trace (Perfetto,\n"
             "                       chrome://tracing) of the runs: one track\n"
             "                       per device; kernels are waited for\n"
+            "      --progress       show the progress of long work (weights\n"
+            "                       uploaded and packed, devices profiled)\n"
+            "                       even where standard error is not a\n"
+            "                       terminal (where it is, always)\n"
             "  -h, --help           show this help\n",
             cli_prog);
 }
@@ -255,7 +260,7 @@ static int open_session(run_opts *o, run_job *job)
     }
     if (o->outdir && (rc = check_outputs(job->m, o->outdir)) != 0)
         return rc;
-    if ((st = shardnet_context_create(&job->ctx)) != SHARDNET_OK)
+    if ((st = cli_context_create(&o->sa, &job->ctx)) != SHARDNET_OK)
         return cli_fail("device discovery", st);
     cli_job_joined();
     if (!o->sa.spec && !getenv("SHARDNET_DEVICES") && !o->sa.sopts.plan_file)
@@ -490,7 +495,9 @@ static int run_model(const run_opts *o, run_job *job)
     }
     if (o->trace)
         shardnet_trace_start();
-    if ((rc = run_repeats(o, job)) != 0)
+    rc = run_repeats(o, job);
+    cli_progress_end(); /* the first run's uploads and packing are over */
+    if (rc != 0)
         return rc;
     if (o->stream && (rc = run_stream(o, job)) != 0)
         return rc;

@@ -178,6 +178,19 @@ SHARDNET_API shardnet_status shardnet_context_create(shardnet_context_t **out);
  * refuses a larger struct from a newer program when one of the fields it
  * does not know is set.
  */
+/**
+ * Progress of long work (shardnet_context_options.progress): \p what is
+ * being done, as a short phrase naming the device ("uploading weights to
+ * cl:0", "packing weights on cpu:0", "profiling cpu:0", "timing the model
+ * on cpu:0"), and how far: \p done of \p total units (bytes, or steps),
+ * \p total 0 where the end is not known.  A stage ends with a call whose
+ * done equals its total (or, with total 0, with done as it ends).  Called
+ * from the thread doing the work, several times a second at most; it
+ * must return quickly and not call into the library.
+ */
+typedef void (*shardnet_progress_fn)(void *user, const char *what,
+                                     uint64_t done, uint64_t total);
+
 typedef struct shardnet_context_options {
     /** sizeof(shardnet_context_options), or 0. */
     size_t size;
@@ -209,6 +222,12 @@ typedef struct shardnet_context_options {
      * instead of those built in, for kernel development (at most 4095
      * bytes; NULL or "": SHARDNET_CL_DIR, else those built in). */
     const char *kernel_dir;
+    /** Called with the progress of long work (reading, packing and
+     * uploading a model's weights, profiling a device, timing a model for
+     * the planner), NULL for none; \p progress_user is its first
+     * argument. */
+    shardnet_progress_fn progress;
+    void *progress_user;
 } shardnet_context_options;
 
 /**

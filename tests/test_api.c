@@ -679,3 +679,75 @@ Test(api, same_shape_other_indices_gather_their_own_rows)
     shardnet_model_free(m);
     multi_io_release(&t);
 }
+
+/* --- progress --------------------------------------------------------------- */
+
+/* What a progress callback heard: each call's stage, done and total. */
+typedef struct heard {
+    char what[16][128];
+    uint64_t done[16], total[16];
+    size_t n, calls;
+    int backwards; /* a stage's done went down */
+} heard;
+
+static void hear(void *user, const char *what, uint64_t done, uint64_t total)
+{
+    heard *h = user;
+    h->calls++;
+    if (h->n && !strcmp(h->what[h->n - 1], what)) {
+        h->backwards |= done < h->done[h->n - 1];
+        h->done[h->n - 1] = done;
+        h->total[h->n - 1] = total;
+        return;
+    }
+    if (h->n == 16)
+        return;
+    snprintf(h->what[h->n], sizeof h->what[h->n], "%s", what);
+    h->done[h->n] = done;
+    h->total[h->n] = total;
+    h->n++;
+}
+
+/* A context's progress callback hears a session's first run upload the
+ * weights to cpu:0 (the MLP's 0.6 MB), in order, to the end; later runs
+ * upload nothing, so it hears nothing more; without a callback nothing is
+ * called (nothing to hear). */
+Test(api, progress_reaches_the_callback_to_the_end_of_each_stage)
+{
+    char path[4096];
+    const char *src = getenv("SHARDNET_SRCDIR");
+    heard h = {0};
+    shardnet_context_options o = {.size = sizeof o, .progress = hear,
+                                  .progress_user = &h};
+    shardnet_context_t *c;
+    shardnet_model_t *m;
+    shardnet_session_t *s;
+    static float x[784];
+    static const int64_t dims[] = {1, 784};
+    snprintf(path, sizeof path, "%s/tests/fixtures/fashion_mlp.onnx",
+             src ? src : ".");
+    cr_assert_eq(shardnet_model_load(path, &m), SHARDNET_OK);
+    cr_assert_eq(shardnet_context_create_with(&o, &c), SHARDNET_OK, "%s",
+                 shardnet_last_error());
+    cr_assert_eq(shardnet_session_create(c, m, "cpu:0", &s), SHARDNET_OK);
+    cr_assert_eq(shardnet_session_set_input(s, 0, SHARDNET_DTYPE_FLOAT32, 2,
+                                            dims, x),
+                 SHARDNET_OK);
+    cr_assert_eq(shardnet_session_run(s), SHARDNET_OK, "%s",
+                 shardnet_last_error());
+    size_t calls = h.calls, up = 16;
+    for (size_t i = 0; i < h.n; i++)
+        if (!strcmp(h.what[i], "uploading weights to cpu:0"))
+            up = i;
+    cr_assert_lt(up, 16, "no upload to cpu:0 heard (%zu stages)", h.n);
+    cr_expect_gt(h.total[up], 500000);
+    cr_expect_eq(h.done[up], h.total[up], "the upload stopped at %llu of %llu",
+                 (unsigned long long)h.done[up],
+                 (unsigned long long)h.total[up]);
+    cr_expect_not(h.backwards);
+    cr_assert_eq(shardnet_session_run(s), SHARDNET_OK);
+    cr_expect_eq(h.calls, calls, "a second run reported progress");
+    shardnet_session_free(s);
+    shardnet_context_free(c);
+    shardnet_model_free(m);
+}

@@ -108,6 +108,16 @@ expect 0 "wrote" "$bin" run "$mlp" \
 same "run in batches of 100 writes all 256 rows, the same values" \
     "$tmpd/o/logits.npy" "$tmpd/o2/logits.npy" 1e-4
 expect 0 "throughput: .* rows/s" "$bin" run "$mlp" -b 8 -r 5
+# The progress line: off a terminal only when asked for, each stage to
+# its end.
+expect 0 "uploading weights to cpu:0: 100%" "$bin" run "$mlp" -d cpu:0 \
+    --progress
+if "$bin" run "$mlp" -d cpu:0 2>&1 | grep -q "uploading weights"; then
+    fail "run shows progress off a terminal without --progress"
+else
+    echo "ok: run is quiet off a terminal"
+    passes=$((passes + 1))
+fi
 expect 2 "no input 'nope'" "$bin" run "$mlp" --input "nope=$tmpd/x.npy"
 expect 1 "x.npy" "$bin" run "$mlp" --input "$tmpd/x.npy"
 expect 2 "bad --batch" "$bin" run "$mlp" --batch 0

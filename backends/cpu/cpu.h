@@ -85,6 +85,8 @@ typedef struct cpu_device {
      * freed.  The lock orders the worker against sn_cpu_buffer_free. */
     pthread_mutex_t pack_lock;
     struct packed_entry *packs;
+    uint64_t packed_bytes; /* packed so far, for the progress callback */
+    double pack_stamp;
 
     /* A task that could not run (out of memory restoring a packed
      * weight): the first one's message, reported and cleared by the next

@@ -71,6 +71,9 @@ static const sn_cpu_packed_b *packed_b(cpu_device *cd, const sn_gemm_desc *d)
         return NULL;
     }
     sn_cpu_pack_b(pb, d, view_ptr(d->b));
+    cd->packed_bytes += d->k * d->n * sizeof(float);
+    sn_progress(d->b.buf->dev->config, &cd->pack_stamp, 0, cd->packed_bytes,
+                0, "packing weights on %s", d->b.buf->dev->info.name);
     *e = (packed_entry){d->b.buf, d->b.offset, d->ldb, d->k, d->n,
                         !!d->trans_b, pb, NULL};
     pthread_mutex_lock(&cd->pack_lock);

@@ -149,6 +149,8 @@ static shardnet_status configure(const shardnet_context_options *in,
         config->reprofile = o.reprofile > 0;
     if (o.staged_collectives)
         config->staged_collectives = o.staged_collectives > 0;
+    config->progress = o.progress;
+    config->progress_user = o.progress_user;
     if ((st = take_text("devices", o.devices, config->devices,
                         sizeof config->devices)) != SHARDNET_OK ||
         (st = take_text("cache_dir", o.cache_dir, config->cache_dir,

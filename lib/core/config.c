@@ -5,6 +5,7 @@
 
 #include <errno.h>
 #include <math.h>
+#include <stdarg.h>
 #include <pthread.h>
 #include <stddef.h>
 #include <stdio.h>
@@ -13,6 +14,7 @@
 
 #include "core/config.h"
 #include "core/error.h"
+#include "core/trace.h"
 
 /* What a variable's text becomes. */
 typedef enum kind {
@@ -192,4 +194,22 @@ shardnet_status sn_config_env_status(void)
 const sn_config *sn_config_or_env(const sn_config *config)
 {
     return config ? config : sn_config_env();
+}
+
+void sn_progress(const sn_config *c, double *stamp, int last, uint64_t done,
+                 uint64_t total, const char *what, ...)
+{
+    if (!c || !c->progress)
+        return;
+    double now = sn_trace_now();
+    if (!last && !(total && done >= total) && *stamp &&
+        now - *stamp < 0.2)
+        return;
+    *stamp = now;
+    char text[128];
+    va_list ap;
+    va_start(ap, what);
+    vsnprintf(text, sizeof text, what, ap);
+    va_end(ap);
+    c->progress(c->progress_user, text, done, total);
 }

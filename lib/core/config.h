@@ -46,6 +46,9 @@ typedef struct sn_config {
     char cache_dir[SN_CONFIG_PATH_MAX];  /* SHARDNET_CACHE_DIR: profiles and
                                             program binaries; "": see
                                             sn_cache_dir */
+    shardnet_progress_fn progress; /* the context options' (no variable):
+                                      sn_progress reports to it */
+    void *progress_user;
     /* The process's. */
     int mpi;                 /* SHARDNET_MPI: join the job under mpirun (1,
                                 the default) or stay out (0) */
@@ -58,6 +61,19 @@ typedef struct sn_config {
     int sgemm_blas;          /* SHARDNET_CPU_SGEMM=blas: OpenBLAS for every
                                 GEMM, not cpu/'s AVX-512 kernel ("auto") */
 } sn_config;
+
+/*
+ * Report the progress of long work to the configuration's callback, if
+ * any (what as a printf format): at most every 0.2 s, and always when
+ * done reaches a non-zero total or `last` is set (the stage's end).
+ * Thread-safe per stage: each stage keeps its own time of the last report
+ * in *stamp (0 before the first).
+ */
+/* Weights below this many bytes are not counted in uploads' progress. */
+#define SN_PROGRESS_MIN 4096
+void sn_progress(const sn_config *c, double *stamp, int last, uint64_t done,
+                 uint64_t total, const char *what, ...)
+    __attribute__((format(printf, 6, 7)));
 
 /* The process's configuration, read from the environment at the first call
  * (thread-safe) and never again; never NULL.  A variable set to a value

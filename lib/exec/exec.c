@@ -264,9 +264,18 @@ shardnet_status sn_plan_build(sn_graph *g, sn_weights *w,
         st = sn_error(SHARDNET_OUT_OF_MEMORY, "plan");
         goto error;
     }
+    /* What this build will upload: the weights not on the device yet. */
+    for (size_t i = 0; i < g->nvalues; i++)
+        if ((g->values[i].flags & SN_VALUE_CONST) && !w->f32[i] &&
+            !w->raw[i] && g->values[i].nbytes >= SN_PROGRESS_MIN)
+            p->up_total += g->values[i].nbytes;
     if ((st = lower_graph(p, inputs, ops)) != SHARDNET_OK ||
         (st = sn_arena_finish(p)) != SHARDNET_OK)
         goto error;
+    if (p->up_done && p->up_done < p->up_total) /* the stage's end */
+        sn_progress(p->dev->config, &p->up_stamp, 1, p->up_total,
+                    p->up_total, "uploading weights to %s",
+                    p->dev->info.name);
     *out = p;
     return SHARDNET_OK;
 error:

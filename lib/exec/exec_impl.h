@@ -37,6 +37,10 @@ struct sn_plan {
     void *coll_ctx;
     double *node_time;      /* set: each step waited for, its seconds
                                added here by graph node */
+    /* The weights this build uploads (the constants not on the device
+     * yet), for the progress callback: bytes done of total. */
+    uint64_t up_done, up_total;
+    double up_stamp;
 };
 
 /* --- element types (dtype.c) -------------------------------------------- */

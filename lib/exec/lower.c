@@ -113,6 +113,18 @@ shardnet_status sn_dev_upload(sn_lower *L, const sn_node *n, float *data,
     return SHARDNET_OK;
 }
 
+/* One more weight of the build's on the device: its progress. */
+static void weight_progress(sn_plan *p, const sn_value *v)
+{
+    if (v->nbytes < SN_PROGRESS_MIN)
+        return;
+    p->up_done += v->nbytes;
+    if (p->up_done > p->up_total)
+        p->up_done = p->up_total;
+    sn_progress(p->dev->config, &p->up_stamp, 0, p->up_done, p->up_total,
+                "uploading weights to %s", p->dev->info.name);
+}
+
 /*
  * Graph constant vi (its host data rt->host, count elements) as the plan's
  * weights' float buffer: float data is used in place where the device
@@ -154,6 +166,7 @@ static shardnet_status upload_weight(sn_plan *p, const sn_graph *g, long vi,
     p->w->f32[vi] = b;
     p->w->bytes += bytes;
     *out = b;
+    weight_progress(p, v);
     return SHARDNET_OK;
 }
 
@@ -263,6 +276,7 @@ shardnet_status sn_dev_bytes(sn_lower *L, const sn_node *n, sn_rt *rt,
         if (shared) {
             p->w->raw[vi] = b;
             p->w->bytes += bytes;
+            weight_progress(p, v);
         }
     }
     *out = (sn_view){b, 0};

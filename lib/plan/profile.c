@@ -173,14 +173,22 @@ static void measure(sn_device *dev, sn_profile *p, int quick)
      * this thread waited, a run could wait a scheduler tick for a core
      * (see tools/bench-steady.sh in the README). */
     sn_bind_thread(dev, 1);
+    double stamp = 0;
+    const char *what = quick ? "checking the profile of %s" : "profiling %s";
+    sn_progress(dev->config, &stamp, 0, 0, 5, what, dev->info.name);
     /* Many short runs of the small product: on a busy machine one of them
      * more likely runs undisturbed. */
     p->gemm_small_flops = gemm_speed(dev, 64, quick ? 0 : 0.02, quick ? 3 : 20);
+    sn_progress(dev->config, &stamp, 0, 1, 5, what, dev->info.name);
     p->gemm_flops =
         quick ? p->gemm_small_flops : gemm_speed(dev, 384, 0.05, 3);
+    sn_progress(dev->config, &stamp, 0, 2, 5, what, dev->info.name);
     p->launch_s = launch_cost(dev, quick ? 3 : 20);
+    sn_progress(dev->config, &stamp, 0, 3, 5, what, dev->info.name);
     p->h2d_bps = bandwidth(dev, 0, quick ? 1 : 4);
+    sn_progress(dev->config, &stamp, 0, 4, 5, what, dev->info.name);
     p->d2h_bps = bandwidth(dev, 1, quick ? 1 : 4);
+    sn_progress(dev->config, &stamp, 1, 5, 5, what, dev->info.name);
     sn_bind_thread(dev, 0);
     if (p->gemm_flops <= 0)
         p->gemm_flops = 1e9;

@@ -37,9 +37,15 @@ static shardnet_status time_nodes(sn_graph *g, sn_device *dev,
      * it (a CPU device then runs the kernels on that thread). */
     sn_bind_thread(dev, 1);
     /* A first run untimed: weights packed on first use, arena pages. */
+    double stamp = 0;
     st = sn_plan_run(p, inputs);
-    for (int r = 0; r < TIMED_RUNS && st == SHARDNET_OK; r++)
+    for (int r = 0; r < TIMED_RUNS && st == SHARDNET_OK; r++) {
+        sn_progress(dev->config, &stamp, 0, (uint64_t)r + 1, TIMED_RUNS + 1,
+                    "timing the model on %s", dev->info.name);
         st = sn_plan_time_nodes(p, inputs, &t[(size_t)r * g->nnodes]);
+    }
+    sn_progress(dev->config, &stamp, 1, TIMED_RUNS + 1, TIMED_RUNS + 1,
+                "timing the model on %s", dev->info.name);
     sn_bind_thread(dev, 0);
     if (st != SHARDNET_OK)
         goto out;
