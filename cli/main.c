@@ -43,9 +43,6 @@ static const struct {
      "multiply two random matrices on each device and check\n"
      "the result against a plain C product",
      cli_matmul},
-    {"quantize",
-     "write a model with its weights as int8, int4 or fp16",
-     cli_quantize},
 };
 
 #define NCOMMANDS (sizeof commands / sizeof commands[0])

@@ -410,51 +410,6 @@ SHARDNET_API shardnet_status shardnet_model_load_with(
     const char *path, const shardnet_model_options *options,
     shardnet_model_t **out);
 
-/** How shardnet_model_quantize() rewrites weights (NULL: the defaults). */
-typedef struct shardnet_quantize_options {
-    /** sizeof(shardnet_quantize_options). */
-    size_t size;
-    /** "int8" (NULL: the default), "int4" or "fp16". */
-    const char *weights;
-    /** int8: one scale per output column instead of one per weight (the
-     * model must import opset 13 or later). */
-    int per_channel;
-    /** int4: K values per scale, a power of two from 16 (0: 32). */
-    size_t block;
-    /** Weights of fewer elements stay float (0: 1024). */
-    size_t min_elements;
-} shardnet_quantize_options;
-
-/** What shardnet_model_quantize() did. */
-typedef struct shardnet_quantize_result {
-    /** Weights rewritten, and how many of them as MatMulNBits (int4). */
-    size_t weights, nbits;
-    /** Their bytes before and after (integers and scales). */
-    uint64_t bytes_before, bytes_after;
-} shardnet_quantize_result;
-
-/**
- * \brief Write the model at \p in_path to \p out_path with smaller
- * weights, as a standard ONNX model that shardnet and ONNX Runtime run.
- *
- * A float matrix stored in the model (not as external data) that only
- * MatMul and Gemm nodes read as their weight, of at least min_elements,
- * becomes int8 integers with a scale (max |w| / 127, per tensor or per
- * output column) and a DequantizeLinear, or float16 with a Cast, or, for
- * int4 where only MatMul reads it, ONNX Runtime's MatMulNBits
- * (com.microsoft: uint4 in blocks along K, a scale each, zero point 8) in
- * the MatMul's place; everything else is copied as it was.
- * \param result  where to say what was rewritten (may be NULL).
- * \return SHARDNET_INVALID_ARGUMENT for bad options, a malformed model or
- *         \p out_path naming the model itself; SHARDNET_UNSUPPORTED for a
- *         model whose opset lacks DequantizeLinear (10; per column 13);
- *         SHARDNET_IO_ERROR when a file cannot be read or written.
- */
-SHARDNET_API shardnet_status shardnet_model_quantize(
-    const char *in_path, const char *out_path,
-    const shardnet_quantize_options *options,
-    shardnet_quantize_result *result);
-
 /** \brief Release a model (after every session using it). NULL is ignored. */
 SHARDNET_API void shardnet_model_free(shardnet_model_t *model);
 

@@ -32,11 +32,12 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "import/pbwrite.h"
+/* --- a protobuf message held in memory ------------------------------- */
 
-/* --- protobuf messages (the library's writer, lib/import/pbwrite.h) --- */
-
-typedef sn_pbw msg;
+typedef struct msg {
+    uint8_t *p;
+    size_t n, cap;
+} msg;
 
 static void die(const char *what)
 {
@@ -45,13 +46,68 @@ static void die(const char *what)
     exit(1);
 }
 
-#define raw sn_pbw_raw
-#define varint sn_pbw_varint
-#define varint_len sn_pbw_varint_len
-#define tag sn_pbw_tag
-#define int_field sn_pbw_int
-#define str_field sn_pbw_str
-#define sub_field sn_pbw_msg
+static void raw(msg *m, const void *d, size_t n)
+{
+    if (m->n + n > m->cap) {
+        m->cap = (m->n + n) * 2 + 64;
+        if (!(m->p = realloc(m->p, m->cap)))
+            die("out of memory");
+    }
+    memcpy(m->p + m->n, d, n);
+    m->n += n;
+}
+
+static size_t varint_len(uint64_t v)
+{
+    size_t n = 1;
+    while (v >= 0x80) {
+        v >>= 7;
+        n++;
+    }
+    return n;
+}
+
+static void varint(msg *m, uint64_t v)
+{
+    do {
+        uint8_t c = (uint8_t)(v & 0x7f);
+        v >>= 7;
+        if (v)
+            c |= 0x80;
+        raw(m, &c, 1);
+    } while (v);
+}
+
+static void tag(msg *m, unsigned field, unsigned wire)
+{
+    varint(m, (uint64_t)field << 3 | wire);
+}
+
+static void int_field(msg *m, unsigned field, int64_t v)
+{
+    tag(m, field, 0);
+    varint(m, (uint64_t)v);
+}
+
+static void bytes_field(msg *m, unsigned field, const void *d, size_t n)
+{
+    tag(m, field, 2);
+    varint(m, n);
+    raw(m, d, n);
+}
+
+static void str_field(msg *m, unsigned field, const char *s)
+{
+    bytes_field(m, field, s, strlen(s));
+}
+
+/* Appends sub as field `field` and empties it. */
+static void sub_field(msg *m, unsigned field, msg *sub)
+{
+    bytes_field(m, field, sub->p, sub->n);
+    free(sub->p);
+    memset(sub, 0, sizeof *sub);
+}
 
 /* --- the weights' values ---------------------------------------------- */
 
@@ -412,8 +468,6 @@ int main(int argc, char **argv)
     raw(&g, head.p, head.n);
     raw(&g, nodes.p, nodes.n);
     str_field(&g, 2, "big_mlp");
-    if (g.failed || head.failed || nodes.failed || io.failed)
-        die("out of memory");
     if (fwrite(g.p, 1, g.n, f) != g.n)
         die(out);
     uint64_t at = 0;
