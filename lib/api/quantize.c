@@ -436,6 +436,9 @@ static shardnet_status choose(quant *q, int vi)
         q->kept++;
         return SHARDNET_OK;
     }
+    /* Its float bytes are not written: their pages can go (a big model
+     * then peaks at its converted weights, not at all of its floats). */
+    sn_value_drop_pages(v);
     q->weight_of[vi] = (int)q->nw++;
     q->before += v->nbytes;
     for (size_t i = 0; i < w->nt; i++)
