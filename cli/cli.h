@@ -32,6 +32,7 @@ int cli_ops(int argc, char **argv);
 int cli_run(int argc, char **argv);
 int cli_plan(int argc, char **argv);
 int cli_matmul(int argc, char **argv);
+int cli_quantize(int argc, char **argv);
 
 /* Print WHAT failed with ST and the library's detail; returns 1. */
 int cli_fail(const char *what, shardnet_status st);

@@ -3,8 +3,8 @@
  * command: the general usage, --version, the library's log on stderr, the
  * choice of BLAS kernels, and the dispatch to a command by its name.  Each
  * command lives in a file of its own under cli/ (devices.c, info.c, ops.c,
- * run.c, plan.c, matmul.c), helpers they share in common.c, and everything uses
- * the public API (shardnet.h) only.
+ * run.c, plan.c, matmul.c, quantize.c), helpers they share in common.c,
+ * and everything uses the public API (shardnet.h) only.
  *
  * Adding a command NAME: write cli/NAME.c with `int cli_NAME(int argc,
  * char **argv)` (its own --help, options and exit status; see info.c for a
@@ -43,6 +43,10 @@ static const struct {
      "multiply two random matrices on each device and check\n"
      "the result against a plain C product",
      cli_matmul},
+    {"quantize",
+     "write a copy of an ONNX model with smaller weights\n"
+     "(int8, int4 or fp16)",
+     cli_quantize},
 };
 
 #define NCOMMANDS (sizeof commands / sizeof commands[0])

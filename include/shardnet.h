@@ -450,6 +450,91 @@ SHARDNET_API uint64_t shardnet_model_parameter_count(
 SHARDNET_API size_t shardnet_model_unsupported(const shardnet_model_t *model,
                                               char *buf, size_t cap);
 
+/** The form shardnet_model_quantize() gives the weights. */
+typedef enum shardnet_quantize_weights {
+    /** int8, symmetric (zero point 0), scales per tensor or per output
+     * column, read through a DequantizeLinear (opset 10, per column 13). */
+    SHARDNET_QUANTIZE_INT8 = 0,
+    /** 4-bit in blocks along K, one scale per block and column, as the
+     * com.microsoft MatMulNBits operator ONNX Runtime runs. */
+    SHARDNET_QUANTIZE_INT4 = 1,
+    /** float16, read through a Cast to float. */
+    SHARDNET_QUANTIZE_FP16 = 2
+} shardnet_quantize_weights;
+
+/** shardnet_quantize_options.flags: int8 with one scale per output column
+ * instead of one per tensor. */
+#define SHARDNET_QUANTIZE_PER_CHANNEL 1u
+
+/** Weights of fewer elements stay float32 unless the options say
+ * otherwise (their scales would weigh more than what is saved). */
+#define SHARDNET_QUANTIZE_MIN_ELEMENTS 256
+
+/** How shardnet_model_quantize() writes the weights.  It can grow as
+ * shardnet_session_options does (see there): \p size first. */
+typedef struct shardnet_quantize_options {
+    /** sizeof(shardnet_quantize_options); 0 means the first version's. */
+    size_t size;
+    /** SHARDNET_QUANTIZE_INT8 (the default), _INT4 or _FP16. */
+    shardnet_quantize_weights weights;
+    /** SHARDNET_QUANTIZE_PER_CHANNEL (int8 only), or 0. */
+    unsigned flags;
+    /** int4: elements of K per block, a power of two from 16 (0: 32);
+     * must be 0 for the other forms. */
+    size_t block_size;
+    /** The fewest elements a weight must have to be converted (0:
+     * SHARDNET_QUANTIZE_MIN_ELEMENTS). */
+    size_t min_elements;
+} shardnet_quantize_options;
+
+/** What shardnet_model_quantize() did.  The caller sets \p size; the
+ * library fills the fields that fit in it. */
+typedef struct shardnet_quantize_report {
+    /** sizeof(shardnet_quantize_report). */
+    size_t size;
+    /** Weights converted. */
+    size_t converted;
+    /** Weights of MatMul or Gemm left as float32: too small, shared with
+     * other uses, not finite, or (int4) of a Gemm that cannot become a
+     * MatMulNBits; the library's log says why at SHARDNET_LOG_INFO. */
+    size_t kept;
+    /** Bytes of the converted weights as float32, and as written (the
+     * integers or halves with their scales). */
+    uint64_t bytes_before, bytes_after;
+    /** Bytes of the file written. */
+    uint64_t file_bytes;
+} shardnet_quantize_report;
+
+/**
+ * \brief Write a copy of an ONNX model whose weights are smaller.
+ *
+ * Each float32 initializer of at least \p min_elements that is only ever
+ * the weight (input B) of MatMul ([K, N]) or Gemm (either transB) in the
+ * main graph is converted.  int8 and fp16 replace it with the smaller
+ * tensor and a DequantizeLinear or Cast node that gives the float weight
+ * under its own name, so the rest of the graph is unchanged; int4 replaces
+ * each MatMul using it with a MatMulNBits (and a Gemm, when it has
+ * transA 0 and alpha and beta 1, with a MatMulNBits and an Add of its
+ * bias), importing the com.microsoft domain.  Rounding is to the nearest,
+ * ties to even; int8 scales are the largest magnitude over 127, int4's
+ * over 7.  Everything else is written as the input has it, byte for byte;
+ * weights held in external data are written inline, and a result over
+ * 2 GiB is refused.  The output is written under a temporary name and
+ * renamed, so \p out_path may be \p in_path.  ONNX Runtime and shardnet
+ * both run what is written.
+ * \param options  NULL: int8 per tensor.
+ * \param report   NULL, or filled (see shardnet_quantize_report).
+ * \return SHARDNET_IO_ERROR (unreadable input, unwritable output),
+ *         SHARDNET_INVALID_ARGUMENT (bad options, a malformed model, or
+ *         one whose opset lacks what the form needs: DequantizeLinear
+ *         below opset 10, its axis for per-channel int8 below 13),
+ *         SHARDNET_UNSUPPORTED (a result over 2 GiB).
+ */
+SHARDNET_API shardnet_status shardnet_model_quantize(
+    const char *in_path, const char *out_path,
+    const shardnet_quantize_options *options,
+    shardnet_quantize_report *report);
+
 /** Opaque handle: a model placed on devices, ready to run. */
 typedef struct shardnet_session shardnet_session_t;
 

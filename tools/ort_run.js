@@ -6,6 +6,12 @@
 //
 //   node tools/ort_run.js MODEL.onnx OUTDIR NAME=FILE.npy...
 //
+// ORT_GRAPH_OPT=disabled|basic|extended|all sets ONNX Runtime's graph
+// optimisation level (default: its own, all).  At extended and above it
+// rewrites a DequantizeLinear before a MatMul into its MatMulNBits, which
+// quantizes the activations too: tools/make-quantized-fixtures.sh asks for
+// basic, to get the model's own arithmetic.
+//
 // Setup: cd tools && npm install --ignore-scripts
 
 'use strict';
@@ -20,9 +26,11 @@ async function main() {
     process.exit(2);
   }
   const ort = require('onnxruntime-node');
-  const session = await ort.InferenceSession.create(model, {
+  const options = {
     intraOpNumThreads: 1, interOpNumThreads: 1, executionMode: 'sequential',
-  });
+  };
+  if (process.env.ORT_GRAPH_OPT) options.graphOptimizationLevel = process.env.ORT_GRAPH_OPT;
+  const session = await ort.InferenceSession.create(model, options);
   const feeds = {};
   for (const s of specs) {
     const at = s.lastIndexOf('=');
