@@ -6,13 +6,14 @@
  *
  * Batch 1 and small batches are bound by reading the weight, so the
  * kernels read each weight byte once per call and turn it into a float in
- * registers: the integer q times A is summed in float (exact integers up
- * to 255), per block, and only the block's sum is scaled:
- *   y[i, j] = sum over blocks b of s[j, b] * (sum_b q(kk, j) a[i, kk]
- *             - z[j, b] * sum_b a[i, kk])
- * the second sum taken once per row of A and block.  The order of the
- * sums differs from a float GEMM on the dequantized weight, so results
- * agree with it to float rounding, not bit for bit.
+ * registers: q less its zero point (exact in float: integers up to 255)
+ * times A is summed in float per block, and only the block's sum is
+ * scaled:
+ *   y[i, j] = sum over blocks b of s[j, b] * sum_b (q(kk, j) - z[j, b]) a[i, kk]
+ * (the zero point taken away before the product, not as z times the sum
+ * of A after it, which cancels digits away).  The order of the sums
+ * differs from a float GEMM on the dequantized weight, so results agree
+ * with it to float rounding, not bit for bit.
  *
  * Columns are shared between the device's team threads.  Two layouts:
  *   - K rows of N (trans_b 0; DequantizeLinear's [K, N] for MatMul): a
@@ -26,6 +27,7 @@
  */
 #include <config.h>
 
+#include <math.h>
 #include <omp.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -50,7 +52,6 @@ typedef struct qargs {
     const uint8_t *q;
     float *c;
     size_t blocks, block;
-    const float *asum; /* m x blocks sums of A's rows per block (zero) */
     int failed;        /* a thread found no memory for its sums */
     const float *aq;   /* m rows of A in the quad layout (quad16) or, for
                         * uint4, the pair layout (u4_column); or NULL */
@@ -75,21 +76,24 @@ static int qget(const sn_qgemm_desc *d, const uint8_t *q, size_t kk, size_t j)
     return d->qtype == SN_QTYPE_S8 ? (int)(int8_t)b : (int)b;
 }
 
-/* The scaled sum of column j for row i from its per-block sums dot[b]. */
-static float finish(const qargs *x, size_t i, size_t j, const float *dot)
+/* The scaled sum of column j from its per-block sums dot[b] (zero points
+ * taken away already). */
+static float finish(const qargs *x, size_t j, const float *dot)
 {
     const sn_qgemm_desc *d = x->d;
     float y = 0.0f;
     for (size_t b = 0; b < x->blocks; b++) {
-        size_t s = j * x->blocks + b;
-        float v = dot[b];
-        if (x->zero)
-            v -= x->zero[s] * x->asum[i * x->blocks + b];
-        y += x->scale[s] * v;
+        y += x->scale[j * x->blocks + b] * dot[b];
     }
     if (x->bias)
         y += x->bias[j];
     return act(d->act, y);
+}
+
+/* Column j's zero point in block b (0 without zero points). */
+static float zero_at(const qargs *x, size_t j, size_t b)
+{
+    return x->zero ? x->zero[j * x->blocks + b] : 0.0f;
 }
 
 /* Columns [j0, j1), every row, in plain C. */
@@ -107,12 +111,12 @@ static void columns_c(const qargs *x, size_t j0, size_t j1)
             for (size_t b = 0; b < x->blocks; b++) {
                 size_t k0 = b * x->block,
                        k1 = k0 + x->block < d->k ? k0 + x->block : d->k;
-                float s = 0.0f;
+                float s = 0.0f, z = zero_at(x, j, b);
                 for (size_t kk = k0; kk < k1; kk++)
-                    s += ar[kk] * (float)qget(d, x->q, kk, j);
+                    s += ar[kk] * ((float)qget(d, x->q, kk, j) - z);
                 dot[b] = s;
             }
-            x->c[i * d->ldc + j] = finish(x, i, j, dot);
+            x->c[i * d->ldc + j] = finish(x, j, dot);
         }
     if (dot != stack)
         free(dot);
@@ -174,6 +178,17 @@ static AVX512 void rows_of_n(const qargs *x, size_t j0, size_t j1)
             size_t lo = 16 * (size_t)t, cnt = w > lo ? w - lo : 0;
             mk[t] = cnt >= 16 ? 0xffff : (__mmask16)((1u << cnt) - 1u);
         }
+        /* The tile's zero points, in the order its vectors hold columns. */
+        __m512 zv[4];
+        for (int t = 0; t < 4; t++) {
+            float z[16];
+            for (int l = 0; l < 16; l++) {
+                size_t col = w == 64 ? 4 * (size_t)l + (size_t)t
+                                     : 16 * (size_t)t + (size_t)l;
+                z[l] = col < w ? zero_at(x, j + col, 0) : 0.0f;
+            }
+            zv[t] = _mm512_loadu_ps(z);
+        }
         for (size_t i0 = 0; i0 < d->m; i0 += 4) {
             size_t rows = d->m - i0 < 4 ? d->m - i0 : 4;
             __m512 acc[4][4];
@@ -188,6 +203,9 @@ static AVX512 void rows_of_n(const qargs *x, size_t j0, size_t j1)
                 else
                     for (int t = 0; t < 4; t++)
                         wv[t] = load16(d, qr + 16 * t, mk[t]);
+                if (x->zero)
+                    for (int t = 0; t < 4; t++)
+                        wv[t] = _mm512_sub_ps(wv[t], zv[t]);
                 for (size_t r = 0; r < rows; r++) {
                     __m512 av = _mm512_set1_ps(x->a[(i0 + r) * d->lda + kk]);
                     for (int t = 0; t < 4; t++)
@@ -206,8 +224,7 @@ static AVX512 void rows_of_n(const qargs *x, size_t j0, size_t j1)
                     memcpy(dot, lin, sizeof lin);
                 }
                 for (size_t l = 0; l < w; l++)
-                    x->c[(i0 + r) * d->ldc + j + l] =
-                        finish(x, i0 + r, j + l, &dot[l]);
+                    x->c[(i0 + r) * d->ldc + j + l] = finish(x, j + l, &dot[l]);
             }
         }
     }
@@ -219,9 +236,12 @@ static AVX512 void rows_of_n(const qargs *x, size_t j0, size_t j1)
  */
 static AVX512 float block_dot(const sn_qgemm_desc *d, const uint8_t *qrow,
                               const float *ar, const float *aq, size_t k0,
-                              size_t kn)
+                              size_t kn, float z)
 {
     __m512 acc0 = _mm512_setzero_ps(), acc1 = _mm512_setzero_ps();
+    const __m512 zv = _mm512_set1_ps(z);
+    const int hz = z != 0.0f; /* the loops lose the subtraction without */
+#define SN_LESS_Z(v) (hz ? _mm512_sub_ps(v, zv) : (v))
     size_t kk = 0;
     if (d->qtype == SN_QTYPE_U4) {
         /* 32 values in 16 bytes: the low nibbles are the even kk, the
@@ -233,8 +253,8 @@ static AVX512 float block_dot(const sn_qgemm_desc *d, const uint8_t *qrow,
         for (; kk + 32 <= kn; kk += 32) {
             __m512i b = _mm512_cvtepu8_epi32(
                 _mm_loadu_si128((const __m128i *)(qrow + (k0 + kk) / 2)));
-            __m512 ev = _mm512_cvtepi32_ps(_mm512_and_si512(b, lo4));
-            __m512 od = _mm512_cvtepi32_ps(_mm512_srli_epi32(b, 4));
+            __m512 ev = SN_LESS_Z(_mm512_cvtepi32_ps(_mm512_and_si512(b, lo4)));
+            __m512 od = SN_LESS_Z(_mm512_cvtepi32_ps(_mm512_srli_epi32(b, 4)));
             __m512 a0 = _mm512_loadu_ps(ar + k0 + kk),
                    a1 = _mm512_loadu_ps(ar + k0 + kk + 16);
             __m512 ae = _mm512_permutex2var_ps(a0, idx, a1),
@@ -253,15 +273,16 @@ static AVX512 float block_dot(const sn_qgemm_desc *d, const uint8_t *qrow,
     for (; aq && kk + 64 <= kn; kk += 64) {                                   \
         __m512i w = _mm512_loadu_si512(qk + kk);                              \
         acc0 = _mm512_fmadd_ps(_mm512_loadu_ps(aq + kk),                      \
-                               _mm512_cvtepi32_ps(lo8), acc0);                \
+                               SN_LESS_Z(_mm512_cvtepi32_ps(lo8)), acc0);     \
         acc1 = _mm512_fmadd_ps(                                               \
             _mm512_loadu_ps(aq + kk + 16),                                    \
-            _mm512_cvtepi32_ps(hi8(w, 16)), acc1);                            \
+            SN_LESS_Z(_mm512_cvtepi32_ps(hi8(w, 16))), acc1);                 \
         acc2 = _mm512_fmadd_ps(                                               \
             _mm512_loadu_ps(aq + kk + 32),                                    \
-            _mm512_cvtepi32_ps(hi8(w, 8)), acc2);                             \
+            SN_LESS_Z(_mm512_cvtepi32_ps(hi8(w, 8))), acc2);                  \
         acc3 = _mm512_fmadd_ps(_mm512_loadu_ps(aq + kk + 48),                 \
-                               _mm512_cvtepi32_ps(shr(w, 24)), acc3);         \
+                               SN_LESS_Z(_mm512_cvtepi32_ps(shr(w, 24))),     \
+                               acc3);                                         \
     }
         if (d->qtype == SN_QTYPE_S8) {
             /* byte b of each 32-bit lane: up to the top, then down */
@@ -277,17 +298,20 @@ static AVX512 float block_dot(const sn_qgemm_desc *d, const uint8_t *qrow,
 #undef SN_U8_AT
         for (; kk + 64 <= kn; kk += 64) {
             acc0 = _mm512_fmadd_ps(_mm512_loadu_ps(ak + kk),
-                                   load16(d, qk + kk, 0xffff), acc0);
+                                   SN_LESS_Z(load16(d, qk + kk, 0xffff)), acc0);
             acc1 = _mm512_fmadd_ps(_mm512_loadu_ps(ak + kk + 16),
-                                   load16(d, qk + kk + 16, 0xffff), acc1);
+                                   SN_LESS_Z(load16(d, qk + kk + 16, 0xffff)),
+                                   acc1);
             acc2 = _mm512_fmadd_ps(_mm512_loadu_ps(ak + kk + 32),
-                                   load16(d, qk + kk + 32, 0xffff), acc2);
+                                   SN_LESS_Z(load16(d, qk + kk + 32, 0xffff)),
+                                   acc2);
             acc3 = _mm512_fmadd_ps(_mm512_loadu_ps(ak + kk + 48),
-                                   load16(d, qk + kk + 48, 0xffff), acc3);
+                                   SN_LESS_Z(load16(d, qk + kk + 48, 0xffff)),
+                                   acc3);
         }
         for (; kk + 16 <= kn; kk += 16)
             acc0 = _mm512_fmadd_ps(_mm512_loadu_ps(ak + kk),
-                                   load16(d, qk + kk, 0xffff), acc0);
+                                   SN_LESS_Z(load16(d, qk + kk, 0xffff)), acc0);
         acc0 = _mm512_add_ps(acc0, acc2);
         acc1 = _mm512_add_ps(acc1, acc3);
     }
@@ -298,8 +322,9 @@ static AVX512 float block_dot(const sn_qgemm_desc *d, const uint8_t *qrow,
                     ? (at % 2 ? qrow[at / 2] >> 4 : qrow[at / 2] & 15)
                 : d->qtype == SN_QTYPE_S8 ? (int)(int8_t)qrow[at]
                                           : (int)qrow[at];
-        s += ar[at] * (float)v;
+        s += ar[at] * ((float)v - z);
     }
+#undef SN_LESS_Z
     return s;
 }
 
@@ -317,35 +342,33 @@ static AVX512 float u4_column(const qargs *x, size_t i, size_t j)
     const float *ap = x->aq + i * d->k, *scale = x->scale + j * x->blocks;
     const __m512i lo4 = _mm512_set1_epi32(15);
     __m512 tot = _mm512_setzero_ps();
-    float corr = 0.0f;
     size_t full = d->k / 32 * 32;
     for (size_t b = 0; b < x->blocks; b++) {
         size_t k0 = b * x->block, k1 = k0 + x->block < full ? k0 + x->block
                                                              : full;
         __m512 e = _mm512_setzero_ps(), o = _mm512_setzero_ps();
+        /* the zero point taken away from the integers, exactly */
+        const __m512i z = _mm512_set1_epi32((int)zero_at(x, j, b));
         for (size_t kk = k0; kk < k1; kk += 32) {
             __m512i w = _mm512_cvtepu8_epi32(
                 _mm_loadu_si128((const __m128i *)(qrow + kk / 2)));
+            __m512i lo = _mm512_sub_epi32(_mm512_and_si512(w, lo4), z),
+                    hi = _mm512_sub_epi32(_mm512_srli_epi32(w, 4), z);
             e = _mm512_fmadd_ps(_mm512_loadu_ps(ap + kk),
-                                _mm512_cvtepi32_ps(_mm512_and_si512(w, lo4)),
-                                e);
+                                _mm512_cvtepi32_ps(lo), e);
             o = _mm512_fmadd_ps(_mm512_loadu_ps(ap + kk + 16),
-                                _mm512_cvtepi32_ps(_mm512_srli_epi32(w, 4)),
-                                o);
+                                _mm512_cvtepi32_ps(hi), o);
         }
-        float s = scale[b];
-        tot = _mm512_fmadd_ps(_mm512_set1_ps(s), _mm512_add_ps(e, o), tot);
-        if (x->zero)
-            corr += s * x->zero[j * x->blocks + b] *
-                    x->asum[i * x->blocks + b];
+        tot = _mm512_fmadd_ps(_mm512_set1_ps(scale[b]), _mm512_add_ps(e, o),
+                              tot);
     }
-    float y = hsum(tot) - corr;
+    float y = hsum(tot);
     /* K past the last 32: its block's scale and zero point. */
     const float *ar = x->a + i * d->lda;
     for (size_t kk = full; kk < d->k; kk++) {
         size_t b = kk / x->block;
         int v = kk % 2 ? qrow[kk / 2] >> 4 : qrow[kk / 2] & 15;
-        y += scale[b] * ar[kk] * (float)v;
+        y += scale[b] * ar[kk] * ((float)v - zero_at(x, j, b));
     }
     if (x->bias)
         y += x->bias[j];
@@ -375,9 +398,10 @@ static AVX512 void rows_of_k(const qargs *x, size_t j0, size_t j1)
                 size_t k0 = b * x->block,
                        kn = k0 + x->block < d->k ? x->block : d->k - k0;
                 dot[b] = block_dot(d, qrow, ar,
-                                   x->aq ? x->aq + i * d->k : NULL, k0, kn);
+                                   x->aq ? x->aq + i * d->k : NULL, k0, kn,
+                                   zero_at(x, j, b));
             }
-            x->c[i * d->ldc + j] = finish(x, i, j, dot);
+            x->c[i * d->ldc + j] = finish(x, j, dot);
         }
     }
     if (dot != stack)
@@ -425,22 +449,6 @@ int sn_cpu_qgemm(const sn_qgemm_desc *d, const float *a, const void *q,
                .bias = bias, .c = c,
                .block = d->block ? d->block : d->k,
                .blocks = d->block ? (d->k + d->block - 1) / d->block : 1};
-    float *asum = NULL;
-    if (zero) {
-        /* Each row of A summed per block, for the zero points. */
-        if (!(asum = malloc(d->m * x.blocks * sizeof *asum)))
-            return 0;
-        for (size_t i = 0; i < d->m; i++)
-            for (size_t b = 0; b < x.blocks; b++) {
-                size_t k0 = b * x.block,
-                       k1 = k0 + x.block < d->k ? k0 + x.block : d->k;
-                float s = 0.0f;
-                for (size_t kk = k0; kk < k1; kk++)
-                    s += a[i * d->lda + kk];
-                asum[i * x.blocks + b] = s;
-            }
-        x.asum = asum;
-    }
     float *aq = NULL;
 #if SN_HAVE_AVX512_QGEMM
     /* Rows of q against rows of A, whole K per column: A's rows in the
@@ -455,8 +463,13 @@ int sn_cpu_qgemm(const sn_qgemm_desc *d, const float *a, const void *q,
                             a[i * d->lda + k0 + 4 * l + t];
         x.aq = aq;
     }
-    /* uint4 in blocks of multiples of 32: A's rows in the pair layout. */
+    /* uint4 in blocks of multiples of 32, integral zero points (taken
+     * away from the integers): A's rows in the pair layout. */
+    int whole_zeros = 1;
+    for (size_t i = 0; zero && i < d->n * x.blocks; i++)
+        whole_zeros &= zero[i] == (float)(int)zero[i] && fabsf(zero[i]) < 1e6f;
     if (d->qtype == SN_QTYPE_U4 && d->block && d->block % 32 == 0 &&
+        whole_zeros &&
         d->k >= 32 && avx512() && (aq = malloc(d->m * d->k * sizeof *aq))) {
         for (size_t i = 0; i < d->m; i++)
             for (size_t k0 = 0; k0 + 32 <= d->k; k0 += 32)
@@ -486,7 +499,6 @@ int sn_cpu_qgemm(const sn_qgemm_desc *d, const float *a, const void *q,
                 columns(&x, j0, j1);
         }
     }
-    free(asum);
     free(aq);
     return !x.failed;
 }

@@ -195,8 +195,8 @@ __kernel void dwconv(uint n, __global const float *src, uint src_off,
 
 /*
  * The product by a quantized weight (sn_qgemm_desc): one work-item per
- * output (i, j), summing q times A in float per block of K, then scaling
- * the block's sum (the zero point times the block's sum of A taken away).
+ * output (i, j), summing q less its zero point times A in float per block
+ * of K, then scaling the block's sum.
  * dims: m, n, k, block (0: all of K); lds: lda, ldq (bytes), ldc, and the
  * type (0 int8, 1 uint8, 2 uint4) plus 4 where q holds N rows of K.
  */
@@ -220,7 +220,8 @@ __kernel void qgemm(uint total, uint4 dims, uint4 lds,
     float y = 0.0f;
     for (uint b = 0; b < blocks; b++) {
         uint k0 = b * block, k1 = min(k0 + block, k);
-        float s = 0.0f, as = 0.0f;
+        uint at = j * blocks + b;
+        float s = 0.0f, z = has_zero ? zero[z_off + at] : 0.0f;
         for (uint kk = k0; kk < k1; kk++) {
             int v;
             if (type == 2u) {
@@ -230,12 +231,8 @@ __kernel void qgemm(uint total, uint4 dims, uint4 lds,
                 uchar x = rows_of_k ? qb[j * lds.s1 + kk] : qb[kk * lds.s1 + j];
                 v = type == 0u ? (int)(char)x : (int)x;
             }
-            s += ar[kk] * (float)v;
-            as += ar[kk];
+            s += ar[kk] * ((float)v - z);
         }
-        uint at = j * blocks + b;
-        if (has_zero)
-            s -= zero[z_off + at] * as;
         y += scale[s_off + at] * s;
     }
     if (has_bias)

@@ -188,8 +188,9 @@ static void qgemm_case(sn_device *dev, size_t m, size_t n, size_t k,
         x = x * 1103515245u + 12345u;
         q[i] = (unsigned char)(x >> 16);
     }
-    for (size_t i = 0; i < n * blocks; i++)
-        zp[i] = (float)(int)zp[i] - (qt == SN_QTYPE_S8 ? 8.0f : 0.0f);
+    for (size_t i = 0; i < n * blocks; i++) /* zero 2: not whole numbers */
+        zp[i] = (float)(int)zp[i] - (qt == SN_QTYPE_S8 ? 8.0f : 0.0f) +
+                (zero == 2 ? 0.25f : 0.0f);
     sn_qgemm_desc d = {.m = m, .n = n, .k = k, .qtype = qt,
                        .trans_b = trans_b, .block = block, .lda = lda,
                        .ldq = ldq, .ldc = n, .act = act};
@@ -252,6 +253,8 @@ Test(kernels, qgemm_matches_reference_in_every_layout)
                                    SN_ACT_NONE);
                     }
                     qgemm_case(dev, m, n, k, SN_QTYPE_U4, 1, 32, 1, 1, act);
+                    qgemm_case(dev, m, n, k, SN_QTYPE_U4, 1, 32, 2, 0, act);
+                    qgemm_case(dev, m, n, k, SN_QTYPE_U8, 1, 0, 2, 0, act);
                     qgemm_case(dev, m, n, k, SN_QTYPE_U4, 1, 16, 0, 0, act);
                     qgemm_case(dev, m, n, k, SN_QTYPE_U4, 1, 0, 1, 0, act);
                 }
