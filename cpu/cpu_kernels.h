@@ -79,6 +79,8 @@ typedef struct sn_cpu_packed_b sn_cpu_packed_b;
 int sn_cpu_sgemm_avx512_available(void);
 int sn_cpu_sgemm_avx512_supports(const sn_gemm_desc *d);
 int sn_cpu_sgemm_avx512_worth(const sn_gemm_desc *d, int b_packed);
+/* Does this CPU have AVX-512 F, BW, DQ and VL (checked once)? */
+int sn_cpu_has_avx512(void);
 sn_cpu_packed_b *sn_cpu_packed_b_alloc(size_t k, size_t n);
 void sn_cpu_packed_b_free(sn_cpu_packed_b *p);
 void sn_cpu_pack_b(sn_cpu_packed_b *p, const sn_gemm_desc *d, const float *b);

@@ -419,27 +419,13 @@ static AVX512 void rows_of_k(const qargs *x, size_t j0, size_t j1)
         free(dot);
 }
 
-static int avx512(void)
-{
-    static int cached = -1;
-    int v = __atomic_load_n(&cached, __ATOMIC_RELAXED);
-    if (v < 0) {
-        __builtin_cpu_init();
-        v = __builtin_cpu_supports("avx512f") &&
-            __builtin_cpu_supports("avx512bw") &&
-            __builtin_cpu_supports("avx512vl") &&
-            __builtin_cpu_supports("avx512dq");
-        __atomic_store_n(&cached, v, __ATOMIC_RELAXED);
-    }
-    return v;
-}
 
 #endif /* SN_HAVE_AVX512_QGEMM */
 
 static void columns(const qargs *x, size_t j0, size_t j1)
 {
 #if SN_HAVE_AVX512_QGEMM
-    if (avx512()) {
+    if (sn_cpu_has_avx512()) {
         if (x->d->trans_b)
             rows_of_k(x, j0, j1);
         else if (x->blocks == 1)
@@ -465,7 +451,7 @@ int sn_cpu_qgemm(const sn_qgemm_desc *d, const float *a, const void *q,
     /* Rows of q against rows of A, whole K per column: A's rows in the
      * quad layout once, so that q's bytes need no shuffle. */
     if (d->trans_b && x.blocks == 1 && d->qtype != SN_QTYPE_U4 &&
-        d->k >= 64 && avx512() && (aq = malloc(d->m * d->k * sizeof *aq))) {
+        d->k >= 64 && sn_cpu_has_avx512() && (aq = malloc(d->m * d->k * sizeof *aq))) {
         for (size_t i = 0; i < d->m; i++)
             for (size_t k0 = 0; k0 + 64 <= d->k; k0 += 64)
                 for (size_t t = 0; t < 4; t++)
@@ -476,7 +462,7 @@ int sn_cpu_qgemm(const sn_qgemm_desc *d, const float *a, const void *q,
     }
     /* uint4 in blocks of multiples of 32: A's rows in the pair layout. */
     if (d->qtype == SN_QTYPE_U4 && d->block && d->block % 32 == 0 &&
-        d->k >= 32 && avx512() && (aq = malloc(d->m * d->k * sizeof *aq))) {
+        d->k >= 32 && sn_cpu_has_avx512() && (aq = malloc(d->m * d->k * sizeof *aq))) {
         for (size_t i = 0; i < d->m; i++)
             for (size_t k0 = 0; k0 + 32 <= d->k; k0 += 32)
                 for (size_t l = 0; l < 16; l++) {

@@ -68,7 +68,7 @@ static size_t ceil_div(size_t a, size_t b)
     return a / b + (a % b != 0);
 }
 
-int sn_cpu_sgemm_avx512_available(void)
+int sn_cpu_has_avx512(void)
 {
 #if SN_HAVE_AVX512_SGEMM
     static int cached = -1;
@@ -78,14 +78,18 @@ int sn_cpu_sgemm_avx512_available(void)
         v = __builtin_cpu_supports("avx512f") &&
             __builtin_cpu_supports("avx512bw") &&
             __builtin_cpu_supports("avx512dq") &&
-            __builtin_cpu_supports("avx512vl") &&
-            !sn_config_env()->sgemm_blas;
+            __builtin_cpu_supports("avx512vl");
         __atomic_store_n(&cached, v, __ATOMIC_RELAXED);
     }
     return v;
 #else
     return 0;
 #endif
+}
+
+int sn_cpu_sgemm_avx512_available(void)
+{
+    return sn_cpu_has_avx512() && !sn_config_env()->sgemm_blas;
 }
 
 int sn_cpu_sgemm_avx512_supports(const sn_gemm_desc *d)

@@ -63,6 +63,53 @@ static void assert_error_has(const char *needle)
               needle);
 }
 
+static shardnet_status run_one_input(const char *path, int rank,
+                                     const int64_t *dims, const float *in);
+
+/* Graph g (its input x and output y added; all three consumed) as
+ * dir/model.onnx of the given opset, run as run_one_input runs it. */
+static shardnet_status write_and_run(const char *dir, pb *g, pb *x, pb *y,
+                                     int64_t opset, int rank,
+                                     const int64_t *dims, const float *in)
+{
+    char path[512];
+    put_msg(g, 11, x);
+    put_msg(g, 12, y);
+    pb md = model(opset, g);
+    snprintf(path, sizeof path, "%s/model.onnx", dir);
+    spit(path, md.p, md.n);
+    free(md.p);
+    return run_one_input(path, rank, dims, in);
+}
+
+/*
+ * The model at path loaded, a session made on cpu:0, its one input bound
+ * (float, rank dims, from in) and run: the first status that is not OK,
+ * or OK; everything released again.
+ */
+static shardnet_status run_one_input(const char *path, int rank,
+                                     const int64_t *dims, const float *in)
+{
+    shardnet_context_t *ctx;
+    shardnet_model_t *m = NULL;
+    shardnet_session_t *s = NULL;
+    shardnet_status st = shardnet_model_load(path, &m);
+    if (st == SHARDNET_OK) {
+        cr_assert_eq(shardnet_context_create(&ctx), SHARDNET_OK);
+        st = shardnet_session_create(ctx, m, "cpu:0", &s);
+        if (st == SHARDNET_OK) {
+            cr_assert_eq(shardnet_session_set_input(
+                             s, 0, SHARDNET_DTYPE_FLOAT32, rank, dims, in),
+                         SHARDNET_OK);
+            st = shardnet_session_run(s);
+        }
+        shardnet_session_free(s);
+        shardnet_context_free(ctx);
+        shardnet_model_free(m);
+    }
+    return st;
+}
+
 /*
  * y = x + w, x and w float[4]; w's bytes in the external file `loc` (NULL:
  * in the model), written to dir/model.onnx.
@@ -457,27 +504,8 @@ static void expect_group_refused(const int64_t *dx, const int64_t *dw)
     put_str(&t, 8, "w");
     put_bytes(&t, 9, w, nw * sizeof w[0]);
     put_msg(&g, 5, &t);
-    put_msg(&g, 11, &x);
-    put_msg(&g, 12, &y);
-    md = model(13, &g);
-    snprintf(path, sizeof path, "%s/model.onnx", dir);
-    spit(path, md.p, md.n);
-    free(md.p);
     /* Refused at load (shapes) or at the first run, never run. */
-    st = shardnet_model_load(path, &m);
-    if (st == SHARDNET_OK) {
-        cr_assert_eq(shardnet_context_create(&ctx), SHARDNET_OK);
-        st = shardnet_session_create(ctx, m, "cpu:0", &s);
-        if (st == SHARDNET_OK) {
-            cr_assert_eq(shardnet_session_set_input(
-                             s, 0, SHARDNET_DTYPE_FLOAT32, 4, dx, in),
-                         SHARDNET_OK);
-            st = shardnet_session_run(s);
-        }
-        shardnet_session_free(s);
-        shardnet_context_free(ctx);
-        shardnet_model_free(m);
-    }
+    st = write_and_run(dir, &g, &x, &y, 13, 4, dx, in);
     cr_assert_eq(st, SHARDNET_INVALID_ARGUMENT, "%s", shardnet_last_error());
     assert_error_has("group 4611686018427387904 does not fit");
     rm_tmpdir(dir);
@@ -909,26 +937,7 @@ static void expect_index_refused(const char *op, const char *const *ins,
                           cs[i].values, count * sizeof(int64_t));
         put_msg(&g, 5, &t);
     }
-    put_msg(&g, 11, &x);
-    put_msg(&g, 12, &y);
-    md = model(18, &g);
-    snprintf(path, sizeof path, "%s/model.onnx", dir);
-    spit(path, md.p, md.n);
-    free(md.p);
-    st = shardnet_model_load(path, &m);
-    if (st == SHARDNET_OK) {
-        cr_assert_eq(shardnet_context_create(&ctx), SHARDNET_OK);
-        st = shardnet_session_create(ctx, m, "cpu:0", &s);
-        if (st == SHARDNET_OK) {
-            cr_assert_eq(shardnet_session_set_input(
-                             s, 0, SHARDNET_DTYPE_FLOAT32, 2, dx, in),
-                         SHARDNET_OK);
-            st = shardnet_session_run(s);
-        }
-        shardnet_session_free(s);
-        shardnet_context_free(ctx);
-        shardnet_model_free(m);
-    }
+    st = write_and_run(dir, &g, &x, &y, 18, 2, dx, in);
     cr_assert_eq(st, want, "%s", shardnet_last_error());
     assert_error_has(needle);
     assert_error_has(op);
@@ -1082,26 +1091,7 @@ static void expect_rnn_refused(pb *attr, const int32_t *lens, int64_t opset,
         t = tensor_raw("lens", 6, dl, 1, lens, sizeof *lens);
         put_msg(&g, 5, &t);
     }
-    put_msg(&g, 11, &x);
-    put_msg(&g, 12, &y);
-    md = model(opset, &g);
-    snprintf(path, sizeof path, "%s/model.onnx", dir);
-    spit(path, md.p, md.n);
-    free(md.p);
-    st = shardnet_model_load(path, &m);
-    if (st == SHARDNET_OK) {
-        cr_assert_eq(shardnet_context_create(&ctx), SHARDNET_OK);
-        st = shardnet_session_create(ctx, m, "cpu:0", &s);
-        if (st == SHARDNET_OK) {
-            cr_assert_eq(shardnet_session_set_input(
-                             s, 0, SHARDNET_DTYPE_FLOAT32, 3, dx, in),
-                         SHARDNET_OK);
-            st = shardnet_session_run(s);
-        }
-        shardnet_session_free(s);
-        shardnet_context_free(ctx);
-        shardnet_model_free(m);
-    }
+    st = write_and_run(dir, &g, &x, &y, opset, 3, dx, in);
     cr_assert_eq(st, want, "%s", shardnet_last_error());
     assert_error_has(needle);
     rm_tmpdir(dir);
@@ -1243,26 +1233,7 @@ static void expect_nbits_refused(int64_t block, size_t b_bytes, int g_idx,
         t = tensor_raw("g", 6, dg, 1, gi, sizeof gi);
         put_msg(&g, 5, &t);
     }
-    put_msg(&g, 11, &x);
-    put_msg(&g, 12, &y);
-    md = model(13, &g);
-    snprintf(path, sizeof path, "%s/model.onnx", dir);
-    spit(path, md.p, md.n);
-    free(md.p);
-    st = shardnet_model_load(path, &m);
-    if (st == SHARDNET_OK) {
-        cr_assert_eq(shardnet_context_create(&ctx), SHARDNET_OK);
-        st = shardnet_session_create(ctx, m, "cpu:0", &s);
-        if (st == SHARDNET_OK) {
-            cr_assert_eq(shardnet_session_set_input(
-                             s, 0, SHARDNET_DTYPE_FLOAT32, 2, dx, in),
-                         SHARDNET_OK);
-            st = shardnet_session_run(s);
-        }
-        shardnet_session_free(s);
-        shardnet_context_free(ctx);
-        shardnet_model_free(m);
-    }
+    st = write_and_run(dir, &g, &x, &y, 13, 2, dx, in);
     cr_assert_eq(st, want, "%s", shardnet_last_error());
     assert_error_has(needle);
     rm_tmpdir(dir);
