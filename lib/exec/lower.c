@@ -126,41 +126,54 @@ static void weight_progress(sn_plan *p, const sn_value *v)
 }
 
 /*
- * Graph constant vi (its host data rt->host, count elements) as the plan's
- * weights' float buffer: float data is used in place where the device
- * shares host memory (the model's mapped file, whose pages the device may
- * drop once it keeps a packed copy), else copied, after which a mapped
- * file's pages are dropped: the weights count once in memory.
+ * A buffer of constant v holding the `bytes` at host: used in place where
+ * may_wrap and the device uses host memory (the model's mapped file,
+ * whose pages the device may drop once it keeps a packed copy), else
+ * copied (whole 4-byte elements: views count them), after which, with
+ * drop, a mapped file's pages are dropped: the weights count once.
  */
+static shardnet_status weight_buffer(sn_plan *p, const sn_value *v,
+                                     const void *host, size_t bytes,
+                                     int may_wrap, int drop, sn_buffer **out)
+{
+    sn_buffer *b = NULL;
+    shardnet_status st =
+        may_wrap ? sn_buffer_wrap(p->dev, host, bytes,
+                                  v->flags & SN_VALUE_MAPPED
+                                      ? SN_WRAP_DROPPABLE
+                                      : 0,
+                                  &b)
+                 : SHARDNET_UNSUPPORTED;
+    if (st == SHARDNET_UNSUPPORTED) {
+        st = sn_buffer_alloc(p->dev, (bytes + 3) / 4 * 4, &b);
+        if (st == SHARDNET_OK &&
+            (st = sn_buffer_write(b, 0, host, bytes)) != SHARDNET_OK) {
+            sn_buffer_free(b);
+            b = NULL;
+        }
+        if (st == SHARDNET_OK && drop)
+            sn_value_drop_pages(v);
+    }
+    *out = b;
+    return st;
+}
+
+/* Graph constant vi (its host data rt->host, count elements) as the
+ * plan's weights' float buffer (weight_buffer; other types converted). */
 static shardnet_status upload_weight(sn_plan *p, const sn_graph *g, long vi,
                                      const sn_rt *rt, size_t count,
                                      sn_buffer **out)
 {
     const sn_value *v = &g->values[vi];
     size_t bytes = count * sizeof(float);
-    const float *f = NULL;
-    float *conv = NULL;
+    int is_float = rt->dtype == SN_DT_FLOAT;
+    float *conv = is_float ? NULL : sn_to_float(rt->dtype, rt->host, count);
     sn_buffer *b = NULL;
-    shardnet_status st = SHARDNET_UNSUPPORTED;
-    if (rt->dtype == SN_DT_FLOAT)
-        st = sn_buffer_wrap(p->dev, rt->host, bytes,
-                            v->flags & SN_VALUE_MAPPED ? SN_WRAP_DROPPABLE : 0,
-                            &b);
-    if (st == SHARDNET_UNSUPPORTED) {
-        if (rt->dtype == SN_DT_FLOAT)
-            f = rt->host;
-        else if (!(f = conv = sn_to_float(rt->dtype, rt->host, count)))
-            return sn_error(SHARDNET_OUT_OF_MEMORY, "uploading '%s'", v->name);
-        st = sn_buffer_alloc(p->dev, bytes, &b);
-        if (st == SHARDNET_OK &&
-            (st = sn_buffer_write(b, 0, f, bytes)) != SHARDNET_OK) {
-            sn_buffer_free(b);
-            b = NULL;
-        }
-        free(conv);
-        if (st == SHARDNET_OK)
-            sn_value_drop_pages(v);
-    }
+    if (!is_float && !conv)
+        return sn_error(SHARDNET_OUT_OF_MEMORY, "uploading '%s'", v->name);
+    shardnet_status st = weight_buffer(p, v, is_float ? rt->host : conv,
+                                       bytes, is_float, 1, &b);
+    free(conv);
     if (st != SHARDNET_OK)
         return st;
     p->w->f32[vi] = b;
@@ -250,26 +263,10 @@ shardnet_status sn_dev_bytes(sn_lower *L, const sn_node *n, sn_rt *rt,
     sn_buffer *b = shared ? p->w->raw[vi] : NULL;
     shardnet_status st = SHARDNET_OK;
     if (!b) {
-        st = shared ? sn_buffer_wrap(p->dev, rt->host, bytes,
-                                     v->flags & SN_VALUE_MAPPED
-                                         ? SN_WRAP_DROPPABLE
-                                         : 0,
-                                     &b)
-                    : SHARDNET_UNSUPPORTED;
-        if (st == SHARDNET_UNSUPPORTED) {
-            /* A copy, whole 4-byte elements (views count them). */
-            st = sn_buffer_alloc(p->dev, (bytes + 3) / 4 * 4, &b);
-            if (st == SHARDNET_OK &&
-                (st = sn_buffer_write(b, 0, rt->host, bytes)) != SHARDNET_OK) {
-                sn_buffer_free(b);
-                b = NULL;
-            }
-            if (st == SHARDNET_OK && shared)
-                sn_value_drop_pages(v);
-            if (st == SHARDNET_OK && !shared &&
-                (st = sn_plan_own_buffer(p, b)) != SHARDNET_OK)
-                sn_buffer_free(b);
-        }
+        st = weight_buffer(p, v, rt->host, bytes, shared, shared, &b);
+        if (st == SHARDNET_OK && !shared &&
+            (st = sn_plan_own_buffer(p, b)) != SHARDNET_OK)
+            sn_buffer_free(b);
         if (st != SHARDNET_OK)
             return sn_error_prefix(st, "node '%s' (%s): uploading '%s'",
                                    n->name, n->op_type, v->name);
