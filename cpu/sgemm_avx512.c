@@ -40,6 +40,7 @@
 #include <omp.h>
 #include <stdint.h>
 #include <stdlib.h>
+#include <sys/mman.h>
 #include <string.h>
 
 #include "core/config.h"
@@ -98,6 +99,9 @@ int sn_cpu_sgemm_avx512_supports(const sn_gemm_desc *d)
            (d->batch == 1 || d->stride_b == 0) && d->k > 0;
 }
 
+/* Huge pages' size on x86-64. */
+#define HUGE_BYTES ((size_t)2 << 20)
+
 sn_cpu_packed_b *sn_cpu_packed_b_alloc(size_t k, size_t n)
 {
     sn_cpu_packed_b *p = calloc(1, sizeof *p);
@@ -108,11 +112,19 @@ sn_cpu_packed_b *sn_cpu_packed_b_alloc(size_t k, size_t n)
     p->n = n;
     p->npanels = ceil_div(n, NR);
     bytes = p->npanels * (k ? k : 1) * NR * sizeof(float);
-    p->data = aligned_alloc(64, (bytes + 63) / 64 * 64);
+    /* A large weight's packed copy in huge pages where the kernel gives
+     * them (written once, at first use: a fault per 2 MiB, not per 4 KiB,
+     * is most of what packing a big model costs). */
+    size_t align = bytes >= HUGE_BYTES ? HUGE_BYTES : 64;
+    p->data = aligned_alloc(align, (bytes + align - 1) / align * align);
     if (!p->data) {
         free(p);
         return NULL;
     }
+#ifdef MADV_HUGEPAGE
+    if (align == HUGE_BYTES)
+        madvise(p->data, (bytes + align - 1) / align * align, MADV_HUGEPAGE);
+#endif
     return p;
 }
 

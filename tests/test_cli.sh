@@ -239,7 +239,7 @@ expect 2 "needs three devices or more" "$bin" plan "$mlp" \
 pdir="$tmpd/profiles"
 expect 0 "profile of cpu:0: GEMM" env SHARDNET_CACHE_DIR="$pdir" \
     SHARDNET_LOG=info "$bin" plan "$mlp" -d cpu:0,cpu:1 -b 4
-expect 0 "^cpu:1[|]cpu[|]" cat "$pdir/profiles-1.txt"
+expect 0 "^cpu:1[|]cpu[|]" cat "$pdir/profiles-2.txt"
 if skipped "a second process reads the profiles from the cache"; then
     :
 elif ! env SHARDNET_CACHE_DIR="$pdir" SHARDNET_LOG=info "$bin" plan \
@@ -257,8 +257,8 @@ then
 else
     pass "a second process reads the profiles from the cache"
 fi
-[ -n "$why" ] || { sed 's/\t.*/\tgarbage/' "$pdir/profiles-1.txt" >"$pdir/p" &&
-    mv "$pdir/p" "$pdir/profiles-1.txt"; }
+[ -n "$why" ] || { sed 's/\t.*/\tgarbage/' "$pdir/profiles-2.txt" >"$pdir/p" &&
+    mv "$pdir/p" "$pdir/profiles-2.txt"; }
 expect 0 "profile of cpu:0: GEMM" env SHARDNET_CACHE_DIR="$pdir" \
     SHARDNET_LOG=info "$bin" plan "$mlp" -d cpu:0,cpu:1 -b 4
 # cpu:1 is package 1, its units its cores (as hwloc counts them).

@@ -23,7 +23,17 @@
 #include <string.h>
 #include <time.h>
 
+#include <fcntl.h>
+#include <unistd.h>
+
 #include "shardnet.h"
+
+static double now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
+}
 
 /* Slack for what is not weights: activations, arenas, thread stacks,
  * OpenBLAS's and PoCL's own buffers. */
@@ -46,6 +56,39 @@ static double status_kb(const char *key)
     return v;
 }
 
+/* Drops path's pages from the page cache (the next read comes from the
+ * disk) and, with timed, reads it whole first: the seconds that took. */
+static double cold_read(const char *path, int timed)
+{
+    static char buf[1 << 22];
+    double t0 = now(), took = 0;
+    int fd = open(path, O_RDONLY);
+    if (fd < 0)
+        return 0;
+    posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED);
+    if (timed) {
+        t0 = now();
+        while (read(fd, buf, sizeof buf) > 0)
+            ;
+        took = now() - t0;
+        posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED);
+    }
+    close(fd);
+    return took;
+}
+
+/* The sum of the "weights X MB" a session's description gives its
+ * devices, in bytes; -1 when it names none. */
+static double described_weights(const char *desc)
+{
+    double sum = -1;
+    for (const char *p = desc; (p = strstr(p, ": weights ")); p++) {
+        double mb = atof(p + 10);
+        sum = (sum < 0 ? 0 : sum) + mb * 1e6;
+    }
+    return sum;
+}
+
 /* Resets VmHWM to the current resident size (Linux 4.0 and later). */
 static int reset_peak(void)
 {
@@ -56,12 +99,6 @@ static int reset_peak(void)
     return fclose(f) == 0 && ok;
 }
 
-static double now(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
-}
 
 static int fail(const char *what, shardnet_status st)
 {
@@ -88,6 +125,17 @@ int main(int argc, char **argv)
     if (!reset_peak()) {
         printf("skip /proc/self/clear_refs cannot reset the peak\n");
         return 77;
+    }
+    /* TEST_MEMORY_COLD=1: the model's files (MODEL, MODEL.data) read
+     * from the disk, not the page cache: their read timed, then dropped
+     * again before the load (for tools/bench-first-run.sh). */
+    double read_s = -1;
+    if (getenv("TEST_MEMORY_COLD") && atoi(getenv("TEST_MEMORY_COLD"))) {
+        char data[4096];
+        snprintf(data, sizeof data, "%s.data", path);
+        cold_read(path, 0);
+        cold_read(data, 0);
+        read_s = cold_read(path, 1) + cold_read(data, 1);
     }
     if ((st = shardnet_context_create(&ctx)) != SHARDNET_OK)
         return fail("context", st);
@@ -128,8 +176,9 @@ int main(int argc, char **argv)
     double t2 = now();
     double peak = status_kb("VmHWM:") - base;
 
-    char desc[8192];
+    static char desc[1 << 16];
     shardnet_session_describe(s, desc, sizeof desc);
+    double held = described_weights(desc);
     for (char *line = strtok(desc, "\n"); line; line = strtok(NULL, "\n"))
         printf("plan %s\n", line);
     printf("weights_mb %.1f\n", weights / 1e6);
@@ -138,10 +187,29 @@ int main(int argc, char **argv)
     printf("peak_ratio %.3f\n", peak / weights);
     printf("first_run_s %.3f\n", t1 - t0);
     printf("second_run_s %.3f\n", t2 - t1);
+    if (read_s >= 0)
+        printf("cold_read_s %.3f\n", read_s);
+    if (held >= 0)
+        printf("device_weights_mb %.1f\n", held / 1e6);
     shardnet_session_free(s);
     shardnet_model_free(model);
     shardnet_context_free(ctx);
     free(x);
+    /* What the devices are said to hold is what the process holds: the
+     * weights of every device at most 1.1 times the model's (each holds
+     * its shard only), and the peak within 15% of them (plus the
+     * activations' bound) either way. */
+    if (held >= 0 && !(held <= 1.1 * weights)) {
+        printf("FAIL the devices hold %.1f MB of weights, over 1.1 x the "
+               "model's %.1f MB\n", held / 1e6, weights / 1e6);
+        return 1;
+    }
+    if (held >= 0 && !(peak <= 1.15 * held + ACTIVATIONS &&
+                       held <= 1.15 * peak + ACTIVATIONS)) {
+        printf("FAIL the devices are said to hold %.1f MB of weights, the "
+               "process's peak is %.1f MB\n", held / 1e6, peak / 1e6);
+        return 1;
+    }
     if (!(peak <= max_ratio * weights + ACTIVATIONS)) {
         printf("FAIL peak %.1f MB is over %.2f x the weights (%.1f MB) plus "
                "%.0f MB\n", peak / 1e6, max_ratio, weights / 1e6,

@@ -53,7 +53,7 @@ static void setup(void)
         .size = sizeof o, .cache_dir = dir, .reprofile = -1};
     snprintf(dir, sizeof dir, "/tmp/sn-profile-XXXXXX");
     cr_assert(mkdtemp(dir), "mkdtemp: %s", strerror(errno));
-    snprintf(path, sizeof path, "%s/profiles-1.txt", dir);
+    snprintf(path, sizeof path, "%s/profiles-2.txt", dir);
     shardnet_set_log(capture, SHARDNET_LOG_WARN, NULL);
     cr_assert_eq(shardnet_context_create_with(&o, &ctx), SHARDNET_OK, "%s",
                  shardnet_last_error());
@@ -127,16 +127,16 @@ static size_t key_of(const char *text, const char *name, char *key,
     return count;
 }
 
-/* The five figures of key's first entry in the cache text. */
+/* The six figures of key's first entry in the cache text. */
 static sn_profile figures_of(const char *text, const char *key)
 {
     sn_profile p = {0};
     const char *l = strstr(text, key);
     cr_assert(l, "no entry for %s in\n%s", key, text);
-    cr_assert_eq(sscanf(l + strlen(key), "\t%lg %lg %lg %lg %lg",
+    cr_assert_eq(sscanf(l + strlen(key), "\t%lg %lg %lg %lg %lg %lg",
                         &p.gemm_flops, &p.gemm_small_flops, &p.launch_s,
-                        &p.h2d_bps, &p.d2h_bps),
-                 5, "entry of %s: %s", key, l);
+                        &p.h2d_bps, &p.d2h_bps, &p.read_bps),
+                 6, "entry of %s: %s", key, l);
     return p;
 }
 
@@ -225,10 +225,10 @@ static void poison(const char *key, sn_profile good)
 {
     char text[2048];
     int n = snprintf(text, sizeof text,
-                     "# shardnet device profiles, format 1\n"
-                     "%s\t%.9g %.9g %.9g %.9g %.9g\n",
+                     "# shardnet device profiles, format 2\n"
+                     "%s\t%.9g %.9g %.9g %.9g %.9g %.9g\n",
                      key, good.gemm_flops / 30, good.gemm_small_flops / 30,
-                     good.launch_s, good.h2d_bps, good.d2h_bps);
+                     good.launch_s, good.h2d_bps, good.d2h_bps, good.read_bps);
     spit(path, text, (size_t)n);
 }
 
@@ -297,9 +297,9 @@ Test(profile_cache, poisoned_speed_gives_the_unpoisoned_plan)
     poison(key, good);
     FILE *f = fopen(path, "a");
     cr_assert(f);
-    snprintf(line, sizeof line, "%s\t%.9g %.9g %.9g %.9g %.9g\n", keep,
+    snprintf(line, sizeof line, "%s\t%.9g %.9g %.9g %.9g %.9g %.9g\n", keep,
              clp.gemm_flops, clp.gemm_small_flops, clp.launch_s, clp.h2d_bps,
-             clp.d2h_bps);
+             clp.d2h_bps, clp.read_bps);
     fputs(line, f);
     fclose(f);
 
@@ -319,15 +319,15 @@ Test(profile_cache, poisoned_speed_gives_the_unpoisoned_plan)
 static int entry_with(char *out, size_t cap, const char *key,
                       const sn_profile *p, int field, const char *bad)
 {
-    char v[5][64];
-    double x[5] = {p->gemm_flops, p->gemm_small_flops, p->launch_s,
-                   p->h2d_bps, p->d2h_bps};
-    for (int i = 0; i < 5; i++)
+    char v[6][64];
+    double x[6] = {p->gemm_flops, p->gemm_small_flops, p->launch_s,
+                   p->h2d_bps, p->d2h_bps, p->read_bps};
+    for (int i = 0; i < 6; i++)
         snprintf(v[i], sizeof v[i], "%.9g", x[i]);
     if (field >= 0)
         snprintf(v[field], sizeof v[field], "%s", bad);
-    return snprintf(out, cap, "%s\t%s %s %s %s %s\n", key, v[0], v[1], v[2],
-                    v[3], v[4]);
+    return snprintf(out, cap, "%s\t%s %s %s %s %s %s\n", key, v[0], v[1],
+                    v[2], v[3], v[4], v[5]);
 }
 
 /* After a hostile cache: dev was measured again (figures a device can
@@ -382,7 +382,8 @@ Test(profile_cache, hostile_figures_are_ignored_with_a_warning)
         {0, "0", "gemm_flops"},         {0, "-inf", "gemm_flops"},
         {1, "1e300", "gemm_small_flops"}, {2, "-1e-6", "launch_s"},
         {2, "1e-300", "launch_s"},      {0, "fast", "gemm_flops"},
-        {3, "1e9x", "h2d_bps"},         {4, "", "d2h_bps is missing"},
+        {3, "1e9x", "h2d_bps"},         {5, "", "read_bps is missing"},
+        {5, "0", "read_bps"},
     };
     sn_device *cpu = find_device("cpu:0");
     char key[512], *text, file[4096];
@@ -393,8 +394,8 @@ Test(profile_cache, hostile_figures_are_ignored_with_a_warning)
     free(text);
     for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
         int len = snprintf(file, sizeof file,
-                           "# shardnet device profiles, format 1\n"
-                           "other|device\t1e10 1e9 1e-5 1e9 1e9\n");
+                           "# shardnet device profiles, format 2\n"
+                           "other|device\t1e10 1e9 1e-5 1e9 1e9 1e10\n");
         len += entry_with(file + len, sizeof file - (size_t)len, key, &good,
                           cases[c].field, cases[c].value);
         spit(path, file, (size_t)len);
@@ -423,12 +424,12 @@ Test(profile_cache, hostile_lines_are_ignored_with_a_warning)
     const char *fmt[][2] = {
         {"%s\tgarbage\n", "gemm_flops: 'garbage' is not a number"},
         {"%s\n", "no tab"},
-        {"%s\t1e10 1e9 1e-5 1e9 1e9 and more\n", "text after"},
-        {"%s\t1e10 1e9 1e-5 1e9\n", "d2h_bps is missing"},
+        {"%s\t1e10 1e9 1e-5 1e9 1e9 1e10 and more\n", "text after"},
+        {"%s\t1e10 1e9 1e-5 1e9 1e9\n", "read_bps is missing"},
     };
     for (size_t c = 0; c < sizeof fmt / sizeof fmt[0]; c++) {
         int len = snprintf(file, sizeof file,
-                           "# shardnet device profiles, format 1\n");
+                           "# shardnet device profiles, format 2\n");
         len += snprintf(file + len, sizeof file - (size_t)len, fmt[c][0], key);
         spit(path, file, (size_t)len);
         sn_profiles_forget();
@@ -438,7 +439,7 @@ Test(profile_cache, hostile_lines_are_ignored_with_a_warning)
     /* A key longer than any key, then the device's good entry: the long
      * line is ignored, the entry read. */
     int len = snprintf(file, sizeof file,
-                       "# shardnet device profiles, format 1\n%s\t1e10 1e9 "
+                       "# shardnet device profiles, format 2\n%s\t1e10 1e9 "
                        "1e-5 1e9 1e9\n",
                        longkey);
     len += entry_with(file + len, sizeof file - (size_t)len, key, &good, -1,
@@ -481,9 +482,9 @@ Test(profile_cache, foreign_files_are_ignored_with_a_warning)
     size_t big = (size_t)3 << 20, len = 0;
     char *huge = malloc(big + 64);
     cr_assert(huge);
-    len += (size_t)sprintf(huge, "# shardnet device profiles, format 1\n");
+    len += (size_t)sprintf(huge, "# shardnet device profiles, format 2\n");
     while (len < big)
-        len += (size_t)sprintf(huge + len, "k%zu\t1e10 1e9 1e-5 1e9 1e9\n",
+        len += (size_t)sprintf(huge + len, "k%zu\t1e10 1e9 1e-5 1e9 1e9 1e10\n",
                                len);
     sn_profiles_forget();
     clear_log();
@@ -525,7 +526,7 @@ Test(profile_cache, one_entry_per_key_best_of_repeats)
     slow.launch_s *= 2;
     int len = entry_with(file, sizeof file, key, &slow, -1, NULL);
     len += snprintf(file + len, sizeof file - (size_t)len,
-                    "other|device\t1e10 1e9 1e-5 1e9 1e9\n");
+                    "other|device\t1e10 1e9 1e-5 1e9 1e9 1e10\n");
     len += entry_with(file + len, sizeof file - (size_t)len, key, &good, -1,
                       NULL);
     spit(path, file, (size_t)len);
@@ -543,14 +544,14 @@ Test(profile_cache, one_entry_per_key_best_of_repeats)
     text = (char *)slurp(path, NULL);
     cr_assert_eq(key_of(text, "cpu:0", key, sizeof key), 1, "%s", text);
     cr_assert_eq(key_of(text, "other", key, sizeof key), 1, "%s", text);
-    cr_assert(!strncmp(text, "# shardnet device profiles, format 1\n", 37),
+    cr_assert(!strncmp(text, "# shardnet device profiles, format 2\n", 37),
               "%s", text);
     free(text);
     DIR *d = opendir(dir);
     struct dirent *e;
     while ((e = readdir(d)) != NULL)
-        cr_assert(strncmp(e->d_name, "profiles-1.txt.", 15) ||
-                      !strcmp(e->d_name, "profiles-1.txt.lock"),
+        cr_assert(strncmp(e->d_name, "profiles-2.txt.", 15) ||
+                      !strcmp(e->d_name, "profiles-2.txt.lock"),
                   "left behind: %s", e->d_name);
     closedir(d);
 }
@@ -570,7 +571,7 @@ Test(profile_cache, run_far_from_estimate_replaces_a_too_fast_profile)
     fast.gemm_flops *= 30;
     fast.gemm_small_flops *= 30;
     int len = snprintf(file, sizeof file,
-                       "# shardnet device profiles, format 1\n");
+                       "# shardnet device profiles, format 2\n");
     len += entry_with(file + len, sizeof file - (size_t)len, key, &fast, -1,
                       NULL);
     spit(path, file, (size_t)len);

@@ -790,6 +790,13 @@ void sn_backend_kinds(char *buf, size_t cap);
 shardnet_status sn_remote_device_new(const shardnet_device_info *info,
                                      sn_device **out);
 
+/* The shapes device (lib/backend/shapes.c): buffers with a size and no
+ * memory, kernels that do nothing, every kernel supported.  A plan built
+ * on it tells every value's shape and the arena's size without a weight
+ * uploaded or read; it must never run.  One for the process. */
+sn_device *sn_shapes_device(void);
+int sn_device_is_shapes(const sn_device *dev);
+
 /* Checked entry points (lib/backend/device.c and kernels.c): validate,
  * then call the backend. */
 shardnet_status sn_buffer_alloc(sn_device *dev, size_t bytes, sn_buffer **out);

@@ -23,15 +23,26 @@ int sn_open_regular(const char *path, int flags, struct stat *sb)
     return fd;
 }
 
-void sn_drop_file_pages(const void *start, size_t bytes)
+/* madvise(advice) on the whole pages of a mapping's [start, start+bytes):
+ * those at the ends lie in the same mapping, which begins and ends on
+ * page boundaries. */
+static void advise_pages(const void *start, size_t bytes, int advice)
 {
     long page = sysconf(_SC_PAGESIZE);
     if (!start || !bytes || page <= 0)
         return;
-    /* Whole pages: those at the ends lie in the same mapping, which begins
-     * and ends on page boundaries. */
     uintptr_t a = (uintptr_t)start / (uintptr_t)page * (uintptr_t)page,
               e = ((uintptr_t)start + bytes + (uintptr_t)page - 1) /
                   (uintptr_t)page * (uintptr_t)page;
-    madvise((void *)a, e - a, MADV_DONTNEED);
+    madvise((void *)a, e - a, advice);
+}
+
+void sn_drop_file_pages(const void *start, size_t bytes)
+{
+    advise_pages(start, bytes, MADV_DONTNEED);
+}
+
+void sn_prefetch_file_pages(const void *start, size_t bytes)
+{
+    advise_pages(start, bytes, MADV_WILLNEED);
 }

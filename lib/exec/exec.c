@@ -264,8 +264,9 @@ shardnet_status sn_plan_build(sn_graph *g, sn_weights *w,
         st = sn_error(SHARDNET_OUT_OF_MEMORY, "plan");
         goto error;
     }
-    /* What this build will upload: the weights not on the device yet. */
-    for (size_t i = 0; i < g->nvalues; i++)
+    /* What this build will upload: the weights not on the device yet
+     * (none on the shapes device: it uploads nothing). */
+    for (size_t i = 0; i < g->nvalues && !sn_device_is_shapes(w->dev); i++)
         if ((g->values[i].flags & SN_VALUE_CONST) && !w->f32[i] &&
             !w->raw[i] && g->values[i].nbytes >= SN_PROGRESS_MIN)
             p->up_total += g->values[i].nbytes;
@@ -308,6 +309,16 @@ shardnet_status sn_plan_cache_get(sn_plan **cache, size_t n, sn_graph *g,
     return SHARDNET_OK;
 }
 
+int sn_same_shapes(const sn_binding *a, const sn_binding *b, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        if (a[i].dtype != b[i].dtype || a[i].rank != b[i].rank ||
+            memcmp(a[i].dims, b[i].dims,
+                   (size_t)a[i].rank * sizeof a[i].dims[0]))
+            return 0;
+    return 1;
+}
+
 int sn_plan_matches(const sn_plan *p, const sn_binding *inputs)
 {
     for (size_t i = 0; i < p->g->ninputs; i++) {
@@ -335,6 +346,16 @@ const sn_host_tensor *sn_plan_output(const sn_plan *p, size_t i)
 size_t sn_plan_steps(const sn_plan *p)
 {
     return p->nsteps;
+}
+
+void sn_plan_launches(const sn_plan *p, size_t *per_node)
+{
+    for (size_t i = 0; i < p->g->nnodes; i++)
+        per_node[i] = 0;
+    for (size_t s = 0; s < p->nsteps; s++)
+        if (p->steps[s].kind < (int)SN_KERNEL_COUNT && p->steps[s].node >= 0 &&
+            (size_t)p->steps[s].node < p->g->nnodes)
+            per_node[p->steps[s].node]++;
 }
 
 size_t sn_plan_arena_bytes(const sn_plan *p)

@@ -257,6 +257,8 @@ shardnet_status sn_plan_build(sn_graph *g, sn_weights *w,
 shardnet_status sn_plan_cache_get(sn_plan **cache, size_t n, sn_graph *g,
                                   sn_weights *w, const sn_binding *inputs,
                                   sn_op_lookup ops, sn_plan **out);
+/* Whether bindings a[0..n) and b[0..n) have the same types and shapes. */
+int sn_same_shapes(const sn_binding *a, const sn_binding *b, size_t n);
 /* Does this plan fit these inputs (shapes, and values of host inputs)? */
 int sn_plan_matches(const sn_plan *p, const sn_binding *inputs);
 /* Run the plan; outputs land in host tensors owned by the plan, valid until
@@ -268,16 +270,14 @@ shardnet_status sn_plan_run(sn_plan *p, const sn_binding *inputs);
  * first collective step. */
 typedef shardnet_status (*sn_coll_hook)(void *ctx, const sn_coll_desc *d);
 void sn_plan_set_collective(sn_plan *p, sn_coll_hook hook, void *ctx);
-/* Run the plan waiting for each step, its seconds summed per graph node in
- * node_time[0 .. g->nnodes) (the profile the layer split's planner cuts
- * by). */
-shardnet_status sn_plan_time_nodes(sn_plan *p, const sn_binding *inputs,
-                                   double *node_time);
 /* Output i (g->outputs order) of the last run. */
 const sn_host_tensor *sn_plan_output(const sn_plan *p, size_t i);
 /* What the plan knows of graph value v (shape, type). */
 const sn_rt *sn_plan_value(const sn_plan *p, size_t v);
 size_t sn_plan_steps(const sn_plan *p);
+/* The kernels the plan launches per graph node, in per_node[0 ..
+ * g->nnodes) (a node run on the host: 0). */
+void sn_plan_launches(const sn_plan *p, size_t *per_node);
 size_t sn_plan_arena_bytes(const sn_plan *p);
 size_t sn_plan_weight_bytes(const sn_plan *p);
 void sn_plan_free(sn_plan *p);

@@ -35,8 +35,6 @@ struct sn_plan {
     sn_host_tensor *outputs;
     sn_coll_hook coll_hook; /* runs SN_STEP_COLLECTIVE steps */
     void *coll_ctx;
-    double *node_time;      /* set: each step waited for, its seconds
-                               added here by graph node */
     /* The weights this build uploads (the constants not on the device
      * yet), for the progress callback: bytes done of total. */
     uint64_t up_done, up_total;

@@ -116,7 +116,7 @@ shardnet_status sn_dev_upload(sn_lower *L, const sn_node *n, float *data,
 /* One more weight of the build's on the device: its progress. */
 static void weight_progress(sn_plan *p, const sn_value *v)
 {
-    if (v->nbytes < SN_PROGRESS_MIN)
+    if (v->nbytes < SN_PROGRESS_MIN || !p->up_total)
         return;
     p->up_done += v->nbytes;
     if (p->up_done > p->up_total)
@@ -128,7 +128,8 @@ static void weight_progress(sn_plan *p, const sn_value *v)
 /*
  * A buffer of constant v holding the `bytes` at host: used in place where
  * may_wrap and the device uses host memory (the model's mapped file,
- * whose pages the device may drop once it keeps a packed copy), else
+ * whose pages the device may drop once it keeps a packed copy; they are
+ * read ahead from the file now, for the first run), else
  * copied (whole 4-byte elements: views count them), after which, with
  * drop, a mapped file's pages are dropped: the weights count once.
  */
@@ -153,6 +154,8 @@ static shardnet_status weight_buffer(sn_plan *p, const sn_value *v,
         }
         if (st == SHARDNET_OK && drop)
             sn_value_drop_pages(v);
+    } else if (st == SHARDNET_OK && !sn_device_is_shapes(p->dev)) {
+        sn_value_prefetch_pages(v);
     }
     *out = b;
     return st;

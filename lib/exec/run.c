@@ -1,8 +1,7 @@
 /* Running a plan: its inputs lent to the device or copied into it, its
  * steps launched on the device's in-order queue (collectives handed to
  * the runtime's hook), its outputs copied back, and one wait, on an event
- * after the last copy; then the outputs in their own types.  Also timing
- * each node's steps, for the profiles. */
+ * after the last copy; then the outputs in their own types. */
 #include <config.h>
 
 #include <stdio.h>
@@ -26,7 +25,7 @@ shardnet_status sn_plan_run(sn_plan *p, const sn_binding *inputs)
      * the caller's memory stays as it is until this returns, which is
      * after a wait for the whole queue, whatever fails. */
     int lend = p->dev->ops->buffer_lend != NULL;
-    int timing = sn_trace_on() || p->node_time;
+    int timing = sn_trace_on();
     double t0 = timing ? sn_trace_now() : 0;
     for (size_t i = 0; i < g->ninputs; i++) {
         if (!p->input_buf[i])
@@ -97,25 +96,14 @@ static shardnet_status run_and_read(sn_plan *p)
     shardnet_status st;
     sn_graph *g = p->g;
     int tracing = sn_trace_on();
-    double node_t0 = 0; /* timing nodes: when the current node began */
     for (size_t s = 0; s < p->nsteps; s++) {
         const sn_node *n = &g->nodes[p->steps[s].node];
-        double t0 = tracing || p->node_time ? sn_trace_now() : 0;
-        if (p->node_time && (s == 0 || p->steps[s - 1].node != p->steps[s].node))
-            node_t0 = t0;
+        double t0 = tracing ? sn_trace_now() : 0;
         if (p->steps[s].kind == SN_STEP_BRANCH ||
             p->steps[s].kind == SN_STEP_JUMP) {
             size_t to;
             if ((st = branch_to(p, s, &to)) != SHARDNET_OK)
                 return st;
-            /* The steps between are skipped: their node's time ends here
-             * when the next one run is another node's. */
-            if (p->node_time && (to == p->nsteps ||
-                                 p->steps[to].node != p->steps[s].node)) {
-                if ((st = sn_synchronize(p->dev)) != SHARDNET_OK)
-                    return st;
-                p->node_time[p->steps[s].node] += sn_trace_now() - node_t0;
-            }
             s = to - 1;
             continue;
         }
@@ -137,15 +125,6 @@ static shardnet_status run_and_read(sn_plan *p)
                             &p->steps[s].u)) != SHARDNET_OK) {
             sn_synchronize(p->dev);
             return sn_error_prefix(st, "node '%s' (%s)", n->name, n->op_type);
-        }
-        /* A node's time: from its first step to the end of its last (one
-         * wait per node, not per step: a batched MatMul may be hundreds
-         * of small launches). */
-        if (p->node_time && (s + 1 == p->nsteps ||
-                             p->steps[s + 1].node != p->steps[s].node)) {
-            if ((st = sn_synchronize(p->dev)) != SHARDNET_OK)
-                return st;
-            p->node_time[p->steps[s].node] += sn_trace_now() - node_t0;
         }
         if (tracing) { /* wait, so that the kernel's time is its own */
             char name[96];
@@ -231,17 +210,6 @@ static shardnet_status read_outputs(sn_plan *p)
     if (tracing && st == SHARDNET_OK)
         sn_trace_add(p->dev->info.name, "transfer", "outputs to host", t_out,
                      sn_trace_now());
-    return st;
-}
-
-shardnet_status sn_plan_time_nodes(sn_plan *p, const sn_binding *inputs,
-                                   double *node_time)
-{
-    for (size_t i = 0; i < p->g->nnodes; i++)
-        node_time[i] = 0;
-    p->node_time = node_time;
-    shardnet_status st = sn_plan_run(p, inputs);
-    p->node_time = NULL;
     return st;
 }
 

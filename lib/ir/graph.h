@@ -204,6 +204,9 @@ int sn_attr_copy(sn_attr *d, const sn_attr *a, const int *map);
 /* Drop the pages of v's data from the process where v is SN_VALUE_MAPPED
  * (nothing otherwise): a device holds a copy of its own now. */
 void sn_value_drop_pages(const sn_value *v);
+/* Have the pages of v's data read ahead from its file where v is
+ * SN_VALUE_MAPPED (nothing otherwise): a device will read it in place. */
+void sn_value_prefetch_pages(const sn_value *v);
 /* Record a mapping for sn_graph_free() to unmap; -1 when out of memory
  * (error set; the caller still owns the mapping). */
 int sn_graph_add_mapping(sn_graph *g, void *addr, size_t len);

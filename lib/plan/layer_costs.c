@@ -1,6 +1,6 @@
 /*
- * The layer split's cost model: every live node of a graph timed on every
- * device, the bytes that cross a cut before each node, the weights each
+ * The layer split's cost model: every live node of a graph costed on every
+ * device (node_costs.h), the bytes that cross a cut before each node, the weights each
  * stage would hold, and each device's memory and launch cost; then, for
  * the "units" stages are placed on (a device, or a group tensor-splitting
  * its stage), the seconds and bytes of a stage over a range of nodes.
@@ -17,7 +17,7 @@
 #include "plan/layer_costs.h"
 #include "plan/layer_split.h"
 #include "plan/profile.h"
-#include "plan/timing.h"
+#include "plan/node_costs.h"
 #include "comm/world.h"
 
 void sn_layer_costs_free(sn_layer_costs *c)
@@ -37,22 +37,14 @@ void sn_layer_costs_free(sn_layer_costs *c)
     free(c->speed);
 }
 
-/* The shapes' part of the cost model, from a plan of g on dev (a device of
- * this process). */
-static shardnet_status shape_costs(sn_graph *g, sn_device *dev,
-                                   const sn_binding *inputs,
+/* The shapes' part of the cost model, from shape_plan (a plan of g). */
+static shardnet_status shape_costs(const sn_graph *g,
+                                   const sn_plan *shape_plan,
                                    const size_t *order, sn_layer_costs *c)
 {
-    sn_weights *w0 = NULL;
-    sn_plan *shape_plan = NULL;
     unsigned char *seen = calloc(g->nvalues + 1, 1);
-    shardnet_status st;
     if (!seen)
         return sn_error(SHARDNET_OUT_OF_MEMORY, "cost model");
-    if ((st = sn_weights_new(g, dev, &w0)) != SHARDNET_OK ||
-        (st = sn_plan_build(g, w0, inputs, sn_op_find, &shape_plan)) !=
-            SHARDNET_OK)
-        goto out;
     for (size_t i = 0; i < c->nlive; i++) {
         /* Bytes crossing a cut before node i: values produced before it
          * (or model inputs) that it or the next nodes read. */
@@ -97,18 +89,17 @@ static shardnet_status shape_costs(sn_graph *g, sn_device *dev,
         c->wpre[i + 1] = c->wpre[i] + w;
     }
     c->arena = (double)sn_plan_arena_bytes(shape_plan);
-out:
-    sn_plan_free(shape_plan);
-    sn_weights_free(w0);
     free(seen);
-    return st;
+    return SHARDNET_OK;
 }
 
 /*
- * Every device's profile and node times, and the shapes.  In a job of
- * several processes this is collective: each device is measured on its
- * own process and the figures broadcast, the shapes come from the first
- * device's process, and the link between processes is measured once.
+ * Every device's profile, the shapes (a plan on the shapes device: no
+ * weight uploaded) and every node's cost on every device from them
+ * (node_costs.h).  In a job of several processes this is collective: each
+ * device is profiled on its own process and the figures broadcast, and
+ * the link between processes is measured once; the shapes and costs are
+ * the same on every process.
  */
 shardnet_status sn_layer_costs_measure(sn_graph *g, sn_device *const *devs,
                                        size_t ndev, const sn_binding *inputs,
@@ -116,6 +107,8 @@ shardnet_status sn_layer_costs_measure(sn_graph *g, sn_device *const *devs,
 {
     size_t *order = malloc((g->nnodes + 1) * sizeof *order);
     double *t = calloc(g->nnodes + 1, sizeof *t);
+    sn_weights *w0 = NULL;
+    sn_plan *shape_plan = NULL;
     shardnet_status st = SHARDNET_OK;
     int multi = sn_world_processes() > 1;
     memset(c, 0, sizeof *c);
@@ -145,7 +138,9 @@ shardnet_status sn_layer_costs_measure(sn_graph *g, sn_device *const *devs,
     }
     c->bw = 1e30;
     c->rows = sn_batch_rows(g, inputs);
-    if ((st = sn_profiles_share(devs, ndev)) != SHARDNET_OK)
+    if ((st = sn_profiles_share(devs, ndev)) != SHARDNET_OK ||
+        (st = sn_shape_plan(g, inputs, &w0, &shape_plan)) != SHARDNET_OK ||
+        (st = shape_costs(g, shape_plan, order, c)) != SHARDNET_OK)
         goto out;
     for (size_t d = 0; d < ndev; d++) {
         const sn_profile *pr = sn_device_profile(devs[d]);
@@ -160,46 +155,11 @@ shardnet_status sn_layer_costs_measure(sn_graph *g, sn_device *const *devs,
         c->launch[d] = pr->launch_s;
         if (sn_profile_staging_bw(pr) < c->bw)
             c->bw = sn_profile_staging_bw(pr);
-        /* The same device twice (a stage list may repeat one) is timed
-         * once. */
-        size_t same = d;
-        for (size_t e = 0; e < d; e++)
-            if (devs[e] == devs[d])
-                same = e;
         double *pre = &c->pre[d * (c->nlive + 1)];
-        if (same != d) {
-            memcpy(pre, &c->pre[same * (c->nlive + 1)],
-                   (c->nlive + 1) * sizeof *pre);
-            continue;
-        }
-        if ((st = sn_time_nodes_shared(g, devs[d], inputs, t, 1)) !=
-            SHARDNET_OK)
-            goto out;
+        sn_node_costs(pr, g, shape_plan, t);
         for (size_t i = 0; i < c->nlive; i++)
             pre[i + 1] = pre[i] + t[order[i]];
     }
-    /* Shapes of the values crossing cuts, weights, activations: a plan on
-     * the first device, on its process. */
-    unsigned owner0 = devs[0]->process;
-    if (!devs[0]->remote)
-        st = shape_costs(g, devs[0], inputs, order, c);
-    if ((st = sn_world_share_status(owner0, st, "planning the model's shapes")) !=
-        SHARDNET_OK)
-        goto out;
-    if (multi && ((st = sn_world_bcast(owner0, c->xbytes,
-                                       c->nlive * sizeof *c->xbytes)) !=
-                      SHARDNET_OK ||
-                  (st = sn_world_bcast(owner0, c->obytes,
-                                       c->nlive * sizeof *c->obytes)) !=
-                      SHARDNET_OK ||
-                  (st = sn_world_bcast(owner0, c->wpre,
-                                       (c->nlive + 1) * sizeof *c->wpre)) !=
-                      SHARDNET_OK ||
-                  (st = sn_world_bcast(owner0, c->weighted, c->nlive)) !=
-                      SHARDNET_OK ||
-                  (st = sn_world_bcast(owner0, &c->arena,
-                                       sizeof c->arena)) != SHARDNET_OK))
-        goto out;
     for (size_t i = 0; i < c->nlive; i++)
         c->xfer[i] = c->xbytes[i] / c->bw;
     /* The link between processes, when the devices span several. */
@@ -211,6 +171,7 @@ shardnet_status sn_layer_costs_measure(sn_graph *g, sn_device *const *devs,
             break;
         }
 out:
+    sn_shape_plan_free(w0, shape_plan);
     free(order);
     free(t);
     if (st != SHARDNET_OK)
@@ -218,8 +179,8 @@ out:
     return st;
 }
 
-/* Estimated seconds of stage s over live nodes [a, b): its nodes' measured
- * times on the stage's device, and what enters it across a cut. */
+/* Estimated seconds of stage s over live nodes [a, b): its nodes' costs
+ * on the stage's device. */
 double sn_layer_dev_time(const sn_layer_costs *c, size_t d, size_t a, size_t b)
 {
     const double *pre = &c->pre[d * (c->nlive + 1)];
@@ -230,7 +191,7 @@ double sn_layer_dev_time(const sn_layer_costs *c, size_t d, size_t a, size_t b)
  * The units stages go to: groups[u] consecutive devices each (NULL: one
  * device per unit).  A group's time for a node: every device launches its
  * share (the slowest launch counts once), and the rest of the node's
- * measured time is shared at the devices' rates (1 / sum of 1 / t); each
+ * cost is shared at the devices' rates (1 / sum of 1 / t); each
  * product with a weight matrix adds half a collective (the Megatron pairs:
  * one per two products) of its output bytes, staged out and back in, with
  * a fixed cost.  A group holds a stage when its share fits the smallest
@@ -282,7 +243,7 @@ shardnet_status sn_layer_set_units(sn_layer_costs *c, const size_t *groups,
 }
 
 /* Estimated seconds of a stage on unit u over live nodes [a, b): its
- * nodes' measured times, and what enters it across a cut. */
+ * nodes' costs, and what enters it across a cut. */
 double sn_layer_stage_time(const sn_layer_costs *c, size_t u, size_t a,
                            size_t b)
 {

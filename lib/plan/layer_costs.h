@@ -11,8 +11,8 @@
 
 /*
  * The cost model's inputs for a graph, its input shapes and devices: every
- * live node timed on every device (a plan of the whole graph run on each,
- * waiting for each step: the best of three runs), and what a cut costs.
+ * live node costed on every device from its shapes and the device's
+ * profile (node_costs.h: nothing is run), and what a cut costs.
  */
 typedef struct sn_layer_costs {
     size_t nlive, ndev;

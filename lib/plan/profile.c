@@ -22,7 +22,7 @@
 #include "plan/profile.h"
 #include "comm/world.h"
 
-#define PROFILE_FILE "profiles-1.txt"
+#define PROFILE_FILE "profiles-2.txt"
 #define MAX_PROFILES 64
 
 /* Best flops/s of an n^3 product, over runs until `budget` seconds have
@@ -115,6 +115,45 @@ static double bandwidth(sn_device *dev, int dir, int reps)
     return best < 1e30 ? BYTES / best : 1e9;
 }
 
+/* Bytes/s of a weight streamed by a one-row product (1 x K times a
+ * constant K x N of READ_K x READ_N floats, 32 MiB: past the caches of
+ * most machines), the best of reps after one untimed run (which packs
+ * the weight where the device does): the speed of a batch-1 product,
+ * whose time is reading its weights.  1e9 when it cannot be measured. */
+#define READ_K 2048
+#define READ_N 4096
+static double read_speed(sn_device *dev, int reps)
+{
+    const size_t bytes = (size_t)READ_K * READ_N * sizeof(float);
+    sn_buffer *a = NULL, *b = NULL, *c = NULL;
+    double best = 1e30;
+    float *x = calloc(READ_K * (size_t)READ_N, sizeof *x);
+    if (x && !sn_buffer_alloc(dev, READ_K * sizeof(float), &a) &&
+        !sn_buffer_alloc(dev, bytes, &b) &&
+        !sn_buffer_alloc(dev, READ_N * sizeof(float), &c) &&
+        !sn_buffer_write(a, 0, x, READ_K * sizeof(float)) &&
+        !sn_buffer_write(b, 0, x, bytes)) {
+        sn_gemm_desc d = {.m = 1, .n = READ_N, .k = READ_K, .alpha = 1,
+                          .lda = READ_K, .ldb = READ_N, .ldc = READ_N,
+                          .batch = 1, .b_const = 1, .a = {a, 0},
+                          .b = {b, 0}, .c = {c, 0}};
+        for (int r = 0; r < reps + 1; r++) {
+            double t0 = sn_trace_now();
+            if (sn_gemm(dev, &d) || sn_synchronize(dev))
+                break;
+            double t = sn_trace_now() - t0;
+            if (r && t < best)
+                best = t;
+        }
+    }
+    sn_error_clear();
+    sn_buffer_free(a);
+    sn_buffer_free(b);
+    sn_buffer_free(c);
+    free(x);
+    return best < 1e30 ? bytes / best : 1e9;
+}
+
 /* What the cache file and the warnings call a profile's figures, which way
  * is better, and the range a real device can have: a figure outside it (0,
  * 1e-300, inf, NaN, a negative) is a damaged entry, never a device. */
@@ -130,6 +169,7 @@ static const struct field {
     {"launch_s", offsetof(sn_profile, launch_s), 1, 1e-9, 10},
     {"h2d_bps", offsetof(sn_profile, h2d_bps), 0, 1e4, 1e14},
     {"d2h_bps", offsetof(sn_profile, d2h_bps), 0, 1e4, 1e14},
+    {"read_bps", offsetof(sn_profile, read_bps), 0, 1e4, 1e14},
 };
 #define NFIELDS (sizeof fields / sizeof fields[0])
 
@@ -175,20 +215,28 @@ static void measure(sn_device *dev, sn_profile *p, int quick)
     sn_bind_thread(dev, 1);
     double stamp = 0;
     const char *what = quick ? "checking the profile of %s" : "profiling %s";
-    sn_progress(dev->config, &stamp, 0, 0, 5, what, dev->info.name);
+    int steps = quick ? 5 : 6;
+    sn_progress(dev->config, &stamp, 0, 0, steps, what, dev->info.name);
     /* Many short runs of the small product: on a busy machine one of them
      * more likely runs undisturbed. */
     p->gemm_small_flops = gemm_speed(dev, 64, quick ? 0 : 0.02, quick ? 3 : 20);
-    sn_progress(dev->config, &stamp, 0, 1, 5, what, dev->info.name);
+    sn_progress(dev->config, &stamp, 0, 1, steps, what, dev->info.name);
     p->gemm_flops =
         quick ? p->gemm_small_flops : gemm_speed(dev, 384, 0.05, 3);
-    sn_progress(dev->config, &stamp, 0, 2, 5, what, dev->info.name);
+    sn_progress(dev->config, &stamp, 0, 2, steps, what, dev->info.name);
     p->launch_s = launch_cost(dev, quick ? 3 : 20);
-    sn_progress(dev->config, &stamp, 0, 3, 5, what, dev->info.name);
+    sn_progress(dev->config, &stamp, 0, 3, steps, what, dev->info.name);
     p->h2d_bps = bandwidth(dev, 0, quick ? 1 : 4);
-    sn_progress(dev->config, &stamp, 0, 4, 5, what, dev->info.name);
+    sn_progress(dev->config, &stamp, 0, 4, steps, what, dev->info.name);
     p->d2h_bps = bandwidth(dev, 1, quick ? 1 : 4);
-    sn_progress(dev->config, &stamp, 1, 5, 5, what, dev->info.name);
+    /* The quick check leaves the read speed out (a 32 MiB weight is more
+     * than a few milliseconds on a slow device): the lowest figure, which
+     * never beats a cached one. */
+    if (!quick) {
+        sn_progress(dev->config, &stamp, 0, 5, steps, what, dev->info.name);
+        p->read_bps = read_speed(dev, 3);
+    }
+    sn_progress(dev->config, &stamp, 1, steps, steps, what, dev->info.name);
     sn_bind_thread(dev, 0);
     if (p->gemm_flops <= 0)
         p->gemm_flops = 1e9;
@@ -211,9 +259,11 @@ static void log_profile(const sn_device *dev, const sn_profile *p)
 {
     sn_log(SHARDNET_LOG_INFO,
            "profile of %s: GEMM %.1f GFLOP/s (64^3: %.1f), launch %.1f "
-           "us, host->device %.2f GB/s, device->host %.2f GB/s",
+           "us, host->device %.2f GB/s, device->host %.2f GB/s, weights "
+           "read by a one-row product %.2f GB/s",
            dev->info.name, p->gemm_flops * 1e-9, p->gemm_small_flops * 1e-9,
-           p->launch_s * 1e6, p->h2d_bps * 1e-9, p->d2h_bps * 1e-9);
+           p->launch_s * 1e6, p->h2d_bps * 1e-9, p->d2h_bps * 1e-9,
+           p->read_bps * 1e-9);
 }
 
 /* The cache key: what makes a profile this device's (no spaces). */
@@ -232,8 +282,8 @@ static void profile_key(const sn_device *dev, char *key, size_t cap)
 /* --- the cache file ---------------------------------------------------------
  *
  * A text file: the header line, then one line per key,
- *     KEY<TAB>gemm_flops gemm_small_flops launch_s h2d_bps d2h_bps
- * (files of earlier versions, without the header, are read too).  It is
+ *     KEY<TAB>gemm_flops gemm_small_flops launch_s h2d_bps d2h_bps read_bps
+ * (format 1, profiles-1.txt, had no read_bps: it is left as it is).  It is
  * only ever replaced whole (a temporary file renamed over it), one entry per
  * key.  What is read is checked: a file that is not a regular file, is
  * larger than any cache (MAX_FILE_BYTES), holds a NUL byte or does not begin
@@ -243,7 +293,7 @@ static void profile_key(const sn_device *dev, char *key, size_t cap)
  * warning naming the file and what is wrong, and the devices concerned are
  * measured again and written cleanly.
  */
-#define PROFILE_HEADER "# shardnet device profiles, format 1"
+#define PROFILE_HEADER "# shardnet device profiles, format 2"
 #define MAX_FILE_BYTES ((off_t)1 << 20)
 #define MAX_ENTRIES 256
 #define KEY_MAX 512
@@ -547,7 +597,8 @@ static const sn_profile unknown = {.gemm_flops = 1e10,
                                    .gemm_small_flops = 1e9,
                                    .launch_s = 1e-5,
                                    .h2d_bps = 1e9,
-                                   .d2h_bps = 1e9};
+                                   .d2h_bps = 1e9,
+                                   .read_bps = 1e10};
 
 /* The entry of dev in this process, or NULL; under the lock. */
 static sn_profile *find(const sn_device *dev, const char *key)
@@ -603,6 +654,7 @@ static int cache_path(const sn_device *dev, char *path, size_t cap)
  * rewritten.  A figure slower now is kept: the machine may be busy now.
  * The quick check times a 64^3 product only; a device's 384^3 product is
  * never slower than that, so the large product's figure is compared with it.
+ * It leaves the one-row product's read speed out (its lowest figure).
  */
 #define HEAL_FACTOR 5.0
 #define LAUNCH_FLOOR_S 1e-5

@@ -3,11 +3,13 @@
  * on the device once and kept on disk.
  *
  * A profile holds the GEMM speed on a large and a small product, the cost
- * of one kernel launch (a tiny kernel, launched and waited for) and the
- * host->device and device->host bandwidth of an 8 MiB buffer.  It is
+ * of one kernel launch (a tiny kernel, launched and waited for), the
+ * host->device and device->host bandwidth of an 8 MiB buffer and the
+ * speed a one-row product reads its weight at (what a batch-1 product
+ * costs: its weights' bytes over that speed).  It is
  * measured the first time a process asks for it and remembered in
  * $SHARDNET_CACHE_DIR (else $XDG_CACHE_HOME/shardnet, else
- * ~/.cache/shardnet)/profiles-1.txt, keyed by the device's name, model,
+ * ~/.cache/shardnet)/profiles-2.txt, keyed by the device's name, model,
  * driver, cores, the library's version and the BLAS kernel choice, so a
  * later process reads it instead of measuring (about a tenth of a second
  * per device).
@@ -47,6 +49,8 @@ typedef struct sn_profile {
     double gemm_small_flops; /* flops/s on a 64^3 product */
     double launch_s;         /* seconds per kernel launch and wait */
     double h2d_bps, d2h_bps; /* bytes/s, 8 MiB buffer write and read */
+    double read_bps;         /* bytes/s of a weight read by a one-row
+                              * product (2048 x 4096 floats) */
     int from_disk;           /* read from the cache file, not measured */
 } sn_profile;
 

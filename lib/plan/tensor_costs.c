@@ -6,27 +6,24 @@
  */
 #include <config.h>
 
+#include <stdlib.h>
+#include <string.h>
+
+#include "plan/node_costs.h"
 #include "plan/tensor_costs.h"
 
-void sn_tensor_cost_node(sn_tensor_device_cost *c, const sn_profile *p,
-                         double work, int product, double whole_s,
-                         double whole_work)
+double sn_tensor_cost_device(const sn_profile *p, const sn_graph *g,
+                             const sn_plan *plan)
 {
-    if (whole_work > 0) {
-        c->work_s += whole_s * work / whole_work;
-        return;
-    }
-    if (product)
-        c->work_s += work / p->gemm_flops;
-    else
-        c->work_s += 8.0 * work / sn_profile_staging_bw(p);
-    c->launches += 1;
-}
-
-double sn_tensor_cost_device(const sn_tensor_device_cost *c,
-                             const sn_profile *p)
-{
-    return c->work_s + p->launch_s * c->launches;
+    double *each = malloc((g->nnodes + 1) * sizeof *each), s = 0;
+    if (!each)
+        return 1e300;
+    sn_node_costs(p, g, plan, each);
+    for (size_t i = 0; i < g->nnodes; i++)
+        if (strcmp(g->nodes[i].domain, "ai.shardnet"))
+            s += each[i];
+    free(each);
+    return s;
 }
 
 double sn_tensor_cost_collectives(const sn_profile *const *p, size_t n,

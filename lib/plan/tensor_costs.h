@@ -1,8 +1,8 @@
 /*
  * The tensor split's cost model (private): seconds per run of a tensor
- * split from figures its runtime gathers (each device's graph, node by
- * node; the collectives it wrote; the link between processes) and the
- * devices' profiles.  lib/runtime/shard.c walks its device graphs and
+ * split from figures its runtime gathers (each device's graph and plan;
+ * the collectives it wrote; the link between processes) and the devices'
+ * profiles.  lib/runtime/shard.c walks its device graphs and
  * asks these; the layer split's cost model is layer_costs.h.  See
  * tensor_costs.c.
  */
@@ -11,33 +11,18 @@
 
 #include <stddef.h>
 
+#include "exec/exec.h"
 #include "plan/profile.h"
 
 /* The link between processes when it could not be measured. */
 #define SN_LINK_DEFAULT_LATENCY_S 1e-4
 #define SN_LINK_DEFAULT_BPS 1e9
 
-/* One device's time so far, summed node by node (start from zeros). */
-typedef struct sn_tensor_device_cost {
-    double work_s;   /* seconds of its nodes' work */
-    double launches; /* kernel launches not already in work_s */
-} sn_tensor_device_cost;
-
-/*
- * Add a node of a device's graph (work: sn_node_work of it there) on a
- * device of profile p.  A node of the model, timed whole (whole_s, for
- * whole_work > 0), takes that time scaled by this device's share of its
- * work; a node the split added (whole_work 0: slices, activations after a
- * sum) takes, if a product, its flops at the device's GEMM speed, else
- * about eight bytes per output element at its staging bandwidth, and a
- * launch.
- */
-void sn_tensor_cost_node(sn_tensor_device_cost *c, const sn_profile *p,
-                         double work, int product, double whole_s,
-                         double whole_work);
-/* The device's seconds per run: its work and its launches. */
-double sn_tensor_cost_device(const sn_tensor_device_cost *c,
-                             const sn_profile *p);
+/* A device's seconds per run of its graph g (plan: g's plan on it) on a
+ * device of profile p: its nodes' costs (node_costs.h), but the
+ * collective nodes' (costed apart, below). */
+double sn_tensor_cost_device(const sn_profile *p, const sn_graph *g,
+                             const sn_plan *plan);
 
 /* What a tensor split's collectives are per run. */
 typedef struct sn_tensor_collectives {

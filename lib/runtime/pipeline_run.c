@@ -15,7 +15,6 @@
 #include "runtime/pipeline_impl.h"
 #include "plan/layer_split.h"
 #include "plan/profile.h"
-#include "plan/timing.h"
 #include "core/trace.h"
 
 /* --- running ------------------------------------------------------------- */

@@ -55,31 +55,10 @@
 #include "core/trace.h"
 #include "plan/profile.h"
 #include "plan/tensor_costs.h"
-#include "plan/timing.h"
+#include "plan/node_costs.h"
 #include "runtime/shard_impl.h"
 
 /* --- creation -------------------------------------------------------------- */
-
-/* One local device's seconds per run (lib/plan/tensor_costs.h): its
- * graph's nodes, the model's scaled from their whole times on it, but
- * the collective nodes (the collectives are costed apart). */
-static double device_time(const sn_tensor_split *t, size_t d)
-{
-    const sn_graph *sg = t->sub[d];
-    const sn_profile *p = sn_device_profile(t->dev[d]);
-    sn_tensor_device_cost c = {0};
-    for (size_t i = 0; i < sg->nnodes; i++) {
-        const sn_node *nd = &sg->nodes[i];
-        if (nd->dead || !strcmp(nd->domain, "ai.shardnet"))
-            continue;
-        int o = t->origin[i];
-        sn_tensor_cost_node(
-            &c, p, sn_node_work(sg, t->plan[d], nd), sn_node_is_product(nd),
-            o >= 0 ? t->full_time[d * t->g->nnodes + (size_t)o] : 0,
-            o >= 0 ? t->full_work[o] : 0);
-    }
-    return sn_tensor_cost_device(&c, p);
-}
 
 /* The collectives' seconds per run: their count and bytes, the devices'
  * profiles and, in a job, the measured link. */
@@ -115,7 +94,8 @@ static double estimate(sn_tensor_split *t)
         each[MAXD + d] = have && sn_plan_weight_bytes(t->plan[d]) +
                                          sn_plan_arena_bytes(t->plan[d]) >
                                      have;
-        each[d] = device_time(t, d);
+        each[d] = sn_tensor_cost_device(sn_device_profile(t->dev[d]),
+                                        t->sub[d], t->plan[d]);
     }
     if (t->me_owned_out) {
         unsigned np = sn_world_processes();
@@ -196,43 +176,13 @@ static shardnet_status builder_init(bld *b, sn_graph *g, size_t ndev,
     return SHARDNET_OK;
 }
 
-/* What the planner starts from: every value's shape and every node's work
- * (a plan of the whole graph, b->shape, with its weights *w0), and every
- * node timed whole on every device. */
-static shardnet_status measure_whole(bld *b, sn_device *const *devs,
-                                     size_t ndev, const sn_binding *inputs,
-                                     sn_device *home, int job,
+/* What the planner starts from: every value's shape and every node's
+ * work, from a plan of the whole graph on the shapes device (b->shape,
+ * with its weights *w0, of no memory: nothing is uploaded or run). */
+static shardnet_status measure_whole(bld *b, const sn_binding *inputs,
                                      sn_weights **w0)
 {
-    sn_graph *g = b->g;
-    shardnet_status st;
-    /* Shapes of every value: a plan of the whole graph on a device of
-     * this process (weights uploaded there once, freed by the caller):
-     * the first listed one here, else `home`. */
-    sn_device *shape_dev = home ? home : devs[0];
-    for (size_t d = ndev; d-- > 0;)
-        if (!devs[d]->remote)
-            shape_dev = devs[d];
-    if ((st = sn_weights_new(g, shape_dev, w0)) != SHARDNET_OK ||
-        (st = sn_plan_build(g, *w0, inputs, sn_op_find, &b->shape)) !=
-            SHARDNET_OK)
-        return st;
-    /* Every node timed whole on every device: the estimate scales these
-     * by each device's share of the work. */
-    b->full_time = calloc(ndev * g->nnodes + 1, sizeof *b->full_time);
-    b->full_work = calloc(g->nnodes + 1, sizeof *b->full_work);
-    if (!b->full_time || !b->full_work)
-        return oom();
-    for (size_t i = 0; i < g->nnodes; i++)
-        if (!g->nodes[i].dead)
-            b->full_work[i] = sn_node_work(g, b->shape, &g->nodes[i]);
-    /* Each device timed on its own process, the figures shared. */
-    for (size_t d = 0; d < ndev; d++)
-        if ((st = sn_time_nodes_shared(g, devs[d], inputs,
-                                       &b->full_time[d * g->nnodes], job)) !=
-            SHARDNET_OK)
-            return sn_error_prefix(st, "tensor split");
-    return SHARDNET_OK;
+    return sn_shape_plan(b->g, inputs, w0, &b->shape);
 }
 
 /* Host results of the cut outputs, put together from the pieces (and of
@@ -271,12 +221,6 @@ static void take_build(sn_tensor_split *t, bld *b)
     t->chosen = b->chosen;
     t->nchosen = b->nchosen;
     b->chosen = NULL;
-    t->origin = b->origin;
-    b->origin = NULL;
-    t->full_time = b->full_time;
-    b->full_time = NULL;
-    t->full_work = b->full_work;
-    b->full_work = NULL;
     t->out_lay = b->out_lay;
     b->out_lay = NULL;
 }
@@ -341,9 +285,6 @@ static void builder_free(bld *b)
     free(b->strat_used);
     free(b->desc);
     free(b->chosen);
-    free(b->origin);
-    free(b->full_time);
-    free(b->full_work);
     free(b->out_lay);
 }
 
@@ -369,7 +310,7 @@ shardnet_status sn_tensor_split_create(sn_graph *g, sn_device *const *devs,
     int job = home && sn_world_processes() > 1;
     if ((st = builder_init(&b, g, ndev, twin, strategies, nstrategies)) !=
             SHARDNET_OK ||
-        (st = measure_whole(&b, devs, ndev, inputs, home, job, &w0)) !=
+        (st = measure_whole(&b, inputs, &w0)) !=
             SHARDNET_OK)
         goto fail;
     sn_shard_say(&b, "tensor split over %zu devices:", ndev);
@@ -382,9 +323,8 @@ shardnet_status sn_tensor_split_create(sn_graph *g, sn_device *const *devs,
     int owned_out = job;
     if ((st = host_outputs(&b, owned_out, &out_full)) != SHARDNET_OK)
         goto fail;
-    sn_plan_free(b.shape);
+    sn_shape_plan_free(w0, b.shape);
     b.shape = NULL;
-    sn_weights_free(w0);
     w0 = NULL;
 
     t = calloc(1, sizeof *t);
@@ -470,9 +410,6 @@ void sn_tensor_split_free(sn_tensor_split *t)
     free(t->out_lay);
     free(t->desc);
     free(t->chosen);
-    free(t->origin);
-    free(t->full_time);
-    free(t->full_work);
     free(t);
 }
 

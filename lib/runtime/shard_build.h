@@ -24,6 +24,9 @@
 
 #define MAXD SN_COLL_MAX
 #define NVER 3 /* layouts remembered per value */
+/* Weights of this many bytes or more are cut where their parts lie in one
+ * run each (shard_products.c), not copied. */
+#define SN_SHARD_COPY_MIN ((size_t)4 << 20)
 
 typedef struct version {
     int sub; /* value index in every device graph */
@@ -54,10 +57,6 @@ typedef struct bld {
     sn_strategy *chosen;
     size_t nchosen, cap_chosen;
     shardnet_status why; /* why sn_shard_to_layout() failed (not memory) */
-    int *origin;         /* per device-graph node: the model's node, -1 */
-    size_t norigin, cap_origin;
-    double *full_time;   /* see sn_tensor_split */
-    double *full_work;
     sn_layout *out_lay;  /* per model output: its layout on the devices */
 } bld;
 

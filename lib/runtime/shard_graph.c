@@ -148,6 +148,8 @@ static int const_cut(bld *b, int v, int axis, const size_t *cnt,
                    cnt[d] * inner);
         at += cnt[d];
     }
+    /* Every part copied: the file's pages the copies read may go. */
+    sn_value_drop_pages(pv);
     set_const(b, k, pv->dtype, pv->rank, dims, data);
     return k;
 fail:
@@ -194,15 +196,6 @@ int sn_shard_add_node(bld *b, const sn_node *like, const char *op,
             like->attrs[j].tensor >= 0 &&
             const_r(b, like->attrs[j].tensor) < 0)
             return -1;
-    if (b->norigin == b->cap_origin) {
-        size_t cap = b->cap_origin ? 2 * b->cap_origin : 64;
-        int *o = realloc(b->origin, cap * sizeof *o);
-        if (!o)
-            return -1;
-        b->origin = o;
-        b->cap_origin = cap;
-    }
-    b->origin[b->norigin++] = like ? (int)(like - b->g->nodes) : -1;
     for (size_t d = 0; d < b->n; d++) {
         int k = sn_graph_add_node(b->sub[d], like ? like->name : name, op,
                                   domain, in, nin, out, nout);

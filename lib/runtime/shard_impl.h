@@ -41,10 +41,6 @@ struct sn_tensor_split {
     size_t ncoll;
     double coll_bytes;
     double estimate;
-    int *origin;           /* per device-graph node: the model's node */
-    double *full_time;     /* [d * g->nnodes + i]: model node i timed
-                              whole on device d */
-    double *full_work;     /* per model node: its work whole */
     sn_layout *out_lay;          /* per model output: R, or cut (S) and put
                               together on the host from every device */
 

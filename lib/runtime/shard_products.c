@@ -114,6 +114,22 @@ static shardnet_status linear(bld *b, const sn_node *n, int *handled)
         mode = shares(b, N, SN_FEATURE_GRAN, cnt) ? SN_CUT_COLUMNS
                                                    : SN_CUT_NONE;
     }
+    /* A large weight is cut along its outermost axis, where each device's
+     * part is one run of the weight as stored (used in place, in the
+     * model's mapped file: a process touches only its part), not along the
+     * other, which copies every part: one conversion of the input more
+     * (a local slice, or an all-gather of what a cut along rows would
+     * have reduce-scattered), where a copy of the weights costs memory
+     * and time a product of such a weight does not save. */
+    if (!s && wv->nbytes >= SN_SHARD_COPY_MIN) {
+        size_t cnt[MAXD];
+        if (mode == SN_CUT_ROWS && k_axis_w != 0 && c_ok &&
+            shares(b, N, SN_FEATURE_GRAN, cnt))
+            mode = SN_CUT_COLUMNS;
+        else if (mode == SN_CUT_COLUMNS && n_axis_w != 0 &&
+                 sn_shard_p_target_axis(b, A, last).kind == SN_LAY_S)
+            mode = SN_CUT_ROWS;
+    }
     if (mode == SN_CUT_NONE && s) {
         char t[128];
         sn_strategy_format(s, t, sizeof t);
