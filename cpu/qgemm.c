@@ -346,44 +346,71 @@ static AVX512 float block_dot(const sn_qgemm_desc *d, const uint8_t *qrow,
  * uint4 in blocks of a multiple of 32 (MatMulNBits): column j for row i of
  * A, whose values x->aq holds in the pair layout (each 32 of them as the
  * 16 even ones, then the 16 odd ones, matching the low and high nibbles
- * of 16 bytes).  A block's products are summed in two chains, scaled as a
- * vector into the column's total, which is reduced once.
+ * of 16 bytes).  Each block's 16 weights s (q - z) are a table, built once
+ * per block, that the nibbles index (vpermps reads an index's low four
+ * bits, so the low nibble needs no mask): no conversion of the integers
+ * and no subtraction per weight, which bound the loop before (7.6 against
+ * 12.3 GB/s of weights on one core, from the L3).  Eight chains (four
+ * blocks' even and odd k), reduced once.
  */
 static AVX512 float u4_column(const qargs *x, size_t i, size_t j)
 {
     const sn_qgemm_desc *d = x->d;
     const uint8_t *qrow = x->q + j * d->ldq;
     const float *ap = x->aq + i * d->k, *scale = x->scale + j * x->blocks;
-    const __m512i lo4 = _mm512_set1_epi32(15);
-    __m512 tot = _mm512_setzero_ps();
-    size_t full = d->k / 32 * 32;
-    for (size_t b = 0; b < x->blocks; b++) {
-        size_t k0 = b * x->block, k1 = k0 + x->block < full ? k0 + x->block
-                                                             : full;
-        __m512 e = _mm512_setzero_ps(), o = _mm512_setzero_ps();
-        /* the zero point taken away from the integers (exact where it is
-         * a whole number, as MatMulNBits' packed ones are) */
-        const __m512 z = _mm512_set1_ps(zero_at(x, j, b));
-        for (size_t kk = k0; kk < k1; kk += 32) {
-            __m512i w = _mm512_cvtepu8_epi32(
-                _mm_loadu_si128((const __m128i *)(qrow + kk / 2)));
-            __m512 lo = _mm512_sub_ps(
-                       _mm512_cvtepi32_ps(_mm512_and_si512(w, lo4)), z),
-                   hi = _mm512_sub_ps(
-                       _mm512_cvtepi32_ps(_mm512_srli_epi32(w, 4)), z);
-            e = _mm512_fmadd_ps(_mm512_loadu_ps(ap + kk), lo, e);
-            o = _mm512_fmadd_ps(_mm512_loadu_ps(ap + kk + 16), hi, o);
+    const __m512 iota = _mm512_set_ps(15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5,
+                                      4, 3, 2, 1, 0);
+    __m512 acc[8] = {_mm512_setzero_ps(), _mm512_setzero_ps(),
+                     _mm512_setzero_ps(), _mm512_setzero_ps(),
+                     _mm512_setzero_ps(), _mm512_setzero_ps(),
+                     _mm512_setzero_ps(), _mm512_setzero_ps()};
+    size_t full = d->k / 32 * 32, b = 0;
+/* 32 weights of block bb (kk its first k) into chains acc[2u], acc[2u+1]
+ * (the even and the odd k). */
+#define SN_U4_STEP(u, bb, kk)                                                 \
+    do {                                                                      \
+        const __m512 t = _mm512_mul_ps(                                       \
+            _mm512_sub_ps(iota, _mm512_set1_ps(zero_at(x, j, bb))),           \
+            _mm512_set1_ps(scale[bb]));                                       \
+        __m512i w = _mm512_cvtepu8_epi32(                                     \
+            _mm_loadu_si128((const __m128i *)(qrow + (kk) / 2)));             \
+        acc[2 * (u)] = _mm512_fmadd_ps(_mm512_loadu_ps(ap + (kk)),            \
+                                       _mm512_permutexvar_ps(w, t),           \
+                                       acc[2 * (u)]);                         \
+        acc[2 * (u) + 1] = _mm512_fmadd_ps(                                   \
+            _mm512_loadu_ps(ap + (kk) + 16),                                  \
+            _mm512_permutexvar_ps(_mm512_srli_epi32(w, 4), t),                \
+            acc[2 * (u) + 1]);                                                \
+    } while (0)
+    if (x->block == 32) { /* MatMulNBits' usual: four blocks a step */
+        for (; b + 4 <= full / 32; b += 4) {
+            SN_U4_STEP(0, b, b * 32);
+            SN_U4_STEP(1, b + 1, b * 32 + 32);
+            SN_U4_STEP(2, b + 2, b * 32 + 64);
+            SN_U4_STEP(3, b + 3, b * 32 + 96);
         }
-        tot = _mm512_fmadd_ps(_mm512_set1_ps(scale[b]), _mm512_add_ps(e, o),
-                              tot);
+        for (; b < full / 32; b++)
+            SN_U4_STEP(0, b, b * 32);
+    } else {
+        for (; b < x->blocks; b++) {
+            size_t k0 = b * x->block,
+                   k1 = k0 + x->block < full ? k0 + x->block : full;
+            for (size_t kk = k0; kk < k1; kk += 32)
+                SN_U4_STEP(0, b, kk);
+        }
     }
-    float y = hsum(tot);
+#undef SN_U4_STEP
+    __m512 all = _mm512_add_ps(_mm512_add_ps(acc[0], acc[1]),
+                               _mm512_add_ps(acc[2], acc[3]));
+    all = _mm512_add_ps(all, _mm512_add_ps(_mm512_add_ps(acc[4], acc[5]),
+                                           _mm512_add_ps(acc[6], acc[7])));
+    float y = hsum(all);
     /* K past the last 32: its block's scale and zero point. */
     const float *ar = x->a + i * d->lda;
     for (size_t kk = full; kk < d->k; kk++) {
-        size_t b = kk / x->block;
+        size_t bk = kk / x->block;
         int v = kk % 2 ? qrow[kk / 2] >> 4 : qrow[kk / 2] & 15;
-        y += scale[b] * ar[kk] * ((float)v - zero_at(x, j, b));
+        y += scale[bk] * ar[kk] * ((float)v - zero_at(x, j, bk));
     }
     if (x->bias)
         y += x->bias[j];
