@@ -173,8 +173,17 @@ static void pack_panel_c(sn_cpu_packed_b *p, const float *b, size_t ldb,
     }
 }
 
+/* Packing a weight of this many floats or more is shared by the device's
+ * team: a big model's first run is mostly packing (reading B, and the
+ * kernel clearing the new pages), which one thread does at a fraction of
+ * the memory's speed. */
+#define PACK_PARALLEL_FLOATS ((size_t)1 << 20)
+
 void sn_cpu_pack_b(sn_cpu_packed_b *p, const sn_gemm_desc *d, const float *b)
 {
+    const int par = p->npanels > 1 && p->npanels * p->k * NR >=
+                                          PACK_PARALLEL_FLOATS;
+#pragma omp parallel for schedule(static) if (par)
     for (size_t pi = 0; pi < p->npanels; pi++)
         pack_panel(p, b, d->ldb, d->trans_b, pi);
 }

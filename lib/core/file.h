@@ -30,9 +30,9 @@ int sn_open_regular(const char *path, int flags, struct stat *sb);
  */
 void sn_drop_file_pages(const void *start, size_t bytes);
 /* Have the pages of [start, start + bytes) of a mapped file read ahead,
- * in the background (the kernel's readahead): weights a device will read
- * in place, so that its first run does not wait for the disk page by
- * page. */
+ * in the background (queued to a thread of the library's that advises
+ * the kernel, range by range): weights a device will read in place, so
+ * that its first run does not wait for the disk page by page. */
 void sn_prefetch_file_pages(const void *start, size_t bytes);
 
 #endif /* SN_FILE_H */
