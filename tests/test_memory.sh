@@ -29,8 +29,10 @@ fi
 
 # case NAME MAKE_FLAGS DEVICES SPLIT MAX_RATIO [LAUNCHER...]: the ratio
 # to the fp32 weights (4 bytes a weight of the layers: 537 MB); the
-# launcher (env settings, mpirun) runs tests/test_memory.
+# launcher (env settings, mpirun) runs tests/test_memory.  $held, when
+# set, bounds the devices' weights (default 1.1 x the fp32 weights).
 ref=$((8 * (4096 * 4096 + 4096) * 4))
+held=1.1
 case_() {
     name=$1 flags=$2 devices=$3 split=$4 ratio=$5
     shift 5
@@ -42,7 +44,7 @@ case_() {
         return
     fi
     "$@" "$top/tests/test_memory" "$dir/mlp.onnx" "$devices" "$split" \
-        "$ratio" 1 "$ref"
+        "$ratio" 1 "$ref" "$held"
     rc=$?
     [ "$rc" -eq 0 ] || { echo "FAIL: $name (exit $rc)"; fails=$((fails + 1)); }
     rm -f "$dir/mlp.onnx" "$dir/mlp.onnx.data"
@@ -63,6 +65,12 @@ case_ "int4 weights" "--weights int4" cpu:0 none 0.20
 case_ "tensor split" --external cpu:0,cpu:1 tensor 1.3
 case_ "tensor split, inline weights" "" cpu:0,cpu:1 tensor 1.3
 case_ "layer split" --external cpu:0,cpu:1 layer 1.3
+# int8 weights under a tensor split: each device holds its part of the
+# bytes, 0.25 x the fp32 weights in all (replicated, on a CPU the copies
+# would share the mapped file, but the devices would hold 0.5 x).
+held=0.26
+case_ "int8 weights, tensor split" "--weights int8" cpu:0,cpu:1 tensor 0.30
+held=1.1
 # A model of 2 x SHARDNET_MEMORY_LIMIT (256 MiB a device: the 537 MB model
 # is 2.0005 x that) plans, loads and runs: under a tensor split over two
 # devices (each shard is the limit, and the activations over it: the plan

@@ -58,8 +58,17 @@ same() {
 
 # run MODEL DEVICE DIR: the MLP's logits on the fixture input into DIR.
 run() {
-    "$bin" run "$1" -d "$2" --input "$fix/fashion_mlp_input.npy" \
+    case $2 in *,*) split="-s tensor" ;; *) split= ;; esac
+    # shellcheck disable=SC2086
+    "$bin" run "$1" -d "$2" $split --input "$fix/fashion_mlp_input.npy" \
         --output-dir "$3" >"$out" 2>&1 || { sed 's/^/    /' "$out"; false; }
+}
+
+# Is every device of the list D1,D2,... here?
+have_all() {
+    for one in $(echo "$1" | tr ',' ' '); do
+        case $here in *" $one "*) ;; *) return 1 ;; esac
+    done
 }
 
 here=" $("$bin" devices 2>/dev/null | awk 'NR > 1 { printf "%s ", $1 }')"
@@ -69,11 +78,13 @@ form() {
     q=$tmpd/$1.onnx
     expect 0 "wrote .*: 3 weights as" "$bin" quantize "$mlp" "$q" $2
     expect 0 "ops: $5" "$bin" info "$q"
-    for d in cpu:0 cl:0; do
-        case $here in *" $d "*) ;; *)
-            echo "SKIP: $1 on $d (no $d here)"; skips=$((skips + 1))
-            continue ;;
-        esac
+    # cpu:0,cpu:1: a tensor split, the quantized weights (int8) cut with
+    # their scales (the MLP's first product by columns, the next by rows).
+    for d in cpu:0 cl:0 cpu:0,cpu:1; do
+        if ! have_all "$d"; then
+            echo "SKIP: $1 on $d (not all here)"; skips=$((skips + 1))
+            continue
+        fi
         if ! run "$q" $d "$tmpd/$1-$d"; then
             fail "$1 runs on $d"
             continue
@@ -88,6 +99,13 @@ form() {
 expect 0 "Usage: shardnet quantize" "$bin" quantize --help
 expect 0 "quantize +write a copy" "$bin" --help
 form int8 "" 0.15 2e-5 "QuantizedMatMul x3"
+# Under a tensor split each device holds its part of the int8 weights.
+if have_all cpu:0,cpu:1; then
+    expect 0 "QuantizedMatMul.*column-parallel" "$bin" plan "$tmpd/int8.onnx" \
+        -d cpu:0,cpu:1 -s tensor
+    expect 0 "QuantizedMatMul.*row-parallel" "$bin" plan "$tmpd/int8.onnx" \
+        -d cpu:0,cpu:1 -s tensor
+fi
 form int8pc "--per-channel" 0.2 2e-5 "QuantizedMatMul x3"
 form int4 "--weights int4" 1.0 2e-5 "MatMulNBits x3 Add x3"
 form fp16 "-w fp16" 2e-3 2e-5 "Gemm x3"

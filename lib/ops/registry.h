@@ -36,6 +36,8 @@ typedef enum sn_shard_rule {
                              (input 1, constant) */
     SN_SHARD_FLATTEN,     /* as Reshape, to two axes at `axis` */
     SN_SHARD_POOL,        /* images: cut the batch or the channels */
+    SN_SHARD_QMATMUL,     /* as Gemm, the weight quantized: its scales and
+                             zero points cut with its columns */
     SN_SHARD_RULES
 } sn_shard_rule;
 

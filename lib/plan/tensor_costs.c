@@ -20,7 +20,7 @@ double sn_tensor_cost_device(const sn_profile *p, const sn_graph *g,
         return 1e300;
     sn_node_costs(p, g, plan, each);
     for (size_t i = 0; i < g->nnodes; i++)
-        if (strcmp(g->nodes[i].domain, "ai.shardnet"))
+        if (strcmp(g->nodes[i].op_type, "ShardCollective"))
             s += each[i];
     free(each);
     return s;

@@ -64,17 +64,44 @@ static shardnet_status finish_after_sum(bld *b, const sn_node *n, int part,
     return SHARDNET_OK;
 }
 
+/* Whether a QuantizedMatMul's scale or zero point v holds one value per
+ * column of N (cut with the columns), not one for all. */
+static int per_column(const sn_value *v, size_t N)
+{
+    size_t count = 1;
+    for (int d = 0; d < v->rank; d++)
+        count *= (size_t)v->dims[d];
+    return N > 1 && count == N && v->rank >= 1 &&
+           (size_t)v->dims[v->rank - 1] == N;
+}
+
+/* A QuantizedMatMul's scale and zero point, whole on every device (rows
+ * or data cut), into in[2], in[3]. */
+static void whole_extras(bld *b, const sn_node *n, int qmm, int *in)
+{
+    sn_layout r = sn_layout_r();
+    for (int i = 2; qmm && i < 4 && i < (int)n->ninputs; i++)
+        if (n->inputs[i] >= 0)
+            in[i] = sn_shard_to_layout(b, n->inputs[i], &r);
+}
+
 /*
  * A product with a constant weight: Gemm (A, B, C) or MatMul (A, B) with
- * B 2-D.  Column-parallel (output features cut), row-parallel (the reduced
- * dimension cut, partial sums out), data-parallel (A's rows cut, weight
- * whole) or whole.
+ * B 2-D, or QuantizedMatMul (A, Q, scale, zero point, bias: Q's scales
+ * and zero points, one or one per column, go with Q's columns).
+ * Column-parallel (output features cut), row-parallel (the reduced
+ * dimension cut, partial sums out: sum (q - z) a over a part of K is a
+ * part of the sum, the scales apply to each), data-parallel (A's rows
+ * cut, weight whole) or whole.
  */
 static shardnet_status linear(bld *b, const sn_node *n, int *handled)
 {
     int gemm = rule_of(n) == SN_SHARD_GEMM;
+    int qmm = rule_of(n) == SN_SHARD_QMATMUL;
     int A = n->inputs[0], W = n->inputs[1];
-    int C = n->ninputs > 2 ? n->inputs[2] : -1; /* MatMul: a fused bias */
+    /* The bias: Gemm's C, MatMul's fused one, QuantizedMatMul's last. */
+    int ci = qmm ? 4 : 2;
+    int C = (int)n->ninputs > ci ? n->inputs[ci] : -1;
     const sn_rt *fa = full(b, A), *fw = full(b, W);
     const sn_rt *fo = full(b, n->outputs[0]);
     const sn_value *wv = &b->g->values[W];
@@ -83,7 +110,7 @@ static shardnet_status linear(bld *b, const sn_node *n, int *handled)
         fa->rank < 2 || fo->dtype != SN_DT_FLOAT || n->noutputs != 1 ||
         (gemm && sn_attr_int(n, "transA", 0)))
         return SHARDNET_OK;
-    int tb = gemm && sn_attr_int(n, "transB", 0);
+    int tb = (gemm || qmm) && sn_attr_int(n, "transB", 0);
     int k_axis_w = tb ? 1 : 0, n_axis_w = tb ? 0 : 1;
     size_t N = (size_t)wv->dims[n_axis_w];
     int ra = fa->rank, last = ra - 1;
@@ -140,7 +167,7 @@ static shardnet_status linear(bld *b, const sn_node *n, int *handled)
     if ((mode == SN_CUT_COLUMNS && !c_ok) || mode == SN_CUT_NONE)
         return SHARDNET_OK; /* replicated by the caller */
 
-    int in[3] = {-1, -1, -1}, out;
+    int in[5] = {-1, -1, -1, -1, -1}, out;
     sn_layout lo;
     const char *drop = NULL;
     char how[256], text[128];
@@ -154,7 +181,19 @@ static shardnet_status linear(bld *b, const sn_node *n, int *handled)
         in[1] = sn_shard_to_layout(b, W, &lw);
         if (C >= 0) {
             sn_layout lc = sn_layout_s(cv->rank - 1, cnt, b->n);
-            in[2] = sn_shard_to_layout(b, C, &lc);
+            in[ci] = sn_shard_to_layout(b, C, &lc);
+        }
+        /* Scales and zero points: one per column cut with them, one for
+         * all whole. */
+        for (int i = 2; qmm && i < 4 && i < (int)n->ninputs; i++) {
+            int v = n->inputs[i];
+            if (v < 0)
+                continue;
+            const sn_value *pv = &b->g->values[v];
+            sn_layout lq = per_column(pv, N)
+                               ? sn_layout_s(pv->rank - 1, cnt, b->n)
+                               : sn_layout_r();
+            in[i] = sn_shard_to_layout(b, v, &lq);
         }
         lo = sn_layout_s(fo->rank - 1, cnt, b->n);
         snprintf(how, sizeof how, "column-parallel: output features cut");
@@ -174,8 +213,9 @@ static shardnet_status linear(bld *b, const sn_node *n, int *handled)
         in[1] = sn_shard_to_layout(b, W, &lw);
         if (C >= 0) {
             sn_layout lc = sn_layout_p();
-            in[2] = sn_shard_to_layout(b, C, &lc); /* added once: device 0 */
+            in[ci] = sn_shard_to_layout(b, C, &lc); /* added once: device 0 */
         }
+        whole_extras(b, n, qmm, in);
         lo = sn_layout_p();
         drop = "activation";
         snprintf(how, sizeof how, "row-parallel: reduced dimension cut, "
@@ -196,14 +236,16 @@ static shardnet_status linear(bld *b, const sn_node *n, int *handled)
         in[0] = sn_shard_to_layout(b, A, &ld);
         in[1] = sn_shard_to_layout(b, W, &r);
         if (C >= 0)
-            in[2] = sn_shard_to_layout(b, C, &r);
+            in[ci] = sn_shard_to_layout(b, C, &r);
+        whole_extras(b, n, qmm, in);
         lo = sn_layout_s(daxis + (fo->rank - ra), ld.cnt, b->n);
         snprintf(how, sizeof how, "data-parallel: rows of the input cut, "
                                   "weights whole");
         sn_strategy_of_cut(b->n, (size_t)ra, daxis, 2, -1, text, sizeof text);
     }
-    if (in[0] < 0 || in[1] < 0 || (C >= 0 && in[2] < 0))
-        return failed(b);
+    for (size_t i = 0; i < n->ninputs && i < 5; i++)
+        if (n->inputs[i] >= 0 && in[i] < 0)
+            return failed(b);
     *handled = 1;
     sn_shard_say(b, "  %s (%s) %s: %s\n", n->name, n->op_type, text, how);
     sn_shard_record_choice(b, n, text);
@@ -473,6 +515,13 @@ shardnet_status sn_shard_gemm(bld *b, const sn_node *n, int *handled)
 {
     *handled = 0;
     return n->ninputs > 1 && is_const(b, n->inputs[1]) ? linear(b, n, handled)
+                                                       : SHARDNET_OK;
+}
+
+shardnet_status sn_shard_qmatmul(bld *b, const sn_node *n, int *handled)
+{
+    *handled = 0;
+    return n->ninputs > 2 && is_const(b, n->inputs[1]) ? linear(b, n, handled)
                                                        : SHARDNET_OK;
 }
 

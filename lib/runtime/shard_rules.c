@@ -266,6 +266,7 @@ static const shard_rule_fn shard_rules[SN_SHARD_RULES] = {
     [SN_SHARD_REPLICATE] = NULL,
     [SN_SHARD_GEMM] = sn_shard_gemm,
     [SN_SHARD_MATMUL] = sn_shard_matmul,
+    [SN_SHARD_QMATMUL] = sn_shard_qmatmul,
     [SN_SHARD_CONV] = sn_shard_conv,
     [SN_SHARD_ELEMENTWISE] = elementwise,
     [SN_SHARD_ADDITIVE] = elementwise,
@@ -283,8 +284,6 @@ static shardnet_status shard_node(bld *b, const sn_node *n)
     int handled = 0;
     shardnet_status st = SHARDNET_OK;
     const sn_strategy *s = NULL;
-    if (*n->domain && strcmp(n->domain, "ai.onnx"))
-        return sn_shard_replicate(b, n);
     if (shard_rules[r])
         st = shard_rules[r](b, n, &handled);
     if (st != SHARDNET_OK)
@@ -294,10 +293,11 @@ static shardnet_status shard_node(bld *b, const sn_node *n)
             char t[256];
             sn_strategy_format(s, t, sizeof t);
             if (r != SN_SHARD_GEMM && r != SN_SHARD_MATMUL &&
-                r != SN_SHARD_CONV)
+                r != SN_SHARD_CONV && r != SN_SHARD_QMATMUL)
                 return sn_error(SHARDNET_INVALID_ARGUMENT,
                                 "strategy %s for node '%s' (%s): strategies "
-                                "are taken for MatMul, Gemm and Conv with "
+                                "are taken for MatMul, Gemm, Conv and "
+                                "QuantizedMatMul with "
                                 "constant weights",
                                 t, n->name, n->op_type);
         }
