@@ -21,11 +21,11 @@ passes=0 fails=0
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 export OMPI_MCA_rmaps_base_oversubscribe=1
 export SHARDNET_CACHE_DIR="$tmp/cache"
-# Under AddressSanitizer: Open MPI's own allocations at exit (some in
-# components it has unloaded) are reported as leaks.  Reports go to files
-# instead of failing the processes; at the end, any leak through shardnet's
-# code fails the test.
+# Under AddressSanitizer: Open MPI's own leaks at exit go to files, and
+# at the end any leak through shardnet's code fails the test
+# (tests/lsan_ours.sh).
 export LSAN_OPTIONS="${LSAN_OPTIONS:+$LSAN_OPTIONS:}exitcode=0:log_path=$tmp/lsan"
+. "$src/tests/lsan_ours.sh"
 
 ok() { echo "ok: $*"; passes=$((passes + 1)); }
 bad() { echo "FAIL: $*"; fails=$((fails + 1)); }
@@ -230,16 +230,8 @@ else
 fi
 
 if ls "$tmp"/lsan.* >/dev/null 2>&1; then
-    # Frames symbolized into shardnet: a function of ours, or a source
-    # line of this tree.  A bare "(module+0xoffset)" frame is not one:
-    # LeakSanitizer names the module by address after Open MPI has closed
-    # its plugins, so their leaks can show up under any module, ours too.
-    line='[^ ]*\.[ch]:[0-9]'
-    ours=" in (sn_|shardnet_|main )| (lib|backends|cpu|cli)/$line"
-    ours="$ours|$(cd "$src" && pwd)/$line"
-    if grep -lE "$ours" "$tmp"/lsan.* >/dev/null 2>&1; then
+    if lsan_leaks_ours "$tmp" "$src"; then
         bad "leaks through shardnet's code under AddressSanitizer"
-        grep -hE -B6 -A3 "$ours" "$tmp"/lsan.* | head -60
     else
         ok "AddressSanitizer: no leak through shardnet's code (Open MPI's own ignored)"
     fi
