@@ -65,6 +65,38 @@ out:
     return best < 1e30 ? 2.0 * (double)(n * n * n) / best : 0;
 }
 
+/* One measured operation: a kernel or a copy, enqueued on dev. */
+typedef struct timed_op {
+    sn_kernel kernel;         /* SN_KERNEL_COUNT: the copy below */
+    sn_kernel_desc desc;
+    sn_buffer *buf;           /* the copy: of `bytes` at host */
+    void *host;
+    size_t bytes;
+    int read;                 /* the copy's way: 1 device->host */
+} timed_op;
+
+/* The best seconds of op, enqueued and waited for, over `timed` runs after
+ * `warm` untimed ones (first use: packing, caches, page faults); 1e30 when
+ * a run fails. */
+static double best_time(sn_device *dev, const timed_op *op, int warm,
+                        int timed)
+{
+    double best = 1e30;
+    for (int r = 0; r < warm + timed; r++) {
+        double t0 = sn_trace_now();
+        shardnet_status st =
+            op->kernel < SN_KERNEL_COUNT ? sn_launch(dev, op->kernel, &op->desc)
+            : op->read ? sn_buffer_read(op->buf, 0, op->host, op->bytes)
+                       : sn_buffer_write(op->buf, 0, op->host, op->bytes);
+        if (st || sn_synchronize(dev))
+            return 1e30;
+        double t = sn_trace_now() - t0;
+        if (r >= warm && t < best)
+            best = t;
+    }
+    return best;
+}
+
 /* Seconds of one tiny kernel launched and waited for (best of reps, after
  * two warm-ups). */
 static double launch_cost(sn_device *dev, int reps)
@@ -72,16 +104,10 @@ static double launch_cost(sn_device *dev, int reps)
     sn_buffer *a = NULL;
     double best = 1e30;
     if (sn_buffer_alloc(dev, 64, &a) == SHARDNET_OK) {
-        sn_unary_desc u = {.op = SN_UNARY_RELU, .n = 16, .x = {a, 0},
-                           .y = {a, 0}};
-        for (int r = 0; r < reps + 2; r++) {
-            double t0 = sn_trace_now();
-            if (sn_unary(dev, &u) || sn_synchronize(dev))
-                break;
-            double t = sn_trace_now() - t0;
-            if (r >= 2 && t < best)
-                best = t;
-        }
+        timed_op op = {.kernel = SN_KERNEL_UNARY,
+                       .desc.unary = {.op = SN_UNARY_RELU, .n = 16,
+                                      .x = {a, 0}, .y = {a, 0}}};
+        best = best_time(dev, &op, 2, reps);
     }
     sn_error_clear();
     sn_buffer_free(a);
@@ -98,16 +124,9 @@ static double bandwidth(sn_device *dev, int dir, int reps)
     char *h = malloc(BYTES);
     if (h && sn_buffer_alloc(dev, BYTES, &a) == SHARDNET_OK) {
         memset(h, 1, BYTES);
-        for (int r = 0; r < reps + 1; r++) {
-            double t0 = sn_trace_now();
-            shardnet_status st = dir ? sn_buffer_read(a, 0, h, BYTES)
-                                     : sn_buffer_write(a, 0, h, BYTES);
-            if (st || sn_synchronize(dev))
-                break;
-            double t = sn_trace_now() - t0;
-            if (r && t < best)
-                best = t;
-        }
+        timed_op op = {.kernel = SN_KERNEL_COUNT, .buf = a, .host = h,
+                       .bytes = BYTES, .read = dir};
+        best = best_time(dev, &op, 1, reps);
     }
     sn_error_clear();
     sn_buffer_free(a);
@@ -133,18 +152,13 @@ static double read_speed(sn_device *dev, int reps)
         !sn_buffer_alloc(dev, READ_N * sizeof(float), &c) &&
         !sn_buffer_write(a, 0, x, READ_K * sizeof(float)) &&
         !sn_buffer_write(b, 0, x, bytes)) {
-        sn_gemm_desc d = {.m = 1, .n = READ_N, .k = READ_K, .alpha = 1,
-                          .lda = READ_K, .ldb = READ_N, .ldc = READ_N,
-                          .batch = 1, .b_const = 1, .a = {a, 0},
-                          .b = {b, 0}, .c = {c, 0}};
-        for (int r = 0; r < reps + 1; r++) {
-            double t0 = sn_trace_now();
-            if (sn_gemm(dev, &d) || sn_synchronize(dev))
-                break;
-            double t = sn_trace_now() - t0;
-            if (r && t < best)
-                best = t;
-        }
+        timed_op op = {.kernel = SN_KERNEL_GEMM,
+                       .desc.gemm = {.m = 1, .n = READ_N, .k = READ_K,
+                                     .alpha = 1, .lda = READ_K,
+                                     .ldb = READ_N, .ldc = READ_N,
+                                     .batch = 1, .b_const = 1, .a = {a, 0},
+                                     .b = {b, 0}, .c = {c, 0}}};
+        best = best_time(dev, &op, 1, reps);
     }
     sn_error_clear();
     sn_buffer_free(a);
