@@ -176,15 +176,6 @@ static shardnet_status builder_init(bld *b, sn_graph *g, size_t ndev,
     return SHARDNET_OK;
 }
 
-/* What the planner starts from: every value's shape and every node's
- * work, from a plan of the whole graph on the shapes device (b->shape,
- * with its weights *w0, of no memory: nothing is uploaded or run). */
-static shardnet_status measure_whole(bld *b, const sn_binding *inputs,
-                                     sn_weights **w0)
-{
-    return sn_shape_plan(b->g, inputs, w0, &b->shape);
-}
-
 /* Host results of the cut outputs, put together from the pieces (and of
  * every output when the split owns them: a job of several processes).
  * *out is set before anything can fail: the caller frees it. */
@@ -310,7 +301,10 @@ shardnet_status sn_tensor_split_create(sn_graph *g, sn_device *const *devs,
     int job = home && sn_world_processes() > 1;
     if ((st = builder_init(&b, g, ndev, twin, strategies, nstrategies)) !=
             SHARDNET_OK ||
-        (st = measure_whole(&b, inputs, &w0)) !=
+        /* What the planner starts from: every value's shape and every
+         * node's work, from a plan of the whole graph on the shapes
+         * device (nothing uploaded or run). */
+        (st = sn_shape_plan(g, inputs, &w0, &b.shape)) !=
             SHARDNET_OK)
         goto fail;
     sn_shard_say(&b, "tensor split over %zu devices:", ndev);
