@@ -78,8 +78,9 @@ form() {
     q=$tmpd/$1.onnx
     expect 0 "wrote .*: 3 weights as" "$bin" quantize "$mlp" "$q" $2
     expect 0 "ops: $5" "$bin" info "$q"
-    # cpu:0,cpu:1: a tensor split, the quantized weights (int8) cut with
-    # their scales (the MLP's first product by columns, the next by rows).
+    # cpu:0,cpu:1: a tensor split, the quantized weights cut with their
+    # scales (int8: the MLP's first product by columns, the next by rows;
+    # int4, MatMulNBits: by columns).
     for d in cpu:0 cl:0 cpu:0,cpu:1; do
         if ! have_all "$d"; then
             echo "SKIP: $1 on $d (not all here)"; skips=$((skips + 1))
@@ -108,6 +109,10 @@ if have_all cpu:0,cpu:1; then
 fi
 form int8pc "--per-channel" 0.2 2e-5 "QuantizedMatMul x3"
 form int4 "--weights int4" 1.0 2e-5 "MatMulNBits x3 Add x3"
+if have_all cpu:0,cpu:1; then
+    expect 0 "MatMulNBits.*column-parallel" "$bin" plan "$tmpd/int4.onnx" \
+        -d cpu:0,cpu:1 -s tensor
+fi
 form fp16 "-w fp16" 2e-3 2e-5 "Gemm x3"
 
 # Another block size; the MLP's K (784) is not a multiple of 64 either.

@@ -360,7 +360,7 @@ static const sn_operator registry[] = {
     OP_OF("ai.shardnet", "QuantizedMatMul", 3, 5, sn_lower_quantized_matmul,
           1, QMATMUL, MATMUL, MATMUL, USE(QGEMM)),
     OP_OF("com.microsoft", "MatMulNBits", 3, 6, sn_lower_matmul_nbits, 1,
-          REPLICATE, MATMUL, MATMUL, USE(QGEMM)),
+          NBITS, MATMUL, MATMUL, USE(QGEMM)),
     /* control flow (ops_control.c): subgraphs lowered inline; their steps
      * use whatever kernels their nodes' entries name.  The inputs past the
      * node's own are the outer values its subgraphs read. */

@@ -38,6 +38,8 @@ typedef enum sn_shard_rule {
     SN_SHARD_POOL,        /* images: cut the batch or the channels */
     SN_SHARD_QMATMUL,     /* as Gemm, the weight quantized: its scales and
                              zero points cut with its columns */
+    SN_SHARD_NBITS,       /* MatMulNBits: its columns cut, with their
+                             scales, zero points and bias */
     SN_SHARD_RULES
 } sn_shard_rule;
 

@@ -172,6 +172,7 @@ shardnet_status sn_shard_gemm(bld *b, const sn_node *n, int *handled);
 shardnet_status sn_shard_matmul(bld *b, const sn_node *n, int *handled);
 shardnet_status sn_shard_conv(bld *b, const sn_node *n, int *handled);
 shardnet_status sn_shard_qmatmul(bld *b, const sn_node *n, int *handled);
+shardnet_status sn_shard_nbits(bld *b, const sn_node *n, int *handled);
 
 /* --- shard_rules.c: the walk ---------------------------------------------- */
 

@@ -525,6 +525,65 @@ shardnet_status sn_shard_qmatmul(bld *b, const sn_node *n, int *handled)
                                                        : SHARDNET_OK;
 }
 
+/*
+ * MatMulNBits (com.microsoft: B in blocks of K, 4 or 8 bits, a scale and
+ * a zero point per column and block; input 4, g_idx, not taken):
+ * column-parallel only.  B's columns are its outermost rows, so each
+ * device's part is one run of the file; the scales', zero points' and
+ * bias's rows go with them (each an outermost axis of N times some
+ * number of entries), and N becomes each device's share.  Cutting K
+ * would cut blocks and their packed zero points: the input is made whole
+ * first instead.
+ */
+shardnet_status sn_shard_nbits(bld *b, const sn_node *n, int *handled)
+{
+    int64_t N = sn_attr_int(n, "N", -1);
+    const sn_rt *fo = n->noutputs == 1 ? full(b, n->outputs[0]) : NULL;
+    size_t cnt[MAXD];
+    *handled = 0;
+    if (N < 1 || n->ninputs < 3 || n->ninputs > 6 || !fo ||
+        fo->dtype != SN_DT_FLOAT || fo->rank < 1 ||
+        (n->ninputs > 4 && n->inputs[4] >= 0) ||
+        !shares(b, (size_t)N, SN_FEATURE_GRAN, cnt))
+        return SHARDNET_OK;
+    /* Every constant input an outermost axis of N times r entries. */
+    for (size_t i = 1; i < n->ninputs; i++) {
+        int v = n->inputs[i];
+        const sn_value *pv = v >= 0 ? &b->g->values[v] : NULL;
+        if (pv && (!is_const(b, v) || pv->rank < 1 || pv->dims[0] < N ||
+                   pv->dims[0] % N))
+            return SHARDNET_OK;
+    }
+    int in[6] = {-1, -1, -1, -1, -1, -1};
+    sn_layout r = sn_layout_r();
+    in[0] = sn_shard_to_layout(b, n->inputs[0], &r);
+    for (size_t i = 1; i < n->ninputs; i++) {
+        int v = n->inputs[i];
+        if (v < 0)
+            continue;
+        size_t per = (size_t)(b->g->values[v].dims[0] / N), c2[MAXD];
+        for (size_t d = 0; d < b->n; d++)
+            c2[d] = cnt[d] * per;
+        sn_layout lv = sn_layout_s(0, c2, b->n);
+        in[i] = sn_shard_to_layout(b, v, &lv);
+    }
+    for (size_t i = 0; i < n->ninputs; i++)
+        if (n->inputs[i] >= 0 && in[i] < 0)
+            return failed(b);
+    sn_layout lo = sn_layout_s(fo->rank - 1, cnt, b->n);
+    shardnet_status st = sn_shard_emit_copy(b, n, in, &lo, NULL);
+    if (st != SHARDNET_OK)
+        return st;
+    int k = (int)b->sub[0]->nnodes - 1;
+    for (size_t d = 0; d < b->n; d++)
+        if (sn_shard_set_int_attr(b, k, d, "N", (int64_t)cnt[d]) < 0)
+            return oom();
+    *handled = 1;
+    sn_shard_say(b, "  %s (%s): column-parallel: output features cut, "
+                    "blocks whole\n", n->name, n->op_type);
+    return SHARDNET_OK;
+}
+
 shardnet_status sn_shard_matmul(bld *b, const sn_node *n, int *handled)
 {
     return n->ninputs > 1 && is_const(b, n->inputs[1]) ? linear(b, n, handled)

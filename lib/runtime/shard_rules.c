@@ -267,6 +267,7 @@ static const shard_rule_fn shard_rules[SN_SHARD_RULES] = {
     [SN_SHARD_GEMM] = sn_shard_gemm,
     [SN_SHARD_MATMUL] = sn_shard_matmul,
     [SN_SHARD_QMATMUL] = sn_shard_qmatmul,
+    [SN_SHARD_NBITS] = sn_shard_nbits,
     [SN_SHARD_CONV] = sn_shard_conv,
     [SN_SHARD_ELEMENTWISE] = elementwise,
     [SN_SHARD_ADDITIVE] = elementwise,
