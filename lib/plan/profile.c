@@ -25,46 +25,6 @@
 #define PROFILE_FILE "profiles-2.txt"
 #define MAX_PROFILES 64
 
-/* Best flops/s of an n^3 product, over runs until `budget` seconds have
- * passed (at least `timed` timed runs after 2 warm-ups); 0 on failure. */
-static double gemm_speed(sn_device *dev, size_t n, double budget, int timed)
-{
-    sn_buffer *a = NULL, *b = NULL, *c = NULL;
-    double best = 1e30;
-    float *x = malloc(n * n * sizeof *x);
-    if (!x)
-        return 0;
-    for (size_t i = 0; i < n * n; i++)
-        x[i] = (float)(i % 17) * 0.01f;
-    if (sn_buffer_alloc(dev, n * n * 4, &a) ||
-        sn_buffer_alloc(dev, n * n * 4, &b) ||
-        sn_buffer_alloc(dev, n * n * 4, &c) ||
-        sn_buffer_write(a, 0, x, n * n * 4) ||
-        sn_buffer_write(b, 0, x, n * n * 4))
-        goto out;
-    sn_gemm_desc d = {.m = n, .n = n, .k = n, .alpha = 1, .lda = n,
-                      .ldb = n, .ldc = n, .batch = 1, .a = {a, 0},
-                      .b = {b, 0}, .c = {c, 0}};
-    double start = sn_trace_now();
-    for (int r = 0; r < 1000; r++) {
-        double t0 = sn_trace_now();
-        if (sn_gemm(dev, &d) || sn_synchronize(dev))
-            goto out;
-        double t = sn_trace_now() - t0;
-        if (r >= 2 && t < best)
-            best = t;
-        if (r >= timed + 1 && sn_trace_now() - start > budget)
-            break;
-    }
-out:
-    sn_error_clear();
-    sn_buffer_free(a);
-    sn_buffer_free(b);
-    sn_buffer_free(c);
-    free(x);
-    return best < 1e30 ? 2.0 * (double)(n * n * n) / best : 0;
-}
-
 /* One measured operation: a kernel or a copy, enqueued on dev. */
 typedef struct timed_op {
     sn_kernel kernel;         /* SN_KERNEL_COUNT: the copy below */
@@ -75,26 +35,71 @@ typedef struct timed_op {
     int read;                 /* the copy's way: 1 device->host */
 } timed_op;
 
-/* The best seconds of op, enqueued and waited for, over `timed` runs after
- * `warm` untimed ones (first use: packing, caches, page faults); 1e30 when
- * a run fails. */
+/* The best seconds of op, enqueued and waited for, after `warm` untimed
+ * runs (first use: packing, caches, page faults): at least `timed` timed
+ * runs, more (up to 1000 runs) until `budget` seconds have passed; a run
+ * that fails ends the loop with the best so far.  1e30 without a timed
+ * run. */
 static double best_time(sn_device *dev, const timed_op *op, int warm,
-                        int timed)
+                        int timed, double budget)
 {
-    double best = 1e30;
-    for (int r = 0; r < warm + timed; r++) {
+    double best = 1e30, start = sn_trace_now();
+    for (int r = 0; r < 1000; r++) {
         double t0 = sn_trace_now();
         shardnet_status st =
             op->kernel < SN_KERNEL_COUNT ? sn_launch(dev, op->kernel, &op->desc)
             : op->read ? sn_buffer_read(op->buf, 0, op->host, op->bytes)
                        : sn_buffer_write(op->buf, 0, op->host, op->bytes);
         if (st || sn_synchronize(dev))
-            return 1e30;
+            break;
         double t = sn_trace_now() - t0;
         if (r >= warm && t < best)
             best = t;
+        if (r + 1 >= warm + timed && sn_trace_now() - start > budget)
+            break;
     }
     return best;
+}
+
+/* Best seconds of an m x k times k x n product (B constant: b_const, as a
+ * weight is; its buffers filled with small values), as best_time takes
+ * them; 1e30 when it cannot be measured. */
+static double product_time(sn_device *dev, size_t m, size_t k, size_t n,
+                           int b_const, int warm, int timed, double budget)
+{
+    sn_buffer *a = NULL, *b = NULL, *c = NULL;
+    double best = 1e30;
+    size_t most = (m > n ? m : n) * k;
+    float *x = malloc(most * sizeof *x);
+    for (size_t i = 0; x && i < most; i++)
+        x[i] = (float)(i % 17) * 0.01f;
+    if (x && !sn_buffer_alloc(dev, m * k * 4, &a) &&
+        !sn_buffer_alloc(dev, k * n * 4, &b) &&
+        !sn_buffer_alloc(dev, m * n * 4, &c) &&
+        !sn_buffer_write(a, 0, x, m * k * 4) &&
+        !sn_buffer_write(b, 0, x, k * n * 4)) {
+        timed_op op = {.kernel = SN_KERNEL_GEMM,
+                       .desc.gemm = {.m = m, .n = n, .k = k, .alpha = 1,
+                                     .lda = k, .ldb = n, .ldc = n,
+                                     .batch = 1, .b_const = b_const,
+                                     .a = {a, 0}, .b = {b, 0},
+                                     .c = {c, 0}}};
+        best = best_time(dev, &op, warm, timed, budget);
+    }
+    sn_error_clear();
+    sn_buffer_free(a);
+    sn_buffer_free(b);
+    sn_buffer_free(c);
+    free(x);
+    return best;
+}
+
+/* Best flops/s of an n^3 product, over runs until `budget` seconds have
+ * passed (at least `timed` timed runs after 2 warm-ups); 0 on failure. */
+static double gemm_speed(sn_device *dev, size_t n, double budget, int timed)
+{
+    double t = product_time(dev, n, n, n, 0, 2, timed, budget);
+    return t < 1e30 ? 2.0 * (double)(n * n * n) / t : 0;
 }
 
 /* Seconds of one tiny kernel launched and waited for (best of reps, after
@@ -107,7 +112,7 @@ static double launch_cost(sn_device *dev, int reps)
         timed_op op = {.kernel = SN_KERNEL_UNARY,
                        .desc.unary = {.op = SN_UNARY_RELU, .n = 16,
                                       .x = {a, 0}, .y = {a, 0}}};
-        best = best_time(dev, &op, 2, reps);
+        best = best_time(dev, &op, 2, reps, 0);
     }
     sn_error_clear();
     sn_buffer_free(a);
@@ -126,7 +131,7 @@ static double bandwidth(sn_device *dev, int dir, int reps)
         memset(h, 1, BYTES);
         timed_op op = {.kernel = SN_KERNEL_COUNT, .buf = a, .host = h,
                        .bytes = BYTES, .read = dir};
-        best = best_time(dev, &op, 1, reps);
+        best = best_time(dev, &op, 1, reps, 0);
     }
     sn_error_clear();
     sn_buffer_free(a);
@@ -143,29 +148,8 @@ static double bandwidth(sn_device *dev, int dir, int reps)
 #define READ_N 4096
 static double read_speed(sn_device *dev, int reps)
 {
-    const size_t bytes = (size_t)READ_K * READ_N * sizeof(float);
-    sn_buffer *a = NULL, *b = NULL, *c = NULL;
-    double best = 1e30;
-    float *x = calloc(READ_K * (size_t)READ_N, sizeof *x);
-    if (x && !sn_buffer_alloc(dev, READ_K * sizeof(float), &a) &&
-        !sn_buffer_alloc(dev, bytes, &b) &&
-        !sn_buffer_alloc(dev, READ_N * sizeof(float), &c) &&
-        !sn_buffer_write(a, 0, x, READ_K * sizeof(float)) &&
-        !sn_buffer_write(b, 0, x, bytes)) {
-        timed_op op = {.kernel = SN_KERNEL_GEMM,
-                       .desc.gemm = {.m = 1, .n = READ_N, .k = READ_K,
-                                     .alpha = 1, .lda = READ_K,
-                                     .ldb = READ_N, .ldc = READ_N,
-                                     .batch = 1, .b_const = 1, .a = {a, 0},
-                                     .b = {b, 0}, .c = {c, 0}}};
-        best = best_time(dev, &op, 1, reps);
-    }
-    sn_error_clear();
-    sn_buffer_free(a);
-    sn_buffer_free(b);
-    sn_buffer_free(c);
-    free(x);
-    return best < 1e30 ? bytes / best : 1e9;
+    double t = product_time(dev, 1, READ_K, READ_N, 1, 1, reps, 0);
+    return t < 1e30 ? (double)READ_K * READ_N * sizeof(float) / t : 1e9;
 }
 
 /* What the cache file and the warnings call a profile's figures, which way
