@@ -40,8 +40,8 @@
 #include <omp.h>
 #include <stdint.h>
 #include <stdlib.h>
-#include <sys/mman.h>
 #include <string.h>
+#include <sys/mman.h>
 
 #include "core/config.h"
 #include "cpu_kernels.h"
@@ -116,14 +116,15 @@ sn_cpu_packed_b *sn_cpu_packed_b_alloc(size_t k, size_t n)
      * them (written once, at first use: a fault per 2 MiB, not per 4 KiB,
      * is most of what packing a big model costs). */
     size_t align = bytes >= HUGE_BYTES ? HUGE_BYTES : 64;
-    p->data = aligned_alloc(align, (bytes + align - 1) / align * align);
+    size_t padded = (bytes + align - 1) / align * align;
+    p->data = aligned_alloc(align, padded);
     if (!p->data) {
         free(p);
         return NULL;
     }
 #ifdef MADV_HUGEPAGE
     if (align == HUGE_BYTES)
-        madvise(p->data, (bytes + align - 1) / align * align, MADV_HUGEPAGE);
+        madvise(p->data, padded, MADV_HUGEPAGE);
 #endif
     return p;
 }

@@ -323,9 +323,7 @@ int sn_plan_matches(const sn_plan *p, const sn_binding *inputs)
 {
     for (size_t i = 0; i < p->g->ninputs; i++) {
         const sn_binding *a = &p->bound[i], *b = &inputs[i];
-        if (a->dtype != b->dtype || a->rank != b->rank ||
-            a->nbytes != b->nbytes ||
-            memcmp(a->dims, b->dims, (size_t)a->rank * sizeof a->dims[0]))
+        if (!sn_same_shapes(a, b, 1) || a->nbytes != b->nbytes)
             return 0;
         if (p->bound_data[i] && memcmp(p->bound_data[i], b->data, b->nbytes))
             return 0;

@@ -1,9 +1,10 @@
 /*
  * The layer split's cost model: every live node of a graph costed on every
- * device (node_costs.h), the bytes that cross a cut before each node, the weights each
- * stage would hold, and each device's memory and launch cost; then, for
- * the "units" stages are placed on (a device, or a group tensor-splitting
- * its stage), the seconds and bytes of a stage over a range of nodes.
+ * device (node_costs.h), the bytes that cross a cut before each node, the
+ * weights each stage would hold, and each device's memory and launch
+ * cost; then, for the "units" stages are placed on (a device, or a group
+ * tensor-splitting its stage), the seconds and bytes of a stage over a
+ * range of nodes.
  * The cut planner (layer_cuts.c) and the chooser (choose.c) read it.  See
  * layer_costs.h.
  */
@@ -13,7 +14,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "ops/registry.h"
 #include "plan/layer_costs.h"
 #include "plan/layer_split.h"
 #include "plan/profile.h"

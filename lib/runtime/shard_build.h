@@ -171,7 +171,6 @@ const sn_strategy *sn_shard_find_strategy(bld *b, const sn_node *n);
 shardnet_status sn_shard_gemm(bld *b, const sn_node *n, int *handled);
 shardnet_status sn_shard_matmul(bld *b, const sn_node *n, int *handled);
 shardnet_status sn_shard_conv(bld *b, const sn_node *n, int *handled);
-shardnet_status sn_shard_qmatmul(bld *b, const sn_node *n, int *handled);
 shardnet_status sn_shard_nbits(bld *b, const sn_node *n, int *handled);
 
 /* --- shard_rules.c: the walk ---------------------------------------------- */

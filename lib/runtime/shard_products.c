@@ -509,19 +509,13 @@ static shardnet_status matmul2(bld *b, const sn_node *n, int *handled)
     return SHARDNET_OK;
 }
 
-/* The rules of the registry's products (ops/registry.h): Gemm cut when
- * its weights are constant; MatMul too, and else by its batch. */
+/* The rules of the registry's products (ops/registry.h): Gemm (and
+ * QuantizedMatMul) cut when its weights are constant; MatMul too, and
+ * else by its batch. */
 shardnet_status sn_shard_gemm(bld *b, const sn_node *n, int *handled)
 {
     *handled = 0;
     return n->ninputs > 1 && is_const(b, n->inputs[1]) ? linear(b, n, handled)
-                                                       : SHARDNET_OK;
-}
-
-shardnet_status sn_shard_qmatmul(bld *b, const sn_node *n, int *handled)
-{
-    *handled = 0;
-    return n->ninputs > 2 && is_const(b, n->inputs[1]) ? linear(b, n, handled)
                                                        : SHARDNET_OK;
 }
 
