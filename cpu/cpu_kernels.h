@@ -97,6 +97,13 @@ void sn_cpu_sgemm_avx512_packed(const sn_gemm_desc *d, const float *a,
  * batch strides): _takes says whether d is a shape where that beats
  * packing B per call; the result is bit-identical to the packed kernel's. */
 int sn_cpu_sgemm_avx512_direct_takes(const sn_gemm_desc *d);
+/* One row of A times a constant B^T (m = batch = 1, trans_b): dot
+ * products with B's rows in place; its own order of the sums (see
+ * sgemm_avx512.c), the same for any thread count. */
+int sn_cpu_sgemm_avx512_dot_takes(const sn_gemm_desc *d);
+void sn_cpu_sgemm_avx512_dot(const sn_gemm_desc *d, const float *a,
+                             const float *b, float *c, const float *bias,
+                             const float *res);
 void sn_cpu_sgemm_avx512_direct(const sn_gemm_desc *d, const float *a,
                                 const float *b, float *c, const float *bias,
                                 const float *res);

@@ -479,6 +479,81 @@ static AVX512 void pack_panel_avx512(sn_cpu_packed_b *p, const float *b,
     }
 }
 
+/* One row of A times nr rows of B (B^T's columns) from row j, where they
+ * lie: per row of B two accumulators of 16 lanes (K's 32-float steps, the
+ * last step masked), added, then summed across the lanes; each row's sum
+ * depends on K alone, not on nr or on where the row falls. */
+static inline __attribute__((always_inline)) AVX512 void
+dot_group(const int nr, const sn_gemm_desc *d, const float *a, const float *b,
+          float *c, const float *bias, const float *res, size_t j)
+{
+    const size_t k = d->k, ldb = d->ldb;
+    __m512 s0[8], s1[8];
+    size_t kk = 0;
+
+#pragma GCC unroll 8
+    for (int i = 0; i < nr; i++)
+        s0[i] = s1[i] = _mm512_setzero_ps();
+    for (; kk + 32 <= k; kk += 32) {
+        const __m512 a0 = _mm512_loadu_ps(a + kk);
+        const __m512 a1 = _mm512_loadu_ps(a + kk + 16);
+#pragma GCC unroll 8
+        for (int i = 0; i < nr; i++) {
+            const float *r = b + (j + (size_t)i) * ldb + kk;
+            s0[i] = _mm512_fmadd_ps(a0, _mm512_loadu_ps(r), s0[i]);
+            s1[i] = _mm512_fmadd_ps(a1, _mm512_loadu_ps(r + 16), s1[i]);
+        }
+    }
+    if (kk < k) {
+        const size_t left = k - kk;
+        const __mmask16 m0 =
+            left >= 16 ? 0xffff : (__mmask16)((1u << left) - 1u);
+        const __mmask16 m1 = left <= 16 ? 0
+                             : left >= 32
+                                 ? 0xffff
+                                 : (__mmask16)((1u << (left - 16)) - 1u);
+        const __m512 a0 = _mm512_maskz_loadu_ps(m0, a + kk);
+        const __m512 a1 = _mm512_maskz_loadu_ps(m1, a + kk + 16);
+#pragma GCC unroll 8
+        for (int i = 0; i < nr; i++) {
+            const float *r = b + (j + (size_t)i) * ldb + kk;
+            s0[i] = _mm512_fmadd_ps(a0, _mm512_maskz_loadu_ps(m0, r), s0[i]);
+            s1[i] = _mm512_fmadd_ps(a1, _mm512_maskz_loadu_ps(m1, r + 16),
+                                    s1[i]);
+        }
+    }
+#pragma GCC unroll 8
+    for (int i = 0; i < nr; i++) {
+        const size_t col = j + (size_t)i;
+        float y = d->alpha * _mm512_reduce_add_ps(_mm512_add_ps(s0[i], s1[i]));
+        if (d->beta != 0.0f)
+            y += d->beta * c[col];
+        if (bias)
+            y += d->bias_rows ? bias[0] : bias[col];
+        if (res)
+            y += res[col];
+        if (d->act != SN_ACT_NONE) {
+            y = y < 0.0f ? 0.0f : y; /* NaN passes */
+            if (d->act == SN_ACT_RELU6)
+                y = y > 6.0f ? 6.0f : y;
+        }
+        c[col] = y;
+    }
+}
+
+#define DOT_ROWS 8
+
+static AVX512 void dot_rows(const sn_gemm_desc *d, const float *a,
+                            const float *b, float *c, const float *bias,
+                            const float *res, size_t j0, size_t j1)
+{
+    size_t j = j0;
+    for (; j + DOT_ROWS <= j1; j += DOT_ROWS)
+        dot_group(DOT_ROWS, d, a, b, c, bias, res, j);
+    for (; j < j1; j++)
+        dot_group(1, d, a, b, c, bias, res, j);
+}
+
 #endif /* SN_HAVE_AVX512_SGEMM */
 
 static void pack_panel(sn_cpu_packed_b *p, const float *b, size_t ldb,
@@ -595,6 +670,45 @@ void sn_cpu_sgemm_avx512_direct(const sn_gemm_desc *d, const float *a,
     if (d->m == 0 || d->n == 0)
         return;
     sgemm_run(d, a, b, NULL, 0, c, bias, res);
+}
+
+/*
+ * One row of A times a constant B^T (batch-1 inference through a weight
+ * stored [N, K], as PyTorch's Linear exports it): each column of C is the
+ * dot product of A's row with one of B's rows, read where it lies (the
+ * model's mapped file), so a batch-1 run needs no packed copy at all: a
+ * big model's first run was mostly packing (the kernel clearing the
+ * copy's new pages), and a weight used in place counts once in memory.
+ * The threads take runs of B's rows.  The sums are not the packed
+ * kernel's (K order per column): one-row products always come here, and a
+ * pipeline never cuts a batch into micro-batches of one row (see
+ * lib/runtime/pipeline_run.c), so a micro-batch's rows are still the
+ * whole batch's.
+ */
+int sn_cpu_sgemm_avx512_dot_takes(const sn_gemm_desc *d)
+{
+    return sn_cpu_sgemm_avx512_available() && d->b_const && !d->trans_a &&
+           d->trans_b && d->m == 1 && d->batch == 1 && d->k > 0;
+}
+
+void sn_cpu_sgemm_avx512_dot(const sn_gemm_desc *d, const float *a,
+                             const float *b, float *c, const float *bias,
+                             const float *res)
+{
+#if SN_HAVE_AVX512_SGEMM
+    const int par = omp_get_max_threads() > 1 &&
+                    (double)d->n * (double)d->k >= 64.0 * 64.0 * 64.0;
+#pragma omp parallel if (par)
+    {
+        size_t u0, u1;
+        sn_cpu_thread_share(ceil_div(d->n, DOT_ROWS), &u0, &u1);
+        u1 = u1 * DOT_ROWS < d->n ? u1 * DOT_ROWS : d->n;
+        if (u0 * DOT_ROWS < u1)
+            dot_rows(d, a, b, c, bias, res, u0 * DOT_ROWS, u1);
+    }
+#else
+    (void)d; (void)a; (void)b; (void)c; (void)bias; (void)res;
+#endif
 }
 
 int sn_cpu_sgemm_avx512(const sn_gemm_desc *d, const float *a, const float *b,

@@ -581,7 +581,10 @@ typedef struct shardnet_session_options {
      * listed one) and the layer split, and the fastest estimate is used.
      */
     const char *split;
-    /** Layer split: micro-batches per run; 0 = one per device. */
+    /** Layer split: micro-batches per run; 0 = one per device.  Each
+     * keeps at least two rows of a batch larger than one (a batch of 4
+     * asked for 4 micro-batches gets 2), so that every row comes out as
+     * it does in the whole batch on one device. */
     size_t micro_batches;
     /**
      * A plan file written by shardnet_session_save_plan() (NULL: none): it

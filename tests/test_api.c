@@ -751,3 +751,62 @@ Test(api, progress_reaches_the_callback_to_the_end_of_each_stage)
     shardnet_context_free(c);
     shardnet_model_free(m);
 }
+
+/* The fashion MLP's first rows through one session, as a float array. */
+static const float *mlp_rows(shardnet_session_t *s, const float *x,
+                             int64_t rows)
+{
+    const int64_t dims[] = {rows, 784};
+    shardnet_tensor_info info;
+    const void *y;
+    cr_assert_eq(shardnet_session_set_input(s, 0, SHARDNET_DTYPE_FLOAT32, 2,
+                                            dims, x),
+                 SHARDNET_OK);
+    cr_assert_eq(shardnet_session_run(s), SHARDNET_OK, "%s",
+                 shardnet_last_error());
+    cr_assert_eq(shardnet_session_output(s, 0, &info, &y), SHARDNET_OK);
+    cr_assert_eq(info.dims[0], rows);
+    return y;
+}
+
+/* A CPU device sums a one-row product by a weight in its own order (dot
+ * products with the weight's rows in place, cpu/sgemm_avx512.c), so a
+ * layer split asked for one micro-batch per row must still cut the batch
+ * into micro-batches of two rows or more: its rows then come out as the
+ * whole batch's on one device, bit for bit.  A batch of one row is the
+ * one-device answer for that row too. */
+Test(api, micro_batches_keep_two_rows_so_rows_match_the_whole_batch)
+{
+    need_devices("cpu:0,cpu:1");
+    char path[4096];
+    const char *src = getenv("SHARDNET_SRCDIR");
+    shardnet_tensor x;
+    snprintf(path, sizeof path, "%s/tests/fixtures/fashion_mlp_input.npy",
+             src ? src : ".");
+    cr_assert_eq(shardnet_tensor_load(path, &x), SHARDNET_OK, "%s",
+                 shardnet_last_error());
+    cr_assert_geq(x.info.dims[0], 5);
+    snprintf(path, sizeof path, "%s/tests/fixtures/fashion_mlp.onnx",
+             src ? src : ".");
+    shardnet_model_t *m;
+    cr_assert_eq(shardnet_model_load(path, &m), SHARDNET_OK);
+    for (int64_t rows = 1; rows <= 5; rows++) {
+        shardnet_session_t *one, *layer;
+        shardnet_session_options o = {.size = sizeof o, .split = "layer",
+                                      .micro_batches = (size_t)rows};
+        cr_assert_eq(shardnet_session_create(ctx, m, "cpu:0", &one),
+                     SHARDNET_OK);
+        cr_assert_eq(shardnet_session_create_with(ctx, m, "cpu:0,cpu:1", &o,
+                                                  &layer),
+                     SHARDNET_OK, "%s", shardnet_last_error());
+        const float *want = mlp_rows(one, x.data, rows);
+        const float *got = mlp_rows(layer, x.data, rows);
+        cr_assert(!memcmp(want, got, (size_t)rows * 10 * sizeof *got),
+                  "%lld rows in %lld micro-batches differ from one device",
+                  (long long)rows, (long long)rows);
+        shardnet_session_free(one);
+        shardnet_session_free(layer);
+    }
+    shardnet_model_free(m);
+    shardnet_tensor_free(&x);
+}

@@ -60,7 +60,8 @@ typedef struct gemm_case {
     /* 0: sn_cpu_gemm; 1: the AVX-512 kernel packing B per call;
      * 2: the AVX-512 kernel on a B packed beforehand (sn_cpu_pack_b);
      * 3: the small-product kernel (sn_cpu_sgemm_small);
-     * 4: the AVX-512 kernel reading B in place (sn_cpu_sgemm_avx512_direct). */
+     * 4: the AVX-512 kernel reading B in place (sn_cpu_sgemm_avx512_direct);
+     * 5: one row's dot products with B's rows (sn_cpu_sgemm_avx512_dot). */
     int kernel;
 } gemm_case;
 
@@ -122,6 +123,10 @@ static void check_gemm(const gemm_case *g, int threads)
                   "sn_cpu_sgemm_avx512: out of memory");
     } else if (g->kernel == 4) {
         sn_cpu_sgemm_avx512_direct(&d, a, b, got, bias, res);
+    } else if (g->kernel == 5) {
+        cr_assert(sn_cpu_sgemm_avx512_dot_takes(&d), "the dot kernel refuses "
+                  "m=%zu n=%zu k=%zu", g->m, g->n, g->k);
+        sn_cpu_sgemm_avx512_dot(&d, a, b, got, bias, res);
     } else if (g->kernel == 3) {
         cr_assert(sn_cpu_sgemm_small_takes(&d), "the small kernel refuses "
                   "m=%zu n=%zu k=%zu", g->m, g->n, g->k);
@@ -1561,6 +1566,66 @@ Test(cpu_sgemm_avx512, reads_b_in_place_with_bias_relu_beta_and_batches)
                                .res = (int)i % 2, .kernel = 4};
                 check_gemm_all_teams(&g);
             }
+}
+
+Test(cpu_sgemm_avx512, one_row_by_a_weight_in_place_with_every_epilogue)
+{
+    /* K around the 32-float steps and their masked tail, N around the
+     * groups of 8 rows. */
+    static const size_t ks[] = {1, 15, 16, 17, 31, 32, 33, 300, 1000};
+    static const size_t ns[] = {1, 7, 8, 9, 47, 100};
+    if (!sn_cpu_sgemm_avx512_available())
+        cr_skip_test("no AVX-512 on this CPU (or SHARDNET_CPU_SGEMM=blas)");
+    for (size_t i = 0; i < ARRAY_LEN(ks); i++)
+        for (size_t j = 0; j < ARRAY_LEN(ns); j++)
+            for (int e = 0; e < 4; e++) {
+                /* e: plain; bias per column, RELU, C NaN; bias per row,
+                 * residual, alpha and beta; RELU6 and padding. */
+                gemm_case g = {.m = 1, .n = ns[j], .k = ks[i], .tb = 1,
+                               .pad = e == 3 ? 5 : 0, .batch = 1,
+                               .alpha = e == 2 ? 0.75f : 1.0f,
+                               .beta = e == 2 ? 0.5f : 0.0f,
+                               .nan_c = e == 1, .bias = e == 1 ? 1
+                                                        : e == 2 ? 2 : 0,
+                               .act = e == 1   ? SN_ACT_RELU
+                                      : e == 3 ? SN_ACT_RELU6
+                                               : SN_ACT_NONE,
+                               .b_const = 1, .res = e == 2, .kernel = 5};
+                check_gemm_all_teams(&g);
+            }
+}
+
+Test(cpu_sgemm_avx512, one_row_by_a_weight_gives_the_same_bits_on_any_team)
+{
+    const size_t n = 1003, k = 4097;
+    sn_gemm_desc d = {.m = 1, .n = n, .k = k, .alpha = 1.0f, .lda = k,
+                      .ldb = k, .ldc = n, .batch = 1, .trans_b = 1,
+                      .b_const = 1};
+    if (!sn_cpu_sgemm_avx512_available())
+        cr_skip_test("no AVX-512 on this CPU (or SHARDNET_CPU_SGEMM=blas)");
+    float *a = alloc_floats(k), *b = alloc_floats(n * k),
+          *c1 = alloc_floats(n), *c2 = alloc_floats(n);
+    ref_fill_random(a, k, 3u, -1.0f, 1.0f);
+    ref_fill_random(b, n * k, 5u, -1.0f, 1.0f);
+    omp_set_num_threads(1);
+    sn_cpu_sgemm_avx512_dot(&d, a, b, c1, NULL, NULL);
+    for (size_t t = 0; t < ARRAY_LEN(team_sizes); t++) {
+        omp_set_num_threads(team_sizes[t]);
+        sn_cpu_sgemm_avx512_dot(&d, a, b, c2, NULL, NULL);
+        cr_assert(memcmp(c1, c2, n * sizeof *c1) == 0,
+                  "%d threads differ from one", team_sizes[t]);
+    }
+    /* A column split's device (B's rows 512.. alone) sums its columns as
+     * the whole product does. */
+    sn_gemm_desc half = d;
+    half.n = n - 512;
+    sn_cpu_sgemm_avx512_dot(&half, a, b + 512 * k, c2, NULL, NULL);
+    cr_assert(memcmp(c1 + 512, c2, half.n * sizeof *c1) == 0,
+              "a run of B's rows alone differs");
+    free(a);
+    free(b);
+    free(c1);
+    free(c2);
 }
 
 Test(cpu_sgemm_avx512, gives_the_same_bits_in_place_as_packed)

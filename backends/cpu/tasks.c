@@ -141,6 +141,16 @@ void sn_cpu_run_task(cpu_device *cd, const task *t)
         return;
     switch (t->kind) {
     case SN_KERNEL_GEMM:
+        if (sn_cpu_sgemm_avx512_dot_takes(&t->u.gemm)) {
+            if (!buffers_ready(cd, t, 0))
+                return;
+            sn_cpu_sgemm_avx512_dot(&t->u.gemm, view_ptr(t->u.gemm.a),
+                                    view_ptr(t->u.gemm.b),
+                                    view_ptr(t->u.gemm.c),
+                                    view_ptr_or_null(t->u.gemm.bias),
+                                    view_ptr_or_null(t->u.gemm.res));
+            break;
+        }
         if ((pb = packed_b(cd, &t->u.gemm))) {
             sn_cpu_sgemm_avx512_packed(&t->u.gemm, view_ptr(t->u.gemm.a), pb,
                                        view_ptr(t->u.gemm.c),

@@ -650,6 +650,14 @@ shardnet_status sn_pipeline_stream(sn_pipeline *p, size_t nbatch, size_t micro,
     if (p->micro > p->rows)
         p->micro = p->rows ? p->rows : 1;
     p->chunk = (p->rows + p->micro - 1) / p->micro;
+    /* No micro-batch of one row out of a larger batch: a product of one
+     * row sums in its own order on a CPU (cpu/sgemm_avx512.c's dot
+     * products with a weight in place), so such a row would not come out
+     * as the whole batch's. */
+    if (p->rows > 1 && p->chunk < 2)
+        p->chunk = 2;
+    while (p->chunk < p->rows && p->rows % p->chunk == 1)
+        p->chunk++;
     p->micro = p->chunk ? (p->rows + p->chunk - 1) / p->chunk : 1;
     if (!p->micro)
         p->micro = 1;
