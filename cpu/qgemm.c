@@ -2,7 +2,10 @@
  * The product of float activations by a quantized weight (issue 16), read
  * in its small type: int8 and uint8 (a DequantizeLinear on a weight,
  * per tensor or per output column), uint4 two to a byte (MatMulNBits,
- * per block of K).  See sn_qgemm_desc (lib/backend/backend.h).
+ * per block of K), and half-precision weights, fp16 or bf16 (a Cast of
+ * the weight to float), converted in registers (half_rows_of_k, and
+ * rows_of_n; one scale per column, no zero point).  See
+ * sn_qgemm_desc (lib/backend/backend.h).
  *
  * Batch 1 and small batches are bound by reading the weight, so the
  * kernels read each weight byte once per call and turn it into a float in
@@ -37,6 +40,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/half.h"
 #include "cpu_kernels.h"
 
 #if defined(__GNUC__) && defined(__x86_64__)
@@ -80,6 +84,19 @@ static int qget(const sn_qgemm_desc *d, const uint8_t *q, size_t kk, size_t j)
     return d->qtype == SN_QTYPE_S8 ? (int)(int8_t)b : (int)b;
 }
 
+/* q(kk, j) as a float, whatever its type. */
+static float qvalue(const sn_qgemm_desc *d, const uint8_t *q, size_t kk,
+                    size_t j)
+{
+    if (d->qtype == SN_QTYPE_F16 || d->qtype == SN_QTYPE_BF16) {
+        size_t at = d->trans_b ? j * d->ldq + kk : kk * d->ldq + j;
+        uint16_t h = (uint16_t)(q[2 * at] | q[2 * at + 1] << 8);
+        return d->qtype == SN_QTYPE_F16 ? sn_half_to_float(h)
+                                        : sn_bf16_to_float(h);
+    }
+    return (float)qget(d, q, kk, j);
+}
+
 /* The scaled sum of column j from its per-block sums dot[b] (zero points
  * taken away already). */
 static float finish(const qargs *x, size_t j, const float *dot)
@@ -117,7 +134,7 @@ static void columns_c(const qargs *x, size_t j0, size_t j1)
                        k1 = k0 + x->block < d->k ? k0 + x->block : d->k;
                 float s = 0.0f, z = zero_at(x, j, b);
                 for (size_t kk = k0; kk < k1; kk++)
-                    s += ar[kk] * ((float)qget(d, x->q, kk, j) - z);
+                    s += ar[kk] * (qvalue(d, x->q, kk, j) - z);
                 dot[b] = s;
             }
             x->c[i * d->ldc + j] = finish(x, j, dot);
@@ -167,14 +184,27 @@ static AVX512 float hsum(__m512 v)
     return _mm512_reduce_add_ps(v);
 }
 
+/* 16 halves (F16 or BF16) from p, lanes past mask m zero, as floats. */
+static inline __attribute__((always_inline)) AVX512 __m512
+half16(const sn_qgemm_desc *d, const uint16_t *p, __mmask16 m)
+{
+    __m256i h = _mm256_maskz_loadu_epi16(m, p);
+    if (d->qtype == SN_QTYPE_F16)
+        return _mm512_cvtph_ps(h);
+    return _mm512_castsi512_ps(
+        _mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
+}
+
 /*
  * K rows of N, one scale per column (block 0): columns [j0, j1) in tiles
  * of 64, rows of A four at a time.  Lane l of accumulator t sums column
- * j + 16 t + l in kk order, as columns_c does.
+ * j + 16 t + l in kk order, as columns_c does.  Halves (F16, BF16) load
+ * 16 columns a vector; bytes, a whole tile in the quad layout.
  */
 static AVX512 void rows_of_n(const qargs *x, size_t j0, size_t j1)
 {
     const sn_qgemm_desc *d = x->d;
+    const int half = sn_qtype_bytes(d->qtype) == 2;
     for (size_t j = j0; j < j1; j += 64) {
         size_t w = j1 - j < 64 ? j1 - j : 64;
         __mmask16 mk[4];
@@ -187,8 +217,8 @@ static AVX512 void rows_of_n(const qargs *x, size_t j0, size_t j1)
         for (int t = 0; t < 4; t++) {
             float z[16];
             for (int l = 0; l < 16; l++) {
-                size_t col = w == 64 ? 4 * (size_t)l + (size_t)t
-                                     : 16 * (size_t)t + (size_t)l;
+                size_t col = w == 64 && !half ? 4 * (size_t)l + (size_t)t
+                                              : 16 * (size_t)t + (size_t)l;
                 z[l] = col < w ? zero_at(x, j + col, 0) : 0.0f;
             }
             zv[t] = _mm512_loadu_ps(z);
@@ -202,7 +232,13 @@ static AVX512 void rows_of_n(const qargs *x, size_t j0, size_t j1)
             for (size_t kk = 0; kk < d->k; kk++) {
                 const uint8_t *qr = x->q + kk * d->ldq + j;
                 __m512 wv[4];
-                if (w == 64) /* vector t lane l: column 4 l + t */
+                if (half)
+                    for (int t = 0; t < 4; t++)
+                        wv[t] = half16(d,
+                                       (const uint16_t *)x->q + kk * d->ldq +
+                                           j + 16 * (size_t)t,
+                                       mk[t]);
+                else if (w == 64) /* vector t lane l: column 4 l + t */
                     quad16(d, qr, wv);
                 else
                     for (int t = 0; t < 4; t++)
@@ -220,7 +256,7 @@ static AVX512 void rows_of_n(const qargs *x, size_t j0, size_t j1)
                 float dot[64];
                 for (int t = 0; t < 4; t++)
                     _mm512_storeu_ps(dot + 16 * t, acc[r][t]);
-                if (w == 64) { /* back from the quad layout */
+                if (w == 64 && !half) { /* back from the quad layout */
                     float lin[64];
                     for (int t = 0; t < 4; t++)
                         for (int l = 0; l < 16; l++)
@@ -451,13 +487,68 @@ static AVX512 void rows_of_k(const qargs *x, size_t j0, size_t j1)
 }
 
 
+/* Columns j .. j + nc - 1 of a half-precision weight stored as N rows of
+ * K, for row i of A: the rows of q stream side by side (as many streams
+ * as columns), two chains of 16 lanes each. */
+static inline __attribute__((always_inline)) AVX512 void
+half_columns(const int nc, const qargs *x, size_t i, size_t j)
+{
+    const sn_qgemm_desc *d = x->d;
+    const float *ar = x->a + i * d->lda;
+    const uint16_t *q = (const uint16_t *)x->q + j * d->ldq;
+    __m512 s0[4], s1[4];
+    size_t kk = 0;
+#pragma GCC unroll 4
+    for (int c = 0; c < nc; c++)
+        s0[c] = s1[c] = _mm512_setzero_ps();
+    for (; kk + 32 <= d->k; kk += 32) {
+        const __m512 a0 = _mm512_loadu_ps(ar + kk),
+                     a1 = _mm512_loadu_ps(ar + kk + 16);
+#pragma GCC unroll 4
+        for (int c = 0; c < nc; c++) {
+            const uint16_t *r = q + (size_t)c * d->ldq + kk;
+            s0[c] = _mm512_fmadd_ps(a0, half16(d, r, 0xffff), s0[c]);
+            s1[c] = _mm512_fmadd_ps(a1, half16(d, r + 16, 0xffff), s1[c]);
+        }
+    }
+    for (; kk < d->k; kk += 16) {
+        size_t left = d->k - kk;
+        __mmask16 m = left >= 16 ? 0xffff : (__mmask16)((1u << left) - 1u);
+        const __m512 a0 = _mm512_maskz_loadu_ps(m, ar + kk);
+#pragma GCC unroll 4
+        for (int c = 0; c < nc; c++)
+            s0[c] = _mm512_fmadd_ps(
+                a0, half16(d, q + (size_t)c * d->ldq + kk, m), s0[c]);
+    }
+#pragma GCC unroll 4
+    for (int c = 0; c < nc; c++) {
+        float dot = hsum(_mm512_add_ps(s0[c], s1[c]));
+        x->c[i * d->ldc + j + (size_t)c] = finish(x, j + (size_t)c, &dot);
+    }
+}
+
+/* A half-precision weight (one block, no zero point), N rows of K:
+ * columns [j0, j1), four at a time, against every row of A. */
+static AVX512 void half_rows_of_k(const qargs *x, size_t j0, size_t j1)
+{
+    size_t j = j0;
+    for (; j + 4 <= j1; j += 4)
+        for (size_t i = 0; i < x->d->m; i++)
+            half_columns(4, x, i, j);
+    for (; j < j1; j++)
+        for (size_t i = 0; i < x->d->m; i++)
+            half_columns(1, x, i, j);
+}
+
 #endif /* SN_HAVE_AVX512_QGEMM */
 
 static void columns(const qargs *x, size_t j0, size_t j1)
 {
 #if SN_HAVE_AVX512_QGEMM
     if (sn_cpu_has_avx512()) {
-        if (x->d->trans_b)
+        if (sn_qtype_bytes(x->d->qtype) == 2 && x->d->trans_b)
+            half_rows_of_k(x, j0, j1);
+        else if (x->d->trans_b)
             rows_of_k(x, j0, j1);
         else if (x->blocks == 1)
             rows_of_n(x, j0, j1);
@@ -485,7 +576,7 @@ static void dequantize(const qargs *x, float *w)
             size_t j = d->trans_b ? r : c, kk = d->trans_b ? c : r;
             size_t b = kk / x->block;
             w[r * cols + c] =
-                ((float)qget(d, x->q, kk, j) - zero_at(x, j, b)) *
+                (qvalue(d, x->q, kk, j) - zero_at(x, j, b)) *
                 x->scale[j * x->blocks + b];
         }
 }
@@ -521,6 +612,7 @@ int sn_cpu_qgemm(const sn_qgemm_desc *d, const float *a, const void *q,
     /* Rows of q against rows of A, whole K per column: A's rows in the
      * quad layout once, so that q's bytes need no shuffle. */
     if (d->trans_b && x.blocks == 1 && d->qtype != SN_QTYPE_U4 &&
+        sn_qtype_bytes(d->qtype) == 1 &&
         d->k >= 64 && sn_cpu_has_avx512() && (aq = malloc(d->m * d->k * sizeof *aq))) {
         for (size_t i = 0; i < d->m; i++)
             for (size_t k0 = 0; k0 + 64 <= d->k; k0 += 64)
@@ -547,7 +639,9 @@ int sn_cpu_qgemm(const sn_qgemm_desc *d, const float *a, const void *q,
      * cache lines. */
     size_t grain = d->trans_b ? 1 : 64;
     size_t units = (d->n + grain - 1) / grain;
-    if ((double)rows * (double)d->ldq < SERIAL_BYTES || units < 2 ||
+    if ((double)rows * (double)d->ldq * (double)sn_qtype_bytes(d->qtype) <
+            SERIAL_BYTES ||
+        units < 2 ||
         omp_get_max_threads() < 2) {
         columns(&x, 0, d->n);
     } else {

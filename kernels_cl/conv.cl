@@ -197,8 +197,9 @@ __kernel void dwconv(uint n, __global const float *src, uint src_off,
  * The product by a quantized weight (sn_qgemm_desc): one work-item per
  * output (i, j), summing q less its zero point times A in float per block
  * of K, then scaling the block's sum.
- * dims: m, n, k, block (0: all of K); lds: lda, ldq (bytes), ldc, and the
- * type (0 int8, 1 uint8, 2 uint4) plus 4 where q holds N rows of K.
+ * dims: m, n, k, block (0: all of K); lds: lda, ldq (elements), ldc, and
+ * the type (0 int8, 1 uint8, 2 uint4, 3 half, 4 bfloat16) plus 8 where q
+ * holds N rows of K.
  */
 __kernel void qgemm(uint total, uint4 dims, uint4 lds,
                     __global const float *a, uint a_off,
@@ -213,7 +214,7 @@ __kernel void qgemm(uint total, uint4 dims, uint4 lds,
         return;
     uint n = dims.s1, k = dims.s2, block = dims.s3 ? dims.s3 : k;
     uint i = (uint)gid / n, j = (uint)gid - i * n;
-    uint type = lds.s3 & 3u, rows_of_k = lds.s3 & 4u;
+    uint type = lds.s3 & 7u, rows_of_k = lds.s3 & 8u;
     uint blocks = (k + block - 1) / block;
     __global const float *ar = a + a_off + i * lds.s0;
     __global const uchar *qb = q + q_off;
@@ -223,15 +224,21 @@ __kernel void qgemm(uint total, uint4 dims, uint4 lds,
         uint at = j * blocks + b;
         float s = 0.0f, z = has_zero ? zero[z_off + at] : 0.0f;
         for (uint kk = k0; kk < k1; kk++) {
-            int v;
+            float v;
+            uint e = rows_of_k ? j * lds.s1 + kk : kk * lds.s1 + j;
             if (type == 2u) {
                 uchar x = qb[j * lds.s1 + kk / 2];
-                v = kk % 2 ? x >> 4 : x & 15;
+                v = (float)(kk % 2 ? x >> 4 : x & 15);
+            } else if (type == 3u) {
+                v = vload_half(e, (__global const half *)qb);
+            } else if (type == 4u) {
+                uint h = (uint)qb[2 * e] | (uint)qb[2 * e + 1] << 8;
+                v = as_float(h << 16);
             } else {
-                uchar x = rows_of_k ? qb[j * lds.s1 + kk] : qb[kk * lds.s1 + j];
-                v = type == 0u ? (int)(char)x : (int)x;
+                uchar x = qb[e];
+                v = type == 0u ? (float)(char)x : (float)x;
             }
-            s += ar[kk] * ((float)v - z);
+            s += ar[kk] * (v - z);
         }
         y += scale[s_off + at] * s;
     }

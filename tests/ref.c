@@ -880,6 +880,20 @@ void ref_dwconv(const sn_dwconv_desc *d, const float *src, const float *w,
                 }
 }
 
+double ref_half_value(int bf16, unsigned h)
+{
+    int sign = h >> 15 ? -1 : 1;
+    if (bf16) { /* a float's top half: 8 exponent bits, 7 of mantissa */
+        int e = (int)(h >> 7 & 0xff);
+        double man = (double)(h & 0x7f);
+        return e == 0 ? sign * ldexp(man, -133)
+                      : sign * ldexp(128.0 + man, e - 134);
+    }
+    int e = (int)(h >> 10 & 0x1f);
+    double man = (double)(h & 0x3ff);
+    return e == 0 ? sign * ldexp(man, -24) : sign * ldexp(1024.0 + man, e - 25);
+}
+
 void ref_qgemm(const sn_qgemm_desc *d, const float *a, const unsigned char *q,
                const float *scale, const float *zero, const float *bias,
                float *c)
@@ -891,7 +905,15 @@ void ref_qgemm(const sn_qgemm_desc *d, const float *a, const unsigned char *q,
             for (size_t kk = 0; kk < d->k; kk++) {
                 size_t s = j * blocks + (d->block ? kk / d->block : 0);
                 int v;
-                if (d->qtype == SN_QTYPE_U4) {
+                double hv = 0.0;
+                if (d->qtype == SN_QTYPE_F16 || d->qtype == SN_QTYPE_BF16) {
+                    size_t e = d->trans_b ? j * d->ldq + kk
+                                          : kk * d->ldq + j;
+                    hv = ref_half_value(d->qtype == SN_QTYPE_BF16,
+                                        (unsigned)(q[2 * e] |
+                                                   q[2 * e + 1] << 8));
+                    v = 0;
+                } else if (d->qtype == SN_QTYPE_U4) {
                     unsigned char b = q[j * d->ldq + kk / 2];
                     v = kk % 2 ? b >> 4 : b & 15;
                 } else {
@@ -900,7 +922,8 @@ void ref_qgemm(const sn_qgemm_desc *d, const float *a, const unsigned char *q,
                     v = d->qtype == SN_QTYPE_S8 ? (int)(signed char)b
                                                 : (int)b;
                 }
-                double w = ((double)v - (zero ? zero[s] : 0.0)) * scale[s];
+                double w = ((double)v + hv - (zero ? zero[s] : 0.0)) *
+                           scale[s];
                 sum += (double)a[i * d->lda + kk] * w;
             }
             if (bias)

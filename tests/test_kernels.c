@@ -173,7 +173,8 @@ static void qgemm_case(sn_device *dev, size_t m, size_t n, size_t k,
     size_t blocks = block ? (k + block - 1) / block : 1;
     size_t row = trans_b ? (qt == SN_QTYPE_U4 ? (k + 1) / 2 : k) : n;
     size_t ldq = row + 2, rows = trans_b ? n : k;
-    size_t qbytes = rows * ldq, qfloats = (qbytes + 3) / 4 + 1;
+    int half = qt == SN_QTYPE_F16 || qt == SN_QTYPE_BF16;
+    size_t qbytes = rows * ldq * (half ? 2 : 1), qfloats = (qbytes + 3) / 4 + 1;
     float *a = random_floats(at + m * lda, 31, -1.0f, 1.0f);
     float *sc = random_floats(n * blocks, 32, 0.001f, 0.05f);
     float *zp = random_floats(n * blocks, 33, 0.0f, 15.0f);
@@ -187,6 +188,19 @@ static void qgemm_case(sn_device *dev, size_t m, size_t n, size_t k,
     for (size_t i = 0; i < qbytes; i++) {
         x = x * 1103515245u + 12345u;
         q[i] = (unsigned char)(x >> 16);
+    }
+    /* Halves: finite values from 2^-6 to 2 in size, either sign (the
+     * exponent's bits drawn in range), subnormal ones among them. */
+    for (size_t i = 0; half && i + 1 < qbytes; i += 2) {
+        unsigned h = (unsigned)(q[i] | q[i + 1] << 8);
+        if (qt == SN_QTYPE_F16)
+            h = (h & 0x83ff) | (unsigned)((9 + (h >> 10) % 8) % 16) << 10;
+        else
+            h = (h & 0x807f) | (unsigned)(121 + (h >> 7) % 8) << 7;
+        if (i % 22 == 0)
+            h &= qt == SN_QTYPE_F16 ? 0x83ff : 0x807f; /* subnormal */
+        q[i] = (unsigned char)h;
+        q[i + 1] = (unsigned char)(h >> 8);
     }
     for (size_t i = 0; i < n * blocks; i++) /* zero 2: not whole numbers */
         zp[i] = (float)(int)zp[i] - (qt == SN_QTYPE_S8 ? 8.0f : 0.0f) +
@@ -258,6 +272,12 @@ Test(kernels, qgemm_matches_reference_in_every_layout)
                     qgemm_case(dev, m, n, k, SN_QTYPE_U8, 1, 0, 2, 0, act);
                     qgemm_case(dev, m, n, k, SN_QTYPE_U4, 1, 16, 0, 0, act);
                     qgemm_case(dev, m, n, k, SN_QTYPE_U4, 1, 0, 1, 0, act);
+                    for (int tb = 0; tb < 2; tb++) {
+                        qgemm_case(dev, m, n, k, SN_QTYPE_F16, tb, 0, 0,
+                                   v % 2, act);
+                        qgemm_case(dev, m, n, k, SN_QTYPE_BF16, tb, 0, 0,
+                                   (v + 1) % 2, act);
+                    }
                 }
     }
 }
@@ -281,6 +301,14 @@ Test(kernels, qgemm_refuses_bad_descriptors)
         cr_expect_eq(sn_qgemm(dev, &bad), SHARDNET_INVALID_ARGUMENT);
         bad = d;
         bad.c = (sn_view){b, 60}; /* C runs past the buffer */
+        cr_expect_eq(sn_qgemm(dev, &bad), SHARDNET_INVALID_ARGUMENT);
+        bad = d;
+        bad.qtype = SN_QTYPE_F16;
+        bad.zero = (sn_view){b, 0}; /* halves have no zero points */
+        cr_expect_eq(sn_qgemm(dev, &bad), SHARDNET_INVALID_ARGUMENT);
+        bad = d;
+        bad.qtype = SN_QTYPE_BF16;
+        bad.block = 4; /* nor blocks */
         cr_expect_eq(sn_qgemm(dev, &bad), SHARDNET_INVALID_ARGUMENT);
         bad = d;
         bad.qtype = (sn_qtype)7;

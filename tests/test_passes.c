@@ -571,8 +571,9 @@ Test(passes, fold_affine_leaves_an_infinite_scale)
     sn_graph_free(g);
 }
 
-/* A MatMul or Gemm by a DequantizeLinear of constant integers becomes one
- * QuantizedMatMul after the passes (with the bias and Relu fused into it),
+/* A MatMul or Gemm by a DequantizeLinear of constant integers (or by a
+ * Cast of a half-precision weight) becomes one QuantizedMatMul after the
+ * passes (with the bias and Relu fused into it),
  * for every product reading the weight; a scale along K cannot be kept,
  * and the DequantizeLinear stays.  (Their answers, which the sums' order
  * changes, are the node cases' in tests/conformance and split_cases.) */
@@ -588,6 +589,9 @@ Test(passes, quantized_products_keep_the_integers_as_stored)
         {"test_sn_quantized_matmul_batched_bias_opset13", 1, 0, 0, "Add"},
         {"test_sn_quantized_weight_read_twice_opset13", 2, 0, 0, "MatMul"},
         {"test_sn_quantized_scale_along_k_stays_opset13", 0, 1, 1, "MatMul"},
+        /* a Cast of a float16 or bfloat16 weight: kept in its halves */
+        {"test_sn_half_gemm_transb_bias_relu_opset13", 1, 0, 0, "Cast"},
+        {"test_sn_bfloat16_matmul_batched_opset13", 1, 0, 0, "Cast"},
     };
     for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
         char path[256];

@@ -113,7 +113,13 @@ if have_all cpu:0,cpu:1; then
     expect 0 "MatMulNBits.*column-parallel" "$bin" plan "$tmpd/int4.onnx" \
         -d cpu:0,cpu:1 -s tensor
 fi
-form fp16 "-w fp16" 2e-3 2e-5 "Gemm x3"
+# fp16 stays in its halves: the Cast of each weight and its product become
+# one QuantizedMatMul, cut by the tensor split like the int8 one.
+form fp16 "-w fp16" 2e-3 2e-5 "QuantizedMatMul x3"
+if have_all cpu:0,cpu:1; then
+    expect 0 "QuantizedMatMul.*column-parallel" "$bin" plan "$tmpd/fp16.onnx" \
+        -d cpu:0,cpu:1 -s tensor
+fi
 
 # Another block size; the MLP's K (784) is not a multiple of 64 either.
 expect 0 "3 weights as int4 in blocks of 64" "$bin" quantize "$mlp" \

@@ -1,15 +1,15 @@
 #!/bin/sh
 # Batch 1 on a model that matters (issue 16): tools/make_big_model's MLP of
 # eight 4096 x 4096 Gemm layers, its weights as fp32 (537 MB), as int8
-# with a scale per output column (134 MB) and as MatMulNBits' uint4 in
-# blocks of 32 (84 MB), run on cpu:0 at batch 1, next to
+# with a scale per output column (134 MB), as MatMulNBits' uint4 in
+# blocks of 32 (84 MB) and as fp16 (268 MB), run on cpu:0 at batch 1, next to
 # the memory read bandwidth measured by tools/bench_membw in the same
 # rounds, and ONNX Runtime (npm onnxruntime-node) on the same files.
 # Rounds interleave every measurement; the table gives medians over rounds.
 #
 #   tools/bench-big.sh BUILDDIR [ROUNDS] [LAYERS] [WIDTH]
 #
-# The models are written to a temporary folder (0.8 GB) and removed.
+# The models are written to a temporary folder (1.1 GB) and removed.
 # Needs `make tools/bench_membw tools/make_big_model` in BUILDDIR, and for
 # the ONNX Runtime column `cd tools && npm install --ignore-scripts`.
 set -eu
@@ -28,6 +28,8 @@ done
     --weights int8
 "$b/tools/make_big_model" "$dir/int4.onnx" --layers "$layers" --width "$width" \
     --weights int4
+"$b/tools/make_big_model" "$dir/fp16.onnx" --layers "$layers" --width "$width" \
+    --weights fp16
 ort=0
 [ -d "$src/tools/node_modules/onnxruntime-node" ] && ort=1
 threads=$(nproc)
@@ -38,7 +40,7 @@ r=1
 while [ "$r" -le "$rounds" ]; do
     "$b/tools/bench_membw" 512 9 |
         awk '{ print "bw", $4 }' >>"$log"
-    for m in fp32 int8 int4; do
+    for m in fp32 int8 int4 fp16; do
         "$b/shardnet" run "$dir/$m.onnx" -d cpu:0 -r 40 |
             awk -v m="$m" '/latency/ { print "sn_" m, $5 }' >>"$log"
         if [ "$ort" = 1 ]; then
@@ -65,7 +67,7 @@ echo
 echo "MLP of $layers x ${width}x$width Gemm layers, batch 1 on cpu:0 ($threads threads), medians of $rounds rounds"
 echo "memory read bandwidth (tools/bench_membw, same rounds): $bw GB/s"
 printf '%-6s %10s %12s %14s %12s %14s\n' weights MB "shardnet ms" "shardnet GB/s" "of measured" "ORT ms"
-for m in fp32 int8 int4; do
+for m in fp32 int8 int4 fp16; do
     ms=$(median "sn_$m")
     ortms=$( [ "$ort" = 1 ] && median "ort_$m" || echo "-")
     awk -v m="$m" -v bytes="$(wbytes "$m")" -v ms="$ms" -v bw="$bw" \

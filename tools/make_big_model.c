@@ -7,7 +7,7 @@
  * layers of 4096, holds 537 MB of fp32 weights.
  *
  *   make_big_model OUT.onnx [--layers L] [--width W] [--seed S]
- *                  [--external] [--weights fp32|int8|int4]
+ *                  [--external] [--weights fp32|int8|int4|fp16]
  *
  * --weights int8 stores each weight as int8 with one scale per output
  * column (max |w| / 127, rounded half to even), dequantized by a
@@ -15,7 +15,9 @@
  * quantize`, a quarter of the bytes.  --weights int4 stores them as
  * ONNX Runtime's MatMulNBits (com.microsoft) does: uint4 in blocks of 32
  * along K with a scale each and the default zero point 8, the bias added
- * after.
+ * after.  --weights fp16 stores them as IEEE halves (rounded to nearest
+ * even), each Cast to float before its Gemm: the form of `shardnet
+ * quantize --weights fp16`, half the bytes.
  * --external writes the weights to OUT.onnx.data beside the model
  * (ONNX's external data, each tensor at an offset aligned to 4096 bytes),
  * as exporters do for models over 2 GB.  The file is streamed: nothing
@@ -183,14 +185,16 @@ typedef struct weight {
     char name[32];
     int64_t dims[3];
     int rank;
-    int dtype;       /* ONNX's: 1 float, 3 int8 */
+    int dtype;       /* ONNX's: 1 float, 2 uint8, 3 int8, 10 float16 */
     const void *data; /* the layer's values, while it is written */
     uint64_t offset; /* in the external-data file */
 } weight;
 
 static size_t weight_bytes(const weight *w)
 {
-    size_t n = w->dtype == 3 || w->dtype == 2 ? 1 : 4; /* int8, uint8 */
+    size_t n = w->dtype == 3 || w->dtype == 2 ? 1 /* int8, uint8 */
+               : w->dtype == 10                ? 2 /* float16 */
+                                               : 4;
     for (int i = 0; i < w->rank; i++)
         n *= (size_t)w->dims[i];
     return n;
@@ -249,10 +253,14 @@ static msg node(const char *op, const char *name, const char *const *ins,
     str_field(&n, 2, out);
     str_field(&n, 3, name);
     str_field(&n, 4, op);
-    if (strcmp(op, "Gemm") == 0 || strcmp(op, "DequantizeLinear") == 0) {
-        msg a = {0}; /* transB = 1; axis = 0 (per row of [N, K]) */
-        str_field(&a, 1, strcmp(op, "Gemm") == 0 ? "transB" : "axis");
-        int_field(&a, 3, strcmp(op, "Gemm") == 0);
+    if (strcmp(op, "Gemm") == 0 || strcmp(op, "DequantizeLinear") == 0 ||
+        strcmp(op, "Cast") == 0) {
+        /* transB = 1; axis = 0 (per row of [N, K]); to = 1 (float) */
+        msg a = {0};
+        str_field(&a, 1, strcmp(op, "Gemm") == 0   ? "transB"
+                         : strcmp(op, "Cast") == 0 ? "to"
+                                                   : "axis");
+        int_field(&a, 3, strcmp(op, "DequantizeLinear") != 0);
         int_field(&a, 20, 2); /* AttributeProto.type INT */
         sub_field(&n, 5, &a);
     }
@@ -287,7 +295,7 @@ static void usage(void)
     fprintf(stderr,
             "Usage: make_big_model OUT.onnx [--layers L] [--width W] "
             "[--seed S] [--external]\n"
-            "                      [--weights fp32|int8|int4]\n"
+            "                      [--weights fp32|int8|int4|fp16]\n"
             "Writes an MLP of L Gemm layers of W x W fp32 weights (default "
             "8 x 4096:\n537 MB) with Relu between them, from seed S "
             "(default 1).\n");
@@ -312,7 +320,7 @@ int main(int argc, char **argv)
     const char *out = NULL;
     long layers = 8, width = 4096;
     uint64_t seed = 1;
-    int external = 0, int8 = 0, int4 = 0;
+    int external = 0, int8 = 0, int4 = 0, fp16 = 0;
     for (int i = 1; i < argc; i++) {
         if (strcmp(argv[i], "--layers") == 0 && i + 1 < argc)
             layers = parse(argv[++i], 1, 1000, "--layers");
@@ -325,9 +333,11 @@ int main(int argc, char **argv)
         else if (strcmp(argv[i], "--weights") == 0 && i + 1 < argc &&
                  (!strcmp(argv[i + 1], "fp32") ||
                   !strcmp(argv[i + 1], "int8") ||
-                  !strcmp(argv[i + 1], "int4"))) {
+                  !strcmp(argv[i + 1], "int4") ||
+                  !strcmp(argv[i + 1], "fp16"))) {
             int8 = !strcmp(argv[++i], "int8");
             int4 = !strcmp(argv[i], "int4");
+            fp16 = !strcmp(argv[i], "fp16");
         }
         else if (argv[i][0] == '-' || out)
             usage();
@@ -345,16 +355,18 @@ int main(int argc, char **argv)
     float *wf = malloc(wn * sizeof *wf), *bf = malloc(width * sizeof *bf);
     float *scale = malloc(width * blocks * sizeof *scale);
     int8_t *q = int8 || int4 ? malloc(wn) : NULL;
-    if (!ws || !wf || !bf || !scale || ((int8 || int4) && !q))
+    _Float16 *half = fp16 ? malloc(wn * sizeof *half) : NULL;
+    if (!ws || !wf || !bf || !scale || ((int8 || int4) && !q) ||
+        (fp16 && !half))
         die("out of memory");
     uint64_t off = 0;
     for (long l = 0; l < layers; l++) {
         weight *w = &ws[per * l], *b = &ws[per * l + per - 1];
-        snprintf(w->name, sizeof w->name, int8 || int4 ? "w%ld_q" : "w%ld",
-                 l);
+        snprintf(w->name, sizeof w->name,
+                 int8 || int4 ? "w%ld_q" : fp16 ? "w%ld_h" : "w%ld", l);
         w->rank = 2;
         w->dims[0] = w->dims[1] = width;
-        w->dtype = int8 ? 3 : 1;
+        w->dtype = int8 ? 3 : fp16 ? 10 : 1;
         if (int4) { /* MatMulNBits' [N, blocks, 16 bytes] of uint8 */
             w->rank = 3;
             w->dims[1] = (int64_t)blocks;
@@ -389,8 +401,8 @@ int main(int argc, char **argv)
         char in[32], h[32], r[32], name[32], wd[32];
         snprintf(in, sizeof in, l ? "r%ld" : "x", l - 1);
         snprintf(h, sizeof h, l + 1 < layers ? "h%ld" : "y", l);
-        if (int8)
-            snprintf(wd, sizeof wd, "w%ld", l); /* the dequantized weight */
+        if (int8 || fp16) /* the dequantized or cast weight */
+            snprintf(wd, sizeof wd, "w%ld", l);
         else
             snprintf(wd, sizeof wd, "%s", ws[per * l].name);
         msg n;
@@ -410,6 +422,11 @@ int main(int argc, char **argv)
             const char *dins[2] = {ws[per * l].name, ws[per * l + 1].name};
             snprintf(name, sizeof name, "dequantize%ld", l);
             n = node("DequantizeLinear", name, dins, 2, wd);
+            sub_field(&nodes, 1, &n);
+        } else if (fp16) {
+            const char *cins[1] = {ws[per * l].name};
+            snprintf(name, sizeof name, "cast%ld", l);
+            n = node("Cast", name, cins, 1, wd);
             sub_field(&nodes, 1, &n);
         }
         if (!int4) {
@@ -481,7 +498,11 @@ int main(int argc, char **argv)
             if (int4)
                 quantize_blocks4(wf, (size_t)width, (size_t)width,
                                  (uint8_t *)q, scale);
-            ws[i].data = int8 || int4 ? (const void *)q : wf;
+            for (size_t e = 0; fp16 && e < wn; e++)
+                half[e] = (_Float16)wf[e];
+            ws[i].data = int8 || int4 ? (const void *)q
+                         : fp16       ? (const void *)half
+                                      : wf;
             if (int8 || int4)
                 ws[i + 1].data = scale;
             ws[i + per - 1].data = bf;
@@ -527,5 +548,6 @@ int main(int argc, char **argv)
     free(bf);
     free(scale);
     free(q);
+    free(half);
     return 0;
 }

@@ -192,7 +192,9 @@ shardnet_status sn_cl_qgemm(sn_device *dev, const sn_qgemm_desc *d)
     size_t total, rows = d->trans_b ? d->n : d->k;
     size_t qbytes, blocks = d->block ? (d->k + d->block - 1) / d->block : 1;
     if (__builtin_mul_overflow(d->m, d->n, &total) ||
-        __builtin_mul_overflow(rows, d->ldq, &qbytes) || total > UINT_MAX ||
+        __builtin_mul_overflow(rows, d->ldq, &qbytes) ||
+        __builtin_mul_overflow(qbytes, sn_qtype_bytes(d->qtype), &qbytes) ||
+        total > UINT_MAX ||
         d->k > UINT_MAX || d->lda > UINT_MAX || d->ldq > UINT_MAX ||
         d->ldc > UINT_MAX || d->block > UINT_MAX)
         return sn_error(SHARDNET_INVALID_ARGUMENT,
@@ -214,7 +216,7 @@ shardnet_status sn_cl_qgemm(sn_device *dev, const sn_qgemm_desc *d)
     cl_uint4 dims = {{(cl_uint)d->m, (cl_uint)d->n, (cl_uint)d->k,
                       (cl_uint)d->block}};
     cl_uint4 lds = {{(cl_uint)d->lda, (cl_uint)d->ldq, (cl_uint)d->ldc,
-                     (cl_uint)d->qtype | (d->trans_b ? 4u : 0u)}};
+                     (cl_uint)d->qtype | (d->trans_b ? 8u : 0u)}};
     cl_mem a = d->a.buf->handle, q = d->q.buf->handle;
     cl_mem s = d->scale.buf->handle, c = d->c.buf->handle;
     cl_mem z = d->zero.buf ? d->zero.buf->handle : s;

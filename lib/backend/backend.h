@@ -356,18 +356,29 @@ typedef struct sn_dwconv_desc {
  * type: C (m x n, row stride ldc) = act(A W + bias), A float (m x k, row
  * stride lda), W(kk, j) = scale[s] * (q(kk, j) - zero[s]) with
  * s = j * blocks + kk / block (block 0: one scale per column, blocks = 1),
- * zero.buf NULL for zeros of 0.  q's integers lie in its buffer's bytes
- * from byte 4 * q.offset: trans_b 0, K rows of N, q(kk, j) at byte
- * kk * ldq + j; trans_b 1, N rows of K, at byte j * ldq + kk, or for U4
- * (trans_b 1 only) two to a byte, byte j * ldq + kk / 2, the even kk in
- * the low nibble.  bias.buf NULL: no bias (else n floats); act as GEMM's.
- * The sum may run in any order (a kernel sums q times A, then scales).
+ * zero.buf NULL for zeros of 0.  q's values lie in its buffer's bytes
+ * from byte 4 * q.offset, as elements of its type (one byte, or two for
+ * F16 and BF16, little-endian): trans_b 0, K rows of N, q(kk, j) at
+ * element kk * ldq + j; trans_b 1, N rows of K, at element j * ldq + kk,
+ * or for U4 (trans_b 1 only) two to a byte, byte j * ldq + kk / 2, the
+ * even kk in the low nibble.  F16 and BF16 are a half-precision weight
+ * (scale 1, no zero point, in practice) kept in its two bytes.  bias.buf
+ * NULL: no bias (else n floats); act as GEMM's.  The sum may run in any
+ * order (a kernel sums q times A, then scales).
  */
 typedef enum sn_qtype {
-    SN_QTYPE_S8 = 0, /* int8 */
-    SN_QTYPE_U8 = 1, /* uint8 */
-    SN_QTYPE_U4 = 2  /* uint4, two to a byte */
+    SN_QTYPE_S8 = 0,  /* int8 */
+    SN_QTYPE_U8 = 1,  /* uint8 */
+    SN_QTYPE_U4 = 2,  /* uint4, two to a byte */
+    SN_QTYPE_F16 = 3, /* IEEE half */
+    SN_QTYPE_BF16 = 4 /* bfloat16: a float's top 16 bits */
 } sn_qtype;
+
+/* Bytes of one element of q (U4: 1, two elements to it). */
+static inline size_t sn_qtype_bytes(sn_qtype t)
+{
+    return t == SN_QTYPE_F16 || t == SN_QTYPE_BF16 ? 2 : 1;
+}
 
 typedef struct sn_qgemm_desc {
     size_t m, n, k;

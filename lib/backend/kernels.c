@@ -11,6 +11,7 @@
 #include <config.h>
 
 #include <limits.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 
@@ -745,15 +746,17 @@ shardnet_status sn_qgemm(sn_device *dev, const sn_qgemm_desc *d)
         return sn_error(SHARDNET_INVALID_ARGUMENT, "qgemm: NULL descriptor");
     if (d->m == 0 || d->n == 0)
         return SHARDNET_OK;
-    if (d->k == 0 || (unsigned)d->qtype > SN_QTYPE_U4 ||
+    if (d->k == 0 || (unsigned)d->qtype > SN_QTYPE_BF16 ||
         (d->qtype == SN_QTYPE_U4 && (!d->trans_b || d->block % 2)) ||
+        (sn_qtype_bytes(d->qtype) == 2 && (d->block || d->zero.buf)) ||
         (unsigned)d->act > SN_ACT_RELU6)
         return sn_error(SHARDNET_INVALID_ARGUMENT,
-                        "qgemm on %s: k 0, a bad type or activation, or uint4 "
-                        "not stored as N rows of K in even blocks",
+                        "qgemm on %s: k 0, a bad type or activation, uint4 "
+                        "not stored as N rows of K in even blocks, or a "
+                        "half-precision weight with blocks or zero points",
                         dev->info.name);
     rows = d->trans_b ? d->n : d->k;
-    row_bytes = d->trans_b ? d->k : d->n;
+    row_bytes = d->trans_b ? d->k : d->n; /* in elements until the end */
     if (d->qtype == SN_QTYPE_U4)
         row_bytes = (row_bytes + 1) / 2;
     blocks = d->block ? (d->k + d->block - 1) / d->block : 1;
@@ -763,9 +766,14 @@ shardnet_status sn_qgemm(sn_device *dev, const sn_qgemm_desc *d)
                         dev->info.name);
     size_t a_sz[] = {d->m - 1, d->lda}, c_sz[] = {d->m - 1, d->ldc};
     size_t q_sz[] = {rows - 1, d->ldq}, s_sz[] = {d->n, blocks};
+    size_t qe = sn_qtype_bytes(d->qtype);
     ea = product(&ok, 2, a_sz) + d->k;
     ec = product(&ok, 2, c_sz) + d->n;
     qbytes = product(&ok, 2, q_sz) + row_bytes;
+    if (qbytes > SIZE_MAX / qe)
+        ok = 0;
+    qbytes *= qe;
+    row_bytes *= qe;
     es = product(&ok, 2, s_sz);
     if (!ok || ea < d->k || ec < d->n || qbytes < row_bytes)
         return sn_error(SHARDNET_INVALID_ARGUMENT,

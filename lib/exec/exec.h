@@ -28,6 +28,7 @@
 
 #include "backend/backend.h"
 #include "core/error.h"
+#include "core/half.h"
 #include "ir/graph.h"
 
 /* The graph keeps shapes of the public API's rank; the kernels take them. */
@@ -198,11 +199,7 @@ void sn_step_retarget(sn_lower *L, size_t at, size_t target);
 shardnet_status sn_lower_subgraph(sn_lower *L, const sn_node *n,
                                   sn_graph *sub, sn_rt *rt, sn_op_lookup ops);
 
-/* IEEE half and bfloat16 conversions (round to nearest even). */
-float sn_half_to_float(uint16_t h);
-uint16_t sn_float_to_half(float f);
-float sn_bf16_to_float(uint16_t h);
-uint16_t sn_float_to_bf16(float f);
+/* IEEE half and bfloat16 conversions: core/half.h. */
 
 /* Is t an integer type (bool included)?  Float types, float16 and
  * bfloat16 included, are not; nor are strings and complex numbers. */

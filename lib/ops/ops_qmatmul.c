@@ -9,7 +9,9 @@
  *   inputs  A (float, [..., K]), Q (int8 or uint8 constant, [K, N], or
  *           [N, K] with transB), scale (float constant: one, or one per
  *           column), zero point (Q's type, shaped like scale; optional),
- *           bias (float, N; optional)
+ *           bias (float, N; optional); or Q a float16 or bfloat16
+ *           constant (a Cast of the weight to float) with neither scale
+ *           nor zero point
  *   output  [..., N] = act(A dequant(Q) + bias)
  *
  * Q stays in its bytes, uploaded once per device (used in place in the
@@ -40,16 +42,19 @@ SN_LOWER(sn_lower_quantized_matmul)
     int trans_b = (int)sn_attr_int(n, "transB", 0);
     shardnet_status st;
 
+    int half = q->dtype == SN_DT_FLOAT16 || q->dtype == SN_DT_BFLOAT16;
     if (!q->host || q->rank != 2 ||
-        (q->dtype != SN_DT_INT8 && q->dtype != SN_DT_UINT8) || !s->host ||
-        (z && (!z->host || z->dtype != q->dtype)))
+        (q->dtype != SN_DT_INT8 && q->dtype != SN_DT_UINT8 && !half) ||
+        (half ? s || z
+              : !s || !s->host || (z && (!z->host || z->dtype != q->dtype))))
         return sn_node_error(n, SHARDNET_INVALID_ARGUMENT,
                              "the weight must be a constant int8 or uint8 "
                              "matrix with constant scales and zero points "
-                             "of its type");
+                             "of its type, or a float16 or bfloat16 one "
+                             "with neither");
     size_t k = (size_t)q->dims[trans_b ? 1 : 0],
            nn = (size_t)q->dims[trans_b ? 0 : 1];
-    size_t ns = sn_rt_elements(s);
+    size_t ns = half ? 1 : sn_rt_elements(s);
     if (a->rank < 1 || (size_t)a->dims[a->rank - 1] != k ||
         (ns != 1 && ns != nn) || (z && sn_rt_elements(z) != ns) ||
         (bias && sn_rt_elements(bias) != nn))
@@ -73,7 +78,11 @@ SN_LOWER(sn_lower_quantized_matmul)
     if (rows == 0 || nn == 0)
         return SHARDNET_OK;
 
-    float *scale = per_column(s, nn), *zero = z ? per_column(z, nn) : NULL;
+    float *scale = half ? malloc((nn ? nn : 1) * sizeof *scale)
+                        : per_column(s, nn);
+    float *zero = z ? per_column(z, nn) : NULL;
+    for (size_t j = 0; half && scale && j < nn; j++)
+        scale[j] = 1.0f;
     if (!scale || (z && !zero)) {
         free(scale);
         free(zero);
@@ -89,7 +98,10 @@ SN_LOWER(sn_lower_quantized_matmul)
     sn_step g = {.kind = SN_KERNEL_QGEMM};
     g.u.qgemm = (sn_qgemm_desc){
         .m = rows, .n = nn, .k = k,
-        .qtype = q->dtype == SN_DT_INT8 ? SN_QTYPE_S8 : SN_QTYPE_U8,
+        .qtype = q->dtype == SN_DT_INT8      ? SN_QTYPE_S8
+                 : q->dtype == SN_DT_UINT8   ? SN_QTYPE_U8
+                 : q->dtype == SN_DT_FLOAT16 ? SN_QTYPE_F16
+                                             : SN_QTYPE_BF16,
         .trans_b = trans_b, .a = va, .bias = vb, .c = out->view, .lda = k,
         .ldq = trans_b ? k : nn, .ldc = nn, .act = sn_fused_act(n)};
     if ((st = sn_dev_bytes(L, n, q, &g.u.qgemm.q)) != SHARDNET_OK ||

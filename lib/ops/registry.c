@@ -357,7 +357,7 @@ static const sn_operator registry[] = {
        ELEMENTS, HOST),
     /* A product by a quantized weight read as it is stored (a pass makes
      * it of DequantizeLinear and MatMul or Gemm, ops_qmatmul.c). */
-    OP_OF("ai.shardnet", "QuantizedMatMul", 3, 5, sn_lower_quantized_matmul,
+    OP_OF("ai.shardnet", "QuantizedMatMul", 2, 5, sn_lower_quantized_matmul,
           1, QMATMUL, MATMUL, MATMUL, USE(QGEMM)),
     OP_OF("com.microsoft", "MatMulNBits", 3, 6, sn_lower_matmul_nbits, 1,
           NBITS, MATMUL, MATMUL, USE(QGEMM)),

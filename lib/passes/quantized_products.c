@@ -10,6 +10,10 @@
  *   attributes transB (Q holds N rows of K, Gemm's transB) and the
  *   activation a pass fused into the product.
  *
+ * A Cast to float of a float16 or bfloat16 weight (`shardnet quantize
+ * --weights fp16` writes one) becomes a QuantizedMatMul of the halves,
+ * with neither scale nor zero point.
+ *
  * The scale and zero point are per tensor, or per output column (the
  * DequantizeLinear's axis along N: 1 for [K, N], 0 for Gemm's transB
  * [N, K]); a Gemm must be the plain form (alpha = beta = 1, no transA,
@@ -80,8 +84,9 @@ shardnet_status sn_pass_quantized_products(sn_graph *g, size_t *fused)
         const sn_attr *tb = is_gemm ? sn_node_attr(p, "transB") : NULL;
         int trans_b = tb && tb->i;
         const sn_value *x = &g->values[dq->inputs[0]];
+        int cast = sn_pass_is_op(dq, "Cast");
         int bias = bias_of(g, p, x->dims[trans_b ? 0 : 1]);
-        if (bias == -2 || !scale_fits(g, dq, trans_b))
+        if (bias == -2 || (!cast && !scale_fits(g, dq, trans_b)))
             continue;
         int *in = malloc(5 * sizeof *in);
         char *op = strdup("QuantizedMatMul"), *dom = strdup("ai.shardnet");
@@ -93,8 +98,8 @@ shardnet_status sn_pass_quantized_products(sn_graph *g, size_t *fused)
         }
         in[0] = p->inputs[0];
         in[1] = dq->inputs[0];
-        in[2] = dq->inputs[1];
-        in[3] = dq->ninputs > 2 ? dq->inputs[2] : -1;
+        in[2] = cast ? -1 : dq->inputs[1];
+        in[3] = !cast && dq->ninputs > 2 ? dq->inputs[2] : -1;
         in[4] = bias;
         free(p->inputs);
         p->inputs = in;

@@ -189,20 +189,37 @@ static int const_of(const sn_graph *g, int v, sn_dtype t, int max_rank)
            x->rank <= max_rank && (t == SN_DT_UNDEFINED || x->dtype == t);
 }
 
+/* Is n a Cast to float of a constant fp16 or bf16 matrix? */
+static int half_cast(const sn_graph *g, const sn_node *n)
+{
+    const sn_attr *to = sn_node_attr(n, "to");
+    const sn_value *x = n->ninputs == 1 && n->inputs[0] >= 0
+                            ? &g->values[n->inputs[0]]
+                            : NULL;
+    return sn_pass_is_op(n, "Cast") && to && to->i == SN_DT_FLOAT && x &&
+           const_of(g, n->inputs[0], SN_DT_UNDEFINED, 2) && x->rank == 2 &&
+           (x->dtype == SN_DT_FLOAT16 || x->dtype == SN_DT_BFLOAT16);
+}
+
 int sn_pass_keeps_quantized(const sn_graph *g, const sn_node *n)
 {
-    if (!sn_pass_is_op(n, "DequantizeLinear") || n->ninputs < 2 ||
-        n->noutputs != 1 || n->outputs[0] < 0 ||
-        (g->values[n->outputs[0]].flags & SN_VALUE_OUTPUT) ||
-        sn_node_attr(n, "block_size"))
+    if (!n || n->noutputs != 1 || n->outputs[0] < 0 ||
+        (g->values[n->outputs[0]].flags & SN_VALUE_OUTPUT))
         return 0;
-    const sn_value *x = n->inputs[0] >= 0 ? &g->values[n->inputs[0]] : NULL;
-    if (!x || !const_of(g, n->inputs[0], SN_DT_UNDEFINED, 2) ||
-        x->rank != 2 || (x->dtype != SN_DT_INT8 && x->dtype != SN_DT_UINT8) ||
-        !const_of(g, n->inputs[1], SN_DT_FLOAT, 1) ||
-        (n->ninputs > 2 && n->inputs[2] >= 0 &&
-         !const_of(g, n->inputs[2], x->dtype, 1)))
-        return 0;
+    if (!half_cast(g, n)) {
+        if (!sn_pass_is_op(n, "DequantizeLinear") || n->ninputs < 2 ||
+            sn_node_attr(n, "block_size"))
+            return 0;
+        const sn_value *x =
+            n->inputs[0] >= 0 ? &g->values[n->inputs[0]] : NULL;
+        if (!x || !const_of(g, n->inputs[0], SN_DT_UNDEFINED, 2) ||
+            x->rank != 2 ||
+            (x->dtype != SN_DT_INT8 && x->dtype != SN_DT_UINT8) ||
+            !const_of(g, n->inputs[1], SN_DT_FLOAT, 1) ||
+            (n->ninputs > 2 && n->inputs[2] >= 0 &&
+             !const_of(g, n->inputs[2], x->dtype, 1)))
+            return 0;
+    }
     int y = n->outputs[0], read = 0;
     for (size_t i = 0; i < g->nnodes; i++) {
         const sn_node *c = &g->nodes[i];

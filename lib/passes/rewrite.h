@@ -45,11 +45,12 @@ int sn_pass_clip_bounds(const sn_graph *g, const sn_node *c, float *lo,
 int sn_pass_other_operand(const sn_node *r, const char *op, int y);
 
 /*
- * Is n a DequantizeLinear of a constant weight kept for the quantized
- * product pass (quantized_products.c) instead of being folded into
- * floats: x a matrix of int8 or uint8, scale a float scalar or vector and
- * the zero point (if any) constants, its output read only as the weight
- * (input 1) of MatMul or Gemm nodes and not a graph output?
+ * Is n a DequantizeLinear or Cast of a constant weight kept for the
+ * quantized product pass (quantized_products.c) instead of being folded
+ * into floats: a DequantizeLinear of a matrix of int8 or uint8, its scale
+ * a float scalar or vector and its zero point (if any) constants, or a
+ * Cast to float of a float16 or bfloat16 matrix; its output read only as
+ * the weight (input 1) of MatMul or Gemm nodes and not a graph output?
  */
 int sn_pass_keeps_quantized(const sn_graph *g, const sn_node *n);
 /* The node that produces value v (live), or NULL. */

@@ -122,7 +122,9 @@ def node_case(name, nodes, inputs, outputs, opset, initializers=(),
     graph = helper.make_graph(
         nodes, name, [info(n, a) for n, a in inputs],
         [info(n, a) for n, a in outputs],
-        initializer=[numpy_helper.from_array(a, n) for n, a in initializers])
+        initializer=[a if isinstance(a, onnx.TensorProto)
+                     else numpy_helper.from_array(a, n)
+                     for n, a in initializers])
     model = helper.make_model(graph, producer_name="make_cases",
                               opset_imports=[helper.make_opsetid("", opset)] +
                               [helper.make_opsetid(d, v) for d, v in domains])
@@ -2635,6 +2637,38 @@ def quantized_weight_cases():
               13, initializers=[("q", q), ("s", s)])
 
 
+def half_weight_cases():
+    """Weights stored as float16 or bfloat16 and Cast to float for their
+    product: the pass keeps them in their halves (QuantizedMatMul)."""
+    rng = np.random.default_rng(1616)
+    mk = helper.make_node
+    f32 = np.float32
+    x = rng.uniform(-1, 1, (3, 70)).astype(f32)
+    w = rng.uniform(-1, 1, (20, 70)).astype(np.float16)
+    b = rng.uniform(-0.5, 0.5, 20).astype(f32)
+    y = np.maximum(x.astype(np.float64) @ w.astype(np.float64).T + b, 0)
+    node_case("test_sn_half_gemm_transb_bias_relu_opset13",
+              [mk("Cast", ["w"], ["wf"], to=TensorProto.FLOAT),
+               mk("Gemm", ["x", "wf", "b"], ["g"], transB=1),
+               mk("Relu", ["g"], ["y"])],
+              [("x", x)], [("y", y.astype(f32))], 13,
+              initializers=[("w", w), ("b", b)])
+    # bfloat16: a float's top 16 bits (rounded to nearest even)
+    x = rng.uniform(-1, 1, (2, 3, 33)).astype(f32)
+    wf = rng.uniform(-1, 1, (33, 40)).astype(f32)
+    bits = wf.view(np.uint32)
+    top = ((bits + 0x7fff + ((bits >> 16) & 1)) >> 16).astype(np.uint16)
+    wq = (top.astype(np.uint32) << 16).view(f32)
+    t = helper.make_tensor("w", TensorProto.BFLOAT16, wf.shape,
+                           top.tobytes(), raw=True)
+    y = x.astype(np.float64) @ wq.astype(np.float64)
+    node_case("test_sn_bfloat16_matmul_batched_opset13",
+              [mk("Cast", ["w"], ["wf"], to=TensorProto.FLOAT),
+               mk("MatMul", ["x", "wf"], ["y"])],
+              [("x", x)], [("y", y.astype(f32))], 13,
+              initializers=[("w", t)])
+
+
 def matmul_nbits_cases():
     """ONNX Runtime's MatMulNBits (com.microsoft): 4-bit weights in blocks
     of 16 with packed zero points and K not a multiple of the block, 4-bit
@@ -2745,4 +2779,5 @@ if __name__ == "__main__":
     relu6_cases()
     empty_product_act_cases()
     quantized_weight_cases()
+    half_weight_cases()
     matmul_nbits_cases()
