@@ -41,6 +41,7 @@ static void usage(FILE *out)
             "                       (default: auto with several devices)\n"
             "  -b, --batch B        size of symbolic dimensions (default 1)\n"
             "  -m, --micro-batches M  layer split: micro-batches per batch\n"
+            "                       (two rows or more each)\n"
             "  -S, --save FILE      write the plan chosen (split, devices,\n"
             "                       groups, cuts or strategies) for 'shardnet run\n"
             "                       --plan FILE'\n"
