@@ -114,7 +114,7 @@ static float finish(const qargs *x, size_t j, const float *dot)
 /* Column j's zero point in block b (0 without zero points). */
 static float zero_at(const qargs *x, size_t j, size_t b)
 {
-    return x->zero ? x->zero[j * x->blocks + b] : 0.0f;
+    return x->zero ? x->zero[j * x->blocks + b] : x->d->zero_value;
 }
 
 /* Columns [j0, j1), every row, in plain C. */
@@ -243,7 +243,7 @@ static AVX512 void rows_of_n(const qargs *x, size_t j0, size_t j1)
                 else
                     for (int t = 0; t < 4; t++)
                         wv[t] = load16(d, qr + 16 * t, mk[t]);
-                if (x->zero)
+                if (x->zero || d->zero_value != 0.0f)
                     for (int t = 0; t < 4; t++)
                         wv[t] = _mm512_sub_ps(wv[t], zv[t]);
                 for (size_t r = 0; r < rows; r++) {

@@ -206,6 +206,7 @@ __kernel void qgemm(uint total, uint4 dims, uint4 lds,
                     __global const uchar *q, uint q_off,
                     __global const float *scale, uint s_off,
                     __global const float *zero, uint z_off, int has_zero,
+                    float zero_value,
                     __global const float *bias, uint b_off, int has_bias,
                     __global float *c, uint c_off, int act)
 {
@@ -222,7 +223,7 @@ __kernel void qgemm(uint total, uint4 dims, uint4 lds,
     for (uint b = 0; b < blocks; b++) {
         uint k0 = b * block, k1 = min(k0 + block, k);
         uint at = j * blocks + b;
-        float s = 0.0f, z = has_zero ? zero[z_off + at] : 0.0f;
+        float s = 0.0f, z = has_zero ? zero[z_off + at] : zero_value;
         for (uint kk = k0; kk < k1; kk++) {
             float v;
             uint e = rows_of_k ? j * lds.s1 + kk : kk * lds.s1 + j;

@@ -922,8 +922,9 @@ void ref_qgemm(const sn_qgemm_desc *d, const float *a, const unsigned char *q,
                     v = d->qtype == SN_QTYPE_S8 ? (int)(signed char)b
                                                 : (int)b;
                 }
-                double w = ((double)v + hv - (zero ? zero[s] : 0.0)) *
-                           scale[s];
+                double w =
+                    ((double)v + hv - (zero ? zero[s] : d->zero_value)) *
+                    scale[s];
                 sum += (double)a[i * d->lda + kk] * w;
             }
             if (bias)

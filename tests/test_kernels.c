@@ -162,7 +162,8 @@ static void gemm_case(sn_device *dev, size_t m, size_t n, size_t k, int ta,
 /*
  * One quantized product on dev (where it runs it): A (m x k, row stride
  * k + 3, at an offset) times a weight of qtype in the given layout and
- * blocks, zero points and bias as asked, against ref_qgemm within float
+ * blocks, zero points (0 none, 1 an array, 2 an array of fractions, 3
+ * one value for all) and bias as asked, against ref_qgemm within float
  * rounding of sums of k terms.
  */
 static void qgemm_case(sn_device *dev, size_t m, size_t n, size_t k,
@@ -208,7 +209,10 @@ static void qgemm_case(sn_device *dev, size_t m, size_t n, size_t k,
     sn_qgemm_desc d = {.m = m, .n = n, .k = k, .qtype = qt,
                        .trans_b = trans_b, .block = block, .lda = lda,
                        .ldq = ldq, .ldc = n, .act = act};
-    ref_qgemm(&d, a + at, q, sc, zero ? zp : NULL, bias ? bs : NULL, want);
+    if (zero == 3) /* one zero point for all, no array */
+        d.zero_value = qt == SN_QTYPE_U4 ? 8.0f : 3.0f;
+    int zarray = zero == 1 || zero == 2;
+    ref_qgemm(&d, a + at, q, sc, zarray ? zp : NULL, bias ? bs : NULL, want);
     sn_buffer *ba = make_buffer(dev, a, at + m * lda);
     sn_buffer *bq = make_buffer(dev, qf, qfloats);
     sn_buffer *bsc = make_buffer(dev, sc, n * blocks);
@@ -218,7 +222,7 @@ static void qgemm_case(sn_device *dev, size_t m, size_t n, size_t k,
     d.a = (sn_view){ba, at};
     d.q = (sn_view){bq, 1};
     d.scale = (sn_view){bsc, 0};
-    d.zero = zero ? (sn_view){bz, 0} : (sn_view){0};
+    d.zero = zarray ? (sn_view){bz, 0} : (sn_view){0};
     d.bias = bias ? (sn_view){bb, 0} : (sn_view){0};
     d.c = (sn_view){bc, 0};
     cr_assert_eq(sn_qgemm(dev, &d), SHARDNET_OK, "%s: %s", dev->info.name,
@@ -272,6 +276,9 @@ Test(kernels, qgemm_matches_reference_in_every_layout)
                     qgemm_case(dev, m, n, k, SN_QTYPE_U8, 1, 0, 2, 0, act);
                     qgemm_case(dev, m, n, k, SN_QTYPE_U4, 1, 16, 0, 0, act);
                     qgemm_case(dev, m, n, k, SN_QTYPE_U4, 1, 0, 1, 0, act);
+                    qgemm_case(dev, m, n, k, SN_QTYPE_U4, 1, 32, 3, 1, act);
+                    qgemm_case(dev, m, n, k, SN_QTYPE_U8, 0, 0, 3, 0, act);
+                    qgemm_case(dev, m, n, k, SN_QTYPE_U8, 1, 0, 3, 1, act);
                     for (int tb = 0; tb < 2; tb++) {
                         qgemm_case(dev, m, n, k, SN_QTYPE_F16, tb, 0, 0,
                                    v % 2, act);
@@ -309,6 +316,11 @@ Test(kernels, qgemm_refuses_bad_descriptors)
         bad = d;
         bad.qtype = SN_QTYPE_BF16;
         bad.block = 4; /* nor blocks */
+        cr_expect_eq(sn_qgemm(dev, &bad), SHARDNET_INVALID_ARGUMENT);
+        bad = d;
+        bad.zero_value = NAN; /* zero points are bytes */
+        cr_expect_eq(sn_qgemm(dev, &bad), SHARDNET_INVALID_ARGUMENT);
+        bad.zero_value = 256.0f;
         cr_expect_eq(sn_qgemm(dev, &bad), SHARDNET_INVALID_ARGUMENT);
         bad = d;
         bad.qtype = (sn_qtype)7;

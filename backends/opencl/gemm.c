@@ -227,10 +227,11 @@ shardnet_status sn_cl_qgemm(sn_device *dev, const sn_qgemm_desc *d)
     cl_uint b_off = d->bias.buf ? (cl_uint)d->bias.offset : 0;
     cl_int has_zero = d->zero.buf != NULL, has_bias = d->bias.buf != NULL;
     cl_int act = (cl_int)d->act;
+    cl_float zv = d->zero_value;
     karg args[] = {ARG(un),    ARG(dims),  ARG(lds),      ARG(a),
                    ARG(a_off), ARG(q),     ARG(q_off),    ARG(s),
                    ARG(s_off), ARG(z),     ARG(z_off),    ARG(has_zero),
-                   ARG(b),     ARG(b_off), ARG(has_bias), ARG(c),
-                   ARG(c_off), ARG(act)};
-    return sn_cl_run_single(dev, K_QGEMM, "qgemm", args, 18, total);
+                   ARG(zv),    ARG(b),     ARG(b_off),    ARG(has_bias),
+                   ARG(c),     ARG(c_off), ARG(act)};
+    return sn_cl_run_single(dev, K_QGEMM, "qgemm", args, 19, total);
 }

@@ -356,7 +356,7 @@ typedef struct sn_dwconv_desc {
  * type: C (m x n, row stride ldc) = act(A W + bias), A float (m x k, row
  * stride lda), W(kk, j) = scale[s] * (q(kk, j) - zero[s]) with
  * s = j * blocks + kk / block (block 0: one scale per column, blocks = 1),
- * zero.buf NULL for zeros of 0.  q's values lie in its buffer's bytes
+ * zero.buf NULL for every zero point zero_value (0 unless set).  q's values lie in its buffer's bytes
  * from byte 4 * q.offset, as elements of its type (one byte, or two for
  * F16 and BF16, little-endian): trans_b 0, K rows of N, q(kk, j) at
  * element kk * ldq + j; trans_b 1, N rows of K, at element j * ldq + kk,
@@ -386,6 +386,7 @@ typedef struct sn_qgemm_desc {
     int trans_b;
     size_t block;
     sn_view a, q, scale, zero, bias, c;
+    float zero_value; /* every zero point, where zero.buf is NULL */
     size_t lda, ldq, ldc;
     sn_act act;
 } sn_qgemm_desc;

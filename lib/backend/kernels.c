@@ -748,12 +748,15 @@ shardnet_status sn_qgemm(sn_device *dev, const sn_qgemm_desc *d)
         return SHARDNET_OK;
     if (d->k == 0 || (unsigned)d->qtype > SN_QTYPE_BF16 ||
         (d->qtype == SN_QTYPE_U4 && (!d->trans_b || d->block % 2)) ||
-        (sn_qtype_bytes(d->qtype) == 2 && (d->block || d->zero.buf)) ||
+        (sn_qtype_bytes(d->qtype) == 2 &&
+         (d->block || d->zero.buf || d->zero_value != 0.0f)) ||
+        !(d->zero_value >= 0.0f && d->zero_value <= 255.0f) ||
         (unsigned)d->act > SN_ACT_RELU6)
         return sn_error(SHARDNET_INVALID_ARGUMENT,
                         "qgemm on %s: k 0, a bad type or activation, uint4 "
-                        "not stored as N rows of K in even blocks, or a "
-                        "half-precision weight with blocks or zero points",
+                        "not stored as N rows of K in even blocks, a "
+                        "half-precision weight with blocks or zero points, "
+                        "or a zero point outside 0..255",
                         dev->info.name);
     rows = d->trans_b ? d->n : d->k;
     row_bytes = d->trans_b ? d->k : d->n; /* in elements until the end */

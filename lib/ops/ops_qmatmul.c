@@ -162,10 +162,11 @@ SN_LOWER(sn_lower_matmul_nbits)
                              "A's last dimension must be K (%lld), the bias "
                              "N (%lld) values",
                              (long long)k, (long long)nn);
-    /* The zero points as one float per column and block. */
+    /* The zero points as one float per column and block; none given,
+     * 2^(bits - 1) for all, which the product takes as one value. */
     size_t ns = (size_t)nn * blocks, zrow = (blocks + 1) / 2;
-    float *zero = malloc(ns * sizeof *zero);
-    if (!zero)
+    float *zero = z ? malloc(ns * sizeof *zero) : NULL;
+    if (z && !zero)
         return sn_error(SHARDNET_OUT_OF_MEMORY, "zero points");
     int packed = z && z->dtype == SN_DT_UINT8 && bits == 4;
     if (z && (!z->host ||
@@ -177,7 +178,7 @@ SN_LOWER(sn_lower_matmul_nbits)
                              "zero points must be constants: uint8 packed "
                              "like B, or floats like the scales");
     }
-    for (size_t j = 0; j < (size_t)nn; j++)
+    for (size_t j = 0; z && j < (size_t)nn; j++)
         for (size_t b = 0; b < blocks; b++) {
             float v = (float)(1 << (bits - 1));
             if (packed) {
@@ -200,7 +201,8 @@ SN_LOWER(sn_lower_matmul_nbits)
         .m = rows, .n = (size_t)nn, .k = (size_t)k,
         .qtype = bits == 4 ? SN_QTYPE_U4 : SN_QTYPE_U8, .trans_b = 1,
         .block = (size_t)bs, .lda = (size_t)k, .ldq = ldq,
-        .ldc = (size_t)nn, .act = sn_fused_act(n)};
+        .ldc = (size_t)nn, .act = sn_fused_act(n),
+        .zero_value = z ? 0.0f : (float)(1 << (bits - 1))};
     if ((st = sn_out_device(L, n, 0, a->rank, od, &out)) != SHARDNET_OK ||
         rows == 0 || (st = sn_dev_view(L, n, a, &g.u.qgemm.a)) ||
         (st = sn_dev_bytes(L, n, q, &g.u.qgemm.q)) ||
@@ -209,7 +211,8 @@ SN_LOWER(sn_lower_matmul_nbits)
         free(zero);
         return st;
     }
-    if ((st = sn_dev_upload(L, n, zero, ns, &g.u.qgemm.zero)) != SHARDNET_OK)
+    if (z && (st = sn_dev_upload(L, n, zero, ns, &g.u.qgemm.zero)) !=
+                 SHARDNET_OK)
         return st;
     g.u.qgemm.c = out->view;
     return sn_emit(L, n, &g);
