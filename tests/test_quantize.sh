@@ -95,6 +95,17 @@ form() {
         same "$1 on $d: ONNX Runtime's logits within $4" \
             "$fix/fashion_mlp_q_$1_ort.npy" "$tmpd/$1-$d/logits.npy" "$4"
     done
+    # One row at a time: the batch-1 products (int8 by bytes where the
+    # CPU has VNNI, halves and uint4 converted in registers), not the
+    # weight dequantized once for many rows.
+    if "$bin" run "$q" -d cpu:0 -b 1 --input "$fix/fashion_mlp_input.npy" \
+        --output-dir "$tmpd/$1-rows" >"$out" 2>&1; then
+        same "$1 on cpu:0, a row at a time: ONNX Runtime's logits within $4" \
+            "$fix/fashion_mlp_q_$1_ort.npy" "$tmpd/$1-rows/logits.npy" "$4"
+    else
+        fail "$1 runs on cpu:0 a row at a time"
+        sed 's/^/    /' "$out"
+    fi
 }
 
 expect 0 "Usage: shardnet quantize" "$bin" quantize --help
