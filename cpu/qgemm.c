@@ -703,11 +703,12 @@ static VNNI vnni_row *vnni_rows(const sn_qgemm_desc *d, const float *a)
                                       _CMP_NLE_UQ); /* NaN or infinite */
             mx = _mm512_max_ps(mx, v);
         }
-        if (bad) {
+        float amax = _mm512_reduce_max_ps(mx);
+        /* (and rows so small that 2^22 / max overflows a float) */
+        if (bad || (amax > 0.0f && !(4194303.0 / (double)amax <= 3.0e38))) {
             free(rows);
             return NULL;
         }
-        float amax = _mm512_reduce_max_ps(mx);
         /* v within 2^22, so that the top digit is within 64 */
         r->scale = (double)amax / 4194303.0;
         for (int p = 0; p < 3; p++)

@@ -80,11 +80,12 @@ float ref_unary_op(sn_unary_op op, float x, float alpha, float beta);
 
 /* x[0..n) = deterministic uniform values in [lo, hi) from seed (xorshift32). */
 void ref_fill_random(float *x, size_t n, unsigned seed, float lo, float hi);
-/* The quantized product, plainly: each weight dequantized, (q - zero) *
- * scale, summed in double in kk order, then bias and activation; q the
- * weight's bytes (the descriptor's layout), zero and bias may be NULL. */
 /* The value of a finite IEEE half (bf16 0) or bfloat16 (1), bits h. */
 double ref_half_value(int bf16, unsigned h);
+/* The quantized product, plainly: each weight dequantized, (q - zero) *
+ * scale, summed in double in kk order, then bias and activation; q the
+ * weight's bytes (the descriptor's layout), zero NULL for the
+ * descriptor's zero_value, bias NULL for none. */
 void ref_qgemm(const sn_qgemm_desc *d, const float *a, const unsigned char *q,
                const float *scale, const float *zero, const float *bias,
                float *c);

@@ -2134,3 +2134,47 @@ Test(cpu_dwconv, sums_a_plane_with_a_non_finite_weight_like_the_reference)
     for (size_t i = 0; i < ARRAY_LEN(cases); i++)
         check_dwconv_all_teams(&cases[i]);
 }
+
+/* int8 at batch 1 takes A's row as bytes where the CPU has VNNI (scaled
+ * by the row's largest value): rows of tiny values, of huge ones, of a
+ * NaN or an infinity (the float path then: they propagate) and of zeros
+ * all give the plain product's answer. */
+Test(cpu_qgemm, one_row_of_any_size_or_a_nan_matches_the_reference)
+{
+    const size_t n = 37, k = 200;
+    static const float scales[] = {1e-36f, 1e-20f, 1.0f, 1e30f, 0.0f};
+    unsigned char *q = malloc(n * k);
+    float *a = alloc_floats(k), *s = alloc_floats(n), *got = alloc_floats(n),
+          *want = alloc_floats(n);
+    char msg[256];
+    cr_assert_not_null(q);
+    for (size_t i = 0; i < n * k; i++)
+        q[i] = (unsigned char)(i * 37u + 11u);
+    ref_fill_random(s, n, 9u, 0.001f, 0.01f);
+    for (int qt = 0; qt < 2; qt++)
+        for (size_t c = 0; c < ARRAY_LEN(scales) + 2; c++) {
+            sn_qgemm_desc d = {.m = 1, .n = n, .k = k,
+                               .qtype = qt ? SN_QTYPE_U8 : SN_QTYPE_S8,
+                               .trans_b = 1, .lda = k, .ldq = k, .ldc = n,
+                               .zero_value = qt ? 3.0f : 0.0f};
+            ref_fill_random(a, k, 3u, -1.0f, 1.0f);
+            for (size_t i = 0; i < k; i++)
+                a[i] *= c < ARRAY_LEN(scales) ? scales[c] : 1.0f;
+            if (c == ARRAY_LEN(scales))
+                a[17] = NAN;
+            if (c == ARRAY_LEN(scales) + 1)
+                a[17] = -INFINITY;
+            ref_qgemm(&d, a, q, s, NULL, NULL, want);
+            omp_set_num_threads(2);
+            cr_assert(sn_cpu_qgemm(&d, a, q, s, NULL, NULL, got));
+            /* float's smallest normal: products of tiny rows round there */
+            int bad = ref_compare(got, want, n, 1e-5f, 1e-37f, msg,
+                                  sizeof msg);
+            cr_assert_eq(bad, 0, "type %d, case %zu: %s", qt, c, msg);
+        }
+    free(q);
+    free(a);
+    free(s);
+    free(got);
+    free(want);
+}

@@ -5,7 +5,9 @@
  * host memory, or the copy between a buffer and the caller's memory.
  * GEMMs with a constant B (a weight) use a packed copy of B, kept per
  * device until B's buffer is freed; where B is read in place from the
- * model's mapped file, its pages are dropped once packed.
+ * model's mapped file, its pages are dropped once packed.  One row by a
+ * constant B^T (batch 1 through a weight stored [N, K]) makes no packed
+ * copy: dot products with B's rows where they lie (cpu/sgemm_avx512.c).
  */
 #include <config.h>
 
