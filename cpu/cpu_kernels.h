@@ -104,6 +104,13 @@ int sn_cpu_sgemm_avx512_dot_takes(const sn_gemm_desc *d);
 void sn_cpu_sgemm_avx512_dot(const sn_gemm_desc *d, const float *a,
                              const float *b, float *c, const float *bias,
                              const float *res);
+/* One row of A times a constant B not transposed (m = batch = 1): B's
+ * rows in place, in blocks summed apart and added in order (the same
+ * bits on any thread count); 0 when out of memory, computing nothing. */
+int sn_cpu_sgemm_avx512_rows_takes(const sn_gemm_desc *d);
+int sn_cpu_sgemm_avx512_rows(const sn_gemm_desc *d, const float *a,
+                             const float *b, float *c, const float *bias,
+                             const float *res);
 void sn_cpu_sgemm_avx512_direct(const sn_gemm_desc *d, const float *a,
                                 const float *b, float *c, const float *bias,
                                 const float *res);

@@ -554,6 +554,93 @@ static AVX512 void dot_rows(const sn_gemm_desc *d, const float *a,
         dot_group(1, d, a, b, c, bias, res, j);
 }
 
+/* Columns [32 p0, 32 p1) of C from the K blocks' sums (part: nch blocks
+ * of n floats), added to C in block order by the tile's own epilogue
+ * (finish_row, store_row), as sgemm_block would. */
+static AVX512 void row_finish(const sn_gemm_desc *d, const float *part,
+                              size_t nch, float *c, const float *bias,
+                              const float *res, size_t p0, size_t p1)
+{
+    tile_args t;
+    memset(&t, 0, sizeof t);
+    t.alpha = d->alpha;
+    t.beta = d->beta;
+    t.act = d->act;
+    t.ldc = d->ldc;
+    t.bias_row = bias && d->bias_rows ? bias : NULL;
+    for (size_t p = p0; p < p1; p++) {
+        const size_t c0 = p * NR, nc = d->n - c0 < NR ? d->n - c0 : NR;
+        t.m0 = nc >= 16 ? 0xffff : (__mmask16)((1u << nc) - 1u);
+        t.m1 = nc <= 16   ? 0
+               : nc >= 32 ? 0xffff
+                          : (__mmask16)((1u << (nc - 16)) - 1u);
+        t.c = c + c0;
+        t.bias_col = bias && !d->bias_rows ? bias + c0 : NULL;
+        t.res = res ? res + c0 : NULL;
+        for (size_t ch = 0; ch < nch; ch++) {
+            const float *pp = part + ch * d->n + c0;
+            __m512 v0 = _mm512_maskz_loadu_ps(t.m0, pp),
+                   v1 = _mm512_maskz_loadu_ps(t.m1, pp + 16);
+            t.first = ch == 0;
+            t.last = ch + 1 == nch;
+            finish_row(&t, 0, &v0, &v1);
+            store_row(&t, 0, v0, v1);
+        }
+    }
+}
+
+/* The partial sum over B's rows [k0, k1) of one row of A times B (rows
+ * ldb apart, n columns) into part, from zero, in K order. */
+static AVX512 void row_chunk(const sn_gemm_desc *d, const float *a,
+                             const float *b, size_t k0, size_t k1,
+                             float *part)
+{
+    const size_t n = d->n, full = n / 16 * 16;
+    const __mmask16 mt = (__mmask16)((1u << (n - full)) - 1u);
+    size_t kk = k0;
+    memset(part, 0, n * sizeof *part);
+    /* Four rows a pass: the same chain of FMAs per column (row kk, then
+     * kk + 1, ...), its sum held in a register between them. */
+    for (; kk + 4 <= k1; kk += 4) {
+        const __m512 a0 = _mm512_set1_ps(a[kk]), a1 = _mm512_set1_ps(a[kk + 1]),
+                     a2 = _mm512_set1_ps(a[kk + 2]),
+                     a3 = _mm512_set1_ps(a[kk + 3]);
+        const float *r0 = b + kk * d->ldb, *r1 = r0 + d->ldb,
+                    *r2 = r1 + d->ldb, *r3 = r2 + d->ldb;
+        size_t j = 0;
+        for (; j < full; j += 16) {
+            __m512 v = _mm512_loadu_ps(part + j);
+            v = _mm512_fmadd_ps(a0, _mm512_loadu_ps(r0 + j), v);
+            v = _mm512_fmadd_ps(a1, _mm512_loadu_ps(r1 + j), v);
+            v = _mm512_fmadd_ps(a2, _mm512_loadu_ps(r2 + j), v);
+            v = _mm512_fmadd_ps(a3, _mm512_loadu_ps(r3 + j), v);
+            _mm512_storeu_ps(part + j, v);
+        }
+        if (j < n) {
+            __m512 v = _mm512_maskz_loadu_ps(mt, part + j);
+            v = _mm512_fmadd_ps(a0, _mm512_maskz_loadu_ps(mt, r0 + j), v);
+            v = _mm512_fmadd_ps(a1, _mm512_maskz_loadu_ps(mt, r1 + j), v);
+            v = _mm512_fmadd_ps(a2, _mm512_maskz_loadu_ps(mt, r2 + j), v);
+            v = _mm512_fmadd_ps(a3, _mm512_maskz_loadu_ps(mt, r3 + j), v);
+            _mm512_mask_storeu_ps(part + j, mt, v);
+        }
+    }
+    for (; kk < k1; kk++) {
+        const __m512 av = _mm512_set1_ps(a[kk]);
+        const float *row = b + kk * d->ldb;
+        size_t j = 0;
+        for (; j < full; j += 16)
+            _mm512_storeu_ps(part + j,
+                             _mm512_fmadd_ps(av, _mm512_loadu_ps(row + j),
+                                             _mm512_loadu_ps(part + j)));
+        if (j < n)
+            _mm512_mask_storeu_ps(
+                part + j, mt,
+                _mm512_fmadd_ps(av, _mm512_maskz_loadu_ps(mt, row + j),
+                                _mm512_maskz_loadu_ps(mt, part + j)));
+    }
+}
+
 #endif /* SN_HAVE_AVX512_SGEMM */
 
 static void pack_panel(sn_cpu_packed_b *p, const float *b, size_t ldb,
@@ -708,6 +795,58 @@ void sn_cpu_sgemm_avx512_dot(const sn_gemm_desc *d, const float *a,
     }
 #else
     (void)d; (void)a; (void)b; (void)c; (void)bias; (void)res;
+#endif
+}
+
+/*
+ * One row of A times a constant B not transposed (a MatMul's [K, N]
+ * weight at batch 1): B read where it lies, a K block of whole rows at a
+ * time (one run of the file, streamed by one thread), so that batch 1
+ * needs no packed copy.  Each block's sums start from zero and run in K
+ * order, and the blocks are added in order at the end as finish_row adds
+ * them to C (alpha, beta, then the bias, the residual and RELU): the
+ * packed kernel's bits, on any thread count.  Returns 0, computing
+ * nothing, when out of memory for the blocks' sums.
+ */
+int sn_cpu_sgemm_avx512_rows_takes(const sn_gemm_desc *d)
+{
+    return sn_cpu_sgemm_avx512_available() && d->b_const && !d->trans_a &&
+           !d->trans_b && d->m == 1 && d->batch == 1 && d->k > 0;
+}
+
+int sn_cpu_sgemm_avx512_rows(const sn_gemm_desc *d, const float *a,
+                             const float *b, float *c, const float *bias,
+                             const float *res)
+{
+#if SN_HAVE_AVX512_SGEMM
+    /* sgemm_block's K blocks */
+    const size_t nkb = ceil_div(d->k, KC), kc_even = ceil_div(d->k, nkb);
+    const size_t n = d->n, nch = ceil_div(d->k, kc_even);
+    float *part;
+    if (n == 0)
+        return 1;
+    if (!(part = malloc(nch * n * sizeof *part)))
+        return 0;
+    const int par = omp_get_max_threads() > 1 &&
+                    (double)n * (double)d->k >= 64.0 * 64.0 * 64.0;
+#pragma omp parallel if (par)
+    {
+#pragma omp for schedule(static)
+        for (size_t ch = 0; ch < nch; ch++) {
+            size_t k0 = ch * kc_even,
+                   k1 = k0 + kc_even < d->k ? k0 + kc_even : d->k;
+            row_chunk(d, a, b, k0, k1, part + ch * n);
+        }
+        size_t u0, u1;
+        sn_cpu_thread_share(ceil_div(n, NR), &u0, &u1);
+        if (u0 < u1)
+            row_finish(d, part, nch, c, bias, res, u0, u1);
+    }
+    free(part);
+    return 1;
+#else
+    (void)d; (void)a; (void)b; (void)c; (void)bias; (void)res;
+    return 0;
 #endif
 }
 

@@ -1628,6 +1628,57 @@ Test(cpu_sgemm_avx512, one_row_by_a_weight_gives_the_same_bits_on_any_team)
     free(c2);
 }
 
+/* One row by a weight stored [K, N] (a MatMul's), read in place a K
+ * block at a time: the packed kernel's bits, every epilogue, any team. */
+Test(cpu_sgemm_avx512, one_row_by_a_k_by_n_weight_gives_the_packed_bits)
+{
+    static const size_t shapes[][2] = {{1, 1},    {7, 13},   {33, 257},
+                                       {100, 300}, {47, 1000}, {1003, 4097}};
+    if (!sn_cpu_sgemm_avx512_available())
+        cr_skip_test("no AVX-512 on this CPU (or SHARDNET_CPU_SGEMM=blas)");
+    for (size_t i = 0; i < ARRAY_LEN(shapes); i++)
+        for (int e = 0; e < 4; e++) {
+            const size_t n = shapes[i][0], k = shapes[i][1], ldb = n + 3;
+            sn_gemm_desc d = {.m = 1, .n = n, .k = k, .lda = k, .ldb = ldb,
+                              .ldc = n, .batch = 1, .b_const = 1,
+                              .alpha = e == 2 ? 0.75f : 1.0f,
+                              .beta = e == 2 ? 0.5f : 0.0f,
+                              .bias_rows = e == 3,
+                              .act = e == 1   ? SN_ACT_RELU
+                                     : e == 3 ? SN_ACT_RELU6
+                                              : SN_ACT_NONE};
+            float *a = alloc_floats(k), *b = alloc_floats(k * ldb),
+                  *bias = alloc_floats(n), *res = alloc_floats(n),
+                  *want = alloc_floats(n), *got = alloc_floats(n);
+            ref_fill_random(a, k, 3u, -1.0f, 1.0f);
+            ref_fill_random(b, k * ldb, 5u, -1.0f, 1.0f);
+            ref_fill_random(bias, n, 7u, -1.0f, 1.0f);
+            ref_fill_random(res, n, 9u, -1.0f, 1.0f);
+            const float *bs = e ? bias : NULL, *rs = e >= 2 ? res : NULL;
+            sn_cpu_packed_b *pb = sn_cpu_packed_b_alloc(k, n);
+            cr_assert_not_null(pb);
+            sn_cpu_pack_b(pb, &d, b);
+            for (size_t t = 0; t < ARRAY_LEN(team_sizes); t++) {
+                ref_fill_random(want, n, 11u, -1.0f, 1.0f);
+                memcpy(got, want, n * sizeof *got);
+                omp_set_num_threads(team_sizes[t]);
+                sn_cpu_sgemm_avx512_packed(&d, a, pb, want, bs, rs);
+                cr_assert(sn_cpu_sgemm_avx512_rows_takes(&d));
+                cr_assert(sn_cpu_sgemm_avx512_rows(&d, a, b, got, bs, rs));
+                cr_assert(memcmp(want, got, n * sizeof *got) == 0,
+                          "n=%zu k=%zu epilogue %d threads=%d: differs from "
+                          "the packed kernel", n, k, e, team_sizes[t]);
+            }
+            sn_cpu_packed_b_free(pb);
+            free(a);
+            free(b);
+            free(bias);
+            free(res);
+            free(want);
+            free(got);
+        }
+}
+
 Test(cpu_sgemm_avx512, gives_the_same_bits_in_place_as_packed)
 {
     /* 1x1 convolutions' shapes: wide B, K under and over one K block. */

@@ -7,7 +7,7 @@
  * layers of 4096, holds 537 MB of fp32 weights.
  *
  *   make_big_model OUT.onnx [--layers L] [--width W] [--seed S]
- *                  [--external] [--weights fp32|int8|int4|fp16]
+ *                  [--external] [--weights fp32|int8|int4|fp16] [--matmul]
  *
  * --weights int8 stores each weight as int8 with one scale per output
  * column (max |w| / 127, rounded half to even), dequantized by a
@@ -18,6 +18,9 @@
  * after.  --weights fp16 stores them as IEEE halves (rounded to nearest
  * even), each Cast to float before its Gemm: the form of `shardnet
  * quantize --weights fp16`, half the bytes.
+ * --matmul (fp32 only) writes each layer as a MatMul by its weight stored
+ * [K, N] (the same bytes, read the other way) and an Add of the bias,
+ * as exporters write a Linear applied to more than two dimensions.
  * --external writes the weights to OUT.onnx.data beside the model
  * (ONNX's external data, each tensor at an offset aligned to 4096 bytes),
  * as exporters do for models over 2 GB.  The file is streamed: nothing
@@ -295,7 +298,7 @@ static void usage(void)
     fprintf(stderr,
             "Usage: make_big_model OUT.onnx [--layers L] [--width W] "
             "[--seed S] [--external]\n"
-            "                      [--weights fp32|int8|int4|fp16]\n"
+            "                      [--weights fp32|int8|int4|fp16] [--matmul]\n"
             "Writes an MLP of L Gemm layers of W x W fp32 weights (default "
             "8 x 4096:\n537 MB) with Relu between them, from seed S "
             "(default 1).\n");
@@ -320,7 +323,7 @@ int main(int argc, char **argv)
     const char *out = NULL;
     long layers = 8, width = 4096;
     uint64_t seed = 1;
-    int external = 0, int8 = 0, int4 = 0, fp16 = 0;
+    int external = 0, int8 = 0, int4 = 0, fp16 = 0, matmul = 0;
     for (int i = 1; i < argc; i++) {
         if (strcmp(argv[i], "--layers") == 0 && i + 1 < argc)
             layers = parse(argv[++i], 1, 1000, "--layers");
@@ -330,6 +333,8 @@ int main(int argc, char **argv)
             seed = (uint64_t)parse(argv[++i], 0, 1L << 30, "--seed");
         else if (strcmp(argv[i], "--external") == 0)
             external = 1;
+        else if (strcmp(argv[i], "--matmul") == 0)
+            matmul = 1;
         else if (strcmp(argv[i], "--weights") == 0 && i + 1 < argc &&
                  (!strcmp(argv[i + 1], "fp32") ||
                   !strcmp(argv[i + 1], "int8") ||
@@ -344,7 +349,7 @@ int main(int argc, char **argv)
         else
             out = argv[i];
     }
-    if (!out)
+    if (!out || (matmul && (int8 || int4 || fp16)))
         usage();
 
     /* Per layer: the weight (or its integers and scales), the bias. */
@@ -429,7 +434,19 @@ int main(int argc, char **argv)
             n = node("Cast", name, cins, 1, wd);
             sub_field(&nodes, 1, &n);
         }
-        if (!int4) {
+        if (matmul) {
+            const char *mins[2] = {in, wd}, *ains[2];
+            char m[32];
+            snprintf(m, sizeof m, "m%ld", l);
+            snprintf(name, sizeof name, "matmul%ld", l);
+            n = node("MatMul", name, mins, 2, m);
+            sub_field(&nodes, 1, &n);
+            ains[0] = m;
+            ains[1] = ws[per * l + per - 1].name;
+            snprintf(name, sizeof name, "add%ld", l);
+            n = node("Add", name, ains, 2, h);
+            sub_field(&nodes, 1, &n);
+        } else if (!int4) {
             const char *ins[3] = {in, wd, ws[per * l + per - 1].name};
             snprintf(name, sizeof name, "gemm%ld", l);
             n = node("Gemm", name, ins, 3, h);

@@ -7,7 +7,9 @@
  * device until B's buffer is freed; where B is read in place from the
  * model's mapped file, its pages are dropped once packed.  One row by a
  * constant B^T (batch 1 through a weight stored [N, K]) makes no packed
- * copy: dot products with B's rows where they lie (cpu/sgemm_avx512.c).
+ * copy: dot products with B's rows where they lie (cpu/sgemm_avx512.c);
+ * one row by a B not transposed reads it in place too, until a product of
+ * more rows has packed it (the same bits either way).
  */
 #include <config.h>
 
@@ -39,9 +41,11 @@ static const int32_t *index_ptr(sn_view v)
     return (const int32_t *)((cpu_buf *)v.buf)->host + v.offset;
 }
 
-/* The packed copy of d's constant B, made now if missing; NULL where the
- * AVX-512 kernel does not take d or memory is short. */
-static const sn_cpu_packed_b *packed_b(cpu_device *cd, const sn_gemm_desc *d)
+/* The packed copy of d's constant B, made now if missing (unless
+ * only_found); NULL where the AVX-512 kernel does not take d, memory is
+ * short or, with only_found, there is none yet. */
+static const sn_cpu_packed_b *packed_b(cpu_device *cd, const sn_gemm_desc *d,
+                                       int only_found)
 {
     packed_entry *e;
     sn_cpu_packed_b *pb = NULL;
@@ -58,7 +62,7 @@ static const sn_cpu_packed_b *packed_b(cpu_device *cd, const sn_gemm_desc *d)
             break;
         }
     pthread_mutex_unlock(&cd->pack_lock);
-    if (pb)
+    if (pb || only_found)
         return pb;
     /* Packed outside the lock: only this worker adds entries, and the
      * buffer cannot be freed while its task runs (sn_cpu_buffer_free
@@ -153,7 +157,20 @@ void sn_cpu_run_task(cpu_device *cd, const task *t)
                                     view_ptr_or_null(t->u.gemm.res));
             break;
         }
-        if ((pb = packed_b(cd, &t->u.gemm))) {
+        /* One row by a [K, N] weight not packed yet: read in place, the
+         * packed kernel's bits (a batch-1 model makes no copy). */
+        if (sn_cpu_sgemm_avx512_rows_takes(&t->u.gemm) &&
+            !packed_b(cd, &t->u.gemm, 1)) {
+            if (!buffers_ready(cd, t, 0))
+                return;
+            if (sn_cpu_sgemm_avx512_rows(&t->u.gemm, view_ptr(t->u.gemm.a),
+                                         view_ptr(t->u.gemm.b),
+                                         view_ptr(t->u.gemm.c),
+                                         view_ptr_or_null(t->u.gemm.bias),
+                                         view_ptr_or_null(t->u.gemm.res)))
+                break;
+        }
+        if ((pb = packed_b(cd, &t->u.gemm, 0))) {
             sn_cpu_sgemm_avx512_packed(&t->u.gemm, view_ptr(t->u.gemm.a), pb,
                                        view_ptr(t->u.gemm.c),
                                        view_ptr_or_null(t->u.gemm.bias),
