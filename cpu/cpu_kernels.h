@@ -81,6 +81,8 @@ int sn_cpu_sgemm_avx512_supports(const sn_gemm_desc *d);
 int sn_cpu_sgemm_avx512_worth(const sn_gemm_desc *d, int b_packed);
 /* Does this CPU have AVX-512 F, BW, DQ and VL (checked once)? */
 int sn_cpu_has_avx512(void);
+/* And AVX-512 VNNI (byte products), checked with it. */
+int sn_cpu_has_avx512_vnni(void);
 sn_cpu_packed_b *sn_cpu_packed_b_alloc(size_t k, size_t n);
 void sn_cpu_packed_b_free(sn_cpu_packed_b *p);
 void sn_cpu_pack_b(sn_cpu_packed_b *p, const sn_gemm_desc *d, const float *b);
@@ -101,9 +103,9 @@ int sn_cpu_sgemm_avx512_direct_takes(const sn_gemm_desc *d);
  * products with B's rows in place; its own order of the sums (see
  * sgemm_avx512.c), the same for any thread count. */
 int sn_cpu_sgemm_avx512_dot_takes(const sn_gemm_desc *d);
-void sn_cpu_sgemm_avx512_dot(const sn_gemm_desc *d, const float *a,
-                             const float *b, float *c, const float *bias,
-                             const float *res);
+int sn_cpu_sgemm_avx512_dot(const sn_gemm_desc *d, const float *a,
+                            const float *b, float *c, const float *bias,
+                            const float *res);
 /* One row of A times a constant B not transposed (m = batch = 1): B's
  * rows in place, in blocks summed apart and added in order (the same
  * bits on any thread count); 0 when out of memory, computing nothing. */

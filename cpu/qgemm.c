@@ -476,6 +476,80 @@ static AVX512 float u4_column(const qargs *x, size_t i, size_t j)
 
 #define VNNI __attribute__((target("avx512f,avx512bw,avx512dq,avx512vl,avx512vnni")))
 
+/* v's sixteen 32-bit lanes, sign-extended, added pairwise into eight
+ * 64-bit lanes (sums of many of them overflow 32 bits). */
+static inline __attribute__((always_inline)) VNNI __m512i
+widen_pairs(__m512i v)
+{
+    return _mm512_add_epi64(
+        _mm512_cvtepi32_epi64(_mm512_castsi512_si256(v)),
+        _mm512_cvtepi32_epi64(_mm512_extracti64x4_epi64(v, 1)));
+}
+
+/* The byte planes of A's m rows (vnni_row) in one allocation, or NULL
+ * where a row holds a NaN or an infinity (the float path takes them) or
+ * memory is short.  16 values a step: the planes of a big model's layer
+ * are made in microseconds. */
+static VNNI vnni_row *vnni_rows(const sn_qgemm_desc *d, const float *a)
+{
+    size_t kp = (d->k + 63) / 64 * 64;
+    vnni_row *rows = calloc(1, d->m * (sizeof *rows + 3 * kp));
+    if (!rows)
+        return NULL;
+    int8_t *bytes = (int8_t *)(rows + d->m);
+    const __m512 mag = _mm512_castsi512_ps(_mm512_set1_epi32(0x7fffffff));
+    const __m512i k128 = _mm512_set1_epi32(128), k255 = _mm512_set1_epi32(255);
+    for (size_t i = 0; i < d->m; i++) {
+        const float *ar = a + i * d->lda;
+        vnni_row *r = &rows[i];
+        __m512 mx = _mm512_setzero_ps();
+        __mmask16 bad = 0;
+        for (size_t k = 0; k < d->k; k += 16) {
+            __mmask16 m = d->k - k >= 16 ? 0xffff
+                                         : (__mmask16)((1u << (d->k - k)) - 1u);
+            __m512 v = _mm512_and_ps(_mm512_maskz_loadu_ps(m, ar + k), mag);
+            bad |= _mm512_cmp_ps_mask(v, _mm512_set1_ps(3.4028235e38f),
+                                      _CMP_NLE_UQ); /* NaN or infinite */
+            mx = _mm512_max_ps(mx, v);
+        }
+        float amax = _mm512_reduce_max_ps(mx);
+        /* (and rows so small that 2^22 / max overflows a float) */
+        if (bad || (amax > 0.0f && !(4194303.0 / (double)amax <= 3.0e38))) {
+            free(rows);
+            return NULL;
+        }
+        /* v within 2^22, so that the top digit is within 64 */
+        r->scale = (double)amax / 4194303.0;
+        for (int p = 0; p < 3; p++)
+            r->plane[p] = bytes + (3 * i + (size_t)p) * kp;
+        if (amax == 0.0f)
+            continue;
+        const __m512 inv = _mm512_set1_ps((float)(4194303.0 / (double)amax));
+        __m512i ps[3] = {_mm512_setzero_si512(), _mm512_setzero_si512(),
+                         _mm512_setzero_si512()};
+        __m512i vs = _mm512_setzero_si512(); /* 64-bit lanes */
+        for (size_t k = 0; k < d->k; k += 16) {
+            __mmask16 m = d->k - k >= 16 ? 0xffff
+                                         : (__mmask16)((1u << (d->k - k)) - 1u);
+            __m512i v = _mm512_cvtps_epi32(
+                _mm512_mul_ps(_mm512_maskz_loadu_ps(m, ar + k), inv));
+            vs = _mm512_add_epi64(vs, widen_pairs(v));
+            for (int p = 0; p < 3; p++) {
+                __m512i digit = _mm512_sub_epi32(
+                    _mm512_and_si512(_mm512_add_epi32(v, k128), k255), k128);
+                _mm_mask_storeu_epi8(r->plane[p] + k, m,
+                                     _mm512_cvtepi32_epi8(digit));
+                ps[p] = _mm512_add_epi32(ps[p], digit);
+                v = _mm512_srai_epi32(_mm512_sub_epi32(v, digit), 8);
+            }
+        }
+        for (int p = 0; p < 3; p++)
+            r->psum[p] = _mm512_reduce_add_epi32(ps[p]);
+        r->vsum = _mm512_reduce_add_epi64(vs);
+    }
+    return rows;
+}
+
 /*
  * int8 or uint8, N rows of K, one block, by a row of A as bytes: vpdpbusd
  * sums four byte products a lane, exactly, in 32-bit integers: per 64
@@ -513,10 +587,7 @@ static VNNI float vnni_column(const qargs *x, size_t i, size_t j)
     int64_t sum[3];
     const __m512i accs[3] = {acc0, acc1, acc2};
     for (int p = 0; p < 3; p++) {
-        __m512i lo = _mm512_cvtepi32_epi64(_mm512_castsi512_si256(accs[p]));
-        __m512i hi = _mm512_cvtepi32_epi64(
-            _mm512_extracti64x4_epi64(accs[p], 1));
-        sum[p] = _mm512_reduce_add_epi64(_mm512_add_epi64(lo, hi));
+        sum[p] = _mm512_reduce_add_epi64(widen_pairs(accs[p]));
         if (s8)
             sum[p] -= 128 * r->psum[p];
     }
@@ -524,18 +595,6 @@ static VNNI float vnni_column(const qargs *x, size_t i, size_t j)
     double dot = (double)qv - (double)zero_at(x, j, 0) * (double)r->vsum;
     float f = (float)(dot * r->scale);
     return finish(x, j, &f);
-}
-
-static int has_vnni(void)
-{
-    static int v = -1;
-    int got = __atomic_load_n(&v, __ATOMIC_RELAXED);
-    if (got < 0) {
-        __builtin_cpu_init();
-        got = sn_cpu_has_avx512() && __builtin_cpu_supports("avx512vnni");
-        __atomic_store_n(&v, got, __ATOMIC_RELAXED);
-    }
-    return got;
 }
 
 /* N rows of K: columns [j0, j1), each row of q against every row of A. */
@@ -677,73 +736,6 @@ static void dequantize(const qargs *x, float *w)
  * fp32 before). */
 #define GEMM_ROWS 8
 
-/* The byte planes of A's m rows (vnni_row) in one allocation, or NULL
- * where a row holds a NaN or an infinity (the float path takes them) or
- * memory is short.  16 values a step: the planes of a big model's layer
- * are made in microseconds. */
-static VNNI vnni_row *vnni_rows(const sn_qgemm_desc *d, const float *a)
-{
-    size_t kp = (d->k + 63) / 64 * 64;
-    vnni_row *rows = calloc(1, d->m * (sizeof *rows + 3 * kp));
-    if (!rows)
-        return NULL;
-    int8_t *bytes = (int8_t *)(rows + d->m);
-    const __m512 mag = _mm512_castsi512_ps(_mm512_set1_epi32(0x7fffffff));
-    const __m512i k128 = _mm512_set1_epi32(128), k255 = _mm512_set1_epi32(255);
-    for (size_t i = 0; i < d->m; i++) {
-        const float *ar = a + i * d->lda;
-        vnni_row *r = &rows[i];
-        __m512 mx = _mm512_setzero_ps();
-        __mmask16 bad = 0;
-        for (size_t k = 0; k < d->k; k += 16) {
-            __mmask16 m = d->k - k >= 16 ? 0xffff
-                                         : (__mmask16)((1u << (d->k - k)) - 1u);
-            __m512 v = _mm512_and_ps(_mm512_maskz_loadu_ps(m, ar + k), mag);
-            bad |= _mm512_cmp_ps_mask(v, _mm512_set1_ps(3.4028235e38f),
-                                      _CMP_NLE_UQ); /* NaN or infinite */
-            mx = _mm512_max_ps(mx, v);
-        }
-        float amax = _mm512_reduce_max_ps(mx);
-        /* (and rows so small that 2^22 / max overflows a float) */
-        if (bad || (amax > 0.0f && !(4194303.0 / (double)amax <= 3.0e38))) {
-            free(rows);
-            return NULL;
-        }
-        /* v within 2^22, so that the top digit is within 64 */
-        r->scale = (double)amax / 4194303.0;
-        for (int p = 0; p < 3; p++)
-            r->plane[p] = bytes + (3 * i + (size_t)p) * kp;
-        if (amax == 0.0f)
-            continue;
-        const __m512 inv = _mm512_set1_ps((float)(4194303.0 / (double)amax));
-        __m512i ps[3] = {_mm512_setzero_si512(), _mm512_setzero_si512(),
-                         _mm512_setzero_si512()};
-        __m512i vs = _mm512_setzero_si512(); /* 64-bit lanes */
-        for (size_t k = 0; k < d->k; k += 16) {
-            __mmask16 m = d->k - k >= 16 ? 0xffff
-                                         : (__mmask16)((1u << (d->k - k)) - 1u);
-            __m512i v = _mm512_cvtps_epi32(
-                _mm512_mul_ps(_mm512_maskz_loadu_ps(m, ar + k), inv));
-            vs = _mm512_add_epi64(
-                vs, _mm512_add_epi64(
-                        _mm512_cvtepi32_epi64(_mm512_castsi512_si256(v)),
-                        _mm512_cvtepi32_epi64(_mm512_extracti64x4_epi64(v, 1))));
-            for (int p = 0; p < 3; p++) {
-                __m512i digit = _mm512_sub_epi32(
-                    _mm512_and_si512(_mm512_add_epi32(v, k128), k255), k128);
-                _mm_mask_storeu_epi8(r->plane[p] + k, m,
-                                     _mm512_cvtepi32_epi8(digit));
-                ps[p] = _mm512_add_epi32(ps[p], digit);
-                v = _mm512_srai_epi32(_mm512_sub_epi32(v, digit), 8);
-            }
-        }
-        for (int p = 0; p < 3; p++)
-            r->psum[p] = _mm512_reduce_add_epi32(ps[p]);
-        r->vsum = _mm512_reduce_add_epi64(vs);
-    }
-    return rows;
-}
-
 int sn_cpu_qgemm(const sn_qgemm_desc *d, const float *a, const void *q,
                  const float *scale, const float *zero, const float *bias,
                  float *c)
@@ -770,7 +762,8 @@ int sn_cpu_qgemm(const sn_qgemm_desc *d, const float *a, const void *q,
 #if SN_HAVE_AVX512_QGEMM
     /* Bytes by bytes where the CPU has VNNI (vnni_column). */
     if (d->trans_b && x.blocks == 1 && sn_qtype_bytes(d->qtype) == 1 &&
-        d->qtype != SN_QTYPE_U4 && d->k <= ((size_t)1 << 20) && has_vnni())
+        d->qtype != SN_QTYPE_U4 && d->k <= ((size_t)1 << 20) &&
+        sn_cpu_has_avx512_vnni())
         x.vr = vr = vnni_rows(d, a);
     /* Rows of q against rows of A, whole K per column: A's rows in the
      * quad layout once, so that q's bytes need no shuffle. */

@@ -69,7 +69,17 @@ static size_t ceil_div(size_t a, size_t b)
     return a / b + (a % b != 0);
 }
 
-int sn_cpu_has_avx512(void)
+/* The rows of K a block holds: K split into even blocks of at most KC.
+ * The same K blocks for every M (one row included): each block's sum is
+ * added to C, so the blocks fix the order of the additions, and a row
+ * must be summed alike in a micro-batch and in the whole batch. */
+static size_t k_block(size_t k)
+{
+    return ceil_div(k, ceil_div(k, KC));
+}
+
+/* Bit 0: AVX-512 F, BW, DQ and VL; bit 1: VNNI as well (checked once). */
+static int cpu_features(void)
 {
 #if SN_HAVE_AVX512_SGEMM
     static int cached = -1;
@@ -80,12 +90,24 @@ int sn_cpu_has_avx512(void)
             __builtin_cpu_supports("avx512bw") &&
             __builtin_cpu_supports("avx512dq") &&
             __builtin_cpu_supports("avx512vl");
+        if (v && __builtin_cpu_supports("avx512vnni"))
+            v |= 2;
         __atomic_store_n(&cached, v, __ATOMIC_RELAXED);
     }
     return v;
 #else
     return 0;
 #endif
+}
+
+int sn_cpu_has_avx512(void)
+{
+    return cpu_features() & 1;
+}
+
+int sn_cpu_has_avx512_vnni(void)
+{
+    return (cpu_features() & 2) != 0;
 }
 
 int sn_cpu_sgemm_avx512_available(void)
@@ -364,12 +386,7 @@ static AVX512 void sgemm_block(const sn_gemm_desc *d, const float *a,
                                const float *res, size_t r0, size_t r1,
                                size_t p0, size_t p1)
 {
-    const size_t k = d->k;
-    /* The same K blocks for every M (one row included): each block's sum
-     * is added to C, so the blocks fix the order of the additions, and a
-     * row must be summed alike in a micro-batch and in the whole batch. */
-    const size_t nkb = ceil_div(k, KC);
-    const size_t kc_even = ceil_div(k, nkb);
+    const size_t k = d->k, kc_even = k_block(k);
     tile_args t;
 
     t.lda = d->lda;
@@ -589,56 +606,46 @@ static AVX512 void row_finish(const sn_gemm_desc *d, const float *part,
     }
 }
 
+/* nr rows of B from row kk into the partial sums part (n columns): per
+ * column the same chain of FMAs (row kk, then kk + 1, ...), its sum held
+ * in a register between them. */
+static inline __attribute__((always_inline)) AVX512 void
+row_pass(const int nr, const sn_gemm_desc *d, const float *a, const float *b,
+         size_t kk, float *part)
+{
+    const size_t n = d->n, full = n / 16 * 16;
+    const __mmask16 mt = (__mmask16)((1u << (n - full)) - 1u);
+    __m512 av[4];
+    const float *r[4];
+#pragma GCC unroll 4
+    for (int i = 0; i < nr; i++) {
+        av[i] = _mm512_set1_ps(a[kk + (size_t)i]);
+        r[i] = b + (kk + (size_t)i) * d->ldb;
+    }
+    for (size_t j = 0; j < n; j += 16) {
+        const __mmask16 m = j < full ? 0xffff : mt;
+        __m512 v = _mm512_maskz_loadu_ps(m, part + j);
+#pragma GCC unroll 4
+        for (int i = 0; i < nr; i++)
+            v = _mm512_fmadd_ps(av[i], _mm512_maskz_loadu_ps(m, r[i] + j), v);
+        _mm512_mask_storeu_ps(part + j, m, v);
+    }
+}
+
 /* The partial sum over B's rows [k0, k1) of one row of A times B (rows
- * ldb apart, n columns) into part, from zero, in K order. */
+ * ldb apart, n columns) into part, from zero, in K order, four rows a
+ * pass (one row a pass stored each column's sum between rows and ran at
+ * 57% of the packed kernel's speed). */
 static AVX512 void row_chunk(const sn_gemm_desc *d, const float *a,
                              const float *b, size_t k0, size_t k1,
                              float *part)
 {
-    const size_t n = d->n, full = n / 16 * 16;
-    const __mmask16 mt = (__mmask16)((1u << (n - full)) - 1u);
     size_t kk = k0;
-    memset(part, 0, n * sizeof *part);
-    /* Four rows a pass: the same chain of FMAs per column (row kk, then
-     * kk + 1, ...), its sum held in a register between them. */
-    for (; kk + 4 <= k1; kk += 4) {
-        const __m512 a0 = _mm512_set1_ps(a[kk]), a1 = _mm512_set1_ps(a[kk + 1]),
-                     a2 = _mm512_set1_ps(a[kk + 2]),
-                     a3 = _mm512_set1_ps(a[kk + 3]);
-        const float *r0 = b + kk * d->ldb, *r1 = r0 + d->ldb,
-                    *r2 = r1 + d->ldb, *r3 = r2 + d->ldb;
-        size_t j = 0;
-        for (; j < full; j += 16) {
-            __m512 v = _mm512_loadu_ps(part + j);
-            v = _mm512_fmadd_ps(a0, _mm512_loadu_ps(r0 + j), v);
-            v = _mm512_fmadd_ps(a1, _mm512_loadu_ps(r1 + j), v);
-            v = _mm512_fmadd_ps(a2, _mm512_loadu_ps(r2 + j), v);
-            v = _mm512_fmadd_ps(a3, _mm512_loadu_ps(r3 + j), v);
-            _mm512_storeu_ps(part + j, v);
-        }
-        if (j < n) {
-            __m512 v = _mm512_maskz_loadu_ps(mt, part + j);
-            v = _mm512_fmadd_ps(a0, _mm512_maskz_loadu_ps(mt, r0 + j), v);
-            v = _mm512_fmadd_ps(a1, _mm512_maskz_loadu_ps(mt, r1 + j), v);
-            v = _mm512_fmadd_ps(a2, _mm512_maskz_loadu_ps(mt, r2 + j), v);
-            v = _mm512_fmadd_ps(a3, _mm512_maskz_loadu_ps(mt, r3 + j), v);
-            _mm512_mask_storeu_ps(part + j, mt, v);
-        }
-    }
-    for (; kk < k1; kk++) {
-        const __m512 av = _mm512_set1_ps(a[kk]);
-        const float *row = b + kk * d->ldb;
-        size_t j = 0;
-        for (; j < full; j += 16)
-            _mm512_storeu_ps(part + j,
-                             _mm512_fmadd_ps(av, _mm512_loadu_ps(row + j),
-                                             _mm512_loadu_ps(part + j)));
-        if (j < n)
-            _mm512_mask_storeu_ps(
-                part + j, mt,
-                _mm512_fmadd_ps(av, _mm512_maskz_loadu_ps(mt, row + j),
-                                _mm512_maskz_loadu_ps(mt, part + j)));
-    }
+    memset(part, 0, d->n * sizeof *part);
+    for (; kk + 4 <= k1; kk += 4)
+        row_pass(4, d, a, b, kk, part);
+    for (; kk < k1; kk++)
+        row_pass(1, d, a, b, kk, part);
 }
 
 #endif /* SN_HAVE_AVX512_SGEMM */
@@ -770,7 +777,7 @@ void sn_cpu_sgemm_avx512_direct(const sn_gemm_desc *d, const float *a,
  * kernel's (K order per column): one-row products always come here, and a
  * pipeline never cuts a batch into micro-batches of one row (see
  * lib/runtime/pipeline_run.c), so a micro-batch's rows are still the
- * whole batch's.
+ * whole batch's.  Returns 1 (the signature of _rows, below).
  */
 int sn_cpu_sgemm_avx512_dot_takes(const sn_gemm_desc *d)
 {
@@ -778,9 +785,9 @@ int sn_cpu_sgemm_avx512_dot_takes(const sn_gemm_desc *d)
            d->trans_b && d->m == 1 && d->batch == 1 && d->k > 0;
 }
 
-void sn_cpu_sgemm_avx512_dot(const sn_gemm_desc *d, const float *a,
-                             const float *b, float *c, const float *bias,
-                             const float *res)
+int sn_cpu_sgemm_avx512_dot(const sn_gemm_desc *d, const float *a,
+                            const float *b, float *c, const float *bias,
+                            const float *res)
 {
 #if SN_HAVE_AVX512_SGEMM
     const int par = omp_get_max_threads() > 1 &&
@@ -793,8 +800,10 @@ void sn_cpu_sgemm_avx512_dot(const sn_gemm_desc *d, const float *a,
         if (u0 * DOT_ROWS < u1)
             dot_rows(d, a, b, c, bias, res, u0 * DOT_ROWS, u1);
     }
+    return 1;
 #else
     (void)d; (void)a; (void)b; (void)c; (void)bias; (void)res;
+    return 0;
 #endif
 }
 
@@ -819,8 +828,7 @@ int sn_cpu_sgemm_avx512_rows(const sn_gemm_desc *d, const float *a,
                              const float *res)
 {
 #if SN_HAVE_AVX512_SGEMM
-    /* sgemm_block's K blocks */
-    const size_t nkb = ceil_div(d->k, KC), kc_even = ceil_div(d->k, nkb);
+    const size_t kc_even = k_block(d->k); /* sgemm_block's K blocks */
     const size_t n = d->n, nch = ceil_div(d->k, kc_even);
     float *part;
     if (n == 0)

@@ -147,27 +147,19 @@ void sn_cpu_run_task(cpu_device *cd, const task *t)
         return;
     switch (t->kind) {
     case SN_KERNEL_GEMM:
-        if (sn_cpu_sgemm_avx512_dot_takes(&t->u.gemm)) {
+        /* One row by a weight: read in place (B^T: dot products; B not
+         * transposed and not packed yet: the packed kernel's bits), so a
+         * batch-1 model makes no copy. */
+        if (sn_cpu_sgemm_avx512_dot_takes(&t->u.gemm) ||
+            (sn_cpu_sgemm_avx512_rows_takes(&t->u.gemm) &&
+             !packed_b(cd, &t->u.gemm, 1))) {
             if (!buffers_ready(cd, t, 0))
                 return;
-            sn_cpu_sgemm_avx512_dot(&t->u.gemm, view_ptr(t->u.gemm.a),
-                                    view_ptr(t->u.gemm.b),
-                                    view_ptr(t->u.gemm.c),
-                                    view_ptr_or_null(t->u.gemm.bias),
-                                    view_ptr_or_null(t->u.gemm.res));
-            break;
-        }
-        /* One row by a [K, N] weight not packed yet: read in place, the
-         * packed kernel's bits (a batch-1 model makes no copy). */
-        if (sn_cpu_sgemm_avx512_rows_takes(&t->u.gemm) &&
-            !packed_b(cd, &t->u.gemm, 1)) {
-            if (!buffers_ready(cd, t, 0))
-                return;
-            if (sn_cpu_sgemm_avx512_rows(&t->u.gemm, view_ptr(t->u.gemm.a),
-                                         view_ptr(t->u.gemm.b),
-                                         view_ptr(t->u.gemm.c),
-                                         view_ptr_or_null(t->u.gemm.bias),
-                                         view_ptr_or_null(t->u.gemm.res)))
+            if ((t->u.gemm.trans_b ? sn_cpu_sgemm_avx512_dot
+                                   : sn_cpu_sgemm_avx512_rows)(
+                    &t->u.gemm, view_ptr(t->u.gemm.a), view_ptr(t->u.gemm.b),
+                    view_ptr(t->u.gemm.c), view_ptr_or_null(t->u.gemm.bias),
+                    view_ptr_or_null(t->u.gemm.res)))
                 break;
         }
         if ((pb = packed_b(cd, &t->u.gemm, 0))) {
