@@ -496,30 +496,36 @@ static AVX512 void pack_panel_avx512(sn_cpu_packed_b *p, const float *b,
     }
 }
 
-/* One row of A times nr rows of B (B^T's columns) from row j, where they
- * lie: per row of B two accumulators of 16 lanes (K's 32-float steps, the
- * last step masked), added, then summed across the lanes; each row's sum
- * depends on K alone, not on nr or on where the row falls. */
-static inline __attribute__((always_inline)) AVX512 void
-dot_group(const int nr, const sn_gemm_desc *d, const float *a, const float *b,
-          float *c, const float *bias, const float *res, size_t j)
-{
-    const size_t k = d->k, ldb = d->ldb;
-    __m512 s0[8], s1[8];
-    size_t kk = 0;
+/*
+ * One row of A times row j of B (B^T's column j), where it lies: two
+ * accumulators of 16 lanes (K's 32-float steps, the last step masked),
+ * added, then summed across the lanes; the sum depends on K alone, not on
+ * where the row falls.  Rows one after another: a thread reads B as one
+ * stream, and asks for its lines DOT_AHEAD bytes on (the hardware's
+ * prefetchers stop at each 4 KiB page), as non-temporal (they pass by
+ * once; A's row stays).  Measured on a 2-core Zen 5 reading 88 GB/s, the
+ * MLP of make_big_model at batch 1, interleaved: 6.6 ms (81 GB/s) against
+ * 7.3 with the lines asked for into every cache level (T0), 8.4 into L2
+ * (T1), 7.6 for groups of eight rows side by side without the prefetch
+ * (as before); 4, 12 and 16 KiB ahead: 6.8, 7.3 and 7.0 ms.
+ */
+#define DOT_AHEAD 8192
 
-#pragma GCC unroll 8
-    for (int i = 0; i < nr; i++)
-        s0[i] = s1[i] = _mm512_setzero_ps();
+static inline __attribute__((always_inline)) AVX512 void
+dot_row(const sn_gemm_desc *d, const float *a, const float *b, float *c,
+        const float *bias, const float *res, size_t j)
+{
+    const size_t k = d->k;
+    const float *row = b + j * d->ldb;
+    __m512 s0 = _mm512_setzero_ps(), s1 = _mm512_setzero_ps();
+    size_t kk = 0;
     for (; kk + 32 <= k; kk += 32) {
-        const __m512 a0 = _mm512_loadu_ps(a + kk);
-        const __m512 a1 = _mm512_loadu_ps(a + kk + 16);
-#pragma GCC unroll 8
-        for (int i = 0; i < nr; i++) {
-            const float *r = b + (j + (size_t)i) * ldb + kk;
-            s0[i] = _mm512_fmadd_ps(a0, _mm512_loadu_ps(r), s0[i]);
-            s1[i] = _mm512_fmadd_ps(a1, _mm512_loadu_ps(r + 16), s1[i]);
-        }
+        const float *r = row + kk;
+        _mm_prefetch((const char *)r + DOT_AHEAD, _MM_HINT_NTA);
+        _mm_prefetch((const char *)r + DOT_AHEAD + 64, _MM_HINT_NTA);
+        s0 = _mm512_fmadd_ps(_mm512_loadu_ps(a + kk), _mm512_loadu_ps(r), s0);
+        s1 = _mm512_fmadd_ps(_mm512_loadu_ps(a + kk + 16),
+                             _mm512_loadu_ps(r + 16), s1);
     }
     if (kk < k) {
         const size_t left = k - kk;
@@ -529,46 +535,35 @@ dot_group(const int nr, const sn_gemm_desc *d, const float *a, const float *b,
                              : left >= 32
                                  ? 0xffff
                                  : (__mmask16)((1u << (left - 16)) - 1u);
-        const __m512 a0 = _mm512_maskz_loadu_ps(m0, a + kk);
-        const __m512 a1 = _mm512_maskz_loadu_ps(m1, a + kk + 16);
-#pragma GCC unroll 8
-        for (int i = 0; i < nr; i++) {
-            const float *r = b + (j + (size_t)i) * ldb + kk;
-            s0[i] = _mm512_fmadd_ps(a0, _mm512_maskz_loadu_ps(m0, r), s0[i]);
-            s1[i] = _mm512_fmadd_ps(a1, _mm512_maskz_loadu_ps(m1, r + 16),
-                                    s1[i]);
-        }
+        s0 = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(m0, a + kk),
+                             _mm512_maskz_loadu_ps(m0, row + kk), s0);
+        s1 = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(m1, a + kk + 16),
+                             _mm512_maskz_loadu_ps(m1, row + kk + 16), s1);
     }
-#pragma GCC unroll 8
-    for (int i = 0; i < nr; i++) {
-        const size_t col = j + (size_t)i;
-        float y = d->alpha * _mm512_reduce_add_ps(_mm512_add_ps(s0[i], s1[i]));
-        if (d->beta != 0.0f)
-            y += d->beta * c[col];
-        if (bias)
-            y += d->bias_rows ? bias[0] : bias[col];
-        if (res)
-            y += res[col];
-        if (d->act != SN_ACT_NONE) {
-            y = y < 0.0f ? 0.0f : y; /* NaN passes */
-            if (d->act == SN_ACT_RELU6)
-                y = y > 6.0f ? 6.0f : y;
-        }
-        c[col] = y;
+    float y = d->alpha * _mm512_reduce_add_ps(_mm512_add_ps(s0, s1));
+    if (d->beta != 0.0f)
+        y += d->beta * c[j];
+    if (bias)
+        y += d->bias_rows ? bias[0] : bias[j];
+    if (res)
+        y += res[j];
+    if (d->act != SN_ACT_NONE) {
+        y = y < 0.0f ? 0.0f : y; /* NaN passes */
+        if (d->act == SN_ACT_RELU6)
+            y = y > 6.0f ? 6.0f : y;
     }
+    c[j] = y;
 }
 
+/* Rows of B a unit of the threads' shares. */
 #define DOT_ROWS 8
 
 static AVX512 void dot_rows(const sn_gemm_desc *d, const float *a,
                             const float *b, float *c, const float *bias,
                             const float *res, size_t j0, size_t j1)
 {
-    size_t j = j0;
-    for (; j + DOT_ROWS <= j1; j += DOT_ROWS)
-        dot_group(DOT_ROWS, d, a, b, c, bias, res, j);
-    for (; j < j1; j++)
-        dot_group(1, d, a, b, c, bias, res, j);
+    for (size_t j = j0; j < j1; j++)
+        dot_row(d, a, b, c, bias, res, j);
 }
 
 /* Columns [32 p0, 32 p1) of C from the K blocks' sums (part: nch blocks

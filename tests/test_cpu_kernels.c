@@ -2186,6 +2186,76 @@ Test(cpu_dwconv, sums_a_plane_with_a_non_finite_weight_like_the_reference)
         check_dwconv_all_teams(&cases[i]);
 }
 
+/* uint4 (MatMulNBits) at batch 1 to 7 (u4_column): K a multiple of 32
+ * or not, blocks of 32, 64, 128 and 256, zero points the default 8, an
+ * array of whole numbers or one of them a fraction, rows of tiny and of
+ * huge values and one with a NaN: each row gives the plain product's
+ * answer within float rounding of its sums. */
+Test(cpu_qgemm, uint4_matches_the_reference_for_any_block_and_k)
+{
+    static const size_t ks[] = {32, 100, 128, 129, 255, 256, 300, 1024};
+    static const size_t blocks[] = {32, 64, 128, 256};
+    static const float sizes[] = {1.0f, 1e-30f, 1e30f};
+    const size_t n = 21, m_max = 7;
+    char msg[256];
+    size_t ran = 0;
+    for (size_t ki = 0; ki < ARRAY_LEN(ks); ki++)
+        for (size_t bi = 0; bi < ARRAY_LEN(blocks); bi++)
+            for (int zero = 0; zero < 3; zero++) {
+                size_t k = ks[ki], block = blocks[bi],
+                       nb = (k + block - 1) / block, ldq = nb * block / 2;
+                size_t m = 1 + (ki + bi + (size_t)zero) % m_max;
+                unsigned char *q = malloc(n * ldq);
+                float *a = alloc_floats(m * k), *s = alloc_floats(n * nb),
+                      *z = alloc_floats(n * nb), *bias = alloc_floats(n),
+                      *got = alloc_floats(m * n), *want = alloc_floats(m * n);
+                cr_assert_not_null(q);
+                for (size_t i = 0; i < n * ldq; i++)
+                    q[i] = (unsigned char)(i * 151u + k + block);
+                ref_fill_random(s, n * nb, 5u + (unsigned)k, 0.001f, 0.05f);
+                ref_fill_random(bias, n, 6u, -1.0f, 1.0f);
+                for (size_t i = 0; i < n * nb; i++) /* 0 .. 15 */
+                    z[i] = (float)((i * 7u + k) % 16u);
+                if (zero == 2)
+                    z[n * nb / 2] += 0.5f; /* one column's, no whole one */
+                ref_fill_random(a, m * k, 7u + (unsigned)block, -1.0f, 1.0f);
+                for (size_t i = 0; i < m; i++)
+                    for (size_t kk = 0; kk < k; kk++)
+                        a[i * k + kk] *= sizes[(i + ki) % ARRAY_LEN(sizes)];
+                if (ki == 3 && m > 1)
+                    a[k + 3] = NAN; /* row 1: the float path, a NaN out */
+                sn_qgemm_desc d = {.m = m, .n = n, .k = k,
+                                   .qtype = SN_QTYPE_U4, .trans_b = 1,
+                                   .block = block, .lda = k, .ldq = ldq,
+                                   .ldc = n, .zero_value = 8.0f,
+                                   .act = (sn_act)(ki % 3)};
+                const float *za = zero ? z : NULL;
+                ref_qgemm(&d, a, q, s, za, bias, want);
+                omp_set_num_threads(2);
+                cr_assert(sn_cpu_qgemm(&d, a, q, s, za, bias, got));
+                /* each row within rounding of its own size's sums */
+                for (size_t i = 0; i < m; i++) {
+                    float size = sizes[(i + ki) % ARRAY_LEN(sizes)];
+                    int bad = ref_compare(got + i * n, want + i * n, n, 1e-5f,
+                                          1e-5f * (float)k * size, msg,
+                                          sizeof msg);
+                    cr_assert_eq(bad, 0,
+                                 "k %zu, block %zu, zero %d, row %zu of %zu: "
+                                 "%s",
+                                 k, block, zero, i, m, msg);
+                }
+                ran++;
+                free(q);
+                free(a);
+                free(s);
+                free(z);
+                free(bias);
+                free(got);
+                free(want);
+            }
+    cr_assert_eq(ran, ARRAY_LEN(ks) * ARRAY_LEN(blocks) * 3);
+}
+
 /* int8 at batch 1 takes A's row as bytes where the CPU has VNNI (scaled
  * by the row's largest value): rows of tiny values, of huge ones, of a
  * NaN or an infinity (the float path then: they propagate) and of zeros

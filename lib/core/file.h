@@ -27,12 +27,21 @@ int sn_open_regular(const char *path, int flags, struct stat *sb);
  * (madvise), which must lie in a file mapped read-only (MAP_PRIVATE,
  * never written): reading them again brings them back from the file.
  * For weights a device has copied, so that they count once in memory.
+ * What sn_prefetch_file_pages queued of them is cut from its queue first.
  */
 void sn_drop_file_pages(const void *start, size_t bytes);
-/* Have the pages of [start, start + bytes) of a mapped file read ahead,
- * in the background (queued to a thread of the library's that advises
- * the kernel, range by range): weights a device will read in place, so
+/* Have the pages of [start, start + bytes) of a mapped file read and
+ * mapped ahead, in the background (queued to a thread of the library's,
+ * range by range, in order): weights a device will read in place, so
  * that its first run does not wait for the disk page by page. */
 void sn_prefetch_file_pages(const void *start, size_t bytes);
+/* Hold that thread back until as many releases as holds: a plan
+ * being built copies weights, whose pages come and go, while the thread
+ * would map those read in place (see file.c). */
+void sn_prefetch_hold(void);
+void sn_prefetch_release(void);
+/* [start, start + bytes) is about to be unmapped: cut it from that queue
+ * (and wait for the thread if it is reading there). */
+void sn_forget_file_pages(const void *start, size_t bytes);
 
 #endif /* SN_FILE_H */

@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/file.h"
 #include "exec/exec_impl.h"
 
 /* Float inputs of at most this many elements are known on the host too. */
@@ -270,8 +271,11 @@ shardnet_status sn_plan_build(sn_graph *g, sn_weights *w,
         if ((g->values[i].flags & SN_VALUE_CONST) && !w->f32[i] &&
             !w->raw[i] && g->values[i].nbytes >= SN_PROGRESS_MIN)
             p->up_total += g->values[i].nbytes;
-    if ((st = lower_graph(p, inputs, ops)) != SHARDNET_OK ||
-        (st = sn_arena_finish(p)) != SHARDNET_OK)
+    /* Weights read in place are mapped ahead once the copies are made. */
+    sn_prefetch_hold();
+    st = lower_graph(p, inputs, ops);
+    sn_prefetch_release();
+    if (st != SHARDNET_OK || (st = sn_arena_finish(p)) != SHARDNET_OK)
         goto error;
     if (p->up_done && p->up_done < p->up_total) /* the stage's end */
         sn_progress(p->dev->config, &p->up_stamp, 1, p->up_total,

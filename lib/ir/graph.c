@@ -246,8 +246,10 @@ void sn_graph_free(sn_graph *g)
     free(g->outer);
     free(g->producer);
     for (size_t i = 0; i < g->nmaps; i++)
-        if (g->maps[i].addr && g->maps[i].len)
+        if (g->maps[i].addr && g->maps[i].len) {
+            sn_forget_file_pages(g->maps[i].addr, g->maps[i].len);
             munmap(g->maps[i].addr, g->maps[i].len);
+        }
     free(g->maps);
     if (g->name_index)
         free(g->name_index->slot);
