@@ -617,12 +617,15 @@ row_pass(const int nr, const sn_gemm_desc *d, const float *a, const float *b,
         av[i] = _mm512_set1_ps(a[kk + (size_t)i]);
         r[i] = b + (kk + (size_t)i) * d->ldb;
     }
+    const size_t next = (size_t)nr * d->ldb; /* the next pass's rows */
     for (size_t j = 0; j < n; j += 16) {
         const __mmask16 m = j < full ? 0xffff : mt;
         __m512 v = _mm512_maskz_loadu_ps(m, part + j);
 #pragma GCC unroll 4
-        for (int i = 0; i < nr; i++)
+        for (int i = 0; i < nr; i++) {
+            _mm_prefetch((const char *)(r[i] + j + next), _MM_HINT_NTA);
             v = _mm512_fmadd_ps(av[i], _mm512_maskz_loadu_ps(m, r[i] + j), v);
+        }
         _mm512_mask_storeu_ps(part + j, m, v);
     }
 }
