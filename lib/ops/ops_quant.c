@@ -16,7 +16,10 @@
  *     by reductions and quantizes the same way;
  *   - MatMulInteger runs on the device as a float GEMM only where every
  *     sum is bounded below 2^24 (K times the largest operands), else it
- *     is refused with that reason; QLinearMatMul runs on the host only.
+ *     is refused with that reason (its int32 sums, carried as float,
+ *     would not be exact); QLinearMatMul runs there as GEMMs over runs of
+ *     K that keep each sum exact, then requantizes as ONNX Runtime does
+ *     (qlinear_matmul_device).
  *
  * Scales and zero points are constants as a rule; the ones
  * DynamicQuantizeLinear computes on the device are taken as they are by
@@ -683,9 +686,106 @@ SN_LOWER(sn_lower_matmul_integer)
     return sn_out_host(L, n, 0, SN_DT_INT32, q.rank, q.dims, y);
 }
 
+/*
+ * QLinearMatMul on the device (an operand computed there, such as a
+ * QuantizeLinear's activations): the integer sums (a - azp)(b - bzp) by
+ * GEMMs over runs of K short enough that every partial sum stays below
+ * 2^24 (so exact in float whatever the order), each run added into the
+ * sums; times the multiplier a_scale b_scale / y_scale computed in
+ * float32 (per row of a and column of b), as ONNX Runtime requantizes;
+ * then rounded half to even, y_zero_point added, saturated.  Sums whose
+ * magnitude passes 2^24 are rounded to float as their runs are added
+ * (ONNX Runtime converts its int32 sum to float once): a result can then
+ * differ by one where the product lands on a tie, and only there.
+ */
+static shardnet_status qlinear_matmul_device(sn_lower *L, const sn_node *n,
+                                             sn_rt *const in[8], sn_dtype t,
+                                             double lo, double hi,
+                                             const qmm *q)
+{
+    sn_rt *a = in[0], *as = in[1], *azp = in[2], *b = in[3], *bs = in[4],
+          *bzp = in[5], *ys = in[6], *yzp = in[7];
+    int64_t rd[2] = {(int64_t)q->m, 1}, cd[1] = {(int64_t)q->n};
+    double per_k = max_offset(a, azp) * max_offset(b, bzp);
+    size_t run = per_k > 0 && (double)q->k * per_k > FLOAT_EXACT
+                     ? (size_t)(FLOAT_EXACT / per_k)
+                     : q->k;
+    size_t rows = as && sn_rt_elements(as) > 1 ? q->m : 1,
+           cols = bs && sn_rt_elements(bs) > 1 ? q->n : 1;
+    double z = sn_quant_param(yzp, 0, 0);
+    sn_view va, vb, vsum, vmul, vr, vlo, vhi, vz;
+    sn_rt *out;
+    shardnet_status st;
+    if (!L->plan)
+        return SHARDNET_UNSUPPORTED;
+    if ((st = sn_out_device_as(L, n, t, q->rank, q->dims, &out)))
+        return st;
+    if (sn_rt_elements(out) == 0)
+        return SHARDNET_OK;
+    if (q->k == 0)
+        return sn_node_error(n, SHARDNET_UNSUPPORTED,
+                             "an empty product (K = 0) on the device");
+    if ((st = emit_offset(L, n, a, azp, a->rank >= 2 ? 2 : 1,
+                          a->rank >= 2 ? rd : rd + 1, &va)) ||
+        (st = emit_offset(L, n, b, bzp, b->rank >= 2 ? 1 : 0, cd, &vb)) ||
+        (st = sn_scratch(L, q->batch * q->m * q->n, &vsum)))
+        return st;
+    for (size_t k0 = 0; k0 < q->k; k0 += run) {
+        sn_step s = {.kind = SN_KERNEL_GEMM};
+        sn_view ra = va, rb = vb;
+        ra.offset += k0;
+        rb.offset += k0 * q->n;
+        s.u.gemm = (sn_gemm_desc){
+            .m = q->m, .n = q->n, .k = q->k - k0 < run ? q->k - k0 : run,
+            .alpha = 1.0f, .beta = k0 ? 1.0f : 0.0f, .a = ra, .b = rb,
+            .c = vsum, .lda = q->k, .ldb = q->n, .ldc = q->n,
+            .batch = q->batch, .stride_a = q->m * q->k,
+            .stride_b = q->b_shared ? 0 : q->k * q->n,
+            .stride_c = q->m * q->n};
+        if ((st = sn_emit(L, n, &s)))
+            return st;
+    }
+    /* the multipliers, (rows, cols) broadcast over the sums */
+    float *mul = malloc(rows * cols * sizeof *mul), *rounder;
+    if (!mul)
+        return sn_error(SHARDNET_OUT_OF_MEMORY, "QLinearMatMul multipliers");
+    for (size_t r = 0; r < rows; r++)
+        for (size_t c = 0; c < cols; c++)
+            mul[r * cols + c] = (float)sn_quant_param(as, r, 1) *
+                                (float)sn_quant_param(bs, c, 1) /
+                                (float)sn_quant_param(ys, 0, 1);
+    if ((st = sn_dev_upload(L, n, mul, rows * cols, &vmul)))
+        return st;
+    if (!(rounder = malloc(sizeof *rounder)))
+        return sn_error(SHARDNET_OUT_OF_MEMORY, "QLinearMatMul");
+    *rounder = ROUNDER;
+    int64_t md[2] = {(int64_t)rows, (int64_t)cols};
+    int mrank = rows > 1 ? 2 : cols > 1 ? 1 : 0;
+    const int64_t *mdims = rows > 1 ? md : md + 1;
+    if ((st = sn_dev_upload(L, n, rounder, 1, &vr)) ||
+        (st = upload_params(L, n, 1, NULL, lo - z, 0.0, NULL, &vlo)) ||
+        (st = upload_params(L, n, 1, NULL, hi - z, 0.0, NULL, &vhi)) ||
+        (st = upload_params(L, n, 1, NULL, z, 0.0, NULL, &vz)))
+        return st;
+    const int r = q->rank;
+    const int64_t *d = q->dims;
+    sn_view y = out->view;
+    if ((st = sn_emit_binary(L, n, SN_BINARY_MUL, r, d, vsum, mrank, mdims,
+                             vmul, y)) ||
+        (st = sn_emit_binary(L, n, SN_BINARY_MAX, r, d, y, 0, NULL, vlo, y)) ||
+        (st = sn_emit_binary(L, n, SN_BINARY_MIN, r, d, y, 0, NULL, vhi, y)) ||
+        (st = sn_emit_binary(L, n, SN_BINARY_ADD, r, d, y, 0, NULL, vr, y)) ||
+        (st = sn_emit_binary(L, n, SN_BINARY_SUB, r, d, y, 0, NULL, vr, y)))
+        return st;
+    return z != 0.0 ? sn_emit_binary(L, n, SN_BINARY_ADD, r, d, y, 0, NULL,
+                                     vz, y)
+                    : SHARDNET_OK;
+}
+
 /* QLinearMatMul (opset 10): round((a - azp)(b - bzp) a_scale b_scale /
  * y_scale) + y_zero_point, saturated to y's type; scales and zero points
- * of a one or one per row, of b one or one per column; on the host. */
+ * of a one or one per row, of b one or one per column; on the host where
+ * both operands are known, else on the device (qlinear_matmul_device). */
 SN_LOWER(sn_lower_qlinear_matmul)
 {
     sn_rt *a = sn_in(L, n, 0), *as = sn_in(L, n, 1), *azp = sn_in(L, n, 2);
@@ -706,10 +806,20 @@ SN_LOWER(sn_lower_qlinear_matmul)
         (st = sn_quant_host_param(n, ys, "y_scale", 1)) ||
         (st = sn_quant_host_param(n, yzp, "y_zero_point", 1)))
         return st;
-    if (!sn_host_known(a) || !sn_host_known(b))
+    for (int i = 0; i < 2; i++) {
+        sn_dtype ot = (i ? b : a)->dtype;
+        if (ot != SN_DT_UINT8 && ot != SN_DT_INT8)
+            return sn_node_error(n, SHARDNET_UNSUPPORTED,
+                                 "operands of type %s (uint8 or int8)",
+                                 sn_dtype_name(ot));
+    }
+    if (t == SN_DT_INT32)
         return sn_node_error(n, SHARDNET_UNSUPPORTED,
-                             "both operands must be known when the model is "
-                             "planned (on the device: not supported yet)");
+                             "a y_zero_point of type int32 (uint8 or int8)");
+    if (!sn_host_known(a) || !sn_host_known(b)) {
+        sn_rt *const in[8] = {a, as, azp, b, bs, bzp, ys, yzp};
+        return qlinear_matmul_device(L, n, in, t, lo, hi, &q);
+    }
     total = q.batch * q.m * q.n;
     if (!(s = int_products(a, azp, b, bzp, &q)) ||
         !(y = sn_host_alloc(total, sn_dtype_size(t)))) {

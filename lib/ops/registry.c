@@ -334,8 +334,8 @@ static const sn_operator registry[] = {
        ELEMENTS, HOST),
     /* quantization (ops_quant.c, ops_qconv.c): on the host when known,
      * else on the device where exact (Quantize, Dequantize, Dynamic-
-     * QuantizeLinear; MatMulInteger with bounded sums); QLinearMatMul and
-     * the integer convolutions on the host */
+     * QuantizeLinear; MatMulInteger with bounded sums; QLinearMatMul in
+     * exact runs of K); the integer convolutions on the host */
     OP("QuantizeLinear", 2, 3, sn_lower_quantize, 10, REPLICATE, EACH,
        ELEMENTS,
        USE(BINARY_DIV) | USE(BINARY_MAX) | USE(BINARY_MIN) | USE(BINARY_ADD) |
@@ -350,7 +350,9 @@ static const sn_operator registry[] = {
     OP("MatMulInteger", 2, 4, sn_lower_matmul_integer, 10, REPLICATE, MIXED,
        ELEMENTS, USE(GEMM) | USE(BINARY_SUB)),
     OP("QLinearMatMul", 8, 8, sn_lower_qlinear_matmul, 10, REPLICATE, MIXED,
-       ELEMENTS, HOST),
+       ELEMENTS,
+       USE(GEMM) | USE(BINARY_SUB) | USE(BINARY_MUL) | USE(BINARY_MAX) |
+           USE(BINARY_MIN) | USE(BINARY_ADD)),
     OP("ConvInteger", 2, 4, sn_lower_conv_integer, 10, REPLICATE, MIXED,
        ELEMENTS, HOST),
     OP("QLinearConv", 8, 9, sn_lower_qlinear_conv, 10, REPLICATE, MIXED,

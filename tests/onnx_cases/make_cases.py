@@ -1581,6 +1581,67 @@ def quant_device_cases():
               initializers=[("s", sc), ("zero", np.array(0, np.int8)),
                             ("b", b), ("az", az)])
 
+def qlinear_matmul_device_cases():
+    """QLinearMatMul on the device, its a computed there by QuantizeLinear
+    (a QOperator model's form): uint8 by uint8 batched, uint8 by int8 with
+    scales and zero points per column and K = 2000 (summed in runs of K
+    that stay exact), int8 by int8 with a's scale and zero point per row;
+    expected: ONNX Runtime's arithmetic, the exact integer sums as float32
+    times the float32 multiplier a_scale b_scale / y_scale, rounded half to
+    even, plus y_zero_point, saturated."""
+    rng = np.random.default_rng(1818)
+    mk = helper.make_node
+    f32 = np.float32
+
+    def quantize(x, s, z, lo, hi, axis_rows=False):
+        s = s.reshape(-1, 1) if axis_rows else s
+        z = z.reshape(-1, 1) if axis_rows else z
+        return np.clip(np.rint(x / s) + z.astype(np.int64), lo, hi)
+
+    def case(name, x, xs, xz, b, bs, bz, ys, yz, rows=False):
+        ta, tb, ty = xz.dtype, b.dtype, yz.dtype
+        alo, ahi = (-128, 127) if ta == np.int8 else (0, 255)
+        ylo, yhi = (-128, 127) if ty == np.int8 else (0, 255)
+        a = quantize(x, xs, xz, alo, ahi, rows).astype(np.int64)
+        za = xz.astype(np.int64).reshape(-1, 1) if rows else int(xz)
+        zb = bz.astype(np.int64)
+        acc = (a - za) @ (b.astype(np.int64) - zb)
+        mult = ((xs.reshape(-1, 1) if rows else xs) * bs / ys).astype(f32)
+        v = acc.astype(f32) * mult
+        y = np.clip(np.rint(v) + int(yz), ylo, yhi).astype(ty)
+        node_case(name,
+                  [mk("QuantizeLinear", ["x", "xs", "xz"], ["a"],
+                      **({"axis": 0} if rows else {})),
+                   mk("QLinearMatMul",
+                      ["a", "xs", "xz", "b", "bs", "bz", "ys", "yz"], ["y"])],
+                  [("x", x)], [("y", y)], 13,
+                  initializers=[("xs", xs), ("xz", xz), ("b", b),
+                                ("bs", bs), ("bz", bz), ("ys", ys),
+                                ("yz", yz)])
+        return y
+
+    x = rng.uniform(-2.5, 2.5, (2, 5, 300)).astype(f32)
+    case("test_sn_qlinearmatmul_device_u8_batched_opset13", x,
+         np.array(0.02, f32), np.array(128, np.uint8),
+         rng.integers(0, 256, (300, 64)).astype(np.uint8),
+         np.array(0.01, f32), np.array(120, np.uint8),
+         np.array(2.0, f32), np.array(100, np.uint8))
+    x = rng.uniform(-0.3, 0.3, (6, 2000)).astype(f32)
+    case("test_sn_qlinearmatmul_device_per_column_long_k_opset13", x,
+         np.array(0.02, f32), np.array(128, np.uint8),
+         rng.integers(-128, 128, (2000, 33)).astype(np.int8),
+         rng.uniform(0.002, 0.02, 33).astype(f32),
+         np.zeros(33, np.int8), np.array(0.3, f32), np.array(128, np.uint8))
+    x = rng.uniform(-1.0, 1.0, (6, 77)).astype(f32)
+    case("test_sn_qlinearmatmul_device_int8_per_row_opset13", x,
+         rng.uniform(0.005, 0.01, 6).astype(f32),
+         rng.integers(-5, 5, 6).astype(np.int8),
+         rng.integers(-128, 128, (77, 20)).astype(np.int8),
+         rng.uniform(0.002, 0.02, 20).astype(f32),
+         np.zeros(20, np.int8), np.array(0.05, f32), np.array(3, np.int8),
+         rows=True)
+
+
 def elementwise_cases():
     """Issue 15's element-wise, comparison and logic operators in the forms
     the ONNX node data lacks: the opset-1..6 broadcast/axis attributes,
@@ -2761,6 +2822,7 @@ if __name__ == "__main__":
     spatial_cases()
     spatial_lrn_unpool_cases()
     quant_device_cases()
+    qlinear_matmul_device_cases()
     elementwise_cases()
     cast_device_cases()
     recurrent_cases()

@@ -1,0 +1,1 @@
+!ByJÆ‚‚€mo”|«ƒ_a…‚’v••„dp‹yyhyŒ~ŒY“ƒ¢w†™j‚’e³~~³zj²{qfr~’p{t‚‡~••hbkj˜y††ú†…†‡•…‰Šƒƒšˆž…i™ˆƒoR†uxSwit~t­‰…ˆyh„mqˆ‡Žjs{n†yV|_k©‹¤'~~b}o“Š˜€yw‡‚¢xw_¥ˆ~Œ{§v_ˆjp“v}…’fˆ—‡œ}€wvv„szŠŒ…‚Ögr—k
