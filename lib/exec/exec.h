@@ -182,6 +182,12 @@ shardnet_status sn_dev_upload(sn_lower *L, const sn_node *n, float *data,
 shardnet_status sn_scratch(sn_lower *L, size_t elements, sn_view *out);
 /* Append a step. */
 shardnet_status sn_emit(sn_lower *L, const sn_node *n, const sn_step *s);
+/* Append GEMM step s as GEMMs over runs of at most `run` of its K (0: one
+ * GEMM), each added into C (beta 1 after the first), its epilogue (bias,
+ * residual, act) on the last: sums of integers whose partial sums stay
+ * below 2^24 in each run are exact in float whatever the kernel's order. */
+shardnet_status sn_emit_gemm_runs(sn_lower *L, const sn_node *n,
+                                  const sn_step *s, size_t run);
 /* The index the next step emitted will have. */
 size_t sn_step_count(const sn_lower *L);
 /* Point the branch or jump step at index `at` at step `target` (which

@@ -525,6 +525,32 @@ shardnet_status sn_emit(sn_lower *L, const sn_node *n, const sn_step *s)
     return SHARDNET_OK;
 }
 
+shardnet_status sn_emit_gemm_runs(sn_lower *L, const sn_node *n,
+                                  const sn_step *s, size_t run)
+{
+    const sn_gemm_desc *g = &s->u.gemm;
+    if (!run || run >= g->k)
+        return sn_emit(L, n, s);
+    for (size_t k0 = 0; k0 < g->k; k0 += run) {
+        sn_step r = *s;
+        sn_gemm_desc *d = &r.u.gemm;
+        const int last = g->k - k0 <= run;
+        shardnet_status st;
+        d->k = last ? g->k - k0 : run;
+        d->a.offset += g->trans_a ? k0 * g->lda : k0;
+        d->b.offset += g->trans_b ? k0 : k0 * g->ldb;
+        if (k0)
+            d->beta = 1.0f;
+        if (!last) {
+            d->bias = d->res = (sn_view){0};
+            d->act = SN_ACT_NONE;
+        }
+        if ((st = sn_emit(L, n, &r)) != SHARDNET_OK)
+            return st;
+    }
+    return SHARDNET_OK;
+}
+
 size_t sn_step_count(const sn_lower *L)
 {
     return L->plan ? L->plan->nsteps : 0;

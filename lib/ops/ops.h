@@ -193,6 +193,14 @@ SN_LOWER(sn_lower_matmul);
 SN_LOWER(sn_lower_softmax);
 
 /* lib/ops/ops_conv.c: convolution and pooling. */
+/* The integer sums of a convolution (ConvInteger, QLinearConv) on the
+ * device: vx and vw the input and the weights less their zero points, as
+ * floats of x's and w's shapes; each output's sum in runs of krun (0:
+ * whole) of its C / group x kernel products, so that every partial sum
+ * stays exact; into y (the output's shape).  1-D and 2-D. */
+shardnet_status sn_conv_int_sums(sn_lower *L, const sn_node *n,
+                                 const sn_rt *x, const sn_rt *w, sn_view vx,
+                                 sn_view vw, size_t krun, sn_view y);
 SN_LOWER(sn_lower_conv);
 SN_LOWER(sn_lower_maxpool);
 SN_LOWER(sn_lower_avgpool);
@@ -270,6 +278,9 @@ SN_LOWER(sn_lower_det);
 SN_LOWER(sn_lower_nms);
 
 /* lib/ops/ops_quant.c: quantization and integer products. */
+/* The largest integer float32 holds exactly (2^24): sums of integers stay
+ * exact in float below it, in any order. */
+#define SN_FLOAT_EXACT 16777216.0
 /* A zero point or scale p of one value or one per row or channel: element
  * i's (dflt where p is absent or empty). */
 double sn_quant_param(const sn_rt *p, size_t i, double dflt);
@@ -279,6 +290,22 @@ shardnet_status sn_quant_count(const sn_node *n, const sn_rt *p,
 /* sn_quant_count, and p's values known when the model is planned. */
 shardnet_status sn_quant_host_param(const sn_node *n, const sn_rt *p,
                                     const char *what, size_t want);
+/* The largest |v - z| over v's values (its elements when known, else its
+ * type's range) and its zero points zp (NULL: 0). */
+double sn_quant_max_offset(const sn_rt *v, const sn_rt *zp);
+/* v - zp on the device into a scratch (zp one value, or shaped zdims of
+ * rank zrank to broadcast), or v's own view without zero points. */
+shardnet_status sn_quant_offset_device(sn_lower *L, const sn_node *n,
+                                       sn_rt *v, sn_rt *zp, int zrank,
+                                       const int64_t *zdims, sn_view *out);
+/* y = integer sums times the multipliers mul (malloc'ed, taken; shaped
+ * mdims, broadcast over dims), saturated to [lo - z, hi - z], rounded half
+ * to even, plus z: a QLinear operator's requantization on the device. */
+shardnet_status sn_requantize_device(sn_lower *L, const sn_node *n, int rank,
+                                     const int64_t *dims, sn_view sums,
+                                     int mrank, const int64_t *mdims,
+                                     float *mul, double lo, double hi,
+                                     double z, sn_view y);
 SN_LOWER(sn_lower_quantize);
 SN_LOWER(sn_lower_dequantize);
 SN_LOWER(sn_lower_dynamic_quantize);

@@ -151,6 +151,7 @@ typedef struct conv_job {
     int64_t nimg, c, m, cg, group;
     sn_view vx, vw, vb; /* vb.buf NULL: no bias */
     size_t kh, kw, ih, iw, oh, ow;
+    size_t krun; /* GEMMs over runs of this much of K (0: whole) */
 } conv_job;
 
 /* The checks of Conv's inputs and attributes; the output shape into od
@@ -280,7 +281,7 @@ static shardnet_status emit_gemms(sn_lower *L, const sn_node *n,
         s.u.gemm.b = j->vx;
         s.u.gemm.c = y;
         s.u.gemm.res = res;
-        return sn_emit(L, n, &s);
+        return sn_emit_gemm_runs(L, n, &s, j->krun);
     }
     /* im2col in bands of output rows, each at most COL_BAND floats per
      * compute unit, so that the GEMM reads the columns from the cache they
@@ -321,7 +322,7 @@ static shardnet_status emit_gemms(sn_lower *L, const sn_node *n,
             s.u.gemm.c = (sn_view){y.buf, y.offset + at};
             if (res.buf)
                 s.u.gemm.res = (sn_view){res.buf, res.offset + at};
-            if ((st = sn_emit(L, n, &s)) != SHARDNET_OK)
+            if ((st = sn_emit_gemm_runs(L, n, &s, j->krun)) != SHARDNET_OK)
                 return st;
         }
     }
@@ -413,6 +414,30 @@ SN_LOWER(sn_lower_conv)
         return sn_emit_binary_act(L, n, SN_BINARY_ADD, act, x->rank, od, y,
                                   r->rank, r->dims, vr, out->view);
     return SHARDNET_OK;
+}
+
+shardnet_status sn_conv_int_sums(sn_lower *L, const sn_node *n,
+                                 const sn_rt *x, const sn_rt *w, sn_view vx,
+                                 sn_view vw, size_t krun, sn_view y)
+{
+    int64_t od[SN_MAX_DIMS];
+    int nd = 0;
+    conv_job j = {0};
+    shardnet_status st;
+    if ((st = spatial_rank(n, x, "integer convolution on the device", 0,
+                           &nd)) != SHARDNET_OK ||
+        (st = conv_check(n, x, w, NULL, nd, &j, od)) != SHARDNET_OK)
+        return st;
+    if (j.cg == 0)
+        return sn_node_error(n, SHARDNET_INVALID_ARGUMENT,
+                             "no input channels");
+    j.vx = vx;
+    j.vw = vw;
+    j.krun = krun;
+    /* a depthwise window sums kh kw products in one step */
+    if (j.group == j.c && j.cg == 1 && (!krun || krun >= j.kh * j.kw))
+        return emit_dwconv(L, n, &j, y, SN_ACT_NONE);
+    return emit_gemms(L, n, &j, y, SN_ACT_NONE, (sn_view){0});
 }
 
 /*

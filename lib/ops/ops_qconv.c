@@ -168,18 +168,69 @@ static shardnet_status prepare(const sn_node *n, const sn_rt *x,
                              "and %lld groups do not fit",
                              (long long)x->dims[1], (long long)w->dims[0],
                              (long long)w->dims[1], (long long)gr);
-    if (!sn_host_known(x) || !sn_host_known(w))
-        return sn_node_error(n, SHARDNET_UNSUPPORTED,
-                             "the input and weights must be known when the "
-                             "model is planned: sums of integers computed "
-                             "on the device are not exact in float in "
-                             "general (not supported yet)");
+    for (int i = 0; i < 2; i++) {
+        sn_dtype t = (i ? w : x)->dtype;
+        if (t != SN_DT_UINT8 && t != SN_DT_INT8)
+            return sn_node_error(n, SHARDNET_UNSUPPORTED,
+                                 "%s of type %s (uint8 or int8)",
+                                 i ? "weights" : "an input",
+                                 sn_dtype_name(t));
+    }
     *groups = (size_t)gr;
     od[0] = x->dims[0];
     od[1] = w->dims[0];
     for (int i = 0; i < g->nd; i++)
         od[2 + i] = g->out[i];
     return SHARDNET_OK;
+}
+
+/*
+ * Either operator on the device, its input computed there (a QOperator
+ * model's activations): the input less its zero point on the device, the
+ * weights less theirs on the host (they must be known: a model's
+ * weights), then im2col and GEMMs whose runs of the reduced axis keep
+ * every partial sum below 2^24, so exact in float (sn_conv_int_sums).
+ * exact_total: the whole sums must stay below it too (ConvInteger's int32
+ * results, carried as float); else the sums are refused.
+ */
+static shardnet_status device_sums(sn_lower *L, const sn_node *n, sn_rt *x,
+                                   sn_rt *xzp, sn_rt *w, sn_rt *wzp,
+                                   int exact_total, sn_view sums)
+{
+    size_t m = (size_t)w->dims[0], count = sn_rt_elements(w),
+           per = m ? count / m : 0;
+    double wmax = 0;
+    sn_view vx, vw;
+    shardnet_status st;
+    if (!sn_host_known(w))
+        return sn_node_error(n, SHARDNET_UNSUPPORTED,
+                             "weights computed on the device: they must be "
+                             "known when the model is planned");
+    float *wf = malloc((count ? count : 1) * sizeof *wf);
+    if (!wf)
+        return sn_error(SHARDNET_OUT_OF_MEMORY, "integer convolution");
+    for (size_t i = 0; i < count; i++) {
+        double v = (double)sn_rt_get_int(w, i) - sn_quant_param(wzp, i / per, 0);
+        wf[i] = (float)v;
+        wmax = fabs(v) > wmax ? fabs(v) : wmax;
+    }
+    double per_k = sn_quant_max_offset(x, xzp) * wmax;
+    size_t run = per_k > 0 && (double)per * per_k > SN_FLOAT_EXACT
+                     ? (size_t)(SN_FLOAT_EXACT / per_k)
+                     : 0;
+    if (exact_total && run) {
+        free(wf);
+        return sn_node_error(n, SHARDNET_UNSUPPORTED,
+                             "sums of up to %.0f (%zu products) computed on "
+                             "the device would not be exact in float (at "
+                             "most 2^24); the input must be known when the "
+                             "model is planned",
+                             (double)per * per_k, per);
+    }
+    if ((st = sn_dev_upload(L, n, wf, count, &vw)) ||
+        (st = sn_quant_offset_device(L, n, x, xzp, 0, NULL, &vx)))
+        return st;
+    return sn_conv_int_sums(L, n, x, w, vx, vw, run, sums);
 }
 
 SN_LOWER(sn_lower_conv_integer)
@@ -195,6 +246,16 @@ SN_LOWER(sn_lower_conv_integer)
         (st = sn_quant_host_param(n, xzp, "x_zero_point", 1)) ||
         (st = sn_quant_host_param(n, wzp, "w_zero_point", (size_t)w->dims[0])))
         return st;
+    if (!sn_host_known(x) || !sn_host_known(w)) {
+        sn_rt *out;
+        if (!L->plan)
+            return SHARDNET_UNSUPPORTED;
+        if ((st = sn_out_device_as(L, n, SN_DT_INT32, x->rank, od, &out)))
+            return st;
+        return sn_rt_elements(out) ? device_sums(L, n, x, xzp, w, wzp, 1,
+                                                 out->view)
+                                   : SHARDNET_OK;
+    }
     if (!(s = conv_sums(x, xzp, w, wzp, &g, groups)))
         return sn_error(SHARDNET_OUT_OF_MEMORY, "integer convolution");
     total = sn_dims_product(0, x->rank, od);
@@ -202,6 +263,54 @@ SN_LOWER(sn_lower_conv_integer)
     for (size_t i = 0; i < total; i++)
         y[i] = (int32_t)(uint32_t)(uint64_t)s[i];
     return sn_out_host(L, n, 0, SN_DT_INT32, x->rank, od, y);
+}
+
+/* QLinearConv on the device: the exact sums (device_sums), plus the int32
+ * bias, times x_scale w_scale / y_scale per output channel in float32 (as
+ * the host path and ONNX Runtime), rounded half to even, y_zero_point,
+ * saturated (sn_requantize_device). */
+static shardnet_status qlinear_conv_device(sn_lower *L, const sn_node *n,
+                                           sn_rt *const in[9], sn_dtype t,
+                                           double lo, double hi,
+                                           const int64_t *od)
+{
+    sn_rt *x = in[0], *xs = in[1], *xzp = in[2], *w = in[3], *ws = in[4],
+          *wzp = in[5], *ys = in[6], *yzp = in[7], *b = in[8], *out;
+    size_t m = (size_t)w->dims[0];
+    int64_t o3[3] = {od[0], od[1], (int64_t)sn_dims_product(2, x->rank, od)},
+            m2[2] = {(int64_t)m, 1};
+    sn_view sums;
+    shardnet_status st;
+    if (!L->plan)
+        return SHARDNET_UNSUPPORTED;
+    if ((st = sn_out_device_as(L, n, t, x->rank, od, &out)))
+        return st;
+    if (sn_rt_elements(out) == 0)
+        return SHARDNET_OK;
+    if ((st = sn_scratch(L, sn_rt_elements(out), &sums)) ||
+        (st = device_sums(L, n, x, xzp, w, wzp, 0, sums)))
+        return st;
+    if (b && sn_rt_elements(b)) {
+        sn_view vb;
+        float *bf = malloc(m * sizeof *bf);
+        if (!bf)
+            return sn_error(SHARDNET_OUT_OF_MEMORY, "QLinearConv bias");
+        for (size_t c = 0; c < m; c++)
+            bf[c] = (float)sn_quant_param(b, c, 0);
+        if ((st = sn_dev_upload(L, n, bf, m, &vb)) ||
+            (st = sn_emit_binary(L, n, SN_BINARY_ADD, 3, o3, sums, 2, m2, vb,
+                                 sums)))
+            return st;
+    }
+    float *mul = malloc(m * sizeof *mul);
+    if (!mul)
+        return sn_error(SHARDNET_OUT_OF_MEMORY, "QLinearConv multipliers");
+    for (size_t c = 0; c < m; c++)
+        mul[c] = (float)sn_quant_param(xs, 0, 1) *
+                 (float)sn_quant_param(ws, c, 1) /
+                 (float)sn_quant_param(ys, 0, 1);
+    return sn_requantize_device(L, n, 3, o3, sums, 2, m2, mul, lo, hi,
+                                sn_quant_param(yzp, 0, 0), out->view);
 }
 
 SN_LOWER(sn_lower_qlinear_conv)
@@ -231,6 +340,10 @@ SN_LOWER(sn_lower_qlinear_conv)
         (st = sn_quant_host_param(n, yzp, "y_zero_point", 1)) ||
         (st = sn_quant_host_param(n, b, "B", m)))
         return st;
+    if (!sn_host_known(x) || !sn_host_known(w))
+        return qlinear_conv_device(L, n, (sn_rt *const[9]){x, xs, xzp, w, ws,
+                                                          wzp, ys, yzp, b},
+                                   t, lo, hi, od);
     if (!(s = conv_sums(x, xzp, w, wzp, &g, groups)))
         return sn_error(SHARDNET_OUT_OF_MEMORY, "integer convolution");
     total = sn_dims_product(0, x->rank, od);

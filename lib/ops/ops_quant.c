@@ -40,8 +40,6 @@
  * v to an integer, half to even. */
 #define ROUNDER 12582912.0f
 
-/* Largest integer float32 holds exactly. */
-#define FLOAT_EXACT 16777216.0
 
 /* The range of a quantized type. */
 static shardnet_status qrange(const sn_node *n, sn_dtype t, double *lo,
@@ -561,7 +559,7 @@ static int64_t *int_products(const sn_rt *a, const sn_rt *azp,
 /* The largest |v - z| over v's values (its elements when known, else its
  * type's range) and the zero points z (one or more; none: 0; computed on
  * the device: any of v's type). */
-static double max_offset(const sn_rt *v, const sn_rt *zp)
+double sn_quant_max_offset(const sn_rt *v, const sn_rt *zp)
 {
     double tlo = v->dtype == SN_DT_INT8 ? -128 : 0, thi = tlo + 255;
     double lo = tlo, hi = thi, m = 0;
@@ -587,9 +585,9 @@ static double max_offset(const sn_rt *v, const sn_rt *zp)
 /* v - z on the device into a fresh scratch (z one value, or one per row
  * (zdims (rows, 1)) or per column (zdims (cols))), or v's own view
  * without zero points. */
-static shardnet_status emit_offset(sn_lower *L, const sn_node *n, sn_rt *v,
-                                   sn_rt *zp, int zrank,
-                                   const int64_t *zdims, sn_view *out)
+shardnet_status sn_quant_offset_device(sn_lower *L, const sn_node *n,
+                                       sn_rt *v, sn_rt *zp, int zrank,
+                                       const int64_t *zdims, sn_view *out)
 {
     sn_view vv, vz;
     shardnet_status st;
@@ -618,12 +616,13 @@ static shardnet_status matmul_integer_device(sn_lower *L, const sn_node *n,
                                              sn_rt *bzp, const qmm *q)
 {
     int64_t rd[2] = {(int64_t)q->m, 1}, cd[1] = {(int64_t)q->n};
-    double bound = (double)q->k * max_offset(a, azp) * max_offset(b, bzp);
+    double bound = (double)q->k * sn_quant_max_offset(a, azp) *
+                   sn_quant_max_offset(b, bzp);
     sn_step s = {.kind = SN_KERNEL_GEMM};
     sn_view va, vb;
     sn_rt *out;
     shardnet_status st;
-    if (bound > FLOAT_EXACT)
+    if (bound > SN_FLOAT_EXACT)
         return sn_node_error(n, SHARDNET_UNSUPPORTED,
                              "sums of up to %.0f (K = %zu) computed on the "
                              "device would not be exact in float (at most "
@@ -636,9 +635,9 @@ static shardnet_status matmul_integer_device(sn_lower *L, const sn_node *n,
         return st;
     if (sn_rt_elements(out) == 0)
         return SHARDNET_OK;
-    if ((st = emit_offset(L, n, a, azp, a->rank >= 2 ? 2 : 1,
+    if ((st = sn_quant_offset_device(L, n, a, azp, a->rank >= 2 ? 2 : 1,
                           a->rank >= 2 ? rd : rd + 1, &va)) ||
-        (st = emit_offset(L, n, b, bzp, b->rank >= 2 ? 1 : 0, cd, &vb)))
+        (st = sn_quant_offset_device(L, n, b, bzp, b->rank >= 2 ? 1 : 0, cd, &vb)))
         return st;
     if (q->k == 0)
         return sn_node_error(n, SHARDNET_UNSUPPORTED,
@@ -706,14 +705,13 @@ static shardnet_status qlinear_matmul_device(sn_lower *L, const sn_node *n,
     sn_rt *a = in[0], *as = in[1], *azp = in[2], *b = in[3], *bs = in[4],
           *bzp = in[5], *ys = in[6], *yzp = in[7];
     int64_t rd[2] = {(int64_t)q->m, 1}, cd[1] = {(int64_t)q->n};
-    double per_k = max_offset(a, azp) * max_offset(b, bzp);
-    size_t run = per_k > 0 && (double)q->k * per_k > FLOAT_EXACT
-                     ? (size_t)(FLOAT_EXACT / per_k)
+    double per_k = sn_quant_max_offset(a, azp) * sn_quant_max_offset(b, bzp);
+    size_t run = per_k > 0 && (double)q->k * per_k > SN_FLOAT_EXACT
+                     ? (size_t)(SN_FLOAT_EXACT / per_k)
                      : q->k;
     size_t rows = as && sn_rt_elements(as) > 1 ? q->m : 1,
            cols = bs && sn_rt_elements(bs) > 1 ? q->n : 1;
-    double z = sn_quant_param(yzp, 0, 0);
-    sn_view va, vb, vsum, vmul, vr, vlo, vhi, vz;
+    sn_view va, vb, vsum;
     sn_rt *out;
     shardnet_status st;
     if (!L->plan)
@@ -725,28 +723,21 @@ static shardnet_status qlinear_matmul_device(sn_lower *L, const sn_node *n,
     if (q->k == 0)
         return sn_node_error(n, SHARDNET_UNSUPPORTED,
                              "an empty product (K = 0) on the device");
-    if ((st = emit_offset(L, n, a, azp, a->rank >= 2 ? 2 : 1,
+    if ((st = sn_quant_offset_device(L, n, a, azp, a->rank >= 2 ? 2 : 1,
                           a->rank >= 2 ? rd : rd + 1, &va)) ||
-        (st = emit_offset(L, n, b, bzp, b->rank >= 2 ? 1 : 0, cd, &vb)) ||
+        (st = sn_quant_offset_device(L, n, b, bzp, b->rank >= 2 ? 1 : 0, cd, &vb)) ||
         (st = sn_scratch(L, q->batch * q->m * q->n, &vsum)))
         return st;
-    for (size_t k0 = 0; k0 < q->k; k0 += run) {
-        sn_step s = {.kind = SN_KERNEL_GEMM};
-        sn_view ra = va, rb = vb;
-        ra.offset += k0;
-        rb.offset += k0 * q->n;
-        s.u.gemm = (sn_gemm_desc){
-            .m = q->m, .n = q->n, .k = q->k - k0 < run ? q->k - k0 : run,
-            .alpha = 1.0f, .beta = k0 ? 1.0f : 0.0f, .a = ra, .b = rb,
-            .c = vsum, .lda = q->k, .ldb = q->n, .ldc = q->n,
-            .batch = q->batch, .stride_a = q->m * q->k,
-            .stride_b = q->b_shared ? 0 : q->k * q->n,
-            .stride_c = q->m * q->n};
-        if ((st = sn_emit(L, n, &s)))
-            return st;
-    }
+    sn_step s = {.kind = SN_KERNEL_GEMM};
+    s.u.gemm = (sn_gemm_desc){
+        .m = q->m, .n = q->n, .k = q->k, .alpha = 1.0f, .a = va, .b = vb,
+        .c = vsum, .lda = q->k, .ldb = q->n, .ldc = q->n, .batch = q->batch,
+        .stride_a = q->m * q->k, .stride_b = q->b_shared ? 0 : q->k * q->n,
+        .stride_c = q->m * q->n};
+    if ((st = sn_emit_gemm_runs(L, n, &s, run)))
+        return st;
     /* the multipliers, (rows, cols) broadcast over the sums */
-    float *mul = malloc(rows * cols * sizeof *mul), *rounder;
+    float *mul = malloc(rows * cols * sizeof *mul);
     if (!mul)
         return sn_error(SHARDNET_OUT_OF_MEMORY, "QLinearMatMul multipliers");
     for (size_t r = 0; r < rows; r++)
@@ -754,31 +745,46 @@ static shardnet_status qlinear_matmul_device(sn_lower *L, const sn_node *n,
             mul[r * cols + c] = (float)sn_quant_param(as, r, 1) *
                                 (float)sn_quant_param(bs, c, 1) /
                                 (float)sn_quant_param(ys, 0, 1);
-    if ((st = sn_dev_upload(L, n, mul, rows * cols, &vmul)))
+    int64_t md[2] = {(int64_t)rows, (int64_t)cols};
+    return sn_requantize_device(L, n, q->rank, q->dims, vsum,
+                                rows > 1 ? 2 : cols > 1 ? 1 : 0,
+                                rows > 1 ? md : md + 1, mul, lo, hi,
+                                sn_quant_param(yzp, 0, 0), out->view);
+}
+
+shardnet_status sn_requantize_device(sn_lower *L, const sn_node *n, int rank,
+                                     const int64_t *dims, sn_view sums,
+                                     int mrank, const int64_t *mdims,
+                                     float *mul, double lo, double hi,
+                                     double z, sn_view y)
+{
+    sn_view vmul, vr, vlo, vhi, vz;
+    float *rounder;
+    shardnet_status st;
+    if ((st = sn_dev_upload(L, n, mul, sn_dims_product(0, mrank, mdims),
+                            &vmul)))
         return st;
     if (!(rounder = malloc(sizeof *rounder)))
-        return sn_error(SHARDNET_OUT_OF_MEMORY, "QLinearMatMul");
+        return sn_error(SHARDNET_OUT_OF_MEMORY, "requantization");
     *rounder = ROUNDER;
-    int64_t md[2] = {(int64_t)rows, (int64_t)cols};
-    int mrank = rows > 1 ? 2 : cols > 1 ? 1 : 0;
-    const int64_t *mdims = rows > 1 ? md : md + 1;
     if ((st = sn_dev_upload(L, n, rounder, 1, &vr)) ||
         (st = upload_params(L, n, 1, NULL, lo - z, 0.0, NULL, &vlo)) ||
         (st = upload_params(L, n, 1, NULL, hi - z, 0.0, NULL, &vhi)) ||
         (st = upload_params(L, n, 1, NULL, z, 0.0, NULL, &vz)))
         return st;
-    const int r = q->rank;
-    const int64_t *d = q->dims;
-    sn_view y = out->view;
-    if ((st = sn_emit_binary(L, n, SN_BINARY_MUL, r, d, vsum, mrank, mdims,
-                             vmul, y)) ||
-        (st = sn_emit_binary(L, n, SN_BINARY_MAX, r, d, y, 0, NULL, vlo, y)) ||
-        (st = sn_emit_binary(L, n, SN_BINARY_MIN, r, d, y, 0, NULL, vhi, y)) ||
-        (st = sn_emit_binary(L, n, SN_BINARY_ADD, r, d, y, 0, NULL, vr, y)) ||
-        (st = sn_emit_binary(L, n, SN_BINARY_SUB, r, d, y, 0, NULL, vr, y)))
+    if ((st = sn_emit_binary(L, n, SN_BINARY_MUL, rank, dims, sums, mrank,
+                             mdims, vmul, y)) ||
+        (st = sn_emit_binary(L, n, SN_BINARY_MAX, rank, dims, y, 0, NULL, vlo,
+                             y)) ||
+        (st = sn_emit_binary(L, n, SN_BINARY_MIN, rank, dims, y, 0, NULL, vhi,
+                             y)) ||
+        (st = sn_emit_binary(L, n, SN_BINARY_ADD, rank, dims, y, 0, NULL, vr,
+                             y)) ||
+        (st = sn_emit_binary(L, n, SN_BINARY_SUB, rank, dims, y, 0, NULL, vr,
+                             y)))
         return st;
-    return z != 0.0 ? sn_emit_binary(L, n, SN_BINARY_ADD, r, d, y, 0, NULL,
-                                     vz, y)
+    return z != 0.0 ? sn_emit_binary(L, n, SN_BINARY_ADD, rank, dims, y, 0,
+                                     NULL, vz, y)
                     : SHARDNET_OK;
 }
 

@@ -335,7 +335,8 @@ static const sn_operator registry[] = {
     /* quantization (ops_quant.c, ops_qconv.c): on the host when known,
      * else on the device where exact (Quantize, Dequantize, Dynamic-
      * QuantizeLinear; MatMulInteger with bounded sums; QLinearMatMul in
-     * exact runs of K); the integer convolutions on the host */
+     * exact runs of K; the integer convolutions too, their weights
+     * known) */
     OP("QuantizeLinear", 2, 3, sn_lower_quantize, 10, REPLICATE, EACH,
        ELEMENTS,
        USE(BINARY_DIV) | USE(BINARY_MAX) | USE(BINARY_MIN) | USE(BINARY_ADD) |
@@ -354,9 +355,13 @@ static const sn_operator registry[] = {
        USE(GEMM) | USE(BINARY_SUB) | USE(BINARY_MUL) | USE(BINARY_MAX) |
            USE(BINARY_MIN) | USE(BINARY_ADD)),
     OP("ConvInteger", 2, 4, sn_lower_conv_integer, 10, REPLICATE, MIXED,
-       ELEMENTS, HOST),
+       ELEMENTS,
+       USE(GEMM) | USE(IM2COL) | USE(DWCONV) | USE(BINARY_SUB)),
     OP("QLinearConv", 8, 9, sn_lower_qlinear_conv, 10, REPLICATE, MIXED,
-       ELEMENTS, HOST),
+       ELEMENTS,
+       USE(GEMM) | USE(IM2COL) | USE(DWCONV) | USE(BINARY_SUB) |
+           USE(BINARY_ADD) | USE(BINARY_MUL) | USE(BINARY_MAX) |
+           USE(BINARY_MIN)),
     /* A product by a quantized weight read as it is stored (a pass makes
      * it of DequantizeLinear and MatMul or Gemm, ops_qmatmul.c). */
     OP_OF("ai.shardnet", "QuantizedMatMul", 2, 5, sn_lower_quantized_matmul,

@@ -143,8 +143,9 @@ def node_case(name, nodes, inputs, outputs, opset, initializers=(),
                 f.write(t.SerializeToString())
 
 
-def ref_conv(x, w, b, strides, pads, dilations):
-    """Plain loops: x (N, C, H, W), w (M, C, kh, kw), pads (t, l, b, r)."""
+def ref_conv(x, w, b, strides, pads, dilations, out_type=np.float32):
+    """Plain loops: x (N, C, H, W), w (M, C, kh, kw), pads (t, l, b, r);
+    sums in float64, given as out_type."""
     n, c, h, wd = x.shape
     m, _, kh, kw = w.shape
     xp = np.zeros((n, c, h + pads[0] + pads[2], wd + pads[1] + pads[3]),
@@ -160,7 +161,7 @@ def ref_conv(x, w, b, strides, pads, dilations):
             r0, c0 = i * strides[0], j * strides[1]
             patch = xp[:, :, r0:r0 + eh:dilations[0], c0:c0 + ew:dilations[1]]
             y[:, :, i, j] = np.tensordot(patch, w, axes=([1, 2, 3], [1, 2, 3]))
-    return (y + b.reshape(1, m, 1, 1)).astype(np.float32)
+    return (y + b.reshape(1, m, 1, 1)).astype(out_type)
 
 
 def ref_pool(x, kernel, strides, pads, dilations, op):
@@ -1642,6 +1643,82 @@ def qlinear_matmul_device_cases():
          rows=True)
 
 
+def qlinear_conv_device_cases():
+    """QLinearConv and ConvInteger on the device, their input computed there
+    by QuantizeLinear: 3 x 3 with int32 bias and weights' scales per
+    channel; 256 channels (sums in runs of the reduced axis that stay
+    exact); depthwise with stride 2; grouped and dilated uint8 weights with
+    zero points per channel; ConvInteger's int32 sums.  Expected: the exact
+    integer sums (float64 loops), then ONNX Runtime's requantization: the
+    sum and bias as float32 times the float32 x_scale w_scale / y_scale,
+    rounded half to even, plus y_zero_point, saturated."""
+    rng = np.random.default_rng(1919)
+    mk = helper.make_node
+    f32 = np.float32
+
+    def int_conv(a, w, group, stride, pad, dil):
+        m, cg = w.shape[0], w.shape[1]
+        mg = m // group
+        return np.concatenate(
+            [ref_conv(a[:, g * cg:(g + 1) * cg].astype(np.float64),
+                      w[g * mg:(g + 1) * mg].astype(np.float64),
+                      np.zeros(mg), [stride] * 2, [pad] * 4, [dil] * 2,
+                      np.float64) for g in range(group)],
+            axis=1).astype(np.int64)
+
+    def case(name, shape, m, k, group=1, stride=1, pad=1, dil=1,
+             wtype=np.int8, bias=True, xr=2.0, ys=0.5):
+        c = shape[1]
+        x = rng.uniform(-xr, xr, shape).astype(f32)
+        xs, xz = np.array(0.02, f32), np.array(128, np.uint8)
+        lo, hi = (-128, 127) if wtype == np.int8 else (0, 255)
+        w = rng.integers(lo, hi + 1, (m, c // group, k, k)).astype(wtype)
+        ws = rng.uniform(0.002, 0.02, m).astype(f32)
+        wz = (np.zeros(m) if wtype == np.int8
+              else rng.integers(100, 150, m)).astype(wtype)
+        b = rng.integers(-5000, 5000, m).astype(np.int32)
+        a = np.clip(np.rint(x / xs) + 128, 0, 255).astype(np.int64)
+        acc = int_conv(a - 128, w.astype(np.int64) - wz.reshape(-1, 1, 1, 1)
+                       .astype(np.int64), group, stride, pad, dil)
+        if bias:
+            acc = acc + b.reshape(1, m, 1, 1)
+        mult = (xs * ws / np.array(ys, f32)).astype(f32).reshape(1, m, 1, 1)
+        y = np.clip(np.rint(acc.astype(f32) * mult) + 100, 0, 255)
+        attrs = dict(group=group, strides=[stride] * 2, pads=[pad] * 4,
+                     dilations=[dil] * 2, kernel_shape=[k, k])
+        ins = ["a", "xs", "xz", "w", "ws", "wz", "ys", "yz"] + \
+            (["b"] if bias else [])
+        node_case(name,
+                  [mk("QuantizeLinear", ["x", "xs", "xz"], ["a"]),
+                   mk("QLinearConv", ins, ["y"], **attrs)],
+                  [("x", x)], [("y", y.astype(np.uint8))], 13,
+                  initializers=[("xs", xs), ("xz", xz), ("w", w), ("ws", ws),
+                                ("wz", wz), ("ys", np.array(ys, f32)),
+                                ("yz", np.array(100, np.uint8))] +
+                  ([("b", b)] if bias else []))
+
+    case("test_sn_qlinearconv_device_3x3_bias_opset13", (2, 8, 10, 12), 16, 3)
+    case("test_sn_qlinearconv_device_256_channels_opset13", (1, 256, 6, 6),
+         20, 3, xr=2.6)
+    case("test_sn_qlinearconv_device_depthwise_opset13", (2, 32, 11, 11), 32,
+         3, group=32, stride=2)
+    case("test_sn_qlinearconv_device_grouped_uint8_opset13", (2, 32, 8, 8),
+         64, 3, group=4, pad=0, dil=2, wtype=np.uint8, bias=False, xr=0.5,
+         ys=0.2)
+    x = rng.uniform(-2, 2, (2, 4, 7, 7)).astype(f32)
+    w = rng.integers(0, 256, (6, 4, 3, 3)).astype(np.uint8)
+    a = np.clip(np.rint(x / f32(0.02)) + 128, 0, 255).astype(np.int64)
+    y = int_conv(a - 128, w.astype(np.int64) - 120, 1, 1, 1, 1)
+    node_case("test_sn_convinteger_device_opset13",
+              [mk("QuantizeLinear", ["x", "xs", "xz"], ["a"]),
+               mk("ConvInteger", ["a", "w", "xz", "wz"], ["y"],
+                  pads=[1] * 4)],
+              [("x", x)], [("y", y.astype(np.int32))], 13,
+              initializers=[("xs", np.array(0.02, f32)),
+                            ("xz", np.array(128, np.uint8)), ("w", w),
+                            ("wz", np.array(120, np.uint8))])
+
+
 def elementwise_cases():
     """Issue 15's element-wise, comparison and logic operators in the forms
     the ONNX node data lacks: the opset-1..6 broadcast/axis attributes,
@@ -2823,6 +2900,7 @@ if __name__ == "__main__":
     spatial_lrn_unpool_cases()
     quant_device_cases()
     qlinear_matmul_device_cases()
+    qlinear_conv_device_cases()
     elementwise_cases()
     cast_device_cases()
     recurrent_cases()
