@@ -99,7 +99,7 @@ Test(file_pages, mapped_ahead_once_no_plan_is_being_built)
         cr_skip_test("this kernel has no MADV_POPULATE_READ (5.14 and "
                      "later): the pages are read ahead, not mapped");
     }
-    madvise(p, bytes, MADV_DONTNEED); /* the probe's pages (and those around) */
+    madvise(p, bytes, MADV_DONTNEED); /* the probe's pages, and around */
     sn_prefetch_hold();
     sn_prefetch_file_pages(p, bytes);
     sleep_ms(100);

@@ -210,7 +210,8 @@ static shardnet_status device_sums(sn_lower *L, const sn_node *n, sn_rt *x,
     if (!wf)
         return sn_error(SHARDNET_OUT_OF_MEMORY, "integer convolution");
     for (size_t i = 0; i < count; i++) {
-        double v = (double)sn_rt_get_int(w, i) - sn_quant_param(wzp, i / per, 0);
+        double v = (double)sn_rt_get_int(w, i) -
+                   sn_quant_param(wzp, i / per, 0);
         wf[i] = (float)v;
         wmax = fabs(v) > wmax ? fabs(v) : wmax;
     }

@@ -637,7 +637,8 @@ static shardnet_status matmul_integer_device(sn_lower *L, const sn_node *n,
         return SHARDNET_OK;
     if ((st = sn_quant_offset_device(L, n, a, azp, a->rank >= 2 ? 2 : 1,
                           a->rank >= 2 ? rd : rd + 1, &va)) ||
-        (st = sn_quant_offset_device(L, n, b, bzp, b->rank >= 2 ? 1 : 0, cd, &vb)))
+        (st = sn_quant_offset_device(L, n, b, bzp, b->rank >= 2 ? 1 : 0, cd,
+                                     &vb)))
         return st;
     if (q->k == 0)
         return sn_node_error(n, SHARDNET_UNSUPPORTED,
@@ -725,7 +726,8 @@ static shardnet_status qlinear_matmul_device(sn_lower *L, const sn_node *n,
                              "an empty product (K = 0) on the device");
     if ((st = sn_quant_offset_device(L, n, a, azp, a->rank >= 2 ? 2 : 1,
                           a->rank >= 2 ? rd : rd + 1, &va)) ||
-        (st = sn_quant_offset_device(L, n, b, bzp, b->rank >= 2 ? 1 : 0, cd, &vb)) ||
+        (st = sn_quant_offset_device(L, n, b, bzp, b->rank >= 2 ? 1 : 0, cd,
+                                     &vb)) ||
         (st = sn_scratch(L, q->batch * q->m * q->n, &vsum)))
         return st;
     sn_step s = {.kind = SN_KERNEL_GEMM};
