@@ -154,6 +154,38 @@ static shardnet_status upload_params(sn_lower *L, const sn_node *n,
     return sn_dev_upload(L, n, f, count ? count : 1, out);
 }
 
+/* y (dims, rank r), scaled already, into [vlo, vhi] (the type's range
+ * less the zero point), rounded half to even (adding and taking away
+ * 1.5 * 2^23), plus the zero point vz (vz.buf NULL: none); vlo, vhi and
+ * vz shaped pd (rank pr) to broadcast: the end of QuantizeLinear and of
+ * the QLinear operators' requantization on the device. */
+static shardnet_status emit_round_saturate(sn_lower *L, const sn_node *n,
+                                           int r, const int64_t *dims,
+                                           sn_view y, int pr,
+                                           const int64_t *pd, sn_view vlo,
+                                           sn_view vhi, sn_view vz)
+{
+    sn_view vr;
+    shardnet_status st;
+    float *rounder = malloc(sizeof *rounder);
+    if (!rounder)
+        return sn_error(SHARDNET_OUT_OF_MEMORY, "quantization");
+    *rounder = ROUNDER;
+    if ((st = sn_dev_upload(L, n, rounder, 1, &vr)) ||
+        (st = sn_emit_binary(L, n, SN_BINARY_MAX, r, dims, y, pr, pd, vlo,
+                             y)) ||
+        (st = sn_emit_binary(L, n, SN_BINARY_MIN, r, dims, y, pr, pd, vhi,
+                             y)) ||
+        (st = sn_emit_binary(L, n, SN_BINARY_ADD, r, dims, y, 0, NULL, vr,
+                             y)) ||
+        (st = sn_emit_binary(L, n, SN_BINARY_SUB, r, dims, y, 0, NULL, vr,
+                             y)))
+        return st;
+    return vz.buf ? sn_emit_binary(L, n, SN_BINARY_ADD, r, dims, y, pr, pd,
+                                   vz, y)
+                  : SHARDNET_OK;
+}
+
 /* QuantizeLinear on the device: y = clamp(x / s, lo - zp, hi - zp),
  * rounded, + zp. */
 static shardnet_status quantize_device(sn_lower *L, const sn_node *n,
@@ -161,35 +193,18 @@ static shardnet_status quantize_device(sn_lower *L, const sn_node *n,
                                        const qaxis *q, double lo, double hi,
                                        sn_view y)
 {
-    sn_view vx, vs, vlo, vhi, vr, vz;
-    int r = x->rank, pr = q->rank;
-    const int64_t *pd = q->pd;
+    sn_view vx, vs, vlo, vhi, vz = {0};
     shardnet_status st;
-    float *rounder = malloc(sizeof *rounder);
-    if (!rounder)
-        return sn_error(SHARDNET_OUT_OF_MEMORY, "quantization");
-    *rounder = ROUNDER;
-    if ((st = sn_dev_upload(L, n, rounder, 1, &vr)) ||
-        (st = sn_dev_view(L, n, x, &vx)) ||
+    if ((st = sn_dev_view(L, n, x, &vx)) ||
         (st = sn_dev_view(L, n, scale, &vs)) ||
         (st = upload_params(L, n, q->d, NULL, lo, -1.0, zp, &vlo)) ||
         (st = upload_params(L, n, q->d, NULL, hi, -1.0, zp, &vhi)) ||
-        (st = upload_params(L, n, q->d, NULL, 0.0, 1.0, zp, &vz)))
+        (zp && (st = upload_params(L, n, q->d, NULL, 0.0, 1.0, zp, &vz))) ||
+        (st = sn_emit_binary(L, n, SN_BINARY_DIV, x->rank, x->dims, vx,
+                             q->rank, q->pd, vs, y)))
         return st;
-    if ((st = sn_emit_binary(L, n, SN_BINARY_DIV, r, x->dims, vx, pr, pd, vs,
-                             y)) ||
-        (st = sn_emit_binary(L, n, SN_BINARY_MAX, r, x->dims, y, pr, pd, vlo,
-                             y)) ||
-        (st = sn_emit_binary(L, n, SN_BINARY_MIN, r, x->dims, y, pr, pd, vhi,
-                             y)) ||
-        (st = sn_emit_binary(L, n, SN_BINARY_ADD, r, x->dims, y, 0, NULL, vr,
-                             y)) ||
-        (st = sn_emit_binary(L, n, SN_BINARY_SUB, r, x->dims, y, 0, NULL, vr,
-                             y)))
-        return st;
-    if (!zp)
-        return SHARDNET_OK;
-    return sn_emit_binary(L, n, SN_BINARY_ADD, r, x->dims, y, pr, pd, vz, y);
+    return emit_round_saturate(L, n, x->rank, x->dims, y, q->rank, q->pd, vlo,
+                               vhi, vz);
 }
 
 SN_LOWER(sn_lower_quantize)
@@ -533,6 +548,20 @@ shardnet_status sn_quant_host_param(const sn_node *n, const sn_rt *p,
     return st;
 }
 
+/* The operands of MatMulInteger and QLinearMatMul: uint8 or int8. */
+static shardnet_status eight_bit_operands(const sn_node *n, const sn_rt *a,
+                                          const sn_rt *b)
+{
+    for (int i = 0; i < 2; i++) {
+        sn_dtype t = (i ? b : a)->dtype;
+        if (t != SN_DT_UINT8 && t != SN_DT_INT8)
+            return sn_node_error(n, SHARDNET_UNSUPPORTED,
+                                 "operands of type %s (uint8 or int8)",
+                                 sn_dtype_name(t));
+    }
+    return SHARDNET_OK;
+}
+
 /* The exact sums (a - azp)(b - bzp) (batch, m, n) in int64, on the host. */
 static int64_t *int_products(const sn_rt *a, const sn_rt *azp,
                              const sn_rt *b, const sn_rt *bzp, const qmm *q)
@@ -663,13 +692,8 @@ SN_LOWER(sn_lower_matmul_integer)
     int32_t *y;
     size_t total;
     shardnet_status st;
-    for (int i = 0; i < 2; i++) {
-        sn_dtype t = (i ? b : a)->dtype;
-        if (t != SN_DT_UINT8 && t != SN_DT_INT8)
-            return sn_node_error(n, SHARDNET_UNSUPPORTED,
-                                 "operands of type %s (uint8 or int8)",
-                                 sn_dtype_name(t));
-    }
+    if ((st = eight_bit_operands(n, a, b)))
+        return st;
     if ((st = qmm_shape(n, a, b, &q)) ||
         (st = sn_quant_count(n, azp, "a_zero_point", q.m)) ||
         (st = sn_quant_count(n, bzp, "b_zero_point", q.n)))
@@ -760,34 +784,18 @@ shardnet_status sn_requantize_device(sn_lower *L, const sn_node *n, int rank,
                                      float *mul, double lo, double hi,
                                      double z, sn_view y)
 {
-    sn_view vmul, vr, vlo, vhi, vz;
-    float *rounder;
+    sn_view vmul, vlo, vhi, vz = {0};
     shardnet_status st;
     if ((st = sn_dev_upload(L, n, mul, sn_dims_product(0, mrank, mdims),
-                            &vmul)))
-        return st;
-    if (!(rounder = malloc(sizeof *rounder)))
-        return sn_error(SHARDNET_OUT_OF_MEMORY, "requantization");
-    *rounder = ROUNDER;
-    if ((st = sn_dev_upload(L, n, rounder, 1, &vr)) ||
+                            &vmul)) ||
         (st = upload_params(L, n, 1, NULL, lo - z, 0.0, NULL, &vlo)) ||
         (st = upload_params(L, n, 1, NULL, hi - z, 0.0, NULL, &vhi)) ||
-        (st = upload_params(L, n, 1, NULL, z, 0.0, NULL, &vz)))
+        (z != 0.0 &&
+         (st = upload_params(L, n, 1, NULL, z, 0.0, NULL, &vz))) ||
+        (st = sn_emit_binary(L, n, SN_BINARY_MUL, rank, dims, sums, mrank,
+                             mdims, vmul, y)))
         return st;
-    if ((st = sn_emit_binary(L, n, SN_BINARY_MUL, rank, dims, sums, mrank,
-                             mdims, vmul, y)) ||
-        (st = sn_emit_binary(L, n, SN_BINARY_MAX, rank, dims, y, 0, NULL, vlo,
-                             y)) ||
-        (st = sn_emit_binary(L, n, SN_BINARY_MIN, rank, dims, y, 0, NULL, vhi,
-                             y)) ||
-        (st = sn_emit_binary(L, n, SN_BINARY_ADD, rank, dims, y, 0, NULL, vr,
-                             y)) ||
-        (st = sn_emit_binary(L, n, SN_BINARY_SUB, rank, dims, y, 0, NULL, vr,
-                             y)))
-        return st;
-    return z != 0.0 ? sn_emit_binary(L, n, SN_BINARY_ADD, rank, dims, y, 0,
-                                     NULL, vz, y)
-                    : SHARDNET_OK;
+    return emit_round_saturate(L, n, rank, dims, y, 0, NULL, vlo, vhi, vz);
 }
 
 /* QLinearMatMul (opset 10): round((a - azp)(b - bzp) a_scale b_scale /
@@ -814,13 +822,8 @@ SN_LOWER(sn_lower_qlinear_matmul)
         (st = sn_quant_host_param(n, ys, "y_scale", 1)) ||
         (st = sn_quant_host_param(n, yzp, "y_zero_point", 1)))
         return st;
-    for (int i = 0; i < 2; i++) {
-        sn_dtype ot = (i ? b : a)->dtype;
-        if (ot != SN_DT_UINT8 && ot != SN_DT_INT8)
-            return sn_node_error(n, SHARDNET_UNSUPPORTED,
-                                 "operands of type %s (uint8 or int8)",
-                                 sn_dtype_name(ot));
-    }
+    if ((st = eight_bit_operands(n, a, b)))
+        return st;
     if (t == SN_DT_INT32)
         return sn_node_error(n, SHARDNET_UNSUPPORTED,
                              "a y_zero_point of type int32 (uint8 or int8)");
