@@ -80,7 +80,10 @@ typedef struct qargs {
     size_t blocks, block;
     int failed;        /* a thread found no memory for its sums */
     const float *aq;   /* m rows of A in the quad layout (quad16) or, for
-                        * uint4, the pair layout (u4_column); or NULL */
+                        * uint4, the octet and pair layouts (u4_column); or
+                        * NULL */
+    const float *as;   /* uint4 with zero points: each row's sums of 8 of
+                        * its values, 16 a step of u4_column; or NULL */
     const struct vnni_row *vr; /* m rows of A as bytes (vnni_rows) or NULL */
 } qargs;
 
@@ -89,12 +92,17 @@ typedef struct qargs {
  * integer of 23 bits (rounded to nearest: |a| / max |a| to 2^-22), held
  * as three planes of signed bytes, v = 65536 p2 + 256 p1 + p0 (balanced
  * digits, each -128..127), K rounded up to 64 with zeros.  psum: each
- * plane's sum; vsum: v's.
+ * plane's sum; vsum: v's.  For uint4 (u4_vnni_column) each 128 digits of
+ * a plane lie as the 64 of the even k, then the 64 of the odd k (a
+ * byte's low and high nibbles), and lsum holds each 8 values' sum of v
+ * (weights 8 l to 8 l + 7 of a step of 128, 16 a step) times zmul (NULL
+ * for int8).
  */
 typedef struct vnni_row {
     double scale;
     int64_t psum[3], vsum;
     int8_t *plane[3];
+    int32_t *lsum;
 } vnni_row;
 
 static float act(sn_act k, float v)
@@ -411,66 +419,108 @@ static AVX512 float block_dot(const sn_qgemm_desc *d, const uint8_t *qrow,
 }
 
 /*
- * uint4 in blocks of a multiple of 32 (MatMulNBits): column j for row i of
- * A, whose values x->aq holds in the pair layout (each 32 of them as the
- * 16 even ones, then the 16 odd ones, matching the low and high nibbles
- * of 16 bytes).  The 16 values q - z are a table the nibbles index
- * (vpermps reads an index's low four bits, so the low nibble needs no
- * mask): no conversion of the integers and no subtraction per weight.
- * Each 32 weights' products are summed into a vector, which the block's
- * scale multiplies once into one of four chains (with the scale in the
- * table, built for every block, the loop ran 12% slower: 2.00 against
- * 1.76 ms for the 537 MB MLP's int4 form on two Zen 5 cores).
+ * A step of 128 uint4 weights (u4_column, u4_vnni_column), its 16 lane
+ * sums v, lane l those of weights 128 g + 8 l to + 7: each block's lanes
+ * scaled by the block's scale into a chain of their own (acc[0] to acc[3]
+ * for blocks of 32, a block per 4 lanes; acc[0] for any other multiple
+ * of 32, under a mask of the lanes in each block).  hz: zero points per
+ * block, each lane less its block's z times s, its sum of A's 8 values.
  */
-static AVX512 float u4_column(const qargs *x, size_t i, size_t j)
+static inline __attribute__((always_inline)) AVX512 void
+u4_scale_step(const qargs *x, const float *scale, const float *zero,
+              size_t g, __m512 v, __m512 s, __m512 acc[4], const int hz,
+              const int b32)
+{
+#define SN_U4_SCALE(acc, bb, mask)                                            \
+    do {                                                                      \
+        __m512 w_ = hz ? _mm512_fnmadd_ps(_mm512_set1_ps(zero[bb]), s, v)     \
+                       : v;                                                   \
+        acc = _mm512_mask3_fmadd_ps(w_, _mm512_set1_ps(scale[bb]), acc,       \
+                                    (__mmask16)(mask));                       \
+    } while (0)
+    if (b32) {
+        SN_U4_SCALE(acc[0], g * 4, 0x000f);
+        SN_U4_SCALE(acc[1], g * 4 + 1, 0x00f0);
+        SN_U4_SCALE(acc[2], g * 4 + 2, 0x0f00);
+        SN_U4_SCALE(acc[3], g * 4 + 3, 0xf000);
+    } else { /* lane l in block (128 g + 8 l) / block */
+        size_t k0 = g * 128, bb = k0 / x->block;
+        for (unsigned lane = 0; lane < 16; bb++) {
+            size_t end = ((bb + 1) * x->block - k0) / 8;
+            unsigned e = end < 16 ? (unsigned)end : 16;
+            SN_U4_SCALE(acc[0], bb, (1u << e) - (1u << lane));
+            lane = e;
+        }
+    }
+#undef SN_U4_SCALE
+}
+
+/*
+ * uint4 in blocks of a multiple of 32 (MatMulNBits) where the CPU has no
+ * VNNI or A's row is not finite: column j for row i of A, in floats.  The
+ * 16 values q - z are a table the nibbles index (vpermps reads an index's
+ * low four bits): no conversion of the integers and no subtraction per
+ * weight.  K goes 128 weights a step: 64 bytes of q read as 16 dwords of
+ * 8 nibbles each, nibble n of dword l being weight 8 l + n, so a shift by
+ * 4 n puts 16 weights where vpermps reads them (8 shuffles a step where
+ * bytes widened to dwords took 12).  x->aq holds A's rows in that order
+ * (the octet layout: each 128 values as the 16 of n = 0, then of n = 1,
+ * ...), and K's last 32s short of a 128 in the pair layout (each 32 as
+ * the 16 even ones, then the 16 odd ones, matching a byte's low and high
+ * nibbles).  With a zero point per block the table holds q, and each
+ * lane takes off z times its 8 values' sum, x->as (the lanes of a step
+ * can lie in different blocks; one table serves them all).
+ */
+static inline __attribute__((always_inline)) AVX512 float
+u4_column_as(const qargs *x, size_t i, size_t j, const int hz, const int b32)
 {
     const sn_qgemm_desc *d = x->d;
     const uint8_t *qrow = x->q + j * d->ldq;
     const float *ap = x->aq + i * d->k, *scale = x->scale + j * x->blocks;
-    const float *zero = x->zero ? x->zero + j * x->blocks : NULL;
+    const float *zero = hz ? x->zero + j * x->blocks : NULL;
+    const float *as = hz && x->as ? x->as + i * (d->k / 128 * 16) : NULL;
     const __m512 iota = _mm512_set_ps(15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5,
                                       4, 3, 2, 1, 0);
-    const __m512 t0 = _mm512_sub_ps(iota, _mm512_set1_ps(d->zero_value));
+    const __m512 t0 =
+        hz ? iota : _mm512_sub_ps(iota, _mm512_set1_ps(d->zero_value));
     __m512 acc[4] = {_mm512_setzero_ps(), _mm512_setzero_ps(),
                      _mm512_setzero_ps(), _mm512_setzero_ps()};
-    size_t full = d->k / 32 * 32, b = 0;
-/* 32 weights of block bb (kk its first k) into chain acc[u]. */
-#define SN_U4_STEP(u, bb, kk)                                                 \
-    do {                                                                      \
-        const __m512 t =                                                      \
-            zero ? _mm512_sub_ps(iota, _mm512_set1_ps(zero[bb])) : t0;        \
-        __m512i w = _mm512_cvtepu8_epi32(                                     \
-            _mm_loadu_si128((const __m128i *)(qrow + (kk) / 2)));             \
-        __m512 v = _mm512_mul_ps(_mm512_loadu_ps(ap + (kk)),                  \
-                                 _mm512_permutexvar_ps(w, t));                \
-        v = _mm512_fmadd_ps(                                                  \
-            _mm512_loadu_ps(ap + (kk) + 16),                                  \
-            _mm512_permutexvar_ps(_mm512_srli_epi32(w, 4), t), v);            \
-        acc[u] = _mm512_fmadd_ps(v, _mm512_set1_ps(scale[bb]), acc[u]);       \
-    } while (0)
-    if (x->block == 32) { /* MatMulNBits' usual: four blocks a step */
-        for (; b + 4 <= full / 32; b += 4) {
-            _mm_prefetch((const char *)(qrow + b * 16 + STREAM_AHEAD),
-                         _MM_HINT_T0);
-            SN_U4_STEP(0, b, b * 32);
-            SN_U4_STEP(1, b + 1, b * 32 + 32);
-            SN_U4_STEP(2, b + 2, b * 32 + 64);
-            SN_U4_STEP(3, b + 3, b * 32 + 96);
-        }
-        for (; b < full / 32; b++)
-            SN_U4_STEP(0, b, b * 32);
-    } else {
-        for (; b < x->blocks; b++) {
-            size_t k0 = b * x->block,
-                   k1 = k0 + x->block < full ? k0 + x->block : full;
-            for (size_t kk = k0; kk < k1; kk += 32) {
-                _mm_prefetch((const char *)(qrow + kk / 2 + STREAM_AHEAD),
-                             _MM_HINT_T0);
-                SN_U4_STEP(0, b, kk);
-            }
-        }
+    size_t steps = d->k / 128, full = d->k / 32 * 32;
+    for (size_t g = 0; g < steps; g++) {
+        const float *a = ap + g * 128;
+        const __m512i w = _mm512_loadu_si512(qrow + g * 64);
+        _mm_prefetch((const char *)(qrow + g * 64 + STREAM_AHEAD),
+                     _MM_HINT_T0);
+#define SN_U4_NIB(n) _mm512_permutexvar_ps(_mm512_srli_epi32(w, 4 * (n)), t0)
+        __m512 v0 = _mm512_mul_ps(_mm512_loadu_ps(a), SN_U4_NIB(0));
+        __m512 v1 = _mm512_mul_ps(_mm512_loadu_ps(a + 16), SN_U4_NIB(1));
+        __m512 v2 = _mm512_mul_ps(_mm512_loadu_ps(a + 32), SN_U4_NIB(2));
+        __m512 v3 = _mm512_mul_ps(_mm512_loadu_ps(a + 48), SN_U4_NIB(3));
+        v0 = _mm512_fmadd_ps(_mm512_loadu_ps(a + 64), SN_U4_NIB(4), v0);
+        v1 = _mm512_fmadd_ps(_mm512_loadu_ps(a + 80), SN_U4_NIB(5), v1);
+        v2 = _mm512_fmadd_ps(_mm512_loadu_ps(a + 96), SN_U4_NIB(6), v2);
+        v3 = _mm512_fmadd_ps(_mm512_loadu_ps(a + 112), SN_U4_NIB(7), v3);
+#undef SN_U4_NIB
+        const __m512 v = _mm512_add_ps(_mm512_add_ps(v0, v2),
+                                       _mm512_add_ps(v1, v3));
+        u4_scale_step(x, scale, zero, g, v,
+                      hz ? _mm512_loadu_ps(as + g * 16) : v, acc, hz, b32);
     }
-#undef SN_U4_STEP
+    /* 32s short of a step: the pair layout, q - z in the table */
+    for (size_t kk = steps * 128; kk < full; kk += 32) {
+        const __m512 t =
+            hz ? _mm512_sub_ps(iota, _mm512_set1_ps(zero[kk / x->block]))
+               : t0;
+        __m512i w = _mm512_cvtepu8_epi32(
+            _mm_loadu_si128((const __m128i *)(qrow + kk / 2)));
+        __m512 v = _mm512_mul_ps(_mm512_loadu_ps(ap + kk),
+                                 _mm512_permutexvar_ps(w, t));
+        v = _mm512_fmadd_ps(_mm512_loadu_ps(ap + kk + 16),
+                            _mm512_permutexvar_ps(_mm512_srli_epi32(w, 4), t),
+                            v);
+        acc[1] = _mm512_fmadd_ps(v, _mm512_set1_ps(scale[kk / x->block]),
+                                 acc[1]);
+    }
     float y = hsum(_mm512_add_ps(_mm512_add_ps(acc[0], acc[1]),
                                  _mm512_add_ps(acc[2], acc[3])));
     /* K past the last 32: its block's scale and zero point. */
@@ -483,6 +533,16 @@ static AVX512 float u4_column(const qargs *x, size_t i, size_t j)
     if (x->bias)
         y += x->bias[j];
     return act(d->act, y);
+}
+
+/* u4_column_as made for each case, the branches constant in each. */
+static AVX512 float u4_column(const qargs *x, size_t i, size_t j)
+{
+    if (x->block == 32)
+        return x->zero ? u4_column_as(x, i, j, 1, 1)
+                       : u4_column_as(x, i, j, 0, 1);
+    return x->zero ? u4_column_as(x, i, j, 1, 0)
+                   : u4_column_as(x, i, j, 0, 0);
 }
 
 #define VNNI __attribute__((target("avx512f,avx512bw,avx512dq,avx512vl,avx512vnni")))
@@ -499,15 +559,32 @@ widen_pairs(__m512i v)
 
 /* The byte planes of A's m rows (vnni_row) in one allocation, or NULL
  * where a row holds a NaN or an infinity (the float path takes them) or
- * memory is short.  16 values a step: the planes of a big model's layer
+ * memory is short; u4: in uint4's order, with lane sums times zmul (K a
+ * multiple of 128).  16 values a step: the planes of a big model's layer
  * are made in microseconds. */
-static VNNI vnni_row *vnni_rows(const sn_qgemm_desc *d, const float *a)
+static VNNI vnni_row *vnni_rows(const sn_qgemm_desc *d, const float *a,
+                                int u4, int32_t zmul)
 {
     size_t kp = (d->k + 63) / 64 * 64;
-    vnni_row *rows = calloc(1, d->m * (sizeof *rows + 3 * kp));
-    if (!rows)
+    /* The rows, then the planes on a cache line's start (the kernels read
+     * them 64 bytes at a time: a load across two lines costs two; from
+     * malloc's 16-byte alignment, int8's planes took two 1024 x 4096
+     * products 0.087 ms against 0.075 on two Zen 5 cores, and the 537 MB
+     * MLP's int8 form 2.4 against 1.35 ms at 80 GB/s), then the lane
+     * sums. */
+    size_t head = (d->m * sizeof(vnni_row) + 63) / 64 * 64,
+           lanes = u4 ? d->k / 8 : 0,
+           size = head + d->m * (3 * kp + lanes * sizeof(int32_t));
+    void *mem = NULL;
+    if (posix_memalign(&mem, 64, size))
         return NULL;
-    int8_t *bytes = (int8_t *)(rows + d->m);
+    memset(mem, 0, size);
+    vnni_row *rows = mem;
+    int8_t *bytes = (int8_t *)mem + head;
+    int32_t *lsums = (int32_t *)(bytes + d->m * 3 * kp);
+    /* 16 digits' even ones, then the odd ones */
+    const __m128i split = _mm_setr_epi8(0, 2, 4, 6, 8, 10, 12, 14, 1, 3, 5,
+                                        7, 9, 11, 13, 15);
     const __m512 mag = _mm512_castsi512_ps(_mm512_set1_epi32(0x7fffffff));
     const __m512i k128 = _mm512_set1_epi32(128), k255 = _mm512_set1_epi32(255);
     for (size_t i = 0; i < d->m; i++) {
@@ -533,6 +610,7 @@ static VNNI vnni_row *vnni_rows(const sn_qgemm_desc *d, const float *a)
         r->scale = (double)amax / 4194303.0;
         for (int p = 0; p < 3; p++)
             r->plane[p] = bytes + (3 * i + (size_t)p) * kp;
+        r->lsum = u4 ? lsums + i * lanes : NULL;
         if (amax == 0.0f)
             continue;
         const __m512 inv = _mm512_set1_ps((float)(4194303.0 / (double)amax));
@@ -545,11 +623,25 @@ static VNNI vnni_row *vnni_rows(const sn_qgemm_desc *d, const float *a)
             __m512i v = _mm512_cvtps_epi32(
                 _mm512_mul_ps(_mm512_maskz_loadu_ps(m, ar + k), inv));
             vs = _mm512_add_epi64(vs, widen_pairs(v));
+            if (u4) { /* within 2^25, times a zero point within 2^4 */
+                r->lsum[k / 8] =
+                    zmul * _mm512_mask_reduce_add_epi32(0x00ff, v);
+                r->lsum[k / 8 + 1] =
+                    zmul * _mm512_mask_reduce_add_epi32(0xff00, v);
+            }
             for (int p = 0; p < 3; p++) {
                 __m512i digit = _mm512_sub_epi32(
                     _mm512_and_si512(_mm512_add_epi32(v, k128), k255), k128);
-                _mm_mask_storeu_epi8(r->plane[p] + k, m,
-                                     _mm512_cvtepi32_epi8(digit));
+                __m128i d8 = _mm512_cvtepi32_epi8(digit);
+                if (u4) { /* k's 128: even digits at k / 2, odd 64 on */
+                    int8_t *at = r->plane[p] + k / 128 * 128 + k % 128 / 2;
+                    d8 = _mm_shuffle_epi8(d8, split);
+                    _mm_storel_epi64((__m128i *)at, d8);
+                    _mm_storel_epi64((__m128i *)(at + 64),
+                                     _mm_unpackhi_epi64(d8, d8));
+                } else {
+                    _mm_mask_storeu_epi8(r->plane[p] + k, m, d8);
+                }
                 ps[p] = _mm512_add_epi32(ps[p], digit);
                 v = _mm512_srai_epi32(_mm512_sub_epi32(v, digit), 8);
             }
@@ -609,6 +701,76 @@ static VNNI float vnni_column(const qargs *x, size_t i, size_t j)
     return finish(x, j, &f);
 }
 
+/*
+ * uint4 in blocks of a multiple of 32, K a multiple of 128, by a row of A
+ * as bytes (vnni_rows' uint4 order): a step's 64 bytes of q, masked and
+ * shifted into the low and the high nibbles, are the unsigned operands of
+ * vpdpbusd against A's digits, two products a plane, so that lane l of
+ * the sums is exactly the sum of q times v over weights 8 l to 8 l + 7
+ * (below 2^29: v within 2^22).  One zero point for all (an integer):
+ * lsum holds z times the lane's sum of v, taken off exactly in integers;
+ * zero points per block: each lane takes off its block's z times that
+ * sum in floats (u4_scale_step).  A block's lanes are then scaled as
+ * u4_column's.  Per 128 weights 22 operations where u4_column's floats
+ * take 36: one Zen 5 core from L2, 67 against 46 Gweights/s; the 537 MB
+ * MLP's int4 form at batch 1 on two, 1.35 against 1.79 ms for the
+ * floats 32 weights a step (interleaved, at 50 GB/s).  A is rounded to
+ * 23 bits, as for int8 (vnni_column).
+ */
+static inline __attribute__((always_inline)) VNNI float
+u4_vnni_column_as(const qargs *x, size_t i, size_t j, const int hz,
+                  const int b32)
+{
+    const sn_qgemm_desc *d = x->d;
+    const vnni_row *r = &x->vr[i];
+    const uint8_t *qrow = x->q + j * d->ldq;
+    const float *scale = x->scale + j * x->blocks;
+    const float *zero = hz ? x->zero + j * x->blocks : NULL;
+    const __m512i nib = _mm512_set1_epi8(0x0f);
+    __m512 acc[4] = {_mm512_setzero_ps(), _mm512_setzero_ps(),
+                     _mm512_setzero_ps(), _mm512_setzero_ps()};
+    for (size_t g = 0, steps = d->k / 128; g < steps; g++) {
+        const __m512i w = _mm512_loadu_si512(qrow + g * 64);
+        _mm_prefetch((const char *)(qrow + g * 64 + STREAM_AHEAD),
+                     _MM_HINT_T0);
+        const __m512i lo = _mm512_and_si512(w, nib),
+                      hi = _mm512_and_si512(_mm512_srli_epi16(w, 4), nib);
+#define SN_U4_PLANE(p)                                                        \
+    _mm512_dpbusd_epi32(                                                      \
+        _mm512_dpbusd_epi32(_mm512_setzero_si512(), lo,                       \
+                            _mm512_loadu_si512(r->plane[p] + g * 128)),       \
+        hi, _mm512_loadu_si512(r->plane[p] + g * 128 + 64))
+        const __m512i c0 = SN_U4_PLANE(0), c1 = SN_U4_PLANE(1),
+                      c2 = SN_U4_PLANE(2);
+#undef SN_U4_PLANE
+        __m512i c = _mm512_add_epi32(
+            _mm512_add_epi32(_mm512_slli_epi32(c2, 16),
+                             _mm512_slli_epi32(c1, 8)),
+            c0);
+        const __m512i ls = _mm512_loadu_si512(r->lsum + g * 16);
+        if (!hz)
+            c = _mm512_sub_epi32(c, ls);
+        u4_scale_step(x, scale, zero, g, _mm512_cvtepi32_ps(c),
+                      _mm512_cvtepi32_ps(ls), acc, hz, b32);
+    }
+    float sum = hsum(_mm512_add_ps(_mm512_add_ps(acc[0], acc[1]),
+                                   _mm512_add_ps(acc[2], acc[3])));
+    float y = (float)(r->scale * (double)sum);
+    if (x->bias)
+        y += x->bias[j];
+    return act(d->act, y);
+}
+
+/* u4_vnni_column_as made for each case. */
+static VNNI float u4_vnni_column(const qargs *x, size_t i, size_t j)
+{
+    if (x->block == 32)
+        return x->zero ? u4_vnni_column_as(x, i, j, 1, 1)
+                       : u4_vnni_column_as(x, i, j, 0, 1);
+    return x->zero ? u4_vnni_column_as(x, i, j, 1, 0)
+                   : u4_vnni_column_as(x, i, j, 0, 0);
+}
+
 /* N rows of K: columns [j0, j1), each row of q against every row of A. */
 static AVX512 void rows_of_k(const qargs *x, size_t j0, size_t j1)
 {
@@ -616,7 +778,9 @@ static AVX512 void rows_of_k(const qargs *x, size_t j0, size_t j1)
     if (x->vr) {
         for (size_t j = j0; j < j1; j++)
             for (size_t i = 0; i < d->m; i++)
-                x->c[i * d->ldc + j] = vnni_column(x, i, j);
+                x->c[i * d->ldc + j] = d->qtype == SN_QTYPE_U4
+                                           ? u4_vnni_column(x, i, j)
+                                           : vnni_column(x, i, j);
         return;
     }
     if (d->qtype == SN_QTYPE_U4 && x->aq) {
@@ -734,6 +898,14 @@ static void dequantize(const qargs *x, float *w)
  * fp32 before). */
 #define GEMM_ROWS 8
 
+/* n floats from a cache line's start (the kernels read them 64 bytes at
+ * a time: a load across two lines costs two), or NULL. */
+static float *line_floats(size_t n)
+{
+    void *p = NULL;
+    return posix_memalign(&p, 64, n * sizeof(float)) ? NULL : p;
+}
+
 int sn_cpu_qgemm(const sn_qgemm_desc *d, const float *a, const void *q,
                  const float *scale, const float *zero, const float *bias,
                  float *c)
@@ -762,12 +934,12 @@ int sn_cpu_qgemm(const sn_qgemm_desc *d, const float *a, const void *q,
     if (d->trans_b && x.blocks == 1 && sn_qtype_bytes(d->qtype) == 1 &&
         d->qtype != SN_QTYPE_U4 && d->k <= ((size_t)1 << 20) &&
         sn_cpu_has_avx512_vnni())
-        x.vr = vr = vnni_rows(d, a);
+        x.vr = vr = vnni_rows(d, a, 0, 0);
     /* Rows of q against rows of A, whole K per column: A's rows in the
      * quad layout once, so that q's bytes need no shuffle. */
     if (!vr && d->trans_b && x.blocks == 1 && d->qtype != SN_QTYPE_U4 &&
         sn_qtype_bytes(d->qtype) == 1 &&
-        d->k >= 64 && sn_cpu_has_avx512() && (aq = malloc(d->m * d->k * sizeof *aq))) {
+        d->k >= 64 && sn_cpu_has_avx512() && (aq = line_floats(d->m * d->k))) {
         for (size_t i = 0; i < d->m; i++)
             for (size_t k0 = 0; k0 + 64 <= d->k; k0 += 64)
                 for (size_t t = 0; t < 4; t++)
@@ -776,16 +948,44 @@ int sn_cpu_qgemm(const sn_qgemm_desc *d, const float *a, const void *q,
                             a[i * d->lda + k0 + 4 * l + t];
         x.aq = aq;
     }
-    /* uint4 in blocks of multiples of 32: A's rows in the pair layout. */
+    /* uint4 by bytes where the CPU has VNNI (u4_vnni_column), with zero
+     * points per block or one for all that is a whole number */
     if (d->qtype == SN_QTYPE_U4 && d->block && d->block % 32 == 0 &&
-        d->k >= 32 && sn_cpu_has_avx512() && (aq = malloc(d->m * d->k * sizeof *aq))) {
-        for (size_t i = 0; i < d->m; i++)
-            for (size_t k0 = 0; k0 + 32 <= d->k; k0 += 32)
+        d->k % 128 == 0 && d->k <= ((size_t)1 << 20) &&
+        (zero || (d->zero_value >= -15.0f && d->zero_value <= 15.0f &&
+                  d->zero_value == (float)(int)d->zero_value)) &&
+        sn_cpu_has_avx512_vnni())
+        x.vr = vr = vnni_rows(d, a, 1, zero ? 1 : (int32_t)d->zero_value);
+    /* uint4 in blocks of multiples of 32 otherwise: A's rows in the octet
+     * and pair layouts, and with zero points the sums of each 8
+     * (u4_column). */
+    if (!vr && d->qtype == SN_QTYPE_U4 && d->block && d->block % 32 == 0 &&
+        d->k >= 32 && sn_cpu_has_avx512() &&
+        (aq = line_floats(d->m * d->k + (zero ? d->m * (d->k / 128) * 16
+                                              : 0)))) {
+        size_t steps = d->k / 128, full = d->k / 32 * 32;
+        float *as = zero ? aq + d->m * d->k : NULL;
+        for (size_t i = 0; i < d->m; i++) {
+            const float *ar = a + i * d->lda;
+            float *to = aq + i * d->k;
+            for (size_t k0 = 0; k0 < steps * 128; k0 += 128)
                 for (size_t l = 0; l < 16; l++) {
-                    aq[i * d->k + k0 + l] = a[i * d->lda + k0 + 2 * l];
-                    aq[i * d->k + k0 + 16 + l] = a[i * d->lda + k0 + 2 * l + 1];
+                    float sum = 0.0f;
+                    for (size_t n = 0; n < 8; n++) {
+                        to[k0 + 16 * n + l] = ar[k0 + 8 * l + n];
+                        sum += ar[k0 + 8 * l + n];
+                    }
+                    if (as)
+                        as[(i * steps + k0 / 128) * 16 + l] = sum;
                 }
+            for (size_t k0 = steps * 128; k0 < full; k0 += 32)
+                for (size_t l = 0; l < 16; l++) {
+                    to[k0 + l] = ar[k0 + 2 * l];
+                    to[k0 + 16 + l] = ar[k0 + 2 * l + 1];
+                }
+        }
         x.aq = aq;
+        x.as = as;
     }
 #endif
     size_t rows = d->trans_b ? d->n : d->k;

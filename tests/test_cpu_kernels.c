@@ -2186,22 +2186,24 @@ Test(cpu_dwconv, sums_a_plane_with_a_non_finite_weight_like_the_reference)
         check_dwconv_all_teams(&cases[i]);
 }
 
-/* uint4 (MatMulNBits) at batch 1 to 7 (u4_column): K a multiple of 32
- * or not, blocks of 32, 64, 128 and 256, zero points the default 8, an
- * array of whole numbers or one of them a fraction, rows of tiny and of
- * huge values and one with a NaN: each row gives the plain product's
- * answer within float rounding of its sums. */
+/* uint4 (MatMulNBits) at batch 1 to 7 (u4_vnni_column where K is a
+ * multiple of 128 and the CPU has VNNI, else u4_column): K a multiple of
+ * 128, of 32 or neither, blocks of 32, 64, 96 (blocks ending inside a
+ * step of 128), 128 and 256, one zero point for all (8, 0, or 7.5: the
+ * float path) or an array of whole numbers or one of them a fraction,
+ * rows of tiny and of huge values and one with a NaN: each row gives the
+ * plain product's answer within float rounding of its sums. */
 Test(cpu_qgemm, uint4_matches_the_reference_for_any_block_and_k)
 {
-    static const size_t ks[] = {32, 100, 128, 129, 255, 256, 300, 1024};
-    static const size_t blocks[] = {32, 64, 128, 256};
+    static const size_t ks[] = {32, 100, 128, 129, 255, 256, 300, 1024, 1184};
+    static const size_t blocks[] = {32, 64, 96, 128, 256};
     static const float sizes[] = {1.0f, 1e-30f, 1e30f};
     const size_t n = 21, m_max = 7;
     char msg[256];
     size_t ran = 0;
     for (size_t ki = 0; ki < ARRAY_LEN(ks); ki++)
         for (size_t bi = 0; bi < ARRAY_LEN(blocks); bi++)
-            for (int zero = 0; zero < 3; zero++) {
+            for (int zero = 0; zero < 5; zero++) {
                 size_t k = ks[ki], block = blocks[bi],
                        nb = (k + block - 1) / block, ldq = nb * block / 2;
                 size_t m = 1 + (ki + bi + (size_t)zero) % m_max;
@@ -2227,9 +2229,12 @@ Test(cpu_qgemm, uint4_matches_the_reference_for_any_block_and_k)
                 sn_qgemm_desc d = {.m = m, .n = n, .k = k,
                                    .qtype = SN_QTYPE_U4, .trans_b = 1,
                                    .block = block, .lda = k, .ldq = ldq,
-                                   .ldc = n, .zero_value = 8.0f,
+                                   .ldc = n,
+                                   .zero_value = zero == 3   ? 0.0f
+                                                 : zero == 4 ? 7.5f
+                                                             : 8.0f,
                                    .act = (sn_act)(ki % 3)};
-                const float *za = zero ? z : NULL;
+                const float *za = zero == 1 || zero == 2 ? z : NULL;
                 ref_qgemm(&d, a, q, s, za, bias, want);
                 omp_set_num_threads(2);
                 cr_assert(sn_cpu_qgemm(&d, a, q, s, za, bias, got));
@@ -2253,7 +2258,7 @@ Test(cpu_qgemm, uint4_matches_the_reference_for_any_block_and_k)
                 free(got);
                 free(want);
             }
-    cr_assert_eq(ran, ARRAY_LEN(ks) * ARRAY_LEN(blocks) * 3);
+    cr_assert_eq(ran, ARRAY_LEN(ks) * ARRAY_LEN(blocks) * 5);
 }
 
 /* int8 at batch 1 takes A's row as bytes where the CPU has VNNI (scaled
