@@ -3,8 +3,11 @@
  * that maps the pages of weights read in place waits while a plan is
  * built (sn_prefetch_hold), maps them once released, and never maps back
  * pages a device has dropped (sn_drop_file_pages) or whose mapping is
- * about to go (sn_forget_file_pages).  Pages mapped are read from
- * /proc/self/smaps (the mapping's Rss).
+ * about to go (sn_forget_file_pages); a run about to read a range waits
+ * until the thread has mapped it, that range first where much is queued
+ * before it (sn_wait_file_pages).  Pages mapped are read from
+ * /proc/self/smaps (the mapping's Rss) and /proc/self/pagemap (a page's
+ * present bit).
  */
 #include <config.h>
 
@@ -66,6 +69,25 @@ static long rss_kb(const void *p)
     fclose(f);
     cr_assert_geq(kb, 0, "no mapping at %p in /proc/self/smaps", p);
     return kb;
+}
+
+/* How many of the pages of [p, p + bytes) are mapped into the process
+ * (/proc/self/pagemap: bit 63 of a page's entry). */
+static size_t mapped_pages(const void *p, size_t bytes)
+{
+    long page = sysconf(_SC_PAGESIZE);
+    int fd = open("/proc/self/pagemap", O_RDONLY);
+    cr_assert_geq(fd, 0);
+    size_t n = bytes / (size_t)page, got = 0;
+    uint64_t *e = malloc(n * sizeof *e); /* one read: the thread goes on */
+    cr_assert_not_null(e);
+    off_t at = (off_t)((uintptr_t)p / (uintptr_t)page * 8);
+    cr_assert_eq(pread(fd, e, n * 8, at), (ssize_t)(n * 8));
+    for (size_t i = 0; i < n; i++)
+        got += (size_t)(e[i] >> 63);
+    free(e);
+    close(fd);
+    return got;
 }
 
 static void sleep_ms(long ms)
@@ -163,4 +185,125 @@ Test(file_pages, a_mapping_forgotten_before_it_goes_is_not_touched)
                      round);
         munmap(q, bytes);
     }
+}
+
+/* Skip where the kernel cannot populate a mapping (see above). */
+static void need_populate(char *p, size_t bytes)
+{
+#ifdef MADV_POPULATE_READ
+    if (madvise(p, 4096, MADV_POPULATE_READ) && errno == EINVAL) {
+#else
+    {
+#endif
+        munmap(p, bytes);
+        cr_skip_test("this kernel has no MADV_POPULATE_READ (5.14 and "
+                     "later): the pages are read ahead, not mapped");
+    }
+    madvise(p, bytes, MADV_DONTNEED);
+}
+
+Test(file_pages, a_wait_returns_once_its_range_is_mapped, .timeout = 30)
+{
+    /* three ranges queued highest first: waiting for each, in any order,
+     * returns with all of it mapped */
+    const size_t bytes = 24 * MIB, part = bytes / 3;
+    char *p = map_file(bytes);
+    need_populate(p, bytes);
+    long page = sysconf(_SC_PAGESIZE);
+    static const int order[] = {1, 0, 2};
+    for (int round = 0; round < 3; round++) {
+        sn_prefetch_hold();
+        for (int k = 2; k >= 0; k--)
+            sn_prefetch_file_pages(p + (size_t)k * part, part);
+        sn_prefetch_release();
+        for (int i = 0; i < 3; i++) {
+            char *r = p + (size_t)order[(i + round) % 3] * part;
+            sn_wait_file_pages(r, part);
+            size_t got = mapped_pages(r, part);
+            cr_assert_eq(got, part / (size_t)page,
+                         "round %d: %zu of %zu pages mapped after the wait",
+                         round, got, part / (size_t)page);
+        }
+        sn_drop_file_pages(p, bytes);
+    }
+    sn_forget_file_pages(p, bytes);
+    munmap(p, bytes);
+}
+
+Test(file_pages, a_wait_never_waits_for_a_held_thread_or_pages_not_queued,
+     .timeout = 30)
+{
+    const size_t bytes = 8 * MIB;
+    char *p = map_file(bytes);
+    need_populate(p, bytes);
+    sn_prefetch_hold();
+    sn_prefetch_file_pages(p, bytes / 2);
+    sn_wait_file_pages(p, bytes / 2);     /* held: at once */
+    sn_wait_file_pages(p + bytes / 2, bytes / 2); /* not queued */
+    cr_assert_eq(rss_kb(p), 0, "pages mapped while held");
+    sn_prefetch_release();
+    sn_wait_file_pages(p + bytes / 2, bytes / 2); /* never queued */
+    sn_wait_file_pages(p, bytes / 2);
+    cr_assert_eq(mapped_pages(p, bytes / 2),
+                 bytes / 2 / (size_t)sysconf(_SC_PAGESIZE));
+    sn_forget_file_pages(p, bytes);
+    munmap(p, bytes);
+}
+
+Test(file_pages, a_range_far_down_the_queue_goes_first, .timeout = 60)
+{
+    /* 96 MB queued as one range, and a wait for a MB near its end, more
+     * than 64 MB down the queue, while the thread is held: it returns at
+     * once, that MB now first.  Released, the thread maps it before the
+     * 90 MB queued before it: when a second wait for it returns, not all
+     * of those are mapped (all of them, had it waited its turn). */
+    const size_t bytes = 96 * MIB;
+    char *p = map_file(bytes);
+    need_populate(p, bytes);
+    long page = sysconf(_SC_PAGESIZE);
+    char *r = p + 90 * MIB;
+    sn_prefetch_hold();
+    sn_prefetch_file_pages(p, bytes);
+    sn_wait_file_pages(r, MIB);
+    cr_assert_eq(mapped_pages(p, bytes), 0, "pages mapped while held");
+    sn_prefetch_release();
+    sn_wait_file_pages(r, MIB);
+    sn_prefetch_hold(); /* the thread stops after its chunk in hand */
+    size_t before = mapped_pages(p, 90 * MIB) * (size_t)page;
+    cr_assert_eq(mapped_pages(r, MIB), MIB / (size_t)page);
+    cr_assert_lt(before, 90 * MIB,
+                 "all %zu MB before it mapped first: it waited its turn",
+                 before / MIB);
+    sn_prefetch_release();
+    sn_wait_file_pages(p, bytes); /* the rest, in order */
+    cr_assert_eq(mapped_pages(p, bytes), bytes / (size_t)page);
+    sn_forget_file_pages(p, bytes);
+    munmap(p, bytes);
+}
+
+Test(file_pages, ranges_are_mapped_in_the_order_of_their_addresses,
+     .timeout = 60)
+{
+    /* the file's last 40 MB queued before its first 4: the first come
+     * first (a run reads a model's weights in about the file's order),
+     * so when a wait for them returns, not all of the 40 are mapped */
+    const size_t bytes = 44 * MIB, head = 4 * MIB;
+    char *p = map_file(bytes);
+    need_populate(p, bytes);
+    long page = sysconf(_SC_PAGESIZE);
+    sn_prefetch_hold();
+    sn_prefetch_file_pages(p + head, bytes - head);
+    sn_prefetch_file_pages(p, head);
+    sn_prefetch_release();
+    sn_wait_file_pages(p, head);
+    sn_prefetch_hold();
+    size_t tail = mapped_pages(p + head, bytes - head) * (size_t)page;
+    cr_assert_eq(mapped_pages(p, head), head / (size_t)page);
+    cr_assert_lt(tail, bytes - head,
+                 "all %zu MB queued first were mapped first", tail / MIB);
+    sn_prefetch_release();
+    sn_wait_file_pages(p, bytes);
+    cr_assert_eq(mapped_pages(p, bytes), bytes / (size_t)page);
+    sn_forget_file_pages(p, bytes);
+    munmap(p, bytes);
 }

@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "exec/exec_impl.h"
+#include "core/file.h"
 #include "core/trace.h"
 
 static void return_inputs(sn_plan *p);
@@ -121,6 +122,11 @@ static shardnet_status run_and_read(sn_plan *p)
                 return st;
             continue;
         }
+        /* A first run: the node's weights read in place come from the
+         * file in the order the run needs them (sn_wait_file_pages). */
+        for (size_t i = 0; sn_file_pages_pending() && i < n->ninputs; i++)
+            if (n->inputs[i] >= 0)
+                sn_value_wait_pages(&g->values[n->inputs[i]]);
         if ((st = sn_launch(p->dev, (sn_kernel)p->steps[s].kind,
                             &p->steps[s].u)) != SHARDNET_OK) {
             sn_synchronize(p->dev);

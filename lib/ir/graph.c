@@ -404,6 +404,12 @@ void sn_value_prefetch_pages(const sn_value *v)
         sn_prefetch_file_pages(v->data, v->nbytes);
 }
 
+void sn_value_wait_pages(const sn_value *v)
+{
+    if (v->flags & SN_VALUE_MAPPED)
+        sn_wait_file_pages(v->data, v->nbytes);
+}
+
 int sn_graph_add_mapping(sn_graph *g, void *addr, size_t len)
 {
     sn_mapping *m = realloc(g->maps, (g->nmaps + 1) * sizeof *m);

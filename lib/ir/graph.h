@@ -207,6 +207,9 @@ void sn_value_drop_pages(const sn_value *v);
 /* Have the pages of v's data read ahead from its file where v is
  * SN_VALUE_MAPPED (nothing otherwise): a device will read it in place. */
 void sn_value_prefetch_pages(const sn_value *v);
+/* Wait until what was queued of those pages is read and mapped, it first
+ * (sn_wait_file_pages): a kernel is about to read v in place. */
+void sn_value_wait_pages(const sn_value *v);
 /* Record a mapping for sn_graph_free() to unmap; -1 when out of memory
  * (error set; the caller still owns the mapping). */
 int sn_graph_add_mapping(sn_graph *g, void *addr, size_t len);
