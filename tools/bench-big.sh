@@ -2,9 +2,10 @@
 # Batch 1 on a model that matters (issue 16): tools/make_big_model's MLP of
 # eight 4096 x 4096 Gemm layers, its weights as fp32 (537 MB), as int8
 # with a scale per output column (134 MB), as MatMulNBits' uint4 in
-# blocks of 32 (84 MB) and as fp16 (268 MB), run on cpu:0 at batch 1, next to
-# the memory read bandwidth measured by tools/bench_membw right before
-# each run, and ONNX Runtime (npm onnxruntime-node) on the same files.
+# blocks of 32 (84 MB) and as fp16 (268 MB), run on cpu:0 at batch 1,
+# next to the memory read bandwidth measured by tools/bench_membw (over a
+# buffer of the model's size) right before each run, and ONNX Runtime
+# (npm onnxruntime-node) on the same files.
 # Rounds interleave every measurement; the table gives medians over rounds.
 #
 #   tools/bench-big.sh BUILDDIR [ROUNDS] [LAYERS] [WIDTH]
@@ -39,13 +40,16 @@ log=$dir/log
 r=1
 while [ "$r" -le "$rounds" ]; do
     for m in fp32 int8 int4 fp16; do
-        # the bandwidth right before and right after each run: the host's
-        # moves between about 50 and 90 GB/s, at times within seconds
-        "$b/tools/bench_membw" 512 5 |
+        # the bandwidth right before and right after each run, over a
+        # buffer of the model's size (the host gave a 128 MB buffer 53 to
+        # 55 GB/s where 512 MB got 49 to 51): it moves between about 50
+        # and 90 GB/s, at times within seconds
+        mb=$(( $(stat -c %s "$dir/$m.onnx") / 1000000 + 1 ))
+        "$b/tools/bench_membw" "$mb" 5 |
             awk -v m="$m" '{ print "bw", $4; print "bw_" m, $4 }' >>"$log"
         "$b/shardnet" run "$dir/$m.onnx" -d cpu:0 -r 40 |
             awk -v m="$m" '/latency/ { print "sn_" m, $5 }' >>"$log"
-        "$b/tools/bench_membw" 512 5 |
+        "$b/tools/bench_membw" "$mb" 5 |
             awk -v m="$m" '{ print "after_" m, $4 }' >>"$log"
         if [ "$ort" = 1 ]; then
             node "$src/tools/bench_ort.js" "$dir/$m.onnx" --batch 1 \
@@ -69,7 +73,8 @@ median() { # the median of the values of key $1 in the log
 bw=$(median bw)
 echo
 echo "MLP of $layers x ${width}x$width Gemm layers, batch 1 on cpu:0 ($threads threads), medians of $rounds rounds"
-echo "memory read bandwidth (tools/bench_membw, right before each run): $bw GB/s (median)"
+echo "memory read bandwidth (tools/bench_membw over a buffer of the model's size, the best of its"
+echo "  three ways of reading, right before each run): $bw GB/s (median)"
 echo "\"of measured\": the median over rounds of each run's rate over the bandwidth measured around it,"
 echo "  counting only the rounds whose bandwidth before and after the run agree within 10% (\"steady\")"
 printf '%-6s %8s %12s %14s %9s %12s %7s %10s\n' weights MB "shardnet ms" "shardnet GB/s" "bw GB/s" "of measured" steady "ORT ms"
