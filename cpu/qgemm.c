@@ -535,14 +535,16 @@ u4_column_as(const qargs *x, size_t i, size_t j, const int hz, const int b32)
     return act(d->act, y);
 }
 
-/* u4_column_as made for each case, the branches constant in each. */
+/* A uint4 kernel f(x, i, j, hz, b32) made for each case, the branches
+ * constant in each: zero points per block or not, blocks of 32 or not. */
+#define SN_U4_CASES(f, x, i, j)                                               \
+    ((x)->block == 32                                                         \
+         ? ((x)->zero ? f(x, i, j, 1, 1) : f(x, i, j, 0, 1))                  \
+         : ((x)->zero ? f(x, i, j, 1, 0) : f(x, i, j, 0, 0)))
+
 static AVX512 float u4_column(const qargs *x, size_t i, size_t j)
 {
-    if (x->block == 32)
-        return x->zero ? u4_column_as(x, i, j, 1, 1)
-                       : u4_column_as(x, i, j, 0, 1);
-    return x->zero ? u4_column_as(x, i, j, 1, 0)
-                   : u4_column_as(x, i, j, 0, 0);
+    return SN_U4_CASES(u4_column_as, x, i, j);
 }
 
 #define VNNI __attribute__((target("avx512f,avx512bw,avx512dq,avx512vl,avx512vnni")))
@@ -761,14 +763,9 @@ u4_vnni_column_as(const qargs *x, size_t i, size_t j, const int hz,
     return act(d->act, y);
 }
 
-/* u4_vnni_column_as made for each case. */
 static VNNI float u4_vnni_column(const qargs *x, size_t i, size_t j)
 {
-    if (x->block == 32)
-        return x->zero ? u4_vnni_column_as(x, i, j, 1, 1)
-                       : u4_vnni_column_as(x, i, j, 0, 1);
-    return x->zero ? u4_vnni_column_as(x, i, j, 1, 0)
-                   : u4_vnni_column_as(x, i, j, 0, 0);
+    return SN_U4_CASES(u4_vnni_column_as, x, i, j);
 }
 
 /* N rows of K: columns [j0, j1), each row of q against every row of A. */

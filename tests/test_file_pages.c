@@ -107,11 +107,10 @@ static long rss_reaching(const void *p, long kb)
     return got;
 }
 
-Test(file_pages, mapped_ahead_once_no_plan_is_being_built)
+/* Skip where the kernel cannot populate a mapping; the probe's pages
+ * (and those around) dropped again. */
+static void need_populate(char *p, size_t bytes)
 {
-    const size_t bytes = 8 * MIB;
-    char *p = map_file(bytes);
-    cr_assert_eq(rss_kb(p), 0);
 #ifdef MADV_POPULATE_READ
     if (madvise(p, 4096, MADV_POPULATE_READ) && errno == EINVAL) {
 #else
@@ -121,7 +120,15 @@ Test(file_pages, mapped_ahead_once_no_plan_is_being_built)
         cr_skip_test("this kernel has no MADV_POPULATE_READ (5.14 and "
                      "later): the pages are read ahead, not mapped");
     }
-    madvise(p, bytes, MADV_DONTNEED); /* the probe's pages, and around */
+    madvise(p, bytes, MADV_DONTNEED);
+}
+
+Test(file_pages, mapped_ahead_once_no_plan_is_being_built)
+{
+    const size_t bytes = 8 * MIB;
+    char *p = map_file(bytes);
+    cr_assert_eq(rss_kb(p), 0);
+    need_populate(p, bytes);
     sn_prefetch_hold();
     sn_prefetch_file_pages(p, bytes);
     sleep_ms(100);
@@ -185,21 +192,6 @@ Test(file_pages, a_mapping_forgotten_before_it_goes_is_not_touched)
                      round);
         munmap(q, bytes);
     }
-}
-
-/* Skip where the kernel cannot populate a mapping (see above). */
-static void need_populate(char *p, size_t bytes)
-{
-#ifdef MADV_POPULATE_READ
-    if (madvise(p, 4096, MADV_POPULATE_READ) && errno == EINVAL) {
-#else
-    {
-#endif
-        munmap(p, bytes);
-        cr_skip_test("this kernel has no MADV_POPULATE_READ (5.14 and "
-                     "later): the pages are read ahead, not mapped");
-    }
-    madvise(p, bytes, MADV_DONTNEED);
 }
 
 Test(file_pages, a_wait_returns_once_its_range_is_mapped, .timeout = 30)
