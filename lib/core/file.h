@@ -46,12 +46,13 @@ void sn_forget_file_pages(const void *start, size_t bytes);
 /* Whether that thread has pages queued or in hand (a hint, read without
  * its lock: sn_wait_file_pages is cheap to skip while there are none). */
 int sn_file_pages_pending(void);
-/* [start, start + bytes) is about to be read: what the thread has queued
- * of it goes first, and this waits until the thread has mapped it, so
- * that the pages come from the file as one stream in the order the run
- * reads them, not from page faults beside the thread's reads.  Returns
- * at once where nothing of it is queued or in hand, or while a plan is
- * being built (sn_prefetch_hold): the pages then fault in as usual. */
+/* [start, start + bytes) is about to be read: this waits until the
+ * thread has mapped what it has queued of it (first, where more than
+ * 64 MB is queued before it), so that the pages come from the file as
+ * one stream in about the order the run reads them, not from page faults
+ * beside the thread's reads.  Returns at once where nothing of it is
+ * queued or in hand, or while a plan is being built (sn_prefetch_hold):
+ * the pages then fault in as usual. */
 void sn_wait_file_pages(const void *start, size_t bytes);
 
 #endif /* SN_FILE_H */

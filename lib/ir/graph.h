@@ -207,7 +207,7 @@ void sn_value_drop_pages(const sn_value *v);
 /* Have the pages of v's data read ahead from its file where v is
  * SN_VALUE_MAPPED (nothing otherwise): a device will read it in place. */
 void sn_value_prefetch_pages(const sn_value *v);
-/* Wait until what was queued of those pages is read and mapped, it first
+/* Wait until what was queued of those pages is read and mapped
  * (sn_wait_file_pages): a kernel is about to read v in place. */
 void sn_value_wait_pages(const sn_value *v);
 /* Record a mapping for sn_graph_free() to unmap; -1 when out of memory
