@@ -171,6 +171,25 @@ void sn_prefetch_file_pages(const void *start, size_t bytes)
     pthread_mutex_unlock(&q_lock);
 }
 
+/* Whether ranges a and b share a byte (an empty one shares none). */
+static int overlaps(struct range a, struct range b)
+{
+    return a.end > b.start && a.start < b.end;
+}
+
+/* The parts of r outside w, in order, into part; how many (0 to 2). */
+static size_t outside(struct range r, struct range w, struct range part[2])
+{
+    struct range before = {r.start, r.end < w.start ? r.end : w.start},
+                 after = {r.start > w.end ? r.start : w.end, r.end};
+    size_t n = 0;
+    if (before.start < before.end)
+        part[n++] = before;
+    if (after.start < after.end)
+        part[n++] = after;
+    return n;
+}
+
 /* Cut [cut.start, cut.end) from the queued ranges (a range it splits
  * keeps its first part where no slot is left for the second), then wait
  * for a chunk in flight that overlaps it.  The queue's order is kept. */
@@ -181,19 +200,16 @@ static void cut_from_queue(struct range cut)
     struct range kept[PREFETCH_QUEUE];
     size_t n = 0;
     for (size_t i = 0; i < q_len; i++) {
-        struct range r = queue[(q_head + i) % PREFETCH_QUEUE];
-        struct range before = {r.start, r.end < cut.start ? r.end : cut.start},
-                     after = {r.start > cut.end ? r.start : cut.end, r.end};
-        if (before.start < before.end && n < PREFETCH_QUEUE)
-            kept[n++] = before;
-        if (after.start < after.end && n < PREFETCH_QUEUE)
-            kept[n++] = after;
+        struct range part[2];
+        size_t np = outside(queue[(q_head + i) % PREFETCH_QUEUE], cut, part);
+        for (size_t k = 0; k < np && n < PREFETCH_QUEUE; k++)
+            kept[n++] = part[k];
     }
     for (size_t i = 0; i < n; i++)
         queue[(q_head + i) % PREFETCH_QUEUE] = kept[i];
     q_len = n;
     note_pending();
-    while (busy.end > cut.start && busy.start < cut.end)
+    while (overlaps(busy, cut))
         pthread_cond_wait(&q_cond, &q_lock);
     pthread_mutex_unlock(&q_lock);
 }
@@ -239,13 +255,11 @@ int sn_file_pages_pending(void)
 /* Whether a queued range or the chunk in hand overlaps w (under q_lock). */
 static int queued_in(struct range w)
 {
-    if (busy.end > w.start && busy.start < w.end)
+    if (overlaps(busy, w))
         return 1;
-    for (size_t i = 0; i < q_len; i++) {
-        struct range r = queue[(q_head + i) % PREFETCH_QUEUE];
-        if (r.end > w.start && r.start < w.end)
+    for (size_t i = 0; i < q_len; i++)
+        if (overlaps(queue[(q_head + i) % PREFETCH_QUEUE], w))
             return 1;
-    }
     return 0;
 }
 
@@ -262,7 +276,7 @@ void sn_wait_file_pages(const void *start, size_t bytes)
     size_t ahead = 0, i = 0;
     for (; i < q_len; i++) {
         struct range r = queue[(q_head + i) % PREFETCH_QUEUE];
-        if (r.end > w.start && r.start < w.end) {
+        if (overlaps(r, w)) {
             ahead += r.start < w.start ? w.start - r.start : 0;
             break;
         }
@@ -273,19 +287,13 @@ void sn_wait_file_pages(const void *start, size_t bytes)
         size_t nf = 0, nr = 0;
         for (i = 0; i < q_len; i++) {
             struct range r = queue[(q_head + i) % PREFETCH_QUEUE];
-            struct range in = {r.start > w.start ? r.start : w.start,
-                               r.end < w.end ? r.end : w.end},
-                         before = {r.start, r.end < w.start ? r.end : w.start},
-                         after = {r.start > w.end ? r.start : w.end, r.end};
-            if (in.start >= in.end) {
+            if (!overlaps(r, w)) {
                 rest[nr++] = r;
                 continue;
             }
-            front[nf++] = in;
-            if (before.start < before.end)
-                rest[nr++] = before;
-            if (after.start < after.end)
-                rest[nr++] = after;
+            front[nf++] = (struct range){r.start > w.start ? r.start : w.start,
+                                         r.end < w.end ? r.end : w.end};
+            nr += outside(r, w, rest + nr);
         }
         if (nf + nr <= PREFETCH_QUEUE) {
             for (i = 0; i < nf + nr; i++)
