@@ -13,6 +13,9 @@
 
 #include <criterion/criterion.h>
 #include <errno.h>
+#include <pthread.h>
+#include <sched.h>
+#include <stdatomic.h>
 #include <fcntl.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -298,4 +301,57 @@ Test(file_pages, ranges_are_mapped_in_the_order_of_their_addresses,
     cr_assert_eq(mapped_pages(p, bytes), bytes / (size_t)page);
     sn_forget_file_pages(p, bytes);
     munmap(p, bytes);
+}
+
+/* A run waits for a weight's pages while another device, having copied
+ * the weight, drops them (they are cut from the queue): the wait must
+ * end even when the cut empties the queue and no chunk is left to end
+ * it.  The window is a race (the thread may take the range first), so it
+ * is run many times; a wait that outlives its range fails the test. */
+static char *cut_pages;
+static atomic_int cut_round, cut_seen;
+
+static void *waiter(void *arg)
+{
+    (void)arg;
+    for (int seen = 0;;) {
+        int r;
+        while ((r = atomic_load(&cut_round)) == seen)
+            sched_yield();
+        if (r < 0)
+            return NULL;
+        sn_wait_file_pages(cut_pages, MIB);
+        atomic_store(&cut_seen, seen = r);
+    }
+}
+
+Test(file_pages, a_wait_ends_when_its_range_is_cut_from_the_queue,
+     .timeout = 120)
+{
+    pthread_t t;
+    cut_pages = map_file(MIB);
+    need_populate(cut_pages, MIB);
+    cr_assert_eq(pthread_create(&t, NULL, waiter, NULL), 0);
+    for (int round = 1; round <= 3000; round++) {
+        sn_prefetch_hold();
+        sn_prefetch_file_pages(cut_pages, MIB);
+        atomic_store(&cut_round, round);
+        sn_prefetch_release();
+        sn_forget_file_pages(cut_pages, MIB);
+        struct timespec t0;
+        clock_gettime(CLOCK_MONOTONIC, &t0);
+        while (atomic_load(&cut_seen) != round) {
+            struct timespec t1;
+            clock_gettime(CLOCK_MONOTONIC, &t1);
+            cr_assert_lt(t1.tv_sec - t0.tv_sec, 5,
+                         "round %d: a wait for a range cut from the queue "
+                         "did not end",
+                         round);
+            sched_yield();
+        }
+        madvise(cut_pages, MIB, MADV_DONTNEED);
+    }
+    atomic_store(&cut_round, -1);
+    pthread_join(t, NULL);
+    munmap(cut_pages, MIB);
 }

@@ -209,6 +209,9 @@ static void cut_from_queue(struct range cut)
         queue[(q_head + i) % PREFETCH_QUEUE] = kept[i];
     q_len = n;
     note_pending();
+    /* A wait for pages just cut ends (sn_wait_file_pages): with nothing
+     * left to map, the thread would never wake it. */
+    pthread_cond_broadcast(&q_cond);
     while (overlaps(busy, cut))
         pthread_cond_wait(&q_cond, &q_lock);
     pthread_mutex_unlock(&q_lock);
