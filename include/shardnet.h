@@ -577,8 +577,16 @@ typedef struct shardnet_session_options {
      * devices in Megatron pairs: a column-parallel layer, then a
      * row-parallel one whose partial sums an all-reduce combines; feature
      * slices follow the devices' measured speeds;
+     * "hybrid": pipeline stages, each tensor-split over a group of
+     * consecutive devices (three devices or more);
+     * "data": every device runs the whole model (a copy of every weight
+     * each) on rows of the batch of its own, as many as the cost model
+     * says it finishes with the others, the outputs put together in row
+     * order; a batch whose rows the model's nodes mix (or of fewer than
+     * four rows) runs whole on the fastest device;
      * "auto": at the first run, the cost model estimates one device (each
-     * listed one) and the layer split, and the fastest estimate is used.
+     * listed one), the layer, hybrid, data and tensor splits, and the
+     * fastest estimate is used.
      */
     const char *split;
     /** Layer split: micro-batches per run; 0 = one per device.  Each
@@ -589,7 +597,9 @@ typedef struct shardnet_session_options {
     /**
      * A plan file written by shardnet_session_save_plan() (NULL: none): it
      * fixes the split, the devices (used when the devices argument is NULL
-     * or empty), the micro-batches and the layer split's cuts.
+     * or empty), the micro-batches, the layer split's cuts, the hybrid
+     * split's groups, the data split's rows per device and the tensor
+     * split's strategies.
      */
     const char *plan_file;
 } shardnet_session_options;

@@ -27,7 +27,7 @@ nest=$(grep -c '^  none on ' "$out")
 if [ "$nest" -eq "$ndev" ]; then echo "ok: $ndev devices estimated"; else
     echo "FAIL: $nest single-device estimates, machine has $ndev devices"
     fails=$((fails + 1)); fi
-check '^  choice: (none|layer|tensor|hybrid) \(estimated [0-9.]+ ms\)' "the choice is printed"
+check '^  choice: (none|layer|tensor|hybrid|data) \(estimated [0-9.]+ ms\)' "the choice is printed"
 if [ "$ndev" -gt 1 ]; then
     check '^  choice: [a-z]+ \(estimated [0-9.]+ ms\): ' "the choice says why"
 fi

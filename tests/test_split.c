@@ -1,8 +1,8 @@
 /*
  * Splits: every fixture model cut into pipeline stages over 2, 3 and 4
  * devices gives the single-device answer - bit for bit when all stages run
- * on the same backend, within 1e-4 relative when backends mix; sharded by
- * tensor (and under "auto") within 1e-4 relative.
+ * on the same backend, within 1e-4 relative when backends mix; so does a
+ * data split; sharded by tensor (and under "auto") within 1e-4 relative.
  */
 #include <config.h>
 
@@ -36,17 +36,16 @@ static int have(const char *devices)
     return shardnet_devices_select(ctx, devices, idx, 8, &n) == SHARDNET_OK;
 }
 
-/* Run the model on `devices` of context `on` with the split; returns
+/* Run the model on `devices` of context `on` with options o; returns
  * output 0 (malloc'ed). */
-static float *run_on(shardnet_context_t *on, shardnet_model_t *m,
-                     const shardnet_tensor *in, const char *devices,
-                     const char *split, size_t micro, size_t *count)
+static float *run_with(shardnet_context_t *on, shardnet_model_t *m,
+                       const shardnet_tensor *in, const char *devices,
+                       const shardnet_session_options *o, size_t *count)
 {
-    shardnet_session_options o = {.split = split, .micro_batches = micro};
     shardnet_session_t *s = NULL;
     shardnet_tensor_info info;
     const void *out;
-    cr_assert_eq(shardnet_session_create_with(on, m, devices, &o, &s),
+    cr_assert_eq(shardnet_session_create_with(on, m, devices, o, &s),
                  SHARDNET_OK, "%s: %s", devices, shardnet_last_error());
     cr_assert_eq(shardnet_session_set_input(s, 0, in->info.dtype,
                                             in->info.rank, in->info.dims,
@@ -64,6 +63,24 @@ static float *run_on(shardnet_context_t *on, shardnet_model_t *m,
     *count = n;
     shardnet_session_free(s);
     return copy;
+}
+
+/* The model on `devices` of context `on` with the split. */
+static float *run_on(shardnet_context_t *on, shardnet_model_t *m,
+                     const shardnet_tensor *in, const char *devices,
+                     const char *split, size_t micro, size_t *count)
+{
+    shardnet_session_options o = {.split = split, .micro_batches = micro};
+    return run_with(on, m, in, devices, &o, count);
+}
+
+/* A data split on the suite's context, its rows from a plan file (NULL:
+ * the planner's). */
+static float *run_plan(shardnet_model_t *m, const shardnet_tensor *in,
+                       const char *devices, const char *plan, size_t *count)
+{
+    shardnet_session_options o = {.split = "data", .plan_file = plan};
+    return run_with(ctx, m, in, devices, &o, count);
 }
 
 /* run_on the suite's context. */
@@ -239,6 +256,38 @@ static void split_matches_one_device(const split_case *sc)
         shardnet_context_free(small);
         nmicro = 0;
     }
+    if (!strcmp(c->split, "data")) {
+        /* The planner's rows, then rows a plan file fixes: even, and
+         * uneven (3:1:2:1), so that every device of the set runs some. */
+        static const char *const rows[] = {"1 1 1 1", "3 1 2 1"};
+        for (size_t k = 0; k < 3; k++) {
+            char plan[64] = "";
+            if (k) {
+                snprintf(plan, sizeof plan, "/tmp/sn-data-plan-%d",
+                         (int)getpid());
+                FILE *f = fopen(plan, "w");
+                cr_assert(f != NULL);
+                fprintf(f, "split data\ndevices %s\nrows %.*s\n",
+                        c->devices, 2 * split_sets[sc->set].count - 1,
+                        rows[k - 1]);
+                fclose(f);
+            }
+            float *got = run_plan(m, &in, c->devices, k ? plan : NULL, &n1);
+            if (k)
+                unlink(plan);
+            cr_assert_eq(n0, n1);
+            for (size_t i = 0; i < n0; i++)
+                cr_assert(c->exact ? !memcmp(&got[i], &want[i], sizeof *got)
+                                   : fabsf(got[i] - want[i]) <=
+                                         1e-4f * (1.0f + fabsf(want[i])),
+                          "%s, data split on %s (rows %s): element %zu is "
+                          "%.9g, %s alone gives %.9g",
+                          c->model, c->devices, k ? rows[k - 1] : "planned",
+                          i, (double)got[i], c->reference, (double)want[i]);
+            free(got);
+        }
+        nmicro = 0;
+    }
     for (size_t mi = 0; mi < nmicro; mi++) {
         size_t micro = micros[mi];
         if (micro > batch)
@@ -385,16 +434,28 @@ Test(layer_split, auto_takes_the_smallest_of_its_estimates)
               text);
     double t_tensor = strtod(p + strlen("tensor over 2 devices: estimated "),
                              NULL);
-    cr_assert(t_cpu > 0 && t_cl > 0 && t_layer > 0 && t_tensor > 0, "%s",
-              text);
-    /* ...and the fastest estimate is taken.  (Here PoCL on one core runs
-     * GEMM an order of magnitude slower than the CPU backend, so in an
-     * optimised build the choice is one device: cpu:0.) */
+    /* (The data split: unless it says why it is not possible.) */
+    double t_data = 1e300;
+    if ((p = strstr(text, "data over 2 devices: estimated ")))
+        t_data = strtod(p + strlen("data over 2 devices: estimated "), NULL);
+    else
+        cr_assert(strstr(text, "data: not possible: "), "%s", text);
+    cr_assert(t_cpu > 0 && t_cl > 0 && t_layer > 0 && t_tensor > 0 &&
+                  t_data > 0,
+              "%s", text);
+    /* ...and the fastest estimate is taken (a tie keeps the one listed
+     * first: none, layer, data, tensor). */
     double t_none = t_cpu < t_cl ? t_cpu : t_cl;
-    int layer = t_layer < t_none && t_layer <= t_tensor;
-    int tensor = !layer && t_tensor < t_none;
+    int layer = t_layer < t_none;
+    double best = layer ? t_layer : t_none;
+    int data = t_data < best;
+    best = data ? t_data : best;
+    int tensor = t_tensor < best;
+    layer = layer && !data && !tensor;
+    data = data && !tensor;
     const char *dev = t_cpu <= t_cl ? "cpu:0" : "cl:0";
     cr_assert(strstr(text, layer    ? "choice: layer"
+                           : data   ? "choice: data"
                            : tensor ? "choice: tensor"
                                     : "choice: none"),
               "%s", text);
@@ -404,6 +465,7 @@ Test(layer_split, auto_takes_the_smallest_of_its_estimates)
     char running[64];
     snprintf(running, sizeof running,
              layer    ? "running: layer split"
+             : data   ? "running: data split"
              : tensor ? "running: tensor split"
                       : "running: none, on %s",
              dev);
@@ -427,6 +489,21 @@ ParameterizedTestParameters(tensor_split, matches_one_device_within_rounding)
 
 ParameterizedTest(split_case *c, tensor_split,
                   matches_one_device_within_rounding)
+{
+    split_matches_one_device(c);
+}
+
+/* Data split: every device the whole model on rows of its own, 2 to 4
+ * devices, backends mixed; the planner's rows and rows a plan file
+ * fixes; bit for bit on one backend. */
+ParameterizedTestParameters(layer_split, data_split_gives_the_single_device_answer)
+{
+    split_case *cases = cr_malloc(NMODELS * NSETS * sizeof *cases);
+    return cr_make_param_array(split_case, cases, split_cases(cases, "data"));
+}
+
+ParameterizedTest(split_case *c, layer_split,
+                  data_split_gives_the_single_device_answer)
 {
     split_matches_one_device(c);
 }

@@ -8,6 +8,7 @@
 
 #include "exec/exec.h"
 #include "import/onnx.h"
+#include "runtime/data_split.h"
 #include "runtime/pipeline.h"
 #include "runtime/tensor_split.h"
 
@@ -42,6 +43,13 @@ struct shardnet_session {
     sn_pipeline *pipe;          /* layer split, made at the first run */
     int tensor;                 /* split "tensor" */
     sn_tensor_split *ts;        /* made at the first run (per input shape) */
+    int data;                   /* split "data" */
+    sn_data_split *ds;          /* made at the first run */
+    size_t data_rows[MAX_SPLIT]; /* rows per listed device, */
+    size_t data_batch;          /* for batches of this many rows */
+    int have_data_rows;         /* from "auto"'s estimate, or a plan file */
+    int data_rows_fixed;        /* from a plan file: kept for every batch
+                                   they add up to */
     sn_strategy *strat;         /* from a plan file: forced strategies */
     size_t nstrat;
     sn_weights *w;
@@ -65,6 +73,8 @@ typedef struct plan_file {
     int have_cuts;
     size_t groups[MAX_SPLIT];
     size_t ngroups;
+    size_t rows[MAX_SPLIT]; /* data split: rows per device */
+    size_t nrows;
     sn_strategy *strat; /* malloc'ed */
     size_t nstrat;
 } plan_file;

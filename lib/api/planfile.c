@@ -2,7 +2,7 @@
  * (shardnet_session_save_plan, "shardnet plan --save") and read back from
  * (the plan_file session option), one "key value" line each: the split,
  * the devices, micro-batches, the layer split's cuts, the hybrid split's
- * groups and the tensor split's strategies.  Hostile files are refused
+ * groups, the data split's rows and the tensor split's strategies.  Hostile files are refused
  * with the line that is wrong. */
 #include <config.h>
 
@@ -53,7 +53,7 @@ static int parse_counts(const char *rest, const char *key, size_t min,
 
 /* Keys that may appear once in a plan file. */
 static const char *const once[] = {"split", "devices", "micro_batches",
-                                   "cuts", "groups"};
+                                   "cuts", "groups", "rows"};
 #define NONCE (sizeof once / sizeof once[0])
 
 /* The plan file at path opened for reading, if it is a regular file. */
@@ -87,8 +87,8 @@ static shardnet_status plan_bad_line(const char *path, int lineno,
     line[strcspn(line, "\r\n")] = '\0';
     return sn_error(SHARDNET_INVALID_ARGUMENT,
                     "plan %s, line %d: expected 'split', 'devices', "
-                    "'micro_batches', 'cuts', 'groups' or 'strategy' and a "
-                    "value: %s",
+                    "'micro_batches', 'cuts', 'groups', 'rows' or "
+                    "'strategy' and a value: %s",
                     path, lineno, line);
 }
 
@@ -174,6 +174,9 @@ static shardnet_status plan_line(plan_file *pf, int *seen, int **strat_line,
         pf->have_cuts = 1;
         counted = parse_counts(rest, key, 0, SN_MAX_NODES, pf->cuts,
                                MAX_SPLIT, &pf->ncuts);
+    } else if (!strcmp(key, "rows")) {
+        counted = parse_counts(rest, key, 0, (size_t)SN_MAX_ELEMENTS, pf->rows,
+                               MAX_SPLIT, &pf->nrows);
     } else if (!strcmp(key, "groups")) {
         counted = parse_counts(rest, key, 1, MAX_SPLIT, pf->groups,
                                MAX_SPLIT, &pf->ngroups);
@@ -238,7 +241,9 @@ shardnet_status shardnet_session_save_plan(shardnet_session_t *session,
                         "save plan: the split is chosen at the first run; "
                         "run the session once first");
     if ((session->tensor && !session->ts) ||
-        (!session->tensor && session->ndev > 1 && !session->pipe))
+        (session->data && !session->have_data_rows) ||
+        (!session->tensor && !session->data && session->ndev > 1 &&
+         !session->pipe))
         return sn_error(SHARDNET_INVALID_ARGUMENT,
                         "save plan: the split is made at the first run; "
                         "run the session once first");
@@ -247,6 +252,7 @@ shardnet_status shardnet_session_save_plan(shardnet_session_t *session,
         return sn_error(SHARDNET_IO_ERROR, "cannot write plan %s", path);
     fprintf(f, "# shardnet plan (shardnet_session_save_plan); edit freely\n");
     fprintf(f, "split %s\n", session->tensor     ? "tensor"
+                             : session->data     ? "data"
                              : session->ngroups  ? "hybrid"
                              : session->ndev > 1 ? "layer"
                                                  : "none");
@@ -267,6 +273,13 @@ shardnet_status shardnet_session_save_plan(shardnet_session_t *session,
             sn_strategy_format(&ss[i], t, sizeof t);
             fprintf(f, "strategy %s %s\n", ss[i].node, t);
         }
+    } else if (session->data) {
+        fprintf(f, "# rows of the batch per device (a batch of another "
+                   "size is cut in the\n# same proportions)\n");
+        fprintf(f, "rows");
+        for (size_t d = 0; d < session->nlisted; d++)
+            fprintf(f, " %zu", session->data_rows[d]);
+        fprintf(f, "\n");
     } else if (session->ndev > 1) {
         if (session->ngroups) {
             fprintf(f, "# devices per stage (consecutive in the list); a "

@@ -85,6 +85,9 @@ static shardnet_status session_run(shardnet_session_t *session)
             return st;
         return sn_tensor_split_run(session->ts, session->inputs);
     }
+    if (session->data)
+        return sn_data_split_run(session->ds, session->inputs,
+                                 session->data_rows);
     if (session->ndev > 1 || session->multi)
         return sn_pipeline_run(session->pipe, session->inputs, session->micro);
     if ((st = sn_plan_cache_get(session->plans, PLAN_CACHE, g, session->w,
@@ -142,7 +145,8 @@ shardnet_status shardnet_session_run_stream(shardnet_session_t *session,
         (st = check_bound(session)) != SHARDNET_OK ||
         (st = sn_session_prepare(session)) != SHARDNET_OK)
         return st;
-    if (!session->tensor && (session->ndev > 1 || session->multi)) {
+    if (!session->tensor && !session->data &&
+        (session->ndev > 1 || session->multi)) {
         stream_ctx c = {session, feed, drain, user};
         st = sn_pipeline_stream(session->pipe, count, session->micro,
                                 stream_feed, stream_drain, &c);

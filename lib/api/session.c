@@ -101,10 +101,11 @@ static shardnet_status session_create(shardnet_context_t *ctx,
         pf = *pfp;
     if (split && strcmp(split, "none") && strcmp(split, "layer") &&
         strcmp(split, "auto") && strcmp(split, "tensor") &&
-        strcmp(split, "hybrid"))
+        strcmp(split, "hybrid") && strcmp(split, "data"))
         return sn_error(SHARDNET_INVALID_ARGUMENT,
                         "split '%s' is not available (this version has "
-                        "'none', 'layer', 'tensor', 'hybrid' and 'auto')",
+                        "'none', 'layer', 'tensor', 'hybrid', 'data' and "
+                        "'auto')",
                         split);
     if (shardnet_model_unsupported(model, unsupported, sizeof unsupported))
         return sn_error(SHARDNET_UNSUPPORTED, "unsupported operators: %s",
@@ -119,11 +120,12 @@ static shardnet_status session_create(shardnet_context_t *ctx,
     layer = !strcmp(split, "layer") || hybrid;
     autosplit = !strcmp(split, "auto");
     int tensor = !strcmp(split, "tensor");
+    int data = !strcmp(split, "data");
     if (hybrid && n < 3)
         return sn_error(SHARDNET_INVALID_ARGUMENT,
                         "a hybrid split needs three devices or more (it "
                         "tensor-splits stages across groups of them)");
-    if (n > 1 && !layer && !autosplit && !tensor)
+    if (n > 1 && !layer && !autosplit && !tensor && !data)
         return sn_error(SHARDNET_INVALID_ARGUMENT,
                         "device list '%s' names %zu devices but the split is "
                         "'none': name one device, or split 'layer' or 'auto'",
@@ -136,8 +138,9 @@ static shardnet_status session_create(shardnet_context_t *ctx,
     for (size_t i = 0; i < n; i++)
         s->devs[i] = sn_context_device(ctx, idx[i]);
     s->nlisted = n;
-    s->ndev = layer || (tensor && n > 1) ? n : 1;
+    s->ndev = layer || ((tensor || data) && n > 1) ? n : 1;
     s->tensor = tensor && n > 1;
+    s->data = data && n > 1;
     s->choose = autosplit && n > 1;
     /* In a job of several processes every process runs the same session;
      * a layer (or hybrid) split carries values and outputs between them. */
@@ -163,6 +166,26 @@ static shardnet_status session_create(shardnet_context_t *ctx,
             }
             memcpy(s->groups, pf.groups, pf.ngroups * sizeof pf.groups[0]);
             s->ngroups = pf.ngroups;
+        }
+        if (pf.nrows) {
+            size_t total = 0;
+            for (size_t d = 0; d < pf.nrows; d++)
+                total += pf.rows[d];
+            if (!data || pf.nrows != n || !total) {
+                free(s);
+                return data ? sn_error(SHARDNET_INVALID_ARGUMENT,
+                                       "plan %s: rows for %zu devices in a "
+                                       "data split over %zu (it needs a "
+                                       "count per device, not all 0)",
+                                       options->plan_file, pf.nrows, n)
+                            : sn_error(SHARDNET_INVALID_ARGUMENT,
+                                       "plan %s: rows are for split 'data', "
+                                       "not '%s'",
+                                       options->plan_file, split);
+            }
+            memcpy(s->data_rows, pf.rows, n * sizeof pf.rows[0]);
+            s->data_batch = total;
+            s->have_data_rows = s->data_rows_fixed = 1;
         }
         if (pf.have_cuts) {
             size_t stages = s->ngroups ? s->ngroups : n;
@@ -208,6 +231,7 @@ void shardnet_session_free(shardnet_session_t *session)
         sn_plan_free(session->plans[i]);
     sn_pipeline_free(session->pipe);
     sn_tensor_split_free(session->ts);
+    sn_data_split_free(session->ds);
     free(session->strat);
     sn_weights_free(session->w);
     free(session->inputs);
@@ -270,11 +294,14 @@ shardnet_status shardnet_session_output(shardnet_session_t *session,
                                         const void **data)
 {
     const sn_host_tensor *t;
-    if (!session || (!session->last && !session->pipe && !session->ts))
+    if (!session ||
+        (!session->last && !session->pipe && !session->ts && !session->ds))
         return sn_error(SHARDNET_INVALID_ARGUMENT,
                         "output: the session has not run");
     if (session->tensor && session->ts)
         t = sn_tensor_split_output(session->ts, index);
+    else if (session->data && session->ds)
+        t = sn_data_split_output(session->ds, index);
     else
         t = session->pipe ? sn_pipeline_output(session->pipe, index)
                           : sn_plan_output(session->last, index);

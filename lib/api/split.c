@@ -1,7 +1,8 @@
 /* A session's split: the candidate tensor split built for the planner's
- * chooser (lib/plan/choose.h, which weighs it against one device, a layer
- * and a hybrid split and tells why), the choice "auto" applies, the
- * pipeline made for a layer or hybrid split, and
+ * chooser (lib/plan/choose.h, which weighs it against one device, a
+ * layer, a hybrid and a data split and tells why), the choice "auto"
+ * applies, the pipeline made for a layer or hybrid split, the rows of a
+ * data split, and
  * shardnet_session_describe, which tells all of it. */
 #include <config.h>
 
@@ -102,6 +103,19 @@ static shardnet_status apply_choice(shardnet_session_t *session,
                                             : ch->none;
     session->est_rows = sn_session_rows(session);
     session->nruns = 0;
+    if (kind == SN_SPLIT_DATA) {
+        session->est_s = ch->data.est;
+        session->choose = 0;
+        session->data = 1;
+        session->ndev = session->nlisted;
+        memcpy(session->data_rows, ch->data.rows,
+               session->nlisted * sizeof ch->data.rows[0]);
+        session->data_batch = sn_batch_rows(session->model->g,
+                                            session->inputs);
+        session->have_data_rows = 1;
+        sn_tensor_split_free(ts);
+        return SHARDNET_OK;
+    }
     if (kind == SN_SPLIT_TENSOR) {
         session->choose = 0;
         session->tensor = 1;
@@ -129,6 +143,80 @@ static shardnet_status apply_choice(shardnet_session_t *session,
     return SHARDNET_OK;
 }
 
+/* Rows in the proportions of w[0..n) for a batch of `rows`: each its
+ * share rounded down, the rest to the largest remainders; a device left
+ * with one row of a larger batch gives it to the device with the most
+ * (a row alone sums in an order of its own on a CPU). */
+static void scale_rows(const size_t *w, size_t n, size_t rows, size_t *out)
+{
+    double total = 0;
+    size_t given = 0, most = 0;
+    for (size_t d = 0; d < n; d++)
+        total += (double)w[d];
+    for (size_t d = 0; d < n; d++) {
+        out[d] = (size_t)((double)rows * (double)w[d] / total);
+        given += out[d];
+    }
+    while (given < rows) {
+        size_t b = 0;
+        double best = -1;
+        for (size_t d = 0; d < n; d++) {
+            double frac = (double)rows * (double)w[d] / total - (double)out[d];
+            if (w[d] && frac > best) {
+                best = frac;
+                b = d;
+            }
+        }
+        out[b]++;
+        given++;
+    }
+    for (size_t d = 0; d < n; d++)
+        if (out[d] > out[most])
+            most = d;
+    for (size_t d = 0; d < n; d++)
+        if (out[d] == 1 && rows > 1 && d != most) {
+            out[d] = 0;
+            out[most]++;
+        }
+}
+
+/* A data split's rows per device for the bound batch: a plan file's in
+ * their proportions, else the planner's (for each new batch size); a
+ * batch the planner cannot cut runs whole on the fastest device. */
+static shardnet_status data_rows(shardnet_session_t *session)
+{
+    sn_graph *g = session->model->g;
+    size_t rows = sn_batch_rows(g, session->inputs);
+    sn_split_choice ch;
+    shardnet_status st;
+    if (session->have_data_rows && session->data_batch == rows)
+        return SHARDNET_OK;
+    if (session->data_rows_fixed) {
+        size_t w[MAX_SPLIT];
+        memcpy(w, session->data_rows, sizeof w);
+        scale_rows(w, session->nlisted, rows, session->data_rows);
+        session->data_batch = rows;
+        return SHARDNET_OK;
+    }
+    if ((st = sn_split_choose(g, session->devs, session->nlisted,
+                              session->inputs, session->micro, &ch, NULL,
+                              0)) != SHARDNET_OK)
+        return st;
+    memset(session->data_rows, 0, sizeof session->data_rows);
+    if (ch.data.est < 1e300) {
+        memcpy(session->data_rows, ch.data.rows,
+               session->nlisted * sizeof ch.data.rows[0]);
+    } else {
+        session->data_rows[ch.best_dev] = rows;
+        sn_log(SHARDNET_LOG_INFO,
+               "data split: %s: the batch runs on %s alone", ch.data.why,
+               session->devs[ch.best_dev]->info.name);
+    }
+    session->data_batch = rows;
+    session->have_data_rows = 1;
+    return SHARDNET_OK;
+}
+
 shardnet_status sn_session_prepare(shardnet_session_t *session)
 {
     sn_graph *g = session->model->g;
@@ -153,6 +241,15 @@ shardnet_status sn_session_prepare(shardnet_session_t *session)
             return st;
         take_groups(session, &ch);
     }
+    if (session->data) {
+        if ((st = data_rows(session)) != SHARDNET_OK)
+            return st;
+        if (!session->ds &&
+            (st = sn_data_split_create(g, session->devs, session->nlisted,
+                                       &session->ds)) != SHARDNET_OK)
+            return st;
+        return SHARDNET_OK;
+    }
     if (!session->tensor && (session->ndev > 1 || session->multi) &&
         !session->pipe &&
         (st = sn_pipeline_create_groups(
@@ -171,6 +268,8 @@ shardnet_status sn_session_prepare(shardnet_session_t *session)
 typedef struct running {
     int open;       /* "auto", with no estimate to tell */
     int tensor;
+    int data;
+    const size_t *rows; /* data: rows per device, or NULL: not yet known */
     size_t ndev;
     size_t ngroups;
     const size_t *groups;
@@ -184,6 +283,8 @@ static running running_of(const shardnet_session_t *session, int estimated,
 {
     running r = {.open = session->choose,
                  .tensor = session->tensor,
+                 .data = session->data,
+                 .rows = session->have_data_rows ? session->data_rows : NULL,
                  .ndev = session->ndev,
                  .ngroups = session->ngroups,
                  .groups = session->groups,
@@ -197,6 +298,10 @@ static running running_of(const shardnet_session_t *session, int estimated,
             r.tensor = 1;
             r.ndev = session->nlisted;
             r.ts = ts;
+        } else if (kind == SN_SPLIT_DATA) {
+            r.data = 1;
+            r.ndev = session->nlisted;
+            r.rows = ch->data.rows;
         } else if (kind == SN_SPLIT_LAYER || kind == SN_SPLIT_HYBRID) {
             r.ndev = session->nlisted;
         } else {
@@ -224,7 +329,17 @@ static size_t describe_running(const shardnet_session_t *session,
         len += (size_t)snprintf(text + len, cap - len,
                                 "running: tensor split over %zu devices\n",
                                 session->nlisted);
-    else if (r->ndev > 1 && r->ngroups) {
+    else if (r->data) {
+        len += (size_t)snprintf(text + len, cap - len,
+                                "running: data split over %zu devices",
+                                session->nlisted);
+        for (size_t d = 0; r->rows && d < session->nlisted && len < cap; d++)
+            len += (size_t)snprintf(text + len, cap - len, "%s%s %zu rows",
+                                    d ? ", " : ": ",
+                                    session->devs[d]->info.name, r->rows[d]);
+        if (len < cap)
+            len += (size_t)snprintf(text + len, cap - len, "\n");
+    } else if (r->ndev > 1 && r->ngroups) {
         len += (size_t)snprintf(text + len, cap - len,
                                 "running: hybrid split, stages on");
         for (size_t u = 0, d = 0; u < r->ngroups && len < cap; u++) {

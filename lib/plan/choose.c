@@ -2,7 +2,8 @@
  * The split chooser: from the layer split's cost model, the estimate of
  * each way to run a model on a list of devices (the best single device,
  * a layer split over all of them, a hybrid of two stages each
- * tensor-split over a group), with a readable account of each
+ * tensor-split over a group, a data split: data_costs.c), with a
+ * readable account of each
  * (sn_split_choose, layer_split.h); then the choice among those and a
  * tensor split, from the tensor cost model's estimate of a candidate
  * (sn_split_pick, choose.h).  It decides: the caller (lib/api/split.c)
@@ -136,10 +137,14 @@ shardnet_status sn_split_choose(sn_graph *g, sn_device *const *devs,
         }
     }
 #undef SAY
+    if (st == SHARDNET_OK)
+        st = sn_data_estimate(g, devs, ndev, inputs, &c, &out->data, report,
+                              cap, &len);
     sn_layer_costs_free(&c);
     if (st != SHARDNET_OK)
         return st;
-    if (out->none >= 1e300 && out->layer >= 1e300 && out->hybrid >= 1e300)
+    if (out->none >= 1e300 && out->layer >= 1e300 && out->hybrid >= 1e300 &&
+        out->data.est >= 1e300)
         return sn_error(SHARDNET_OUT_OF_MEMORY,
                         "the model fits neither one of the devices nor a "
                         "layer split of them");
@@ -184,6 +189,10 @@ sn_split_kind sn_split_pick(const sn_split_choice *ch,
         kind = SN_SPLIT_HYBRID;
         est = ch->hybrid;
     }
+    if (ch->data.est < est) {
+        kind = SN_SPLIT_DATA;
+        est = ch->data.est;
+    }
     if (tc)
         t_est = tensor_estimate(tc, ndev, report, cap, &len);
     if (t_est < est) {
@@ -206,6 +215,7 @@ sn_split_kind sn_split_pick(const sn_split_choice *ch,
              kind == SN_SPLIT_TENSOR   ? "tensor"
              : kind == SN_SPLIT_LAYER  ? "layer"
              : kind == SN_SPLIT_HYBRID ? "hybrid"
+             : kind == SN_SPLIT_DATA   ? "data"
                                        : "none",
              est * 1e3, why);
     return kind;

@@ -1,6 +1,6 @@
 /*
  * The split chooser's verdict (private): which of one device, a layer, a
- * hybrid or a tensor split runs a session, from their estimates, and the
+ * hybrid, a data or a tensor split runs a session, from their estimates, and the
  * report's last lines that tell it.  The estimates of the first three are
  * sn_split_choose's (layer_split.h); the tensor split's is its cost model's
  * (tensor_costs.h), read off a candidate split that lib/api builds and
@@ -15,7 +15,8 @@ typedef enum sn_split_kind {
     SN_SPLIT_NONE,
     SN_SPLIT_LAYER,
     SN_SPLIT_TENSOR,
-    SN_SPLIT_HYBRID
+    SN_SPLIT_HYBRID,
+    SN_SPLIT_DATA
 } sn_split_kind;
 
 /* A tensor split over all the devices, built to be estimated: its

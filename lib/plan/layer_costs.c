@@ -89,6 +89,13 @@ static shardnet_status shape_costs(const sn_graph *g,
         c->wpre[i + 1] = c->wpre[i] + w;
     }
     c->arena = (double)sn_plan_arena_bytes(shape_plan);
+    c->apart = c->rows > 1 && sn_rows_apart(g, shape_plan, c->rows, NULL);
+    for (size_t i = 0; i < g->noutputs; i++) {
+        const sn_rt *r = sn_plan_value(shape_plan, (size_t)g->outputs[i]);
+        if (r && r->known)
+            c->out_bytes +=
+                (double)sn_rt_elements(r) * (double)sn_dtype_size(r->dtype);
+    }
     free(seen);
     return SHARDNET_OK;
 }

@@ -29,6 +29,8 @@ typedef struct sn_layer_costs {
     double *limit; /* per device: bytes it has (global memory) */
     double *launch; /* per device: seconds to launch a kernel */
     size_t rows;   /* the batch */
+    int apart;     /* the nodes keep its rows apart (sn_rows_apart) */
+    double out_bytes; /* the model's outputs, whole batch */
     double *obytes; /* per live node: bytes of its first output */
     unsigned char *weighted; /* per live node: reads a constant matrix */
     /* What the cut planner places stages on: "units", each one device or a

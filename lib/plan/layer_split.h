@@ -9,6 +9,7 @@
 #define SN_LAYER_SPLIT_H
 
 #include "exec/exec.h"
+#include "plan/data_split.h"
 
 /* Cuts of graph g's live nodes into nstages stages placed on units of
  * devs[0..ndev) (groups[u] consecutive devices each, NULL: one device
@@ -23,14 +24,16 @@ shardnet_status sn_layer_cuts(sn_graph *g, sn_device *const *devs,
 
 /* The planner's estimates (seconds; HUGE_VAL-like 1e300 when a plan is
  * not possible or does not fit): one device (the best, best_dev, an index
- * into devs), a layer split over all of devs, and the best hybrid split
+ * into devs), a layer split over all of devs, the best hybrid split
  * (two stages, each on a group of consecutive devices, groups[0..ngroups)
- * devices each; with three devices or more). */
+ * devices each; with three devices or more), and a data split (its rows
+ * per device in data; data.est is its estimate). */
 typedef struct sn_split_choice {
     double none, layer, hybrid;
     size_t best_dev;
     size_t groups[2];
     size_t ngroups;
+    sn_data_rows data;
 } sn_split_choice;
 
 /* Every alternative's estimate, from the cost model, and a readable
@@ -46,6 +49,13 @@ size_t sn_pipeline_default_micro(size_t rows, size_t stages);
 /* The batch micro-batches cut: the first dimension of the inputs, 1 when
  * the model fixes it (micro_batch.c). */
 size_t sn_batch_rows(const sn_graph *g, const sn_binding *in);
+/* Whether g's nodes keep the rows of a batch of `rows` apart, from plan
+ * (g planned for those inputs on any device, the shapes device too):
+ * every value that depends on the batch carries it on axis 0, and every
+ * node that reads it works row by row.  carries (may be NULL;
+ * g->nvalues entries): 1 for the values that carry the batch. */
+int sn_rows_apart(const sn_graph *g, const sn_plan *plan, size_t rows,
+                  unsigned char *carries);
 /* Whether g's nodes keep the rows of that batch apart (micro-batches give
  * the whole batch's answer), decided on dev's process and shared with
  * every process; a plan that fails leaves the batch whole. */

@@ -198,12 +198,15 @@ static int keeps_rows(const sn_graph *g, const sn_plan *plan,
  * Shape, an operator not listed) runs the batch whole.  plan: the whole
  * graph planned for these inputs (every value's shape).
  */
-static int rows_apart(const sn_graph *g, const sn_plan *plan, size_t rows)
+int sn_rows_apart(const sn_graph *g, const sn_plan *plan, size_t rows,
+                  unsigned char *carries)
 {
-    unsigned char *b = calloc(g->nvalues + 1, 1);
+    unsigned char *b = carries ? carries : calloc(g->nvalues + 1, 1);
     int ok = 1;
     if (!b)
         return 0;
+    if (carries)
+        memset(carries, 0, g->nvalues);
     for (size_t i = 0; i < g->ninputs; i++) {
         const sn_rt *r = sn_plan_value(plan, (size_t)g->inputs[i]);
         if (r && r->known && r->rank > 0 && (size_t)r->dims[0] == rows)
@@ -241,7 +244,8 @@ static int rows_apart(const sn_graph *g, const sn_plan *plan, size_t rows)
             if (n->outputs[j] >= 0)
                 b[n->outputs[j]] = 1;
     }
-    free(b);
+    if (!carries)
+        free(b);
     return ok;
 }
 
@@ -259,7 +263,7 @@ shardnet_status sn_batch_apart(sn_graph *g, sn_device *dev,
         sn_plan *plan = NULL;
         if (sn_weights_new(g, dev, &w) == SHARDNET_OK &&
             sn_plan_build(g, w, inputs, sn_op_find, &plan) == SHARDNET_OK)
-            flag = (unsigned char)rows_apart(g, plan, rows);
+            flag = (unsigned char)sn_rows_apart(g, plan, rows, NULL);
         else
             sn_log(SHARDNET_LOG_DEBUG,
                    "layer split: no micro-batches (planning the shapes: "

@@ -1,0 +1,392 @@
+/*
+ * The data split's runtime (data_split.h): each device's rows cut out of
+ * the inputs in place (a binding into the caller's memory), its plan for
+ * that many rows, one thread per local device running them at once, and
+ * the outputs put together on the host at each device's rows.
+ */
+#include <config.h>
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "comm/world.h"
+#include "core/trace.h"
+#include "ops/registry.h"
+#include "plan/layer_split.h"
+#include "plan/node_costs.h"
+#include "runtime/data_split.h"
+
+#define REPLICA_PLANS 3
+
+typedef struct replica {
+    struct sn_data_split *s;
+    size_t index;
+    sn_device *dev;
+    sn_weights *w;
+    sn_plan *plans[REPLICA_PLANS];
+    sn_binding *in;     /* its rows of the inputs */
+    size_t first, rows; /* of the batch */
+    pthread_t thread;
+    int started;
+    shardnet_status st;
+    char msg[512];
+} replica;
+
+struct sn_data_split {
+    sn_graph *g;
+    size_t n;
+    replica *r;
+    size_t nlocal;
+    size_t *local;          /* indices of this process's devices */
+    /* Per batch shape: the outputs' shapes and which carry the batch. */
+    sn_binding *shaped;     /* the inputs the shapes were found for */
+    int have_shapes;
+    unsigned char *carries; /* per graph value */
+    sn_host_tensor *out;
+    size_t *out_cap;
+    size_t batch;
+    int apart;              /* its rows may be cut (sn_rows_apart) */
+    /* The workers: job bumped to start a run, done counted. */
+    pthread_mutex_t lock;
+    pthread_cond_t cond;
+    atomic_uint job;
+    atomic_size_t done;
+    int quit;
+};
+
+static shardnet_status oom(void)
+{
+    return sn_error(SHARDNET_OUT_OF_MEMORY, "data split");
+}
+
+/* Replica k's part of a run: its plan on its rows, its outputs copied
+ * into the whole ones (a whole output that does not carry the batch from
+ * the first replica with rows). */
+static shardnet_status run_replica(sn_data_split *s, replica *k)
+{
+    sn_graph *g = s->g;
+    sn_plan *p = NULL;
+    double t0 = sn_trace_on() ? sn_trace_now() : 0;
+    shardnet_status st =
+        sn_plan_cache_get(k->plans, REPLICA_PLANS, g, k->w, k->in,
+                          sn_op_find, &p);
+    if (st == SHARDNET_OK)
+        st = sn_plan_run(p, k->in);
+    for (size_t i = 0; i < g->noutputs && st == SHARDNET_OK; i++) {
+        sn_host_tensor *o = &s->out[i];
+        const sn_host_tensor *piece = sn_plan_output(p, i);
+        int carries = s->carries[g->outputs[i]];
+        size_t row = carries && s->batch ? o->nbytes / s->batch : 0;
+        if (!carries && k->first)
+            continue;
+        size_t want = carries ? row * k->rows : o->nbytes;
+        if (piece->nbytes != want)
+            st = sn_error(SHARDNET_INTERNAL,
+                          "data split: output '%s' on %s is %zu bytes, "
+                          "not %zu",
+                          o->name, k->dev->info.name, piece->nbytes, want);
+        else if (want)
+            memcpy((char *)o->data + row * k->first, piece->data, want);
+    }
+    if (sn_trace_on())
+        sn_trace_add(k->dev->info.name, "data", "data-split run", t0,
+                     sn_trace_now());
+    return st;
+}
+
+typedef struct job_wait {
+    const sn_data_split *s;
+    unsigned seen;
+} job_wait;
+
+static int job_posted(const void *arg)
+{
+    const job_wait *w = arg;
+    return atomic_load(&w->s->job) != w->seen;
+}
+
+static int workers_done(const void *arg)
+{
+    const job_wait *w = arg;
+    return atomic_load(&w->s->done) + 1 >= w->s->nlocal;
+}
+
+/* How long a worker polls for the next run, and the caller for the
+ * workers' end, before sleeping. */
+#define WAKE_SPIN_S 200e-6
+
+static void *worker_main(void *arg)
+{
+    replica *k = arg;
+    sn_data_split *s = k->s;
+    unsigned seen = 0;
+    sn_bind_thread(k->dev, 1);
+    for (;;) {
+        job_wait jw = {s, seen};
+        sn_poll(job_posted, &jw, WAKE_SPIN_S);
+        pthread_mutex_lock(&s->lock);
+        while (!s->quit && s->job == seen)
+            pthread_cond_wait(&s->cond, &s->lock);
+        if (s->quit) {
+            pthread_mutex_unlock(&s->lock);
+            break;
+        }
+        seen = s->job;
+        pthread_mutex_unlock(&s->lock);
+        shardnet_status st = k->rows ? run_replica(s, k) : SHARDNET_OK;
+        pthread_mutex_lock(&s->lock);
+        k->st = st;
+        if (st != SHARDNET_OK)
+            snprintf(k->msg, sizeof k->msg, "%s", shardnet_last_error());
+        s->done++;
+        pthread_cond_broadcast(&s->cond);
+        pthread_mutex_unlock(&s->lock);
+    }
+    sn_bind_thread(k->dev, 0);
+    return NULL;
+}
+
+shardnet_status sn_data_split_create(sn_graph *g, sn_device *const *devs,
+                                     size_t ndev, sn_data_split **out)
+{
+    sn_data_split *s = calloc(1, sizeof *s);
+    shardnet_status st = SHARDNET_OK;
+    *out = NULL;
+    if (!s)
+        return oom();
+    s->g = g;
+    s->n = ndev;
+    pthread_mutex_init(&s->lock, NULL);
+    pthread_cond_init(&s->cond, NULL);
+    s->r = calloc(ndev + 1, sizeof *s->r);
+    s->local = calloc(ndev + 1, sizeof *s->local);
+    s->shaped = calloc(g->ninputs + 1, sizeof *s->shaped);
+    s->carries = calloc(g->nvalues + 1, 1);
+    s->out = calloc(g->noutputs + 1, sizeof *s->out);
+    s->out_cap = calloc(g->noutputs + 1, sizeof *s->out_cap);
+    if (!s->r || !s->local || !s->shaped || !s->carries || !s->out ||
+        !s->out_cap) {
+        sn_data_split_free(s);
+        return oom();
+    }
+    for (size_t d = 0; d < ndev && st == SHARDNET_OK; d++) {
+        replica *k = &s->r[d];
+        k->s = s;
+        k->index = d;
+        k->dev = devs[d];
+        if (devs[d]->remote)
+            continue;
+        s->local[s->nlocal++] = d;
+        if (!(k->in = calloc(g->ninputs + 1, sizeof *k->in)))
+            st = oom();
+        else
+            st = sn_weights_new(g, devs[d], &k->w);
+    }
+    /* Every local device but the first has a worker; the caller drives
+     * the first. */
+    for (size_t j = 1; j < s->nlocal && st == SHARDNET_OK; j++) {
+        replica *k = &s->r[s->local[j]];
+        if (pthread_create(&k->thread, NULL, worker_main, k))
+            st = sn_error(SHARDNET_INTERNAL,
+                          "data split: cannot start a thread for %s",
+                          k->dev->info.name);
+        else
+            k->started = 1;
+    }
+    if (st != SHARDNET_OK) {
+        sn_data_split_free(s);
+        return st;
+    }
+    *out = s;
+    return SHARDNET_OK;
+}
+
+void sn_data_split_free(sn_data_split *s)
+{
+    if (!s)
+        return;
+    pthread_mutex_lock(&s->lock);
+    s->quit = 1;
+    pthread_cond_broadcast(&s->cond);
+    pthread_mutex_unlock(&s->lock);
+    for (size_t d = 0; s->r && d < s->n; d++) {
+        replica *k = &s->r[d];
+        if (k->started)
+            pthread_join(k->thread, NULL);
+        for (int j = 0; j < REPLICA_PLANS; j++)
+            sn_plan_free(k->plans[j]);
+        sn_weights_free(k->w);
+        free(k->in);
+    }
+    for (size_t i = 0; s->out && i < s->g->noutputs; i++)
+        free(s->out[i].data);
+    pthread_mutex_destroy(&s->lock);
+    pthread_cond_destroy(&s->cond);
+    free(s->r);
+    free(s->local);
+    free(s->shaped);
+    free(s->carries);
+    free(s->out);
+    free(s->out_cap);
+    free(s);
+}
+
+/* The outputs' shapes for inputs shaped like in (a plan of the whole
+ * batch on the shapes device: nothing is uploaded), which values carry
+ * the batch, and room for the outputs; kept while the shapes stay. */
+static shardnet_status shape_outputs(sn_data_split *s, const sn_binding *in)
+{
+    sn_graph *g = s->g;
+    sn_weights *w = NULL;
+    sn_plan *p = NULL;
+    shardnet_status st;
+    if (s->have_shapes && sn_same_shapes(s->shaped, in, g->ninputs))
+        return SHARDNET_OK;
+    s->have_shapes = 0;
+    s->batch = sn_batch_rows(g, in);
+    if ((st = sn_shape_plan(g, in, &w, &p)) != SHARDNET_OK) {
+        sn_shape_plan_free(w, p);
+        return st;
+    }
+    /* A batch the nodes do not keep apart is not cut: one device runs it
+     * whole, every output is its. */
+    s->apart = s->batch > 1 && sn_rows_apart(g, p, s->batch, s->carries);
+    if (!s->apart)
+        memset(s->carries, 0, g->nvalues);
+    for (size_t i = 0; i < g->noutputs && st == SHARDNET_OK; i++) {
+        const sn_rt *r = sn_plan_value(p, (size_t)g->outputs[i]);
+        sn_host_tensor *o = &s->out[i];
+        if (!r || !r->known) {
+            st = sn_error(SHARDNET_INTERNAL,
+                          "data split: output %zu's shape is unknown", i);
+            break;
+        }
+        o->name = g->values[g->outputs[i]].name;
+        o->dtype = r->dtype;
+        o->rank = r->rank;
+        memset(o->dims, 0, sizeof o->dims);
+        memcpy(o->dims, r->dims, (size_t)r->rank * sizeof r->dims[0]);
+        o->nbytes = sn_rt_elements(r) * sn_dtype_size(r->dtype);
+        if (!o->data || s->out_cap[i] < o->nbytes) {
+            free(o->data);
+            s->out_cap[i] = 0;
+            if (!(o->data = malloc(o->nbytes ? o->nbytes : 1)))
+                st = oom();
+            else
+                s->out_cap[i] = o->nbytes;
+        }
+    }
+    sn_shape_plan_free(w, p);
+    if (st != SHARDNET_OK)
+        return st;
+    memcpy(s->shaped, in, g->ninputs * sizeof *in);
+    s->have_shapes = 1;
+    return SHARDNET_OK;
+}
+
+/* Each device's rows of the inputs: an input whose first dimension is the
+ * batch, cut in place; the others whole. */
+static shardnet_status cut_rows(sn_data_split *s, const sn_binding *in,
+                                const size_t *rows)
+{
+    size_t first = 0, most = 0;
+    /* A batch that cannot be cut runs whole on the device given the most
+     * rows (a plan file's rows are kept for batches that can). */
+    for (size_t d = 0; d < s->n; d++)
+        if (rows[d] > rows[most])
+            most = d;
+    for (size_t d = 0; d < s->n; d++) {
+        replica *k = &s->r[d];
+        k->first = first;
+        k->rows = s->apart ? rows[d] : d == most ? s->batch : 0;
+        first += k->rows;
+        for (size_t i = 0; k->in && i < s->g->ninputs; i++) {
+            k->in[i] = in[i];
+            if (s->apart && in[i].rank > 0 &&
+                (size_t)in[i].dims[0] == s->batch) {
+                size_t row = in[i].nbytes / s->batch;
+                k->in[i].dims[0] = (int64_t)k->rows;
+                k->in[i].data = (const char *)in[i].data + row * k->first;
+                k->in[i].nbytes = row * k->rows;
+            }
+        }
+    }
+    if (first != s->batch)
+        return sn_error(SHARDNET_INTERNAL,
+                        "data split: %zu rows given for a batch of %zu",
+                        first, s->batch);
+    return SHARDNET_OK;
+}
+
+/* In a job: every process learns whether each went well, then gets each
+ * device's rows of the outputs (and the uncut outputs) from its owner. */
+static shardnet_status share_outputs(sn_data_split *s, shardnet_status mine)
+{
+    shardnet_status st = SHARDNET_OK;
+    unsigned np = sn_world_processes();
+    for (unsigned p = 0; p < np && st == SHARDNET_OK; p++)
+        st = sn_world_share_status(p, mine, "data split run");
+    if (st != SHARDNET_OK)
+        return st;
+    size_t lead = s->n;
+    for (size_t d = 0; d < s->n && st == SHARDNET_OK; d++) {
+        replica *k = &s->r[d];
+        if (!k->rows)
+            continue;
+        if (lead == s->n)
+            lead = d;
+        for (size_t i = 0; i < s->g->noutputs && st == SHARDNET_OK; i++) {
+            sn_host_tensor *o = &s->out[i];
+            int carries = s->carries[s->g->outputs[i]];
+            size_t row = carries && s->batch ? o->nbytes / s->batch : 0;
+            if (!carries && d != lead)
+                continue;
+            size_t at = carries ? row * k->first : 0,
+                   bytes = carries ? row * k->rows : o->nbytes;
+            st = sn_transport_bcast(sn_world_transport(), k->dev->process,
+                                    (char *)o->data + at, bytes);
+        }
+    }
+    return st;
+}
+
+shardnet_status sn_data_split_run(sn_data_split *s, const sn_binding *in,
+                                  const size_t *rows)
+{
+    shardnet_status st;
+    int job = sn_world_processes() > 1;
+    if ((st = shape_outputs(s, in)) != SHARDNET_OK ||
+        (st = cut_rows(s, in, rows)) != SHARDNET_OK)
+        return job ? share_outputs(s, st) : st;
+    pthread_mutex_lock(&s->lock);
+    s->done = 0;
+    s->job++;
+    pthread_cond_broadcast(&s->cond);
+    pthread_mutex_unlock(&s->lock);
+    if (s->nlocal) {
+        replica *lead = &s->r[s->local[0]];
+        sn_bind_thread(lead->dev, 1);
+        st = lead->rows ? run_replica(s, lead) : SHARDNET_OK;
+        sn_bind_thread(lead->dev, 0);
+        job_wait jw = {s, 0};
+        sn_poll(workers_done, &jw, WAKE_SPIN_S);
+        pthread_mutex_lock(&s->lock);
+        while (!workers_done(&jw))
+            pthread_cond_wait(&s->cond, &s->lock);
+        pthread_mutex_unlock(&s->lock);
+        for (size_t j = 1; j < s->nlocal && st == SHARDNET_OK; j++) {
+            replica *k = &s->r[s->local[j]];
+            if (k->st != SHARDNET_OK)
+                st = sn_error(k->st, "on %s: %s", k->dev->info.name, k->msg);
+        }
+    }
+    return job ? share_outputs(s, st) : st;
+}
+
+const sn_host_tensor *sn_data_split_output(const sn_data_split *s, size_t i)
+{
+    return i < s->g->noutputs && s->have_shapes ? &s->out[i] : NULL;
+}
