@@ -305,25 +305,58 @@ static void store_mapped(sn_comm *c, const float *result, size_t a, size_t lo,
     }
 }
 
+/* Where [lo, b) first crosses the start or end of a mapped output's
+ * segment (b if nowhere): up to there the same outputs take the sum. */
+static size_t next_cut(const sn_comm *c, size_t lo, size_t b)
+{
+    for (size_t r = 0; r < c->n; r++) {
+        const worker *w = &c->w[r];
+        if (w->mapped && w->olo > lo && w->olo < b)
+            b = w->olo;
+        if (w->mapped && w->ohi > lo && w->ohi < b)
+            b = w->ohi;
+    }
+    return b;
+}
+
+/* The sum of global elements [lo, hi) in one pass from every rank's
+ * input into out[0 .. nout) and, where first is NULL, into every mapped
+ * output whose segment holds [lo, hi). */
+static void sum_range(sn_comm *c, size_t lo, size_t hi, float *first)
+{
+    const float *in[SN_COMM_MAX];
+    float *out[SN_COMM_MAX + 1];
+    size_t nout = 0;
+    for (size_t r = 0; r < c->n; r++)
+        in[r] = input_at(c, &c->w[r], lo);
+    if (first)
+        out[nout++] = first;
+    for (size_t r = 0; r < c->n && !first; r++) {
+        const worker *w = &c->w[r];
+        if (w->mapped && w->olo <= lo && hi <= w->ohi)
+            out[nout++] = w->outp + (lo - w->olo);
+    }
+    if (nout)
+        sn_comm_sum(out, nout, in, c->n, hi - lo);
+}
+
 /* Chunk i of a sum; use_res: into the chunk's result slot (some helper
- * writes it back), else tile by tile straight into the mapped outputs. */
+ * writes it back), then copied to the mapped outputs; else straight into
+ * the mapped outputs, in pieces that the same outputs take. */
 static void compute_reduce(sn_comm *c, size_t i, int use_res)
 {
     size_t a = chunk_lo(c, i), b = chunk_hi(c, i);
     float *res = c->res + (i % SLOTS) * c->chunk;
 
-    for (size_t t = a; t < b; t += TILE) {
-        size_t len = b - t < TILE ? b - t : TILE;
-        float *acc = use_res ? res + (t - a) : c->tile;
-        for (size_t r = 0; r < c->n; r++)
-            sn_comm_add(acc, input_at(c, &c->w[r], t), len, r == 0);
-        if (!use_res)
-            store_mapped(c, acc, t, t, t + len);
-    }
     if (!use_res) {
+        for (size_t lo = a, hi; lo < b; lo = hi) {
+            hi = next_cut(c, lo, b);
+            sum_range(c, lo, hi, NULL);
+        }
         c->src[i % SLOTS] = NULL;
         return;
     }
+    sum_range(c, a, b, res);
     store_mapped(c, res, a, a, b);
     c->src[i % SLOTS] = res;
 }

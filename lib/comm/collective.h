@@ -119,8 +119,9 @@ static inline int sn_comm_clip(size_t a, size_t b, size_t s, size_t e,
 }
 
 /* d[j] = s[j] (first) or d[j] += s[j]: one step of a sum in rank order,
- * vectorisable, the same additions on every run.  Every path sums
- * with it, so their results agree bit for bit. */
+ * vectorisable, the same additions on every run.  Every path sums with
+ * it or with sn_comm_sum (the same additions in one pass), so their
+ * results agree bit for bit. */
 static inline void sn_comm_add(float *restrict d, const float *restrict s,
                                size_t len, int first)
 {
@@ -132,5 +133,12 @@ static inline void sn_comm_add(float *restrict d, const float *restrict s,
     for (size_t j = 0; j < len; j++)
         d[j] += s[j];
 }
+
+/* out[o][j] = in[0][j] + in[1][j] + ... (in rank order, the adds of
+ * sn_comm_add) for every o < nout and j < len, in one pass (comm/sum.c).
+ * An output may be an input element for element (in place), and
+ * otherwise must not overlap one. */
+void sn_comm_sum(float *const *out, size_t nout, const float *const *in,
+                 size_t nin, size_t len);
 
 #endif /* SN_COLLECTIVE_H */

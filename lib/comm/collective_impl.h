@@ -13,7 +13,6 @@
 
 
 #define SLOTS 3
-#define TILE 2048 /* floats reduced per pass: 8 KiB, stays in L1 */
 #define ALIGN 64
 #define DEFAULT_CHUNK_BYTES (512u * 1024u)
 
@@ -46,7 +45,6 @@ struct sn_comm {
     int no_map;
     float *res;                  /* SLOTS * chunk: chunk results */
     float *stage[SN_COMM_MAX];   /* SLOTS * chunk for ranks read by copy */
-    float tile[TILE] __attribute__((aligned(ALIGN)));
 
     pthread_mutex_t mu;
     pthread_cond_t cv;
