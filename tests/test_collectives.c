@@ -1,14 +1,18 @@
-/* Host-staged collectives, checked bit for bit against a host reference. */
+/* Host-staged collectives and the collective group's paths, checked bit for
+ * bit against a host reference. */
 #include <config.h>
 
 #include <criterion/criterion.h>
+#include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "backend/backend.h"
 #include "comm/collective.h"
+#include "comm/group.h"
 #include "core/error.h"
 #include "context_suite.h"
 
@@ -575,4 +579,261 @@ Test(collectives, device_failure_aborts_with_its_error_and_comm_recovers)
         sn_buffer_free(v[r].buf);
     free(x);
     sn_comm_free(comm);
+}
+
+/* ---- the collective group: each device on a thread of its own ---------- */
+
+#define GROUP_CALLS 240
+#define SENTINEL -7.0f
+
+/* Floats of call k, a different size each time (vector steps and their
+ * remainders, a share of one block, sizes past the caches). */
+static size_t call_count(size_t k)
+{
+    static const size_t counts[] = {1, 7, 16, 33, 64, 100, 1000, 4101,
+                                    65539, 262147};
+    return counts[k % (sizeof counts / sizeof counts[0])];
+}
+/* More floats than the largest call takes (uneven pieces on four devices,
+ * at an offset). */
+#define GROUP_MOST (4 * 262147)
+
+/* Rank r's input to call k. */
+static uint32_t call_seed(size_t k, size_t r)
+{
+    return (uint32_t)(k * 16 + r + 1);
+}
+
+/* One device's side of a run of collectives; `fail` holds the first thing
+ * that went wrong (Criterion asserts only on the test's thread). */
+typedef struct group_side {
+    sn_group *g;
+    sn_device *dev;
+    size_t rank, n;
+    int mixed;      /* all three kinds in turn, else all-reduces only */
+    size_t calls;
+    sn_buffer *buf; /* room for the largest call, views at moving offsets */
+    float *x, *image, *got;
+    char fail[256];
+} group_side;
+
+/* Call k's description: an all-reduce in place or (mixed) an in-place
+ * reduce-scatter or all-gather of uneven counts, at a moving offset. */
+static sn_group_call describe(const group_side *s, size_t k, size_t *off)
+{
+    size_t count = call_count(k), at = k % 5;
+    int kind = s->mixed ? (int)(k % 3) : 0;
+    sn_group_call c = {.kind = kind == 0   ? SN_GROUP_ALLREDUCE
+                               : kind == 1 ? SN_GROUP_REDUCE_SCATTER
+                                           : SN_GROUP_ALLGATHER,
+                       .n = s->n};
+    uneven(s->n, count, c.counts, off);
+    if (kind == 0) {
+        memset(c.counts, 0, sizeof c.counts);
+        c.counts[0] = count;
+        off[s->n] = count;
+    }
+    c.send = c.recv = (sn_view){s->buf, at};
+    if (kind == 1)
+        c.recv.offset += off[s->rank];
+    if (kind == 2)
+        c.send.offset += off[s->rank];
+    return c;
+}
+
+/* The buffer's floats [0, at + total + 1) before call k (sentinels around
+ * the call's floats; an all-gather's other pieces are stale values) ... */
+static void input_image(const group_side *s, size_t k, size_t at,
+                        const size_t *off, float *img)
+{
+    size_t total = off[s->n];
+    for (size_t i = 0; i < at; i++)
+        img[i] = SENTINEL;
+    if (s->mixed && k % 3 == 2) {
+        fill(img + at, total, 0xdead0000u + (uint32_t)k);
+        fill(img + at + off[s->rank], off[s->rank + 1] - off[s->rank],
+             call_seed(k, s->rank));
+    } else
+        fill(img + at, total, call_seed(k, s->rank));
+    img[at + total] = SENTINEL;
+}
+
+/* ... and after it: the rank-order sum where the call puts it, every
+ * rank's piece after an all-gather. */
+static void output_image(group_side *s, size_t k, size_t at, const size_t *off)
+{
+    size_t total = off[s->n], lo = 0, hi = total;
+    input_image(s, k, at, off, s->image);
+    if (s->mixed && k % 3 == 2) {
+        for (size_t q = 0; q < s->n; q++)
+            fill(s->image + at + off[q], off[q + 1] - off[q],
+                 call_seed(k, q));
+        return;
+    }
+    if (s->mixed && k % 3 == 1) {
+        lo = off[s->rank];
+        hi = off[s->rank + 1];
+    }
+    for (size_t q = 0; q < s->n; q++) {
+        fill(s->x, total, call_seed(k, q));
+        for (size_t i = lo; i < hi; i++)
+            s->image[at + i] = q ? s->image[at + i] + s->x[i] : s->x[i];
+    }
+}
+
+/* The others stop at their next collective instead of waiting for this
+ * device for ever. */
+static void side_failed(group_side *s, size_t k, const char *what)
+{
+    snprintf(s->fail, sizeof s->fail, "%s, call %zu: %s: %s",
+             s->dev->info.name, k, what, shardnet_last_error());
+    sn_group_abort(s->g);
+}
+
+/* Call k on this rank: its input written, the collective, and the
+ * whole region read back and compared. */
+static void group_call(group_side *s, size_t k)
+{
+    size_t off[SN_COMM_MAX + 1], at = k % 5;
+    sn_group_call c = describe(s, k, off);
+    size_t len = at + off[s->n] + 1;
+    input_image(s, k, at, off, s->got);
+    if (sn_buffer_write(s->buf, 0, s->got, len * sizeof(float)) !=
+        SHARDNET_OK) {
+        side_failed(s, k, "write");
+        return;
+    }
+    if (s->rank == s->n - 1 && k % 60 == 59) {
+        /* late: the others go to sleep at the barrier, and must wake */
+        struct timespec ms = {0, 1000000};
+        nanosleep(&ms, NULL);
+    }
+    if (sn_group_collective(s->g, s->rank, &c) != SHARDNET_OK) {
+        side_failed(s, k, "collective");
+        return;
+    }
+    if (sn_buffer_read(s->buf, 0, s->got, len * sizeof(float)) !=
+        SHARDNET_OK) {
+        side_failed(s, k, "read");
+        return;
+    }
+    output_image(s, k, at, off);
+    for (size_t i = 0; i < len; i++)
+        if (memcmp(&s->got[i], &s->image[i], sizeof(float))) {
+            snprintf(s->fail, sizeof s->fail,
+                     "%s, call %zu (kind %d, %zu floats at %zu): element "
+                     "%zu is %.9g, want %.9g", s->dev->info.name, k,
+                     (int)c.kind, off[s->n], at, i, s->got[i], s->image[i]);
+            sn_group_abort(s->g);
+            return;
+        }
+}
+
+static void *group_side_main(void *arg)
+{
+    group_side *s = arg;
+    sn_bind_thread(s->dev, 1);
+    for (size_t k = 0; k < s->calls && !s->fail[0]; k++)
+        group_call(s, k);
+    sn_bind_thread(s->dev, 0);
+    return NULL;
+}
+
+/* `calls` collectives back to back on g, each device on a thread; every
+ * result checked bit for bit. */
+static void run_sides(sn_group *g, sn_device **devs, size_t n, int mixed,
+                      size_t calls, const char *what)
+{
+    group_side side[4];
+    pthread_t th[4];
+    sn_group_begin(g);
+    for (size_t r = 0; r < n; r++) {
+        side[r] = (group_side){.g = g, .dev = devs[r], .rank = r, .n = n,
+                               .mixed = mixed, .calls = calls,
+                               .x = floats(GROUP_MOST),
+                               .image = floats(GROUP_MOST),
+                               .got = floats(GROUP_MOST)};
+        cr_assert_eq(sn_buffer_alloc(devs[r], GROUP_MOST * sizeof(float),
+                                     &side[r].buf),
+                     SHARDNET_OK, "%s", shardnet_last_error());
+    }
+    for (size_t r = 0; r < n; r++)
+        cr_assert_eq(
+            pthread_create(&th[r], NULL, group_side_main, &side[r]), 0);
+    for (size_t r = 0; r < n; r++)
+        pthread_join(th[r], NULL);
+    for (size_t r = 0; r < n; r++) {
+        cr_expect(!side[r].fail[0], "%s: %s", what, side[r].fail);
+        sn_buffer_free(side[r].buf);
+        free(side[r].x);
+        free(side[r].image);
+        free(side[r].got);
+    }
+}
+
+/* On every group here, host-shared (where the devices allow) and staged. */
+static void run_group_calls(int mixed)
+{
+    for (size_t gi = first_group(); gi < NGROUPS; gi = next_group(gi + 1))
+        for (int staged = 0; staged < 2; staged++) {
+            sn_device *devs[4];
+            size_t n = get_group(gi, devs);
+            sn_group *g = NULL;
+            char what[64];
+            cr_assert_eq(sn_group_create(devs, n, staged, &g), SHARDNET_OK,
+                         "%s", shardnet_last_error());
+            snprintf(what, sizeof what, "group %zu, %s", gi,
+                     staged ? "staged" : "host-shared");
+            run_sides(g, devs, n, mixed, GROUP_CALLS, what);
+            sn_group_free(g);
+        }
+}
+
+Test(collectives, group_allreduces_back_to_back_of_changing_sizes_are_exact)
+{
+    run_group_calls(0);
+}
+
+Test(collectives, group_mixed_collectives_back_to_back_are_exact)
+{
+    run_group_calls(1);
+}
+
+/* Rank 0 at an all-reduce that rank 1 never joins. */
+typedef struct lone_wait {
+    sn_group *g;
+    sn_view v;
+    shardnet_status st;
+} lone_wait;
+
+static void *lone_main(void *arg)
+{
+    lone_wait *w = arg;
+    sn_group_call c = {.kind = SN_GROUP_ALLREDUCE, .n = 2, .counts = {16},
+                       .send = w->v, .recv = w->v};
+    w->st = sn_group_collective(w->g, 0, &c);
+    return NULL;
+}
+
+Test(collectives, group_abort_stops_a_waiting_device_and_begin_recovers)
+{
+    sn_device *devs[4];
+    size_t n = pick_group(3, 2, devs);
+    for (int staged = 0; staged < 2; staged++) {
+        sn_group *g = NULL;
+        pthread_t th;
+        struct timespec wait = {0, 5000000}; /* long enough to fall asleep */
+        cr_assert_eq(sn_group_create(devs, n, staged, &g), SHARDNET_OK, "%s",
+                     shardnet_last_error());
+        sn_group_begin(g);
+        lone_wait w = {g, upload(devs[0], NULL, 16), SHARDNET_OK};
+        cr_assert_eq(pthread_create(&th, NULL, lone_main, &w), 0);
+        nanosleep(&wait, NULL);
+        sn_group_abort(g);
+        pthread_join(th, NULL);
+        cr_expect_neq(w.st, SHARDNET_OK, "the abort did not stop rank 0");
+        sn_buffer_free(w.v.buf);
+        run_sides(g, devs, n, 0, 20, "after the abort");
+        sn_group_free(g);
+    }
 }

@@ -35,17 +35,21 @@ size_t sn_group_total(const sn_group *g, const sn_group_call *call)
     return total;
 }
 
+int sn_group_same(const sn_group *g, const sn_group_call *a,
+                  const sn_group_call *b)
+{
+    return a->kind == b->kind &&
+           (a->kind == SN_GROUP_ALLREDUCE || a->n == g->n) &&
+           !memcmp(a->counts, b->counts, g->n * sizeof a->counts[0]);
+}
+
 shardnet_status sn_group_agree(const sn_group *g, const size_t *ranks,
                                size_t nranks, const sn_group_call *call)
 {
-    for (size_t k = 0; k < nranks; k++) {
-        const sn_group_call *d = &g->pend[ranks[k]];
-        if (d->kind != call->kind ||
-            (d->kind != SN_GROUP_ALLREDUCE && d->n != g->n) ||
-            memcmp(d->counts, call->counts, g->n * sizeof d->counts[0]))
+    for (size_t k = 0; k < nranks; k++)
+        if (!sn_group_same(g, &g->pend[ranks[k]], call))
             return sn_error(SHARDNET_INTERNAL,
                             "tensor split: devices disagree on a collective");
-    }
     return SHARDNET_OK;
 }
 
@@ -142,7 +146,8 @@ void sn_group_begin(sn_group *g)
 {
     pthread_mutex_lock(&g->lock);
     g->abort = 0;
-    atomic_store(&g->bar_count, 0);
+    for (size_t r = 0; r < g->n; r++)
+        atomic_store(&g->slot[r].reached, 0);
     g->arrived = 0;
     pthread_mutex_unlock(&g->lock);
 }
@@ -192,9 +197,13 @@ shardnet_status sn_group_create(sn_device *const *devs, size_t ndev,
     if (ndev < 1 || ndev > SN_COMM_MAX)
         return sn_error(SHARDNET_INVALID_ARGUMENT,
                         "collective group of %zu devices", ndev);
-    sn_group *g = calloc(1, sizeof *g);
+    /* aligned: the host-shared path's slots are a cache line each */
+    size_t bytes = (sizeof(sn_group) + SN_GROUP_LINE - 1) / SN_GROUP_LINE *
+                   SN_GROUP_LINE;
+    sn_group *g = aligned_alloc(SN_GROUP_LINE, bytes);
     if (!g)
         return sn_error(SHARDNET_OUT_OF_MEMORY, "out of memory");
+    memset(g, 0, bytes);
     pthread_mutex_init(&g->lock, NULL);
     pthread_cond_init(&g->cond, NULL);
     g->n = ndev;

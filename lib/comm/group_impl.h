@@ -12,6 +12,19 @@
 #include "comm/transport.h"
 #include "core/error.h"
 
+/* A cache line: what one device writes at every collective of the
+ * host-shared path starts on one of its own, so that the others' reads
+ * cost one transfer, not a fight over a line written by both. */
+#define SN_GROUP_LINE 64
+
+/* Rank r's side of the host-shared path's current collective: written
+ * by r's thread before it reaches a barrier, read by the others after. */
+typedef struct sn_group_slot {
+    _Alignas(SN_GROUP_LINE) atomic_ulong reached; /* barriers reached */
+    float *send_p, *recv_p; /* r's buffers, mapped */
+    sn_group_call call;
+} sn_group_slot;
+
 struct sn_group {
     size_t n;
     sn_device *dev[SN_COMM_MAX];
@@ -33,10 +46,10 @@ struct sn_group {
     char msg[1024];
     atomic_int abort;     /* a device failed: the others stop */
 
-    /* Host-shared: a barrier, and each rank's mapped buffers. */
-    atomic_size_t bar_count;
-    atomic_uint bar_gen;
-    float *send_p[SN_COMM_MAX], *recv_p[SN_COMM_MAX];
+    /* Host-shared: each rank's side, and the devices asleep at a
+     * barrier (shared.c). */
+    sn_group_slot slot[SN_COMM_MAX];
+    _Alignas(SN_GROUP_LINE) atomic_uint sleepers;
 
     /* Between processes: host staging, reused by every call. */
     float *host, *tmp, *rest;
@@ -50,6 +63,9 @@ shardnet_status sn_group_shared_run(sn_group *g, size_t r,
  * (across.c). */
 shardnet_status sn_group_across_run(sn_group *g);
 
+/* Do two devices' descriptions of a collective agree? */
+int sn_group_same(const sn_group *g, const sn_group_call *a,
+                  const sn_group_call *b);
 /* Do the descriptions of ranks[0 .. nranks) agree with call's? */
 shardnet_status sn_group_agree(const sn_group *g, const size_t *ranks,
                                size_t nranks, const sn_group_call *call);

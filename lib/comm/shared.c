@@ -1,11 +1,16 @@
 /*
  * The host-shared path of the collective group: devices whose memory
  * the host shares (CPU devices, integrated GPUs) run each collective
- * together, nothing staged.  Every device's thread maps its own buffers,
- * waits at a barrier until all are mapped, computes its share of the
- * result for every device (sums in rank order, as the staged engine
- * adds, so the two agree bit for bit), and waits at a second barrier
- * before anyone unmaps.  See comm/group.h.
+ * together, nothing staged.  Every device's thread maps its own buffers
+ * and leaves them, with its description of the call, in its slot; waits
+ * at a barrier until every device has; checks that the descriptions
+ * agree; computes its share of the result for every device (sums in rank
+ * order, as the staged engine adds, so the two agree bit for bit); and
+ * waits at a second barrier before anyone unmaps or returns.  Both
+ * barriers are needed: nobody may read a device's buffer before that
+ * device's kernels have written it, nor may a device go on to use its
+ * buffer while another still writes its share of the result there.
+ * See comm/group.h.
  */
 #include <config.h>
 
@@ -14,43 +19,67 @@
 #include "comm/group_impl.h"
 #include "core/trace.h"
 
-/* How long a device waiting at a barrier polls before it sleeps. */
-#define BARRIER_SPIN_S 200e-6
-/* Floats of an all-reduce summed at a time (stays in L1). */
-#define BLOCK 1024
+/* How many times a device waiting at a barrier spins (about 25 us of
+ * pauses on a recent x86 core: the other devices usually come within a
+ * few microseconds, and a yield alone costs about one), then how long it
+ * polls, yielding the core, before it sleeps. */
+#define BARRIER_SPINS 1024
+#define BARRIER_POLL_S 200e-6
 
 typedef struct bar_wait {
     const sn_group *g;
-    unsigned seen; /* the barrier generation seen */
+    unsigned long target; /* the barrier's number */
 } bar_wait;
+
+static int all_reached(const void *arg)
+{
+    const bar_wait *w = arg;
+    for (size_t q = 0; q < w->g->n; q++)
+        if (atomic_load(&w->g->slot[q].reached) < w->target)
+            return 0;
+    return 1;
+}
 
 static int barrier_passed(const void *arg)
 {
     const bar_wait *w = arg;
-    return atomic_load(&w->g->bar_gen) != w->seen || atomic_load(&w->g->abort);
+    return all_reached(w) || atomic_load(&w->g->abort);
 }
 
-/* Wait until every device has come here; 0 when another device failed.
- * The devices run on their own cores, so a short poll usually sees the
- * last one arrive, cheaper than a sleep and a wake-up. */
-static int barrier(sn_group *g)
+/* Wake the devices asleep at a barrier, if any: the common case, nobody
+ * asleep, takes no lock.  (A device counts itself a sleeper before it
+ * looks at the slots for the last time, and this runs after the caller's
+ * slot changed: one of the two sees the other.) */
+static void wake_sleepers(sn_group *g)
 {
-    unsigned gen = atomic_load(&g->bar_gen);
-    if (atomic_fetch_add(&g->bar_count, 1) + 1 == g->where.nlocal) {
-        atomic_store(&g->bar_count, 0);
-        pthread_mutex_lock(&g->lock);
-        atomic_fetch_add(&g->bar_gen, 1);
-        pthread_cond_broadcast(&g->cond);
-        pthread_mutex_unlock(&g->lock);
-        return 1;
-    }
-    bar_wait w = {g, gen};
-    sn_poll(barrier_passed, &w, BARRIER_SPIN_S);
+    if (!atomic_load(&g->sleepers))
+        return;
     pthread_mutex_lock(&g->lock);
+    pthread_cond_broadcast(&g->cond);
+    pthread_mutex_unlock(&g->lock);
+}
+
+/* Device r has come here: wait until every device has; 0 when one failed
+ * first.  Each device counts the barriers it has reached in its own slot,
+ * so arriving is one store to a line nobody else writes, and a device
+ * sees the last one come as soon as that line reaches its core.  They
+ * run on cores of their own, so the last one usually comes soon: spin
+ * first, then yield, then sleep. */
+static int barrier(sn_group *g, size_t r)
+{
+    bar_wait w = {g, atomic_load(&g->slot[r].reached) + 1};
+    atomic_store(&g->slot[r].reached, w.target);
+    wake_sleepers(g);
+    if (sn_spin(barrier_passed, &w, BARRIER_SPINS) ||
+        sn_poll(barrier_passed, &w, BARRIER_POLL_S))
+        return all_reached(&w);
+    pthread_mutex_lock(&g->lock);
+    atomic_fetch_add(&g->sleepers, 1);
     while (!barrier_passed(&w))
         pthread_cond_wait(&g->cond, &g->lock);
+    atomic_fetch_sub(&g->sleepers, 1);
     pthread_mutex_unlock(&g->lock);
-    return atomic_load(&g->bar_gen) != gen;
+    return all_reached(&w);
 }
 
 static shardnet_status map_view(sn_view v, size_t count, float **p)
@@ -66,52 +95,22 @@ static shardnet_status map_view(sn_view v, size_t count, float **p)
     return st;
 }
 
-/* [lo, hi) of count floats for rank r of n, in 16-float blocks. */
-static void share_of(size_t count, size_t r, size_t n, size_t *lo, size_t *hi)
+/* Map rank r's buffers into its slot: floats of its send and recv views
+ * the collective touches. */
+static shardnet_status map_sides(sn_group *g, size_t r, const sn_group_call *d)
 {
-    size_t blocks = (count + 15) / 16;
-    size_t a = blocks * r / n, b = blocks * (r + 1) / n;
-    *lo = a * 16 < count ? a * 16 : count;
-    *hi = b * 16 < count ? b * 16 : count;
-}
-
-/* out[i] = src[0][at + i] + src[1][at + i] + ... for i < k, in rank order,
- * a device at a time so that the adds vectorise. */
-static void sum_rows(float *out, float *const *src, size_t n, size_t at,
-                     size_t k)
-{
-    for (size_t q = 0; q < n; q++)
-        sn_comm_add(out, src[q] + at, k, q == 0);
-}
-
-/* Device r's part of a collective. */
-static void share(sn_group *g, size_t r, const sn_group_call *d)
-{
-    size_t n = g->n, lo, hi, off[SN_COMM_MAX];
-    sn_group_offsets(d->counts, n, off);
-    switch (d->kind) {
-    case SN_GROUP_ALLREDUCE:
-        /* In blocks that stay in L1: the sum of the devices' block, then
-         * the sum copied to each. */
-        share_of(d->counts[0], r, n, &lo, &hi);
-        for (size_t i = lo; i < hi; i += BLOCK) {
-            size_t k = hi - i < BLOCK ? hi - i : BLOCK;
-            float sum[BLOCK];
-            sum_rows(sum, g->send_p, n, i, k);
-            for (size_t q = 0; q < n; q++)
-                memcpy(g->send_p[q] + i, sum, k * sizeof(float));
-        }
-        break;
-    case SN_GROUP_REDUCE_SCATTER:
-        sum_rows(g->recv_p[r], g->send_p, n, off[r], d->counts[r]);
-        break;
-    default: /* all-gather: this device's piece into every device's result */
-        for (size_t q = 0; q < n && d->counts[r]; q++)
-            if (g->recv_p[q] + off[r] != g->send_p[r])
-                memcpy(g->recv_p[q] + off[r], g->send_p[r],
-                       d->counts[r] * sizeof(float));
-        break;
-    }
+    sn_group_slot *me = &g->slot[r];
+    size_t total = sn_group_total(g, d);
+    size_t nsend = d->kind == SN_GROUP_ALLREDUCE   ? d->counts[0]
+                   : d->kind == SN_GROUP_ALLGATHER ? d->counts[r]
+                                                   : total;
+    size_t nrecv = d->kind == SN_GROUP_ALLREDUCE   ? 0
+                   : d->kind == SN_GROUP_ALLGATHER ? total
+                                                   : d->counts[r];
+    shardnet_status st = map_view(d->send, nsend, &me->send_p);
+    if (st == SHARDNET_OK)
+        st = map_view(d->recv, nrecv, &me->recv_p);
+    return st;
 }
 
 static shardnet_status unmap(sn_view v, float **p, shardnet_status st)
@@ -123,34 +122,84 @@ static shardnet_status unmap(sn_view v, float **p, shardnet_status st)
     return st == SHARDNET_OK ? st2 : st;
 }
 
+/* Does every device describe the collective as d does? */
+static shardnet_status agree(const sn_group *g, const sn_group_call *d)
+{
+    for (size_t q = 0; q < g->n; q++)
+        if (!sn_group_same(g, &g->slot[q].call, d))
+            return sn_error(SHARDNET_INTERNAL,
+                            "tensor split: devices disagree on a collective");
+    return SHARDNET_OK;
+}
+
+/* [lo, hi) of count floats for rank r of n, in 16-float blocks (a cache
+ * line where the buffers are aligned: no line is written by two). */
+static void share_of(size_t count, size_t r, size_t n, size_t *lo, size_t *hi)
+{
+    size_t blocks = (count + 15) / 16;
+    size_t a = blocks * r / n, b = blocks * (r + 1) / n;
+    *lo = a * 16 < count ? a * 16 : count;
+    *hi = b * 16 < count ? b * 16 : count;
+}
+
+/* Elements [at, at + k) of every device's send buffer summed, in rank
+ * order, into out[0 .. nout). */
+static void sum_from_all(const sn_group *g, size_t at, size_t k,
+                         float *const *out, size_t nout)
+{
+    const float *in[SN_COMM_MAX];
+    for (size_t q = 0; q < g->n; q++)
+        in[q] = g->slot[q].send_p + at;
+    sn_comm_sum(out, nout, in, g->n, k);
+}
+
+/* Device r's part of a collective. */
+static void share(sn_group *g, size_t r, const sn_group_call *d)
+{
+    size_t n = g->n, lo, hi, off[SN_COMM_MAX];
+    float *out[SN_COMM_MAX];
+    sn_group_offsets(d->counts, n, off);
+    switch (d->kind) {
+    case SN_GROUP_ALLREDUCE: /* its share of the sum, into every buffer */
+        share_of(d->counts[0], r, n, &lo, &hi);
+        for (size_t q = 0; q < n && lo < hi; q++)
+            out[q] = g->slot[q].send_p + lo;
+        if (lo < hi)
+            sum_from_all(g, lo, hi - lo, out, n);
+        break;
+    case SN_GROUP_REDUCE_SCATTER:
+        if (d->counts[r])
+            sum_from_all(g, off[r], d->counts[r], &g->slot[r].recv_p, 1);
+        break;
+    default: /* all-gather: this device's piece into every device's result */
+        for (size_t q = 0; q < n && d->counts[r]; q++)
+            if (g->slot[q].recv_p + off[r] != g->slot[r].send_p)
+                memcpy(g->slot[q].recv_p + off[r], g->slot[r].send_p,
+                       d->counts[r] * sizeof(float));
+        break;
+    }
+}
+
 shardnet_status sn_group_shared_run(sn_group *g, size_t r,
                                     const sn_group_call *d)
 {
-    shardnet_status st;
-    size_t total = sn_group_total(g, d);
+    sn_group_slot *me = &g->slot[r];
     double t0 = sn_trace_on() ? sn_trace_now() : 0;
-    size_t nsend = d->kind == SN_GROUP_ALLREDUCE   ? d->counts[0]
-                   : d->kind == SN_GROUP_ALLGATHER ? d->counts[r]
-                                                   : total;
-    size_t nrecv = d->kind == SN_GROUP_ALLREDUCE   ? 0
-                   : d->kind == SN_GROUP_ALLGATHER ? total
-                                                   : d->counts[r];
-    g->pend[r] = *d;
-    if ((st = map_view(d->send, nsend, &g->send_p[r])) == SHARDNET_OK)
-        st = map_view(d->recv, nrecv, &g->recv_p[r]);
+    me->call = *d;
+    shardnet_status st = map_sides(g, r, d);
     if (st != SHARDNET_OK)
         sn_group_abort(g);
-    if (!barrier(g) || st != SHARDNET_OK)
+    if (!barrier(g, r) || st != SHARDNET_OK)
         goto unmap;
     /* Everyone's buffers are mapped and their descriptions agree? */
-    if ((st = sn_group_agree(g, g->where.local, g->n, d)) == SHARDNET_OK)
+    if ((st = agree(g, d)) == SHARDNET_OK)
         share(g, r, d);
-    /* Nobody reuses its buffers while another device still reads them. */
-    if (!barrier(g) && st == SHARDNET_OK)
+    /* Nobody reuses its buffers while another device still uses them. */
+    if (!barrier(g, r) && st == SHARDNET_OK)
         st = sn_group_stopped();
 unmap:
-    st = unmap(d->send, &g->send_p[r], st);
-    st = unmap(d->recv, &g->recv_p[r], st);
+    st = unmap(d->send, &me->send_p, st);
+    st = unmap(d->recv, &me->recv_p, st);
     if (st == SHARDNET_OK && atomic_load(&g->abort))
         st = sn_group_stopped();
     sn_group_trace(g, &r, 1, d, t0, "");

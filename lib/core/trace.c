@@ -41,6 +41,8 @@ double sn_trace_now(void)
 
 int sn_poll(int (*ready)(const void *arg), const void *arg, double seconds)
 {
+    if (ready(arg)) /* no clock read where nothing needs waiting for */
+        return 1;
     double t0 = sn_trace_now();
     for (;;) {
         if (ready(arg))
@@ -49,6 +51,28 @@ int sn_poll(int (*ready)(const void *arg), const void *arg, double seconds)
             return 0;
         sched_yield();
     }
+}
+
+/* Tell the core that it is spinning: on x86 a pause of a few tens of
+ * nanoseconds that also leaves the other hardware thread of the core
+ * its share. */
+static void relax(void)
+{
+#if defined(__GNUC__) && (defined(__x86_64__) || defined(__i386__))
+    __builtin_ia32_pause();
+#elif defined(__GNUC__) && defined(__aarch64__)
+    __asm__ __volatile__("yield");
+#endif
+}
+
+int sn_spin(int (*ready)(const void *arg), const void *arg, unsigned tries)
+{
+    for (unsigned k = 0; k < tries; k++) {
+        if (ready(arg))
+            return 1;
+        relax();
+    }
+    return ready(arg);
 }
 
 int sn_trace_on(void)

@@ -18,4 +18,10 @@ void sn_trace_add(const char *track, const char *cat, const char *name,
  * tens of them; the caller sleeps after a 0. */
 int sn_poll(int (*ready)(const void *arg), const void *arg, double seconds);
 
+/* Spin on ready(arg) for up to `tries` tries, with a pause instruction
+ * between them (no system call); 1 once it holds.  For a wait that is
+ * usually over in a microsecond or two, where even a yield costs more
+ * than the wait; the caller polls with sn_poll after a 0. */
+int sn_spin(int (*ready)(const void *arg), const void *arg, unsigned tries);
+
 #endif /* SN_TRACE_H */
