@@ -26,6 +26,12 @@
  * machine) the device warns once and its threads run unbound: slower,
  * never wrong.
  *
+ * A partition (cpu_partition) is some of a device's cores made a device
+ * of its own: a worker, teams pinned to those cores only, the package's
+ * memory.  The whole device and its partitions are devices side by side;
+ * the device list that names them (lib/api) keeps any two it selects off
+ * each other's cores.
+ *
  * Buffers are allocated bound to the package's NUMA node (falling back to
  * plain aligned memory where the OS cannot bind, e.g. on a simulated
  * topology); they are host memory, so mapping is zero-copy.
@@ -200,26 +206,20 @@ static shardnet_status usable_cores(hwloc_topology_t topo, hwloc_obj_t pkg,
     return SHARDNET_OK;
 }
 
-/* Device `index` on package `pkg`, using its PUs in `use` (see the top of
- * this file), with at most max_threads threads (0: one per core). */
-static shardnet_status open_package(sn_device_list *list,
-                                    hwloc_topology_t topo, hwloc_obj_t pkg,
-                                    hwloc_const_cpuset_t use, unsigned index,
-                                    unsigned max_threads)
+/* A device's state, its locks made and nothing else yet, holding a
+ * reference to topo (the caller's, which cpu_device_free releases from
+ * here on, with everything the device comes to own). */
+static shardnet_status device_new(hwloc_topology_t topo, sn_device **out)
 {
     sn_device *dev = calloc(1, sizeof *dev);
     cpu_device *cd = calloc(1, sizeof *cd);
-    shardnet_device_info *info;
-    hwloc_obj_t node = NULL;
-    char *list_str = NULL;
-    shardnet_status st;
-
+    *out = NULL;
     if (!dev || !cd) {
         free(dev);
         free(cd);
+        release_topology();
         return sn_error(SHARDNET_OUT_OF_MEMORY, "cpu device");
     }
-    /* From here on cpu_device_free() owns the clean-up. */
     dev->ops = &cpu_ops;
     dev->impl = cd;
     cd->topo = topo;
@@ -229,7 +229,60 @@ static shardnet_status open_package(sn_device_list *list,
     pthread_cond_init(&cd->idle, NULL);
     atomic_init(&cd->pending, 0);
     atomic_init(&cd->bind_warned, 0);
-    snprintf(cd->name, sizeof cd->name, "cpu:%u", index);
+    *out = dev;
+    return SHARDNET_OK;
+}
+
+/* A device whose cores, nodeset and info (but its units and CPUs) are
+ * set: its cpuset, the system's binding support, its worker. */
+static shardnet_status device_start(sn_device *dev)
+{
+    cpu_device *cd = dev->impl;
+    shardnet_device_info *info = &dev->info;
+    char *list_str = NULL;
+    hwloc_bitmap_zero(cd->cpuset);
+    for (unsigned i = 0; i < cd->ncores; i++)
+        hwloc_bitmap_or(cd->cpuset, cd->cpuset, cd->cores[i]);
+    info->compute_units = cd->ncores;
+    if (hwloc_bitmap_list_asprintf(&list_str, cd->cpuset) >= 0 && list_str) {
+        snprintf(info->cpuset, sizeof info->cpuset, "%s", list_str);
+        free(list_str);
+    }
+    snprintf(cd->name, sizeof cd->name, "%s", info->name);
+
+    /* Can this system bind memory?  (Not with every simulated topology.) */
+    {
+        const struct hwloc_topology_support *sup =
+            hwloc_topology_get_support(cd->topo);
+        cd->membind_ok = sup->membind->alloc_membind && sup->membind->bind_membind;
+        cd->one_node =
+            hwloc_get_nbobjs_by_type(cd->topo, HWLOC_OBJ_NUMANODE) <= 1;
+    }
+
+    if (pthread_create(&cd->worker, NULL, sn_cpu_worker_main, cd) != 0)
+        return sn_error(SHARDNET_DEVICE_ERROR, "%s: cannot start worker thread",
+                        info->name);
+    cd->worker_started = 1;
+    return SHARDNET_OK;
+}
+
+/* Device `index` on package `pkg`, using its PUs in `use` (see the top of
+ * this file), with at most max_threads threads (0: one per core). */
+static shardnet_status open_package(sn_device_list *list,
+                                    hwloc_topology_t topo, hwloc_obj_t pkg,
+                                    hwloc_const_cpuset_t use, unsigned index,
+                                    unsigned max_threads)
+{
+    sn_device *dev;
+    cpu_device *cd;
+    shardnet_device_info *info;
+    hwloc_obj_t node = NULL;
+    shardnet_status st;
+
+    if ((st = device_new(topo, &dev)) != SHARDNET_OK)
+        return st;
+    /* From here on cpu_device_free() owns the clean-up. */
+    cd = dev->impl;
     cd->nodeset = hwloc_bitmap_dup(pkg->nodeset);
     cd->cpuset = hwloc_bitmap_alloc();
     if (!cd->cpuset || !cd->nodeset) {
@@ -244,8 +297,6 @@ static shardnet_status open_package(sn_device_list *list,
      * cores are used. */
     while (max_threads > 0 && max_threads < cd->ncores)
         hwloc_bitmap_free(cd->cores[--cd->ncores]);
-    for (unsigned i = 0; i < cd->ncores; i++)
-        hwloc_bitmap_or(cd->cpuset, cd->cpuset, cd->cores[i]);
 
     info = &dev->info;
     snprintf(info->name, sizeof info->name, "cpu:%u", index);
@@ -264,7 +315,6 @@ static shardnet_status open_package(sn_device_list *list,
             cpuinfo_field("vendor_id", info->vendor, sizeof info->vendor);
     }
     blas_version(info->driver, sizeof info->driver);
-    info->compute_units = cd->ncores;
     info->numa_node = -1;
     while ((node = hwloc_get_next_obj_by_type(topo, HWLOC_OBJ_NUMANODE,
                                               node)) != NULL) {
@@ -278,28 +328,55 @@ static shardnet_status open_package(sn_device_list *list,
         info->global_mem = hwloc_get_root_obj(topo)->total_memory;
     info->max_alloc = info->global_mem;
     info->host_unified = 1;
-    if (hwloc_bitmap_list_asprintf(&list_str, cd->cpuset) >= 0 && list_str) {
-        snprintf(info->cpuset, sizeof info->cpuset, "%s", list_str);
-        free(list_str);
-    }
 
-    /* Can this system bind memory?  (Not with every simulated topology.) */
-    {
-        const struct hwloc_topology_support *sup =
-            hwloc_topology_get_support(topo);
-        cd->membind_ok = sup->membind->alloc_membind && sup->membind->bind_membind;
-        cd->one_node = hwloc_get_nbobjs_by_type(topo, HWLOC_OBJ_NUMANODE) <= 1;
-    }
+    if ((st = device_start(dev)) != SHARDNET_OK ||
+        (st = sn_device_list_push(list, dev)) != SHARDNET_OK)
+        goto error;
+    return SHARDNET_OK;
+error:
+    cpu_device_free(dev);
+    return st;
+}
 
-    if (pthread_create(&cd->worker, NULL, sn_cpu_worker_main, cd) != 0) {
-        st = sn_error(SHARDNET_DEVICE_ERROR, "%s: cannot start worker thread",
-                      info->name);
+/*
+ * A partition: cores [first, first + count) of the device's, a device of
+ * their own with a worker and teams pinned to those cores only, its memory
+ * on the package's node(s), and the package's description with its own
+ * name, units and CPUs.  Sessions on two partitions of one package run at
+ * once, each on its own cores.
+ */
+static shardnet_status cpu_partition(sn_device *whole, unsigned first,
+                                     unsigned count, const char *name,
+                                     sn_device **out)
+{
+    cpu_device *of = whole->impl, *cd;
+    hwloc_topology_t topo;
+    sn_device *dev;
+    shardnet_status st;
+
+    *out = NULL;
+    if ((st = acquire_topology(&topo)) != SHARDNET_OK ||
+        (st = device_new(topo, &dev)) != SHARDNET_OK)
+        return st;
+    cd = dev->impl;
+    dev->info = whole->info;
+    snprintf(dev->info.name, sizeof dev->info.name, "%s", name);
+    cd->nodeset = hwloc_bitmap_dup(of->nodeset);
+    cd->cpuset = hwloc_bitmap_alloc();
+    cd->cores = calloc(count, sizeof *cd->cores);
+    if (!cd->nodeset || !cd->cpuset || !cd->cores) {
+        st = sn_error(SHARDNET_OUT_OF_MEMORY, "%s", name);
         goto error;
     }
-    cd->worker_started = 1;
-    st = sn_device_list_push(list, dev);
-    if (st != SHARDNET_OK)
+    for (; cd->ncores < count; cd->ncores++)
+        if (!(cd->cores[cd->ncores] =
+                  hwloc_bitmap_dup(of->cores[first + cd->ncores]))) {
+            st = sn_error(SHARDNET_OUT_OF_MEMORY, "%s", name);
+            goto error;
+        }
+    if ((st = device_start(dev)) != SHARDNET_OK)
         goto error;
+    *out = dev;
     return SHARDNET_OK;
 error:
     cpu_device_free(dev);
@@ -522,6 +599,7 @@ static const sn_backend_ops cpu_ops = {
     .event_query = sn_cpu_event_query,
     .event_free = sn_cpu_event_free,
     .bind_thread = sn_cpu_bind_thread,
+    .partition = cpu_partition,
 };
 
 const sn_backend sn_cpu_backend = {

@@ -4,7 +4,8 @@
  * file of the backend calls in another.
  *
  *   cpu.c     discovery (hwloc packages, this process's share of their
- *             cores), a device's life, the ops table
+ *             cores), partitions (some of a device's cores), a device's
+ *             life, the ops table
  *   queue.c   the worker thread and its queue, the thread that drives a
  *             device itself, binding threads and teams to the package,
  *             events (a place in the queue)
@@ -50,7 +51,7 @@ typedef struct task {
 } task;
 
 typedef struct cpu_device {
-    char name[16];
+    char name[16]; /* info.name: "cpu:0", a partition's "cpu:0[0-1]" */
     hwloc_topology_t topo;
     hwloc_cpuset_t cpuset;   /* the package's PUs that this process uses */
     hwloc_nodeset_t nodeset; /* its NUMA node(s) */

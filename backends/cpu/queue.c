@@ -36,6 +36,34 @@ static void bind_to(cpu_device *cd, hwloc_const_cpuset_t set)
     free(list);
 }
 
+/* While a trace is recorded: where the calling thread, thread t of a team
+ * of the device's, is bound and runs, read back from the system (what the
+ * thread has, not what it asked for), as an event on the device's track:
+ * what shows that a partition's threads keep to its cores. */
+static void trace_binding(cpu_device *cd, unsigned t)
+{
+    hwloc_bitmap_t set, here;
+    char *list = NULL, what[96];
+    double now;
+    if (!sn_trace_on())
+        return;
+    now = sn_trace_now();
+    set = hwloc_bitmap_alloc();
+    here = hwloc_bitmap_alloc();
+    if (set && here &&
+        hwloc_get_cpubind(cd->topo, set, HWLOC_CPUBIND_THREAD) == 0 &&
+        hwloc_get_last_cpu_location(cd->topo, here, HWLOC_CPUBIND_THREAD) ==
+            0 &&
+        hwloc_bitmap_list_asprintf(&list, set) >= 0) {
+        snprintf(what, sizeof what, "team thread %u bound to PUs %s, on PU %d",
+                 t, list, hwloc_bitmap_first(here));
+        sn_trace_add(cd->name, "bind", what, now, now);
+    }
+    free(list);
+    hwloc_bitmap_free(set);
+    hwloc_bitmap_free(here);
+}
+
 /* Bind each thread of the calling thread's team (the caller is thread 0)
  * to one core of the package; where `was` is not NULL (a thread that
  * drives the device), team thread t > 0 keeps its earlier binding in
@@ -59,6 +87,7 @@ static void pin_team(cpu_device *cd, hwloc_bitmap_t *was)
     omp_set_num_threads((int)cd->ncores);
     if (cd->ncores == 1) {
         bind_to(cd, cd->cpuset);
+        trace_binding(cd, 0);
         return;
     }
     /* The core the caller is on, when it is one of the package's. */
@@ -81,6 +110,7 @@ static void pin_team(cpu_device *cd, hwloc_bitmap_t *was)
             was[t] = NULL;
         }
         bind_to(cd, cd->cores[(first + t) % cd->ncores]);
+        trace_binding(cd, t);
     }
 }
 

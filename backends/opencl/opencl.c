@@ -2,6 +2,9 @@
  * The OpenCL backend: one sn_device per OpenCL device the ICD loader lists,
  * numbered cl:0, cl:1, ... in platform then device order.
  *
+ * A CPU device may be cut into sub-devices (device fission) where its
+ * driver allows (cl_partition), each a device of its own.
+ *
  * Each device has its own context and one in-order command queue.  Kernels
  * are enqueued without waiting and without events; buffer_write/read block
  * and so come after everything enqueued before them; synchronize is
@@ -102,6 +105,8 @@ static void cl_device_free(sn_device *dev)
                 CLBlastClearCache();
             pthread_mutex_unlock(&open_lock);
         }
+        if (cd->sub)
+            clReleaseDevice(cd->id);
         pthread_mutex_destroy(&cd->lock);
         free(cd);
     }
@@ -184,6 +189,76 @@ static shardnet_status open_device(cl_platform_id platform, cl_device_id id,
            cd->label, info->vendor, units,
            (unsigned long long)(global_mem >> 20));
     *out = dev;
+    return SHARDNET_OK;
+}
+
+/*
+ * A partition of a CPU device by device fission (OpenCL 1.2's
+ * clCreateSubDevices): `count` of its compute units as a sub-device, with
+ * a context and queue of its own.  OpenCL lets a program choose how many
+ * compute units a sub-device has, not which: the driver picks them, and
+ * `first` only places the partition in its device list's bookkeeping.
+ * Refused, naming the device and why, for a device that is not a CPU or
+ * whose driver does not partition by counts.
+ */
+static shardnet_status cl_partition(sn_device *whole, unsigned first,
+                                    unsigned count, const char *name,
+                                    sn_device **out)
+{
+    cl_dev *of = whole->impl;
+    cl_device_type type = 0;
+    cl_device_partition_property kinds[8] = {0};
+    cl_device_partition_property by_counts[] = {
+        CL_DEVICE_PARTITION_BY_COUNTS, (cl_device_partition_property)count,
+        CL_DEVICE_PARTITION_BY_COUNTS_LIST_END, 0};
+    cl_platform_id platform = NULL;
+    cl_device_id sub = NULL;
+    cl_uint made = 0;
+    size_t size = 0;
+    int can = 0;
+    shardnet_status st;
+    cl_int err;
+
+    (void)first;
+    *out = NULL;
+    clGetDeviceInfo(of->id, CL_DEVICE_TYPE, sizeof type, &type, NULL);
+    if (!(type & CL_DEVICE_TYPE_CPU))
+        return sn_error(SHARDNET_UNSUPPORTED,
+                        "%s is not a CPU device: only CPU devices are cut "
+                        "into partitions",
+                        of->label);
+    err = clGetDeviceInfo(of->id, CL_DEVICE_PARTITION_PROPERTIES,
+                          sizeof kinds, kinds, &size);
+    for (size_t i = 0; err == CL_SUCCESS && i < size / sizeof kinds[0]; i++)
+        can |= kinds[i] == CL_DEVICE_PARTITION_BY_COUNTS;
+    if (!can)
+        return sn_error(SHARDNET_UNSUPPORTED,
+                        "%s: its driver (%s) does not partition it by counts "
+                        "of compute units (CL_DEVICE_PARTITION_PROPERTIES%s)",
+                        of->label, whole->info.driver,
+                        err == CL_SUCCESS ? "" : ": not answered");
+    err = clGetDeviceInfo(of->id, CL_DEVICE_PLATFORM, sizeof platform,
+                          &platform, NULL);
+    if (err == CL_SUCCESS)
+        err = clCreateSubDevices(of->id, by_counts, 1, &sub, &made);
+    if (err != CL_SUCCESS || made != 1)
+        return sn_error(SHARDNET_DEVICE_ERROR,
+                        "%s: clCreateSubDevices of %u compute units failed: "
+                        "%s",
+                        of->label, count,
+                        err == CL_SUCCESS ? "no sub-device"
+                                          : sn_cl_error_name(err));
+    if ((st = open_device(platform, sub, whole->info.index, out)) !=
+        SHARDNET_OK) {
+        clReleaseDevice(sub);
+        return st;
+    }
+    cl_dev *cd = (*out)->impl;
+    cd->sub = 1;
+    cd->config = of->config;
+    snprintf((*out)->info.name, sizeof (*out)->info.name, "%s", name);
+    snprintf(cd->label, sizeof cd->label, "%s (%s)", name,
+             (*out)->info.model);
     return SHARDNET_OK;
 }
 
@@ -330,6 +405,7 @@ static const sn_backend_ops cl_ops = {
     .event_wait = sn_cl_event_wait,
     .event_query = sn_cl_event_query,
     .event_free = sn_cl_event_free,
+    .partition = cl_partition,
 };
 
 const sn_backend sn_opencl_backend = {

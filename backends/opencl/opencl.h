@@ -88,6 +88,7 @@ typedef struct cl_dev {
     size_t max_alloc;       /* CL_DEVICE_MAX_MEM_ALLOC_SIZE, bytes */
     size_t max_wg;          /* CL_DEVICE_MAX_WORK_GROUP_SIZE */
     int host_unified;
+    int sub; /* id is a sub-device (a partition): released with the device */
     char label[192]; /* "cl:0 (device name)", for messages */
     const sn_config *config; /* its context's (kernel sources, cache) */
     /* Guards everything below and the mapping lists of the buffers; held

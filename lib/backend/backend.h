@@ -52,7 +52,7 @@
  * written against (sn_backend.abi, sn_backend_ops.abi) and the registry
  * refuses one that differs.  Raise it with every change to the structs and
  * the vtable below. */
-#define SN_BACKEND_ABI 10
+#define SN_BACKEND_ABI 11
 
 /** Highest tensor rank the element-wise kernels accept. */
 #define SN_MAX_DIMS 8
@@ -722,6 +722,16 @@ typedef struct sn_backend_ops {
      * lands on a core another device computes on.  With !on, give the
      * thread back the binding it had before. */
     void (*bind_thread)(sn_device *dev, int on);
+
+    /* Optional: a device of its own made of `count` of dev's units from
+     * unit `first` on (a CPU device's cores, counted among those it uses;
+     * an OpenCL CPU device's compute units, by device fission), named
+     * `name`, in *out; device_free frees it, before or after dev.  A
+     * backend that cannot cut this device says which and why.  Called
+     * through sn_device_partition, which checks the range. */
+    shardnet_status (*partition)(sn_device *dev, unsigned first,
+                                 unsigned count, const char *name,
+                                 sn_device **out);
 } sn_backend_ops;
 
 /** One device, owned by the context that discovered it. */
@@ -738,6 +748,11 @@ struct sn_device {
      * limit, its cache folder...), set by the context; NULL outside one
      * (sn_config_or_env: the process's). */
     const sn_config *config;
+    /* A partition (sn_device_partition): the device it was cut from, and
+     * its first unit there (it has info.compute_units of them); NULL for
+     * a device discovery found. */
+    sn_device *whole;
+    unsigned first_unit;
 };
 
 /* --- the registry (lib/backend/registry.c) ------------------------------ */
@@ -894,6 +909,15 @@ uint64_t sn_device_memory(const sn_device *dev);
 /* The calling thread drives dev from now on (bind_thread, if any); with
  * !on, the thread's earlier binding comes back. */
 void sn_bind_thread(sn_device *dev, int on);
+/* A partition of dev: `count` of its units from unit `first` on (see the
+ * ops table's partition), named `name`, a device of its own in *out, with
+ * whole, first_unit, process and config set.  Refused, with a message
+ * that names dev and says why, where the range is empty or beyond dev's
+ * units, dev is itself a partition or another process's, or its backend
+ * cannot cut it. */
+shardnet_status sn_device_partition(sn_device *dev, unsigned first,
+                                    unsigned count, const char *name,
+                                    sn_device **out);
 
 /*
  * Fill d->rank, d->shape, d->stride_a, d->stride_b for c = a op b with numpy

@@ -365,3 +365,45 @@ void sn_bind_thread(sn_device *dev, int on)
     if (dev && dev->ops && dev->ops->bind_thread)
         dev->ops->bind_thread(dev, on);
 }
+
+shardnet_status sn_device_partition(sn_device *dev, unsigned first,
+                                    unsigned count, const char *name,
+                                    sn_device **out)
+{
+    unsigned units = dev ? dev->info.compute_units : 0;
+    shardnet_status st;
+    *out = NULL;
+    if (!dev || !dev->ops)
+        return sn_error(SHARDNET_INVALID_ARGUMENT, "partition: no device");
+    if (dev->remote)
+        return sn_error(SHARDNET_UNSUPPORTED,
+                        "%s is another process's device: only this "
+                        "process's devices are cut into partitions",
+                        dev->info.name);
+    if (dev->whole)
+        return sn_error(SHARDNET_UNSUPPORTED,
+                        "%s is a partition already: cut %s instead",
+                        dev->info.name, dev->whole->info.name);
+    if (!dev->ops->partition)
+        return sn_error(SHARDNET_UNSUPPORTED,
+                        "%s (%s) cannot be cut into partitions: its "
+                        "backend ('%s') has none",
+                        dev->info.name, dev->info.model, dev->ops->kind);
+    if (count == 0 || first >= units || count > units - first)
+        return sn_error(SHARDNET_NO_DEVICE,
+                        "%s has %u %s (0 to %u): no units %u to %u",
+                        dev->info.name, units,
+                        dev->info.kind == SHARDNET_DEVICE_CPU
+                            ? "cores"
+                            : "compute units",
+                        units ? units - 1 : 0, first,
+                        first + (count ? count - 1 : 0));
+    if ((st = dev->ops->partition(dev, first, count, name, out)) !=
+        SHARDNET_OK)
+        return st;
+    (*out)->whole = dev;
+    (*out)->first_unit = first;
+    (*out)->process = dev->process;
+    (*out)->config = dev->config;
+    return SHARDNET_OK;
+}
