@@ -8,6 +8,7 @@
 #include <getopt.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <string.h>
 
 #include "cli.h"
 
@@ -21,7 +22,18 @@ static void usage(FILE *out)
             "\n"
             "  -d, --devices LIST  show only these devices (default: all, or\n"
             "                      SHARDNET_DEVICES)\n"
-            "  -h, --help          show this help\n",
+            "  -h, --help          show this help\n"
+            "\n"
+            "A device list names devices (cpu:0, cl:1), kinds (cpu, cl) or all,\n"
+            "and partitions of a CPU device, each a device of its own:\n"
+            "  cpu:0[2-3]  cores 2 to 3 of cpu:0 (counted from 0 among its cores;\n"
+            "              cpu:0[2] is core 2 alone)\n"
+            "  cpu:0/2     cpu:0 cut into 2 parts of whole cores: both halves\n"
+            "  cpu:0/2.1   the second of those halves\n"
+            "A partition is named by its cores whichever way it was asked for\n"
+            "(cpu:0/2.1 on 4 cores is cpu:0[2-3]).  An OpenCL CPU device is cut\n"
+            "the same way into sub-devices of compute units where its driver\n"
+            "allows.  The devices of one list may not share cores.\n",
             cli_prog);
 }
 
@@ -68,7 +80,7 @@ static const char *kind_name(shardnet_device_kind kind)
     return "?";
 }
 
-static void print_device(const shardnet_device_info *info)
+static void print_device(const shardnet_device_info *info, int width)
 {
     char mem[32], alloc[32], numa[16];
     format_bytes(mem, sizeof mem, info->global_mem);
@@ -77,7 +89,8 @@ static void print_device(const shardnet_device_info *info)
         snprintf(numa, sizeof numa, "%d", info->numa_node);
     else
         snprintf(numa, sizeof numa, "-");
-    printf("%-7s %-6s %5u %10s %10s %7s %5s %-8s %s / %s / %s\n", info->name,
+    printf("%-*s %-6s %5u %10s %10s %7s %5s %-8s %s / %s / %s\n", width,
+           info->name,
            kind_name(info->kind), info->compute_units, mem, alloc,
            info->host_unified ? "yes" : "no", numa,
            *info->cpuset ? info->cpuset : "-", info->model, info->vendor,
@@ -95,13 +108,21 @@ int cli_devices(int argc, char **argv)
         return rc;
     if ((rc = cli_open_devices(spec, &ctx, idx, &n)) != 0)
         return rc;
-    printf("%-7s %-6s %5s %10s %10s %7s %5s %-8s %s\n", "DEVICE", "KIND",
-           "UNITS", "MEMORY", "MAX-ALLOC", "UNIFIED", "NUMA", "CPUS",
+    /* Seven columns, or a partition's longer name ("cpu:0[0-3]"). */
+    int width = 7;
+    for (size_t i = 0; i < n; i++) {
+        shardnet_device_info info;
+        if (shardnet_device_get_info(ctx, idx[i], &info) == SHARDNET_OK &&
+            (int)strlen(info.name) > width)
+            width = (int)strlen(info.name);
+    }
+    printf("%-*s %-6s %5s %10s %10s %7s %5s %-8s %s\n", width, "DEVICE",
+           "KIND", "UNITS", "MEMORY", "MAX-ALLOC", "UNIFIED", "NUMA", "CPUS",
            "MODEL / VENDOR / DRIVER");
     for (size_t i = 0; i < n; i++) {
         shardnet_device_info info;
         shardnet_device_get_info(ctx, idx[i], &info);
-        print_device(&info);
+        print_device(&info, width);
     }
     shardnet_context_free(ctx);
     return 0;

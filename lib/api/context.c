@@ -6,6 +6,7 @@
 #include <ctype.h>
 #include <errno.h>
 #include <limits.h>
+#include <pthread.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -13,14 +14,20 @@
 #include <string.h>
 
 #include "api/api_impl.h"
+#include "api/partition.h"
 #include "backend/backend.h"
 #include "comm/world.h"
 #include "core/config.h"
 #include "core/error.h"
 
 struct shardnet_context {
-    sn_device_list devices; /* by process, each's in the registry's order */
-    sn_config config;       /* its settings; every device points at it */
+    /* By process, each's in the registry's order; then the partitions
+     * device lists have named so far, in the order first named. */
+    sn_device_list devices;
+    sn_config config; /* its settings; every device points at it */
+    /* Guards devices, which a device list naming a new partition grows
+     * from whichever thread selects it. */
+    pthread_mutex_t lock;
 };
 
 /*
@@ -175,7 +182,12 @@ shardnet_status shardnet_context_create_with(
     ctx = calloc(1, sizeof *ctx);
     if (!ctx)
         return sn_error(SHARDNET_OUT_OF_MEMORY, "context");
+    if (pthread_mutex_init(&ctx->lock, NULL) != 0) {
+        free(ctx);
+        return sn_error(SHARDNET_OUT_OF_MEMORY, "context");
+    }
     if ((st = configure(options, &ctx->config)) != SHARDNET_OK) {
+        pthread_mutex_destroy(&ctx->lock);
         free(ctx);
         return st;
     }
@@ -184,6 +196,7 @@ shardnet_status shardnet_context_create_with(
     sn_world_node_share(&args.node_rank, &args.node_size);
     args.config = &ctx->config;
     if ((st = sn_backends_discover(&ctx->devices, &args)) != SHARDNET_OK) {
+        pthread_mutex_destroy(&ctx->lock);
         free(ctx);
         return st;
     }
@@ -192,6 +205,7 @@ shardnet_status shardnet_context_create_with(
          (st = join_devices(ctx)) != SHARDNET_OK)) {
         sn_error_prefix(st, "joining the MPI job");
         sn_device_list_free(&ctx->devices);
+        pthread_mutex_destroy(&ctx->lock);
         free(ctx);
         return st;
     }
@@ -224,57 +238,171 @@ void shardnet_context_free(shardnet_context_t *ctx)
     for (size_t i = 0; i < ctx->devices.count; i++)
         sn_synchronize(ctx->devices.items[i]);
     sn_device_list_free(&ctx->devices);
+    pthread_mutex_destroy(&ctx->lock);
     free(ctx);
+}
+
+/* The context's devices grow when a list names a new partition: readers
+ * take its lock (a device, once made, stays where it is until the context
+ * is freed). */
+static void lock_devices(const shardnet_context_t *ctx)
+{
+    pthread_mutex_lock(&((shardnet_context_t *)ctx)->lock);
+}
+
+static void unlock_devices(const shardnet_context_t *ctx)
+{
+    pthread_mutex_unlock(&((shardnet_context_t *)ctx)->lock);
 }
 
 size_t shardnet_device_count(const shardnet_context_t *ctx)
 {
-    return ctx ? ctx->devices.count : 0;
+    size_t n;
+    if (!ctx)
+        return 0;
+    lock_devices(ctx);
+    n = ctx->devices.count;
+    unlock_devices(ctx);
+    return n;
 }
 
 sn_device *sn_context_device(const shardnet_context_t *ctx, size_t index)
 {
-    if (!ctx || index >= ctx->devices.count)
+    sn_device *dev = NULL;
+    if (!ctx)
         return NULL;
-    return ctx->devices.items[index];
+    lock_devices(ctx);
+    if (index < ctx->devices.count)
+        dev = ctx->devices.items[index];
+    unlock_devices(ctx);
+    return dev;
 }
 
 shardnet_status shardnet_device_get_info(const shardnet_context_t *ctx,
                                          size_t index,
                                          shardnet_device_info *info)
 {
+    size_t n;
     if (!ctx || !info)
         return sn_error(SHARDNET_INVALID_ARGUMENT,
                         "device info: NULL argument");
-    if (index >= ctx->devices.count)
+    lock_devices(ctx);
+    n = ctx->devices.count;
+    if (index < n)
+        *info = ctx->devices.items[index]->info;
+    unlock_devices(ctx);
+    if (index >= n)
         return sn_error(SHARDNET_NO_DEVICE,
                         "device index %zu out of range (%zu devices)", index,
-                        ctx->devices.count);
-    *info = ctx->devices.items[index]->info;
+                        n);
     return SHARDNET_OK;
 }
 
+/* A device list's choice so far: indices in the order first named (the
+ * first cap of them in idx), and which devices are chosen. */
+typedef struct selection {
+    size_t *idx, cap, n;
+    unsigned char *seen; /* by device index, nseen of them */
+    size_t nseen;
+} selection;
+
 /* Append device i unless already chosen. */
-static void choose(size_t i, size_t *idx, size_t cap, size_t *n,
-                   unsigned char *seen)
+static shardnet_status choose(selection *sel, size_t i)
 {
-    if (seen[i])
-        return;
-    seen[i] = 1;
-    if (*n < cap)
-        idx[*n] = i;
-    (*n)++;
+    if (i >= sel->nseen) {
+        unsigned char *seen = realloc(sel->seen, i + 16);
+        if (!seen)
+            return sn_error(SHARDNET_OUT_OF_MEMORY, "device selection");
+        memset(seen + sel->nseen, 0, i + 16 - sel->nseen);
+        sel->seen = seen;
+        sel->nseen = i + 16;
+    }
+    if (sel->seen[i])
+        return SHARDNET_OK;
+    sel->seen[i] = 1;
+    if (sel->n < sel->cap)
+        sel->idx[sel->n] = i;
+    sel->n++;
+    return SHARDNET_OK;
+}
+
+/* The index of partition p of device `of` (see lib/api/partition.h),
+ * made and appended to the context's devices the first time a list names
+ * it; item is the list's item, for messages. */
+static shardnet_status partition_index(shardnet_context_t *ctx, size_t of,
+                                       sn_part p, const char *item,
+                                       size_t *out)
+{
+    sn_device *whole = ctx->devices.items[of], *dev;
+    char name[sizeof whole->info.name];
+    shardnet_status st;
+    for (size_t i = 0; i < ctx->devices.count; i++) {
+        const sn_device *d = ctx->devices.items[i];
+        if (d->whole == whole && d->first_unit == p.first &&
+            d->info.compute_units == p.count) {
+            *out = i;
+            return SHARDNET_OK;
+        }
+    }
+    if (!sn_partition_name(name, sizeof name, whole->info.name, p))
+        return sn_error(SHARDNET_NO_DEVICE,
+                        "bad device '%s': its partition's name is longer "
+                        "than the %zu characters a device's name may have",
+                        item, sizeof name - 1);
+    if ((st = sn_device_partition(whole, p.first, p.count, name, &dev)) !=
+        SHARDNET_OK)
+        return sn_error_prefix(st, "device '%s'", item);
+    if ((st = sn_device_list_push(&ctx->devices, dev)) != SHARDNET_OK) {
+        dev->ops->device_free(dev);
+        return st;
+    }
+    sn_log(SHARDNET_LOG_INFO, "%s: %u of %s's units, CPUs %s", name, p.count,
+           whole->info.name, *dev->info.cpuset ? dev->info.cpuset : "-");
+    *out = ctx->devices.count - 1;
+    return SHARDNET_OK;
+}
+
+/* The partitions that `suffix` ("[A-B]", "/P", "/P.I") names on device
+ * `of`, chosen in order. */
+static shardnet_status choose_partitions(shardnet_context_t *ctx,
+                                         const char *item, size_t of,
+                                         const char *suffix, selection *sel)
+{
+    const sn_device *whole = ctx->devices.items[of];
+    sn_part *parts;
+    size_t n, i = 0;
+    shardnet_status st;
+    if (sn_world_processes() > 1)
+        return sn_error(SHARDNET_UNSUPPORTED,
+                        "bad device '%s': devices are not cut into "
+                        "partitions in a job of several processes",
+                        item);
+    if ((st = sn_partition_parse(item, suffix, whole->info.name,
+                                 whole->info.compute_units,
+                                 whole->info.kind == SHARDNET_DEVICE_CPU
+                                     ? "core"
+                                     : "compute unit",
+                                 &parts, &n)) != SHARDNET_OK)
+        return st;
+    for (size_t k = 0; k < n && st == SHARDNET_OK; k++)
+        if ((st = partition_index(ctx, of, parts[k], item, &i)) ==
+            SHARDNET_OK)
+            st = choose(sel, i);
+    free(parts);
+    return st;
 }
 
 /* One item of a device list: "all", "KIND" or "KIND:N", each optionally
  * "P/..." (process P's, in a job of several processes; unqualified, KIND:N
- * is process 0's and "all" or KIND every process's). */
-static shardnet_status select_item(const shardnet_context_t *ctx,
-                                   const char *item, size_t *idx, size_t cap,
-                                   size_t *n, unsigned char *seen)
+ * is process 0's and "all" or KIND every process's), or a partition of a
+ * device, "KIND:N[A-B]", "KIND:N/P" or "KIND:N/P.I" (partition.h).  "all"
+ * and KIND are the devices discovery found, never partitions. */
+static shardnet_status select_item(shardnet_context_t *ctx, const char *item,
+                                   selection *sel)
 {
     const sn_device_list *devs = &ctx->devices;
     const char *whole = item;
+    shardnet_status st;
     long proc = -1;
     if (isdigit((unsigned char)*item) && strchr(item, '/')) {
         char *end;
@@ -290,16 +418,16 @@ static shardnet_status select_item(const shardnet_context_t *ctx,
         proc = (long)p;
         item = end + 1;
     }
-#define ON_PROC(d) (proc < 0 || (long)(d)->process == proc)
+#define ON_PROC(d) (!(d)->whole && (proc < 0 || (long)(d)->process == proc))
     const char *colon = strchr(item, ':');
     size_t kind_len = colon ? (size_t)(colon - item) : strlen(item);
-    size_t before = *n;
+    size_t before = sel->n;
 
     if (!strcmp(item, "all")) {
         for (size_t i = 0; i < devs->count; i++)
-            if (ON_PROC(devs->items[i]))
-                choose(i, idx, cap, n, seen);
-        if (*n == before && devs->count == 0)
+            if (ON_PROC(devs->items[i]) && (st = choose(sel, i)) != SHARDNET_OK)
+                return st;
+        if (sel->n == before && devs->count == 0)
             return sn_error(SHARDNET_NO_DEVICE, "no devices found");
         return SHARDNET_OK;
     }
@@ -316,7 +444,8 @@ static shardnet_status select_item(const shardnet_context_t *ctx,
         for (size_t i = 0; i < devs->count; i++) {
             if (!strcmp(devs->items[i]->ops->kind, item) &&
                 ON_PROC(devs->items[i])) {
-                choose(i, idx, cap, n, seen);
+                if ((st = choose(sel, i)) != SHARDNET_OK)
+                    return st;
                 found = 1;
             }
         }
@@ -326,7 +455,7 @@ static shardnet_status select_item(const shardnet_context_t *ctx,
         return SHARDNET_OK;
     }
 
-    /* KIND:N with N a plain decimal number. */
+    /* KIND:N with N a plain decimal number, and a partition's suffix. */
     const char *num = colon + 1;
     char *end;
     unsigned long v;
@@ -335,26 +464,30 @@ static shardnet_status select_item(const shardnet_context_t *ctx,
                         "bad device '%s': expected a number after ':'", item);
     errno = 0;
     v = strtoul(num, &end, 10);
-    if (*end != '\0' || errno == ERANGE || v > UINT_MAX)
+    if ((*end != '\0' && *end != '[' && *end != '/') || errno == ERANGE ||
+        v > UINT_MAX)
         return sn_error(SHARDNET_NO_DEVICE,
-                        "bad device '%s': expected a number after ':'", item);
+                        "bad device '%s': expected a number after ':', then "
+                        "nothing or a partition ([A-B], /P or /P.I)",
+                        item);
     for (size_t i = 0; i < devs->count; i++) {
         const sn_device *d = devs->items[i];
         if (strlen(d->ops->kind) == kind_len &&
             !memcmp(d->ops->kind, item, kind_len) && d->info.index == v &&
-            ON_PROC(d)) {
-            choose(i, idx, cap, n, seen);
-            return SHARDNET_OK;
-        }
+            ON_PROC(d))
+            return *end ? choose_partitions(ctx, whole, i, end, sel)
+                        : choose(sel, i);
     }
     {
         size_t have = 0;
         for (size_t i = 0; i < devs->count; i++)
             if (strlen(devs->items[i]->ops->kind) == kind_len &&
-                !memcmp(devs->items[i]->ops->kind, item, kind_len))
+                !memcmp(devs->items[i]->ops->kind, item, kind_len) &&
+                !devs->items[i]->whole)
                 have++;
         return sn_error(SHARDNET_NO_DEVICE,
-                        "no device '%s' (%s %zu %.*s device%s)", whole,
+                        "no device '%.*s' (%s %zu %.*s device%s)",
+                        (int)(end - whole), whole,
                         sn_world_processes() > 1 ? "the job has"
                                                  : "this machine has",
                         have, (int)kind_len, item, have == 1 ? "" : "s");
@@ -362,13 +495,62 @@ static shardnet_status select_item(const shardnet_context_t *ctx,
 #undef ON_PROC
 }
 
-shardnet_status shardnet_devices_select(const shardnet_context_t *ctx,
+/* The units of device d within the device discovery found, *root. */
+static void units_of(const sn_device *d, const sn_device **root,
+                     unsigned *first, unsigned *end)
+{
+    *root = d->whole ? d->whole : d;
+    *first = d->whole ? d->first_unit : 0;
+    *end = *first + d->info.compute_units;
+}
+
+/* Two devices of one list that share units (a device and its partition,
+ * or two partitions of one device that overlap) would compute on the
+ * same cores: refused, naming both. */
+static shardnet_status disjoint(const shardnet_context_t *ctx,
+                                const char *spec, const selection *sel)
+{
+    for (size_t i = 0; i < sel->nseen; i++) {
+        for (size_t j = i + 1; sel->seen[i] && j < sel->nseen; j++) {
+            const sn_device *a, *b, *ra, *rb;
+            unsigned a0, a1, b0, b1, lo, hi;
+            char units[48];
+            if (!sel->seen[j])
+                continue;
+            a = ctx->devices.items[i];
+            b = ctx->devices.items[j];
+            units_of(a, &ra, &a0, &a1);
+            units_of(b, &rb, &b0, &b1);
+            if (ra != rb || a1 <= b0 || b1 <= a0)
+                continue;
+            lo = a0 > b0 ? a0 : b0;
+            hi = (a1 < b1 ? a1 : b1) - 1;
+            const char *unit =
+                ra->info.kind == SHARDNET_DEVICE_CPU ? "core" : "compute unit";
+            if (lo == hi)
+                snprintf(units, sizeof units, "%s %u", unit, lo);
+            else
+                snprintf(units, sizeof units, "%ss %u to %u", unit, lo, hi);
+            return sn_error(SHARDNET_NO_DEVICE,
+                            "device list '%s': %s and %s overlap (both have "
+                            "%s of %s): name devices that do not",
+                            spec, a->info.name, b->info.name, units,
+                            ra->info.name);
+        }
+    }
+    return SHARDNET_OK;
+}
+
+shardnet_status shardnet_devices_select(const shardnet_context_t *cctx,
                                         const char *spec, size_t *idx,
                                         size_t cap, size_t *count)
 {
-    unsigned char *seen;
+    /* Selecting may make the partitions the list names (added to the
+     * context's devices, under its lock): the context a caller holds as
+     * const changes only in the devices it has made so far. */
+    shardnet_context_t *ctx = (shardnet_context_t *)cctx;
+    selection sel = {.idx = idx, .cap = cap};
     char *copy, *save = NULL;
-    size_t n = 0;
     shardnet_status st = SHARDNET_OK;
 
     if (!ctx || !count || (cap && !idx))
@@ -377,13 +559,9 @@ shardnet_status shardnet_devices_select(const shardnet_context_t *ctx,
     *count = 0;
     if (!spec || !*spec)
         spec = *ctx->config.devices ? ctx->config.devices : "all";
-    seen = calloc(ctx->devices.count + 1, 1);
-    copy = strdup(spec);
-    if (!seen || !copy) {
-        free(seen);
-        free(copy);
+    if (!(copy = strdup(spec)))
         return sn_error(SHARDNET_OUT_OF_MEMORY, "device selection");
-    }
+    lock_devices(ctx);
     /* Items are separated by commas; surrounding blanks are ignored, but an
      * empty item ("cpu:0,,cl:0") is an error, not silently skipped. */
     for (char *p = copy;; p = NULL) {
@@ -400,7 +578,7 @@ shardnet_status shardnet_devices_select(const shardnet_context_t *ctx,
                           spec);
             break;
         }
-        st = select_item(ctx, tok, idx, cap, &n, seen);
+        st = select_item(ctx, tok, &sel);
         if (st != SHARDNET_OK)
             break;
     }
@@ -409,18 +587,21 @@ shardnet_status shardnet_devices_select(const shardnet_context_t *ctx,
         if (strstr(spec, ",,") || spec[0] == ',' || spec[len - 1] == ',')
             st = sn_error(SHARDNET_NO_DEVICE, "empty item in device list '%s'",
                           spec);
-        else if (n == 0)
+        else if (sel.n == 0)
             st = sn_error(SHARDNET_NO_DEVICE, "device list '%s' selects nothing",
                           spec);
-        else if (n > cap)
+        else if ((st = disjoint(ctx, spec, &sel)) != SHARDNET_OK)
+            ;
+        else if (sel.n > cap)
             st = sn_error(SHARDNET_INVALID_ARGUMENT,
                           "device list '%s' selects %zu devices, room for %zu",
-                          spec, n, cap);
+                          spec, sel.n, cap);
     }
-    free(seen);
+    unlock_devices(ctx);
+    free(sel.seen);
     free(copy);
     if (st == SHARDNET_OK || st == SHARDNET_INVALID_ARGUMENT)
-        *count = n;
+        *count = sel.n;
     return st;
 }
 
