@@ -16,6 +16,10 @@ echo "== cpu:0 and cpu:1 at once, each pinned to its own core"
 HWLOC_SYNTHETIC="pack:2 core:1 pu:1" HWLOC_THISSYSTEM=1 \
     "$b/tools/bench_gemm" --devices cpu --concurrent
 echo
+echo "== Partitions of cpu:0: latency against cores, two models at once or in turns"
+env -u HWLOC_SYNTHETIC -u HWLOC_THISSYSTEM \
+    SHARDNET_SRCDIR="$(dirname "$0")/.." "$b/tools/bench_partitions"
+echo
 echo "== Fashion-MNIST MLP on cpu:0 against ONNX Runtime"
 "$(dirname "$0")/bench-mlp.sh" "$b"
 echo
