@@ -256,7 +256,8 @@ SHARDNET_API unsigned shardnet_job_processes(void);
 /** \brief Release a context and every device it opened. NULL is ignored. */
 SHARDNET_API void shardnet_context_free(shardnet_context_t *ctx);
 
-/** \brief Number of devices found by shardnet_context_create(). */
+/** \brief Number of devices found by shardnet_context_create(), and the
+ * partitions device lists have named since (shardnet_devices_select()). */
 SHARDNET_API size_t shardnet_device_count(const shardnet_context_t *ctx);
 
 /**
@@ -270,7 +271,14 @@ SHARDNET_API shardnet_status shardnet_device_get_info(
  * \brief Resolve a device list string to device indices.
  *
  * A list is comma-separated items, each "all", a kind ("cpu", "cl") meaning
- * every device of that kind, or one device "kind:N".  NULL or "" means the
+ * every device of that kind, or one device "kind:N", or a partition of one:
+ * "cpu:0[2-3]" (its cores 2 to 3), "cpu:0/2" (both halves), "cpu:0/2.1"
+ * (the second half); an OpenCL CPU device's by device fission, where its
+ * driver allows.  A partition is a device of its own, named by its cores,
+ * added to the context (after the devices discovery found, so that
+ * shardnet_device_count() grows) the first time a list names it; "all"
+ * and kinds never include one, and devices of one list may not share
+ * cores.  NULL or "" means the
  * context's default list (shardnet_context_options.devices, else the
  * environment variable SHARDNET_DEVICES), or "all" when it has none.  A device
  * named twice is taken once, in the order first named.
