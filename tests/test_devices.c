@@ -8,6 +8,7 @@
 
 #include "backend/backend.h"
 #include "core/error.h"
+#include "plan/share.h"
 #include "shardnet.h"
 
 static shardnet_context_t *ctx;
@@ -322,4 +323,55 @@ Test(registry, device_strings_name_the_registry_kinds)
     cr_assert(sn_backend_kind_known("cl:0", 2));
     cr_assert(!sn_backend_kind_known("c", 1));
     cr_assert(!sn_backend_kind_known("gpu", 3));
+}
+
+/* The device of this name, or NULL. */
+static sn_device *named(const char *name)
+{
+    for (size_t i = 0; i < shardnet_device_count(ctx); i++)
+        if (!strcmp(sn_context_device(ctx, i)->info.name, name))
+            return sn_context_device(ctx, i);
+    return NULL;
+}
+
+/* What devices share, as discovery tells it: PoCL's devices compute on
+ * the host's cores (with the CPU devices and with each other), the
+ * simulated packages sit on one NUMA node (memory); and what running
+ * them at once costs, measured: a share of each one's speed, all of it
+ * for a device that shares nothing. */
+Test(devices, sharing_is_found_and_its_cost_measured)
+{
+    sn_device *c0 = named("cpu:0"), *c1 = named("cpu:1"), *l0 = named("cl:0"),
+              *l1 = named("cl:1");
+    if (!c0 || !l0)
+        cr_skip_test("needs cpu:0 and cl:0 (a CPU OpenCL device)");
+    cr_assert(l0->host_cores, "%s (%s) is not found computing on the host's "
+              "cores", l0->info.name, l0->info.model);
+    cr_assert_eq(sn_devices_sharing(c0, l0), SN_SHARES_CORES);
+    cr_assert_eq(sn_devices_sharing(l0, c0), SN_SHARES_CORES);
+    cr_assert_eq(sn_devices_sharing(c0, c0), SN_SHARES_NOTHING);
+    if (l1)
+        cr_assert_eq(sn_devices_sharing(l0, l1), SN_SHARES_CORES);
+    if (c1)
+        cr_assert_eq(sn_devices_sharing(c0, c1),
+                     c0->info.numa_node >= 0 &&
+                             c0->info.numa_node == c1->info.numa_node
+                         ? SN_SHARES_MEMORY
+                         : SN_SHARES_NOTHING);
+    sn_device *pair[] = {c0, l0};
+    double keep[2] = {0}, alone = 0;
+    char report[512] = "";
+    size_t len = 0;
+    cr_assert_eq(sn_devices_contention(pair, 2, keep, report, sizeof report,
+                                       &len),
+                 SHARDNET_OK, "%s", shardnet_last_error());
+    for (int i = 0; i < 2; i++)
+        cr_assert(keep[i] > 0 && keep[i] <= 1, "%s keeps %g",
+                  pair[i]->info.name, keep[i]);
+    cr_assert(strstr(report, "sharing: cpu:0 and cl:0 share cores;"), "%s",
+              report);
+    cr_assert(strstr(report, "measured at once: cpu:0 keeps "), "%s", report);
+    cr_assert_eq(sn_devices_contention(pair, 1, &alone, NULL, 0, NULL),
+                 SHARDNET_OK);
+    cr_assert_eq(alone, 1.0, "one device alone keeps %g", alone);
 }

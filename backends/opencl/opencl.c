@@ -160,6 +160,7 @@ static shardnet_status open_device(cl_platform_id platform, cl_device_id id,
     info->global_mem = global_mem;
     info->max_alloc = max_alloc;
     info->host_unified = unified == CL_TRUE || (type & CL_DEVICE_TYPE_CPU);
+    dev->host_cores = (type & CL_DEVICE_TYPE_CPU) != 0;
     info->numa_node = -1;
     info->cpuset[0] = '\0';
     cd->max_alloc = max_alloc > SIZE_MAX ? SIZE_MAX : (size_t)max_alloc;

@@ -23,6 +23,10 @@ shardnet_status sn_session_tensor_split(shardnet_session_t *session,
     if ((st = sn_profiles_share(session->devs, session->nlisted)) !=
         SHARDNET_OK)
         return st;
+    /* (Shares by the profiles' speeds, not by what contention leaves of
+     * them: that is measured anew by each process, and shares that move
+     * with it would change the sums' order from one process to the
+     * next.) */
     for (size_t d = 0; d < session->nlisted; d++)
         speed[d] = sn_device_speed(session->devs[d]);
     return sn_tensor_split_create(session->model->g, session->devs,

@@ -753,6 +753,9 @@ struct sn_device {
      * a device discovery found. */
     sn_device *whole;
     unsigned first_unit;
+    /* It computes on the host's CPU cores (an OpenCL CPU device such as
+     * PoCL's): it shares them with the CPU devices (lib/plan/share.c). */
+    int host_cores;
 };
 
 /* --- the registry (lib/backend/registry.c) ------------------------------ */

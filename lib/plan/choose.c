@@ -78,11 +78,12 @@ shardnet_status sn_split_choose(sn_graph *g, sn_device *const *devs,
     out->none = out->layer = out->hybrid = 1e300;
     if (ndev < 1 || ndev > 64)
         return sn_error(SHARDNET_INVALID_ARGUMENT, "split: 1 to 64 devices");
-    if ((st = sn_layer_costs_measure(g, devs, ndev, inputs, &c)) != SHARDNET_OK)
-        return st;
-    size_t ns = ndev < c.nlive ? ndev : c.nlive;
     if (report && cap)
         report[0] = '\0';
+    if ((st = sn_layer_costs_measure(g, devs, ndev, inputs, &c, report, cap,
+                                     &len)) != SHARDNET_OK)
+        return st;
+    size_t ns = ndev < c.nlive ? ndev : c.nlive;
 #define SAY(...)                                                              \
     do {                                                                      \
         if (report && len < cap)                                              \

@@ -8,7 +8,9 @@
  * sizes: the whole batch and an even share of it (the share a device is
  * likely to get; a product is weight-bound at few rows and compute-bound
  * at many, so the line is exact at both ends of the range that matters
- * and above the truth between them).  In a job of several processes the
+ * and above the truth between them), slowed by what the device keeps of
+ * its speed while the devices it shares with compute too (share.h).  In
+ * a job of several processes the
  * outputs cross the link to every process.  Each device
  * holds every weight: the memory the split costs is the weights once per
  * device, and each device's activations for its rows.
@@ -110,9 +112,12 @@ static double share_rows(size_t ndev, const double *fixed,
         out[b]++;
     }
     double est = 0;
-    for (size_t d = 0; d < ndev; d++)
+    for (size_t d = 0; d < ndev; d++) {
+        if ((double)out[d] > cap[d])
+            return 1e300; /* the rows do not fit */
         if (out[d] && fixed[d] + per_row[d] * (double)out[d] > est)
             est = fixed[d] + per_row[d] * (double)out[d];
+    }
     return est;
 }
 
@@ -149,14 +154,14 @@ shardnet_status sn_data_estimate(sn_graph *g, sn_device *const *devs,
         return sn_error(SHARDNET_OUT_OF_MEMORY, "data split");
     size_t share = rows / ndev < 2 ? 2 : rows / ndev;
     cut_inputs(g, inputs, rows, share, in);
-    st = sn_layer_costs_measure(g, devs, ndev, in, &c0);
+    st = sn_layer_costs_measure(g, devs, ndev, in, &c0, NULL, 0, NULL);
     free(in);
     if (st != SHARDNET_OK)
         return st;
     double weights = c->wpre[c->nlive];
     for (size_t d = 0; d < ndev; d++) {
-        double whole = sn_layer_dev_time(c, d, 0, c->nlive),
-               part = sn_layer_dev_time(&c0, d, 0, c0.nlive);
+        double whole = sn_layer_dev_time_shared(c, d, 0, c->nlive),
+               part = sn_layer_dev_time_shared(&c0, d, 0, c0.nlive);
         per_row[d] = (whole - part) / (double)(rows - share);
         if (!(per_row[d] > 1e-15))
             per_row[d] = 1e-15;
@@ -172,8 +177,13 @@ shardnet_status sn_data_estimate(sn_graph *g, sn_device *const *devs,
     sn_layer_costs_free(&c0);
     out->est = share_rows(ndev, fixed, per_row, hold, use, rows, out->rows);
     if (out->est >= 1e300) {
-        snprintf(out->why, sizeof out->why,
-                 "no device holds the whole model");
+        int any = 0;
+        for (size_t d = 0; d < ndev; d++)
+            any |= hold[d] >= 2;
+        snprintf(out->why, sizeof out->why, "%s",
+                 any ? "the devices' memory does not hold the batch's "
+                       "activations beside every weight"
+                     : "no device holds the whole model");
         SAY("data: not possible: %s\n", out->why);
         return SHARDNET_OK;
     }
@@ -202,9 +212,10 @@ shardnet_status sn_data_estimate(sn_graph *g, sn_device *const *devs,
             : hold[d] < 2    ? " (does not hold the model)"
                              : " (left out: slower than the others' share)");
     }
-    SAY("data over %zu devices: estimated %.3f ms (weights held %zu times: "
-        "%.2f MB in all)\n",
-        busy, out->est * 1e3, busy, weights * (double)busy / 1e6);
+    SAY("data over %zu device%s: estimated %.3f ms (weights held %zu "
+        "time%s: %.2f MB in all)\n",
+        busy, busy > 1 ? "s" : "", out->est * 1e3, busy, busy > 1 ? "s" : "",
+        weights * (double)busy / 1e6);
 #undef SAY
     return SHARDNET_OK;
 }

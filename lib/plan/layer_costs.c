@@ -18,6 +18,7 @@
 #include "plan/layer_split.h"
 #include "plan/profile.h"
 #include "plan/node_costs.h"
+#include "plan/share.h"
 #include "comm/world.h"
 
 void sn_layer_costs_free(sn_layer_costs *c)
@@ -28,6 +29,7 @@ void sn_layer_costs_free(sn_layer_costs *c)
     free(c->wpre);
     free(c->limit);
     free(c->launch);
+    free(c->keep);
     free(c->obytes);
     free(c->weighted);
     free(c->upre);
@@ -110,7 +112,8 @@ static shardnet_status shape_costs(const sn_graph *g,
  */
 shardnet_status sn_layer_costs_measure(sn_graph *g, sn_device *const *devs,
                                        size_t ndev, const sn_binding *inputs,
-                                       sn_layer_costs *c)
+                                       sn_layer_costs *c, char *report,
+                                       size_t cap, size_t *len)
 {
     size_t *order = malloc((g->nnodes + 1) * sizeof *order);
     double *t = calloc(g->nnodes + 1, sizeof *t);
@@ -133,19 +136,23 @@ shardnet_status sn_layer_costs_measure(sn_graph *g, sn_device *const *devs,
     c->wpre = calloc(c->nlive + 1, sizeof *c->wpre);
     c->limit = calloc(ndev + 1, sizeof *c->limit);
     c->launch = calloc(ndev + 1, sizeof *c->launch);
+    c->keep = calloc(ndev + 1, sizeof *c->keep);
     c->obytes = calloc(c->nlive + 1, sizeof *c->obytes);
     c->weighted = calloc(c->nlive + 1, 1);
     c->speed = calloc(ndev + 1, sizeof *c->speed);
     c->proc = calloc(ndev + 1, sizeof *c->proc);
     c->pre = calloc(ndev * (c->nlive + 1) + 1, sizeof *c->pre);
     if (!c->xfer || !c->xbytes || !c->wpre || !c->limit || !c->speed ||
-        !c->pre || !c->obytes || !c->weighted || !c->launch || !c->proc) {
+        !c->pre || !c->obytes || !c->weighted || !c->launch || !c->proc ||
+        !c->keep) {
         st = sn_error(SHARDNET_OUT_OF_MEMORY, "cost model");
         goto out;
     }
     c->bw = 1e30;
     c->rows = sn_batch_rows(g, inputs);
     if ((st = sn_profiles_share(devs, ndev)) != SHARDNET_OK ||
+        (st = sn_devices_contention(devs, ndev, c->keep, report, cap,
+                                    len)) != SHARDNET_OK ||
         (st = sn_shape_plan(g, inputs, &w0, &shape_plan)) != SHARDNET_OK ||
         (st = shape_costs(g, shape_plan, order, c)) != SHARDNET_OK)
         goto out;
@@ -194,6 +201,12 @@ double sn_layer_dev_time(const sn_layer_costs *c, size_t d, size_t a, size_t b)
     return pre[b] - pre[a];
 }
 
+double sn_layer_dev_time_shared(const sn_layer_costs *c, size_t d, size_t a,
+                                size_t b)
+{
+    return sn_layer_dev_time(c, d, a, b) / c->keep[d];
+}
+
 /*
  * The units stages go to: groups[u] consecutive devices each (NULL: one
  * device per unit).  A group's time for a node: every device launches its
@@ -233,7 +246,7 @@ shardnet_status sn_layer_set_units(sn_layer_costs *c, const size_t *groups,
         for (size_t i = 0; i < nl; i++) {
             double rate = 0, fixed = 0, t;
             for (size_t d = first; d < first + k; d++) {
-                double td = sn_layer_dev_time(c, d, i, i + 1);
+                double td = sn_layer_dev_time_shared(c, d, i, i + 1);
                 double f = k > 1 && c->launch[d] < td ? c->launch[d] : 0;
                 if (f > fixed)
                     fixed = f;

@@ -28,6 +28,10 @@ typedef struct sn_layer_costs {
     double arena;  /* activation bytes of the whole graph, whole batch */
     double *limit; /* per device: bytes it has (global memory) */
     double *launch; /* per device: seconds to launch a kernel */
+    double *keep;  /* per device: the share of its speed it keeps while
+                      the listed devices it shares with compute too
+                      (plan/share.h); splits that run devices at once
+                      divide its times by it */
     size_t rows;   /* the batch */
     int apart;     /* the nodes keep its rows apart (sn_rows_apart) */
     double out_bytes; /* the model's outputs, whole batch */
@@ -45,15 +49,21 @@ typedef struct sn_layer_costs {
 } sn_layer_costs;
 
 /* Every device's profile and node times, and the shapes, for g with these
- * inputs on devs[0..ndev) (collective in a job of several processes).
+ * inputs on devs[0..ndev) (collective in a job of several processes),
+ * and what the devices keep of their speeds at once, with a line per
+ * group that shares something appended to report at *len (may be NULL).
  * Freed by sn_layer_costs_free; on failure, freed already. */
 shardnet_status sn_layer_costs_measure(sn_graph *g, sn_device *const *devs,
                                        size_t ndev, const sn_binding *inputs,
-                                       sn_layer_costs *c);
+                                       sn_layer_costs *c, char *report,
+                                       size_t cap, size_t *len);
 void sn_layer_costs_free(sn_layer_costs *c);
-/* Seconds of live nodes [a, b) on device d. */
+/* Seconds of live nodes [a, b) on device d alone. */
 double sn_layer_dev_time(const sn_layer_costs *c, size_t d, size_t a,
                          size_t b);
+/* The same while the devices it shares with compute too. */
+double sn_layer_dev_time_shared(const sn_layer_costs *c, size_t d, size_t a,
+                                size_t b);
 /* The units stages go to: groups[u] consecutive devices each (NULL: one
  * device per unit). */
 shardnet_status sn_layer_set_units(sn_layer_costs *c, const size_t *groups,

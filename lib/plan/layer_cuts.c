@@ -82,7 +82,8 @@ shardnet_status sn_layer_cuts(sn_graph *g, sn_device *const *devs, size_t ndev,
 {
     sn_layer_costs cm;
     shardnet_status st;
-    if ((st = sn_layer_costs_measure(g, devs, ndev, inputs, &cm)) !=
+    if ((st = sn_layer_costs_measure(g, devs, ndev, inputs, &cm, NULL, 0,
+                                      NULL)) !=
         SHARDNET_OK)
         return st;
     if ((st = sn_layer_set_units(&cm, groups, ngroups)) == SHARDNET_OK)

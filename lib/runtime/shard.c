@@ -54,6 +54,7 @@
 #include "core/config.h"
 #include "core/trace.h"
 #include "plan/profile.h"
+#include "plan/share.h"
 #include "plan/tensor_costs.h"
 #include "plan/node_costs.h"
 #include "runtime/shard_impl.h"
@@ -85,8 +86,16 @@ static double collective_time(const sn_tensor_split *t)
 static double estimate(sn_tensor_split *t)
 {
     double coll_s = collective_time(t);
-    /* Per device: its time, and whether its shard overflows its memory. */
-    double each[2 * MAXD] = {0};
+    /* Per device: its time, and whether its shard overflows its memory.
+     * The devices run at once: each at what it keeps of its speed beside
+     * those it shares cores or memory with (plan/share.h). */
+    double each[2 * MAXD] = {0}, keep[MAXD];
+    if (sn_devices_contention(t->dev, t->n, keep, NULL, 0, NULL) !=
+        SHARDNET_OK) {
+        sn_error_clear();
+        for (size_t d = 0; d < t->n; d++)
+            keep[d] = 1;
+    }
     for (size_t d = 0; d < t->n; d++) {
         if (!t->plan[d])
             continue; /* another process's: it tells its own below */
@@ -95,7 +104,8 @@ static double estimate(sn_tensor_split *t)
                                          sn_plan_arena_bytes(t->plan[d]) >
                                      have;
         each[d] = sn_tensor_cost_device(sn_device_profile(t->dev[d]),
-                                        t->sub[d], t->plan[d]);
+                                        t->sub[d], t->plan[d]) /
+                  keep[d];
     }
     if (t->me_owned_out) {
         unsigned np = sn_world_processes();

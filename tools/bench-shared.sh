@@ -1,0 +1,88 @@
+#!/bin/sh
+# Splits over devices that share the machine (issue 17): what "auto" and
+# "data" measure against the best single device.
+#
+#   tools/bench-shared.sh BUILDDIR [ROUNDS]
+#
+# Two tables, each from `shardnet plan` (the estimates, the choice, then
+# the median of 9 runs after a first one), rounds interleaving the
+# columns, medians over rounds; ratio = the one device's time over the
+# split's (above 1: the split is faster).
+#
+#  1. auto over cpu:0,cl:0 on the machine as it is (no simulated hwloc,
+#     PoCL as it comes: its device computes on the same cores as cpu:0)
+#     against cpu:0 alone, for every fixture model at batch 1, 64 and
+#     1024, with auto's choice;
+#  2. the data split of the Fashion-MNIST MLP at batch 1024 against one
+#     device: over two simulated one-core sockets (cpu:0,cpu:1 against
+#     cpu:0) and over cpu:0,cl:0 on the machine as it is (against cpu:0).
+#
+# About 4 minutes with 3 rounds on this project's 2-core host.
+set -eu
+b=${1:-.}
+rounds=${2:-3}
+bin=$b/shardnet
+fix=$(cd "$(dirname "$0")/.." && pwd)/tests/fixtures
+[ -x "$bin" ] || { echo "bench-shared: build $bin first"; exit 1; }
+log=$(mktemp "${TMPDIR:-/tmp}/shardnet-shared.XXXXXX")
+trap 'rm -f "$log"' EXIT
+native() {
+    env -u HWLOC_SYNTHETIC -u HWLOC_THISSYSTEM -u POCL_DEVICES \
+        -u POCL_MAX_PTHREAD_COUNT "$@"
+}
+simulated() {
+    env HWLOC_SYNTHETIC="pack:2 core:1 pu:1" HWLOC_THISSYSTEM=1 \
+        POCL_DEVICES="pthread pthread" POCL_MAX_PTHREAD_COUNT=1 "$@"
+}
+# plan TAG WHERE MODEL DEVICES BATCH [SPLIT]: one line "TAG ms choice".
+plan() {
+    tag=$1 where=$2 model=$3 devices=$4 batch=$5 split=${6:-}
+    $where "$bin" plan "$fix/$model" -d "$devices" -b "$batch" \
+        ${split:+-s "$split"} 2>&1 |
+        awk -v t="$tag" '/^choice: / { c = $2 }
+            /median of/ { for (i = 1; i <= NF; i++) if ($i == "runs") ms = $(i + 1) }
+            END { print t, (ms == "" ? "failed" : ms), (c == "" ? "-" : c) }' \
+            >>"$log"
+}
+r=1
+while [ "$r" -le "$rounds" ]; do
+    for model in fashion_mlp.onnx small_cnn.onnx small_transformer.onnx; do
+        for batch in 1 64 1024; do
+            plan "one $model $batch" native "$model" cpu:0 "$batch"
+            plan "auto $model $batch" native "$model" cpu:0,cl:0 "$batch"
+        done
+    done
+    plan "sim-one" simulated fashion_mlp.onnx cpu:0 1024
+    plan "sim-data" simulated fashion_mlp.onnx cpu:0,cpu:1 1024 data
+    plan "nat-one" native fashion_mlp.onnx cpu:0 1024
+    plan "nat-data" native fashion_mlp.onnx cpu:0,cl:0 1024 data
+    r=$((r + 1))
+done
+median() { sort -n | awk '{ v[NR] = $1 } END { print NR ? v[int((NR + 1) / 2)] : 0 }'; }
+pick() { grep "^$1 " "$log" | awk '{ print $(NF - 1) }' | median; }
+choices() { grep "^$1 " "$log" | awk '{ print $NF }' | sort | uniq -c |
+    awk '{ printf "%s%s x%d", n++ ? ", " : "", $2, $1 }'; }
+echo "auto over cpu:0,cl:0 against cpu:0 alone (machine as it is, medians of $rounds rounds)"
+echo "| model | batch | cpu:0 ms | auto ms | ratio | auto chose |"
+echo "|---|---|---|---|---|---|"
+for model in fashion_mlp.onnx small_cnn.onnx small_transformer.onnx; do
+    for batch in 1 64 1024; do
+        one=$(pick "one $model $batch")
+        auto=$(pick "auto $model $batch")
+        awk -v m="$model" -v b="$batch" -v o="$one" -v a="$auto" \
+            -v c="$(choices "auto $model $batch")" 'BEGIN {
+            printf "| %s | %s | %.3f | %.3f | %.2f | %s |\n", m, b, o, a,
+                a > 0 ? o / a : 0, c }'
+    done
+done
+echo
+echo "data split, Fashion-MNIST MLP at batch 1024 (medians of $rounds rounds)"
+echo "| devices | one device ms | data ms | ratio |"
+echo "|---|---|---|---|"
+for pair in "sim two simulated sockets (cpu:0,cpu:1 vs cpu:0)" \
+            "nat cpu:0,cl:0 as it is (vs cpu:0)"; do
+    tag=${pair%% *} what=${pair#* }
+    awk -v w="$what" -v o="$(pick "$tag-one")" -v d="$(pick "$tag-data")" \
+        'BEGIN { printf "| %s | %.3f | %.3f | %.2f |\n", w, o, d,
+                 d > 0 ? o / d : 0 }'
+done
