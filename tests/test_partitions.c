@@ -24,28 +24,10 @@
 #include <unistd.h>
 
 #include "shardnet.h"
+#include "topology_cores.h"
 
 static shardnet_context_t *ctx;
 
-/* Does the environment's topology give the first package two cores? */
-static int first_package_has_cores(void)
-{
-    hwloc_topology_t t;
-    hwloc_obj_t pkg;
-    int n = 0;
-    if (hwloc_topology_init(&t) < 0)
-        return 0;
-    hwloc_topology_set_io_types_filter(t, HWLOC_TYPE_FILTER_KEEP_NONE);
-    if (hwloc_topology_load(t) == 0) {
-        pkg = hwloc_get_obj_by_type(t, HWLOC_OBJ_PACKAGE, 0);
-        if (!pkg)
-            pkg = hwloc_get_root_obj(t);
-        n = hwloc_get_nbobjs_inside_cpuset_by_type(t, pkg->cpuset,
-                                                   HWLOC_OBJ_CORE);
-    }
-    hwloc_topology_destroy(t);
-    return n >= 2;
-}
 
 static void setup(void)
 {
