@@ -932,3 +932,44 @@ Test(layer_split, streamed_batches_each_get_their_own_answer)
         shardnet_model_free(m);
     }
 }
+
+/* The strategy search: on every fixture model over two devices it builds
+ * candidates and never settles above the rules' layout; with
+ * SHARDNET_TENSOR_RULES=1 it keeps the rules' layout and says so. */
+Test(tensor_split, the_strategy_search_never_prices_above_the_rules)
+{
+    need_devices("cpu:0,cpu:1");
+    for (size_t k = 0; k < NMODELS; k++) {
+        char path[4096], text[16384];
+        shardnet_model_t *m = NULL;
+        shardnet_session_t *s = NULL;
+        shardnet_tensor in;
+        shardnet_session_options o = {.split = "tensor"};
+        fixture(path, sizeof path, split_models[k][0]);
+        cr_assert_eq(shardnet_model_load(path, &m), SHARDNET_OK);
+        fixture(path, sizeof path, split_models[k][1]);
+        cr_assert_eq(shardnet_tensor_load(path, &in), SHARDNET_OK);
+        cr_assert_eq(shardnet_session_create_with(ctx, m, "cpu:0,cpu:1", &o,
+                                                  &s),
+                     SHARDNET_OK, "%s", shardnet_last_error());
+        cr_assert_eq(shardnet_session_set_input(s, 0, in.info.dtype,
+                                                in.info.rank, in.info.dims,
+                                                in.data),
+                     SHARDNET_OK);
+        shardnet_session_describe(s, text, sizeof text);
+        const char *p = strstr(text, "tensor strategies searched: ");
+        cr_assert(p, "%s: no search\n%s", split_models[k][0], text);
+        const char *r = strstr(p, "the rules' layout estimated "),
+                   *q = strstr(p, "the search's ");
+        cr_assert(r && q, "%s", p);
+        double rules = strtod(r + strlen("the rules' layout estimated "), NULL),
+               found = strtod(q + strlen("the search's "), NULL);
+        cr_assert(found > 0 && found <= rules, "%s: %s", split_models[k][0],
+                  p);
+        cr_assert_eq(shardnet_session_run(s), SHARDNET_OK, "%s",
+                     shardnet_last_error());
+        shardnet_session_free(s);
+        shardnet_tensor_free(&in);
+        shardnet_model_free(m);
+    }
+}

@@ -72,7 +72,7 @@ for model in fashion_mlp.onnx small_cnn.onnx small_transformer.onnx; do
         awk -v m="$model" -v b="$batch" -v o="$one" -v a="$auto" \
             -v c="$(choices "auto $model $batch")" 'BEGIN {
             printf "| %s | %s | %.3f | %.3f | %.2f | %s |\n", m, b, o, a,
-                a > 0 ? o / a : 0, c }'
+                (a > 0 ? o / a : 0), c }'
     done
 done
 echo
@@ -84,5 +84,5 @@ for pair in "sim two simulated sockets (cpu:0,cpu:1 vs cpu:0)" \
     tag=${pair%% *} what=${pair#* }
     awk -v w="$what" -v o="$(pick "$tag-one")" -v d="$(pick "$tag-data")" \
         'BEGIN { printf "| %s | %.3f | %.3f | %.2f |\n", w, o, d,
-                 d > 0 ? o / d : 0 }'
+                 (d > 0 ? o / d : 0) }'
 done

@@ -97,6 +97,13 @@ shardnet_status sn_plan_file_read(const char *path, plan_file *pf);
 shardnet_status sn_session_tensor_split(shardnet_session_t *session,
                                         const sn_strategy *strat,
                                         size_t nstrat, sn_tensor_split **out);
+/* The tensor split as sn_session_tensor_split builds it, its products'
+ * strategies then searched for a cheaper one (search.c); a line saying
+ * what the search did in report (may be NULL). */
+shardnet_status sn_session_tensor_search(shardnet_session_t *session,
+                                         const sn_strategy *fixed,
+                                         size_t nfixed, sn_tensor_split **out,
+                                         char *report, size_t cap);
 /* The batch of the bound inputs: the first input's first dimension. */
 int64_t sn_session_rows(const shardnet_session_t *session);
 /* Decide what "auto" or a hybrid without groups leaves open, for the bound

@@ -79,9 +79,9 @@ static shardnet_status session_run(shardnet_session_t *session)
             session->ts = NULL;
         }
         if (!session->ts &&
-            (st = sn_session_tensor_split(session, session->strat,
-                                          session->nstrat, &session->ts)) !=
-                SHARDNET_OK)
+            (st = sn_session_tensor_search(session, session->strat,
+                                           session->nstrat, &session->ts,
+                                           NULL, 0)) != SHARDNET_OK)
             return st;
         return sn_tensor_split_run(session->ts, session->inputs);
     }

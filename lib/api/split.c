@@ -54,7 +54,12 @@ static shardnet_status choose_split(shardnet_session_t *session, char *report,
         SHARDNET_OK)
         return st;
     if (session->nlisted > 1) {
-        if (sn_session_tensor_split(session, NULL, 0, ts) == SHARDNET_OK) {
+        char searched[512];
+        if (sn_session_tensor_search(session, NULL, 0, ts, searched,
+                                     sizeof searched) == SHARDNET_OK) {
+            size_t at = report ? strlen(report) : 0;
+            if (report && at < cap)
+                snprintf(report + at, cap - at, "%s", searched);
             tc.estimate = sn_tensor_split_estimate(*ts);
             tc.ncoll = sn_tensor_split_collectives(*ts, &tc.bytes);
             tc.overflow = sn_tensor_split_overflow(*ts);

@@ -40,6 +40,8 @@ typedef struct sn_config {
                                again instead of reading their profiles */
     int staged_collectives; /* SHARDNET_STAGED_COLLECTIVES: the staged
                                transport even where devices share memory */
+    int tensor_rules;       /* SHARDNET_TENSOR_RULES: the tensor split's
+                               rule-based layout, no strategy search */
     char kernel_dir[SN_CONFIG_PATH_MAX]; /* SHARDNET_CL_DIR: the OpenCL
                                             sources from this folder; "":
                                             those built in */

@@ -28,7 +28,8 @@ sn_sharing sn_devices_sharing(const sn_device *a, const sn_device *b);
  * every listed device it shares something with computes too (1: it shares
  * nothing).  Measured once per process for each group of devices that
  * share (every device of the group running products at once against
- * each alone, about 0.1 s per device) and kept; in a job of several
+ * each alone, the best of three rounds of each, about 0.1 s per device)
+ * and kept; in a job of several
  * processes each device's figure comes from its own process (collective).
  * A line per group that shares is appended to report at *len (report may
  * be NULL). */
