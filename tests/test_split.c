@@ -569,10 +569,37 @@ Test(tensor_split, shared_memory_and_staged_collectives_agree_exactly)
             cr_assert_eq(shardnet_model_load(path, &m), SHARDNET_OK);
             fixture(path, sizeof path, models[k][1]);
             cr_assert_eq(shardnet_tensor_load(path, &in), SHARDNET_OK);
-            float *shared = run_on(shared_ctx, m, &in, sets[d], "tensor", 0,
-                                   &n0);
-            float *staged = run_on(staged_ctx, m, &in, sets[d], "tensor", 0,
-                                   &n1);
+            /* One layout for both: the first's plan (its strategies are
+             * searched on measured figures, which another context measures
+             * anew). */
+            char plan[64];
+            snprintf(plan, sizeof plan, "/tmp/sn-agree-plan-%d", (int)getpid());
+            shardnet_session_options o = {.split = "tensor"};
+            shardnet_session_t *s = NULL;
+            shardnet_tensor_info info;
+            const void *out;
+            cr_assert_eq(shardnet_session_create_with(shared_ctx, m, sets[d],
+                                                      &o, &s),
+                         SHARDNET_OK, "%s", shardnet_last_error());
+            cr_assert_eq(shardnet_session_set_input(s, 0, in.info.dtype,
+                                                    in.info.rank,
+                                                    in.info.dims, in.data),
+                         SHARDNET_OK);
+            cr_assert_eq(shardnet_session_run(s), SHARDNET_OK, "%s",
+                         shardnet_last_error());
+            cr_assert_eq(shardnet_session_save_plan(s, plan), SHARDNET_OK,
+                         "%s", shardnet_last_error());
+            cr_assert_eq(shardnet_session_output(s, 0, &info, &out),
+                         SHARDNET_OK);
+            n0 = 1;
+            for (int i = 0; i < info.rank; i++)
+                n0 *= (size_t)info.dims[i];
+            float *shared = malloc(n0 * sizeof *shared);
+            memcpy(shared, out, n0 * sizeof *shared);
+            shardnet_session_free(s);
+            o.plan_file = plan;
+            float *staged = run_with(staged_ctx, m, &in, sets[d], &o, &n1);
+            unlink(plan);
             cr_assert_eq(n0, n1);
             cr_assert_eq(memcmp(shared, staged, n0 * sizeof *shared), 0,
                          "%s on %s: the two collective paths differ",

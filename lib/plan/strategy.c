@@ -110,6 +110,11 @@ shardnet_status sn_strategy_cut(const sn_strategy *s, size_t ndev,
             *cut = SN_CUT_NONE;
         else if (sa == ax->k_axis_a && sw == ax->k_axis_w)
             *cut = SN_CUT_ROWS;
+        else if (sa == ax->k_axis_a && sw == ax->n_axis_w &&
+                 !strcmp(op_type, "Conv"))
+            *cut = SN_CUT_ROWS; /* a grouped convolution's input and output
+                                   channels cut together: each device its
+                                   own groups, as the split writes it */
         else if (sa < 0 && sw == ax->n_axis_w)
             *cut = SN_CUT_COLUMNS;
         else if (sa >= 0 && sa != ax->k_axis_a && sw < 0) {
