@@ -52,6 +52,7 @@ typedef struct cli_session_args {
     shardnet_session_options sopts; /* --split, --micro-batches (run: --plan) */
     long batch;                     /* --batch */
     int progress;                   /* --progress: even off a terminal */
+    int comm;                       /* --comm: a shardnet_comm, 0 unset */
 } cli_session_args;
 
 /* Their short and long options, to begin a command's lists with. */
@@ -61,7 +62,8 @@ typedef struct cli_session_args {
         {"split", required_argument, 0, 's'},                                 \
         {"batch", required_argument, 0, 'b'},                                 \
         {"micro-batches", required_argument, 0, 'm'},                        \
-        {"progress", no_argument, 0, 'P'}
+        {"progress", no_argument, 0, 'P'},                                   \
+        {"comm", required_argument, 0, 'C'}
 
 /* Option C of COMMAND, with optarg, into *A when it is one of them: 0, or 2
  * (the exit status) after saying its value is bad; -1 when C is none of

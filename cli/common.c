@@ -112,6 +112,17 @@ int cli_session_option(const char *command, int c, cli_session_args *a)
     case 'P':
         a->progress = 1;
         return 0;
+    case 'C': {
+        static const char *const names[] = {"fp32", "fp16", "bf16", "int8"};
+        for (int k = 0; k < 4; k++)
+            if (!strcmp(optarg, names[k])) {
+                a->comm = SHARDNET_COMM_FP32 + k;
+                return 0;
+            }
+        fprintf(stderr, "%s %s: bad --comm '%s' (fp32, fp16, bf16 or int8)\n",
+                cli_prog, command, optarg);
+        return 2;
+    }
     default:
         return -1;
     }
@@ -185,7 +196,7 @@ void cli_progress_end(void)
 shardnet_status cli_context_create(const cli_session_args *a,
                                    shardnet_context_t **ctx)
 {
-    shardnet_context_options o = {.size = sizeof o};
+    shardnet_context_options o = {.size = sizeof o, .comm = a->comm};
     if (a->progress || isatty(STDERR_FILENO))
         o.progress = show_progress;
     return shardnet_context_create_with(&o, ctx);

@@ -191,6 +191,28 @@ SHARDNET_API shardnet_status shardnet_context_create(shardnet_context_t **out);
 typedef void (*shardnet_progress_fn)(void *user, const char *what,
                                      uint64_t done, uint64_t total);
 
+/**
+ * How float32 values cross between the processes of a job
+ * (shardnet_context_options.comm): the tensor split's collectives between
+ * processes and the layer split's values between stages on different
+ * processes.  Each message is sent in the codec, dense or, where the
+ * value is mostly zeros and that is smaller, as the values that are not
+ * zero and where they are; a message whose values the codec cannot carry
+ * (a finite value past fp16's or bf16's range, a NaN or an infinity in
+ * int8) goes as float32.  The error per value x (zeros exact):
+ * fp16 2^-11 |x| (2^-25 below 2^-14), bf16 2^-8 |x|, int8 half the
+ * scale of its chunk of 256 values (the largest |x| of the chunk / 127).
+ * The outputs every process gets are sent as float32.  Every process of
+ * a job must use the same codec.
+ */
+typedef enum shardnet_comm {
+    SHARDNET_COMM_DEFAULT = 0, /**< SHARDNET_COMM, else fp32 */
+    SHARDNET_COMM_FP32,        /**< the floats as they are */
+    SHARDNET_COMM_FP16,        /**< IEEE half, rounded to nearest even */
+    SHARDNET_COMM_BF16,        /**< bfloat16, rounded to nearest even */
+    SHARDNET_COMM_INT8         /**< int8, symmetric, a scale per 256 */
+} shardnet_comm;
+
 typedef struct shardnet_context_options {
     /** sizeof(shardnet_context_options), or 0. */
     size_t size;
@@ -228,6 +250,9 @@ typedef struct shardnet_context_options {
      * argument. */
     shardnet_progress_fn progress;
     void *progress_user;
+    /** How float32 values cross between processes (a ::shardnet_comm;
+     * 0: SHARDNET_COMM, fp32 fp16 bf16 or int8, else fp32). */
+    int comm;
 } shardnet_context_options;
 
 /**

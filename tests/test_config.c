@@ -81,6 +81,8 @@ ParameterizedTestParameters(environment, bad_value_fails_every_context)
          "SHARDNET_LINK_GBPS='-1' is not a bandwidth in GB/s"},
         {"SHARDNET_CPU_SGEMM", "fast",
          "SHARDNET_CPU_SGEMM='fast' is not a GEMM kernel (auto or blas)"},
+        {"SHARDNET_COMM", "fp8",
+         "SHARDNET_COMM='fp8' is not a codec (fp32, fp16, bf16 or int8)"},
     };
     return cr_make_param_array(bad_value, bad, sizeof bad / sizeof bad[0]);
 }
@@ -150,7 +152,8 @@ Test(options, win_over_the_environment)
                                   .cache_dir = "/tmp/sn-options-cache",
                                   .reprofile = -1,
                                   .staged_collectives = -1,
-                                  .kernel_dir = "/tmp/sn-options-cl"};
+                                  .kernel_dir = "/tmp/sn-options-cl",
+                                  .comm = SHARDNET_COMM_FP32};
     shardnet_context_t *by_env, *by_options;
     setenv("SHARDNET_MEMORY_LIMIT", "1G", 1);
     setenv("SHARDNET_DEVICES", "cpu:0", 1);
@@ -158,6 +161,7 @@ Test(options, win_over_the_environment)
     setenv("SHARDNET_REPROFILE", "1", 1);
     setenv("SHARDNET_STAGED_COLLECTIVES", "1", 1);
     setenv("SHARDNET_CL_DIR", "/tmp/sn-env-cl", 1);
+    setenv("SHARDNET_COMM", "int8", 1);
     by_env = create(NULL);
     by_options = create(&o);
     for (size_t i = 0; i < shardnet_device_count(by_options); i++) {
@@ -168,6 +172,7 @@ Test(options, win_over_the_environment)
         cr_assert_str_eq(d->config->kernel_dir, "/tmp/sn-options-cl");
         cr_assert_eq(d->config->reprofile, 0);
         cr_assert_eq(d->config->staged_collectives, 0);
+        cr_assert_eq(d->config->comm, 0); /* fp32 */
     }
     /* A context without options still has what the environment says. */
     for (size_t i = 0; i < shardnet_device_count(by_env); i++) {
@@ -178,6 +183,7 @@ Test(options, win_over_the_environment)
         cr_assert_str_eq(d->config->kernel_dir, "/tmp/sn-env-cl");
         cr_assert_eq(d->config->reprofile, 1);
         cr_assert_eq(d->config->staged_collectives, 1);
+        cr_assert_eq(d->config->comm, 3); /* int8 */
     }
     size_t idx[4], n = 0;
     cr_assert_eq(shardnet_devices_select(by_options, "", idx, 4, &n),
@@ -306,5 +312,8 @@ Test(options, out_of_range_are_refused)
     o.kernel_dir = NULL;
     o.cache_dir = lots;
     expect_refused(&o, "context options: cache_dir is 4999 bytes long");
+    o.cache_dir = NULL;
+    o.comm = SHARDNET_COMM_INT8 + 1;
+    expect_refused(&o, "context options: comm is 5, not a shardnet_comm");
     free(lots);
 }

@@ -96,6 +96,59 @@ for model in fashion_mlp small_cnn small_transformer; do
     done
 done
 
+# Values between processes in a codec (--comm; lib/comm/codec.h): the
+# tensor and layer splits over two processes within the stated tolerance
+# of one device's answer (relative to 1 + |reference|: fp16 4e-3, bf16
+# 3e-2, int8 0.15 on these models; per value the codec adds at most 2^-11,
+# 2^-8 relative and half its chunk's scale, tests/test_codec.c), the same
+# bits on every run; --comm fp32 is the default's answer bit for bit.
+for model in fashion_mlp small_cnn small_transformer; do
+    m=$fix/$model.onnx
+    in=$fix/${model}_input.npy
+    for split in tensor layer; do
+        out=$tmp/comm-$model-$split
+        if [ -n "$(missing 0/cpu:0,1/cpu:0)" ]; then
+            skip "$model, $split over two processes in codecs (no cpu:0 here)"
+            continue
+        fi
+        # The layer split: one plan for all (its cuts follow measured
+        # speeds, and which values cross decides what a codec rounds).
+        # (A tensor split's saved strategies do not all load back: the
+        # small CNN's conv2 ((1,2,1,1),(2,1,1,1)) is refused; its shares,
+        # on twin devices, are even anyway.)
+        how="-s $split -d 0/cpu:0,1/cpu:0"
+        if [ "$split" = layer ]; then
+            run_np 2 "$bin" plan "$m" -d 0/cpu:0,1/cpu:0 -s "$split" -m 3 \
+                --save "$out.plan" >"$out.plan.log" 2>&1 ||
+                bad "$model, $split over two processes: plan --save"
+            how="--plan $out.plan"
+        fi
+        for c in default fp32 fp16 bf16 int8 fp16again; do
+            case $c in
+            default) flag= ;;
+            fp16again) flag="--comm fp16" ;;
+            *) flag="--comm $c" ;;
+            esac
+            run_np 2 "$bin" run "$m" $how $flag --input "$in" \
+                -o "$out-$c" >"$out-$c.log" 2>&1 ||
+                echo "run failed" >"$out-$c.cmp"
+        done
+        for check in "fp32 $out-default 0" "fp16 $tmp/one-$model 4e-3" \
+                     "bf16 $tmp/one-$model 3e-2" "int8 $tmp/one-$model 0.15" \
+                     "fp16again $out-fp16 0"; do
+            set -- $check
+            if [ ! -s "$out-$1.cmp" ] &&
+               "$t" --compare "$(ls "$2"/*.npy)" "$(ls "$out-$1"/*.npy)" "$3" \
+                   >"$out-$1.cmp" 2>&1; then
+                ok "$model, $split over two processes, --comm $1 against ${2##*/} (tolerance $3): $(cat "$out-$1.cmp")"
+            else
+                bad "$model, $split over two processes, --comm $1 against ${2##*/}"
+                sed 's/^/    /' "$out-$1.log" "$out-$1.cmp" 2>/dev/null | tail -20
+            fi
+        done
+    done
+done
+
 # Tensor splits whose collectives across processes are an all-reduce
 # (batch 1: the logits are partial sums too narrow to cut) and sums of
 # several chunks (batch 2500: 1.3 M floats, uneven shares), random inputs.

@@ -148,6 +148,13 @@ static shardnet_status configure(const shardnet_context_options *in,
                         "context options: cpu_threads is %u, more than the "
                         "%u threads a device may have",
                         o.cpu_threads, 1u << 20);
+    if (o.comm < SHARDNET_COMM_DEFAULT || o.comm > SHARDNET_COMM_INT8)
+        return sn_error(SHARDNET_INVALID_ARGUMENT,
+                        "context options: comm is %d, not a shardnet_comm "
+                        "(0 to %d)",
+                        o.comm, SHARDNET_COMM_INT8);
+    if (o.comm)
+        config->comm = o.comm - SHARDNET_COMM_FP32;
     if (o.memory_limit)
         config->memory_limit = o.memory_limit;
     if (o.cpu_threads)

@@ -235,5 +235,7 @@ void sn_group_free(sn_group *g)
     free(g->host);
     free(g->tmp);
     free(g->rest);
+    free(g->wire_out);
+    free(g->wire_in);
     free(g);
 }

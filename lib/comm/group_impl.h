@@ -54,6 +54,10 @@ struct sn_group {
     /* Between processes: host staging, reused by every call. */
     float *host, *tmp, *rest;
     size_t host_cap, tmp_cap, rest_cap;
+    /* Messages in a codec (comm/codec.h) out and in, when the context
+     * says so (sn_config.comm). */
+    unsigned char *wire_out, *wire_in;
+    size_t wire_out_cap, wire_in_cap;
 };
 
 /* The host-shared path: rank r's side (shared.c). */

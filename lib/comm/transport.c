@@ -6,9 +6,17 @@
  */
 #include <config.h>
 
+#include <stdatomic.h>
 #include <string.h>
 
 #include "comm/transport.h"
+
+static atomic_ullong bytes_sent;
+
+unsigned long long sn_transport_bytes_sent(void)
+{
+    return atomic_load(&bytes_sent);
+}
 
 /* Nothing crosses in one process: no member is ever called. */
 static const sn_transport_ops local_ops = {.name = "local"};
@@ -41,8 +49,10 @@ shardnet_status sn_transport_isend(sn_transport *t, unsigned dst, int tag,
 {
     shardnet_status st = check_peer(t, "send", dst);
     *req = NULL;
-    return st != SHARDNET_OK ? st
-                             : t->ops->isend(t, dst, tag, buf, bytes, req);
+    if (st != SHARDNET_OK)
+        return st;
+    atomic_fetch_add(&bytes_sent, bytes);
+    return t->ops->isend(t, dst, tag, buf, bytes, req);
 }
 
 shardnet_status sn_transport_irecv(sn_transport *t, unsigned src, int tag,
@@ -85,6 +95,8 @@ shardnet_status sn_transport_bcast(sn_transport *t, unsigned root, void *buf,
                         t->processes);
     if (t->processes == 1 || !bytes)
         return SHARDNET_OK;
+    if (root == t->process)
+        atomic_fetch_add(&bytes_sent, bytes * (t->processes - 1));
     return t->ops->bcast(t, root, buf, bytes);
 }
 
@@ -96,5 +108,6 @@ shardnet_status sn_transport_allgather(sn_transport *t, const void *mine,
             memmove(all, mine, bytes);
         return SHARDNET_OK;
     }
+    atomic_fetch_add(&bytes_sent, bytes * (t->processes - 1));
     return t->ops->allgather(t, mine, bytes, all);
 }

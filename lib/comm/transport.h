@@ -87,4 +87,9 @@ shardnet_status sn_transport_bcast(sn_transport *t, unsigned root, void *buf,
 shardnet_status sn_transport_allgather(sn_transport *t, const void *mine,
                                        size_t bytes, void *all);
 
+/* Bytes this process has handed to its transports to send to others
+ * since it started (messages, and its part of broadcasts and
+ * all-gathers: its bytes once per other process), for benchmarks. */
+unsigned long long sn_transport_bytes_sent(void);
+
 #endif /* SN_TRANSPORT_H */

@@ -39,6 +39,8 @@ typedef struct setting {
 
 static const char *const flag[] = {"0", "1", NULL};
 static const char *const sgemm[] = {"auto", "blas", NULL};
+/* In lib/comm/codec.h's order. */
+static const char *const codecs[] = {"fp32", "fp16", "bf16", "int8", NULL};
 
 #define AT(field) offsetof(sn_config, field)
 #define CAP(field) sizeof(((sn_config *)0)->field)
@@ -65,6 +67,8 @@ static const setting settings[] = {
      .cap = CAP(kernel_dir), .should = "a folder's path of at most 4095 bytes"},
     {.name = "SHARDNET_CACHE_DIR", .kind = TEXT, .offset = AT(cache_dir),
      .cap = CAP(cache_dir), .should = "a folder's path of at most 4095 bytes"},
+    {.name = "SHARDNET_COMM", .kind = CHOICE, .offset = AT(comm),
+     .words = codecs, .should = "a codec (fp32, fp16, bf16 or int8)"},
     {.name = "SHARDNET_MPI", .kind = CHOICE, .offset = AT(mpi), .words = flag,
      .should = "a switch (0 or 1)"},
     {.name = "SHARDNET_MPI_TIMEOUT", .kind = NUMBER,

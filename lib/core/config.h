@@ -48,6 +48,10 @@ typedef struct sn_config {
     char cache_dir[SN_CONFIG_PATH_MAX];  /* SHARDNET_CACHE_DIR: profiles and
                                             program binaries; "": see
                                             sn_cache_dir */
+    int comm;               /* SHARDNET_COMM: how float values cross between
+                               processes, as lib/comm/codec.h's sn_codec
+                               (0 fp32, the floats as they are; 1 fp16;
+                               2 bf16; 3 int8) */
     shardnet_progress_fn progress; /* the context options' (no variable):
                                       sn_progress reports to it */
     void *progress_user;

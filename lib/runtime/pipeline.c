@@ -387,6 +387,11 @@ void sn_pipeline_free(sn_pipeline *p)
         free(p->st[s].send);
         free(p->st[s].nsend);
         free(p->st[s].recv);
+        for (size_t k = 0; k < p->st[s].nenc; k++)
+            free(p->st[s].enc[k]);
+        free(p->st[s].enc);
+        free(p->st[s].enc_cap);
+        free(p->st[s].wire);
     }
     free(p->st);
     free(p->start);

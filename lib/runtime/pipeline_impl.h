@@ -44,6 +44,13 @@ typedef struct stage {
     size_t *nsend;
     int *recv;          /* proxy: the values local stages read of ours */
     size_t nrecv;
+    /* Values in a codec (lib/comm/codec.h, sn_config.comm), kept from
+     * run to run: a local stage's encoded sends, per value slot and value
+     * sent ([slot][value], nenc of them), and a proxy's message in. */
+    unsigned char **enc;
+    size_t *enc_cap, nenc;
+    unsigned char *wire;
+    size_t wire_cap;
 } stage;
 
 struct sn_pipeline {

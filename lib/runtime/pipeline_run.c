@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "comm/codec.h"
 #include "ops/registry.h"
 #include "runtime/pipeline_impl.h"
 #include "plan/layer_split.h"
@@ -147,11 +148,14 @@ static int inputs_ready(const sn_pipeline *p, size_t s, size_t j)
     return 1;
 }
 
-/* Header of a value between processes, then its bytes. */
+/* Header of a value between processes, then its bytes: nbytes of them,
+ * or a message of `wire` bytes in a codec (codec.h; float32 values, when
+ * the sender's context says so). */
 typedef struct wire_value {
     int32_t dtype, rank;
     int64_t dims[SN_MAX_DIMS];
     uint64_t nbytes;
+    uint64_t wire; /* 0: the bytes as they are */
 } wire_value;
 
 /* Sends of a local stage still in flight: per value slot, each value's
@@ -178,12 +182,50 @@ static shardnet_status finish_sends(in_flight *f, size_t slot)
     return rc;
 }
 
+/* The codec stage s's float32 values travel in to other processes (its
+ * device's context's), and the buffer of slot's value `at` encoded. */
+static sn_codec stage_codec(const stage *st)
+{
+    int c = sn_config_or_env(st->dev->config)->comm;
+    return c > SN_CODEC_FP32 && c < SN_CODEC_COUNT ? (sn_codec)c
+                                                   : SN_CODEC_FP32;
+}
+
+static unsigned char *enc_buffer(stage *st, const in_flight *f, size_t slot,
+                                 size_t at, size_t bytes)
+{
+    size_t k = slot * f->nper + at;
+    if (st->nenc < f->slots * f->nper) {
+        size_t n = f->slots * f->nper;
+        unsigned char **e = realloc(st->enc, n * sizeof *e);
+        if (!e)
+            return NULL;
+        st->enc = e;
+        size_t *c = realloc(st->enc_cap, n * sizeof *c);
+        if (!c)
+            return NULL;
+        st->enc_cap = c;
+        for (size_t i = st->nenc; i < n; i++)
+            st->enc[i] = NULL, st->enc_cap[i] = 0;
+        st->nenc = n;
+    }
+    if (st->enc_cap[k] < bytes) {
+        unsigned char *b = realloc(st->enc[k], bytes);
+        if (!b)
+            return NULL;
+        st->enc[k] = b;
+        st->enc_cap[k] = bytes;
+    }
+    return st->enc[k];
+}
+
 /* Start sending item j's values that other processes read from local stage
  * s; they go while the stage computes the next items. */
 static shardnet_status send_values(sn_pipeline *p, size_t s, size_t j,
                                    in_flight *f)
 {
-    const stage *st = &p->st[s];
+    stage *st = &p->st[s];
+    sn_codec codec = stage_codec(st);
     size_t slot = j % (2 * p->micro), at = 0;
     sn_host_tensor *vals = p->vals[slot];
     shardnet_status rc = SHARDNET_OK;
@@ -197,11 +239,22 @@ static shardnet_status send_values(sn_pipeline *p, size_t s, size_t j,
             h->rank = t->rank;
             h->nbytes = t->nbytes;
             memcpy(h->dims, t->dims, sizeof h->dims);
+            const void *data = t->data;
+            size_t n = t->nbytes / sizeof(float);
+            if (codec != SN_CODEC_FP32 && t->dtype == SN_DT_FLOAT && n &&
+                n <= SN_CODEC_MAX_N) {
+                unsigned char *e =
+                    enc_buffer(st, f, slot, at, sn_codec_bound(n));
+                if (!e)
+                    return sn_error(SHARDNET_OUT_OF_MEMORY, "pipeline sends");
+                h->wire = sn_codec_encode(codec, t->data, n, e, NULL);
+                data = e;
+            }
             if ((rc = sn_transport_isend(p->net, q, (int)s, h, sizeof *h,
                                          &r[0])) == SHARDNET_OK &&
                 t->nbytes)
-                rc = sn_transport_isend(p->net, q, (int)s, t->data,
-                                        t->nbytes, &r[1]);
+                rc = sn_transport_isend(p->net, q, (int)s, data,
+                                        h->wire ? h->wire : t->nbytes, &r[1]);
         }
     return rc;
 }
@@ -209,7 +262,7 @@ static shardnet_status send_values(sn_pipeline *p, size_t s, size_t j,
 /* Receive item j's values of remote stage s into vals. */
 static shardnet_status recv_values(sn_pipeline *p, size_t s, size_t j)
 {
-    const stage *st = &p->st[s];
+    stage *st = &p->st[s];
     size_t slot = j % (2 * p->micro);
     for (size_t k = 0; k < st->nrecv; k++) {
         int v = st->recv[k];
@@ -220,7 +273,10 @@ static shardnet_status recv_values(sn_pipeline *p, size_t s, size_t j)
             sn_transport_recv(p->net, st->owner, (int)s, &h, sizeof h);
         if (rc != SHARDNET_OK)
             return rc;
-        if (h.rank < 0 || h.rank > SN_MAX_DIMS || h.nbytes > SN_MAX_ELEMENTS * 8)
+        if (h.rank < 0 || h.rank > SN_MAX_DIMS ||
+            h.nbytes > SN_MAX_ELEMENTS * 8 ||
+            (h.wire && (h.dtype != SN_DT_FLOAT || h.nbytes % sizeof(float) ||
+                        h.wire > sn_codec_bound(h.nbytes / sizeof(float)))))
             return sn_error(SHARDNET_INTERNAL,
                             "stage %zu: a malformed value from process %u", s,
                             st->owner);
@@ -236,10 +292,25 @@ static shardnet_status recv_values(sn_pipeline *p, size_t s, size_t j)
         memcpy(d->dims, h.dims, sizeof d->dims);
         d->nbytes = h.nbytes;
         d->name = NULL;
-        if (h.nbytes &&
-            (rc = sn_transport_recv(p->net, st->owner, (int)s, d->data,
-                                    h.nbytes)) != SHARDNET_OK)
+        if (h.wire) {
+            if (st->wire_cap < h.wire) {
+                unsigned char *b = realloc(st->wire, h.wire);
+                if (!b)
+                    return sn_error(SHARDNET_OUT_OF_MEMORY, "pipeline values");
+                st->wire = b;
+                st->wire_cap = h.wire;
+            }
+            if ((rc = sn_transport_recv(p->net, st->owner, (int)s, st->wire,
+                                        h.wire)) != SHARDNET_OK ||
+                (rc = sn_codec_decode(st->wire, h.wire, d->data,
+                                      h.nbytes / sizeof(float), NULL)) !=
+                    SHARDNET_OK)
+                return rc;
+        } else if (h.nbytes &&
+                   (rc = sn_transport_recv(p->net, st->owner, (int)s, d->data,
+                                           h.nbytes)) != SHARDNET_OK) {
             return rc;
+        }
     }
     return SHARDNET_OK;
 }
