@@ -19,6 +19,7 @@
 #include "plan/profile.h"
 #include "plan/node_costs.h"
 #include "plan/share.h"
+#include "comm/codec.h"
 #include "comm/world.h"
 
 void sn_layer_costs_free(sn_layer_costs *c)
@@ -182,6 +183,13 @@ shardnet_status sn_layer_costs_measure(sn_graph *g, sn_device *const *devs,
     for (size_t d = 1; d < ndev; d++)
         if (c->proc[d] != c->proc[0]) {
             st = sn_world_link(&c->link_lat, &c->link_bw);
+            /* Values cross in the context's codec: its bytes, and its
+             * conversion, as a slower link (comm/codec.h). */
+            int k = sn_config_or_env(devs[0]->config)->comm;
+            if (st == SHARDNET_OK && k != SN_CODEC_FP32)
+                c->link_bw = 1.0 / (sn_codec_wire_ratio((sn_codec)k) /
+                                        c->link_bw +
+                                    SN_CODEC_S_PER_BYTE);
             break;
         }
 out:

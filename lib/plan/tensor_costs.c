@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "comm/codec.h"
 #include "plan/node_costs.h"
 #include "plan/tensor_costs.h"
 
@@ -37,9 +38,13 @@ double sn_tensor_cost_collectives(const sn_profile *const *p, size_t n,
             launch = p[d]->launch_s;
     }
     s = (double)c->count * (SN_COLL_LATENCY_S + launch) + 2.0 * c->bytes / bw;
-    if (c->nprocs > 1)
+    if (c->nprocs > 1) {
+        double wire = sn_codec_wire_ratio((sn_codec)c->codec);
         s += (double)c->count * 2.0 * c->link_lat_s +
-             2.0 * c->bytes * (double)(c->nprocs - 1) / c->link_bps;
+             2.0 * c->bytes * (double)(c->nprocs - 1) * wire / c->link_bps;
+        if (c->codec != SN_CODEC_FP32)
+            s += 2.0 * c->bytes * SN_CODEC_S_PER_BYTE;
+    }
     return s;
 }
 

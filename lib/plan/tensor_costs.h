@@ -30,6 +30,8 @@ typedef struct sn_tensor_collectives {
     double bytes;     /* float bytes they move */
     unsigned nprocs;  /* processes the devices are on */
     double link_lat_s, link_bps; /* between processes (nprocs > 1) */
+    int codec;        /* what crosses the link is in (comm/codec.h's
+                         sn_codec; 0: the floats as they are) */
 } sn_tensor_collectives;
 
 /*
@@ -38,7 +40,8 @@ typedef struct sn_tensor_collectives {
  * bytes staged twice (out of and back into the devices) at the slowest
  * staging bandwidth; across processes each also crosses the link: two
  * latencies and its bytes per other process (an upper bound: processes
- * exchange only the parts the others keep).
+ * exchange only the parts the others keep), in the codec: its dense
+ * bytes (sn_codec_wire_ratio) and its conversion (SN_CODEC_S_PER_BYTE).
  */
 double sn_tensor_cost_collectives(const sn_profile *const *p, size_t n,
                                   const sn_tensor_collectives *c);

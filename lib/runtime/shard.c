@@ -50,6 +50,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "comm/codec.h"
 #include "comm/world.h"
 #include "core/config.h"
 #include "core/trace.h"
@@ -68,7 +69,9 @@ static double collective_time(const sn_tensor_split *t)
     const sn_profile *prof[MAXD];
     sn_tensor_collectives c = {.count = t->ncoll,
                                .bytes = t->coll_bytes,
-                               .nprocs = t->where->nprocs};
+                               .nprocs = t->where->nprocs,
+                               .codec = sn_config_or_env(t->dev[0]->config)
+                                            ->comm};
     for (size_t d = 0; d < t->n; d++)
         prof[d] = sn_device_profile(t->dev[d]);
     if (c.nprocs > 1 &&
@@ -436,9 +439,17 @@ void sn_tensor_split_describe(const sn_tensor_split *t, char *buf, size_t cap)
                                        t->dev[d]->info.name,
                                        t->dev[d]->process));
     if (len < cap)
+        len += (size_t)snprintf(buf + len, cap - len,
+                                "  per run: %zu collectives moving %.2f MB\n",
+                                t->ncoll, t->coll_bytes / 1e6);
+    int codec = sn_config_or_env(t->dev[0]->config)->comm;
+    if (t->where->nprocs > 1 && len < cap)
         snprintf(buf + len, cap - len,
-                 "  per run: %zu collectives moving %.2f MB\n", t->ncoll,
-                 t->coll_bytes / 1e6);
+                 "  between processes: %s (--comm), at most %.2f MB per "
+                 "run%s\n",
+                 sn_codec_name((sn_codec)codec),
+                 t->coll_bytes * sn_codec_wire_ratio((sn_codec)codec) / 1e6,
+                 codec ? ", less where values are mostly zeros" : "");
 }
 
 size_t sn_tensor_split_strategies(const sn_tensor_split *t,
