@@ -612,14 +612,18 @@ typedef struct shardnet_session_options {
      * slices follow the devices' measured speeds;
      * "hybrid": pipeline stages, each tensor-split over a group of
      * consecutive devices (three devices or more);
+     * "replicated": pipeline stages, each on a group of consecutive
+     * devices that each hold the stage whole and take its micro-batches
+     * in turn (PipeDream's "2-1"; two devices or more): the planner's
+     * best grouping, or a plan file's replicas;
      * "data": every device runs the whole model (a copy of every weight
      * each) on rows of the batch of its own, as many as the cost model
      * says it finishes with the others, the outputs put together in row
      * order; a batch whose rows the model's nodes mix (or of fewer than
      * four rows) runs whole on the fastest device;
      * "auto": at the first run, the cost model estimates one device (each
-     * listed one), the layer, hybrid, data and tensor splits, and the
-     * fastest estimate is used.
+     * listed one), the layer, hybrid, replicated, data and tensor
+     * splits, and the fastest estimate is used.
      */
     const char *split;
     /** Layer split: micro-batches per run; 0 = one per device.  Each
@@ -631,8 +635,8 @@ typedef struct shardnet_session_options {
      * A plan file written by shardnet_session_save_plan() (NULL: none): it
      * fixes the split, the devices (used when the devices argument is NULL
      * or empty), the micro-batches, the layer split's cuts, the hybrid
-     * split's groups, the data split's rows per device and the tensor
-     * split's strategies.
+     * split's groups, the replicated split's replicas per stage, the
+     * data split's rows per device and the tensor split's strategies.
      */
     const char *plan_file;
 } shardnet_session_options;
@@ -705,7 +709,8 @@ typedef shardnet_status (*shardnet_drain_fn)(void *user, size_t batch,
  * \brief Run \p count batches back to back, for throughput.
  *
  * Batches are fed and drained in order; every batch must be shaped like the
- * first.  A layer or hybrid split overlaps consecutive batches: batch b + 1
+ * first.  A layer, hybrid or replicated split overlaps consecutive
+ * batches: batch b + 1
  * enters the first stage while batch b is in the later ones, so the
  * pipeline fills and empties once per stream instead of once per batch (the
  * feed of batch b + 1 comes before the drain of batch b).  Other splits run

@@ -182,11 +182,12 @@ else
     fail "the trace lacks tracks, micro-batches or kernels"
 fi
 # Memory limits: with 4 MiB per device the MLP at batch 1024 (6.9 MB
-# whole) fits no device alone, and the planner splits it by layer; with
-# 1 MiB nothing fits, and it says so.
+# whole) fits no device alone, and the planner splits it by layer (or
+# replicates it: each device the weights and one micro-batch's
+# activations); with 1 MiB nothing fits, and it says so.
 expect 0 "none on cpu:0: .*: does not fit" env SHARDNET_MEMORY_LIMIT=4M \
     "$bin" plan "$mlp" -d cpu:0,cpu:1 -b 1024
-expect 0 "choice: layer" env SHARDNET_MEMORY_LIMIT=4M \
+expect 0 "choice: (layer|replicated 2) " env SHARDNET_MEMORY_LIMIT=4M \
     "$bin" plan "$mlp" -d cpu:0,cpu:1 -b 1024
 expect 1 "fits neither one of the devices nor a layer split" \
     env SHARDNET_MEMORY_LIMIT=1M "$bin" plan "$mlp" -d cpu:0,cpu:1 -b 1024
@@ -282,6 +283,25 @@ printf 'split hybrid\ndevices cpu:0,cpu:1,cl:0\ngroups 1,1\n' \
     >"$tmpd/hplan3.txt"
 expect 1 "groups of 2 devices in all" "$bin" run "$mlp" \
     --plan "$tmpd/hplan3.txt" -b 4
+
+# Replicated split: PipeDream's configurations listed with estimates and
+# memory; the plan file names the replicas ("2,1" or "2-1").
+expect 0 "^replicated 2-1: stage 0 on cpu:0\+cpu:1 \(2 replicas\).*memory.*estimated" \
+    "$bin" plan "$mlp" -d cpu:0,cpu:1,cl:0 -b 16
+expect 0 "running: replicated split [123-]+, stages on" "$bin" plan "$mlp" \
+    -d cpu:0,cpu:1,cl:0 -s replicated -b 16 --save "$tmpd/rplan.txt"
+expect 0 "^replicas [123](,[12])*$" cat "$tmpd/rplan.txt"
+printf 'split replicated\ndevices cpu:0,cpu:1,cl:0\nreplicas 2-1\n' \
+    >"$tmpd/rplan2.txt"
+expect 0 "wrote" "$bin" run "$mlp" --plan "$tmpd/rplan2.txt" \
+    --input "$src/tests/fixtures/fashion_mlp_input.npy" \
+    --output-dir "$tmpd/o7"
+same "the replicated 2-1 plan gives the one-device logits within rounding" \
+    "$tmpd/o/logits.npy" "$tmpd/o7/logits.npy" 1e-4
+printf 'split replicated\ndevices cpu:0,cpu:1,cl:0\nreplicas 2,2\n' \
+    >"$tmpd/rplan3.txt"
+expect 1 "replicas of 4 devices in all" "$bin" run "$mlp" \
+    --plan "$tmpd/rplan3.txt" -b 4
 
 # More devices than the MLP has nodes: the layer split uses three.
 needs cpu:0,cpu:1,cl:0,cl:1

@@ -4,7 +4,8 @@
 #  - collectives between processes (tests/test_mpi.c) under mpirun -np 2
 #    and -np 3;
 #  - every test model split across processes (layer: bit for bit the
-#    single-process answer; tensor, hybrid and auto: within 1e-4);
+#    single-process answer; tensor, hybrid and auto: within 1e-4;
+#    replicated, bit for bit);
 #  - a process killed in the middle of a run, and a device that fails on
 #    one process: the others stop, non-zero, with a message, within 30 s.
 set -u
@@ -78,7 +79,8 @@ for model in fashion_mlp small_cnn small_transformer; do
                 "2 0/cpu:0,0/cpu:1 tensor 1e-4" \
                 "2 0/cpu:0,1/cpu:0 layer 0" \
                 "2 0/cpu:0,1/cpu:0 tensor 1e-4" \
-                "2 0/cpu:0,0/cl:0,1/cpu:0,1/cl:0 hybrid 1e-4"; do
+                "2 0/cpu:0,0/cl:0,1/cpu:0,1/cl:0 hybrid 1e-4" \
+                "2 0/cpu:0,1/cpu:0,1/cpu:1 replicated 0"; do
         set -- $case
         if [ -n "$(missing "$2")" ]; then
             skip "$model, mpirun -np $1, $3 over $2 (no $(missing "$2") here:$here)"
@@ -148,6 +150,24 @@ for model in fashion_mlp small_cnn small_transformer; do
         done
     done
 done
+# A replicated stage's values stay in its process (its replicas finish
+# micro-batches out of order): a stage replicated on process 0 feeding
+# process 1 is refused, by every process, with the reason.
+if [ -z "$(missing 0/cpu:0,0/cpu:1,1/cpu:0)" ]; then
+    log=$tmp/replicas-across.log
+    printf 'split replicated\ndevices 0/cpu:0,0/cpu:1,1/cpu:0\nreplicas 2,1\n' \
+        >"$tmp/replicas-across.plan"
+    if ! run_np 2 "$bin" run "$fix/fashion_mlp.onnx" -b 8 \
+           --plan "$tmp/replicas-across.plan" >"$log" 2>&1 &&
+       grep -q "a replicated stage's values stay in its process" "$log"; then
+        ok "a replicated stage feeding another process is refused"
+    else
+        bad "a replicated stage feeding another process"
+        sed 's/^/    /' "$log" | tail -20
+    fi
+else
+    skip "replicas across processes (no $(missing 0/cpu:0,0/cpu:1,1/cpu:0) here:$here)"
+fi
 
 # Tensor splits whose collectives across processes are an all-reduce
 # (batch 1: the logits are partial sums too narrow to cut) and sums of

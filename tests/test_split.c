@@ -1,8 +1,10 @@
 /*
  * Splits: every fixture model cut into pipeline stages over 2, 3 and 4
  * devices gives the single-device answer - bit for bit when all stages run
- * on the same backend, within 1e-4 relative when backends mix; so does a
- * data split; sharded by tensor (and under "auto") within 1e-4 relative.
+ * on the same backend, within 1e-4 relative when backends mix; so do a
+ * replicated split (stages on several devices taking micro-batches in
+ * turn) and a data split; sharded by tensor (and under "auto") within
+ * 1e-4 relative.
  */
 #include <config.h>
 
@@ -97,7 +99,7 @@ static float *run(shardnet_model_t *m, const shardnet_tensor *in,
  * lacks is a skip, named with its reason. */
 typedef struct split_case {
     size_t model, set; /* indices into split_models and split_sets */
-    char split[8];
+    char split[16];
 } split_case;
 
 static const char *const split_models[][2] = {
@@ -172,6 +174,66 @@ static double one_device_mb(const char *text)
     return most;
 }
 
+/* The answer of a replicated split, bit for bit where exact, else within
+ * 1e-4 relative. */
+static void check_answer(const float *got, const float *want, size_t n,
+                         int exact, const char *model, const char *devices,
+                         const char *what)
+{
+    for (size_t i = 0; i < n; i++)
+        cr_assert(exact ? !memcmp(&got[i], &want[i], sizeof *got)
+                        : fabsf(got[i] - want[i]) <=
+                              1e-4f * (1.0f + fabsf(want[i])),
+                  "%s on %s (%s): element %zu is %.9g, one device gives %.9g",
+                  model, devices, what, i, (double)got[i], (double)want[i]);
+}
+
+/* Every replicated configuration of the list (each composition into
+ * consecutive stages with a stage on two devices or more: "2", "2-1",
+ * "1-2", "3", ...), from a plan file's replicas, at the default
+ * micro-batches and at one per replica and row pair. */
+static void every_replication(const char *model, const char *devices,
+                              size_t nd, int exact, shardnet_model_t *m,
+                              const shardnet_tensor *in, const float *want,
+                              size_t n0)
+{
+    char plan[64];
+    snprintf(plan, sizeof plan, "/tmp/sn-replicas-plan-%d", (int)getpid());
+    for (unsigned k = 0; k < 1u << (nd - 1); k++) {
+        char reps[32] = "";
+        size_t run = 1, most = 0, at = 0;
+        for (size_t d = 0; d < nd; d++, run++)
+            if (d + 1 == nd || (k >> d & 1)) {
+                at += (size_t)snprintf(reps + at, sizeof reps - at, "%s%zu",
+                                       at ? "-" : "", run);
+                most = run > most ? run : most;
+                run = 0;
+            }
+        if (most < 2)
+            continue;
+        for (size_t micro = 0; micro < 2; micro++) {
+            FILE *f = fopen(plan, "w");
+            cr_assert(f != NULL);
+            fprintf(f, "split replicated\ndevices %s\nreplicas %s\n",
+                    devices, reps);
+            if (micro)
+                fprintf(f, "micro_batches %zu\n",
+                        (size_t)in->info.dims[0] / 2);
+            fclose(f);
+            shardnet_session_options o = {.plan_file = plan};
+            size_t n1;
+            float *got = run_with(ctx, m, in, devices, &o, &n1);
+            cr_assert_eq(n0, n1);
+            char what[64];
+            snprintf(what, sizeof what, "replicated %s, %s micro-batches",
+                     reps, micro ? "two-row" : "default");
+            check_answer(got, want, n0, exact, model, devices, what);
+            free(got);
+        }
+    }
+    unlink(plan);
+}
+
 static void split_matches_one_device(const split_case *sc)
 {
     const struct {
@@ -191,14 +253,19 @@ static void split_matches_one_device(const split_case *sc)
     fixture(path, sizeof path, c->input);
     cr_assert_eq(shardnet_tensor_load(path, &in), SHARDNET_OK);
     size_t n0, n1;
-    int layer = !strcmp(c->split, "layer");
-    /* Micro-batches: none, three, and where the split is exact also 19
-     * (of 13 to 14 rows for the MLP's 256: kernels' remainder rows) and
-     * one row each (a GEMM with M = 1). */
+    int replicated = !strcmp(c->split, "replicated");
+    int layer = !strcmp(c->split, "layer") || replicated;
+    /* Micro-batches: none (a replicated split: the default, one per
+     * replica at least), three, and where the split is exact also 19 (of
+     * 13 to 14 rows for the MLP's 256: kernels' remainder rows) and one
+     * row each (a GEMM with M = 1). */
     size_t batch = (size_t)in.info.dims[0];
-    size_t micros[] = {1, 3, 19, batch};
+    size_t micros[] = {replicated ? 0 : 1, 3, 19, batch};
     size_t nmicro = !layer ? 1 : c->exact ? 4 : 2;
     float *want = run(m, &in, c->reference, "none", 0, &n0);
+    if (replicated)
+        every_replication(c->model, c->devices, split_sets[sc->set].count,
+                          c->exact, m, &in, want, n0);
     if (!strcmp(c->split, "auto")) {
         /* Auto on its own keeps one device when splitting does not pay
          * (then this would compare a device with itself): with less memory
@@ -533,6 +600,22 @@ ParameterizedTestParameters(tensor_split, auto_matches_one_device_on_every_model
 
 ParameterizedTest(split_case *c, tensor_split,
                   auto_matches_one_device_on_every_model)
+{
+    split_matches_one_device(c);
+}
+
+/* Replicated: stages on consecutive devices each, every device of a stage
+ * running it whole on micro-batches taken in turn; every configuration of
+ * 2 to 4 devices, bit for bit on one backend. */
+ParameterizedTestParameters(layer_split, replicated_gives_the_single_device_answer)
+{
+    split_case *cases = cr_malloc(NMODELS * NSETS * sizeof *cases);
+    return cr_make_param_array(split_case, cases,
+                               split_cases(cases, "replicated"));
+}
+
+ParameterizedTest(split_case *c, layer_split,
+                  replicated_gives_the_single_device_answer)
 {
     split_matches_one_device(c);
 }
@@ -884,6 +967,11 @@ Test(layer_split, streamed_batches_each_get_their_own_answer)
         {"fashion_mlp.onnx", "fashion_mlp_input.npy", "layer", 0},
         {"small_transformer.onnx", "small_transformer_input.npy", "layer", 3},
         {"small_cnn.onnx", "small_cnn_input.npy", "tensor", 0},
+        /* both devices replicating the model, micro-batches in turn:
+         * they finish out of order, two batches in flight */
+        {"fashion_mlp.onnx", "fashion_mlp_input.npy", "replicated", 5},
+        {"small_transformer.onnx", "small_transformer_input.npy",
+         "replicated", 0},
     };
     char path[4096];
     need_devices("cpu:0,cpu:1");
@@ -920,7 +1008,7 @@ Test(layer_split, streamed_batches_each_get_their_own_answer)
             float *want = run(m, &one, "cpu:0", "none", 0, &n0);
             cr_assert_eq(n0, c.count);
             for (size_t i = 0; i < n0; i++) {
-                if (!strcmp(cases[k].split, "layer"))
+                if (strcmp(cases[k].split, "tensor"))
                     cr_assert_eq(memcmp(&want[i], &c.got[b][i], sizeof *want),
                                  0,
                                  "%s batch %zu element %zu: %.9g, alone %.9g",
@@ -999,4 +1087,150 @@ Test(tensor_split, the_strategy_search_never_prices_above_the_rules)
         shardnet_tensor_free(&in);
         shardnet_model_free(m);
     }
+/* A replicated split's configurations are estimated, each in PipeDream's
+ * notation with its stages, their replicas and memory; a plan file's
+ * replicas run, and saved and read back they run the same. */
+Test(layer_split, replicated_plans_are_described_saved_and_read_back)
+{
+    static const char *const devices = "cpu:0,cpu:1,cl:0";
+    char plan[64], text[16384], saved[1024];
+    shardnet_model_t *m = NULL;
+    shardnet_tensor in;
+    const void *out;
+    size_t n0;
+    temp_plan(plan);
+    need_devices(devices);
+    fixture(saved, sizeof saved, "small_cnn.onnx");
+    cr_assert_eq(shardnet_model_load(saved, &m), SHARDNET_OK);
+    fixture(saved, sizeof saved, "small_cnn_input.npy");
+    cr_assert_eq(shardnet_tensor_load(saved, &in), SHARDNET_OK);
+    float *want = run(m, &in, "cpu:0", "none", 0, &n0);
+    write_file(plan, "split replicated\ndevices cpu:0,cpu:1,cl:0\n"
+                     "replicas 2-1\n");
+    shardnet_session_options o = {.plan_file = plan};
+    shardnet_session_t *s = NULL;
+    cr_assert_eq(shardnet_session_create_with(ctx, m, NULL, &o, &s),
+                 SHARDNET_OK, "%s", shardnet_last_error());
+    cr_assert_eq(shardnet_session_set_input(s, 0, in.info.dtype, in.info.rank,
+                                            in.info.dims, in.data),
+                 SHARDNET_OK);
+    shardnet_session_describe(s, text, sizeof text);
+    /* every configuration with a stage on two devices or more */
+    for (size_t k = 0; k < 3; k++) {
+        static const char *const conf[] = {"replicated 2-1: stage 0 on "
+                                           "cpu:0+cpu:1 (2 replicas)",
+                                           "replicated 1-2: stage 0 on cpu:0",
+                                           "replicated 3: stage 0 on "
+                                           "cpu:0+cpu:1+cl:0 (3 replicas)"};
+        const char *p = strstr(text, conf[k]);
+        cr_assert(p, "no '%s' in\n%s", conf[k], text);
+        const char *eol = strchr(p, '\n'), *mem = strstr(p, "memory "),
+                   *est = strstr(p, "estimated ");
+        cr_assert(mem && mem < eol && est && est < eol, "%.*s",
+                  (int)(eol - p), p);
+    }
+    cr_assert_eq(shardnet_session_run(s), SHARDNET_OK, "%s",
+                 shardnet_last_error());
+    shardnet_session_describe(s, text, sizeof text);
+    cr_assert(strstr(text, "running: replicated split 2-1, stages on cpu:0+"
+                           "cpu:1 (2 replicas) | cl:0"),
+              "%s", text);
+    cr_assert_eq(shardnet_session_output(s, 0, NULL, &out), SHARDNET_OK);
+    check_answer(out, want, n0, 0, "small_cnn", devices, "replicas 2-1");
+    cr_assert_eq(shardnet_session_save_plan(s, plan), SHARDNET_OK, "%s",
+                 shardnet_last_error());
+    shardnet_session_free(s);
+    FILE *f = fopen(plan, "r");
+    size_t len = fread(saved, 1, sizeof saved - 1, f);
+    fclose(f);
+    saved[len] = '\0';
+    cr_assert(strstr(saved, "split replicated\n") &&
+                  strstr(saved, "\nreplicas 2,1\n") &&
+                  strstr(saved, "\ncuts "),
+              "%s", saved);
+    s = NULL;
+    cr_assert_eq(shardnet_session_create_with(ctx, m, NULL, &o, &s),
+                 SHARDNET_OK, "%s", shardnet_last_error());
+    cr_assert_eq(shardnet_session_set_input(s, 0, in.info.dtype, in.info.rank,
+                                            in.info.dims, in.data),
+                 SHARDNET_OK);
+    cr_assert_eq(shardnet_session_run(s), SHARDNET_OK, "%s\n%s",
+                 shardnet_last_error(), saved);
+    shardnet_session_describe(s, text, sizeof text);
+    cr_assert(strstr(text, "running: replicated split 2-1"), "%s", text);
+    cr_assert_eq(shardnet_session_output(s, 0, NULL, &out), SHARDNET_OK);
+    check_answer(out, want, n0, 0, "small_cnn", devices, "saved plan");
+    shardnet_session_free(s);
+    free(want);
+    unlink(plan);
+    shardnet_tensor_free(&in);
+    shardnet_model_free(m);
+}
+
+/* Replicas that do not fit the list or the split are refused, naming what
+ * is wrong. */
+Test(layer_split, bad_replicas_are_refused_clearly)
+{
+    static const struct {
+        const char *plan, *why;
+    } cases[] = {
+        {"split replicated\ndevices cpu:0,cpu:1\nreplicas 1\n",
+         "replicas of 1 devices in all for a replicated split over 2"},
+        {"split replicated\ndevices cpu:0,cpu:1\nreplicas 2,1\n",
+         "replicas of 3 devices in all for a replicated split over 2"},
+        {"split replicated\ndevices cpu:0,cpu:1\nreplicas 0,2\n",
+         "'replicas': '0' is not a whole number from 1 to 16"},
+        {"split replicated\ndevices cpu:0,cpu:1\nreplicas 2,x\n",
+         "'replicas': 'x' is not a whole number"},
+        {"split replicated\ndevices cpu:0,cpu:1\nreplicas 17\n",
+         "'replicas': '17' is not a whole number from 1 to 16"},
+        {"split replicated\ndevices cpu:0,cpu:1\n"
+         "replicas 1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1\n",
+         "'replicas': more than 16 values"},
+        {"split layer\ndevices cpu:0,cpu:1\nreplicas 2\n",
+         "replicas are for split 'replicated', not 'layer'"},
+        {"split replicated\ndevices cpu:0,cpu:1\ncuts 1\n",
+         "cuts of a replicated split need its 'replicas' line"},
+        {"split replicated\ndevices cpu:0,cpu:1\nreplicas 1,1\ncuts 1,2\n",
+         "2 cuts for a 'replicated' split of 2 stages"},
+        {"split replicated\ndevices cpu:0\n",
+         "a replicated split needs two devices or more"},
+        {"split replicated\ndevices cpu:0,cpu:1\nreplicas 2\nreplicas 2\n",
+         "a second 'replicas' line"},
+    };
+    char plan[64], path[4096];
+    shardnet_model_t *m = NULL;
+    temp_plan(plan);
+    fixture(path, sizeof path, "fashion_mlp.onnx");
+    cr_assert_eq(shardnet_model_load(path, &m), SHARDNET_OK);
+    for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
+        shardnet_session_t *s = NULL;
+        shardnet_session_options o = {.plan_file = plan};
+        write_file(plan, cases[k].plan);
+        cr_assert_eq(shardnet_session_create_with(ctx, m, NULL, &o, &s),
+                     SHARDNET_INVALID_ARGUMENT, "case %zu: %s", k,
+                     cases[k].plan);
+        cr_assert(strstr(shardnet_last_error(), cases[k].why),
+                  "case %zu: '%s' says '%s'", k, cases[k].why,
+                  shardnet_last_error());
+    }
+    /* More stages than the model has nodes: refused when the pipeline is
+     * made. */
+    shardnet_session_t *s = NULL;
+    shardnet_session_options o = {.plan_file = plan};
+    write_file(plan, "split replicated\ndevices cpu:0,cpu:1\nreplicas 1,1\n"
+                     "cuts 7\n");
+    cr_assert_eq(shardnet_session_create_with(ctx, m, NULL, &o, &s),
+                 SHARDNET_OK, "%s", shardnet_last_error());
+    float x[2 * 784] = {0};
+    int64_t dims[2] = {2, 784};
+    cr_assert_eq(shardnet_session_set_input(s, 0, SHARDNET_DTYPE_FLOAT32, 2,
+                                            dims, x),
+                 SHARDNET_OK);
+    cr_assert_eq(shardnet_session_run(s), SHARDNET_INVALID_ARGUMENT);
+    cr_assert(strstr(shardnet_last_error(), "out of order or range"), "%s",
+              shardnet_last_error());
+    shardnet_session_free(s);
+    unlink(plan);
+    shardnet_model_free(m);
 }

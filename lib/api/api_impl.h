@@ -37,6 +37,11 @@ struct shardnet_session {
     size_t groups[MAX_SPLIT];   /* hybrid split: devices per stage */
     size_t ngroups;             /* 0: a layer split (one device a stage) */
     int hybrid_default;         /* groups not given: the planner's */
+    int replicated;             /* split "replicated" */
+    size_t reps[MAX_SPLIT];     /* replicated split: devices per stage, each
+                                   running it on micro-batches in turn */
+    size_t nreps;
+    int replicated_default;     /* reps not given: the planner's */
     int multi;                  /* an MPI job: every process runs the
                                    session, and gets its outputs */
     sn_device *home;            /* a device of this process */
@@ -73,6 +78,8 @@ typedef struct plan_file {
     int have_cuts;
     size_t groups[MAX_SPLIT];
     size_t ngroups;
+    size_t reps[MAX_SPLIT]; /* replicated split: replicas per stage */
+    size_t nreps;
     size_t rows[MAX_SPLIT]; /* data split: rows per device */
     size_t nrows;
     sn_strategy *strat; /* malloc'ed */
@@ -106,8 +113,9 @@ shardnet_status sn_session_tensor_search(shardnet_session_t *session,
                                          char *report, size_t cap);
 /* The batch of the bound inputs: the first input's first dimension. */
 int64_t sn_session_rows(const shardnet_session_t *session);
-/* Decide what "auto" or a hybrid without groups leaves open, for the bound
- * inputs, and make the pipeline of a layer or hybrid split (split.c). */
+/* Decide what "auto", a hybrid without groups or a replicated split
+ * without replicas leaves open, for the bound inputs, and make the
+ * pipeline of a layer, hybrid or replicated split (split.c). */
 shardnet_status sn_session_prepare(shardnet_session_t *session);
 
 #endif

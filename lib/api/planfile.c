@@ -2,7 +2,8 @@
  * (shardnet_session_save_plan, "shardnet plan --save") and read back from
  * (the plan_file session option), one "key value" line each: the split,
  * the devices, micro-batches, the layer split's cuts, the hybrid split's
- * groups, the data split's rows and the tensor split's strategies.  Hostile files are refused
+ * groups, the replicated split's replicas, the data split's rows and the
+ * tensor split's strategies.  Hostile files are refused
  * with the line that is wrong. */
 #include <config.h>
 
@@ -52,8 +53,9 @@ static int parse_counts(const char *rest, const char *key, size_t min,
 }
 
 /* Keys that may appear once in a plan file. */
-static const char *const once[] = {"split", "devices", "micro_batches",
-                                   "cuts", "groups", "rows"};
+static const char *const once[] = {"split",  "devices", "micro_batches",
+                                   "cuts",   "groups",  "rows",
+                                   "replicas"};
 #define NONCE (sizeof once / sizeof once[0])
 
 /* The plan file at path opened for reading, if it is a regular file. */
@@ -87,8 +89,8 @@ static shardnet_status plan_bad_line(const char *path, int lineno,
     line[strcspn(line, "\r\n")] = '\0';
     return sn_error(SHARDNET_INVALID_ARGUMENT,
                     "plan %s, line %d: expected 'split', 'devices', "
-                    "'micro_batches', 'cuts', 'groups', 'rows' or "
-                    "'strategy' and a value: %s",
+                    "'micro_batches', 'cuts', 'groups', 'replicas', 'rows' "
+                    "or 'strategy' and a value: %s",
                     path, lineno, line);
 }
 
@@ -180,6 +182,13 @@ static shardnet_status plan_line(plan_file *pf, int *seen, int **strat_line,
     } else if (!strcmp(key, "groups")) {
         counted = parse_counts(rest, key, 1, MAX_SPLIT, pf->groups,
                                MAX_SPLIT, &pf->ngroups);
+    } else if (!strcmp(key, "replicas")) {
+        /* PipeDream's "2-1", or "2,1" as the other counts */
+        for (char *d = rest; *d; d++)
+            if (*d == '-')
+                *d = ',';
+        counted = parse_counts(rest, key, 1, SN_COLL_MAX, pf->reps,
+                               MAX_SPLIT, &pf->nreps);
     } else {
         return plan_bad_line(path, lineno, line);
     }
@@ -251,11 +260,12 @@ shardnet_status shardnet_session_save_plan(shardnet_session_t *session,
     if (!f)
         return sn_error(SHARDNET_IO_ERROR, "cannot write plan %s", path);
     fprintf(f, "# shardnet plan (shardnet_session_save_plan); edit freely\n");
-    fprintf(f, "split %s\n", session->tensor     ? "tensor"
-                             : session->data     ? "data"
-                             : session->ngroups  ? "hybrid"
-                             : session->ndev > 1 ? "layer"
-                                                 : "none");
+    fprintf(f, "split %s\n", session->tensor       ? "tensor"
+                             : session->data       ? "data"
+                             : session->replicated ? "replicated"
+                             : session->ngroups    ? "hybrid"
+                             : session->ndev > 1   ? "layer"
+                                                   : "none");
     fprintf(f, "devices ");
     if (session->ndev > 1)
         for (size_t i = 0; i < session->ndev; i++)
@@ -287,6 +297,16 @@ shardnet_status shardnet_session_save_plan(shardnet_session_t *session,
             fprintf(f, "groups");
             for (size_t u = 0; u < session->ngroups; u++)
                 fprintf(f, "%s%zu", u ? "," : " ", session->groups[u]);
+            fprintf(f, "\n");
+        }
+        if (session->replicated) {
+            fprintf(f, "# devices per stage (consecutive in the list), "
+                       "PipeDream's \"2-1\"; a\n# stage on several runs "
+                       "whole on each, taking micro-batches in turn\n");
+            fprintf(f, "replicas");
+            for (size_t u = 0; u < sn_pipeline_stages(session->pipe); u++)
+                fprintf(f, "%s%zu", u ? "," : " ",
+                        sn_pipeline_replicas(session->pipe, u));
             fprintf(f, "\n");
         }
         fprintf(f, "micro_batches %zu\n",

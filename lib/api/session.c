@@ -101,11 +101,12 @@ static shardnet_status session_create(shardnet_context_t *ctx,
         pf = *pfp;
     if (split && strcmp(split, "none") && strcmp(split, "layer") &&
         strcmp(split, "auto") && strcmp(split, "tensor") &&
-        strcmp(split, "hybrid") && strcmp(split, "data"))
+        strcmp(split, "hybrid") && strcmp(split, "data") &&
+        strcmp(split, "replicated"))
         return sn_error(SHARDNET_INVALID_ARGUMENT,
                         "split '%s' is not available (this version has "
-                        "'none', 'layer', 'tensor', 'hybrid', 'data' and "
-                        "'auto')",
+                        "'none', 'layer', 'tensor', 'hybrid', 'replicated', "
+                        "'data' and 'auto')",
                         split);
     if (shardnet_model_unsupported(model, unsupported, sizeof unsupported))
         return sn_error(SHARDNET_UNSUPPORTED, "unsupported operators: %s",
@@ -117,7 +118,8 @@ static shardnet_status session_create(shardnet_context_t *ctx,
     if (!split)
         split = n > 1 ? "auto" : "none";
     int hybrid = !strcmp(split, "hybrid");
-    layer = !strcmp(split, "layer") || hybrid;
+    int replicated = !strcmp(split, "replicated");
+    layer = !strcmp(split, "layer") || hybrid || replicated;
     autosplit = !strcmp(split, "auto");
     int tensor = !strcmp(split, "tensor");
     int data = !strcmp(split, "data");
@@ -125,6 +127,11 @@ static shardnet_status session_create(shardnet_context_t *ctx,
         return sn_error(SHARDNET_INVALID_ARGUMENT,
                         "a hybrid split needs three devices or more (it "
                         "tensor-splits stages across groups of them)");
+    if (replicated && n < 2)
+        return sn_error(SHARDNET_INVALID_ARGUMENT,
+                        "a replicated split needs two devices or more (a "
+                        "stage runs on several, taking micro-batches in "
+                        "turn)");
     if (n > 1 && !layer && !autosplit && !tensor && !data)
         return sn_error(SHARDNET_INVALID_ARGUMENT,
                         "device list '%s' names %zu devices but the split is "
@@ -142,6 +149,7 @@ static shardnet_status session_create(shardnet_context_t *ctx,
     s->tensor = tensor && n > 1;
     s->data = data && n > 1;
     s->choose = autosplit && n > 1;
+    s->replicated = replicated;
     /* In a job of several processes every process runs the same session;
      * a layer (or hybrid) split carries values and outputs between them. */
     s->multi = sn_world_processes() > 1;
@@ -167,6 +175,27 @@ static shardnet_status session_create(shardnet_context_t *ctx,
             memcpy(s->groups, pf.groups, pf.ngroups * sizeof pf.groups[0]);
             s->ngroups = pf.ngroups;
         }
+        if (pf.nreps) {
+            size_t total = 0;
+            for (size_t u = 0; u < pf.nreps; u++)
+                total += pf.reps[u];
+            if (!replicated || total != n) {
+                free(s);
+                return replicated
+                           ? sn_error(SHARDNET_INVALID_ARGUMENT,
+                                      "plan %s: replicas of %zu devices in "
+                                      "all for a replicated split over %zu "
+                                      "devices (the counts must cover the "
+                                      "list)",
+                                      options->plan_file, total, n)
+                           : sn_error(SHARDNET_INVALID_ARGUMENT,
+                                      "plan %s: replicas are for split "
+                                      "'replicated', not '%s'",
+                                      options->plan_file, split);
+            }
+            memcpy(s->reps, pf.reps, pf.nreps * sizeof pf.reps[0]);
+            s->nreps = pf.nreps;
+        }
         if (pf.nrows) {
             size_t total = 0;
             for (size_t d = 0; d < pf.nrows; d++)
@@ -188,7 +217,16 @@ static shardnet_status session_create(shardnet_context_t *ctx,
             s->have_data_rows = s->data_rows_fixed = 1;
         }
         if (pf.have_cuts) {
-            size_t stages = s->ngroups ? s->ngroups : n;
+            size_t stages = s->ngroups ? s->ngroups
+                            : s->nreps ? s->nreps
+                                       : n;
+            if (replicated && !s->nreps) {
+                free(s);
+                return sn_error(SHARDNET_INVALID_ARGUMENT,
+                                "plan %s: cuts of a replicated split need "
+                                "its 'replicas' line",
+                                options->plan_file);
+            }
             if (!layer || pf.ncuts + 1 != stages) {
                 free(s);
                 return sn_error(SHARDNET_INVALID_ARGUMENT,
@@ -199,6 +237,12 @@ static shardnet_status session_create(shardnet_context_t *ctx,
             memcpy(s->cuts, pf.cuts, pf.ncuts * sizeof pf.cuts[0]);
             s->have_cuts = 1;
         }
+    }
+    if (replicated && !s->nreps) {
+        /* No replicas given: the planner's best configuration. */
+        s->reps[0] = n;
+        s->nreps = 1;
+        s->replicated_default = 1;
     }
     if (hybrid && !s->ngroups) {
         /* No groups given: two stages, the list cut in half. */

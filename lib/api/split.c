@@ -1,8 +1,8 @@
 /* A session's split: the candidate tensor split built for the planner's
  * chooser (lib/plan/choose.h, which weighs it against one device, a
- * layer, a hybrid and a data split and tells why), the choice "auto"
- * applies, the pipeline made for a layer or hybrid split, the rows of a
- * data split, and
+ * layer, a hybrid, a replicated and a data split and tells why), the
+ * choice "auto" applies, the pipeline made for a layer, hybrid or
+ * replicated split, the rows of a data split, and
  * shardnet_session_describe, which tells all of it. */
 #include <config.h>
 
@@ -92,6 +92,22 @@ static void take_groups(shardnet_session_t *session, const sn_split_choice *ch)
     session->hybrid_default = 0;
 }
 
+/* The planner's replicated configuration becomes the session's. */
+static shardnet_status take_replicas(shardnet_session_t *session,
+                                     const sn_split_choice *ch)
+{
+    if (!ch->nreps)
+        return sn_error(SHARDNET_UNSUPPORTED,
+                        "replicated split: no configuration of these "
+                        "devices can run (a stage's replicas stay in one "
+                        "process, and so do its values)");
+    memcpy(session->reps, ch->reps, ch->nreps * sizeof ch->reps[0]);
+    session->nreps = ch->nreps;
+    session->replicated = 1;
+    session->replicated_default = 0;
+    return SHARDNET_OK;
+}
+
 int64_t sn_session_rows(const shardnet_session_t *session)
 {
     return session->model->g->ninputs && session->inputs[0].rank
@@ -109,6 +125,7 @@ static shardnet_status apply_choice(shardnet_session_t *session,
     session->est_s = kind == SN_SPLIT_TENSOR   ? sn_tensor_split_estimate(ts)
                      : kind == SN_SPLIT_LAYER  ? ch->layer
                      : kind == SN_SPLIT_HYBRID ? ch->hybrid
+                     : kind == SN_SPLIT_REPLICATED ? ch->replicated
                                             : ch->none;
     session->est_rows = sn_session_rows(session);
     session->nruns = 0;
@@ -133,10 +150,13 @@ static shardnet_status apply_choice(shardnet_session_t *session,
         return SHARDNET_OK;
     }
     sn_tensor_split_free(ts);
-    if (kind == SN_SPLIT_LAYER || kind == SN_SPLIT_HYBRID) {
+    if (kind == SN_SPLIT_LAYER || kind == SN_SPLIT_HYBRID ||
+        kind == SN_SPLIT_REPLICATED) {
         session->ndev = session->nlisted;
         if (kind == SN_SPLIT_HYBRID)
             take_groups(session, ch);
+        if (kind == SN_SPLIT_REPLICATED)
+            return take_replicas(session, ch);
     } else if (session->multi) {
         session->dev = session->devs[best]; /* a pipeline of one stage */
     } else if (session->devs[best] != session->dev) {
@@ -250,6 +270,15 @@ shardnet_status sn_session_prepare(shardnet_session_t *session)
             return st;
         take_groups(session, &ch);
     }
+    if (session->replicated_default && !session->pipe) {
+        /* "replicated" without replicas: the planner's best. */
+        sn_split_choice ch;
+        if ((st = sn_split_choose(g, session->devs, session->nlisted,
+                                  session->inputs, session->micro, &ch, NULL,
+                                  0)) != SHARDNET_OK ||
+            (st = take_replicas(session, &ch)) != SHARDNET_OK)
+            return st;
+    }
     if (session->data) {
         if ((st = data_rows(session)) != SHARDNET_OK)
             return st;
@@ -259,6 +288,11 @@ shardnet_status sn_session_prepare(shardnet_session_t *session)
             return st;
         return SHARDNET_OK;
     }
+    if (session->replicated && !session->pipe)
+        return sn_pipeline_create_replicated(
+            g, session->devs, session->ndev, session->reps, session->nreps,
+            session->inputs, session->have_cuts ? session->cuts : NULL,
+            &session->pipe);
     if (!session->tensor && (session->ndev > 1 || session->multi) &&
         !session->pipe &&
         (st = sn_pipeline_create_groups(
@@ -282,6 +316,9 @@ typedef struct running {
     size_t ndev;
     size_t ngroups;
     const size_t *groups;
+    int replicated;
+    size_t nreps;
+    const size_t *reps;
     const sn_device *dev;
     const sn_tensor_split *ts; /* what a tensor split cuts, or NULL */
 } running;
@@ -297,6 +334,9 @@ static running running_of(const shardnet_session_t *session, int estimated,
                  .ndev = session->ndev,
                  .ngroups = session->ngroups,
                  .groups = session->groups,
+                 .replicated = session->replicated,
+                 .nreps = session->nreps,
+                 .reps = session->reps,
                  .dev = session->dev,
                  .ts = session->tensor ? session->ts : NULL};
     if (!estimated)
@@ -311,7 +351,8 @@ static running running_of(const shardnet_session_t *session, int estimated,
             r.data = 1;
             r.ndev = session->nlisted;
             r.rows = ch->data.rows;
-        } else if (kind == SN_SPLIT_LAYER || kind == SN_SPLIT_HYBRID) {
+        } else if (kind == SN_SPLIT_LAYER || kind == SN_SPLIT_HYBRID ||
+                   kind == SN_SPLIT_REPLICATED) {
             r.ndev = session->nlisted;
         } else {
             r.dev = session->devs[ch->best_dev];
@@ -322,6 +363,14 @@ static running running_of(const shardnet_session_t *session, int estimated,
         ch->ngroups) {
         r.ngroups = ch->ngroups;
         r.groups = ch->groups;
+    }
+    if (((session->choose && kind == SN_SPLIT_REPLICATED) ||
+         (!session->choose && session->replicated_default &&
+          !session->pipe)) &&
+        ch->nreps) {
+        r.replicated = 1;
+        r.nreps = ch->nreps;
+        r.reps = ch->reps;
     }
     return r;
 }
@@ -346,6 +395,25 @@ static size_t describe_running(const shardnet_session_t *session,
             len += (size_t)snprintf(text + len, cap - len, "%s%s %zu rows",
                                     d ? ", " : ": ",
                                     session->devs[d]->info.name, r->rows[d]);
+        if (len < cap)
+            len += (size_t)snprintf(text + len, cap - len, "\n");
+    } else if (r->ndev > 1 && r->replicated) {
+        char name[64];
+        sn_replicas_format(r->reps, r->nreps, name, sizeof name);
+        len += (size_t)snprintf(text + len, cap - len,
+                                "running: replicated split %s, stages on",
+                                name);
+        for (size_t u = 0, d = 0; u < r->nreps && len < cap; u++) {
+            len += (size_t)snprintf(text + len, cap - len, "%s",
+                                    u ? " |" : "");
+            for (size_t k = 0; k < r->reps[u] && len < cap; k++, d++)
+                len += (size_t)snprintf(text + len, cap - len, "%s%s",
+                                        k ? "+" : " ",
+                                        session->devs[d]->info.name);
+            if (r->reps[u] > 1 && len < cap)
+                len += (size_t)snprintf(text + len, cap - len,
+                                        " (%zu replicas)", r->reps[u]);
+        }
         if (len < cap)
             len += (size_t)snprintf(text + len, cap - len, "\n");
     } else if (r->ndev > 1 && r->ngroups) {

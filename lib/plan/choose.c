@@ -2,7 +2,8 @@
  * The split chooser: from the layer split's cost model, the estimate of
  * each way to run a model on a list of devices (the best single device,
  * a layer split over all of them, a hybrid of two stages each
- * tensor-split over a group, a data split: data_costs.c), with a
+ * tensor-split over a group, pipelines whose stages are replicated over
+ * groups (PipeDream's "2-1"), a data split: data_costs.c), with a
  * readable account of each
  * (sn_split_choose, layer_split.h); then the choice among those and a
  * tensor split, from the tensor cost model's estimate of a candidate
@@ -66,6 +67,149 @@ static double layer_estimate(sn_layer_costs *c, sn_device *const *devs,
     return est;
 }
 
+void sn_replicas_format(const size_t *reps, size_t nreps, char *buf,
+                        size_t cap)
+{
+    size_t len = 0;
+    if (cap)
+        buf[0] = '\0';
+    for (size_t s = 0; s < nreps && len < cap; s++)
+        len += (size_t)snprintf(buf + len, cap - len, "%s%zu", s ? "-" : "",
+                                reps[s]);
+}
+
+/*
+ * A replicated configuration (units set by sn_layer_set_replicas, reps[s]
+ * devices per stage) with m micro-batches: its cuts, its estimate (HUGE
+ * when nothing fits) and one line of the report.  A stage's time is its
+ * slowest replica's share of the batch (T_s); a micro-batch takes a
+ * replica T_s / (its share of the m), so a replicated stage fills the
+ * pipeline more slowly than it runs: the m micro-batches take the
+ * slowest stage's interval m - 1 times, plus each stage's latency.  One
+ * stage alone takes T_s.
+ */
+static double replicated_estimate(sn_layer_costs *c, sn_device *const *devs,
+                                  const size_t *reps, size_t nreps, size_t m,
+                                  size_t *start, char *report, size_t cap,
+                                  size_t *len)
+{
+    char name[64];
+    double t[SN_REPLICA_STAGES], bottleneck = 0, est;
+    size_t first = 0;
+    sn_replicas_format(reps, nreps, name, sizeof name);
+#define SAY(...)                                                              \
+    do {                                                                      \
+        if (report && *len < cap)                                             \
+            *len += (size_t)snprintf(report + *len, cap - *len, __VA_ARGS__); \
+    } while (0)
+    if (nreps > c->nlive || sn_layer_plan_cuts(c, nreps, m, start) !=
+                                SHARDNET_OK) {
+        SAY("replicated %s: not possible: %s\n", name,
+            nreps > c->nlive ? "more stages than nodes"
+                             : shardnet_last_error());
+        sn_error_clear();
+        return 1e300;
+    }
+    start[nreps] = c->nlive;
+    SAY("replicated %s:", name);
+    for (size_t s = 0; s < nreps; s++) {
+        t[s] = sn_layer_stage_time(c, s, start[s], start[s + 1]);
+        if (t[s] > bottleneck)
+            bottleneck = t[s];
+        SAY("%s stage %zu on ", s ? "," : "", s);
+        for (size_t d = first; d < first + reps[s]; d++)
+            SAY("%s%s", d > first ? "+" : "", devs[d]->info.name);
+        if (reps[s] > 1)
+            SAY(" (%zu replicas)", reps[s]);
+        SAY(" nodes %zu-%zu, %.3f ms per batch, memory %.2f MB%s", start[s],
+            start[s + 1] - 1, t[s] * 1e3,
+            sn_layer_stage_memory(c, start[s], start[s + 1], m) / 1e6,
+            reps[s] > 1 ? " per device" : "");
+        first += reps[s];
+    }
+    if (nreps == 1) {
+        est = t[0];
+    } else {
+        est = bottleneck / (double)m * (double)(m - 1);
+        for (size_t s = 0; s < nreps; s++) {
+            size_t per = (m + reps[s] - 1) / reps[s];
+            double lat = t[s] / (double)per;
+            est += lat > bottleneck / (double)m ? lat : bottleneck / (double)m;
+        }
+    }
+    SAY("; %zu micro-batches: estimated %.3f ms\n", m, est * 1e3);
+#undef SAY
+    return est;
+}
+
+/* Whether a replicated configuration can run: a stage's replicas on one
+ * process, and a replicated stage's values not sent to another. */
+static int replicas_possible(sn_device *const *devs, size_t ndev,
+                             const size_t *reps, size_t nreps)
+{
+    for (size_t s = 0, first = 0; s < nreps; first += reps[s++]) {
+        if (reps[s] < 2)
+            continue;
+        for (size_t d = first + 1; d < ndev; d++)
+            if (devs[d]->process != devs[first]->process)
+                return 0;
+    }
+    return 1;
+}
+
+/* Every replicated configuration worth weighing over ndev devices: each
+ * composition of the list into consecutive groups (up to four devices),
+ * else one group and each two-group one; at least one group of two or
+ * more.  The best in out. */
+static shardnet_status replicated_choices(sn_layer_costs *c,
+                                          sn_device *const *devs, size_t ndev,
+                                          size_t micro, sn_split_choice *out,
+                                          size_t *start, char *report,
+                                          size_t cap, size_t *len)
+{
+    size_t ncomp = ndev <= SN_REPLICA_STAGES ? (size_t)1 << (ndev - 1)
+                                             : ndev + 1;
+    /* The runtime's micro-batches: one per replica at least, when the
+     * batch may be cut. */
+    size_t m = micro ? micro : sn_pipeline_default_micro(c->rows, ndev);
+    m = c->apart ? sn_pipeline_micro_batches(c->rows, m) : 1;
+    for (size_t k = 0; k < ncomp; k++) {
+        size_t reps[SN_REPLICA_STAGES], n = 0, run = 1;
+        if (ndev <= SN_REPLICA_STAGES) {
+            /* bit i of k: a stage ends after device i */
+            for (size_t d = 0; d + 1 < ndev; d++, run++)
+                if (k >> d & 1) {
+                    reps[n++] = run;
+                    run = 0;
+                }
+            reps[n++] = run;
+        } else if (k == ndev) {
+            reps[n++] = ndev;
+        } else if (k > 0) {
+            reps[n++] = k;
+            reps[n++] = ndev - k;
+        } else {
+            continue;
+        }
+        size_t most = 0;
+        for (size_t s = 0; s < n; s++)
+            most = reps[s] > most ? reps[s] : most;
+        if (most < 2 || !replicas_possible(devs, ndev, reps, n))
+            continue;
+        shardnet_status st = sn_layer_set_replicas(c, reps, n, m);
+        if (st != SHARDNET_OK)
+            return st;
+        double e = replicated_estimate(c, devs, reps, n, m, start, report,
+                                       cap, len);
+        if (e < out->replicated) {
+            out->replicated = e;
+            memcpy(out->reps, reps, n * sizeof reps[0]);
+            out->nreps = n;
+        }
+    }
+    return SHARDNET_OK;
+}
+
 shardnet_status sn_split_choose(sn_graph *g, sn_device *const *devs,
                                 size_t ndev, const sn_binding *inputs,
                                 size_t micro, sn_split_choice *out,
@@ -75,7 +219,7 @@ shardnet_status sn_split_choose(sn_graph *g, sn_device *const *devs,
     size_t start[65], len = 0;
     shardnet_status st;
     memset(out, 0, sizeof *out);
-    out->none = out->layer = out->hybrid = 1e300;
+    out->none = out->layer = out->hybrid = out->replicated = 1e300;
     if (ndev < 1 || ndev > 64)
         return sn_error(SHARDNET_INVALID_ARGUMENT, "split: 1 to 64 devices");
     if (report && cap)
@@ -138,6 +282,9 @@ shardnet_status sn_split_choose(sn_graph *g, sn_device *const *devs,
         }
     }
 #undef SAY
+    if (st == SHARDNET_OK && ndev > 1)
+        st = replicated_choices(&c, devs, ndev, micro, out, start, report,
+                                cap, &len);
     if (st == SHARDNET_OK)
         st = sn_data_estimate(g, devs, ndev, inputs, &c, &out->data, report,
                               cap, &len);
@@ -145,7 +292,7 @@ shardnet_status sn_split_choose(sn_graph *g, sn_device *const *devs,
     if (st != SHARDNET_OK)
         return st;
     if (out->none >= 1e300 && out->layer >= 1e300 && out->hybrid >= 1e300 &&
-        out->data.est >= 1e300)
+        out->replicated >= 1e300 && out->data.est >= 1e300)
         return sn_error(SHARDNET_OUT_OF_MEMORY,
                         "the model fits neither one of the devices nor a "
                         "layer split of them");
@@ -190,6 +337,10 @@ sn_split_kind sn_split_pick(const sn_split_choice *ch,
         kind = SN_SPLIT_HYBRID;
         est = ch->hybrid;
     }
+    if (ch->replicated < est) {
+        kind = SN_SPLIT_REPLICATED;
+        est = ch->replicated;
+    }
     if (ch->data.est < est) {
         kind = SN_SPLIT_DATA;
         est = ch->data.est;
@@ -212,12 +363,18 @@ sn_split_kind sn_split_pick(const sn_split_choice *ch,
                  ": the fastest estimate, %.2fx as fast as the fastest "
                  "device alone (%s, %.3f ms)",
                  ch->none / est, best_name, ch->none * 1e3);
-    snprintf(report + len, cap - len, "choice: %s (estimated %.3f ms)%s\n",
-             kind == SN_SPLIT_TENSOR   ? "tensor"
-             : kind == SN_SPLIT_LAYER  ? "layer"
-             : kind == SN_SPLIT_HYBRID ? "hybrid"
-             : kind == SN_SPLIT_DATA   ? "data"
-                                       : "none",
-             est * 1e3, why);
+    char reps[64] = "";
+    if (kind == SN_SPLIT_REPLICATED) {
+        reps[0] = ' ';
+        sn_replicas_format(ch->reps, ch->nreps, reps + 1, sizeof reps - 1);
+    }
+    snprintf(report + len, cap - len, "choice: %s%s (estimated %.3f ms)%s\n",
+             kind == SN_SPLIT_TENSOR       ? "tensor"
+             : kind == SN_SPLIT_LAYER      ? "layer"
+             : kind == SN_SPLIT_HYBRID     ? "hybrid"
+             : kind == SN_SPLIT_DATA       ? "data"
+             : kind == SN_SPLIT_REPLICATED ? "replicated"
+                                           : "none",
+             reps, est * 1e3, why);
     return kind;
 }

@@ -16,7 +16,8 @@ typedef enum sn_split_kind {
     SN_SPLIT_LAYER,
     SN_SPLIT_TENSOR,
     SN_SPLIT_HYBRID,
-    SN_SPLIT_DATA
+    SN_SPLIT_DATA,
+    SN_SPLIT_REPLICATED
 } sn_split_kind;
 
 /* A tensor split over all the devices, built to be estimated: its

@@ -36,6 +36,8 @@ void sn_layer_costs_free(sn_layer_costs *c)
     free(c->upre);
     free(c->ulimit);
     free(c->ucross);
+    free(c->ufirst);
+    free(c->urep);
     free(c->proc);
     free(c->speed);
 }
@@ -225,19 +227,24 @@ double sn_layer_dev_time_shared(const sn_layer_costs *c, size_t d, size_t a,
  * a fixed cost.  A group holds a stage when its share fits the smallest
  * device of the group.
  */
-shardnet_status sn_layer_set_units(sn_layer_costs *c, const size_t *groups,
-                                   size_t ngroups)
+static shardnet_status set_units(sn_layer_costs *c, const size_t *groups,
+                                 size_t ngroups, int replicate, size_t m)
 {
     size_t nl = c->nlive, n = groups ? ngroups : c->ndev;
     free(c->upre);
     free(c->ulimit);
     free(c->ucross);
+    free(c->ufirst);
+    free(c->urep);
     c->upre = calloc(n * (nl + 1) + 1, sizeof *c->upre);
     c->ulimit = calloc(n + 1, sizeof *c->ulimit);
     c->ucross = calloc(n + 1, 1);
-    if (!c->upre || !c->ulimit || !c->ucross)
+    c->ufirst = calloc(n + 1, sizeof *c->ufirst);
+    c->urep = calloc(n + 1, sizeof *c->urep);
+    if (!c->upre || !c->ulimit || !c->ucross || !c->ufirst || !c->urep)
         return sn_error(SHARDNET_OUT_OF_MEMORY, "cost model");
     c->nunits = n;
+    c->umicro = m;
     size_t first = 0;
     for (size_t u = 0; u < n; u++) {
         size_t k = groups ? groups[u] : 1;
@@ -248,9 +255,19 @@ shardnet_status sn_layer_set_units(sn_layer_costs *c, const size_t *groups,
                             "there are");
         c->ulimit[u] = 1e300;
         c->ucross[u] = first > 0 && c->proc[first] != c->proc[first - 1];
+        c->ufirst[u] = first;
+        c->urep[u] = replicate ? k : 1;
+        /* A tensor-split group holds a k-th of the stage per device; each
+         * replica holds all of it. */
+        double share = replicate ? 1.0 : (double)k;
         for (size_t d = first; d < first + k; d++)
-            if (c->limit[d] * (double)k < c->ulimit[u])
-                c->ulimit[u] = c->limit[d] * (double)k;
+            if (c->limit[d] * share < c->ulimit[u])
+                c->ulimit[u] = c->limit[d] * share;
+        if (replicate && k > 1) {
+            /* (Read by none: sn_layer_stage_time weighs the replicas.) */
+            first += k;
+            continue;
+        }
         for (size_t i = 0; i < nl; i++) {
             double rate = 0, fixed = 0, t;
             for (size_t d = first; d < first + k; d++) {
@@ -270,6 +287,26 @@ shardnet_status sn_layer_set_units(sn_layer_costs *c, const size_t *groups,
     return SHARDNET_OK;
 }
 
+shardnet_status sn_layer_set_units(sn_layer_costs *c, const size_t *groups,
+                                   size_t ngroups)
+{
+    return set_units(c, groups, ngroups, 0, 0);
+}
+
+/*
+ * A replicated unit: replica q takes the micro-batches j with j % R == q,
+ * so over a batch it runs its count of the m micro-batches, each at its
+ * own speed (the whole stage on a micro-batch: no collective); the unit
+ * is as fast as its slowest replica's share.  Each replica holds the
+ * stage's weights and its micro-batch's activations: the unit's memory is
+ * its smallest device's.
+ */
+shardnet_status sn_layer_set_replicas(sn_layer_costs *c, const size_t *reps,
+                                      size_t nreps, size_t m)
+{
+    return set_units(c, reps, nreps, 1, m);
+}
+
 /* Estimated seconds of a stage on unit u over live nodes [a, b): its
  * nodes' costs, and what enters it across a cut. */
 double sn_layer_stage_time(const sn_layer_costs *c, size_t u, size_t a,
@@ -279,6 +316,19 @@ double sn_layer_stage_time(const sn_layer_costs *c, size_t u, size_t a,
     double in = !a            ? 0.0
                 : c->ucross[u] ? c->link_lat + c->xbytes[a] / c->link_bw
                                : c->xfer[a];
+    if (c->urep[u] > 1) {
+        size_t r = c->urep[u], m = c->umicro ? c->umicro : r, first =
+                                                                 c->ufirst[u];
+        double worst = 0;
+        for (size_t q = 0; q < r; q++) {
+            double share = (double)(m / r + (q < m % r)) / (double)m;
+            double t = share *
+                       (sn_layer_dev_time_shared(c, first + q, a, b) + in);
+            if (t > worst)
+                worst = t;
+        }
+        return worst;
+    }
     return pre[b] - pre[a] + in;
 }
 

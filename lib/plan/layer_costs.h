@@ -37,9 +37,13 @@ typedef struct sn_layer_costs {
     double out_bytes; /* the model's outputs, whole batch */
     double *obytes; /* per live node: bytes of its first output */
     unsigned char *weighted; /* per live node: reads a constant matrix */
-    /* What the cut planner places stages on: "units", each one device or a
-     * group tensor-splitting its stage (sn_layer_set_units). */
+    /* What the cut planner places stages on: "units", each one device, a
+     * group tensor-splitting its stage (sn_layer_set_units) or a group
+     * replicating it (sn_layer_set_replicas). */
     size_t nunits;
+    size_t *ufirst; /* per unit: its first device */
+    size_t *urep;   /* per unit: devices replicating its stage (1: none) */
+    size_t umicro;  /* micro-batches the replicas take in turn */
     double *upre;  /* [u * (nlive + 1) + i]: seconds of live nodes [0, i) */
     double *ulimit; /* per unit: bytes of a stage it can hold */
     unsigned char *ucross; /* per unit: on another process than the one
@@ -68,8 +72,14 @@ double sn_layer_dev_time_shared(const sn_layer_costs *c, size_t d, size_t a,
  * device per unit). */
 shardnet_status sn_layer_set_units(sn_layer_costs *c, const size_t *groups,
                                    size_t ngroups);
+/* The units stages go to: reps[u] consecutive devices each, every device
+ * of a unit running the whole stage on its own micro-batches (of m, taken
+ * in turn). */
+shardnet_status sn_layer_set_replicas(sn_layer_costs *c, const size_t *reps,
+                                      size_t nreps, size_t m);
 /* Seconds of a stage on unit u over live nodes [a, b), what enters it
- * included. */
+ * included (a replicated unit: its slowest replica's share of the
+ * micro-batches). */
 double sn_layer_stage_time(const sn_layer_costs *c, size_t u, size_t a,
                            size_t b);
 /* Device bytes of a stage over live nodes [a, b) with m micro-batches. */

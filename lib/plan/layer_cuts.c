@@ -77,7 +77,8 @@ shardnet_status sn_layer_plan_cuts(const sn_layer_costs *c, size_t ns, size_t m,
 
 shardnet_status sn_layer_cuts(sn_graph *g, sn_device *const *devs, size_t ndev,
                               const size_t *groups, size_t ngroups,
-                              const sn_binding *inputs, size_t nstages,
+                              int replicate, const sn_binding *inputs,
+                              size_t nstages,
                               size_t *start, double *row_bytes)
 {
     sn_layer_costs cm;
@@ -86,9 +87,13 @@ shardnet_status sn_layer_cuts(sn_graph *g, sn_device *const *devs, size_t ndev,
                                       NULL)) !=
         SHARDNET_OK)
         return st;
-    if ((st = sn_layer_set_units(&cm, groups, ngroups)) == SHARDNET_OK)
-        st = sn_layer_plan_cuts(
-            &cm, nstages, sn_pipeline_default_micro(cm.rows, nstages), start);
+    /* (The runtime's micro-batches when none are asked for: one per
+     * device running a stage at least.) */
+    size_t m = sn_pipeline_default_micro(cm.rows, replicate ? ndev : nstages);
+    st = replicate ? sn_layer_set_replicas(&cm, groups, ngroups, m)
+                   : sn_layer_set_units(&cm, groups, ngroups);
+    if (st == SHARDNET_OK)
+        st = sn_layer_plan_cuts(&cm, nstages, m, start);
     for (size_t i = 0; i < cm.nlive; i++)
         if (cm.rows && cm.obytes[i] / (double)cm.rows > *row_bytes)
             *row_bytes = cm.obytes[i] / (double)cm.rows;

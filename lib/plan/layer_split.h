@@ -13,28 +13,45 @@
 
 /* Cuts of graph g's live nodes into nstages stages placed on units of
  * devs[0..ndev) (groups[u] consecutive devices each, NULL: one device
- * per stage), for inputs shaped like `inputs`: stage s starts at live
- * node start[s].  *row_bytes rises to the largest first output per row
- * of the batch.  Collective in a job of several processes. */
+ * per stage; a group tensor-splits its stage, or, replicate, each of its
+ * devices runs the stage on micro-batches of its own), for inputs shaped
+ * like `inputs`: stage s starts at live node start[s].  *row_bytes rises
+ * to the largest first output per row of the batch.  Collective in a job
+ * of several processes. */
 shardnet_status sn_layer_cuts(sn_graph *g, sn_device *const *devs,
                               size_t ndev, const size_t *groups,
-                              size_t ngroups, const sn_binding *inputs,
+                              size_t ngroups, int replicate,
+                              const sn_binding *inputs,
                               size_t nstages, size_t *start,
                               double *row_bytes);
+
+/* Most stages a replicated configuration the chooser weighs has (every
+ * composition of up to four devices). */
+#define SN_REPLICA_STAGES 4
 
 /* The planner's estimates (seconds; HUGE_VAL-like 1e300 when a plan is
  * not possible or does not fit): one device (the best, best_dev, an index
  * into devs), a layer split over all of devs, the best hybrid split
  * (two stages, each on a group of consecutive devices, groups[0..ngroups)
- * devices each; with three devices or more), and a data split (its rows
- * per device in data; data.est is its estimate). */
+ * devices each; with three devices or more), the best replicated split
+ * (stages on reps[0..nreps) consecutive devices each, at least one on
+ * several, each of which runs the stage on micro-batches of its own:
+ * PipeDream's "2-1"), and a data split (its rows per device in data;
+ * data.est is its estimate). */
 typedef struct sn_split_choice {
-    double none, layer, hybrid;
+    double none, layer, hybrid, replicated;
     size_t best_dev;
     size_t groups[2];
     size_t ngroups;
+    size_t reps[SN_REPLICA_STAGES];
+    size_t nreps;
     sn_data_rows data;
 } sn_split_choice;
+
+/* PipeDream's notation of a replicated configuration, "2-1" (replicas of
+ * each stage), in buf. */
+void sn_replicas_format(const size_t *reps, size_t nreps, char *buf,
+                        size_t cap);
 
 /* Every alternative's estimate, from the cost model, and a readable
  * account of them in report (may be NULL). */
@@ -46,6 +63,10 @@ shardnet_status sn_split_choose(sn_graph *g, sn_device *const *devs,
 /* Micro-batches when none are asked for: rows / 4, at least one per stage
  * and at most eight per stage. */
 size_t sn_pipeline_default_micro(size_t rows, size_t stages);
+/* The micro-batches the pipeline cuts a batch of `rows` into when asked
+ * for m: two rows or more each, and no last one of a single row (a CPU
+ * sums a product of one row in an order of its own). */
+size_t sn_pipeline_micro_batches(size_t rows, size_t m);
 /* The batch micro-batches cut: the first dimension of the inputs, 1 when
  * the model fixes it (micro_batch.c). */
 size_t sn_batch_rows(const sn_graph *g, const sn_binding *in);

@@ -281,6 +281,20 @@ shardnet_status sn_batch_apart(sn_graph *g, sn_device *dev,
     return SHARDNET_OK;
 }
 
+size_t sn_pipeline_micro_batches(size_t rows, size_t m)
+{
+    if (rows <= 1 || !m)
+        return 1;
+    if (m > rows)
+        m = rows;
+    size_t chunk = (rows + m - 1) / m;
+    if (chunk < 2)
+        chunk = 2;
+    while (chunk < rows && rows % chunk == 1)
+        chunk++;
+    return (rows + chunk - 1) / chunk;
+}
+
 size_t sn_pipeline_default_micro(size_t rows, size_t stages)
 {
     /* Enough micro-batches that the pipeline's fill and drain (stages - 1

@@ -1,5 +1,6 @@
 /* Layer split: its stages, built at the cuts of its planner
- * (lib/plan/layer_split.h): each stage's graph and device, who reads whose
+ * (lib/plan/layer_split.h): each stage's graph and device (or a hybrid
+ * stage's group, or a replicated stage's replicas), who reads whose
  * values, and what a pipeline holds.  pipeline_run.c runs them.  See
  * pipeline.h. */
 #include <config.h>
@@ -220,12 +221,17 @@ static shardnet_status link_stages(sn_pipeline *p)
     return SHARDNET_OK;
 }
 
+static shardnet_status create(sn_graph *g, sn_device *const *devs,
+                              size_t ndev, const size_t *groups,
+                              size_t ngroups, int replicate,
+                              const sn_binding *inputs, const size_t *cuts,
+                              sn_pipeline **out);
+
 shardnet_status sn_pipeline_create(sn_graph *g, sn_device *const *devs,
                                    size_t ndev, const sn_binding *inputs,
                                    const size_t *cuts, sn_pipeline **out)
 {
-    return sn_pipeline_create_groups(g, devs, ndev, NULL, 0, inputs, cuts,
-                                     out);
+    return create(g, devs, ndev, NULL, 0, 0, inputs, cuts, out);
 }
 
 shardnet_status sn_pipeline_create_groups(sn_graph *g, sn_device *const *devs,
@@ -235,6 +241,57 @@ shardnet_status sn_pipeline_create_groups(sn_graph *g, sn_device *const *devs,
                                           const size_t *cuts,
                                           sn_pipeline **out)
 {
+    return create(g, devs, ndev, groups, ngroups, 0, inputs, cuts, out);
+}
+
+shardnet_status sn_pipeline_create_replicated(sn_graph *g,
+                                              sn_device *const *devs,
+                                              size_t ndev, const size_t *reps,
+                                              size_t nreps,
+                                              const sn_binding *inputs,
+                                              const size_t *cuts,
+                                              sn_pipeline **out)
+{
+    if (!reps)
+        return sn_error(SHARDNET_INVALID_ARGUMENT,
+                        "replicated split: no replicas per stage");
+    return create(g, devs, ndev, reps, nreps, 1, inputs, cuts, out);
+}
+
+/* A replicated stage's values stay in its process: its replicas finish
+ * items out of order, and a process receiving them takes them in order
+ * (both sides find the same answer). */
+static shardnet_status check_replicas(const sn_pipeline *p)
+{
+    for (size_t t = 0; t < p->nstages; t++) {
+        const stage *reader = &p->st[t];
+        for (size_t i = 0; i < reader->g->ninputs; i++) {
+            int s = p->prod[reader->in_parent[i]];
+            if (s < 0 || p->st[s].nrep < 2 ||
+                p->st[s].owner == reader->owner)
+                continue;
+            return sn_error(SHARDNET_UNSUPPORTED,
+                            "replicated split: stage %zu (on %zu replicas "
+                            "of process %u) feeds stage %zu on process %u; "
+                            "a replicated stage's values stay in its "
+                            "process",
+                            (size_t)s, p->st[s].nrep, p->st[s].owner, t,
+                            reader->owner);
+        }
+    }
+    return SHARDNET_OK;
+}
+
+/* groups: devices per stage (NULL: one each), a stage's devices
+ * tensor-splitting it, or, replicate, each running it whole on micro-batches
+ * of its own. */
+static shardnet_status create(sn_graph *g, sn_device *const *devs,
+                              size_t ndev, const size_t *groups,
+                              size_t ngroups, int replicate,
+                              const sn_binding *inputs, const size_t *cuts,
+                              sn_pipeline **out)
+{
+    const char *what = replicate ? "replicated split" : "hybrid split";
     sn_pipeline *p = calloc(1, sizeof *p);
     size_t *order = NULL;
     shardnet_status st = SHARDNET_OK;
@@ -256,24 +313,22 @@ shardnet_status sn_pipeline_create_groups(sn_graph *g, sn_device *const *devs,
         for (size_t u = 0; u < ngroups; u++) {
             if (!groups[u] || groups[u] > SN_COLL_MAX) {
                 st = sn_error(SHARDNET_INVALID_ARGUMENT,
-                              "hybrid split: group %zu has %zu devices (1 "
-                              "to %d)",
-                              u, groups[u], SN_COLL_MAX);
+                              "%s: stage %zu has %zu devices (1 to %d)",
+                              what, u, groups[u], SN_COLL_MAX);
                 goto fail;
             }
             total += groups[u];
         }
         if (total != ndev) {
             st = sn_error(SHARDNET_INVALID_ARGUMENT,
-                          "hybrid split: the groups have %zu devices, the "
-                          "list %zu",
-                          total, ndev);
+                          "%s: the stages have %zu devices, the list %zu",
+                          what, total, ndev);
             goto fail;
         }
         p->nstages = ngroups < p->nlive ? ngroups : p->nlive;
         if (p->nstages < ngroups) {
             st = sn_error(SHARDNET_INVALID_ARGUMENT,
-                          "hybrid split: %zu groups for %zu nodes", ngroups,
+                          "%s: %zu stages for %zu nodes", what, ngroups,
                           p->nlive);
             goto fail;
         }
@@ -303,41 +358,57 @@ shardnet_status sn_pipeline_create_groups(sn_graph *g, sn_device *const *devs,
             }
         }
     } else if ((st = sn_layer_cuts(g, devs, groups ? ndev : p->nstages,
-                                   groups, ngroups, inputs, p->nstages,
-                                   p->start, &p->row_bytes)) != SHARDNET_OK) {
+                                   groups, ngroups, replicate, inputs,
+                                   p->nstages, p->start, &p->row_bytes)) !=
+               SHARDNET_OK) {
         goto fail;
     }
     p->start[p->nstages] = p->nlive;
     p->net = sn_world_transport();
     p->me = p->net->process;
     p->nproc = p->net->processes;
+    size_t nworkers = 0;
     for (size_t s = 0, first = 0; s < p->nstages; s++) {
         stage *sg = &p->st[s];
-        sg->ngrp = groups ? groups[s] : 1;
+        size_t k = groups ? groups[s] : 1;
+        sg->ngrp = replicate ? 1 : k;
+        sg->nrep = replicate ? k : 1;
         memcpy(sg->grp, devs + first, sg->ngrp * sizeof *devs);
         sg->dev = devs[first];
         sg->owner = sg->dev->process;
         sg->local = !sg->dev->remote;
-        for (size_t k = 1; k < sg->ngrp; k++)
-            if (sg->grp[k]->process != sg->owner) {
+        for (size_t q = 0; q < sg->nrep; q++) {
+            sg->rep[q].st = sg;
+            sg->rep[q].q = q;
+            sg->rep[q].dev = devs[first + q];
+        }
+        for (size_t d = first + 1; d < first + k; d++)
+            if (devs[d]->process != sg->owner) {
                 st = sn_error(SHARDNET_UNSUPPORTED,
-                              "hybrid split: stage %zu's group spans "
-                              "processes (%s and %s); a tensor split stays "
-                              "inside one process",
-                              s, sg->dev->info.name, sg->grp[k]->info.name);
+                              "%s: stage %zu's devices span processes (%s "
+                              "and %s); %s stays inside one process",
+                              what, s, sg->dev->info.name,
+                              devs[d]->info.name,
+                              replicate ? "a stage's replicas"
+                                        : "a tensor split");
                 goto fail;
             }
-        first += sg->ngrp;
+        first += k;
+        nworkers += sg->nrep;
         if ((st = build_stage(g, order, p->nlive, p->start[s],
                               p->start[s + 1], sg)) != SHARDNET_OK)
             goto fail;
         /* A group's weights are its tensor split's shards, made with it;
-         * another process's stage has none here. */
-        if (sg->ngrp == 1 && sg->local &&
-            (st = sn_weights_new(sg->g, sg->dev, &sg->w)) != SHARDNET_OK)
-            goto fail;
+         * another process's stage has none here; each replica holds the
+         * whole stage's. */
+        for (size_t q = 0; sg->ngrp == 1 && sg->local && q < sg->nrep; q++)
+            if ((st = sn_weights_new(sg->g, sg->rep[q].dev, &sg->rep[q].w)) !=
+                SHARDNET_OK)
+                goto fail;
     }
-    if ((st = link_stages(p)) != SHARDNET_OK)
+    p->nworkers = nworkers;
+    if ((st = link_stages(p)) != SHARDNET_OK ||
+        (st = check_replicas(p)) != SHARDNET_OK)
         goto fail;
     p->outputs = calloc(g->noutputs + 1, sizeof *p->outputs);
     p->out_cap = calloc(g->noutputs + 1, sizeof *p->out_cap);
@@ -368,16 +439,19 @@ void sn_pipeline_free(sn_pipeline *p)
     free(p->vals);
     free(p->cap);
     free(p->done);
+    free(p->item);
     free(p->bin[0]);
     free(p->bin[1]);
     free(p->prod);
     free(p->out_cap);
     for (size_t s = 0; p->st && s < p->nstages; s++) {
-        for (int k = 0; k < STAGE_PLANS; k++) {
-            sn_plan_free(p->st[s].plans[k]);
+        for (int k = 0; k < STAGE_PLANS; k++)
             sn_tensor_split_free(p->st[s].ts[k]);
+        for (size_t q = 0; q < p->st[s].nrep; q++) {
+            for (int k = 0; k < STAGE_PLANS; k++)
+                sn_plan_free(p->st[s].rep[q].plans[k]);
+            sn_weights_free(p->st[s].rep[q].w);
         }
-        sn_weights_free(p->st[s].w);
         sn_graph_free(p->st[s].g);
         free(p->st[s].in_parent);
         free(p->st[s].out_parent);
@@ -412,6 +486,11 @@ size_t sn_pipeline_micro(const sn_pipeline *p)
 size_t sn_pipeline_stages(const sn_pipeline *p)
 {
     return p->nstages;
+}
+
+size_t sn_pipeline_replicas(const sn_pipeline *p, size_t s)
+{
+    return s < p->nstages ? p->st[s].nrep : 0;
 }
 
 size_t sn_pipeline_stage_start(const sn_pipeline *p, size_t s)

@@ -7,8 +7,8 @@
  * the values it reads from earlier stages or from the model's inputs; its
  * outputs are the values later stages or the model's outputs read) with its
  * own plans on its device.  Values cross stages through host memory.  One
- * thread per stage runs micro-batch j once the stage before it has
- * finished micro-batch j.
+ * thread per stage (per replica of a replicated stage) runs micro-batch j
+ * once the stages it reads from have finished micro-batch j.
  *
  * Cuts come from the layer split's planner (lib/plan/layer_split.h): a
  * dynamic programme over the live nodes (PipeDream's partitioner for a
@@ -47,6 +47,22 @@ shardnet_status sn_pipeline_create_groups(sn_graph *g, sn_device *const *devs,
                                           const sn_binding *inputs,
                                           const size_t *cuts,
                                           sn_pipeline **out);
+/*
+ * A replicated split (PipeDream's "2-1"): stage s runs on reps[s]
+ * consecutive devices of devs (the counts cover devs), each holding the
+ * stage's whole weights and running its own micro-batches: replica q the
+ * micro-batches j with j % reps[s] == q, each on a thread of its own.
+ * A stage's replicas are on one process, and a replicated stage's values
+ * do not cross processes.  The cut planner weighs each stage by its
+ * slowest replica's share of the micro-batches.
+ */
+shardnet_status sn_pipeline_create_replicated(sn_graph *g,
+                                              sn_device *const *devs,
+                                              size_t ndev, const size_t *reps,
+                                              size_t nreps,
+                                              const sn_binding *inputs,
+                                              const size_t *cuts,
+                                              sn_pipeline **out);
 void sn_pipeline_free(sn_pipeline *p);
 
 /* Micro-batches of the last run. */
@@ -73,6 +89,8 @@ shardnet_status sn_pipeline_stream(sn_pipeline *p, size_t nbatch, size_t micro,
 const sn_host_tensor *sn_pipeline_output(const sn_pipeline *p, size_t i);
 
 size_t sn_pipeline_stages(const sn_pipeline *p);
+/* Devices replicating stage s (1: not replicated). */
+size_t sn_pipeline_replicas(const sn_pipeline *p, size_t s);
 /* First live node (index into the sorted live nodes) of stage s, and the
  * number of live nodes. */
 size_t sn_pipeline_stage_start(const sn_pipeline *p, size_t s);

@@ -1,8 +1,8 @@
 /*
- * Layer split's runtime (private to lib/runtime/pipeline*.c): a stage and
- * the pipeline as pipeline.c builds them (the stages' graphs, devices and
- * who reads whose values) and pipeline_run.c runs them (the stage threads
- * and the micro-batch bookkeeping they share).
+ * Layer split's runtime (private to lib/runtime/pipeline*.c): a stage, its
+ * replicas and the pipeline as pipeline.c builds them (the stages' graphs,
+ * devices and who reads whose values) and pipeline_run.c runs them (a
+ * thread per replica and the micro-batch bookkeeping they share).
  */
 #ifndef SN_PIPELINE_IMPL_H
 #define SN_PIPELINE_IMPL_H
@@ -17,11 +17,27 @@
 /* Plans kept per stage, one per micro-batch shape. */
 #define STAGE_PLANS 3
 
-typedef struct stage {
-    sn_graph *g;        /* the stage's own graph */
+struct stage;
+
+/* A device running a stage, with its own thread, plans and copy of the
+ * stage's weights.  A replicated stage has several: replica q takes the
+ * items j with j % nrep == q (PipeDream's round robin), so the stage's
+ * items may finish out of order. */
+typedef struct replica {
+    struct stage *st;
+    size_t q;
     sn_device *dev;
     sn_weights *w;
     sn_plan *plans[STAGE_PLANS];
+    pthread_t thread;
+    int started;
+} replica;
+
+typedef struct stage {
+    sn_graph *g;        /* the stage's own graph (its replicas share it) */
+    sn_device *dev;     /* rep[0].dev */
+    replica rep[SN_COLL_MAX];
+    size_t nrep;        /* 1, or a replicated stage's devices */
     int *in_parent;     /* per stage input: parent value index */
     int *out_parent;    /* per stage output: parent value index */
     /* A hybrid stage: its nodes tensor-split over a group of devices
@@ -31,8 +47,6 @@ typedef struct stage {
     sn_tensor_split *ts[STAGE_PLANS];
     struct sn_pipeline *p;
     size_t index;
-    pthread_t thread;
-    int started;
     /* Processes (lib/comm/world.h): the stage runs on its devices' process; a
      * thread there runs it, and a "proxy" thread on each other process
      * that reads its values receives them (lib/comm/transport.h). */
@@ -67,7 +81,12 @@ struct sn_pipeline {
     pthread_cond_t cond;   /* the stages wait on it */
     pthread_cond_t caller; /* the caller waits on it: batches out, the end
                               (not woken by every item) */
-    atomic_size_t *done; /* micro-batches finished per stage */
+    atomic_size_t *done; /* items finished per stage (in any order) */
+    /* [stage * nslots + item % nslots]: 1 + the last item finished in
+     * that slot; an item is ready for the stages reading it once its
+     * slot says so (a replicated stage finishes items out of order). */
+    atomic_size_t *item;
+    size_t nslots;       /* 2 * micro: the items two batches hold */
     atomic_int failed;
     shardnet_status fail_st;
     char fail_msg[1024];
@@ -92,7 +111,9 @@ struct sn_pipeline {
     /* Stage threads, started by the first run and parked between runs. */
     atomic_uint job;       /* bumped to start a run */
     size_t finished;       /* threads done with the current run */
-    size_t nthreads;       /* local stages and proxies */
+    size_t nthreads;       /* local replicas and proxies */
+    size_t nworkers;       /* devices running stages: stages, replicas
+                              counted */
     atomic_int quit;
     int started;
     int *prod;             /* per parent value: the stage producing it, -1 */

@@ -1,7 +1,8 @@
 /* Layer split: running the stages (pipeline.c builds them): one thread per
- * stage, micro-batches handed from stage to stage through host memory or,
- * between processes, by messages, and batches streamed back to back.  See
- * pipeline.h. */
+ * stage (per replica of a replicated stage, each taking its share of the
+ * micro-batches in turn), micro-batches handed from stage to stage through
+ * host memory or, between processes, by messages, and batches streamed
+ * back to back.  See pipeline.h. */
 #include <config.h>
 
 #include <pthread.h>
@@ -86,9 +87,10 @@ static shardnet_status stage_split(stage *st, const sn_binding *b,
     return SHARDNET_OK;
 }
 
-static shardnet_status run_stage(sn_pipeline *p, size_t s, size_t j)
+static shardnet_status run_stage(sn_pipeline *p, replica *r, size_t j)
 {
-    stage *st = &p->st[s];
+    stage *st = r->st;
+    size_t s = st->index;
     sn_binding b[64];
     sn_plan *plan = NULL;
     shardnet_status rc;
@@ -104,13 +106,13 @@ static shardnet_status run_stage(sn_pipeline *p, size_t s, size_t j)
             return sn_error_prefix(rc, "stage %zu (tensor split over %zu "
                                    "devices)", s, st->ngrp);
     } else {
-        if ((rc = sn_plan_cache_get(st->plans, STAGE_PLANS, st->g, st->w, b,
+        if ((rc = sn_plan_cache_get(r->plans, STAGE_PLANS, st->g, r->w, b,
                                     sn_op_find, &plan)) != SHARDNET_OK)
             return sn_error_prefix(rc, "stage %zu on %s", s,
-                                   st->dev->info.name);
+                                   r->dev->info.name);
         if ((rc = sn_plan_run(plan, b)) != SHARDNET_OK)
             return sn_error_prefix(rc, "stage %zu on %s", s,
-                                   st->dev->info.name);
+                                   r->dev->info.name);
     }
     /* Keep what later stages read, for this micro-batch. */
     for (size_t i = 0; i < st->g->noutputs; i++) {
@@ -136,6 +138,13 @@ static shardnet_status run_stage(sn_pipeline *p, size_t s, size_t j)
     return SHARDNET_OK;
 }
 
+/* Stage s has finished item j (its slot is not reused before every stage
+ * reading it is through: two batches are in flight at most). */
+static int item_finished(const sn_pipeline *p, size_t s, size_t j)
+{
+    return atomic_load(&p->item[s * p->nslots + j % p->nslots]) > j;
+}
+
 /* Item j's inputs of stage s are there: its batch is fed and every stage
  * it reads from has finished the item (lock held). */
 static int inputs_ready(const sn_pipeline *p, size_t s, size_t j)
@@ -143,7 +152,7 @@ static int inputs_ready(const sn_pipeline *p, size_t s, size_t j)
     if (p->fed <= j / p->micro)
         return 0;
     for (size_t t = 0; t < s; t++)
-        if (p->st[s].dep[t] && p->done[t] <= j)
+        if (p->st[s].dep[t] && !item_finished(p, t, j))
             return 0;
     return 1;
 }
@@ -333,9 +342,9 @@ typedef struct wait_for {
     unsigned seen;
 } wait_for;
 
-static int polls(const stage *st)
+static int polls(const stage *st, const sn_device *dev)
 {
-    return st->local && st->dev->info.kind == SHARDNET_DEVICE_CPU;
+    return st->local && dev->info.kind == SHARDNET_DEVICE_CPU;
 }
 
 static int item_ready(const void *arg)
@@ -360,9 +369,11 @@ static int batch_out(const void *arg)
         return 1;
     for (size_t i = 0; i < p->g->noutputs; i++) {
         int s = p->prod[p->g->outputs[i]];
-        if (s >= 0 && p->st[s].local &&
-            atomic_load(&p->done[s]) < (w->j + 1) * p->micro)
-            return 0;
+        if (s < 0 || !p->st[s].local)
+            continue;
+        for (size_t j = w->j * p->micro; j < (w->j + 1) * p->micro; j++)
+            if (!item_finished(p, (size_t)s, j))
+                return 0;
     }
     return 1;
 }
@@ -373,7 +384,7 @@ static int batch_out(const void *arg)
 static int outputs_awaited(const sn_pipeline *p)
 {
     for (size_t s = 0; s < p->nstages; s++) {
-        if (!polls(&p->st[s]))
+        if (!polls(&p->st[s], p->st[s].dev))
             continue;
         int makes = 0;
         for (size_t i = 0; i < p->g->noutputs; i++)
@@ -384,19 +395,33 @@ static int outputs_awaited(const sn_pipeline *p)
     return 1;
 }
 
-/* Record stage s's result for item j (lock taken here). */
-static void item_done(sn_pipeline *p, size_t s, size_t j, shardnet_status rc)
+/* Record a failure of the run (lock held). */
+static void run_failed(sn_pipeline *p, shardnet_status rc)
 {
-    pthread_mutex_lock(&p->lock);
     if (rc != SHARDNET_OK && !p->failed) {
         p->failed = 1;
         p->fail_st = rc;
         snprintf(p->fail_msg, sizeof p->fail_msg, "%s", shardnet_last_error());
     }
-    p->done[s] = j + 1;
     pthread_cond_broadcast(&p->cond);
-    if (p->failed || (j + 1) % p->micro == 0)
-        pthread_cond_broadcast(&p->caller);
+    pthread_cond_broadcast(&p->caller);
+}
+
+/* Record stage s's result for item j (lock taken here). */
+static void item_done(sn_pipeline *p, size_t s, size_t j, shardnet_status rc)
+{
+    pthread_mutex_lock(&p->lock);
+    if (rc != SHARDNET_OK) {
+        run_failed(p, rc);
+    } else {
+        atomic_store(&p->item[s * p->nslots + j % p->nslots], j + 1);
+        atomic_fetch_add(&p->done[s], 1);
+        pthread_cond_broadcast(&p->cond);
+        /* The caller waits for whole batches; a replicated stage's last
+         * item of a batch need not be the last to finish. */
+        if ((j + 1) % p->micro == 0 || p->st[s].nrep > 1)
+            pthread_cond_broadcast(&p->caller);
+    }
     pthread_mutex_unlock(&p->lock);
 }
 
@@ -421,10 +446,13 @@ static void receive_micro_batches(sn_pipeline *p, size_t s)
     }
 }
 
-/* A job's items through stage s, each once its inputs are there. */
-static void run_micro_batches(sn_pipeline *p, size_t s)
+/* A job's items through replica r of its stage (every item, or, of a
+ * replicated stage, those j with j % nrep == q), each once its inputs are
+ * there. */
+static void run_micro_batches(sn_pipeline *p, replica *r)
 {
-    const stage *st = &p->st[s];
+    const stage *st = r->st;
+    size_t s = st->index;
     in_flight f = {.net = p->net};
     for (unsigned q = 0; q < p->nproc; q++)
         f.nper += st->nsend[q];
@@ -435,14 +463,15 @@ static void run_micro_batches(sn_pipeline *p, size_t s)
         if (!f.req || !f.hdr) {
             free(f.req);
             free(f.hdr);
-            item_done(p, s, 0,
-                      sn_error(SHARDNET_OUT_OF_MEMORY, "pipeline sends"));
+            pthread_mutex_lock(&p->lock);
+            run_failed(p, sn_error(SHARDNET_OUT_OF_MEMORY, "pipeline sends"));
+            pthread_mutex_unlock(&p->lock);
             return;
         }
     }
-    for (size_t j = 0; j < p->nbatch * p->micro; j++) {
+    for (size_t j = r->q; j < p->nbatch * p->micro; j += st->nrep) {
         wait_for w = {.p = p, .s = s, .j = j};
-        if (polls(st))
+        if (polls(st, r->dev))
             sn_poll(item_ready, &w, STAGE_POLL_S);
         pthread_mutex_lock(&p->lock);
         while (!item_ready(&w))
@@ -456,7 +485,7 @@ static void run_micro_batches(sn_pipeline *p, size_t s)
         shardnet_status rc = f.nper ? finish_sends(&f, j % f.slots)
                                     : SHARDNET_OK;
         if (rc == SHARDNET_OK)
-            rc = run_stage(p, s, j);
+            rc = run_stage(p, r, j);
         if (rc == SHARDNET_OK && f.nper)
             rc = send_values(p, s, j, &f);
         if (sn_trace_on()) {
@@ -468,7 +497,7 @@ static void run_micro_batches(sn_pipeline *p, size_t s)
             else
                 snprintf(name, sizeof name, "micro-batch %zu (stage %zu)", j,
                          s);
-            sn_trace_add(p->st[s].dev->info.name, "micro-batch", name, t0,
+            sn_trace_add(r->dev->info.name, "micro-batch", name, t0,
                          sn_trace_now());
         }
         item_done(p, s, j, rc);
@@ -479,7 +508,9 @@ static void run_micro_batches(sn_pipeline *p, size_t s)
     for (size_t slot = 0; slot < f.slots; slot++) {
         shardnet_status rc = finish_sends(&f, slot);
         if (rc != SHARDNET_OK) {
-            item_done(p, s, p->done[s] ? p->done[s] - 1 : 0, rc);
+            pthread_mutex_lock(&p->lock);
+            run_failed(p, rc);
+            pthread_mutex_unlock(&p->lock);
             break;
         }
     }
@@ -487,21 +518,22 @@ static void run_micro_batches(sn_pipeline *p, size_t s)
     free(f.hdr);
 }
 
-/* A stage's thread: bound to its device for its whole life, it runs each
- * run's micro-batches and parks in between. */
+/* A stage's (a replica's) thread: bound to its device for its whole life,
+ * it runs each run's micro-batches and parks in between. */
 static void *stage_main(void *arg)
 {
-    stage *me = arg;
+    replica *r = arg;
+    stage *me = r->st;
     sn_pipeline *p = me->p;
     size_t s = me->index;
     unsigned seen = 0;
     /* (A group stage's tensor split binds the thread to its first device
      * for each run itself; a proxy only waits for messages.) */
     if (me->ngrp == 1 && me->local)
-        sn_bind_thread(p->st[s].dev, 1);
+        sn_bind_thread(r->dev, 1);
     for (;;) {
         wait_for w = {.p = p, .seen = seen};
-        if (polls(me))
+        if (polls(me, r->dev))
             sn_poll(job_posted, &w, JOB_POLL_S);
         pthread_mutex_lock(&p->lock);
         while (!job_posted(&w))
@@ -513,7 +545,7 @@ static void *stage_main(void *arg)
         seen = p->job;
         pthread_mutex_unlock(&p->lock);
         if (me->local)
-            run_micro_batches(p, s);
+            run_micro_batches(p, r);
         else
             receive_micro_batches(p, s);
         pthread_mutex_lock(&p->lock);
@@ -522,7 +554,7 @@ static void *stage_main(void *arg)
         pthread_mutex_unlock(&p->lock);
     }
     if (me->local)
-        sn_bind_thread(p->st[s].dev, 0);
+        sn_bind_thread(r->dev, 0);
     return NULL;
 }
 
@@ -605,10 +637,11 @@ void sn_pipeline_stop_stages(sn_pipeline *p)
     pthread_cond_broadcast(&p->cond);
     pthread_mutex_unlock(&p->lock);
     for (size_t s = 0; p->st && s < p->nstages; s++)
-        if (p->st[s].started) {
-            pthread_join(p->st[s].thread, NULL);
-            p->st[s].started = 0;
-        }
+        for (size_t q = 0; q < p->st[s].nrep; q++)
+            if (p->st[s].rep[q].started) {
+                pthread_join(p->st[s].rep[q].thread, NULL);
+                p->st[s].rep[q].started = 0;
+            }
 }
 
 /*
@@ -617,17 +650,17 @@ void sn_pipeline_stop_stages(sn_pipeline *p)
  * micro-batches waste less per hand-off; but a micro-batch whose
  * activations stay in cache runs faster per row.  So: enough that the
  * largest activation of a micro-batch is about 512 KiB, from one to eight
- * per stage.
+ * per stage (per replica: a replicated stage needs one for each).
  */
 #define STREAM_MICRO_BYTES (512.0 * 1024.0)
 static size_t stream_micro(const sn_pipeline *p)
 {
     size_t m = (size_t)(p->row_bytes * (double)p->rows / STREAM_MICRO_BYTES +
                         0.999);
-    if (m < p->nstages)
-        m = p->nstages;
-    if (m > 8 * p->nstages)
-        m = 8 * p->nstages;
+    if (m < p->nworkers)
+        m = p->nworkers;
+    if (m > 8 * p->nworkers)
+        m = 8 * p->nworkers;
     return m;
 }
 
@@ -704,10 +737,14 @@ shardnet_status sn_pipeline_stream(sn_pipeline *p, size_t nbatch, size_t micro,
         /* The shapes planned on a CPU device if a stage has one (its
          * weights need no copy), else on the first stage's. */
         sn_device *where = p->st[0].dev;
-        for (size_t s = p->nstages; s-- > 0;)
+        for (size_t s = p->nstages; s-- > 0;) {
             for (size_t k = p->st[s].ngrp; k-- > 0;)
                 if (p->st[s].grp[k]->info.kind == SHARDNET_DEVICE_CPU)
                     where = p->st[s].grp[k];
+            for (size_t q = p->st[s].nrep; q-- > 1;)
+                if (p->st[s].rep[q].dev->info.kind == SHARDNET_DEVICE_CPU)
+                    where = p->st[s].rep[q].dev;
+        }
         if ((st = sn_batch_apart(g, where, p->bin[0], &p->apart)) !=
             SHARDNET_OK)
             return st;
@@ -717,7 +754,7 @@ shardnet_status sn_pipeline_stream(sn_pipeline *p, size_t nbatch, size_t micro,
         p->rows = 1;
     p->micro = micro                ? micro
                : nbatch > 1 ? stream_micro(p)
-                            : sn_pipeline_default_micro(p->rows, p->nstages);
+                            : sn_pipeline_default_micro(p->rows, p->nworkers);
     if (p->micro > p->rows)
         p->micro = p->rows ? p->rows : 1;
     p->chunk = (p->rows + p->micro - 1) / p->micro;
@@ -736,6 +773,16 @@ shardnet_status sn_pipeline_stream(sn_pipeline *p, size_t nbatch, size_t micro,
         return st;
     if (!p->done && !(p->done = calloc(p->nstages, sizeof *p->done)))
         return sn_error(SHARDNET_OUT_OF_MEMORY, "pipeline");
+    if (p->nslots < 2 * p->micro) {
+        atomic_size_t *item =
+            calloc(p->nstages * 2 * p->micro, sizeof *p->item);
+        if (!item)
+            return sn_error(SHARDNET_OUT_OF_MEMORY, "pipeline");
+        free(p->item);
+        p->item = item;
+    }
+    /* (The threads are parked: nothing reads the slots until the job.) */
+    p->nslots = 2 * p->micro;
     if (!p->started) {
         p->nthreads = 0;
         for (size_t s = 0; s < p->nstages; s++) {
@@ -743,14 +790,19 @@ shardnet_status sn_pipeline_stream(sn_pipeline *p, size_t nbatch, size_t micro,
             p->st[s].index = s;
             if (!p->st[s].local && !p->st[s].proxy)
                 continue;
-            if (pthread_create(&p->st[s].thread, NULL, stage_main,
-                               &p->st[s])) {
-                sn_pipeline_stop_stages(p);
-                p->quit = 0;
-                return sn_error(SHARDNET_INTERNAL, "cannot start a stage");
+            /* (A proxy receives a remote stage's values: one thread.) */
+            size_t nthr = p->st[s].local ? p->st[s].nrep : 1;
+            for (size_t q = 0; q < nthr; q++) {
+                replica *r = &p->st[s].rep[q];
+                if (pthread_create(&r->thread, NULL, stage_main, r)) {
+                    sn_pipeline_stop_stages(p);
+                    p->quit = 0;
+                    return sn_error(SHARDNET_INTERNAL,
+                                    "cannot start a stage");
+                }
+                r->started = 1;
+                p->nthreads++;
             }
-            p->st[s].started = 1;
-            p->nthreads++;
         }
         p->started = 1;
     }
@@ -761,6 +813,8 @@ shardnet_status sn_pipeline_stream(sn_pipeline *p, size_t nbatch, size_t micro,
     p->finished = 0;
     for (size_t s = 0; s < p->nstages; s++)
         atomic_store(&p->done[s], 0);
+    for (size_t k = 0; k < p->nstages * p->nslots; k++)
+        atomic_store(&p->item[k], 0);
     p->job++;
     pthread_cond_broadcast(&p->cond);
     pthread_mutex_unlock(&p->lock);
