@@ -1087,6 +1087,8 @@ Test(tensor_split, the_strategy_search_never_prices_above_the_rules)
         shardnet_tensor_free(&in);
         shardnet_model_free(m);
     }
+}
+
 /* A replicated split's configurations are estimated, each in PipeDream's
  * notation with its stages, their replicas and memory; a plan file's
  * replicas run, and saved and read back they run the same. */
