@@ -150,6 +150,7 @@ for model in fashion_mlp small_cnn small_transformer; do
         done
     done
 done
+
 # A replicated stage's values stay in its process (its replicas finish
 # micro-batches out of order): a stage replicated on process 0 feeding
 # process 1 is refused, by every process, with the reason.
