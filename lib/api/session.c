@@ -83,6 +83,16 @@ shardnet_status shardnet_session_create_with(
     return st;
 }
 
+/* A plan file's counts added up (each at most SN_MAX_ELEMENTS, at most
+ * MAX_SPLIT of them). */
+static size_t sum_of(const size_t *v, size_t n)
+{
+    size_t total = 0;
+    for (size_t i = 0; i < n; i++)
+        total += v[i];
+    return total;
+}
+
 static shardnet_status session_create(shardnet_context_t *ctx,
                                       shardnet_model_t *model,
                                       const char *devices, const char *split,
@@ -161,9 +171,7 @@ static shardnet_status session_create(shardnet_context_t *ctx,
         if (!s->micro)
             s->micro = pf.micro;
         if (pf.ngroups) {
-            size_t total = 0;
-            for (size_t u = 0; u < pf.ngroups; u++)
-                total += pf.groups[u];
+            size_t total = sum_of(pf.groups, pf.ngroups);
             if (!hybrid || total != n || pf.ngroups < 2) {
                 free(s);
                 return sn_error(SHARDNET_INVALID_ARGUMENT,
@@ -176,9 +184,7 @@ static shardnet_status session_create(shardnet_context_t *ctx,
             s->ngroups = pf.ngroups;
         }
         if (pf.nreps) {
-            size_t total = 0;
-            for (size_t u = 0; u < pf.nreps; u++)
-                total += pf.reps[u];
+            size_t total = sum_of(pf.reps, pf.nreps);
             if (!replicated || total != n) {
                 free(s);
                 return replicated
@@ -197,9 +203,7 @@ static shardnet_status session_create(shardnet_context_t *ctx,
             s->nreps = pf.nreps;
         }
         if (pf.nrows) {
-            size_t total = 0;
-            for (size_t d = 0; d < pf.nrows; d++)
-                total += pf.rows[d];
+            size_t total = sum_of(pf.rows, pf.nrows);
             if (!data || pf.nrows != n || !total) {
                 free(s);
                 return data ? sn_error(SHARDNET_INVALID_ARGUMENT,

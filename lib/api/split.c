@@ -375,6 +375,29 @@ static running running_of(const shardnet_session_t *session, int estimated,
     return r;
 }
 
+/* Stages on counts[0..n) consecutive listed devices each, as
+ * " cpu:0+cpu:1 | cl:0" (with " (2 replicas)" after a stage of several
+ * when `several` names them), and the line's end, appended to text. */
+static size_t describe_stages(const shardnet_session_t *session,
+                              const size_t *counts, size_t n,
+                              const char *several, char *text, size_t cap,
+                              size_t len)
+{
+    for (size_t u = 0, d = 0; u < n && len < cap; u++) {
+        len += (size_t)snprintf(text + len, cap - len, "%s", u ? " |" : "");
+        for (size_t k = 0; k < counts[u] && len < cap; k++, d++)
+            len += (size_t)snprintf(text + len, cap - len, "%s%s",
+                                    k ? "+" : " ",
+                                    session->devs[d]->info.name);
+        if (several && counts[u] > 1 && len < cap)
+            len += (size_t)snprintf(text + len, cap - len, " (%zu%s)",
+                                    counts[u], several);
+    }
+    if (len < cap)
+        len += (size_t)snprintf(text + len, cap - len, "\n");
+    return len;
+}
+
 /* The "running:" line of r, appended to text (of len characters). */
 static size_t describe_running(const shardnet_session_t *session,
                                const running *r, char *text, size_t cap,
@@ -403,32 +426,13 @@ static size_t describe_running(const shardnet_session_t *session,
         len += (size_t)snprintf(text + len, cap - len,
                                 "running: replicated split %s, stages on",
                                 name);
-        for (size_t u = 0, d = 0; u < r->nreps && len < cap; u++) {
-            len += (size_t)snprintf(text + len, cap - len, "%s",
-                                    u ? " |" : "");
-            for (size_t k = 0; k < r->reps[u] && len < cap; k++, d++)
-                len += (size_t)snprintf(text + len, cap - len, "%s%s",
-                                        k ? "+" : " ",
-                                        session->devs[d]->info.name);
-            if (r->reps[u] > 1 && len < cap)
-                len += (size_t)snprintf(text + len, cap - len,
-                                        " (%zu replicas)", r->reps[u]);
-        }
-        if (len < cap)
-            len += (size_t)snprintf(text + len, cap - len, "\n");
+        len = describe_stages(session, r->reps, r->nreps, " replicas", text,
+                              cap, len);
     } else if (r->ndev > 1 && r->ngroups) {
         len += (size_t)snprintf(text + len, cap - len,
                                 "running: hybrid split, stages on");
-        for (size_t u = 0, d = 0; u < r->ngroups && len < cap; u++) {
-            len += (size_t)snprintf(text + len, cap - len, "%s",
-                                    u ? " |" : "");
-            for (size_t k = 0; k < r->groups[u] && len < cap; k++, d++)
-                len += (size_t)snprintf(text + len, cap - len, "%s%s",
-                                        k ? "+" : " ",
-                                        session->devs[d]->info.name);
-        }
-        if (len < cap)
-            len += (size_t)snprintf(text + len, cap - len, "\n");
+        len = describe_stages(session, r->groups, r->ngroups, NULL, text,
+                              cap, len);
     } else if (r->ndev > 1)
         len += (size_t)snprintf(text + len, cap - len,
                                 "running: layer split over %zu devices\n",
