@@ -181,7 +181,8 @@ def run_all(a):
     splits = []
     if len(devs) >= 2:
         two = ",".join(devs[:2])
-        splits = [("layer", two), ("tensor", two), ("auto", ",".join(devs))]
+        splits = [("layer", two), ("tensor", two), ("data", two),
+                  ("replicated", two), ("auto", ",".join(devs))]
         if len(devs) >= 3:
             splits.append(("hybrid", ",".join(devs)))
     mpirun = shutil.which("mpirun")
@@ -222,7 +223,7 @@ def run_all(a):
             continue
         env = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1",
                    OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1")
-        for s in ("layer", "tensor"):
+        for s in ("layer", "tensor", "data"):
             o = os.path.join(tmp, f"{name}.mpi.{s}")
             rc, out = run([mpirun, "-np", "2", shardnet, "run", model, "-d",
                            f"0/{cpus[0]},1/{cpus[0]}", "--split", s,
