@@ -167,7 +167,8 @@ shardnet_status sn_session_tensor_search(shardnet_session_t *session,
                     if (candidate(&ps[p], n, k, &s) && same(&s, &chosen[c]))
                         pick[p] = k;
     }
-    memcpy(try, fixed, nfixed * sizeof *fixed);
+    if (nfixed)
+        memcpy(try, fixed, nfixed * sizeof *fixed);
     for (int pass = 0, moved = 1; search && moved && pass < SEARCH_PASSES;
          pass++) {
         moved = 0;
