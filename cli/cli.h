@@ -65,6 +65,17 @@ typedef struct cli_session_args {
         {"progress", no_argument, 0, 'P'},                                   \
         {"comm", required_argument, 0, 'C'}
 
+/* The help text of --comm, which every command with a session takes. */
+#define CLI_COMM_HELP                                                         \
+    "      --comm C         how float values cross between MPI\n"            \
+    "                       processes: fp32 (as they are; the\n"             \
+    "                       default, or SHARDNET_COMM), fp16, bf16\n"        \
+    "                       or int8 (a scale per 256 values); a\n"           \
+    "                       mostly-zero value goes sparse.  Adds an\n"       \
+    "                       error per value of 2^-11 relative\n"             \
+    "                       (fp16), 2^-8 (bf16), half its chunk's\n"         \
+    "                       scale (int8)\n"
+
 /* Option C of COMMAND, with optarg, into *A when it is one of them: 0, or 2
  * (the exit status) after saying its value is bad; -1 when C is none of
  * them. */
