@@ -1,13 +1,12 @@
 /*
  * The data split's runtime (data_split.h): each device's rows cut out of
  * the inputs in place (a binding into the caller's memory), its plan for
- * that many rows, one thread per local device running them at once, and
+ * that many rows, one thread per local device running them at once (a
+ * crew, crew.h), and
  * the outputs put together on the host at each device's rows.
  */
 #include <config.h>
 
-#include <pthread.h>
-#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -17,30 +16,24 @@
 #include "ops/registry.h"
 #include "plan/layer_split.h"
 #include "plan/node_costs.h"
+#include "runtime/crew.h"
 #include "runtime/data_split.h"
 
 #define REPLICA_PLANS 3
 
 typedef struct replica {
-    struct sn_data_split *s;
-    size_t index;
     sn_device *dev;
     sn_weights *w;
     sn_plan *plans[REPLICA_PLANS];
     sn_binding *in;     /* its rows of the inputs */
     size_t first, rows; /* of the batch */
-    pthread_t thread;
-    int started;
-    shardnet_status st;
-    char msg[512];
 } replica;
 
 struct sn_data_split {
     sn_graph *g;
     size_t n;
     replica *r;
-    size_t nlocal;
-    size_t *local;          /* indices of this process's devices */
+    sn_crew *crew;          /* this process's devices, one thread each */
     /* Per batch shape: the outputs' shapes and which carry the batch. */
     sn_binding *shaped;     /* the inputs the shapes were found for */
     int have_shapes;
@@ -49,12 +42,6 @@ struct sn_data_split {
     size_t *out_cap;
     size_t batch;
     int apart;              /* its rows may be cut (sn_rows_apart) */
-    /* The workers: job bumped to start a run, done counted. */
-    pthread_mutex_t lock;
-    pthread_cond_t cond;
-    atomic_uint job;
-    atomic_size_t done;
-    int quit;
 };
 
 static shardnet_status oom(void)
@@ -62,11 +49,16 @@ static shardnet_status oom(void)
     return sn_error(SHARDNET_OUT_OF_MEMORY, "data split");
 }
 
-/* Replica k's part of a run: its plan on its rows, its outputs copied
- * into the whole ones (a whole output that does not carry the batch from
- * the first replica with rows). */
-static shardnet_status run_replica(sn_data_split *s, replica *k)
+/* Device d's part of a run (split: the data split, as its crew calls
+ * it): its plan on its rows, its outputs copied into the whole ones (a
+ * whole output that does not carry the batch from the first device with
+ * rows). */
+static shardnet_status run_replica(void *split, size_t d)
 {
+    sn_data_split *s = split;
+    replica *k = &s->r[d];
+    if (!k->rows)
+        return SHARDNET_OK;
     sn_graph *g = s->g;
     sn_plan *p = NULL;
     double t0 = sn_trace_on() ? sn_trace_now() : 0;
@@ -97,58 +89,6 @@ static shardnet_status run_replica(sn_data_split *s, replica *k)
     return st;
 }
 
-typedef struct job_wait {
-    const sn_data_split *s;
-    unsigned seen;
-} job_wait;
-
-static int job_posted(const void *arg)
-{
-    const job_wait *w = arg;
-    return atomic_load(&w->s->job) != w->seen;
-}
-
-static int workers_done(const void *arg)
-{
-    const job_wait *w = arg;
-    return atomic_load(&w->s->done) + 1 >= w->s->nlocal;
-}
-
-/* How long a worker polls for the next run, and the caller for the
- * workers' end, before sleeping. */
-#define WAKE_SPIN_S 200e-6
-
-static void *worker_main(void *arg)
-{
-    replica *k = arg;
-    sn_data_split *s = k->s;
-    unsigned seen = 0;
-    sn_bind_thread(k->dev, 1);
-    for (;;) {
-        job_wait jw = {s, seen};
-        sn_poll(job_posted, &jw, WAKE_SPIN_S);
-        pthread_mutex_lock(&s->lock);
-        while (!s->quit && s->job == seen)
-            pthread_cond_wait(&s->cond, &s->lock);
-        if (s->quit) {
-            pthread_mutex_unlock(&s->lock);
-            break;
-        }
-        seen = s->job;
-        pthread_mutex_unlock(&s->lock);
-        shardnet_status st = k->rows ? run_replica(s, k) : SHARDNET_OK;
-        pthread_mutex_lock(&s->lock);
-        k->st = st;
-        if (st != SHARDNET_OK)
-            snprintf(k->msg, sizeof k->msg, "%s", shardnet_last_error());
-        s->done++;
-        pthread_cond_broadcast(&s->cond);
-        pthread_mutex_unlock(&s->lock);
-    }
-    sn_bind_thread(k->dev, 0);
-    return NULL;
-}
-
 shardnet_status sn_data_split_create(sn_graph *g, sn_device *const *devs,
                                      size_t ndev, sn_data_split **out)
 {
@@ -159,46 +99,35 @@ shardnet_status sn_data_split_create(sn_graph *g, sn_device *const *devs,
         return oom();
     s->g = g;
     s->n = ndev;
-    pthread_mutex_init(&s->lock, NULL);
-    pthread_cond_init(&s->cond, NULL);
     s->r = calloc(ndev + 1, sizeof *s->r);
-    s->local = calloc(ndev + 1, sizeof *s->local);
+    size_t *local = calloc(ndev + 1, sizeof *local), nlocal = 0;
     s->shaped = calloc(g->ninputs + 1, sizeof *s->shaped);
     s->carries = calloc(g->nvalues + 1, 1);
     s->out = calloc(g->noutputs + 1, sizeof *s->out);
     s->out_cap = calloc(g->noutputs + 1, sizeof *s->out_cap);
-    if (!s->r || !s->local || !s->shaped || !s->carries || !s->out ||
+    if (!s->r || !local || !s->shaped || !s->carries || !s->out ||
         !s->out_cap) {
+        free(local);
         sn_data_split_free(s);
         return oom();
     }
     for (size_t d = 0; d < ndev && st == SHARDNET_OK; d++) {
         replica *k = &s->r[d];
-        k->s = s;
-        k->index = d;
         k->dev = devs[d];
         if (devs[d]->remote)
             continue;
-        s->local[s->nlocal++] = d;
+        local[nlocal++] = d;
         if (!(k->in = calloc(g->ninputs + 1, sizeof *k->in)))
             st = oom();
         else
             st = sn_weights_new(g, devs[d], &k->w);
     }
-    /* Every local device but the first has a worker; the caller drives
-     * the first. */
-    for (size_t j = 1; j < s->nlocal && st == SHARDNET_OK; j++) {
-        replica *k = &s->r[s->local[j]];
-        if (pthread_create(&k->thread, NULL, worker_main, k))
-            st = sn_error(SHARDNET_INTERNAL,
-                          "data split: cannot start a thread for %s",
-                          k->dev->info.name);
-        else
-            k->started = 1;
-    }
+    if (st == SHARDNET_OK)
+        st = sn_crew_start(devs, local, nlocal, run_replica, s, &s->crew);
+    free(local);
     if (st != SHARDNET_OK) {
         sn_data_split_free(s);
-        return st;
+        return sn_error_prefix(st, "data split");
     }
     *out = s;
     return SHARDNET_OK;
@@ -208,14 +137,9 @@ void sn_data_split_free(sn_data_split *s)
 {
     if (!s)
         return;
-    pthread_mutex_lock(&s->lock);
-    s->quit = 1;
-    pthread_cond_broadcast(&s->cond);
-    pthread_mutex_unlock(&s->lock);
+    sn_crew_stop(s->crew);
     for (size_t d = 0; s->r && d < s->n; d++) {
         replica *k = &s->r[d];
-        if (k->started)
-            pthread_join(k->thread, NULL);
         for (int j = 0; j < REPLICA_PLANS; j++)
             sn_plan_free(k->plans[j]);
         sn_weights_free(k->w);
@@ -223,10 +147,7 @@ void sn_data_split_free(sn_data_split *s)
     }
     for (size_t i = 0; s->out && i < s->g->noutputs; i++)
         free(s->out[i].data);
-    pthread_mutex_destroy(&s->lock);
-    pthread_cond_destroy(&s->cond);
     free(s->r);
-    free(s->local);
     free(s->shaped);
     free(s->carries);
     free(s->out);
@@ -361,28 +282,7 @@ shardnet_status sn_data_split_run(sn_data_split *s, const sn_binding *in,
     if ((st = shape_outputs(s, in)) != SHARDNET_OK ||
         (st = cut_rows(s, in, rows)) != SHARDNET_OK)
         return job ? share_outputs(s, st) : st;
-    pthread_mutex_lock(&s->lock);
-    s->done = 0;
-    s->job++;
-    pthread_cond_broadcast(&s->cond);
-    pthread_mutex_unlock(&s->lock);
-    if (s->nlocal) {
-        replica *lead = &s->r[s->local[0]];
-        sn_bind_thread(lead->dev, 1);
-        st = lead->rows ? run_replica(s, lead) : SHARDNET_OK;
-        sn_bind_thread(lead->dev, 0);
-        job_wait jw = {s, 0};
-        sn_poll(workers_done, &jw, WAKE_SPIN_S);
-        pthread_mutex_lock(&s->lock);
-        while (!workers_done(&jw))
-            pthread_cond_wait(&s->cond, &s->lock);
-        pthread_mutex_unlock(&s->lock);
-        for (size_t j = 1; j < s->nlocal && st == SHARDNET_OK; j++) {
-            replica *k = &s->r[s->local[j]];
-            if (k->st != SHARDNET_OK)
-                st = sn_error(k->st, "on %s: %s", k->dev->info.name, k->msg);
-        }
-    }
+    st = sn_crew_run(s->crew);
     return job ? share_outputs(s, st) : st;
 }
 

@@ -45,7 +45,6 @@
  */
 #include <config.h>
 
-#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -264,21 +263,6 @@ static shardnet_status plan_devices(sn_tensor_split *t,
     return st;
 }
 
-/* A worker thread for each local device but the first (the caller's). */
-static shardnet_status start_workers(sn_tensor_split *t)
-{
-    for (size_t k = 1; k < t->where->nlocal; k++) {
-        size_t r = t->where->local[k];
-        t->wk[r].t = t;
-        t->wk[r].rank = r;
-        if (pthread_create(&t->wk[r].thread, NULL, sn_shard_worker_main,
-                           &t->wk[r]))
-            return sn_error(SHARDNET_INTERNAL, "tensor split: no threads");
-        t->wk[r].started = 1;
-    }
-    return SHARDNET_OK;
-}
-
 /* What the planner's state still holds (the split took the rest). */
 static void builder_free(bld *b)
 {
@@ -339,8 +323,6 @@ shardnet_status sn_tensor_split_create(sn_graph *g, sn_device *const *devs,
         st = oom();
         goto fail;
     }
-    pthread_mutex_init(&t->lock, NULL);
-    pthread_cond_init(&t->cond, NULL);
     t->g = g;
     t->n = ndev;
     memcpy(t->dev, devs, ndev * sizeof *devs);
@@ -369,8 +351,12 @@ shardnet_status sn_tensor_split_create(sn_graph *g, sn_device *const *devs,
     t->desc = b.desc;
     b.desc = NULL;
     t->estimate = estimate(t);
-    if ((st = start_workers(t)) != SHARDNET_OK)
+    /* A thread for each local device but the first (the caller's). */
+    if ((st = sn_crew_start(t->dev, t->where->local, t->where->nlocal,
+                            sn_shard_run_rank, t, &t->crew)) != SHARDNET_OK) {
+        st = sn_error_prefix(st, "tensor split");
         goto fail_t;
+    }
     builder_free(&b);
     *out = t;
     return SHARDNET_OK;
@@ -391,13 +377,7 @@ void sn_tensor_split_free(sn_tensor_split *t)
 {
     if (!t)
         return;
-    pthread_mutex_lock(&t->lock);
-    t->quit = 1;
-    pthread_cond_broadcast(&t->cond);
-    pthread_mutex_unlock(&t->lock);
-    for (size_t r = 1; r < t->n; r++)
-        if (t->wk[r].started)
-            pthread_join(t->wk[r].thread, NULL);
+    sn_crew_stop(t->crew);
     for (size_t d = 0; d < t->n; d++)
         if (t->dev[d])
             sn_synchronize(t->dev[d]);
@@ -407,8 +387,6 @@ void sn_tensor_split_free(sn_tensor_split *t)
         sn_weights_free(t->w[d]);
         sn_graph_free(t->sub[d]);
     }
-    pthread_mutex_destroy(&t->lock);
-    pthread_cond_destroy(&t->cond);
     free(t->bound);
     for (size_t i = 0; t->out && t->out_lay && i < t->g->noutputs; i++)
         if (t->out_lay[i].kind == SN_LAY_S || t->me_owned_out)

@@ -1,30 +1,19 @@
 /*
  * The tensor split's run-time state (private to lib/runtime/shard*.c):
- * shard.c creates and frees it, shard_run.c runs it (one thread per local
- * device), shard_collective.c lowers the split's own collective node.
+ * shard.c creates and frees it, shard_run.c runs it (a crew: one thread
+ * per local device), shard_collective.c lowers the split's own collective node.
  */
 #ifndef SN_SHARD_IMPL_H
 #define SN_SHARD_IMPL_H
 
-#include <pthread.h>
-#include <stdatomic.h>
-
 #include "comm/group.h"
+#include "runtime/crew.h"
 #include "runtime/shard_build.h"
 
 typedef struct rank_ctx {
     struct sn_tensor_split *t;
     size_t rank;
 } rank_ctx;
-
-typedef struct worker {
-    struct sn_tensor_split *t;
-    size_t rank;
-    pthread_t thread;
-    int started;
-    shardnet_status st;
-    char msg[1024];
-} worker;
 
 struct sn_tensor_split {
     sn_graph *g;
@@ -50,25 +39,21 @@ struct sn_tensor_split {
      * devices, ranks where->local[0 .. nlocal), the first driven by the
      * caller; in a job every process gets the outputs. */
     const sn_group_where *where;
-    pthread_mutex_t lock;
-    pthread_cond_t cond;
-    atomic_uint job;       /* bumped to start a run on the workers */
-    atomic_size_t done;    /* workers finished with the current job */
-    int quit;
+    sn_crew *crew;         /* the local devices' threads */
     const sn_binding *in;  /* the current run's inputs */
     int me_owned_out;  /* every output has a buffer of its own (a job of
                           several processes) */
     int overflow;      /* the first device whose shard exceeds its memory
                           (known to every process of a job), or -1 */
-    worker wk[MAXD];
     rank_ctx ctx[MAXD];    /* the collective hook's argument per device */
 };
 
 /* The hook every device's plan calls at a collective: the group runs it
  * (ctx: the device's rank_ctx). */
 shardnet_status sn_shard_rendezvous(void *ctx, const sn_coll_desc *d);
-/* A worker thread (arg: its worker) driving one device for every run. */
-void *sn_shard_worker_main(void *arg);
+/* Device r's part of a run (t: the split), as its crew calls it; on
+ * failure the others are told to stop. */
+shardnet_status sn_shard_run_rank(void *t, size_t r);
 /* The operators of the devices' graphs (the split's own node among them). */
 const sn_op_def *sn_shard_ops(const char *domain, const char *op_type);
 

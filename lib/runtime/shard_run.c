@@ -1,14 +1,12 @@
 /*
  * The tensor split's run-time side: one host thread per local device runs
- * its plan (the caller drives the first), a plan stops at each collective
+ * its plan (a crew, crew.h: the caller drives the first), a plan stops at each collective
  * and hands it to the devices' group, and the outputs are put together on
  * the host (cut ones from every device's piece) and, in a job of several
  * processes, shared with every process.
  */
 #include <config.h>
 
-#include <pthread.h>
-#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -69,27 +67,6 @@ shardnet_status sn_shard_rendezvous(void *ctx, const sn_coll_desc *d)
     return sn_group_collective(rc->t->group, rc->rank, &call);
 }
 
-/* How long a worker polls for the next run, and the caller for the
- * workers' end, before sleeping. */
-#define WAKE_SPIN_S 200e-6
-
-typedef struct split_wait {
-    const sn_tensor_split *t;
-    unsigned seen; /* the job seen */
-} split_wait;
-
-static int job_posted(const void *arg)
-{
-    const split_wait *w = arg;
-    return atomic_load(&w->t->job) != w->seen;
-}
-
-static int workers_done(const void *arg)
-{
-    const split_wait *w = arg;
-    return atomic_load(&w->t->done) >= w->t->where->nlocal - 1;
-}
-
 /* Device r's piece of each cut output, copied into the host result. */
 static shardnet_status put_pieces(sn_tensor_split *t, size_t r)
 {
@@ -116,9 +93,9 @@ static shardnet_status put_pieces(sn_tensor_split *t, size_t r)
     return SHARDNET_OK;
 }
 
-/* Device r's part of a run; on failure the others are told to stop. */
-static shardnet_status run_rank(sn_tensor_split *t, size_t r)
+shardnet_status sn_shard_run_rank(void *split, size_t r)
 {
+    sn_tensor_split *t = split;
     double t0 = sn_trace_on() ? sn_trace_now() : 0;
     shardnet_status st = sn_plan_run(t->plan[r], t->in);
     if (st == SHARDNET_OK)
@@ -131,38 +108,6 @@ static shardnet_status run_rank(sn_tensor_split *t, size_t r)
     return st;
 }
 
-void *sn_shard_worker_main(void *arg)
-{
-    worker *w = arg;
-    sn_tensor_split *t = w->t;
-    unsigned seen = 0;
-    sn_bind_thread(t->dev[w->rank], 1);
-    for (;;) {
-        /* Poll a little first: runs often follow each other closely, and
-         * a sleeping worker starts late by a wake-up. */
-        split_wait sw = {t, seen};
-        sn_poll(job_posted, &sw, WAKE_SPIN_S);
-        pthread_mutex_lock(&t->lock);
-        while (!t->quit && t->job == seen)
-            pthread_cond_wait(&t->cond, &t->lock);
-        if (t->quit) {
-            pthread_mutex_unlock(&t->lock);
-            sn_bind_thread(t->dev[w->rank], 0);
-            return NULL;
-        }
-        seen = t->job;
-        pthread_mutex_unlock(&t->lock);
-        shardnet_status st = run_rank(t, w->rank);
-        pthread_mutex_lock(&t->lock);
-        w->st = st;
-        if (st != SHARDNET_OK)
-            snprintf(w->msg, sizeof w->msg, "%s", shardnet_last_error());
-        t->done++;
-        pthread_cond_broadcast(&t->cond);
-        pthread_mutex_unlock(&t->lock);
-    }
-}
-
 shardnet_status sn_tensor_split_run(sn_tensor_split *t, const sn_binding *in)
 {
     shardnet_status st;
@@ -170,36 +115,11 @@ shardnet_status sn_tensor_split_run(sn_tensor_split *t, const sn_binding *in)
         return sn_error(SHARDNET_INVALID_ARGUMENT,
                         "tensor split: inputs shaped unlike the ones it was "
                         "built for");
-    pthread_mutex_lock(&t->lock);
+    /* The local devices at once, the caller driving the first. */
     sn_group_begin(t->group);
     t->in = in;
-    t->done = 0;
-    t->job++;
-    pthread_cond_broadcast(&t->cond);
-    pthread_mutex_unlock(&t->lock);
-    /* The caller drives this process's first device for the run, then gets
-     * its binding back. */
-    st = SHARDNET_OK;
-    if (t->where->nlocal) {
-        size_t lead = t->where->local[0];
-        sn_bind_thread(t->dev[lead], 1);
-        st = run_rank(t, lead);
-        sn_bind_thread(t->dev[lead], 0);
-        split_wait sw = {t, 0};
-        sn_poll(workers_done, &sw, WAKE_SPIN_S);
-        pthread_mutex_lock(&t->lock);
-        while (!workers_done(&sw))
-            pthread_cond_wait(&t->cond, &t->lock);
-        pthread_mutex_unlock(&t->lock);
-        if (st != SHARDNET_OK)
-            return st;
-        for (size_t k = 1; k < t->where->nlocal; k++) {
-            size_t r = t->where->local[k];
-            if (t->wk[r].st != SHARDNET_OK)
-                return sn_error(t->wk[r].st, "on %s: %s",
-                                t->dev[r]->info.name, t->wk[r].msg);
-        }
-    }
+    if ((st = sn_crew_run(t->crew)) != SHARDNET_OK)
+        return st;
     for (size_t i = 0; i < t->g->noutputs; i++)
         if (t->out_lay[i].kind != SN_LAY_S && t->where->nlocal) {
             const sn_host_tensor *o =
