@@ -1236,3 +1236,42 @@ Test(layer_split, bad_replicas_are_refused_clearly)
     unlink(plan);
     shardnet_model_free(m);
 }
+
+/* A plan file's rows are proportions for every batch: after a batch of 3
+ * (where 1:1 leaves one device a lone row, given to the other), a batch of
+ * 8 is cut 4:4 again, not in the last batch's 3:0. */
+Test(layer_split, data_plan_rows_cut_every_batch_in_their_proportions)
+{
+    char path[4096], plan[64], text[16384];
+    shardnet_model_t *m = NULL;
+    shardnet_session_t *s = NULL;
+    shardnet_tensor in;
+    need_devices("cpu:0,cpu:1");
+    fixture(path, sizeof path, "fashion_mlp.onnx");
+    cr_assert_eq(shardnet_model_load(path, &m), SHARDNET_OK);
+    fixture(path, sizeof path, "fashion_mlp_input.npy");
+    cr_assert_eq(shardnet_tensor_load(path, &in), SHARDNET_OK);
+    temp_plan(plan);
+    write_file(plan, "split data\ndevices cpu:0,cpu:1\nrows 1 1\n");
+    shardnet_session_options o = {.split = "data", .plan_file = plan};
+    cr_assert_eq(shardnet_session_create_with(ctx, m, NULL, &o, &s),
+                 SHARDNET_OK, "%s", shardnet_last_error());
+    static const int64_t batches[] = {3, 8};
+    static const char *const want[] = {"cpu:0 3 rows, cpu:1 0 rows",
+                                       "cpu:0 4 rows, cpu:1 4 rows"};
+    for (int b = 0; b < 2; b++) {
+        int64_t dims[2] = {batches[b], in.info.dims[1]};
+        cr_assert_eq(shardnet_session_set_input(s, 0, in.info.dtype, 2, dims,
+                                                in.data),
+                     SHARDNET_OK);
+        cr_assert_eq(shardnet_session_run(s), SHARDNET_OK, "%s",
+                     shardnet_last_error());
+        shardnet_session_describe(s, text, sizeof text);
+        cr_assert(strstr(text, want[b]), "batch %lld: want %s in\n%s",
+                  (long long)batches[b], want[b], text);
+    }
+    shardnet_session_free(s);
+    unlink(plan);
+    shardnet_tensor_free(&in);
+    shardnet_model_free(m);
+}

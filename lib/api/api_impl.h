@@ -53,8 +53,9 @@ struct shardnet_session {
     size_t data_rows[MAX_SPLIT]; /* rows per listed device, */
     size_t data_batch;          /* for batches of this many rows */
     int have_data_rows;         /* from "auto"'s estimate, or a plan file */
-    int data_rows_fixed;        /* from a plan file: kept for every batch
-                                   they add up to */
+    int data_rows_fixed;        /* from a plan file: every batch is cut in
+                                   the proportions of data_plan_rows */
+    size_t data_plan_rows[MAX_SPLIT];
     sn_strategy *strat;         /* from a plan file: forced strategies */
     size_t nstrat;
     sn_weights *w;

@@ -217,6 +217,7 @@ static shardnet_status session_create(shardnet_context_t *ctx,
                                        options->plan_file, split);
             }
             memcpy(s->data_rows, pf.rows, n * sizeof pf.rows[0]);
+            memcpy(s->data_plan_rows, pf.rows, n * sizeof pf.rows[0]);
             s->data_batch = total;
             s->have_data_rows = s->data_rows_fixed = 1;
         }

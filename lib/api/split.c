@@ -126,11 +126,11 @@ static shardnet_status apply_choice(shardnet_session_t *session,
                      : kind == SN_SPLIT_LAYER  ? ch->layer
                      : kind == SN_SPLIT_HYBRID ? ch->hybrid
                      : kind == SN_SPLIT_REPLICATED ? ch->replicated
+                     : kind == SN_SPLIT_DATA   ? ch->data.est
                                             : ch->none;
     session->est_rows = sn_session_rows(session);
     session->nruns = 0;
     if (kind == SN_SPLIT_DATA) {
-        session->est_s = ch->data.est;
         session->choose = 0;
         session->data = 1;
         session->ndev = session->nlisted;
@@ -221,9 +221,8 @@ static shardnet_status data_rows(shardnet_session_t *session)
     if (session->have_data_rows && session->data_batch == rows)
         return SHARDNET_OK;
     if (session->data_rows_fixed) {
-        size_t w[MAX_SPLIT];
-        memcpy(w, session->data_rows, sizeof w);
-        scale_rows(w, session->nlisted, rows, session->data_rows);
+        scale_rows(session->data_plan_rows, session->nlisted, rows,
+                   session->data_rows);
         session->data_batch = rows;
         return SHARDNET_OK;
     }
