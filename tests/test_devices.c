@@ -362,7 +362,7 @@ Test(devices, sharing_is_found_and_its_cost_measured)
     double keep[2] = {0}, alone = 0;
     char report[512] = "";
     size_t len = 0;
-    cr_assert_eq(sn_devices_contention(pair, 2, keep, report, sizeof report,
+    cr_assert_eq(sn_devices_contention(pair, 2, 1, keep, report, sizeof report,
                                        &len),
                  SHARDNET_OK, "%s", shardnet_last_error());
     for (int i = 0; i < 2; i++)
@@ -371,7 +371,7 @@ Test(devices, sharing_is_found_and_its_cost_measured)
     cr_assert(strstr(report, "sharing: cpu:0 and cl:0 share cores;"), "%s",
               report);
     cr_assert(strstr(report, "measured at once: cpu:0 keeps "), "%s", report);
-    cr_assert_eq(sn_devices_contention(pair, 1, &alone, NULL, 0, NULL),
+    cr_assert_eq(sn_devices_contention(pair, 1, 1, &alone, NULL, 0, NULL),
                  SHARDNET_OK);
     cr_assert_eq(alone, 1.0, "one device alone keeps %g", alone);
 }

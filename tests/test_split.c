@@ -1048,6 +1048,20 @@ Test(layer_split, streamed_batches_each_get_their_own_answer)
     }
 }
 
+/* The estimates of the search's report in text: the rules' and the
+ * search's; fails the test unless the search is at most the rules'. */
+static void search_never_above_rules(const char *text, const char *what)
+{
+    const char *p = strstr(text, "tensor strategies searched: ");
+    cr_assert(p, "%s: no search\n%s", what, text);
+    const char *r = strstr(p, "the rules' layout estimated "),
+               *q = strstr(p, "the search's ");
+    cr_assert(r && q, "%s", p);
+    double rules = strtod(r + strlen("the rules' layout estimated "), NULL),
+           found = strtod(q + strlen("the search's "), NULL);
+    cr_assert(found > 0 && found <= rules, "%s: %s", what, p);
+}
+
 /* The strategy search: on every fixture model over two devices it builds
  * candidates and never settles above the rules' layout; with
  * SHARDNET_TENSOR_RULES=1 it keeps the rules' layout and says so. */
@@ -1072,21 +1086,141 @@ Test(tensor_split, the_strategy_search_never_prices_above_the_rules)
                                                 in.data),
                      SHARDNET_OK);
         shardnet_session_describe(s, text, sizeof text);
-        const char *p = strstr(text, "tensor strategies searched: ");
-        cr_assert(p, "%s: no search\n%s", split_models[k][0], text);
-        const char *r = strstr(p, "the rules' layout estimated "),
-                   *q = strstr(p, "the search's ");
-        cr_assert(r && q, "%s", p);
-        double rules = strtod(r + strlen("the rules' layout estimated "), NULL),
-               found = strtod(q + strlen("the search's "), NULL);
-        cr_assert(found > 0 && found <= rules, "%s: %s", split_models[k][0],
-                  p);
+        search_never_above_rules(text, split_models[k][0]);
         cr_assert_eq(shardnet_session_run(s), SHARDNET_OK, "%s",
                      shardnet_last_error());
         shardnet_session_free(s);
         shardnet_tensor_free(&in);
         shardnet_model_free(m);
     }
+}
+
+/* A session of the small transformer from a plan file, run once; its
+ * description in text, its output checked against want. */
+static void run_hybrid_plan(shardnet_model_t *m,
+                            const shardnet_tensor *in,
+                            const char *plan, const float *want, size_t n0,
+                            char *text, size_t cap)
+{
+    shardnet_session_options o = {.plan_file = plan};
+    shardnet_session_t *s = NULL;
+    const void *out;
+    cr_assert_eq(shardnet_session_create_with(ctx, m, NULL, &o, &s),
+                 SHARDNET_OK, "%s", shardnet_last_error());
+    cr_assert_eq(shardnet_session_set_input(s, 0, in->info.dtype,
+                                            in->info.rank, in->info.dims,
+                                            in->data),
+                 SHARDNET_OK);
+    cr_assert_eq(shardnet_session_run(s), SHARDNET_OK, "%s",
+                 shardnet_last_error());
+    shardnet_session_describe(s, text, cap);
+    cr_assert_eq(shardnet_session_output(s, 0, NULL, &out), SHARDNET_OK);
+    check_answer(out, want, n0, 0, "small_transformer", plan, text);
+    cr_assert_eq(shardnet_session_save_plan(s, plan), SHARDNET_OK, "%s",
+                 shardnet_last_error());
+    shardnet_session_free(s);
+}
+
+/* A hybrid split's group stage is laid out by the strategy search too:
+ * the description says, per product, what each strategy was priced at,
+ * and never a layout priced above the rules'; the stage's strategies are
+ * saved in the plan, a plan file's strategy for a node of a group stage
+ * is kept (the rest searched around it), and one for a node of a
+ * one-device stage or of none is refused, naming it. */
+Test(tensor_split, hybrid_stages_are_searched_saved_and_read_back)
+{
+    static const char *const devices = "cpu:0,cpu:1,cl:0";
+    /* The transformer's attention on cpu:0, its projection and
+     * feed-forward (/proj, /ff1, /ff2) on cpu:1 and cl:0. */
+    static const char *const head = "split hybrid\ndevices cpu:0,cpu:1,cl:0\n"
+                                    "groups 1,2\ncuts 11\n";
+    char plan[64], path[4096], text[16384], saved[2048];
+    shardnet_model_t *m = NULL;
+    shardnet_tensor in;
+    size_t n0;
+    temp_plan(plan);
+    need_devices(devices);
+    fixture(path, sizeof path, "small_transformer.onnx");
+    cr_assert_eq(shardnet_model_load(path, &m), SHARDNET_OK);
+    fixture(path, sizeof path, "small_transformer_input.npy");
+    cr_assert_eq(shardnet_tensor_load(path, &in), SHARDNET_OK);
+    float *want = run(m, &in, "cpu:0", "none", 0, &n0);
+
+    write_file(plan, head);
+    run_hybrid_plan(m, &in, plan, want, n0, text, sizeof text);
+    const char *st = strstr(text, "hybrid stage 1 on cpu:1+cl:0, its last "
+                                  "micro-batches' tensor split:\n");
+    cr_assert(st, "%s", text);
+    search_never_above_rules(st, "hybrid stage 1");
+    cr_assert(strstr(st, "tensor strategies searched: 3 products"), "%s", st);
+    for (int k = 0; k < 3; k++) {
+        static const char *const node[] = {"/proj/MatMul", "/ff1/MatMul",
+                                           "/ff2/MatMul"};
+        char line[64];
+        snprintf(line, sizeof line, "  %s (MatMul): columns ", node[k]);
+        const char *p = strstr(st, line);
+        cr_assert(p, "no '%s' in\n%s", line, st);
+        const char *eol = strchr(p, '\n');
+        cr_assert(strstr(p, "; rows ") < eol && strstr(p, "; data ") < eol &&
+                      strstr(p, "; whole ") < eol &&
+                      strstr(p, " (chosen)") < eol,
+                  "%.*s", (int)(eol - p), p);
+    }
+    FILE *f = fopen(plan, "r");
+    size_t len = fread(saved, 1, sizeof saved - 1, f);
+    fclose(f);
+    saved[len] = '\0';
+    cr_assert(strstr(saved, "split hybrid\n") &&
+                  strstr(saved, "\ngroups 1,2\n") &&
+                  strstr(saved, "\nstrategy /proj/MatMul ((") &&
+                  strstr(saved, "\nstrategy /ff1/MatMul ((") &&
+                  strstr(saved, "\nstrategy /ff2/MatMul (("),
+              "%s", saved);
+    /* Read back: the same strategies, fixed, so nothing left to search. */
+    run_hybrid_plan(m, &in, plan, want, n0, text, sizeof text);
+    cr_assert(strstr(text, "hybrid stage 1 on cpu:1+cl:0") &&
+                  strstr(text, "no product to search"),
+              "%s", text);
+
+    /* One fixed (/ff1 whole on both), the other two searched around it. */
+    snprintf(saved, sizeof saved, "%sstrategy /ff1/MatMul ((1,1,1),(1,1))\n",
+             head);
+    write_file(plan, saved);
+    run_hybrid_plan(m, &in, plan, want, n0, text, sizeof text);
+    cr_assert(strstr(text, "tensor strategies searched: 2 products") &&
+                  strstr(text, "/ff1/MatMul (MatMul) ((1,1,1),(1,1)): whole "
+                               "on every device"),
+              "%s", text);
+
+    static const struct {
+        const char *strategy, *why;
+    } bad[] = {
+        {"strategy /q/MatMul ((1,1,1),(1,2))\n",
+         "strategy for node '/q/MatMul', which stage 0 runs on one device "
+         "(cpu:0)"},
+        {"strategy /nothing ((1,1,1),(1,2))\n",
+         "strategy for node '/nothing': no such node"},
+    };
+    for (size_t k = 0; k < sizeof bad / sizeof bad[0]; k++) {
+        shardnet_session_options o = {.plan_file = plan};
+        shardnet_session_t *s = NULL;
+        snprintf(saved, sizeof saved, "%s%s", head, bad[k].strategy);
+        write_file(plan, saved);
+        cr_assert_eq(shardnet_session_create_with(ctx, m, NULL, &o, &s),
+                     SHARDNET_OK, "%s", shardnet_last_error());
+        cr_assert_eq(shardnet_session_set_input(s, 0, in.info.dtype,
+                                                in.info.rank, in.info.dims,
+                                                in.data),
+                     SHARDNET_OK);
+        cr_assert_eq(shardnet_session_run(s), SHARDNET_INVALID_ARGUMENT);
+        cr_assert(strstr(shardnet_last_error(), bad[k].why), "%s",
+                  shardnet_last_error());
+        shardnet_session_free(s);
+    }
+    free(want);
+    unlink(plan);
+    shardnet_tensor_free(&in);
+    shardnet_model_free(m);
 }
 
 /* A replicated split's configurations are estimated, each in PipeDream's

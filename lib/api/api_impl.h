@@ -101,13 +101,9 @@ shardnet_status sn_options_read(const void *in, void *out, size_t first,
 shardnet_status sn_plan_file_read(const char *path, plan_file *pf);
 
 /* The session's tensor split over its listed devices for its bound
- * inputs, with the strategies given (split.c). */
-shardnet_status sn_session_tensor_split(shardnet_session_t *session,
-                                        const sn_strategy *strat,
-                                        size_t nstrat, sn_tensor_split **out);
-/* The tensor split as sn_session_tensor_split builds it, its products'
- * strategies then searched for a cheaper one (search.c); a line saying
- * what the search did in report (may be NULL). */
+ * inputs, the strategies given fixed and the rest searched
+ * (sn_tensor_split_search); what the search did in report (may be
+ * NULL) (split.c). */
 shardnet_status sn_session_tensor_search(shardnet_session_t *session,
                                          const sn_strategy *fixed,
                                          size_t nfixed, sn_tensor_split **out,

@@ -239,6 +239,19 @@ shardnet_status sn_plan_file_read(const char *path, plan_file *pf)
     return st;
 }
 
+/* Strategies as plan file lines, in MindSpore's notation. */
+static void write_strategies(FILE *f, const sn_strategy *ss, size_t ns)
+{
+    if (ns)
+        fprintf(f, "# per operator, MindSpore's notation: one tuple per "
+                   "input, the parts\n# each dimension is cut into\n");
+    for (size_t i = 0; i < ns; i++) {
+        char t[256];
+        sn_strategy_format(&ss[i], t, sizeof t);
+        fprintf(f, "strategy %s %s\n", ss[i].node, t);
+    }
+}
+
 shardnet_status shardnet_session_save_plan(shardnet_session_t *session,
                                            const char *path)
 {
@@ -276,13 +289,7 @@ shardnet_status shardnet_session_save_plan(shardnet_session_t *session,
     if (session->tensor) {
         const sn_strategy *ss;
         size_t ns = sn_tensor_split_strategies(session->ts, &ss);
-        fprintf(f, "# per operator, MindSpore's notation: one tuple per "
-                   "input, the parts\n# each dimension is cut into\n");
-        for (size_t i = 0; i < ns; i++) {
-            char t[256];
-            sn_strategy_format(&ss[i], t, sizeof t);
-            fprintf(f, "strategy %s %s\n", ss[i].node, t);
-        }
+        write_strategies(f, ss, ns);
     } else if (session->data) {
         fprintf(f, "# rows of the batch per device (a batch of another "
                    "size is cut in the\n# same proportions)\n");
@@ -298,6 +305,14 @@ shardnet_status shardnet_session_save_plan(shardnet_session_t *session,
             for (size_t u = 0; u < session->ngroups; u++)
                 fprintf(f, "%s%zu", u ? "," : " ", session->groups[u]);
             fprintf(f, "\n");
+            /* The group stages' strategies, as their last run laid them
+             * out. */
+            for (size_t u = 0; u < sn_pipeline_stages(session->pipe); u++) {
+                const sn_strategy *ss;
+                size_t ns = sn_pipeline_stage_strategies(session->pipe, u,
+                                                         &ss);
+                write_strategies(f, ss, ns);
+            }
         }
         if (session->replicated) {
             fprintf(f, "# devices per stage (consecutive in the list), "

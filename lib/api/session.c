@@ -69,11 +69,12 @@ shardnet_status shardnet_session_create_with(
         if (!devices || !*devices)
             devices = pf.devices;
     }
-    if (from_file && pf.nstrat && strcmp(split, "tensor")) {
+    if (from_file && pf.nstrat && strcmp(split, "tensor") &&
+        strcmp(split, "hybrid")) {
         free(pf.strat);
         return sn_error(SHARDNET_INVALID_ARGUMENT,
-                        "plan %s: strategies are for split 'tensor', not "
-                        "'%s'",
+                        "plan %s: strategies are for split 'tensor' or "
+                        "'hybrid', not '%s'",
                         options->plan_file, split);
     }
     st = session_create(ctx, model, devices, split, options,

@@ -14,9 +14,10 @@
 #include "plan/choose.h"
 #include "plan/profile.h"
 
-shardnet_status sn_session_tensor_split(shardnet_session_t *session,
-                                        const sn_strategy *strat,
-                                        size_t nstrat, sn_tensor_split **out)
+shardnet_status sn_session_tensor_search(shardnet_session_t *session,
+                                         const sn_strategy *fixed,
+                                         size_t nfixed, sn_tensor_split **out,
+                                         char *report, size_t cap)
 {
     double speed[MAX_SPLIT];
     shardnet_status st;
@@ -29,9 +30,10 @@ shardnet_status sn_session_tensor_split(shardnet_session_t *session,
      * next.) */
     for (size_t d = 0; d < session->nlisted; d++)
         speed[d] = sn_device_speed(session->devs[d]);
-    return sn_tensor_split_create(session->model->g, session->devs,
+    return sn_tensor_split_search(session->model->g, session->devs,
                                   session->nlisted, speed, session->inputs,
-                                  strat, nstrat, session->home, out);
+                                  fixed, nfixed, session->home, out, report,
+                                  cap);
 }
 
 /*
@@ -54,12 +56,12 @@ static shardnet_status choose_split(shardnet_session_t *session, char *report,
         SHARDNET_OK)
         return st;
     if (session->nlisted > 1) {
-        char searched[512];
-        if (sn_session_tensor_search(session, NULL, 0, ts, searched,
-                                     sizeof searched) == SHARDNET_OK) {
-            size_t at = report ? strlen(report) : 0;
-            if (report && at < cap)
-                snprintf(report + at, cap - at, "%s", searched);
+        /* What the search did, at the report's end. */
+        size_t at = report ? strlen(report) : 0;
+        if (sn_session_tensor_search(session, NULL, 0, ts,
+                                     report && at < cap ? report + at : NULL,
+                                     report && at < cap ? cap - at : 0) ==
+            SHARDNET_OK) {
             tc.estimate = sn_tensor_split_estimate(*ts);
             tc.ncoll = sn_tensor_split_collectives(*ts, &tc.bytes);
             tc.overflow = sn_tensor_split_overflow(*ts);
@@ -298,7 +300,8 @@ shardnet_status sn_session_prepare(shardnet_session_t *session)
              g, session->ndev > 1 ? session->devs : &session->dev,
              session->ndev, session->ngroups ? session->groups : NULL,
              session->ngroups, session->inputs,
-             session->have_cuts ? session->cuts : NULL, &session->pipe)))
+             session->have_cuts ? session->cuts : NULL, session->strat,
+             session->nstrat, &session->pipe)))
         return st;
     return SHARDNET_OK;
 }
@@ -432,6 +435,10 @@ static size_t describe_running(const shardnet_session_t *session,
                                 "running: hybrid split, stages on");
         len = describe_stages(session, r->groups, r->ngroups, NULL, text,
                               cap, len);
+        if (session->pipe && session->ngroups) {
+            sn_pipeline_describe_groups(session->pipe, text, cap);
+            len = strlen(text);
+        }
     } else if (r->ndev > 1)
         len += (size_t)snprintf(text + len, cap - len,
                                 "running: layer split over %zu devices\n",

@@ -154,7 +154,7 @@ shardnet_status sn_layer_costs_measure(sn_graph *g, sn_device *const *devs,
     c->bw = 1e30;
     c->rows = sn_batch_rows(g, inputs);
     if ((st = sn_profiles_share(devs, ndev)) != SHARDNET_OK ||
-        (st = sn_devices_contention(devs, ndev, c->keep, report, cap,
+        (st = sn_devices_contention(devs, ndev, 1, c->keep, report, cap,
                                     len)) != SHARDNET_OK ||
         (st = sn_shape_plan(g, inputs, &w0, &shape_plan)) != SHARDNET_OK ||
         (st = shape_costs(g, shape_plan, order, c)) != SHARDNET_OK)

@@ -267,8 +267,8 @@ static const char *what(sn_sharing s)
 }
 
 shardnet_status sn_devices_contention(sn_device *const *devs, size_t n,
-                                      double *keep, char *report, size_t cap,
-                                      size_t *len)
+                                      int job, double *keep, char *report,
+                                      size_t cap, size_t *len)
 {
     size_t comp[64];
     shardnet_status st = SHARDNET_OK;
@@ -345,7 +345,7 @@ shardnet_status sn_devices_contention(sn_device *const *devs, size_t n,
     }
     pthread_mutex_unlock(&lock);
     /* In a job, each device's figure is its own process's. */
-    for (size_t d = 0; d < n && st == SHARDNET_OK &&
+    for (size_t d = 0; d < n && st == SHARDNET_OK && job &&
                        sn_world_processes() > 1;
          d++)
         st = sn_world_bcast(devs[d]->process, &keep[d], sizeof keep[d]);

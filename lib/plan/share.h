@@ -29,11 +29,12 @@ sn_sharing sn_devices_sharing(const sn_device *a, const sn_device *b);
  * nothing).  Measured once per process for each group of devices that
  * share (every device of the group running products at once against
  * each alone, the best of three rounds of each, about 0.1 s per device)
- * and kept; in a job of several
- * processes each device's figure comes from its own process (collective).
- * A line per group that shares is appended to report at *len (report may
- * be NULL). */
+ * and kept.  job: every process of a job of several calls this alike
+ * (collective), and each device's figure comes from its own process; 0:
+ * this process alone (its own devices).  A line per group that shares is
+ * appended to report at *len (report may be NULL). */
 shardnet_status sn_devices_contention(sn_device *const *devs, size_t n,
+                                      int job,
                                       double *keep, char *report, size_t cap,
                                       size_t *len);
 

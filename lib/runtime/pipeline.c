@@ -5,6 +5,7 @@
  * pipeline.h. */
 #include <config.h>
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -225,13 +226,14 @@ static shardnet_status create(sn_graph *g, sn_device *const *devs,
                               size_t ndev, const size_t *groups,
                               size_t ngroups, int replicate,
                               const sn_binding *inputs, const size_t *cuts,
+                              const sn_strategy *strat, size_t nstrat,
                               sn_pipeline **out);
 
 shardnet_status sn_pipeline_create(sn_graph *g, sn_device *const *devs,
                                    size_t ndev, const sn_binding *inputs,
                                    const size_t *cuts, sn_pipeline **out)
 {
-    return create(g, devs, ndev, NULL, 0, 0, inputs, cuts, out);
+    return create(g, devs, ndev, NULL, 0, 0, inputs, cuts, NULL, 0, out);
 }
 
 shardnet_status sn_pipeline_create_groups(sn_graph *g, sn_device *const *devs,
@@ -239,9 +241,11 @@ shardnet_status sn_pipeline_create_groups(sn_graph *g, sn_device *const *devs,
                                           size_t ngroups,
                                           const sn_binding *inputs,
                                           const size_t *cuts,
-                                          sn_pipeline **out)
+                                          const sn_strategy *strat,
+                                          size_t nstrat, sn_pipeline **out)
 {
-    return create(g, devs, ndev, groups, ngroups, 0, inputs, cuts, out);
+    return create(g, devs, ndev, groups, ngroups, 0, inputs, cuts, strat,
+                  nstrat, out);
 }
 
 shardnet_status sn_pipeline_create_replicated(sn_graph *g,
@@ -255,7 +259,7 @@ shardnet_status sn_pipeline_create_replicated(sn_graph *g,
     if (!reps)
         return sn_error(SHARDNET_INVALID_ARGUMENT,
                         "replicated split: no replicas per stage");
-    return create(g, devs, ndev, reps, nreps, 1, inputs, cuts, out);
+    return create(g, devs, ndev, reps, nreps, 1, inputs, cuts, NULL, 0, out);
 }
 
 /* A replicated stage's values stay in its process: its replicas finish
@@ -282,13 +286,55 @@ static shardnet_status check_replicas(const sn_pipeline *p)
     return SHARDNET_OK;
 }
 
+/* Stage s's node named `name`, or NULL. */
+static const sn_node *stage_node(const stage *sg, const char *name)
+{
+    for (size_t i = 0; i < sg->g->nnodes; i++)
+        if (!sg->g->nodes[i].dead && !strcmp(sg->g->nodes[i].name, name))
+            return &sg->g->nodes[i];
+    return NULL;
+}
+
+/* A plan file's strategies go to the group stages whose nodes they name;
+ * a strategy for a node of a one-device stage, or of none, is refused. */
+static shardnet_status give_strategies(sn_pipeline *p,
+                                       const sn_strategy *strat,
+                                       size_t nstrat)
+{
+    for (size_t i = 0; i < nstrat; i++) {
+        size_t s = 0;
+        while (s < p->nstages && !stage_node(&p->st[s], strat[i].node))
+            s++;
+        if (s == p->nstages)
+            return sn_error(SHARDNET_INVALID_ARGUMENT,
+                            "hybrid split: strategy for node '%s': no such "
+                            "node (or it was folded away)",
+                            strat[i].node);
+        stage *sg = &p->st[s];
+        if (sg->ngrp < 2)
+            return sn_error(SHARDNET_INVALID_ARGUMENT,
+                            "hybrid split: strategy for node '%s', which "
+                            "stage %zu runs on one device (%s); strategies "
+                            "are for the nodes of stages on several",
+                            strat[i].node, s, sg->dev->info.name);
+        sn_strategy *more =
+            realloc(sg->strat, (sg->nstrat + 1) * sizeof *more);
+        if (!more)
+            return sn_error(SHARDNET_OUT_OF_MEMORY, "hybrid split");
+        sg->strat = more;
+        sg->strat[sg->nstrat++] = strat[i];
+    }
+    return SHARDNET_OK;
+}
+
 /* groups: devices per stage (NULL: one each), a stage's devices
- * tensor-splitting it, or, replicate, each running it whole on micro-batches
- * of its own. */
+ * tensor-splitting it (strat: a plan file's strategies for their nodes),
+ * or, replicate, each running it whole on micro-batches of its own. */
 static shardnet_status create(sn_graph *g, sn_device *const *devs,
                               size_t ndev, const size_t *groups,
                               size_t ngroups, int replicate,
                               const sn_binding *inputs, const size_t *cuts,
+                              const sn_strategy *strat, size_t nstrat,
                               sn_pipeline **out)
 {
     const char *what = replicate ? "replicated split" : "hybrid split";
@@ -408,7 +454,8 @@ static shardnet_status create(sn_graph *g, sn_device *const *devs,
     }
     p->nworkers = nworkers;
     if ((st = link_stages(p)) != SHARDNET_OK ||
-        (st = check_replicas(p)) != SHARDNET_OK)
+        (st = check_replicas(p)) != SHARDNET_OK ||
+        (st = give_strategies(p, strat, nstrat)) != SHARDNET_OK)
         goto fail;
     p->outputs = calloc(g->noutputs + 1, sizeof *p->outputs);
     p->out_cap = calloc(g->noutputs + 1, sizeof *p->out_cap);
@@ -445,8 +492,11 @@ void sn_pipeline_free(sn_pipeline *p)
     free(p->prod);
     free(p->out_cap);
     for (size_t s = 0; p->st && s < p->nstages; s++) {
-        for (int k = 0; k < STAGE_PLANS; k++)
+        for (int k = 0; k < STAGE_PLANS; k++) {
             sn_tensor_split_free(p->st[s].ts[k]);
+            free(p->st[s].search[k]);
+        }
+        free(p->st[s].strat);
         for (size_t q = 0; q < p->st[s].nrep; q++) {
             for (int k = 0; k < STAGE_PLANS; k++)
                 sn_plan_free(p->st[s].rep[q].plans[k]);
@@ -491,6 +541,44 @@ size_t sn_pipeline_stages(const sn_pipeline *p)
 size_t sn_pipeline_replicas(const sn_pipeline *p, size_t s)
 {
     return s < p->nstages ? p->st[s].nrep : 0;
+}
+
+size_t sn_pipeline_stage_strategies(const sn_pipeline *p, size_t s,
+                                    const sn_strategy **out)
+{
+    *out = NULL;
+    return s < p->nstages && p->st[s].ts[0]
+               ? sn_tensor_split_strategies(p->st[s].ts[0], out)
+               : 0;
+}
+
+void sn_pipeline_describe_groups(const sn_pipeline *p, char *buf, size_t cap)
+{
+    size_t len = strlen(buf);
+    for (size_t s = 0; s < p->nstages && len < cap; s++) {
+        const stage *sg = &p->st[s];
+        if (sg->ngrp < 2 || !sg->local)
+            continue;
+        len += (size_t)snprintf(buf + len, cap - len, "hybrid stage %zu on",
+                                s);
+        for (size_t d = 0; d < sg->ngrp && len < cap; d++)
+            len += (size_t)snprintf(buf + len, cap - len, "%s%s",
+                                    d ? "+" : " ", sg->grp[d]->info.name);
+        if (len < cap && !sg->ts[0])
+            len += (size_t)snprintf(buf + len, cap - len,
+                                    ": its tensor split is laid out at the "
+                                    "first run, for the micro-batches' "
+                                    "shape\n");
+        else if (len < cap)
+            len += (size_t)snprintf(buf + len, cap - len,
+                                    ", its last micro-batches' tensor "
+                                    "split:\n%s",
+                                    sg->search[0] ? sg->search[0] : "");
+        if (sg->ts[0] && len < cap) {
+            sn_tensor_split_describe(sg->ts[0], buf, cap);
+            len = strlen(buf);
+        }
+    }
 }
 
 size_t sn_pipeline_stage_start(const sn_pipeline *p, size_t s)

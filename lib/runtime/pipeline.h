@@ -22,6 +22,7 @@
 
 #include "exec/exec.h"
 #include "plan/layer_split.h" /* the planner whose cuts and groups it runs */
+#include "plan/strategy.h"
 
 typedef struct sn_pipeline sn_pipeline;
 
@@ -39,14 +40,18 @@ shardnet_status sn_pipeline_create(sn_graph *g, sn_device *const *devs,
  * (the groups cover devs), its nodes tensor-split across them when there
  * are several (lib/runtime/shard.c); the cut planner weighs each group as its
  * devices working together.  groups NULL: one device per stage, as
- * sn_pipeline_create().
+ * sn_pipeline_create().  A group stage's strategies are searched
+ * (sn_tensor_split_search) for each micro-batch shape at its first run;
+ * strat (may be NULL): strategies a plan file fixes, each for a node of
+ * a group stage (else an error).
  */
 shardnet_status sn_pipeline_create_groups(sn_graph *g, sn_device *const *devs,
                                           size_t ndev, const size_t *groups,
                                           size_t ngroups,
                                           const sn_binding *inputs,
                                           const size_t *cuts,
-                                          sn_pipeline **out);
+                                          const sn_strategy *strat,
+                                          size_t nstrat, sn_pipeline **out);
 /*
  * A replicated split (PipeDream's "2-1"): stage s runs on reps[s]
  * consecutive devices of devs (the counts cover devs), each holding the
@@ -94,6 +99,13 @@ size_t sn_pipeline_replicas(const sn_pipeline *p, size_t s);
 /* First live node (index into the sorted live nodes) of stage s, and the
  * number of live nodes. */
 size_t sn_pipeline_stage_start(const sn_pipeline *p, size_t s);
+/* The strategies of group stage s's most recent tensor split (0 and NULL
+ * for a stage on one device, or before its first run). */
+size_t sn_pipeline_stage_strategies(const sn_pipeline *p, size_t s,
+                                    const sn_strategy **out);
+/* Each group stage of this process: its devices, what the strategy search
+ * did and what its most recent tensor split cuts; appended to buf. */
+void sn_pipeline_describe_groups(const sn_pipeline *p, char *buf, size_t cap);
 size_t sn_pipeline_live_nodes(const sn_pipeline *p);
 
 #endif /* SN_PIPELINE_H */

@@ -45,6 +45,9 @@ typedef struct stage {
     sn_device *grp[SN_COLL_MAX];
     size_t ngrp;
     sn_tensor_split *ts[STAGE_PLANS];
+    char *search[STAGE_PLANS]; /* what the strategy search did for ts[k] */
+    sn_strategy *strat;        /* a plan file's strategies for its nodes */
+    size_t nstrat;
     struct sn_pipeline *p;
     size_t index;
     /* Processes (lib/comm/world.h): the stage runs on its devices' process; a

@@ -60,7 +60,8 @@ static int bind_input(sn_pipeline *p, size_t k, int v, sn_binding *b)
 }
 
 /* A group stage's tensor split for inputs shaped like b: kept per shape
- * (most recent first), made on first use. */
+ * (most recent first), made on first use, its strategies searched (those
+ * a plan file fixed kept) and what the search did kept beside it. */
 static shardnet_status stage_split(stage *st, const sn_binding *b,
                                    sn_tensor_split **out)
 {
@@ -69,20 +70,34 @@ static shardnet_status stage_split(stage *st, const sn_binding *b,
     for (int k = 0; k < STAGE_PLANS; k++)
         if (st->ts[k] && sn_tensor_split_matches(st->ts[k], b)) {
             sn_tensor_split *hit = st->ts[k];
+            char *said = st->search[k];
             memmove(&st->ts[1], &st->ts[0], (size_t)k * sizeof st->ts[0]);
+            memmove(&st->search[1], &st->search[0],
+                    (size_t)k * sizeof st->search[0]);
             st->ts[0] = hit;
+            st->search[0] = said;
             *out = hit;
             return SHARDNET_OK;
         }
     for (size_t d = 0; d < st->ngrp; d++)
         speed[d] = sn_device_profile(st->grp[d])->gemm_flops;
+    /* Its first line, then one per product. */
+    size_t cap = 512 + 256 * st->g->nnodes;
+    char *said = malloc(cap);
     sn_tensor_split *ts;
-    if ((rc = sn_tensor_split_create(st->g, st->grp, st->ngrp, speed, b, NULL,
-                                     0, NULL, &ts)) != SHARDNET_OK)
+    if ((rc = sn_tensor_split_search(st->g, st->grp, st->ngrp, speed, b,
+                                     st->strat, st->nstrat, NULL, &ts, said,
+                                     said ? cap : 0)) != SHARDNET_OK) {
+        free(said);
         return rc;
+    }
     sn_tensor_split_free(st->ts[STAGE_PLANS - 1]);
+    free(st->search[STAGE_PLANS - 1]);
     memmove(&st->ts[1], &st->ts[0], (STAGE_PLANS - 1) * sizeof st->ts[0]);
+    memmove(&st->search[1], &st->search[0],
+            (STAGE_PLANS - 1) * sizeof st->search[0]);
     st->ts[0] = ts;
+    st->search[0] = said;
     *out = ts;
     return SHARDNET_OK;
 }

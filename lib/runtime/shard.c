@@ -92,7 +92,8 @@ static double estimate(sn_tensor_split *t)
      * The devices run at once: each at what it keeps of its speed beside
      * those it shares cores or memory with (plan/share.h). */
     double each[2 * MAXD] = {0}, keep[MAXD];
-    if (sn_devices_contention(t->dev, t->n, keep, NULL, 0, NULL) !=
+    if (sn_devices_contention(t->dev, t->n, t->me_owned_out, keep, NULL, 0,
+                              NULL) !=
         SHARDNET_OK) {
         sn_error_clear();
         for (size_t d = 0; d < t->n; d++)

@@ -34,6 +34,21 @@ shardnet_status sn_tensor_split_create(sn_graph *g, sn_device *const *devs,
                                        const sn_strategy *strategies,
                                        size_t nstrategies, sn_device *home,
                                        sn_tensor_split **out);
+/*
+ * The split as sn_tensor_split_create makes it with the strategies given
+ * (fixed), then a search for cheaper strategies of the other products by
+ * a constant weight (shard_search.c: one product's strategy changed at a
+ * time, each candidate built and priced by the cost model, kept when
+ * cheaper and every shard fits); what the search did, with each
+ * product's strategies and their prices, in report (may be NULL).  In a
+ * job, called by every process alike, as sn_tensor_split_create.
+ */
+shardnet_status sn_tensor_split_search(sn_graph *g, sn_device *const *devs,
+                                       size_t ndev, const double *speed,
+                                       const sn_binding *inputs,
+                                       const sn_strategy *fixed, size_t nfixed,
+                                       sn_device *home, sn_tensor_split **out,
+                                       char *report, size_t cap);
 void sn_tensor_split_free(sn_tensor_split *t);
 int sn_tensor_split_matches(const sn_tensor_split *t, const sn_binding *in);
 /* Run on the inputs; outputs in sn_tensor_split_output(). */

@@ -15,7 +15,11 @@
  * file fixes stays fixed, and its neighbours are searched around it.
  * Every candidate is a whole split built on the devices (plans, weights
  * uploaded), so a model with more weight than SEARCH_MAX_BYTES keeps
- * the rules' layout; SHARDNET_TENSOR_RULES=1 keeps it too.
+ * the rules' layout; SHARDNET_TENSOR_RULES=1 keeps it too.  The same
+ * search lays out the tensor split of a session (lib/api/split.c) and
+ * each group stage of a hybrid split (pipeline_run.c).  The report says,
+ * per product, what each strategy was priced at: why it has the one it
+ * has.
  */
 #include <config.h>
 
@@ -23,9 +27,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "api/api_impl.h"
 #include "core/config.h"
+#include "core/error.h"
 #include "plan/node_costs.h"
+#include "runtime/tensor_split.h"
 
 #define SEARCH_MAX_BYTES ((double)256e6)
 #define SEARCH_PASSES 2
@@ -110,39 +115,77 @@ static double weight_bytes(const sn_graph *g)
     return b;
 }
 
-shardnet_status sn_session_tensor_search(shardnet_session_t *session,
-                                         const sn_strategy *fixed,
-                                         size_t nfixed, sn_tensor_split **out,
-                                         char *report, size_t cap)
+static const char *const strategy_name[4] = {"columns", "rows", "data",
+                                             "whole"};
+
+/* Price of a candidate not built (a cut these shapes do not allow). */
+#define NOT_BUILT (-1.0)
+
+/* One product's line of the report: every strategy's price, the pick
+ * marked. */
+static size_t explain(const product *p, int pick, const double *price,
+                      char *report, size_t cap, size_t len)
 {
-    const sn_graph *g = session->model->g;
-    size_t n = session->nlisted, np = 0, built = 0, len = 0;
+#define SAY(...)                                                              \
+    do {                                                                      \
+        if (len < cap)                                                        \
+            len += (size_t)snprintf(report + len, cap - len, __VA_ARGS__);    \
+    } while (0)
+    SAY("  %s (%s):", p->n->name, p->n->op_type);
+    for (int k = 0; k < 4; k++) {
+        SAY("%s %s ", k ? ";" : "", strategy_name[k]);
+        if (price[k] == NOT_BUILT)
+            SAY("not possible");
+        else if (price[k] >= 1e300)
+            SAY("does not fit");
+        else
+            SAY("%.3f ms", price[k] * 1e3);
+        if (k == pick)
+            SAY(" (chosen)");
+    }
+    SAY("\n");
+#undef SAY
+    return len;
+}
+
+shardnet_status sn_tensor_split_search(sn_graph *g, sn_device *const *devs,
+                                       size_t ndev, const double *speed,
+                                       const sn_binding *inputs,
+                                       const sn_strategy *fixed, size_t nfixed,
+                                       sn_device *home, sn_tensor_split **out,
+                                       char *report, size_t cap)
+{
+    size_t n = ndev, np = 0, built = 0, len = 0;
     sn_tensor_split *best = NULL;
     shardnet_status st;
+    int converged = 0;
     *out = NULL;
     if (report && cap)
         report[0] = '\0';
-    if ((st = sn_session_tensor_split(session, fixed, nfixed, &best)) !=
-        SHARDNET_OK)
+    if ((st = sn_tensor_split_create(g, devs, ndev, speed, inputs, fixed,
+                                     nfixed, home, &best)) != SHARDNET_OK)
         return st;
     double rules = price(best), now = rules;
-    const sn_config *cfg = sn_config_or_env(session->devs[0]->config);
+    const sn_config *cfg = sn_config_or_env(devs[0]->config);
     product *ps = calloc(g->nnodes + 1, sizeof *ps);
     /* The strategies tried: the fixed ones, then one per product. */
     sn_strategy *try = calloc(nfixed + g->nnodes + 1, sizeof *try);
     int *pick = calloc(g->nnodes + 1, sizeof *pick);
-    if (!ps || !try || !pick) {
+    /* [product * 4 + strategy]: its last price, NOT_BUILT, or 1e300
+     * where it does not fit. */
+    double *priced = malloc((g->nnodes + 1) * 4 * sizeof *priced);
+    if (!ps || !try || !pick || !priced) {
         free(ps);
         free(try);
         free(pick);
+        free(priced);
         *out = best;
         return SHARDNET_OK; /* the rules' layout: no room to search */
     }
     /* The products, their ranks from a plan of the shapes. */
     sn_weights *sw = NULL;
     sn_plan *shapes = NULL;
-    if (sn_shape_plan(session->model->g, session->inputs, &sw, &shapes) ==
-        SHARDNET_OK)
+    if (sn_shape_plan(g, inputs, &sw, &shapes) == SHARDNET_OK)
         for (size_t i = 0; i < g->nnodes; i++) {
             int is_fixed = 0;
             for (size_t f = 0; f < nfixed; f++)
@@ -166,6 +209,8 @@ shardnet_status sn_session_tensor_search(shardnet_session_t *session,
                 for (int k = 0; k < 3; k++)
                     if (candidate(&ps[p], n, k, &s) && same(&s, &chosen[c]))
                         pick[p] = k;
+        for (int k = 0; k < 4; k++)
+            priced[p * 4 + (size_t)k] = k == pick[p] ? rules : NOT_BUILT;
     }
     if (nfixed)
         memcpy(try, fixed, nfixed * sizeof *fixed);
@@ -182,15 +227,17 @@ shardnet_status sn_session_tensor_search(shardnet_session_t *session,
                 for (size_t q = 0; q < np && ok; q++)
                     ok = candidate(&ps[q], n, q == p ? k : pick[q], &try[m++]);
                 sn_tensor_split *ts = NULL;
+                priced[p * 4 + (size_t)k] = NOT_BUILT;
                 if (!ok)
                     continue;
                 built++;
-                if (sn_session_tensor_split(session, try, m, &ts) !=
-                    SHARDNET_OK) {
+                if (sn_tensor_split_create(g, devs, ndev, speed, inputs, try,
+                                           m, home, &ts) != SHARDNET_OK) {
                     sn_error_clear(); /* a cut these shapes do not allow */
                     continue;
                 }
                 double t = price(ts);
+                priced[p * 4 + (size_t)k] = t;
                 if (t < now * SEARCH_GAIN) {
                     sn_tensor_split_free(best);
                     best = ts;
@@ -201,7 +248,11 @@ shardnet_status sn_session_tensor_search(shardnet_session_t *session,
                     sn_tensor_split_free(ts);
                 }
             }
+        converged = !moved;
     }
+    /* Every product's pick is priced at the layout found. */
+    for (size_t p = 0; p < np; p++)
+        priced[p * 4 + (size_t)pick[p]] = now;
     if (report && cap) {
         if (!search)
             len += (size_t)snprintf(
@@ -215,14 +266,19 @@ shardnet_status sn_session_tensor_search(shardnet_session_t *session,
                 report, cap,
                 "tensor strategies searched: %zu products, %zu candidates "
                 "built; the rules' layout estimated %.3f ms, the search's "
-                "%.3f ms\n",
+                "%.3f ms (%s); each product's strategies priced, the others "
+                "as they were when it was tried:\n",
                 np, built, rules >= 1e300 ? -1.0 : rules * 1e3,
-                now >= 1e300 ? -1.0 : now * 1e3);
+                now >= 1e300 ? -1.0 : now * 1e3,
+                converged ? "a last pass changed nothing"
+                          : "stopped after the passes allowed");
+        for (size_t p = 0; search && p < np; p++)
+            len = explain(&ps[p], pick[p], &priced[p * 4], report, cap, len);
     }
-    (void)len;
     free(ps);
     free(try);
     free(pick);
+    free(priced);
     *out = best;
     return SHARDNET_OK;
 }
