@@ -151,6 +151,30 @@ for model in fashion_mlp small_cnn small_transformer; do
     done
 done
 
+# Processes given different codecs would misread each other's messages:
+# the job is refused as it starts, by every process, naming both codecs
+# (within the timeout: a process that went on would wait for ever for
+# the other; mpirun may end one before it prints).
+if [ -z "$(missing 0/cpu:0,1/cpu:0)" ]; then
+    log=$tmp/comm-mismatch.log
+    timeout 60 "$mpirun" --oversubscribe -np 2 sh -c '
+        if [ "$OMPI_COMM_WORLD_RANK" = 1 ]; then
+            SHARDNET_COMM=fp16; export SHARDNET_COMM
+        fi
+        exec "$@"' sh "$bin" run "$fix/fashion_mlp.onnx" \
+        -d 0/cpu:0,1/cpu:0 -s tensor -b 4 >"$log" 2>&1
+    rc=$?
+    if [ "$rc" -ne 0 ] && [ "$rc" -ne 124 ] &&
+       grep -q "process 0 has fp32, process 1 fp16" "$log"; then
+        ok "processes given different --comm are refused by both (exit $rc)"
+    else
+        bad "processes given different --comm: exit $rc"
+        sed 's/^/    /' "$log" | tail -20
+    fi
+else
+    skip "processes given different --comm (no cpu:0 here)"
+fi
+
 # A replicated stage's values stay in its process (its replicas finish
 # micro-batches out of order): a stage replicated on process 0 feeding
 # process 1 is refused, by every process, with the reason.

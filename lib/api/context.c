@@ -16,6 +16,7 @@
 #include "api/api_impl.h"
 #include "api/partition.h"
 #include "backend/backend.h"
+#include "comm/codec.h"
 #include "comm/world.h"
 #include "core/config.h"
 #include "core/error.h"
@@ -29,6 +30,37 @@ struct shardnet_context {
      * from whichever thread selects it. */
     pthread_mutex_t lock;
 };
+
+/* Every process of the job sends what crosses between them in one codec
+ * (--comm): a job whose processes were given different ones is refused
+ * alike by all, naming them. */
+static shardnet_status same_codec(const shardnet_context_t *ctx)
+{
+    unsigned np = sn_world_processes();
+    uint64_t mine = (uint64_t)ctx->config.comm;
+    uint64_t *each = calloc(np, sizeof *each);
+    shardnet_status st = SHARDNET_OK;
+    if (!each)
+        return sn_error(SHARDNET_OUT_OF_MEMORY, "codec of the job");
+    if ((st = sn_world_allgather(&mine, sizeof mine, each)) != SHARDNET_OK) {
+        free(each);
+        return st;
+    }
+    for (unsigned p = 1; p < np && st == SHARDNET_OK; p++)
+        if (each[p] != each[0]) {
+            int c0 = each[0] < SN_CODEC_COUNT ? (int)each[0] : 0,
+                cp = each[p] < SN_CODEC_COUNT ? (int)each[p] : 0;
+            st = sn_error(SHARDNET_INVALID_ARGUMENT,
+                          "the processes disagree on the codec of what "
+                          "crosses between them (--comm, SHARDNET_COMM): "
+                          "process 0 has %s, process %u %s; give every "
+                          "process the same",
+                          sn_codec_name((sn_codec)c0), p,
+                          sn_codec_name((sn_codec)cp));
+        }
+    free(each);
+    return st;
+}
 
 /*
  * In a job of several processes: every process's devices, in process
@@ -48,7 +80,8 @@ static shardnet_status join_devices(shardnet_context_t *ctx)
     shardnet_status st;
     if (!counts)
         return sn_error(SHARDNET_OUT_OF_MEMORY, "devices of the job");
-    if ((st = sn_world_allgather(&n64, sizeof n64, counts)) != SHARDNET_OK)
+    if ((st = sn_world_allgather(&n64, sizeof n64, counts)) != SHARDNET_OK ||
+        (st = same_codec(ctx)) != SHARDNET_OK)
         goto out;
     for (unsigned p = 0; p < np; p++)
         if (counts[p] > most)
