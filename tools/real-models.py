@@ -185,6 +185,11 @@ def run_all(a):
                   ("replicated", two), ("auto", ",".join(devs))]
         if len(devs) >= 3:
             splits.append(("hybrid", ",".join(devs)))
+        elif cpus:
+            # Two devices: the first CPU device's halves (partitions) and
+            # the other device make three, for a hybrid split.
+            other = [d for d in devs if d != cpus[0]][0]
+            splits.append(("hybrid", f"{cpus[0]}/2,{other}"))
     mpirun = shutil.which("mpirun")
     for m in parse(MANIFEST):
         name = m["name"]
