@@ -58,6 +58,13 @@ struct shardnet_session {
     size_t data_plan_rows[MAX_SPLIT];
     sn_strategy *strat;         /* from a plan file: forced strategies */
     size_t nstrat;
+    /* The strategy search's last answer (none fixed), for the input
+     * shapes of found_for: its strategies and report, so that describing
+     * and running again build that split once instead of searching. */
+    sn_binding *found_for;
+    sn_strategy *found;
+    size_t nfound;
+    char *found_report;
     sn_weights *w;
     sn_binding *inputs;
     int *bound;

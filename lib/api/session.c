@@ -283,6 +283,9 @@ void shardnet_session_free(shardnet_session_t *session)
     sn_tensor_split_free(session->ts);
     sn_data_split_free(session->ds);
     free(session->strat);
+    free(session->found_for);
+    free(session->found);
+    free(session->found_report);
     sn_weights_free(session->w);
     free(session->inputs);
     free(session->bound);

@@ -14,6 +14,53 @@
 #include "plan/choose.h"
 #include "plan/profile.h"
 
+/* Whether the search's last answer was found for the bound inputs'
+ * shapes. */
+static int found_here(const shardnet_session_t *session)
+{
+    const sn_graph *g = session->model->g;
+    if (!session->found_for)
+        return 0;
+    for (size_t i = 0; i < g->ninputs; i++) {
+        const sn_binding *a = &session->found_for[i], *b = &session->inputs[i];
+        if (a->dtype != b->dtype || a->rank != b->rank ||
+            memcmp(a->dims, b->dims, (size_t)a->rank * sizeof a->dims[0]))
+            return 0;
+    }
+    return 1;
+}
+
+/* Keep the search's answer for these input shapes (nothing kept where
+ * memory is short: the next call searches again). */
+static void keep_found(shardnet_session_t *session, const sn_tensor_split *ts,
+                       const char *report)
+{
+    const sn_graph *g = session->model->g;
+    const sn_strategy *ss;
+    size_t ns = sn_tensor_split_strategies(ts, &ss);
+    sn_binding *shapes = malloc((g->ninputs + 1) * sizeof *shapes);
+    sn_strategy *copy = malloc((ns + 1) * sizeof *copy);
+    char *said = strdup(report);
+    if (!shapes || !copy || !said) {
+        free(shapes);
+        free(copy);
+        free(said);
+        return;
+    }
+    memcpy(shapes, session->inputs, g->ninputs * sizeof *shapes);
+    for (size_t i = 0; i < g->ninputs; i++)
+        shapes[i].data = NULL;
+    if (ns)
+        memcpy(copy, ss, ns * sizeof *copy);
+    free(session->found_for);
+    free(session->found);
+    free(session->found_report);
+    session->found_for = shapes;
+    session->found = copy;
+    session->nfound = ns;
+    session->found_report = said;
+}
+
 shardnet_status sn_session_tensor_search(shardnet_session_t *session,
                                          const sn_strategy *fixed,
                                          size_t nfixed, sn_tensor_split **out,
@@ -30,10 +77,32 @@ shardnet_status sn_session_tensor_search(shardnet_session_t *session,
      * next.) */
     for (size_t d = 0; d < session->nlisted; d++)
         speed[d] = sn_device_speed(session->devs[d]);
-    return sn_tensor_split_search(session->model->g, session->devs,
-                                  session->nlisted, speed, session->inputs,
-                                  fixed, nfixed, session->home, out, report,
-                                  cap);
+    /* Searched before for these shapes: the split it found, built again
+     * from its strategies (every process of a job makes the same calls,
+     * so all take this path alike). */
+    if (!nfixed && found_here(session)) {
+        if (report && cap)
+            snprintf(report, cap, "%s", session->found_report);
+        return sn_tensor_split_create(session->model->g, session->devs,
+                                      session->nlisted, speed,
+                                      session->inputs, session->found,
+                                      session->nfound, session->home, out);
+    }
+    /* The report is kept with the answer, so it is written whatever the
+     * caller asked for. */
+    size_t room = 512 + 256 * session->model->g->nnodes;
+    char *said = nfixed ? NULL : malloc(room);
+    st = sn_tensor_split_search(session->model->g, session->devs,
+                                session->nlisted, speed, session->inputs,
+                                fixed, nfixed, session->home, out,
+                                said ? said : report, said ? room : cap);
+    if (st == SHARDNET_OK && said) {
+        keep_found(session, *out, said);
+        if (report && cap)
+            snprintf(report, cap, "%s", said);
+    }
+    free(said);
+    return st;
 }
 
 /*
