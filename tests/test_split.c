@@ -696,18 +696,25 @@ Test(tensor_split, shared_memory_and_staged_collectives_agree_exactly)
     shardnet_context_free(staged_ctx);
 }
 
+/* The fixture model and input tensor of those names. */
+static void load_fixtures(const char *model, const char *input,
+                          shardnet_model_t **m, shardnet_tensor *in)
+{
+    char path[4096];
+    fixture(path, sizeof path, model);
+    cr_assert_eq(shardnet_model_load(path, m), SHARDNET_OK);
+    fixture(path, sizeof path, input);
+    cr_assert_eq(shardnet_tensor_load(path, in), SHARDNET_OK);
+}
+
 /* A session on the model with its input bound; the description. */
 static shardnet_session_t *session_on(shardnet_model_t **m, const char *model,
                                       const char *input, const char *devices,
                                       const shardnet_session_options *o,
                                       shardnet_tensor *in)
 {
-    char path[4096];
     shardnet_session_t *s = NULL;
-    fixture(path, sizeof path, model);
-    cr_assert_eq(shardnet_model_load(path, m), SHARDNET_OK);
-    fixture(path, sizeof path, input);
-    cr_assert_eq(shardnet_tensor_load(path, in), SHARDNET_OK);
+    load_fixtures(model, input, m, in);
     cr_assert_eq(shardnet_session_create_with(ctx, *m, devices, o, &s),
                  SHARDNET_OK, "%s", shardnet_last_error());
     cr_assert_eq(shardnet_session_set_input(s, 0, in->info.dtype,
@@ -1134,16 +1141,14 @@ Test(tensor_split, hybrid_stages_are_searched_saved_and_read_back)
      * feed-forward (/proj, /ff1, /ff2) on cpu:1 and cl:0. */
     static const char *const head = "split hybrid\ndevices cpu:0,cpu:1,cl:0\n"
                                     "groups 1,2\ncuts 11\n";
-    char plan[64], path[4096], text[16384], saved[2048];
+    char plan[64], text[16384], saved[2048];
     shardnet_model_t *m = NULL;
     shardnet_tensor in;
     size_t n0;
     temp_plan(plan);
     need_devices(devices);
-    fixture(path, sizeof path, "small_transformer.onnx");
-    cr_assert_eq(shardnet_model_load(path, &m), SHARDNET_OK);
-    fixture(path, sizeof path, "small_transformer_input.npy");
-    cr_assert_eq(shardnet_tensor_load(path, &in), SHARDNET_OK);
+    load_fixtures("small_transformer.onnx", "small_transformer_input.npy", &m,
+                  &in);
     float *want = run(m, &in, "cpu:0", "none", 0, &n0);
 
     write_file(plan, head);
@@ -1236,10 +1241,7 @@ Test(layer_split, replicated_plans_are_described_saved_and_read_back)
     size_t n0;
     temp_plan(plan);
     need_devices(devices);
-    fixture(saved, sizeof saved, "small_cnn.onnx");
-    cr_assert_eq(shardnet_model_load(saved, &m), SHARDNET_OK);
-    fixture(saved, sizeof saved, "small_cnn_input.npy");
-    cr_assert_eq(shardnet_tensor_load(saved, &in), SHARDNET_OK);
+    load_fixtures("small_cnn.onnx", "small_cnn_input.npy", &m, &in);
     float *want = run(m, &in, "cpu:0", "none", 0, &n0);
     write_file(plan, "split replicated\ndevices cpu:0,cpu:1,cl:0\n"
                      "replicas 2-1\n");
