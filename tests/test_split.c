@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 #include "runtime/pipeline.h"
+#include "testfiles.h"
 #include "passes/passes.h"
 #include "import/onnx.h"
 #include "shardnet.h"
@@ -1171,16 +1172,14 @@ Test(tensor_split, hybrid_stages_are_searched_saved_and_read_back)
                       strstr(p, " (chosen)") < eol,
                   "%.*s", (int)(eol - p), p);
     }
-    FILE *f = fopen(plan, "r");
-    size_t len = fread(saved, 1, sizeof saved - 1, f);
-    fclose(f);
-    saved[len] = '\0';
-    cr_assert(strstr(saved, "split hybrid\n") &&
-                  strstr(saved, "\ngroups 1,2\n") &&
-                  strstr(saved, "\nstrategy /proj/MatMul ((") &&
-                  strstr(saved, "\nstrategy /ff1/MatMul ((") &&
-                  strstr(saved, "\nstrategy /ff2/MatMul (("),
-              "%s", saved);
+    char *written = (char *)slurp(plan, NULL);
+    cr_assert(strstr(written, "split hybrid\n") &&
+                  strstr(written, "\ngroups 1,2\n") &&
+                  strstr(written, "\nstrategy /proj/MatMul ((") &&
+                  strstr(written, "\nstrategy /ff1/MatMul ((") &&
+                  strstr(written, "\nstrategy /ff2/MatMul (("),
+              "%s", written);
+    free(written);
     /* Read back: the same strategies, fixed, so nothing left to search. */
     run_hybrid_plan(m, &in, plan, want, n0, text, sizeof text);
     cr_assert(strstr(text, "hybrid stage 1 on cpu:1+cl:0") &&
@@ -1234,7 +1233,7 @@ Test(tensor_split, hybrid_stages_are_searched_saved_and_read_back)
 Test(layer_split, replicated_plans_are_described_saved_and_read_back)
 {
     static const char *const devices = "cpu:0,cpu:1,cl:0";
-    char plan[64], text[16384], saved[1024];
+    char plan[64], text[16384];
     shardnet_model_t *m = NULL;
     shardnet_tensor in;
     const void *out;
@@ -1278,10 +1277,7 @@ Test(layer_split, replicated_plans_are_described_saved_and_read_back)
     cr_assert_eq(shardnet_session_save_plan(s, plan), SHARDNET_OK, "%s",
                  shardnet_last_error());
     shardnet_session_free(s);
-    FILE *f = fopen(plan, "r");
-    size_t len = fread(saved, 1, sizeof saved - 1, f);
-    fclose(f);
-    saved[len] = '\0';
+    char *saved = (char *)slurp(plan, NULL);
     cr_assert(strstr(saved, "split replicated\n") &&
                   strstr(saved, "\nreplicas 2,1\n") &&
                   strstr(saved, "\ncuts "),
@@ -1299,6 +1295,7 @@ Test(layer_split, replicated_plans_are_described_saved_and_read_back)
     cr_assert_eq(shardnet_session_output(s, 0, NULL, &out), SHARDNET_OK);
     check_answer(out, want, n0, 0, "small_cnn", devices, "saved plan");
     shardnet_session_free(s);
+    free(saved);
     free(want);
     unlink(plan);
     shardnet_tensor_free(&in);

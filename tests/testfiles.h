@@ -1,7 +1,7 @@
 /*
  * File helpers shared by the Criterion suites that write test files
- * (test_onnx, test_hostile, test_profile): whole files in and out, and a
- * temporary folder removed one level deep.  Each failure is a test
+ * (test_onnx, test_hostile, test_profile, test_split): whole files in and
+ * out, and a temporary folder removed one level deep.  Each failure is a test
  * failure naming the file.  Include after <criterion/criterion.h>.
  */
 #ifndef SN_TESTFILES_H

@@ -90,7 +90,7 @@ shardnet_status sn_session_tensor_search(shardnet_session_t *session,
     }
     /* The report is kept with the answer, so it is written whatever the
      * caller asked for. */
-    size_t room = 512 + 256 * session->model->g->nnodes;
+    size_t room = sn_tensor_split_search_room(session->model->g);
     char *said = nfixed ? NULL : malloc(room);
     st = sn_tensor_split_search(session->model->g, session->devs,
                                 session->nlisted, speed, session->inputs,

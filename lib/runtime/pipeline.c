@@ -493,8 +493,8 @@ void sn_pipeline_free(sn_pipeline *p)
     free(p->out_cap);
     for (size_t s = 0; p->st && s < p->nstages; s++) {
         for (int k = 0; k < STAGE_PLANS; k++) {
-            sn_tensor_split_free(p->st[s].ts[k]);
-            free(p->st[s].search[k]);
+            sn_tensor_split_free(p->st[s].split[k].ts);
+            free(p->st[s].split[k].search);
         }
         free(p->st[s].strat);
         for (size_t q = 0; q < p->st[s].nrep; q++) {
@@ -547,8 +547,8 @@ size_t sn_pipeline_stage_strategies(const sn_pipeline *p, size_t s,
                                     const sn_strategy **out)
 {
     *out = NULL;
-    return s < p->nstages && p->st[s].ts[0]
-               ? sn_tensor_split_strategies(p->st[s].ts[0], out)
+    return s < p->nstages && p->st[s].split[0].ts
+               ? sn_tensor_split_strategies(p->st[s].split[0].ts, out)
                : 0;
 }
 
@@ -557,6 +557,7 @@ void sn_pipeline_describe_groups(const sn_pipeline *p, char *buf, size_t cap)
     size_t len = strlen(buf);
     for (size_t s = 0; s < p->nstages && len < cap; s++) {
         const stage *sg = &p->st[s];
+        const stage_split *last = &sg->split[0];
         if (sg->ngrp < 2 || !sg->local)
             continue;
         len += (size_t)snprintf(buf + len, cap - len, "hybrid stage %zu on",
@@ -564,7 +565,7 @@ void sn_pipeline_describe_groups(const sn_pipeline *p, char *buf, size_t cap)
         for (size_t d = 0; d < sg->ngrp && len < cap; d++)
             len += (size_t)snprintf(buf + len, cap - len, "%s%s",
                                     d ? "+" : " ", sg->grp[d]->info.name);
-        if (len < cap && !sg->ts[0])
+        if (len < cap && !last->ts)
             len += (size_t)snprintf(buf + len, cap - len,
                                     ": its tensor split is laid out at the "
                                     "first run, for the micro-batches' "
@@ -573,9 +574,9 @@ void sn_pipeline_describe_groups(const sn_pipeline *p, char *buf, size_t cap)
             len += (size_t)snprintf(buf + len, cap - len,
                                     ", its last micro-batches' tensor "
                                     "split:\n%s",
-                                    sg->search[0] ? sg->search[0] : "");
-        if (sg->ts[0] && len < cap) {
-            sn_tensor_split_describe(sg->ts[0], buf, cap);
+                                    last->search ? last->search : "");
+        if (last->ts && len < cap) {
+            sn_tensor_split_describe(last->ts, buf, cap);
             len = strlen(buf);
         }
     }

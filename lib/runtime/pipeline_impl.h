@@ -19,6 +19,13 @@
 
 struct stage;
 
+/* A group stage's tensor split for one micro-batch shape, and what the
+ * strategy search that laid it out said (pipeline_run.c). */
+typedef struct stage_split {
+    sn_tensor_split *ts;
+    char *search;
+} stage_split;
+
 /* A device running a stage, with its own thread, plans and copy of the
  * stage's weights.  A replicated stage has several: replica q takes the
  * items j with j % nrep == q (PipeDream's round robin), so the stage's
@@ -44,8 +51,7 @@ typedef struct stage {
      * (grp[0] == dev), one split per micro-batch shape. */
     sn_device *grp[SN_COLL_MAX];
     size_t ngrp;
-    sn_tensor_split *ts[STAGE_PLANS];
-    char *search[STAGE_PLANS]; /* what the strategy search did for ts[k] */
+    stage_split split[STAGE_PLANS];
     sn_strategy *strat;        /* a plan file's strategies for its nodes */
     size_t nstrat;
     struct sn_pipeline *p;

@@ -62,43 +62,37 @@ static int bind_input(sn_pipeline *p, size_t k, int v, sn_binding *b)
 /* A group stage's tensor split for inputs shaped like b: kept per shape
  * (most recent first), made on first use, its strategies searched (those
  * a plan file fixed kept) and what the search did kept beside it. */
-static shardnet_status stage_split(stage *st, const sn_binding *b,
-                                   sn_tensor_split **out)
+static shardnet_status stage_split_for(stage *st, const sn_binding *b,
+                                       sn_tensor_split **out)
 {
     double speed[SN_COLL_MAX];
     shardnet_status rc;
     for (int k = 0; k < STAGE_PLANS; k++)
-        if (st->ts[k] && sn_tensor_split_matches(st->ts[k], b)) {
-            sn_tensor_split *hit = st->ts[k];
-            char *said = st->search[k];
-            memmove(&st->ts[1], &st->ts[0], (size_t)k * sizeof st->ts[0]);
-            memmove(&st->search[1], &st->search[0],
-                    (size_t)k * sizeof st->search[0]);
-            st->ts[0] = hit;
-            st->search[0] = said;
-            *out = hit;
+        if (st->split[k].ts && sn_tensor_split_matches(st->split[k].ts, b)) {
+            stage_split hit = st->split[k];
+            memmove(&st->split[1], &st->split[0],
+                    (size_t)k * sizeof st->split[0]);
+            st->split[0] = hit;
+            *out = hit.ts;
             return SHARDNET_OK;
         }
     for (size_t d = 0; d < st->ngrp; d++)
         speed[d] = sn_device_profile(st->grp[d])->gemm_flops;
-    /* Its first line, then one per product. */
-    size_t cap = 512 + 256 * st->g->nnodes;
-    char *said = malloc(cap);
-    sn_tensor_split *ts;
+    size_t cap = sn_tensor_split_search_room(st->g);
+    stage_split made = {.search = malloc(cap)};
     if ((rc = sn_tensor_split_search(st->g, st->grp, st->ngrp, speed, b,
-                                     st->strat, st->nstrat, NULL, &ts, said,
-                                     said ? cap : 0)) != SHARDNET_OK) {
-        free(said);
+                                     st->strat, st->nstrat, NULL, &made.ts,
+                                     made.search,
+                                     made.search ? cap : 0)) != SHARDNET_OK) {
+        free(made.search);
         return rc;
     }
-    sn_tensor_split_free(st->ts[STAGE_PLANS - 1]);
-    free(st->search[STAGE_PLANS - 1]);
-    memmove(&st->ts[1], &st->ts[0], (STAGE_PLANS - 1) * sizeof st->ts[0]);
-    memmove(&st->search[1], &st->search[0],
-            (STAGE_PLANS - 1) * sizeof st->search[0]);
-    st->ts[0] = ts;
-    st->search[0] = said;
-    *out = ts;
+    sn_tensor_split_free(st->split[STAGE_PLANS - 1].ts);
+    free(st->split[STAGE_PLANS - 1].search);
+    memmove(&st->split[1], &st->split[0],
+            (STAGE_PLANS - 1) * sizeof st->split[0]);
+    st->split[0] = made;
+    *out = made.ts;
     return SHARDNET_OK;
 }
 
@@ -116,7 +110,7 @@ static shardnet_status run_stage(sn_pipeline *p, replica *r, size_t j)
             return sn_error(SHARDNET_INTERNAL, "stage %zu: missing input", s);
     sn_tensor_split *ts = NULL;
     if (st->ngrp > 1) {
-        if ((rc = stage_split(st, b, &ts)) != SHARDNET_OK ||
+        if ((rc = stage_split_for(st, b, &ts)) != SHARDNET_OK ||
             (rc = sn_tensor_split_run(ts, b)) != SHARDNET_OK)
             return sn_error_prefix(rc, "stage %zu (tensor split over %zu "
                                    "devices)", s, st->ngrp);

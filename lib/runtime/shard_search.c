@@ -123,7 +123,7 @@ static const char *const strategy_name[4] = {"columns", "rows", "data",
 
 /* One product's line of the report: every strategy's price, the pick
  * marked. */
-static size_t explain(const product *p, int pick, const double *price,
+static size_t explain(const product *p, int pick, const double *prices,
                       char *report, size_t cap, size_t len)
 {
 #define SAY(...)                                                              \
@@ -134,18 +134,23 @@ static size_t explain(const product *p, int pick, const double *price,
     SAY("  %s (%s):", p->n->name, p->n->op_type);
     for (int k = 0; k < 4; k++) {
         SAY("%s %s ", k ? ";" : "", strategy_name[k]);
-        if (price[k] == NOT_BUILT)
+        if (prices[k] == NOT_BUILT)
             SAY("not possible");
-        else if (price[k] >= 1e300)
+        else if (prices[k] >= 1e300)
             SAY("does not fit");
         else
-            SAY("%.3f ms", price[k] * 1e3);
+            SAY("%.3f ms", prices[k] * 1e3);
         if (k == pick)
             SAY(" (chosen)");
     }
     SAY("\n");
 #undef SAY
     return len;
+}
+
+size_t sn_tensor_split_search_room(const sn_graph *g)
+{
+    return 512 + 256 * g->nnodes;
 }
 
 shardnet_status sn_tensor_split_search(sn_graph *g, sn_device *const *devs,

@@ -49,6 +49,9 @@ shardnet_status sn_tensor_split_search(sn_graph *g, sn_device *const *devs,
                                        const sn_strategy *fixed, size_t nfixed,
                                        sn_device *home, sn_tensor_split **out,
                                        char *report, size_t cap);
+/* Bytes that hold sn_tensor_split_search's whole report on g (its first
+ * line, then a line per product). */
+size_t sn_tensor_split_search_room(const sn_graph *g);
 void sn_tensor_split_free(sn_tensor_split *t);
 int sn_tensor_split_matches(const sn_tensor_split *t, const sn_binding *in);
 /* Run on the inputs; outputs in sn_tensor_split_output(). */
