@@ -99,17 +99,6 @@ static void sleep_ms(long ms)
     nanosleep(&t, NULL);
 }
 
-/* Rss of p's mapping once it reaches kb, or after 5 s, what it is. */
-static long rss_reaching(const void *p, long kb)
-{
-    long got = rss_kb(p);
-    for (int i = 0; i < 500 && got < kb; i++) {
-        sleep_ms(10);
-        got = rss_kb(p);
-    }
-    return got;
-}
-
 /* Skip where the kernel cannot populate a mapping; the probe's pages
  * (and those around) dropped again. */
 static void need_populate(char *p, size_t bytes)
@@ -137,7 +126,8 @@ Test(file_pages, mapped_ahead_once_no_plan_is_being_built)
     sleep_ms(100);
     cr_assert_eq(rss_kb(p), 0, "pages mapped while held");
     sn_prefetch_release();
-    long kb = rss_reaching(p, (long)(bytes / 1024));
+    sn_wait_file_pages(p, bytes);
+    long kb = rss_kb(p);
     cr_assert_eq(kb, (long)(bytes / 1024), "%ld of %zu kB mapped ahead", kb,
                  bytes / 1024);
     sn_forget_file_pages(p, bytes);
@@ -154,9 +144,8 @@ Test(file_pages, dropped_pages_are_not_mapped_back)
     sn_prefetch_file_pages(p, bytes);
     sn_drop_file_pages(p, bytes / 2);
     sn_prefetch_release();
-    long kb = rss_reaching(p, (long)(bytes / 2048));
-    sleep_ms(100); /* the thread idle again */
-    kb = rss_kb(p);
+    sn_wait_file_pages(p, bytes); /* the thread idle again */
+    long kb = rss_kb(p);
     cr_assert_eq(kb, (long)(bytes / 2048),
                  "%ld kB mapped: the dropped half came back", kb);
 
@@ -245,33 +234,47 @@ Test(file_pages, a_wait_never_waits_for_a_held_thread_or_pages_not_queued,
     munmap(p, bytes);
 }
 
+/* The ranges queued, in the thread's order, checked against want
+ * (n pairs of start, bytes). */
+static void expect_queue(const char *what, size_t n,
+                         const void *const *want_start,
+                         const size_t *want_bytes)
+{
+    const void *start[8];
+    size_t bytes[8];
+    size_t got = sn_prefetch_queued(start, bytes, 8);
+    cr_assert_eq(got, n, "%s: %zu ranges queued, not %zu", what, got, n);
+    for (size_t i = 0; i < n; i++)
+        cr_assert(start[i] == want_start[i] && bytes[i] == want_bytes[i],
+                  "%s: range %zu is %p + %zu MB, not %p + %zu MB", what, i,
+                  start[i], bytes[i] / MIB, want_start[i],
+                  want_bytes[i] / MIB);
+}
+
 Test(file_pages, a_range_far_down_the_queue_goes_first, .timeout = 60)
 {
-    /* 96 MB queued as one range, and a wait for a MB near its end, more
-     * than 64 MB down the queue, while the thread is held: it returns at
-     * once, that MB now first.  Released, the thread maps it before the
-     * 90 MB queued before it: when a second wait for it returns, not all
-     * of those are mapped (all of them, had it waited its turn). */
+    /* 96 MB queued as one range while the thread is held.  A wait for a
+     * MB 32 MB down it (near) leaves the queue as it is; a wait for a MB
+     * at 90, more than 64 MB down, returns at once (held) with that MB
+     * first and the rest in order.  The order is read from the queue,
+     * not raced against the thread. */
     const size_t bytes = 96 * MIB;
     char *p = map_file(bytes);
     need_populate(p, bytes);
     long page = sysconf(_SC_PAGESIZE);
-    char *r = p + 90 * MIB;
+    char *near = p + 32 * MIB, *r = p + 90 * MIB;
     sn_prefetch_hold();
     sn_prefetch_file_pages(p, bytes);
+    sn_wait_file_pages(near, MIB);
+    expect_queue("near", 1, (const void *[]){p}, (size_t[]){bytes});
     sn_wait_file_pages(r, MIB);
+    expect_queue("far", 3, (const void *[]){r, p, r + MIB},
+                 (size_t[]){MIB, 90 * MIB, 5 * MIB});
     cr_assert_eq(mapped_pages(p, bytes), 0, "pages mapped while held");
     sn_prefetch_release();
-    sn_wait_file_pages(r, MIB);
-    sn_prefetch_hold(); /* the thread stops after its chunk in hand */
-    size_t before = mapped_pages(p, 90 * MIB) * (size_t)page;
-    cr_assert_eq(mapped_pages(r, MIB), MIB / (size_t)page);
-    cr_assert_lt(before, 90 * MIB,
-                 "all %zu MB before it mapped first: it waited its turn",
-                 before / MIB);
-    sn_prefetch_release();
-    sn_wait_file_pages(p, bytes); /* the rest, in order */
+    sn_wait_file_pages(p, bytes);
     cr_assert_eq(mapped_pages(p, bytes), bytes / (size_t)page);
+    expect_queue("done", 0, NULL, NULL);
     sn_forget_file_pages(p, bytes);
     munmap(p, bytes);
 }
@@ -279,25 +282,19 @@ Test(file_pages, a_range_far_down_the_queue_goes_first, .timeout = 60)
 Test(file_pages, ranges_are_mapped_in_the_order_of_their_addresses,
      .timeout = 60)
 {
-    /* the file's last 160 MB queued before its first 4: the first come
-     * first (a run reads a model's weights in about the file's order),
-     * so when a wait for them returns, not all of the 160 are mapped
-     * (160, not fewer: a loaded machine can hold the waiter up while
-     * the thread maps tens of MB) */
-    const size_t bytes = 164 * MIB, head = 4 * MIB;
+    /* the file's last 20 MB queued, then its first 4, then 4 between:
+     * the thread takes them in the file's order (a run reads a model's
+     * weights in about that order), read from the queue while held */
+    const size_t bytes = 28 * MIB, head = 4 * MIB;
     char *p = map_file(bytes);
     need_populate(p, bytes);
     long page = sysconf(_SC_PAGESIZE);
     sn_prefetch_hold();
-    sn_prefetch_file_pages(p + head, bytes - head);
+    sn_prefetch_file_pages(p + 2 * head, bytes - 2 * head);
     sn_prefetch_file_pages(p, head);
-    sn_prefetch_release();
-    sn_wait_file_pages(p, head);
-    sn_prefetch_hold();
-    size_t tail = mapped_pages(p + head, bytes - head) * (size_t)page;
-    cr_assert_eq(mapped_pages(p, head), head / (size_t)page);
-    cr_assert_lt(tail, bytes - head,
-                 "all %zu MB queued first were mapped first", tail / MIB);
+    sn_prefetch_file_pages(p + head, head);
+    expect_queue("queued", 3, (const void *[]){p, p + head, p + 2 * head},
+                 (size_t[]){head, head, bytes - 2 * head});
     sn_prefetch_release();
     sn_wait_file_pages(p, bytes);
     cr_assert_eq(mapped_pages(p, bytes), bytes / (size_t)page);

@@ -255,6 +255,20 @@ int sn_file_pages_pending(void)
     return __atomic_load_n(&q_pending, __ATOMIC_RELAXED);
 }
 
+size_t sn_prefetch_queued(const void **start, size_t *bytes, size_t max)
+{
+    pthread_once(&q_once, at_fork);
+    pthread_mutex_lock(&q_lock);
+    size_t n = q_len;
+    for (size_t i = 0; i < n && i < max; i++) {
+        struct range r = queue[(q_head + i) % PREFETCH_QUEUE];
+        start[i] = (const void *)r.start;
+        bytes[i] = r.end - r.start;
+    }
+    pthread_mutex_unlock(&q_lock);
+    return n;
+}
+
 /* Whether a queued range or the chunk in hand overlaps w (under q_lock). */
 static int queued_in(struct range w)
 {

@@ -54,5 +54,10 @@ int sn_file_pages_pending(void);
  * queued or in hand, or while a plan is being built (sn_prefetch_hold):
  * the pages then fault in as usual. */
 void sn_wait_file_pages(const void *start, size_t bytes);
+/* The ranges that thread has queued (not the chunk in hand), in the order
+ * it takes them: the first max into start[] and bytes[]; how many are
+ * queued.  For tests, which check the order while the thread is held
+ * instead of racing it. */
+size_t sn_prefetch_queued(const void **start, size_t *bytes, size_t max);
 
 #endif /* SN_FILE_H */
