@@ -865,6 +865,150 @@ Test(tensor_split, plan_file_strategies_force_the_cut)
     unlink(plan);
 }
 
+/* MindSpore's mixed forms over four devices as a 2x2 mesh: two of the
+ * data's rows (the batch, or the transformer's sequence), the reduced
+ * dimension and the weight's columns cut at once.  Each gives one
+ * device's answer within 1e-4 relative, is described as such, and reads
+ * back from the plan it saves; the search prices the mixed forms beside
+ * the plain ones; a cut that does not divide evenly and a convolution's
+ * mixed form are refused, naming why. */
+Test(tensor_split, mixed_strategies_match_one_device_and_read_back)
+{
+    static const struct {
+        const char *model, *input, *plan, *want[3];
+    } cases[] = {
+        {"fashion_mlp.onnx", "fashion_mlp_input.npy",
+         "strategy /fc1/Gemm ((2,1),(2,1))\n"
+         "strategy /fc2/Gemm ((2,2),(1,2))\n"
+         "strategy /fc3/Gemm ((1,2),(2,2))\n",
+         {"/fc1/Gemm (Gemm) ((2,1),(2,1)): mixed: data 2 x reduced 1 x columns 2",
+          "/fc2/Gemm (Gemm) ((2,2),(1,2)): mixed: data 2 x reduced 2 x columns 1",
+          "/fc3/Gemm (Gemm) ((1,2),(2,2)): mixed: data 1 x reduced 2 x "
+          "columns 2"}},
+        {"small_transformer.onnx", "small_transformer_input.npy",
+         "strategy /q/MatMul ((1,2,1),(1,2))\n"
+         "strategy /proj/MatMul ((2,1,2),(2,1))\n"
+         "strategy /v/MatMul ((1,1,2),(2,2))\n",
+         {"/q/MatMul (MatMul) ((1,2,1),(1,2)): mixed: data 2 x reduced 1 x "
+          "columns 2",
+          "/proj/MatMul (MatMul) ((2,1,2),(2,1)): mixed: data 2 x reduced 2 "
+          "x columns 1",
+          "/v/MatMul (MatMul) ((1,1,2),(2,2)): mixed: data 1 x reduced 2 x "
+          "columns 2"}},
+    };
+    const char *devices = "cpu:0,cpu:1,cl:0,cl:1";
+    need_devices(devices);
+    char plan[64], text[32768];
+    temp_plan(plan);
+    for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
+        shardnet_model_t *m;
+        shardnet_tensor in;
+        size_t n0, n1;
+        load_fixtures(cases[k].model, cases[k].input, &m, &in);
+        float *want = run(m, &in, "cpu:0", "none", 0, &n0);
+        char body[1024];
+        snprintf(body, sizeof body, "split tensor\ndevices %s\n%s", devices,
+                 cases[k].plan);
+        write_file(plan, body);
+        for (int round = 0; round < 2; round++) { /* written, then saved */
+            shardnet_session_options o = {.plan_file = plan};
+            shardnet_session_t *s = NULL;
+            cr_assert_eq(shardnet_session_create_with(ctx, m, NULL, &o, &s),
+                         SHARDNET_OK, "%s", shardnet_last_error());
+            cr_assert_eq(shardnet_session_set_input(s, 0, in.info.dtype,
+                                                    in.info.rank, in.info.dims,
+                                                    in.data),
+                         SHARDNET_OK);
+            cr_assert_eq(shardnet_session_run(s), SHARDNET_OK, "%s",
+                         shardnet_last_error());
+            shardnet_session_describe(s, text, sizeof text);
+            for (size_t j = 0; j < 3; j++)
+                cr_assert(strstr(text, cases[k].want[j]),
+                          "%s (round %d): no '%s' in\n%s", cases[k].model,
+                          round, cases[k].want[j], text);
+            shardnet_tensor_info info;
+            const void *got;
+            cr_assert_eq(shardnet_session_output(s, 0, &info, &got),
+                         SHARDNET_OK);
+            n1 = 1;
+            for (int i = 0; i < info.rank; i++)
+                n1 *= (size_t)info.dims[i];
+            cr_assert_eq(n1, n0);
+            check_answer(got, want, n0, 0, cases[k].model, devices,
+                         round ? "mixed, read back" : "mixed");
+            if (!round)
+                cr_assert_eq(shardnet_session_save_plan(s, plan), SHARDNET_OK,
+                             "%s", shardnet_last_error());
+            shardnet_session_free(s);
+        }
+        /* the search prices the mixed forms (SHARDNET_TENSOR_RULES unset) */
+        shardnet_session_options t = {.split = "tensor"};
+        shardnet_session_t *s = NULL;
+        cr_assert_eq(shardnet_session_create_with(ctx, m, devices, &t, &s),
+                     SHARDNET_OK, "%s", shardnet_last_error());
+        cr_assert_eq(shardnet_session_set_input(s, 0, in.info.dtype,
+                                                in.info.rank, in.info.dims,
+                                                in.data),
+                     SHARDNET_OK);
+        cr_assert_eq(shardnet_session_run(s), SHARDNET_OK, "%s",
+                     shardnet_last_error());
+        shardnet_session_describe(s, text, sizeof text);
+        if (!getenv("SHARDNET_TENSOR_RULES"))
+            for (size_t j = 0; j < 3; j++) {
+                static const char *const mesh[] = {"; mixed 1x2x2 ",
+                                                   "; mixed 2x1x2 ",
+                                                   "; mixed 2x2x1 "};
+                cr_assert(strstr(text, mesh[j]), "%s: no '%s' in\n%s",
+                          cases[k].model, mesh[j], text);
+            }
+        shardnet_session_free(s);
+        free(want);
+        shardnet_tensor_free(&in);
+        shardnet_model_free(m);
+    }
+
+    /* refused: three rows do not divide in two; a convolution's mixed
+     * form */
+    static const struct {
+        const char *model, *input, *strategy, *why;
+        int64_t rows;
+    } bad[] = {
+        {"fashion_mlp.onnx", "fashion_mlp_input.npy",
+         "/fc1/Gemm ((2,1),(2,1))",
+         "a dimension cut does not divide into equal parts (3 rows", 3},
+        {"small_cnn.onnx", "small_cnn_input.npy",
+         "/conv1/Conv ((2,1,1,1),(2,1,1,1))", "cuts one dimension", 0},
+    };
+    for (size_t k = 0; k < sizeof bad / sizeof bad[0]; k++) {
+        shardnet_model_t *m;
+        shardnet_tensor in;
+        load_fixtures(bad[k].model, bad[k].input, &m, &in);
+        char body[512];
+        snprintf(body, sizeof body, "split tensor\ndevices %s\nstrategy %s\n",
+                 devices, bad[k].strategy);
+        write_file(plan, body);
+        shardnet_session_options o = {.plan_file = plan};
+        shardnet_session_t *s = NULL;
+        int64_t dims[SHARDNET_MAX_DIMS];
+        memcpy(dims, in.info.dims, sizeof dims);
+        if (bad[k].rows)
+            dims[0] = bad[k].rows;
+        cr_assert_eq(shardnet_session_create_with(ctx, m, NULL, &o, &s),
+                     SHARDNET_OK, "%s", shardnet_last_error());
+        cr_assert_eq(shardnet_session_set_input(s, 0, in.info.dtype,
+                                                in.info.rank, dims, in.data),
+                     SHARDNET_OK);
+        cr_assert_eq(shardnet_session_run(s), SHARDNET_INVALID_ARGUMENT,
+                     "%s", bad[k].strategy);
+        cr_assert(strstr(shardnet_last_error(), bad[k].why), "%s: '%s'",
+                  bad[k].strategy, shardnet_last_error());
+        shardnet_session_free(s);
+        shardnet_tensor_free(&in);
+        shardnet_model_free(m);
+    }
+    unlink(plan);
+}
+
 /* Strategies that cannot be taken are refused with the reason. */
 Test(tensor_split, bad_strategies_are_refused_clearly)
 {

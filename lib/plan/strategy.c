@@ -88,52 +88,125 @@ void sn_strategy_format(const sn_strategy *s, char *buf, size_t cap)
 #undef PUT
 }
 
-shardnet_status sn_strategy_cut(const sn_strategy *s, size_t ndev,
-                                const sn_product_axes *ax, const char *node,
-                                const char *op_type, int *cut, int *axis)
+/* A mixed cut of s (whose tuples have the product's ranks): its data
+ * axis and mesh into *out; 0 where s is none (parts not multiplying to
+ * ndev, the reduced dimension cut unlike in the two tuples, more than one
+ * data axis or a cut of the weight elsewhere, fewer than two cuts). */
+static int mixed_cut(const sn_strategy *s, size_t ndev,
+                     const sn_product_axes *ax, sn_cut *out)
 {
-    int sa = -1, sw = -1, bad = s->ntuples != 2 ||
-                                (int)s->len[0] != ax->ra ||
-                                (int)s->len[1] != ax->rb;
+    int axis = -1;
+    unsigned p = 1, q = s->v[0][ax->k_axis_a], r = s->v[1][ax->n_axis_w];
+    for (int i = 0; i < ax->ra; i++)
+        if (i != ax->k_axis_a && s->v[0][i] != 1) {
+            if (axis >= 0)
+                return 0;
+            axis = i;
+            p = s->v[0][i];
+        }
+    for (int i = 0; i < ax->rb; i++)
+        if (i != ax->k_axis_w && i != ax->n_axis_w && s->v[1][i] != 1)
+            return 0;
+    if (s->v[1][ax->k_axis_w] != q || (size_t)p * q * r != ndev ||
+        (p > 1) + (q > 1) + (r > 1) < 2)
+        return 0;
+    *out = (sn_cut){SN_CUT_MIXED, axis, {p, q, r}};
+    return 1;
+}
+
+shardnet_status sn_strategy_cut(const sn_strategy *s, size_t ndev,
+                                const sn_product_axes *ax, int mixed,
+                                const char *node, const char *op_type,
+                                sn_cut *out)
+{
+    int sa = -1, sw = -1, two = 0,
+        bad = s->ntuples != 2 || (int)s->len[0] != ax->ra ||
+              (int)s->len[1] != ax->rb;
+    *out = (sn_cut){SN_CUT_NONE, -1, {1, 1, 1}};
     for (int i = 0; !bad && i < ax->ra; i++)
         if (s->v[0][i] != 1) {
-            bad |= s->v[0][i] != ndev || sa >= 0;
+            two |= s->v[0][i] != ndev || sa >= 0;
             sa = i;
         }
     for (int i = 0; !bad && i < ax->rb; i++)
         if (s->v[1][i] != 1) {
-            bad |= s->v[1][i] != ndev || sw >= 0;
+            two |= s->v[1][i] != ndev || sw >= 0;
             sw = i;
         }
-    if (!bad) {
+    if (!bad && two) {
+        bad = !mixed || !mixed_cut(s, ndev, ax, out);
+    } else if (!bad) {
         if (sa < 0 && sw < 0)
-            *cut = SN_CUT_NONE;
+            out->kind = SN_CUT_NONE;
         else if (sa == ax->k_axis_a && sw == ax->k_axis_w)
-            *cut = SN_CUT_ROWS;
+            out->kind = SN_CUT_ROWS;
         else if (sa == ax->k_axis_a && sw == ax->n_axis_w &&
                  !strcmp(op_type, "Conv"))
-            *cut = SN_CUT_ROWS; /* a grouped convolution's input and output
-                                   channels cut together: each device its
-                                   own groups, as the split writes it */
+            out->kind = SN_CUT_ROWS; /* a grouped convolution's input and
+                                        output channels cut together: each
+                                        device its own groups, as the split
+                                        writes it */
         else if (sa < 0 && sw == ax->n_axis_w)
-            *cut = SN_CUT_COLUMNS;
+            out->kind = SN_CUT_COLUMNS;
         else if (sa >= 0 && sa != ax->k_axis_a && sw < 0) {
-            *cut = SN_CUT_DATA;
-            *axis = sa;
+            out->kind = SN_CUT_DATA;
+            out->axis = sa;
         } else
             bad = 1;
     }
     if (bad) {
         char t[256];
         sn_strategy_format(s, t, sizeof t);
-        return sn_error(SHARDNET_INVALID_ARGUMENT,
-                        "strategy %s for node '%s' (%s): this version cuts "
-                        "one dimension over all %zu devices (the inputs' "
-                        "reduced dimension together, the weight's output "
-                        "dimension, or a dimension of the data alone)",
-                        t, node, op_type, ndev);
+        return sn_error(
+            SHARDNET_INVALID_ARGUMENT,
+            "strategy %s for node '%s' (%s): this version cuts one dimension "
+            "over all %zu devices (the inputs' reduced dimension together, "
+            "the weight's output dimension, or a dimension of the data "
+            "alone)%s",
+            t, node, op_type, ndev,
+            mixed ? ", or, for a product by a 2-D weight, two or three of "
+                    "those at once (one dimension of the data, the reduced "
+                    "dimension alike in both, the weight's output "
+                    "dimension) into parts whose product is the device "
+                    "count, such as ((2,1),(1,2)) over 4"
+                  : "");
     }
     return SHARDNET_OK;
+}
+
+size_t sn_strategy_meshes(size_t ndev, unsigned (*mesh)[3], size_t max)
+{
+    size_t n = 0;
+    for (unsigned p = 1; p <= ndev; p++)
+        for (unsigned q = 1; p * q <= ndev; q++) {
+            if (ndev % (p * q))
+                continue;
+            unsigned r = (unsigned)(ndev / (p * q));
+            if ((p > 1) + (q > 1) + (r > 1) < 2)
+                continue;
+            if (n < max) {
+                mesh[n][0] = p;
+                mesh[n][1] = q;
+                mesh[n][2] = r;
+            }
+            n++;
+        }
+    return n;
+}
+
+void sn_strategy_of_mixed(const sn_product_axes *ax, int axis,
+                          const unsigned parts[3], char *buf, size_t cap)
+{
+    sn_strategy s = {.ntuples = 2};
+    s.len[0] = (size_t)ax->ra;
+    s.len[1] = (size_t)ax->rb;
+    for (int i = 0; i < ax->ra; i++)
+        s.v[0][i] = i == axis ? parts[0] : i == ax->k_axis_a ? parts[1] : 1;
+    for (int i = 0; i < ax->rb; i++)
+        s.v[1][i] = i == ax->k_axis_w   ? parts[1]
+                    : i == ax->n_axis_w ? parts[2]
+                                        : 1;
+    sn_strategy_format(&s, buf, cap);
 }
 
 void sn_strategy_of_cut(size_t ndev, size_t ra, int sa, size_t rb, int sb,

@@ -150,6 +150,35 @@ int sn_shard_out_value(bld *b, const sn_node *n, size_t j);
 sn_layout sn_shard_p_target_axis(const bld *b, int v, int axis);
 /* Where partial sums v go before a non-linear op. */
 sn_layout sn_shard_p_target(const bld *b, int v);
+/* Constant v (2-D) in blocks, copied: device d holds its rows
+ * [at[d][0], at[d][0] + cnt[d][0]) and columns [at[d][1], at[d][1] +
+ * cnt[d][1]).  Its index in every device graph, or -1. */
+int sn_shard_const_blocks(bld *b, int v, const size_t (*at)[2],
+                          const size_t (*cnt)[2]);
+/* x (a value of every device graph, named like model value v's)
+ * reshaped to dims[0..rank) (a Reshape whose shape is an input: opset 5
+ * on).  The new value, or -1. */
+int sn_shard_reshape(bld *b, int v, int x, const int64_t *dims, int rank);
+/* x, each device's part of model value v (dims[0..rank) on every device),
+ * all-gathered along a new first axis: [devices, dims...] on every
+ * device, in device order.  The new value, or -1. */
+int sn_shard_gather_parts(bld *b, int v, int x, const int64_t *dims,
+                          int rank);
+/* A slice of x (model value v's, on every device) along naxes axes:
+ * device d's ax[d], from st[d] to en[d] (a Slice in the form of the
+ * model's opset).  The new value, or -1. */
+int sn_shard_slice(bld *b, int v, int x, size_t naxes,
+                   int64_t (*st)[SN_MAX_DIMS], int64_t (*en)[SN_MAX_DIMS],
+                   int64_t (*ax)[SN_MAX_DIMS]);
+/* Model value v whole on every device from x, each device's tile of it
+ * (tile[0..rank), the same on every device) on a mesh of parts[0] by
+ * parts[1] by parts[2] (sn_cut's: device (i * parts[1] + k) * parts[2] +
+ * j holds the k-th partial sum of the tile at part i of axis `axis`, -1
+ * for none, and part j of the last axis): the tiles all-gathered, the
+ * partial sums added (in k's order), the tiles put in place.  The new
+ * value, or -1. */
+int sn_shard_assemble_parts(bld *b, int v, int x, const int64_t *tile,
+                            int rank, int axis, const unsigned parts[3]);
 /* Copy node n with inputs in[] (sub indices); outputs get the layout l. */
 shardnet_status sn_shard_emit_copy(bld *b, const sn_node *n, const int *in,
                                    const sn_layout *l, const char *drop);

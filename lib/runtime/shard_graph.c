@@ -253,9 +253,10 @@ void sn_shard_remember(bld *b, int v, int sub, const sn_layout *l)
 }
 
 /* A collective node turning value x (sub index, of model value v, layout
- * `from`) into layout `to`. */
+ * `from`) into layout `to`: of v's elements, or `elements` where not 0
+ * (parts of v gathered along an axis of their own). */
 static int collective(bld *b, int v, int x, sn_coll_kind kind,
-                      const sn_layout *to)
+                      const sn_layout *to, size_t elements)
 {
     const sn_rt *fs = full(b, v);
     int y = sn_shard_new_value(b, b->g->values[v].name,
@@ -287,7 +288,8 @@ static int collective(bld *b, int v, int x, sn_coll_kind kind,
                 a->ints[e] = (int64_t)to->cnt[e];
         }
     }
-    double bytes = sn_layout_collective_bytes(sn_rt_elements(fs));
+    double bytes = sn_layout_collective_bytes(elements ? elements
+                                                       : sn_rt_elements(fs));
     sn_shard_say(b, "  %s of '%s' (%.2f MB)\n",
                  kind == SN_COLL_ALLREDUCE   ? "all-reduce"
                  : kind == SN_COLL_ALLGATHER ? "all-gather"
@@ -296,6 +298,70 @@ static int collective(bld *b, int v, int x, sn_coll_kind kind,
     b->ncoll++;
     b->coll_bytes += bytes;
     return y;
+}
+
+/* --- a product cut on a mesh (shard_products.c's mixed cut) ------------- */
+
+int sn_shard_const_blocks(bld *b, int v, const size_t (*at)[2],
+                          const size_t (*cnt)[2])
+{
+    const sn_value *pv = &b->g->values[v];
+    size_t es = sn_dtype_size(pv->dtype), cols = (size_t)pv->dims[1];
+    int64_t dims[MAXD][SN_MAX_DIMS] = {{0}};
+    void *data[MAXD] = {0};
+    int k = pv->rank == 2 && es ? sn_shard_new_value(b, pv->name, "block")
+                                : -1;
+    for (size_t d = 0; k >= 0 && d < b->n; d++) {
+        dims[d][0] = (int64_t)cnt[d][0];
+        dims[d][1] = (int64_t)cnt[d][1];
+        char *p = data[d] = malloc(cnt[d][0] * cnt[d][1] * es + 1);
+        if (!p) {
+            for (size_t e = 0; e < d; e++)
+                free(data[e]);
+            return -1;
+        }
+        for (size_t i = 0; i < cnt[d][0]; i++)
+            memcpy(p + i * cnt[d][1] * es,
+                   (const char *)pv->data +
+                       ((at[d][0] + i) * cols + at[d][1]) * es,
+                   cnt[d][1] * es);
+    }
+    if (k < 0)
+        return -1;
+    /* Every block copied: the file's pages the copies read may go. */
+    sn_value_drop_pages(pv);
+    set_const(b, k, pv->dtype, 2, dims, data);
+    return k;
+}
+
+int sn_shard_reshape(bld *b, int v, int x, const int64_t *dims, int rank)
+{
+    int64_t shape[MAXD][SN_MAX_DIMS];
+    for (size_t d = 0; d < b->n; d++)
+        memcpy(shape[d], dims, (size_t)rank * sizeof *dims);
+    const char *base = b->g->values[v].name;
+    int c = sn_shard_const_i64(b, base, (size_t)rank, shape),
+        y = sn_shard_new_value(b, base, "reshape");
+    int in[2] = {x, c};
+    if (c < 0 || y < 0 ||
+        sn_shard_add_node(b, NULL, "Reshape", "", in, 2, &y, 1, NULL) < 0)
+        return -1;
+    return y;
+}
+
+int sn_shard_gather_parts(bld *b, int v, int x, const int64_t *dims,
+                          int rank)
+{
+    int64_t one[SN_MAX_DIMS] = {1};
+    memcpy(one + 1, dims, (size_t)rank * sizeof *dims);
+    size_t cnt[MAXD];
+    for (size_t d = 0; d < b->n; d++)
+        cnt[d] = 1;
+    sn_layout all = sn_layout_s(0, cnt, b->n);
+    int y = sn_shard_reshape(b, v, x, one, rank + 1);
+    return y < 0 ? -1
+                 : collective(b, v, y, SN_COLL_ALLGATHER, &all,
+                              b->n * prod(dims, 0, rank));
 }
 
 /* Set integer-list attribute `name` of node k on device d to vals[0..len). */
@@ -310,9 +376,35 @@ static int set_ints_attr(bld *b, int k, size_t d, const char *name,
     return 0;
 }
 
-/* A local slice of x (model value v, whole on every device) to layout to:
- * a Slice node in the form of the model's opset (starts, ends and axes as
- * inputs from opset 10, attributes before). */
+int sn_shard_slice(bld *b, int v, int x, size_t naxes,
+                   int64_t (*st)[SN_MAX_DIMS], int64_t (*en)[SN_MAX_DIMS],
+                   int64_t (*ax)[SN_MAX_DIMS])
+{
+    const char *base = b->g->values[v].name;
+    int y = sn_shard_new_value(b, base, "slice");
+    if (y < 0)
+        return -1;
+    if (sn_param_input("Slice", "starts", b->g->opset, NULL) < 0) {
+        int k = sn_shard_add_node(b, NULL, "Slice", "", &x, 1, &y, 1, NULL);
+        for (size_t d = 0; k >= 0 && d < b->n; d++)
+            if (set_ints_attr(b, k, d, "starts", st[d], naxes) ||
+                set_ints_attr(b, k, d, "ends", en[d], naxes) ||
+                set_ints_attr(b, k, d, "axes", ax[d], naxes))
+                k = -1;
+        return k < 0 ? -1 : y;
+    }
+    int s = sn_shard_const_i64(b, base, naxes, st),
+        e = sn_shard_const_i64(b, base, naxes, en),
+        a = sn_shard_const_i64(b, base, naxes, ax);
+    if (s < 0 || e < 0 || a < 0)
+        return -1;
+    int in[4] = {x, s, e, a};
+    if (sn_shard_add_node(b, NULL, "Slice", "", in, 4, &y, 1, NULL) < 0)
+        return -1;
+    return y;
+}
+
+/* A local slice of x (model value v, whole on every device) to layout to. */
 static int local_slice(bld *b, int v, int x, const sn_layout *to)
 {
     int64_t st[MAXD][SN_MAX_DIMS], en[MAXD][SN_MAX_DIMS],
@@ -323,28 +415,69 @@ static int local_slice(bld *b, int v, int x, const sn_layout *to)
         en[d][0] = (int64_t)(at + to->cnt[d]);
         ax[d][0] = to->axis;
     }
-    const char *base = b->g->values[v].name;
-    int y = sn_shard_new_value(b, base, "slice");
-    if (y < 0)
+    return sn_shard_slice(b, v, x, 1, st, en, ax);
+}
+
+int sn_shard_assemble_parts(bld *b, int v, int x, const int64_t *tile,
+                            int rank, int axis, const unsigned parts[3])
+{
+    const sn_rt *fv = full(b, v);
+    if (!fv || rank + 3 > SN_MAX_DIMS)
         return -1;
-    if (sn_param_input("Slice", "starts", b->g->opset, NULL) < 0) {
-        int k = sn_shard_add_node(b, NULL, "Slice", "", &x, 1, &y, 1, NULL);
+    int y = sn_shard_gather_parts(b, v, x, tile, rank);
+    /* [devices, tile] as [p, q, r, tile], the q parts summed */
+    int64_t mesh[SN_MAX_DIMS] = {parts[0], parts[1], parts[2]};
+    memcpy(mesh + 3, tile, (size_t)rank * sizeof *tile);
+    if (y >= 0 && parts[1] > 1) {
+        int z = sn_shard_new_value(b, b->g->values[v].name, "sum");
+        int64_t one[MAXD][SN_MAX_DIMS];
+        for (size_t d = 0; d < b->n; d++)
+            one[d][0] = 1;
+        y = sn_shard_reshape(b, v, y, mesh, rank + 3);
+        int in[2] = {y, -1}, k = -1;
+        if (y >= 0 && z >= 0 &&
+            sn_param_input("ReduceSum", "axes", b->g->opset, NULL) < 0) {
+            k = sn_shard_add_node(b, NULL, "ReduceSum", "", in, 1, &z, 1,
+                                  NULL);
+            for (size_t d = 0; k >= 0 && d < b->n; d++)
+                if (set_ints_attr(b, k, d, "axes", one[d], 1))
+                    k = -1;
+        } else if (y >= 0 && z >= 0 &&
+                   (in[1] = sn_shard_const_i64(b, b->g->values[v].name, 1,
+                                               one)) >= 0) {
+            k = sn_shard_add_node(b, NULL, "ReduceSum", "", in, 2, &z, 1,
+                                  NULL);
+        }
         for (size_t d = 0; k >= 0 && d < b->n; d++)
-            if (set_ints_attr(b, k, d, "starts", st[d], 1) ||
-                set_ints_attr(b, k, d, "ends", en[d], 1) ||
-                set_ints_attr(b, k, d, "axes", ax[d], 1))
+            if (sn_shard_set_int_attr(b, k, d, "keepdims", 0))
                 k = -1;
-        return k < 0 ? -1 : y;
+        y = k < 0 ? -1 : z;
+    } else if (y >= 0) {
+        mesh[1] = parts[2];
+        memcpy(mesh + 2, tile, (size_t)rank * sizeof *tile);
+        y = sn_shard_reshape(b, v, y, mesh, rank + 2);
     }
-    int s = sn_shard_const_i64(b, base, 1, st),
-        e = sn_shard_const_i64(b, base, 1, en),
-        a = sn_shard_const_i64(b, base, 1, ax);
-    if (s < 0 || e < 0 || a < 0)
-        return -1;
-    int in[4] = {x, s, e, a};
-    if (sn_shard_add_node(b, NULL, "Slice", "", in, 4, &y, 1, NULL) < 0)
-        return -1;
-    return y;
+    /* [p, r, tile] to the value's order: p before the tile's cut axis
+     * (first where the data is not cut: p is 1), r before its last */
+    int64_t perm[SN_MAX_DIMS];
+    int np = 0;
+    if (axis < 0)
+        perm[np++] = 0;
+    for (int k = 0; k < rank; k++) {
+        if (k == axis)
+            perm[np++] = 0;
+        if (k == rank - 1)
+            perm[np++] = 1;
+        perm[np++] = 2 + k;
+    }
+    int t = y < 0 ? -1 : sn_shard_new_value(b, b->g->values[v].name, "t");
+    int k = t < 0 ? -1
+                  : sn_shard_add_node(b, NULL, "Transpose", "", &y, 1, &t, 1,
+                                      NULL);
+    for (size_t d = 0; k >= 0 && d < b->n; d++)
+        if (set_ints_attr(b, k, d, "perm", perm, (size_t)np))
+            k = -1;
+    return k < 0 ? -1 : sn_shard_reshape(b, v, t, fv->dims, fv->rank);
 }
 
 /*
@@ -387,7 +520,7 @@ int sn_shard_to_layout(bld *b, int v, const sn_layout *want)
     int y = -1;
     switch (sn_layout_convert(&have->l, want)) {
     case SN_CONVERT_ALLREDUCE:
-        y = collective(b, v, have->sub, SN_COLL_ALLREDUCE, &have->l);
+        y = collective(b, v, have->sub, SN_COLL_ALLREDUCE, &have->l, 0);
         if (y >= 0) {
             /* The all-reduce sums in place: from here on the partial
              * sums' buffer holds the sum, so the partial version is gone
@@ -400,10 +533,10 @@ int sn_shard_to_layout(bld *b, int v, const sn_layout *want)
         }
         break;
     case SN_CONVERT_ALLGATHER:
-        y = collective(b, v, have->sub, SN_COLL_ALLGATHER, &have->l);
+        y = collective(b, v, have->sub, SN_COLL_ALLGATHER, &have->l, 0);
         break;
     case SN_CONVERT_REDUCE_SCATTER:
-        y = collective(b, v, have->sub, SN_COLL_REDUCE_SCATTER, want);
+        y = collective(b, v, have->sub, SN_COLL_REDUCE_SCATTER, want, 0);
         break;
     case SN_CONVERT_SLICE:
         y = local_slice(b, v, have->sub, want);

@@ -86,6 +86,109 @@ static void whole_extras(bld *b, const sn_node *n, int qmm, int *in)
 }
 
 /*
+ * A product A x W (2-D constant W; k_axis_w and n_axis_w its axes as
+ * stored) cut on a mesh (sn_cut's SN_CUT_MIXED): device (i, k, j) takes
+ * A's part i along the cut data axis and part k of its reduced axis
+ * (sliced from A whole), W's block (k, j) (copied), and computes the
+ * tile (i, j)'s k-th partial sum; the tiles are gathered to every device,
+ * their partial sums added and put in place (sn_shard_assemble_parts),
+ * then the bias C (input ci, or -1) and the fused activation applied to
+ * the whole.  The cuts are even: a dimension that does not divide into
+ * its parts is an error naming it.  The output is whole on every device.
+ */
+static shardnet_status mixed(bld *b, const sn_node *n, const sn_cut *cut,
+                             const char *text, int k_axis_w, int ci)
+{
+    int A = n->inputs[0], W = n->inputs[1], v = n->outputs[0];
+    int C = (int)n->ninputs > ci ? n->inputs[ci] : -1;
+    const sn_rt *fa = full(b, A), *fo = full(b, v);
+    int ra = fa->rank, last = ra - 1, axis = cut->axis;
+    const unsigned *pt = cut->parts;
+    int64_t M = axis >= 0 ? fa->dims[axis] : 1, K = fa->dims[last],
+            N = fo->dims[fo->rank - 1];
+    const char *why = NULL;
+    if (M % pt[0] || K % pt[1] || N % pt[2])
+        why = "a dimension cut does not divide into equal parts";
+    else if (fo->rank != ra || ra + 3 > SN_MAX_DIMS || b->g->opset < 5)
+        why = "the output is put together by reshapes this model's ranks "
+              "or opset do not allow";
+    else if (C >= 0 && rule_of(n) == SN_SHARD_GEMM &&
+             sn_attr_float(n, "beta", 1.0f) != 1.0f)
+        why = "the bias is added to the whole, where Gemm's beta is not 1";
+    if (why)
+        return sn_error(SHARDNET_INVALID_ARGUMENT,
+                        "strategy %s for node '%s' (%s): %s (%lld rows, "
+                        "%lld reduced, %lld columns into %u, %u and %u)",
+                        text, n->name, n->op_type, why, (long long)M,
+                        (long long)K, (long long)N, pt[0], pt[1], pt[2]);
+    int64_t mp = M / pt[0], kq = K / pt[1], nr = N / pt[2];
+    int64_t st[MAXD][SN_MAX_DIMS], en[MAXD][SN_MAX_DIMS],
+        ax[MAXD][SN_MAX_DIMS];
+    size_t at[MAXD][2], cnt[MAXD][2], naxes = 0;
+    for (size_t d = 0; d < b->n; d++) {
+        size_t i = d / (pt[1] * pt[2]), k = d / pt[2] % pt[1],
+               j = d % pt[2], m = 0;
+        if (axis >= 0) {
+            ax[d][m] = axis;
+            st[d][m] = (int64_t)i * mp;
+            en[d][m++] = (int64_t)(i + 1) * mp;
+        }
+        if (pt[1] > 1) {
+            ax[d][m] = last;
+            st[d][m] = (int64_t)k * kq;
+            en[d][m++] = (int64_t)(k + 1) * kq;
+        }
+        naxes = m;
+        size_t kk = k_axis_w == 0 ? 0 : 1;
+        at[d][kk] = k * (size_t)kq;
+        cnt[d][kk] = (size_t)kq;
+        at[d][1 - kk] = j * (size_t)nr;
+        cnt[d][1 - kk] = (size_t)nr;
+    }
+    sn_layout r = sn_layout_r();
+    int in[2] = {sn_shard_to_layout(b, A, &r), -1};
+    if (in[0] >= 0 && naxes)
+        in[0] = sn_shard_slice(b, A, in[0], naxes, st, en, ax);
+    int cr = C >= 0 ? sn_shard_to_layout(b, C, &r) : -1;
+    if (in[0] < 0 || (C >= 0 && cr < 0))
+        return failed(b);
+    if ((in[1] = sn_shard_const_blocks(b, W, at, cnt)) < 0)
+        return oom();
+    sn_shard_say(b, "  %s (%s) %s: mixed: data %u x reduced %u x columns %u "
+                    "(a mesh), tiles gathered\n",
+                 n->name, n->op_type, text, pt[0], pt[1], pt[2]);
+    sn_shard_record_choice(b, n, text);
+    int64_t tile[SN_MAX_DIMS];
+    memcpy(tile, fo->dims, (size_t)ra * sizeof *tile);
+    if (axis >= 0)
+        tile[axis] = mp;
+    tile[last] = nr;
+    sn_act act = sn_fused_act(n);
+    int part = sn_shard_new_value(b, b->g->values[v].name, "tile");
+    int x = part < 0 || sn_shard_add_node(b, n, n->op_type, n->domain, in, 2,
+                                          &part, 1, "activation") < 0
+                ? -1
+                : sn_shard_assemble_parts(b, v, part, tile, ra, axis, pt);
+    if (x >= 0 && C >= 0) {
+        int add[2] = {x, cr};
+        int y = act ? sn_shard_new_value(b, b->g->values[v].name, "bias")
+                    : sn_shard_out_value(b, n, 0);
+        x = y < 0 || sn_shard_add_node(b, NULL, "Add", "", add, 2, &y, 1,
+                                       NULL) < 0
+                ? -1
+                : y;
+    }
+    if (x >= 0 && act) {
+        int y = sn_shard_out_value(b, n, 0);
+        x = y < 0 || act_node(b, act, x, y) < 0 ? -1 : y;
+    }
+    if (x < 0)
+        return oom();
+    sn_shard_remember(b, v, x, &r);
+    return SHARDNET_OK;
+}
+
+/*
  * A product with a constant weight: Gemm (A, B, C) or MatMul (A, B) with
  * B 2-D, or QuantizedMatMul (A, Q, scale, zero point, bias: Q's scales
  * and zero points, one or one per column, go with Q's columns).
@@ -126,9 +229,18 @@ static shardnet_status linear(bld *b, const sn_node *n, int *handled)
     shardnet_status st;
     if (s) {
         sn_product_axes ax = {ra, last, 2, k_axis_w, n_axis_w};
-        if ((st = sn_strategy_cut(s, b->n, &ax, n->name, n->op_type, &mode,
-                                  &daxis)) != SHARDNET_OK)
+        sn_cut cut;
+        if ((st = sn_strategy_cut(s, b->n, &ax, !qmm, n->name, n->op_type,
+                                  &cut)) != SHARDNET_OK)
             return st;
+        mode = cut.kind;
+        daxis = cut.axis;
+        if (mode == SN_CUT_MIXED) {
+            char t[128];
+            sn_strategy_format(s, t, sizeof t);
+            *handled = 1;
+            return mixed(b, n, &cut, t, k_axis_w, ci);
+        }
     } else if (la->kind == SN_LAY_S && la->axis == last) {
         mode = SN_CUT_ROWS;
     } else if (la->kind == SN_LAY_S) {
@@ -304,9 +416,12 @@ static shardnet_status conv(bld *b, const sn_node *n, int *handled)
     shardnet_status st;
     if (s) {
         sn_product_axes ax = {fx->rank, 1, wv->rank, 1, 0};
-        if ((st = sn_strategy_cut(s, b->n, &ax, n->name, n->op_type, &mode,
-                                  &daxis)) != SHARDNET_OK)
+        sn_cut cut;
+        if ((st = sn_strategy_cut(s, b->n, &ax, 0, n->name, n->op_type,
+                                  &cut)) != SHARDNET_OK)
             return st;
+        mode = cut.kind;
+        daxis = cut.axis;
     } else if (lx->kind == SN_LAY_S && lx->axis == 1) {
         /* per group when the cut follows the groups, partial sums for one
          * group, else gather and cut the output channels */

@@ -5,7 +5,11 @@
  * four candidate strategies over n devices, in MindSpore's notation:
  * columns (the weight's output dimension cut), rows (the reduced
  * dimension of both: partial sums), data (the data's first dimension,
- * the weight whole) and whole (replicated).  The search changes one
+ * the weight whole) and whole (replicated); a MatMul or Gemm has, where
+ * the device count is no prime, MindSpore's mixed forms too: two or three
+ * of the data's first dimension, the reduced dimension and the weight's
+ * output dimension cut at once, the devices a mesh (over four: 2x1x2,
+ * 2x2x1 and 1x2x2; shard_products.c's mixed()).  The search changes one
  * product's strategy at a time, builds the split it gives (the
  * redistributions between neighbours, the collectives, each device's
  * shard) and keeps it where the cost model (lib/plan/tensor_costs.h)
@@ -39,11 +43,20 @@
 #define SEARCH_GAIN 0.98
 
 /* A product the search may cut: its data's rank and reduced axis, its
- * weight's rank, reduced and output axes. */
+ * weight's rank, reduced and output axes; whether it may be cut on a mesh
+ * (a product by a 2-D weight: MatMul, Gemm). */
 typedef struct product {
     const sn_node *n;
     sn_product_axes ax;
+    int mixed;
 } product;
+
+/* The candidates per product: the four plain cuts, then the mixed cuts,
+ * one per mesh of the devices (sn_strategy_meshes; 3 over four devices),
+ * the data's first axis cut where the mesh cuts data. */
+#define PLAIN 4
+#define MESHES 12
+#define CANDIDATES (PLAIN + MESHES)
 
 static int product_of(const sn_graph *g, const sn_plan *shapes,
                       const sn_node *n, product *out)
@@ -57,6 +70,7 @@ static int product_of(const sn_graph *g, const sn_plan *shapes,
         return 0;
     int ra = a->rank, rb = b->rank;
     out->n = n;
+    out->mixed = strcmp(n->op_type, "Conv") != 0;
     if (!strcmp(n->op_type, "MatMul") && ra >= 2 && rb == 2)
         out->ax = (sn_product_axes){ra, ra - 1, rb, 0, 1};
     else if (!strcmp(n->op_type, "Gemm") && ra == 2 && rb == 2 &&
@@ -71,15 +85,23 @@ static int product_of(const sn_graph *g, const sn_plan *shapes,
     return 1;
 }
 
-/* Strategy k (0 columns, 1 rows, 2 data, 3 whole) of product p over ndev
- * devices. */
-static int candidate(const product *p, size_t ndev, int k, sn_strategy *s)
+/* Strategy k (0 columns, 1 rows, 2 data, 3 whole, PLAIN + m the mixed cut
+ * on mesh[m] of nmesh) of product p over ndev devices; 0 where p has no
+ * such candidate. */
+static int candidate(const product *p, size_t ndev, int k,
+                     const unsigned (*mesh)[3], size_t nmesh, sn_strategy *s)
 {
     int sa = k == 1 ? p->ax.k_axis_a : k == 2 ? 0 : -1,
         sb = k == 0 ? p->ax.n_axis_w : k == 1 ? p->ax.k_axis_w : -1;
     char text[128];
-    sn_strategy_of_cut(ndev, (size_t)p->ax.ra, sa, (size_t)p->ax.rb, sb, text,
-                       sizeof text);
+    if (k >= PLAIN && (!p->mixed || (size_t)(k - PLAIN) >= nmesh))
+        return 0;
+    if (k >= PLAIN)
+        sn_strategy_of_mixed(&p->ax, mesh[k - PLAIN][0] > 1 ? 0 : -1,
+                             mesh[k - PLAIN], text, sizeof text);
+    else
+        sn_strategy_of_cut(ndev, (size_t)p->ax.ra, sa, (size_t)p->ax.rb, sb,
+                           text, sizeof text);
     if (sn_strategy_parse(text, s) != SHARDNET_OK) {
         sn_error_clear();
         return 0;
@@ -115,16 +137,17 @@ static double weight_bytes(const sn_graph *g)
     return b;
 }
 
-static const char *const strategy_name[4] = {"columns", "rows", "data",
-                                             "whole"};
+static const char *const strategy_name[PLAIN] = {"columns", "rows", "data",
+                                                 "whole"};
 
 /* Price of a candidate not built (a cut these shapes do not allow). */
 #define NOT_BUILT (-1.0)
 
-/* One product's line of the report: every strategy's price, the pick
- * marked. */
+/* One product's line of the report: every strategy's price (a mixed
+ * cut named by its mesh: data x reduced x columns), the pick marked. */
 static size_t explain(const product *p, int pick, const double *prices,
-                      char *report, size_t cap, size_t len)
+                      const unsigned (*mesh)[3], size_t nmesh, char *report,
+                      size_t cap, size_t len)
 {
 #define SAY(...)                                                              \
     do {                                                                      \
@@ -132,8 +155,12 @@ static size_t explain(const product *p, int pick, const double *prices,
             len += (size_t)snprintf(report + len, cap - len, __VA_ARGS__);    \
     } while (0)
     SAY("  %s (%s):", p->n->name, p->n->op_type);
-    for (int k = 0; k < 4; k++) {
-        SAY("%s %s ", k ? ";" : "", strategy_name[k]);
+    for (int k = 0; k < PLAIN + (p->mixed ? (int)nmesh : 0); k++) {
+        if (k < PLAIN)
+            SAY("%s %s ", k ? ";" : "", strategy_name[k]);
+        else
+            SAY("; mixed %ux%ux%u ", mesh[k - PLAIN][0], mesh[k - PLAIN][1],
+                mesh[k - PLAIN][2]);
         if (prices[k] == NOT_BUILT)
             SAY("not possible");
         else if (prices[k] >= 1e300)
@@ -150,7 +177,7 @@ static size_t explain(const product *p, int pick, const double *prices,
 
 size_t sn_tensor_split_search_room(const sn_graph *g)
 {
-    return 512 + 256 * g->nnodes;
+    return 512 + (256 + 32 * MESHES) * g->nnodes;
 }
 
 shardnet_status sn_tensor_split_search(sn_graph *g, sn_device *const *devs,
@@ -164,6 +191,10 @@ shardnet_status sn_tensor_split_search(sn_graph *g, sn_device *const *devs,
     sn_tensor_split *best = NULL;
     shardnet_status st;
     int converged = 0;
+    unsigned mesh[MESHES][3];
+    size_t nmesh = sn_strategy_meshes(ndev, mesh, MESHES);
+    if (nmesh > MESHES)
+        nmesh = MESHES;
     *out = NULL;
     if (report && cap)
         report[0] = '\0';
@@ -176,9 +207,10 @@ shardnet_status sn_tensor_split_search(sn_graph *g, sn_device *const *devs,
     /* The strategies tried: the fixed ones, then one per product. */
     sn_strategy *try = calloc(nfixed + g->nnodes + 1, sizeof *try);
     int *pick = calloc(g->nnodes + 1, sizeof *pick);
-    /* [product * 4 + strategy]: its last price, NOT_BUILT, or 1e300
-     * where it does not fit. */
-    double *priced = malloc((g->nnodes + 1) * 4 * sizeof *priced);
+    /* [product * CANDIDATES + strategy]: its last price, NOT_BUILT, or
+     * 1e300 where it does not fit. */
+    double *priced =
+        malloc((g->nnodes + 1) * CANDIDATES * sizeof *priced);
     if (!ps || !try || !pick || !priced) {
         free(ps);
         free(try);
@@ -212,10 +244,12 @@ shardnet_status sn_tensor_split_search(sn_graph *g, sn_device *const *devs,
         for (size_t c = 0; c < nchosen; c++)
             if (!strcmp(chosen[c].node, ps[p].n->name))
                 for (int k = 0; k < 3; k++)
-                    if (candidate(&ps[p], n, k, &s) && same(&s, &chosen[c]))
+                    if (candidate(&ps[p], n, k, mesh, nmesh, &s) &&
+                        same(&s, &chosen[c]))
                         pick[p] = k;
-        for (int k = 0; k < 4; k++)
-            priced[p * 4 + (size_t)k] = k == pick[p] ? rules : NOT_BUILT;
+        for (int k = 0; k < CANDIDATES; k++)
+            priced[p * CANDIDATES + (size_t)k] =
+                k == pick[p] ? rules : NOT_BUILT;
     }
     if (nfixed)
         memcpy(try, fixed, nfixed * sizeof *fixed);
@@ -223,16 +257,20 @@ shardnet_status sn_tensor_split_search(sn_graph *g, sn_device *const *devs,
          pass++) {
         moved = 0;
         for (size_t p = 0; p < np; p++)
-            for (int k = 0; k < 4; k++) {
-                if (k == pick[p])
+            for (int k = 0; k < CANDIDATES; k++) {
+                sn_strategy scratch;
+                if (k == pick[p] || (k >= PLAIN && !candidate(&ps[p], n, k,
+                                                             mesh, nmesh,
+                                                             &scratch)))
                     continue;
                 /* Every product at its pick, p at k. */
                 size_t m = nfixed;
                 int ok = 1;
                 for (size_t q = 0; q < np && ok; q++)
-                    ok = candidate(&ps[q], n, q == p ? k : pick[q], &try[m++]);
+                    ok = candidate(&ps[q], n, q == p ? k : pick[q], mesh,
+                                   nmesh, &try[m++]);
                 sn_tensor_split *ts = NULL;
-                priced[p * 4 + (size_t)k] = NOT_BUILT;
+                priced[p * CANDIDATES + (size_t)k] = NOT_BUILT;
                 if (!ok)
                     continue;
                 built++;
@@ -242,7 +280,7 @@ shardnet_status sn_tensor_split_search(sn_graph *g, sn_device *const *devs,
                     continue;
                 }
                 double t = price(ts);
-                priced[p * 4 + (size_t)k] = t;
+                priced[p * CANDIDATES + (size_t)k] = t;
                 if (t < now * SEARCH_GAIN) {
                     sn_tensor_split_free(best);
                     best = ts;
@@ -257,7 +295,7 @@ shardnet_status sn_tensor_split_search(sn_graph *g, sn_device *const *devs,
     }
     /* Every product's pick is priced at the layout found. */
     for (size_t p = 0; p < np; p++)
-        priced[p * 4 + (size_t)pick[p]] = now;
+        priced[p * CANDIDATES + (size_t)pick[p]] = now;
     if (report && cap) {
         if (!search)
             len += (size_t)snprintf(
@@ -278,7 +316,8 @@ shardnet_status sn_tensor_split_search(sn_graph *g, sn_device *const *devs,
                 converged ? "a last pass changed nothing"
                           : "stopped after the passes allowed");
         for (size_t p = 0; search && p < np; p++)
-            len = explain(&ps[p], pick[p], &priced[p * 4], report, cap, len);
+            len = explain(&ps[p], pick[p], &priced[p * CANDIDATES], mesh,
+                          nmesh, report, cap, len);
     }
     free(ps);
     free(try);
