@@ -194,6 +194,36 @@ else
     skip "replicas across processes (no $(missing 0/cpu:0,0/cpu:1,1/cpu:0) here:$here)"
 fi
 
+# MindSpore's mixed strategies across processes (a mesh of four devices,
+# two per process): the tiles' all-gather crosses them.  Within 1e-4 of
+# one device.
+for devs in 0/cpu:0,0/cpu:1,1/cpu:0,1/cpu:1 0/cpu:0,0/cl:0,1/cpu:0,1/cl:0; do
+    if [ -n "$(missing "$devs")" ]; then
+        skip "mixed strategies over $devs (no $(missing "$devs") here:$here)"
+        continue
+    fi
+    for case in "fashion_mlp /fc1/Gemm=((2,1),(2,1)) /fc2/Gemm=((1,2),(2,2))" \
+                "small_transformer /q/MatMul=((1,2,1),(1,2)) /proj/MatMul=((2,1,2),(2,1))"; do
+        set -- $case
+        model=$1
+        shift
+        out=$tmp/mixed-$model-$(echo "$devs" | tr '/:,' '___')
+        printf 'split tensor\ndevices %s\n' "$devs" >"$out.plan"
+        for st in "$@"; do
+            echo "strategy ${st%%=*} ${st#*=}" >>"$out.plan"
+        done
+        if run_np 2 "$bin" run "$fix/$model.onnx" --plan "$out.plan" \
+               --input "$fix/${model}_input.npy" -o "$out" >"$out.log" 2>&1 &&
+           "$t" --compare "$(ls "$tmp/one-$model"/*.npy)" \
+               "$(ls "$out"/*.npy)" 1e-4 >"$out.cmp"; then
+            ok "$model, mixed strategies $* over $devs: $(cat "$out.cmp")"
+        else
+            bad "$model, mixed strategies $* over $devs"
+            sed 's/^/    /' "$out.log" "$out.cmp" 2>/dev/null | tail -20
+        fi
+    done
+done
+
 # Tensor splits whose collectives across processes are an all-reduce
 # (batch 1: the logits are partial sums too narrow to cut) and sums of
 # several chunks (batch 2500: 1.3 M floats, uneven shares), random inputs.
