@@ -1371,6 +1371,83 @@ Test(tensor_split, hybrid_stages_are_searched_saved_and_read_back)
     shardnet_model_free(m);
 }
 
+/* The planner's hybrid is priced with its group stage searched (the
+ * group model's guess at a tensor split only stands where it cannot be):
+ * the listing's stage time is the stage's search estimate times the
+ * micro-batches, and the split that search made is the one that runs
+ * (its report after the run gives the same estimate). */
+Test(tensor_split, the_hybrid_estimate_is_its_searched_group_stage)
+{
+    static const char *const devices = "cpu:0,cpu:1,cl:0";
+    char text[32768];
+    shardnet_model_t *m = NULL;
+    shardnet_tensor in;
+    size_t n0, n1;
+    need_devices(devices);
+    load_fixtures("small_transformer.onnx", "small_transformer_input.npy", &m,
+                  &in);
+    float *want = run(m, &in, "cpu:0", "none", 0, &n0);
+    shardnet_session_options o = {.split = "hybrid"};
+    shardnet_session_t *s = NULL;
+    cr_assert_eq(shardnet_session_create_with(ctx, m, devices, &o, &s),
+                 SHARDNET_OK, "%s", shardnet_last_error());
+    cr_assert_eq(shardnet_session_set_input(s, 0, in.info.dtype, in.info.rank,
+                                            in.info.dims, in.data),
+                 SHARDNET_OK);
+    shardnet_session_describe(s, text, sizeof text);
+    const char *line = strstr(text, "its group stages searched for ");
+    cr_assert(line, "%s", text);
+    unsigned long micro = 0, stage = 9;
+    double per_batch = 0, est = 0, model = 0;
+    const char *at = strstr(line, " stage ");
+    cr_assert(sscanf(line, "its group stages searched for %lu", &micro) == 1 &&
+                  micro > 0 && at &&
+                  sscanf(at, " stage %lu estimated %lf ms per batch (the "
+                             "group model's %lf",
+                         &stage, &per_batch, &model) == 3,
+              "%s", line);
+    at = strstr(line, "); estimated ");
+    cr_assert(at && sscanf(at, "); estimated %lf", &est) == 1, "%s", line);
+    /* two stages: the slowest's share m + 1 times, at least this one's
+     * (to the printed figures' rounding) */
+    cr_assert_geq(est + 0.0005 * (double)(micro + 1),
+                  per_batch / (double)micro * (double)(micro + 1), "%s",
+                  line);
+    char second[32768];
+    shardnet_session_describe(s, second, sizeof second);
+    cr_assert_str_eq(second, text, "describing again gave another answer");
+    cr_assert_eq(shardnet_session_run(s), SHARDNET_OK, "%s",
+                 shardnet_last_error());
+    const void *got;
+    shardnet_tensor_info info;
+    cr_assert_eq(shardnet_session_output(s, 0, &info, &got), SHARDNET_OK);
+    n1 = 1;
+    for (int i = 0; i < info.rank; i++)
+        n1 *= (size_t)info.dims[i];
+    cr_assert_eq(n1, n0);
+    check_answer(got, want, n0, 0, "small_transformer", devices, "hybrid");
+    shardnet_session_describe(s, text, sizeof text);
+    const char *st = strstr(text, "its last micro-batches' tensor split:");
+    char head[128];
+    snprintf(head, sizeof head, "hybrid stage %lu on ", stage);
+    cr_assert(st && st - text > 64 && strstr(st - 64, head) &&
+                  strstr(st - 64, head) < st,
+              "%s", text);
+    at = strstr(st, "the search's ");
+    double searched = 0;
+    cr_assert(at && sscanf(at, "the search's %lf", &searched) == 1, "%s",
+              text);
+    cr_assert(fabs(searched * (double)micro - per_batch) <=
+                  0.001 * (double)micro + 1e-9,
+              "the stage's search %.3f ms x %lu micro-batches, the "
+              "estimate %.3f ms per batch:\n%s",
+              searched, micro, per_batch, text);
+    shardnet_session_free(s);
+    free(want);
+    shardnet_tensor_free(&in);
+    shardnet_model_free(m);
+}
+
 /* A replicated split's configurations are estimated, each in PipeDream's
  * notation with its stages, their replicas and memory; a plan file's
  * replicas run, and saved and read back they run the same. */

@@ -46,6 +46,16 @@ struct shardnet_session {
                                    session, and gets its outputs */
     sn_device *home;            /* a device of this process */
     sn_pipeline *pipe;          /* layer split, made at the first run */
+    sn_pipeline *hyb_probe;     /* the planner's best hybrid (hyb_groups),
+                                   made to search its group stages for
+                                   its estimate; becomes pipe where it is
+                                   chosen */
+    size_t hyb_groups[2];
+    /* Its estimate and the report's line on it, for the input shapes of
+     * hyb_for and hyb_groups (describing again searches nothing). */
+    sn_binding *hyb_for;
+    double hyb_est;
+    char *hyb_said;
     int tensor;                 /* split "tensor" */
     sn_tensor_split *ts;        /* made at the first run (per input shape) */
     int data;                   /* split "data" */

@@ -280,6 +280,9 @@ void shardnet_session_free(shardnet_session_t *session)
     for (int i = 0; i < PLAN_CACHE; i++)
         sn_plan_free(session->plans[i]);
     sn_pipeline_free(session->pipe);
+    sn_pipeline_free(session->hyb_probe);
+    free(session->hyb_for);
+    free(session->hyb_said);
     sn_tensor_split_free(session->ts);
     sn_data_split_free(session->ds);
     free(session->strat);

@@ -14,15 +14,16 @@
 #include "plan/choose.h"
 #include "plan/profile.h"
 
-/* Whether the search's last answer was found for the bound inputs'
- * shapes. */
-static int found_here(const shardnet_session_t *session)
+/* Whether key (input shapes kept with an answer, or NULL) is the bound
+ * inputs' shapes. */
+static int shapes_here(const shardnet_session_t *session,
+                       const sn_binding *key)
 {
     const sn_graph *g = session->model->g;
-    if (!session->found_for)
+    if (!key)
         return 0;
     for (size_t i = 0; i < g->ninputs; i++) {
-        const sn_binding *a = &session->found_for[i], *b = &session->inputs[i];
+        const sn_binding *a = &key[i], *b = &session->inputs[i];
         if (a->dtype != b->dtype || a->rank != b->rank ||
             memcmp(a->dims, b->dims, (size_t)a->rank * sizeof a->dims[0]))
             return 0;
@@ -30,15 +31,28 @@ static int found_here(const shardnet_session_t *session)
     return 1;
 }
 
+/* The bound inputs' shapes (no data), to keep with an answer; NULL where
+ * memory is short. */
+static sn_binding *shapes_now(const shardnet_session_t *session)
+{
+    const sn_graph *g = session->model->g;
+    sn_binding *shapes = malloc((g->ninputs + 1) * sizeof *shapes);
+    if (!shapes)
+        return NULL;
+    memcpy(shapes, session->inputs, g->ninputs * sizeof *shapes);
+    for (size_t i = 0; i < g->ninputs; i++)
+        shapes[i].data = NULL;
+    return shapes;
+}
+
 /* Keep the search's answer for these input shapes (nothing kept where
  * memory is short: the next call searches again). */
 static void keep_found(shardnet_session_t *session, const sn_tensor_split *ts,
                        const char *report)
 {
-    const sn_graph *g = session->model->g;
     const sn_strategy *ss;
     size_t ns = sn_tensor_split_strategies(ts, &ss);
-    sn_binding *shapes = malloc((g->ninputs + 1) * sizeof *shapes);
+    sn_binding *shapes = shapes_now(session);
     sn_strategy *copy = malloc((ns + 1) * sizeof *copy);
     char *said = strdup(report);
     if (!shapes || !copy || !said) {
@@ -47,9 +61,6 @@ static void keep_found(shardnet_session_t *session, const sn_tensor_split *ts,
         free(said);
         return;
     }
-    memcpy(shapes, session->inputs, g->ninputs * sizeof *shapes);
-    for (size_t i = 0; i < g->ninputs; i++)
-        shapes[i].data = NULL;
     if (ns)
         memcpy(copy, ss, ns * sizeof *copy);
     free(session->found_for);
@@ -80,7 +91,7 @@ shardnet_status sn_session_tensor_search(shardnet_session_t *session,
     /* Searched before for these shapes: the split it found, built again
      * from its strategies (every process of a job makes the same calls,
      * so all take this path alike). */
-    if (!nfixed && found_here(session)) {
+    if (!nfixed && shapes_here(session, session->found_for)) {
         if (report && cap)
             snprintf(report, cap, "%s", session->found_report);
         return sn_tensor_split_create(session->model->g, session->devs,
@@ -106,6 +117,109 @@ shardnet_status sn_session_tensor_search(shardnet_session_t *session,
 }
 
 /*
+ * The planner's best hybrid (ch->groups) priced with its group stages'
+ * tensor splits searched, as their first run would search them (for the
+ * micro-batches' shape), instead of the group model's guess at them: a
+ * group stage's time a batch is its search's estimate for one
+ * micro-batch times the micro-batches, a one-device stage's the
+ * planner's, and the pipeline's estimate the slowest stage's share
+ * m + 1 times (layer_estimate's formula, two stages).  ch->hybrid
+ * becomes that, told in report.  The pipeline made for it is kept
+ * (hyb_probe): chosen, it is the one that runs, its splits made.  Not in
+ * a job of several processes (a process searches only its own stages,
+ * and every process must weigh alike), nor with a plan file's cuts or
+ * strategies (they decide the stages).
+ */
+static void search_hybrid(shardnet_session_t *session, sn_split_choice *ch,
+                          char *report, size_t cap)
+{
+    size_t len = report ? strlen(report) : 0;
+    double stage_s[2];
+    size_t m = 0;
+#define SAY(...)                                                              \
+    do {                                                                      \
+        if (report && len < cap)                                              \
+            len += (size_t)snprintf(report + len, cap - len, __VA_ARGS__);    \
+    } while (0)
+    if (ch->ngroups != 2 || ch->hybrid >= 1e300 || session->multi ||
+        session->have_cuts || session->nstrat)
+        return;
+    if (shapes_here(session, session->hyb_for) &&
+        session->hyb_groups[0] == ch->groups[0] &&
+        session->hyb_groups[1] == ch->groups[1]) {
+        SAY("%s", session->hyb_said);
+        ch->hybrid = session->hyb_est;
+        return;
+    }
+    size_t from = len;
+    char line[1024];
+    if (!report) { /* the line is kept, so it is written anyway */
+        report = line;
+        cap = sizeof line;
+        len = from = 0;
+        line[0] = '\0';
+    }
+    if (session->hyb_probe && (session->hyb_groups[0] != ch->groups[0] ||
+                               session->hyb_groups[1] != ch->groups[1])) {
+        sn_pipeline_free(session->hyb_probe);
+        session->hyb_probe = NULL;
+    }
+    if ((!session->hyb_probe &&
+         sn_pipeline_create_groups(session->model->g, session->devs,
+                                   session->nlisted, ch->groups, 2,
+                                   session->inputs, NULL, NULL, 0,
+                                   &session->hyb_probe) != SHARDNET_OK) ||
+        sn_pipeline_search_groups(session->hyb_probe, session->inputs,
+                                  session->micro, stage_s, &m) !=
+            SHARDNET_OK) {
+        SAY("hybrid: its group stages not searched (%s): the group model's "
+            "estimate stands\n",
+            shardnet_last_error());
+        sn_error_clear();
+        sn_pipeline_free(session->hyb_probe);
+        session->hyb_probe = NULL;
+        return;
+    }
+    session->hyb_groups[0] = ch->groups[0];
+    session->hyb_groups[1] = ch->groups[1];
+    double slowest = 0;
+    SAY("hybrid over %zu+%zu devices, its group stages searched for %zu "
+        "micro-batch%s:",
+        ch->groups[0], ch->groups[1], m, m == 1 ? "" : "es");
+    for (size_t s = 0; s < 2; s++) {
+        double t = stage_s[s] >= 1e300 ? 1e300
+                   : stage_s[s] >= 0   ? stage_s[s] * (double)m
+                                       : ch->hybrid_stage[s];
+        if (stage_s[s] >= 1e300)
+            SAY(" stage %zu does not fit;", s);
+        else if (stage_s[s] >= 0)
+            SAY(" stage %zu estimated %.3f ms per batch (the group model's "
+                "%.3f ms);",
+                s, t * 1e3, ch->hybrid_stage[s] * 1e3);
+        if (t > slowest)
+            slowest = t;
+    }
+    double est = slowest >= 1e300 ? 1e300
+                                  : slowest / (double)m * (double)(m + 1);
+    if (est >= 1e300)
+        SAY(" does not fit\n");
+    else
+        SAY(" estimated %.3f ms (the group model's %.3f ms)\n", est * 1e3,
+            ch->hybrid * 1e3);
+    ch->hybrid = est;
+    free(session->hyb_for);
+    free(session->hyb_said);
+    session->hyb_for = shapes_now(session);
+    session->hyb_said = strdup(len > from ? report + from : "");
+    session->hyb_est = est;
+    if (!session->hyb_said) {
+        free(session->hyb_for);
+        session->hyb_for = NULL;
+    }
+#undef SAY
+}
+
+/*
  * The cost model's choice (lib/plan/choose.h) among one device, a layer
  * split, a tensor split and a hybrid split over all listed devices, with
  * every estimate told in report (may be NULL).  *ts: the tensor split
@@ -124,6 +238,7 @@ static shardnet_status choose_split(shardnet_session_t *session, char *report,
                               session->micro, ch, report, cap)) !=
         SHARDNET_OK)
         return st;
+    search_hybrid(session, ch, report, cap);
     if (session->nlisted > 1) {
         /* What the search did, at the report's end. */
         size_t at = report ? strlen(report) : 0;
@@ -363,6 +478,17 @@ shardnet_status sn_session_prepare(shardnet_session_t *session)
             g, session->devs, session->ndev, session->reps, session->nreps,
             session->inputs, session->have_cuts ? session->cuts : NULL,
             &session->pipe);
+    /* The hybrid the planner priced runs as it was made for that, its
+     * group stages searched; once decided, no other is kept. */
+    if (!session->tensor && !session->pipe && session->hyb_probe &&
+        session->ngroups == 2 && session->groups[0] == session->hyb_groups[0] &&
+        session->groups[1] == session->hyb_groups[1] &&
+        !session->have_cuts && !session->nstrat) {
+        session->pipe = session->hyb_probe;
+        session->hyb_probe = NULL;
+    }
+    sn_pipeline_free(session->hyb_probe);
+    session->hyb_probe = NULL;
     if (!session->tensor && (session->ndev > 1 || session->multi) &&
         !session->pipe &&
         (st = sn_pipeline_create_groups(

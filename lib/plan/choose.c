@@ -23,7 +23,8 @@
  * stage in the report. */
 static double layer_estimate(sn_layer_costs *c, sn_device *const *devs,
                              const size_t *groups, size_t m, size_t *start,
-                             char *report, size_t cap, size_t *len)
+                             double *stage_t, char *report, size_t cap,
+                             size_t *len)
 {
     /* (More devices than nodes: the first ones, a node each.) */
     size_t ns = c->nunits < c->nlive ? c->nunits : c->nlive, first = 0;
@@ -52,6 +53,8 @@ static double layer_estimate(sn_layer_costs *c, sn_device *const *devs,
             k > 1 ? " per device (tensor split)" : "");
         if (t > bottleneck)
             bottleneck = t;
+        if (stage_t)
+            stage_t[s] = t;
         if (s)
             moved += c->xbytes[start[s]];
         first += k;
@@ -254,8 +257,8 @@ shardnet_status sn_split_choose(sn_graph *g, sn_device *const *devs,
     if (m > c.rows)
         m = c.rows ? c.rows : 1;
     if (ns > 1 && (st = sn_layer_set_units(&c, NULL, 0)) == SHARDNET_OK)
-        out->layer = layer_estimate(&c, devs, NULL, m, start, report, cap,
-                                    &len);
+        out->layer = layer_estimate(&c, devs, NULL, m, start, NULL, report,
+                                    cap, &len);
     /* Hybrid: two stages, each tensor-split over a group of consecutive
      * devices (at least one group of two or more). */
     for (size_t k = 1; st == SHARDNET_OK && ndev >= 3 && k < ndev; k++) {
@@ -272,10 +275,13 @@ shardnet_status sn_split_choose(sn_graph *g, sn_device *const *devs,
             mh = c.rows ? c.rows : 1;
         if ((st = sn_layer_set_units(&c, groups, 2)) != SHARDNET_OK)
             break;
-        double e = layer_estimate(&c, devs, groups, mh, start, report, cap,
-                                  &len);
+        double t[2] = {0, 0};
+        double e = layer_estimate(&c, devs, groups, mh, start, t, report,
+                                  cap, &len);
         if (e < out->hybrid) {
             out->hybrid = e;
+            out->hybrid_stage[0] = t[0];
+            out->hybrid_stage[1] = t[1];
             out->groups[0] = k;
             out->groups[1] = ndev - k;
             out->ngroups = 2;

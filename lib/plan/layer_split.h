@@ -43,6 +43,7 @@ typedef struct sn_split_choice {
     size_t best_dev;
     size_t groups[2];
     size_t ngroups;
+    double hybrid_stage[2]; /* the best hybrid's stages, seconds a batch */
     size_t reps[SN_REPLICA_STAGES];
     size_t nreps;
     sn_data_rows data;

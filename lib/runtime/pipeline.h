@@ -70,6 +70,19 @@ shardnet_status sn_pipeline_create_replicated(sn_graph *g,
                                               sn_pipeline **out);
 void sn_pipeline_free(sn_pipeline *p);
 
+/*
+ * A hybrid split's group stages searched for the micro-batches a run of
+ * `inputs` (micro as sn_pipeline_run's) gives them, now rather than at
+ * that run (which then finds the splits made): stage_s[s] (one per
+ * stage) is stage s's tensor split's estimate for its first micro-batch,
+ * 1e300 where it does not fit, -1 for a stage on one device or on
+ * another process; *nmicro the run's micro-batches.  For the planner's
+ * estimate of the split (lib/api/split.c).
+ */
+shardnet_status sn_pipeline_search_groups(sn_pipeline *p,
+                                          const sn_binding *inputs,
+                                          size_t micro, double *stage_s,
+                                          size_t *nmicro);
 /* Micro-batches of the last run. */
 size_t sn_pipeline_micro(const sn_pipeline *p);
 /* Run on inputs, the batch (first dimension of the inputs) cut into

@@ -16,6 +16,7 @@
 #include "ops/registry.h"
 #include "runtime/pipeline_impl.h"
 #include "plan/layer_split.h"
+#include "plan/node_costs.h"
 #include "plan/profile.h"
 #include "core/trace.h"
 
@@ -724,24 +725,17 @@ static shardnet_status take_batch(sn_pipeline *p, size_t b, sn_feed_fn feed,
     return SHARDNET_OK;
 }
 
-shardnet_status sn_pipeline_stream(sn_pipeline *p, size_t nbatch, size_t micro,
-                                   sn_feed_fn feed, sn_drain_fn drain,
-                                   void *user)
+/* The geometry of a run of inputs `in` (micro as sn_pipeline_run's;
+ * nbatch batches streamed): p->rows, the batch cut only where the nodes
+ * keep its rows apart (decided once per batch size), p->micro
+ * micro-batches of p->chunk rows. */
+static shardnet_status batch_geometry(sn_pipeline *p, const sn_binding *in,
+                                      size_t micro, size_t nbatch)
 {
-    sn_graph *g = p->g;
-    shardnet_status st = SHARDNET_OK;
-    if (!nbatch)
-        return SHARDNET_OK;
-    for (int k = 0; k < 2; k++)
-        if (!p->bin[k] &&
-            !(p->bin[k] = calloc(g->ninputs + 1, sizeof *p->bin[k])))
-            return sn_error(SHARDNET_OUT_OF_MEMORY, "pipeline");
-    if ((st = take_batch(p, 0, feed, user)) != SHARDNET_OK)
-        return st;
-    memcpy(p->bin[1], p->bin[0], g->ninputs * sizeof *p->bin[0]);
+    shardnet_status st;
     /* The batch, cut only where the nodes keep its rows apart (decided
      * once per batch size). */
-    p->rows = sn_batch_rows(g, p->bin[0]);
+    p->rows = sn_batch_rows(p->g, in);
     if (p->rows > 1 && p->rows != p->apart_rows) {
         /* The shapes planned on a CPU device if a stage has one (its
          * weights need no copy), else on the first stage's. */
@@ -754,7 +748,7 @@ shardnet_status sn_pipeline_stream(sn_pipeline *p, size_t nbatch, size_t micro,
                 if (p->st[s].rep[q].dev->info.kind == SHARDNET_DEVICE_CPU)
                     where = p->st[s].rep[q].dev;
         }
-        if ((st = sn_batch_apart(g, where, p->bin[0], &p->apart)) !=
+        if ((st = sn_batch_apart(p->g, where, in, &p->apart)) !=
             SHARDNET_OK)
             return st;
         p->apart_rows = p->rows;
@@ -778,6 +772,104 @@ shardnet_status sn_pipeline_stream(sn_pipeline *p, size_t nbatch, size_t micro,
     p->micro = p->chunk ? (p->rows + p->chunk - 1) / p->chunk : 1;
     if (!p->micro)
         p->micro = 1;
+    return SHARDNET_OK;
+}
+
+shardnet_status sn_pipeline_search_groups(sn_pipeline *p,
+                                          const sn_binding *inputs,
+                                          size_t micro, double *stage_s,
+                                          size_t *nmicro)
+{
+    sn_graph *g = p->g;
+    shardnet_status st;
+    sn_binding *in = calloc(g->ninputs + 1, sizeof *in);
+    if (!in)
+        return sn_error(SHARDNET_OUT_OF_MEMORY, "pipeline");
+    if ((st = batch_geometry(p, inputs, micro, 1)) != SHARDNET_OK) {
+        free(in);
+        return st;
+    }
+    /* The first micro-batch's inputs: their first chunk of rows, as
+     * bind_input cuts them. */
+    for (size_t i = 0; i < g->ninputs; i++) {
+        in[i] = inputs[i];
+        if (p->micro > 1 && in[i].rank > 0 &&
+            (size_t)in[i].dims[0] == p->rows) {
+            size_t row = in[i].nbytes / p->rows;
+            in[i].dims[0] = (int64_t)p->chunk;
+            in[i].nbytes = p->chunk * row;
+        }
+    }
+    *nmicro = p->micro;
+    sn_weights *sw = NULL;
+    sn_plan *shapes = NULL;
+    if ((st = sn_shape_plan(g, in, &sw, &shapes)) != SHARDNET_OK) {
+        free(in);
+        return st;
+    }
+    for (size_t s = 0; s < p->nstages && st == SHARDNET_OK; s++) {
+        stage *sg = &p->st[s];
+        stage_s[s] = -1;
+        if (sg->ngrp < 2 || !sg->local)
+            continue;
+        sn_binding b[64];
+        void *buf[64] = {0};
+        size_t nin = sg->g->ninputs;
+        if (nin > 64)
+            st = sn_error(SHARDNET_UNSUPPORTED, "stage %zu has too many "
+                                                "inputs", s);
+        /* Each input shaped as the micro-batch makes it, zeros: the
+         * search builds splits for the shapes and reads no values. */
+        for (size_t i = 0; i < nin && st == SHARDNET_OK; i++) {
+            int v = sg->in_parent[i], slot = graph_input_slot(g, v);
+            const sn_rt *rt = sn_plan_value(shapes, (size_t)v);
+            if (slot >= 0) {
+                b[i] = in[slot];
+                continue;
+            }
+            if (!rt || !rt->known) {
+                st = sn_error(SHARDNET_INTERNAL,
+                              "stage %zu: input %zu has no shape", s, i);
+                break;
+            }
+            b[i] = (sn_binding){.dtype = rt->dtype, .rank = rt->rank};
+            memcpy(b[i].dims, rt->dims, sizeof b[i].dims);
+            b[i].nbytes = sn_rt_elements(rt) * sn_dtype_size(rt->dtype);
+            if (!(buf[i] = calloc(b[i].nbytes + 1, 1)))
+                st = sn_error(SHARDNET_OUT_OF_MEMORY, "pipeline");
+            b[i].data = buf[i];
+        }
+        sn_tensor_split *ts = NULL;
+        if (st == SHARDNET_OK &&
+            (st = stage_split_for(sg, b, &ts)) == SHARDNET_OK)
+            stage_s[s] = sn_tensor_split_overflow(ts)
+                             ? 1e300
+                             : sn_tensor_split_estimate(ts);
+        for (size_t i = 0; i < nin; i++)
+            free(buf[i]);
+    }
+    sn_shape_plan_free(sw, shapes);
+    free(in);
+    return st;
+}
+
+shardnet_status sn_pipeline_stream(sn_pipeline *p, size_t nbatch, size_t micro,
+                                   sn_feed_fn feed, sn_drain_fn drain,
+                                   void *user)
+{
+    sn_graph *g = p->g;
+    shardnet_status st = SHARDNET_OK;
+    if (!nbatch)
+        return SHARDNET_OK;
+    for (int k = 0; k < 2; k++)
+        if (!p->bin[k] &&
+            !(p->bin[k] = calloc(g->ninputs + 1, sizeof *p->bin[k])))
+            return sn_error(SHARDNET_OUT_OF_MEMORY, "pipeline");
+    if ((st = take_batch(p, 0, feed, user)) != SHARDNET_OK)
+        return st;
+    memcpy(p->bin[1], p->bin[0], g->ninputs * sizeof *p->bin[0]);
+    if ((st = batch_geometry(p, p->bin[0], micro, nbatch)) != SHARDNET_OK)
+        return st;
     if ((st = reserve_vals(p, 2 * p->micro)) != SHARDNET_OK)
         return st;
     if (!p->done && !(p->done = calloc(p->nstages, sizeof *p->done)))
