@@ -5,7 +5,8 @@
 #    and -np 3;
 #  - every test model split across processes (layer: bit for bit the
 #    single-process answer; tensor, hybrid and auto: within 1e-4;
-#    replicated, bit for bit);
+#    replicated, bit for bit), and in the codecs of --comm (the data
+#    split's within each codec's per-value bound, its bytes shrunk);
 #  - a process killed in the middle of a run, and a device that fails on
 #    one process: the others stop, non-zero, with a message, within 30 s.
 set -u
@@ -151,6 +152,100 @@ for model in fashion_mlp small_cnn small_transformer; do
     done
 done
 
+# The data split's outputs between processes in a codec: each device's
+# rows go from its process to the other, float32 values encoded, and
+# nothing is computed after the codec, so each codec's answer is within
+# its own per-value bound of fp32's (lib/comm/codec.h; relative to
+# 1 + |x|, what --compare measures, that is at most 2^-11 for fp16, 2^-8
+# for bf16, and for int8 half the scale, max |x| / 254 of the whole
+# output), and not fp32's bit for bit (the codec was used); fp32 is one
+# device's answer bit for bit.  The bytes each process sent of the
+# outputs are in its trace (--trace: "outputs to the other processes"):
+# fp16 and bf16 send at most half fp32's bytes and int8 about a quarter,
+# plus per device a message header and its length.  The MLP's rows are
+# cut (the planner's rows); the Relu node model's fixed batch runs whole
+# on one device, whose whole output, about half zeros, crosses in a
+# sparse form (a bitmap or an index list, the trace says which).
+# The largest |x| of a float32 .npy file (after its header).
+npy_max_abs() {
+    hl=$(od -A n -t u2 -j 8 -N 2 "$1" | tr -d ' ')
+    od -A n -v -t f4 -j $((10 + hl)) "$1" |
+        awk '{ for (i = 1; i <= NF; i++) { a = $i < 0 ? -$i : $i
+                                           if (a > m) m = a } }
+             END { printf "%.9g\n", m }'
+}
+# The bytes the processes' traces (FILE, FILE.1) say they sent of the
+# outputs, added up.
+trace_bytes() {
+    cat "$1" "$1".* 2>/dev/null |
+        sed -n 's/.*"name":"outputs to the other processes[^"]*: \([0-9]*\) bytes".*/\1/p' |
+        awk '{ n += $1; k++ } END { if (k == 2) print n }'
+}
+relu=$src/tests/onnx_cases/node/test_fuse_matmul_sum_relu_opset13
+for case in "mlp $fix/fashion_mlp.onnx $fix/fashion_mlp_input.npy" \
+            "relu $relu/model.onnx $relu/test_data_set_0/input_0.pb"; do
+    set -- $case
+    name=$1 m=$2 in=$3
+    out=$tmp/data-$name
+    if [ -n "$(missing 0/cpu:0,1/cpu:0)" ]; then
+        skip "$name, data split over two processes in codecs (no cpu:0 here)"
+        continue
+    fi
+    "$bin" run "$m" -d cpu:0 --input "$in" -o "$out-one" >/dev/null ||
+        bad "$name on cpu:0"
+    ref=$(ls "$out-one"/*.npy)
+    tol_int8=$(npy_max_abs "$ref" | awk '{ printf "%.9g", $1 / 254 * 1.0001 }')
+    for c in fp32 fp16 bf16 int8; do
+        run_np 2 "$bin" run "$m" -d 0/cpu:0,1/cpu:0 -s data --comm "$c" \
+            --input "$in" -o "$out-$c" --trace "$out-$c.json" \
+            >"$out-$c.log" 2>&1 || echo "run failed" >"$out-$c.cmp"
+    done
+    for check in "fp32 0" "fp16 0.00048828125" "bf16 0.00390625" \
+                 "int8 $tol_int8"; do
+        set -- $check
+        if [ ! -s "$out-$1.cmp" ] &&
+           "$t" --compare "$ref" "$(ls "$out-$1"/*.npy)" "$2" \
+               >"$out-$1.cmp" 2>&1 &&
+           { [ "$1" = fp32 ] ||
+             ! "$t" --compare "$ref" "$out-$1"/*.npy 0 >/dev/null 2>&1; }; then
+            ok "$name, data split over two processes, --comm $1 against one device (tolerance $2$([ "$1" = fp32 ] || echo ', and not bit for bit')): $(cat "$out-$1.cmp")"
+        else
+            bad "$name, data split over two processes, --comm $1 against one device (tolerance $2)"
+            sed 's/^/    /' "$out-$1.log" "$out-$1.cmp" 2>/dev/null | tail -20
+        fi
+    done
+    b32=$(trace_bytes "$out-fp32.json") b16=$(trace_bytes "$out-fp16.json")
+    bb16=$(trace_bytes "$out-bf16.json") b8=$(trace_bytes "$out-int8.json")
+    # The outputs' float32 bytes, from the reference file's size less its
+    # header; per device with rows (two at most) 16 bytes of header and 8
+    # of length, and for int8 a 4-byte scale per 256 values and message.
+    hl=$(od -A n -t u2 -j 8 -N 2 "$ref" | tr -d ' ')
+    f32=$(($(wc -c <"$ref") - 10 - hl))
+    if [ -n "$b32" ] && [ -n "$b16" ] && [ -n "$bb16" ] && [ -n "$b8" ] &&
+       [ "$b32" -eq "$f32" ] && [ "$b16" -le $((f32 / 2 + 48)) ] &&
+       [ "$bb16" -le $((f32 / 2 + 48)) ] &&
+       [ "$b8" -le $((f32 / 4 + f32 / 256 + 56)) ]; then
+        ok "$name, data split over two processes, bytes of the outputs sent: fp32 $b32, fp16 $b16, bf16 $bb16, int8 $b8"
+    else
+        bad "$name, data split over two processes, bytes of the outputs sent: fp32 ${b32:-?} (the outputs: $f32), fp16 ${b16:-?}, bf16 ${bb16:-?}, int8 ${b8:-?}"
+        cat "$out-fp16.json" "$out-fp16.json".* 2>/dev/null |
+            grep -o '"name":"outputs to the[^"]*"' | sed 's/^/    /'
+    fi
+    # A sparse form is smaller than the dense one: fewer bytes than half
+    # fp32's (a dense fp16 message is half and a header).
+    if [ "$name" = relu ]; then
+        if cat "$out-fp16.json" "$out-fp16.json".* 2>/dev/null |
+               grep -Eq '"name":"outputs to the other processes, fp16 \((bitmap|index)\)' &&
+           [ -n "$b16" ] && [ "$b16" -lt $((f32 / 2)) ]; then
+            ok "relu, data split over two processes: the mostly-zero output crosses sparse in fp16 ($b16 bytes, fp32 $b32)"
+        else
+            bad "relu, data split over two processes: the output did not cross sparse in fp16 (${b16:-?} bytes, fp32 ${b32:-?})"
+            cat "$out-fp16.json" "$out-fp16.json".* 2>/dev/null |
+                grep -o '"name":"outputs to the[^"]*"' | sed 's/^/    /'
+        fi
+    fi
+done
+
 # Processes given different codecs would misread each other's messages:
 # the job is refused as it starts, by every process, naming both codecs
 # (within the timeout: a process that went on would wait for ever for
@@ -282,6 +377,41 @@ if awk -v want="$nsplits" '
 else
     bad "a 10 MB/s link: the estimates do not carry the link"
     sed 's/^/    /' "$tmp/far.log" | tail -20
+fi
+
+# The data split's estimate prices its outputs over the link in the
+# codec, as the other splits' values: on that link (1 ms, 10 MB/s) the
+# MLP's 40,960 bytes of logits at batch 1024 add to the slowest device's
+# time 1 ms and their bytes in the codec (fp32 all, fp16 and bf16 half,
+# int8 (1 + 4/256) / 4) over the link, and the codec's conversion (0.5 ns
+# a float32 byte) but for fp32: 5.096, 3.068 and 2.060 ms.  Figures the
+# planner derives from the ones given, not times: the devices' own times
+# are taken out.
+if [ -z "$(missing 0/cpu:0,1/cpu:0)" ]; then
+    for c in fp32 fp16 int8; do
+        SHARDNET_LINK_LATENCY_US=1000 SHARDNET_LINK_GBPS=0.01 \
+            run_np 2 "$bin" plan "$m" -d 0/cpu:0,1/cpu:0 -b 1024 -s data \
+            --comm "$c" >"$tmp/far-data-$c.log" 2>&1
+        if awk -v c="$c" '
+                function est(   i) { for (i = 1; i <= NF; i++)
+                    if ($i == "estimated") return $(i + 1) + 0 }
+                /^data on .*: [1-9][0-9]* rows/ { n++; e = est()
+                    if (e > slowest) slowest = e }
+                /^data over/ { all = est() }
+                END { r = c == "fp32" ? 1 : c == "int8" ? (1 + 4 / 256) / 4 : 0.5
+                      want = 1 + 40960 * (r / 1e7 + (c != "fp32") * 0.5e-9) * 1e3
+                      link = all - slowest
+                      printf "%.3f ms for the outputs (expected %.3f)", link, want
+                      exit n != 2 || link < want - 0.01 || link > want + 0.01 }' \
+                "$tmp/far-data-$c.log" >"$tmp/far-data-$c.cmp"; then
+            ok "data split's estimate over a 10 MB/s link, --comm $c: $(cat "$tmp/far-data-$c.cmp")"
+        else
+            bad "data split's estimate over a 10 MB/s link, --comm $c: $(cat "$tmp/far-data-$c.cmp")"
+            sed 's/^/    /' "$tmp/far-data-$c.log" | tail -20
+        fi
+    done
+else
+    skip "data split's estimate in the codecs (no cpu:0 here)"
 fi
 
 # Memory known on one process only (process 1's devices are smaller):

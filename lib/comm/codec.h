@@ -4,10 +4,13 @@
  * SN_CODEC_CHUNK values), dense or, where the value is mostly zeros and
  * that is smaller, sparse (a bitmap or a list of indices, and the values
  * that are not zero).  lib/comm/across.c (the tensor split's collectives
- * between processes) and lib/runtime/pipeline_run.c (the layer split's
- * values between processes) encode and decode through it; the planners
- * (lib/plan/tensor_costs.c, layer_costs.c) price its bytes and its
- * conversion work with sn_codec_wire_ratio() and SN_CODEC_S_PER_BYTE.
+ * between processes), lib/runtime/pipeline_run.c (the layer split's
+ * values between processes) and lib/runtime/data_split.c (the data
+ * split's rows of the outputs, from each device's process to the others)
+ * encode and decode through it; the planners (lib/plan/tensor_costs.c,
+ * layer_costs.c, and data_costs.c through layer_costs.c's link) price its
+ * bytes and its conversion work with sn_codec_wire_ratio() and
+ * SN_CODEC_S_PER_BYTE.
  *
  * SN_CODEC_FP32 is no codec: its callers send the floats as they are, as
  * before the codec was written, and never call encode.

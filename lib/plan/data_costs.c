@@ -10,8 +10,9 @@
  * at many, so the line is exact at both ends of the range that matters
  * and above the truth between them), slowed by what the device keeps of
  * its speed while the devices it shares with compute too (share.h).  In
- * a job of several processes the
- * outputs cross the link to every process.  Each device
+ * a job of several processes the outputs cross the link to every
+ * process, in the context's codec (--comm: the runtime encodes each
+ * device's float32 rows of them, comm/codec.h).  Each device
  * holds every weight: the memory the split costs is the weights once per
  * device, and each device's activations for its rows.
  *
@@ -188,7 +189,12 @@ shardnet_status sn_data_estimate(sn_graph *g, sn_device *const *devs,
         return SHARDNET_OK;
     }
     /* Rows on several processes: every process gets every output, over
-     * the link. */
+     * the link, in the context's codec.  c's link is already the slower
+     * one the codec makes of it (its bytes per float32 byte,
+     * sn_codec_wire_ratio, and its conversion, SN_CODEC_S_PER_BYTE:
+     * layer_costs.c), so the outputs' bytes over it count the codec once,
+     * as the layer split's values do.  (An output that is not float32
+     * crosses as it is, but is counted at the codec's rate too.) */
     for (size_t d = 0, first = ndev; d < ndev; d++)
         if (out->rows[d] && first == ndev)
             first = d;

@@ -3,7 +3,10 @@
  * the inputs in place (a binding into the caller's memory), its plan for
  * that many rows, one thread per local device running them at once (a
  * crew, crew.h), and
- * the outputs put together on the host at each device's rows.
+ * the outputs put together on the host at each device's rows.  In a job
+ * of several processes each device's rows go from its process to every
+ * other, their float32 values in the context's codec (--comm,
+ * lib/comm/codec.h) as the other splits' values between processes.
  */
 #include <config.h>
 
@@ -11,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "comm/codec.h"
 #include "comm/world.h"
 #include "core/trace.h"
 #include "ops/registry.h"
@@ -42,6 +46,11 @@ struct sn_data_split {
     size_t *out_cap;
     size_t batch;
     int apart;              /* its rows may be cut (sn_rows_apart) */
+    /* Between processes: the codec the outputs' float32 rows go in, and
+     * the messages of one device's rows in it, kept from run to run. */
+    sn_codec codec;
+    unsigned char *wire;
+    size_t wire_cap;
 };
 
 static shardnet_status oom(void)
@@ -99,6 +108,11 @@ shardnet_status sn_data_split_create(sn_graph *g, sn_device *const *devs,
         return oom();
     s->g = g;
     s->n = ndev;
+    /* The context's codec (every process of the job has the same one:
+     * lib/api/context.c refuses a job whose processes disagree). */
+    int c = ndev ? sn_config_or_env(devs[0]->config)->comm : SN_CODEC_FP32;
+    s->codec = c > SN_CODEC_FP32 && c < SN_CODEC_COUNT ? (sn_codec)c
+                                                       : SN_CODEC_FP32;
     s->r = calloc(ndev + 1, sizeof *s->r);
     size_t *local = calloc(ndev + 1, sizeof *local), nlocal = 0;
     s->shaped = calloc(g->ninputs + 1, sizeof *s->shaped);
@@ -152,6 +166,7 @@ void sn_data_split_free(sn_data_split *s)
     free(s->carries);
     free(s->out);
     free(s->out_cap);
+    free(s->wire);
     free(s);
 }
 
@@ -242,34 +257,160 @@ static shardnet_status cut_rows(sn_data_split *s, const sn_binding *in,
     return SHARDNET_OK;
 }
 
-/* In a job: every process learns whether each went well, then gets each
- * device's rows of the outputs (and the uncut outputs) from its owner. */
+/* Where device k's part of output i lies in it (*at, *bytes): its rows,
+ * or the whole output from the lead device (the first with rows) where
+ * the output does not carry the batch; 0 where k sends none of it. */
+static int output_part(const sn_data_split *s, const replica *k, size_t i,
+                       int lead, size_t *at, size_t *bytes)
+{
+    const sn_host_tensor *o = &s->out[i];
+    int carries = s->carries[s->g->outputs[i]];
+    size_t row = carries && s->batch ? o->nbytes / s->batch : 0;
+    if (!k->rows || (!carries && !lead))
+        return 0;
+    *at = carries ? row * k->first : 0;
+    *bytes = carries ? row * k->rows : o->nbytes;
+    return 1;
+}
+
+/* Does this part go in the codec?  Float32 values, as many as one message
+ * takes; the rest go as they are. */
+static int coded(const sn_data_split *s, size_t i, size_t bytes)
+{
+    size_t n = bytes / sizeof(float);
+    return s->codec != SN_CODEC_FP32 && s->out[i].dtype == SN_DT_FLOAT &&
+           n && n <= SN_CODEC_MAX_N;
+}
+
+/* The bytes device k's coded parts may encode to (their messages back to
+ * back). */
+static size_t coded_bound(const sn_data_split *s, const replica *k, int lead)
+{
+    size_t bound = 0, at, bytes;
+    for (size_t i = 0; i < s->g->noutputs; i++)
+        if (output_part(s, k, i, lead, &at, &bytes) && coded(s, i, bytes))
+            bound += sn_codec_bound(bytes / sizeof(float));
+    return bound;
+}
+
+/*
+ * Device k's parts of the outputs from its process to every other.  The
+ * coded parts go as one broadcast of their messages back to back, after
+ * one of its length (the receivers cannot know how small the codec made
+ * them); every process decodes them, the owner its own too, so that every
+ * process holds the same bits of every output.  The other parts go as
+ * they are.  forms: the forms the owner's messages took, a bit each.
+ */
+static shardnet_status share_device(sn_data_split *s, const replica *k,
+                                    int lead, unsigned *forms)
+{
+    sn_transport *net = sn_world_transport();
+    unsigned owner = k->dev->process;
+    int mine = !k->dev->remote;
+    size_t at, bytes;
+    shardnet_status st = SHARDNET_OK;
+    for (size_t i = 0; i < s->g->noutputs && st == SHARDNET_OK; i++)
+        if (output_part(s, k, i, lead, &at, &bytes) && !coded(s, i, bytes))
+            st = sn_transport_bcast(net, owner, (char *)s->out[i].data + at,
+                                    bytes);
+    size_t bound = coded_bound(s, k, lead);
+    if (st != SHARDNET_OK || !bound)
+        return st;
+    /* The length says a failed encoding too (more than the bound), so
+     * that the others do not wait for a message that is not coming. */
+    uint64_t len = 0;
+    for (size_t i = 0; mine && i < s->g->noutputs && len <= bound; i++) {
+        sn_codec_form form = SN_CODEC_DENSE;
+        if (!output_part(s, k, i, lead, &at, &bytes) || !coded(s, i, bytes))
+            continue;
+        const float *x = (const float *)s->out[i].data + at / sizeof(float);
+        size_t m = sn_codec_encode(s->codec, x, bytes / sizeof(float),
+                                   s->wire + len, &form);
+        len = m ? len + m : UINT64_MAX;
+        *forms |= 1u << form;
+    }
+    if ((st = sn_transport_bcast(net, owner, &len, sizeof len)) !=
+        SHARDNET_OK)
+        return st;
+    if (len > bound)
+        return sn_error(SHARDNET_INTERNAL,
+                        "data split: %s's outputs (on process %u) did not "
+                        "encode in %s",
+                        k->dev->info.name, owner, sn_codec_name(s->codec));
+    if ((st = sn_transport_bcast(net, owner, s->wire, (size_t)len)) !=
+        SHARDNET_OK)
+        return st;
+    size_t done = 0;
+    for (size_t i = 0; i < s->g->noutputs && st == SHARDNET_OK; i++) {
+        size_t used = 0;
+        if (!output_part(s, k, i, lead, &at, &bytes) || !coded(s, i, bytes))
+            continue;
+        float *x = (float *)s->out[i].data + at / sizeof(float);
+        st = sn_codec_decode(s->wire + done, (size_t)len - done, x,
+                             bytes / sizeof(float), &used);
+        done += used;
+    }
+    if (st == SHARDNET_OK && done != len)
+        st = sn_error(SHARDNET_INTERNAL,
+                      "data split: %zu bytes of %s's outputs from process "
+                      "%u left over",
+                      (size_t)len - done, k->dev->info.name, owner);
+    return st;
+}
+
+/* In a job: every process learns whether each went well (and whether it
+ * has room for the messages of the codec), then gets each device's rows
+ * of the outputs (and the uncut outputs) from its owner. */
 static shardnet_status share_outputs(sn_data_split *s, shardnet_status mine)
 {
     shardnet_status st = SHARDNET_OK;
     unsigned np = sn_world_processes();
+    size_t lead = s->n;
+    for (size_t d = 0; d < s->n && lead == s->n; d++)
+        if (s->r[d].rows)
+            lead = d;
+    /* Room for the largest device's messages, found before the statuses
+     * are shared: a process short of it fails with the others told. */
+    for (size_t d = 0; d < s->n && mine == SHARDNET_OK; d++) {
+        size_t bound = coded_bound(s, &s->r[d], d == lead);
+        if (bound > s->wire_cap) {
+            unsigned char *w = realloc(s->wire, bound);
+            if (!w)
+                mine = oom();
+            else
+                s->wire = w, s->wire_cap = bound;
+        }
+    }
     for (unsigned p = 0; p < np && st == SHARDNET_OK; p++)
         st = sn_world_share_status(p, mine, "data split run");
     if (st != SHARDNET_OK)
         return st;
-    size_t lead = s->n;
-    for (size_t d = 0; d < s->n && st == SHARDNET_OK; d++) {
-        replica *k = &s->r[d];
-        if (!k->rows)
-            continue;
-        if (lead == s->n)
-            lead = d;
-        for (size_t i = 0; i < s->g->noutputs && st == SHARDNET_OK; i++) {
-            sn_host_tensor *o = &s->out[i];
-            int carries = s->carries[s->g->outputs[i]];
-            size_t row = carries && s->batch ? o->nbytes / s->batch : 0;
-            if (!carries && d != lead)
-                continue;
-            size_t at = carries ? row * k->first : 0,
-                   bytes = carries ? row * k->rows : o->nbytes;
-            st = sn_transport_bcast(sn_world_transport(), k->dev->process,
-                                    (char *)o->data + at, bytes);
-        }
+    double t0 = sn_trace_on() ? sn_trace_now() : 0;
+    unsigned long long sent = sn_transport_bytes_sent();
+    unsigned forms = 0;
+    for (size_t d = 0; d < s->n && st == SHARDNET_OK; d++)
+        st = share_device(s, &s->r[d], d == lead, &forms);
+    /* What this process sent of the outputs, in which codec and forms
+     * (the bytes the codec saves are seen here, not in the answer). */
+    const replica *here = NULL;
+    for (size_t d = 0; d < s->n && !here; d++)
+        if (!s->r[d].dev->remote)
+            here = &s->r[d];
+    if (sn_trace_on() && here) {
+        static const char *const form_names[] = {"", "dense", "bitmap",
+                                                  "index", "raw"};
+        char name[96], list[40] = "";
+        size_t len = 0;
+        for (int f = SN_CODEC_DENSE; f <= SN_CODEC_RAW; f++)
+            if (forms & (1u << f))
+                len += (size_t)snprintf(list + len, sizeof list - len,
+                                        "%s%s", len ? " " : "",
+                                        form_names[f]);
+        snprintf(name, sizeof name, "outputs to the other processes, %s%s%s%s: "
+                 "%llu bytes",
+                 sn_codec_name(s->codec), len ? " (" : "", list,
+                 len ? ")" : "", sn_transport_bytes_sent() - sent);
+        sn_trace_add(here->dev->info.name, "data", name, t0, sn_trace_now());
     }
     return st;
 }

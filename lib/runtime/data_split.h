@@ -7,7 +7,8 @@
  * One host thread per local device runs its rows (the caller drives the
  * first), each bound to its device.  In a job of several processes every
  * process makes the split and every run alike: each runs the rows of its
- * own devices, and every process gets every output.
+ * own devices, and every process gets every output (their float32
+ * values in the context's codec, --comm: comm/codec.h).
  */
 #ifndef SN_DATA_SPLIT_RUN_H
 #define SN_DATA_SPLIT_RUN_H
