@@ -5,9 +5,10 @@
  * that is smaller, sparse (a bitmap or a list of indices, and the values
  * that are not zero).  lib/comm/across.c (the tensor split's collectives
  * between processes), lib/runtime/pipeline_run.c (the layer split's
- * values between processes) and lib/runtime/data_split.c (the data
- * split's rows of the outputs, from each device's process to the others)
- * encode and decode through it; the planners (lib/plan/tensor_costs.c,
+ * values between processes) and lib/comm/transport.c's
+ * sn_transport_bcast_floats (the outputs every process gets of a tensor,
+ * layer or data split, a data split's each device's rows) encode and
+ * decode through it; the planners (lib/plan/tensor_costs.c,
  * layer_costs.c, and data_costs.c through layer_costs.c's link) price its
  * bytes and its conversion work with sn_codec_wire_ratio() and
  * SN_CODEC_S_PER_BYTE.

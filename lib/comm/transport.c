@@ -7,8 +7,11 @@
 #include <config.h>
 
 #include <stdatomic.h>
+#include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 
+#include "comm/codec.h"
 #include "comm/transport.h"
 
 static atomic_ullong bytes_sent;
@@ -98,6 +101,58 @@ shardnet_status sn_transport_bcast(sn_transport *t, unsigned root, void *buf,
     if (root == t->process)
         atomic_fetch_add(&bytes_sent, bytes * (t->processes - 1));
     return t->ops->bcast(t, root, buf, bytes);
+}
+
+shardnet_status sn_transport_bcast_floats(sn_transport *t, unsigned root,
+                                          int codec, float *x, size_t n,
+                                          unsigned char **wire, size_t *cap,
+                                          int *form)
+{
+    shardnet_status st;
+    if (codec <= SN_CODEC_FP32 || codec >= SN_CODEC_COUNT || !n ||
+        n > SN_CODEC_MAX_N || t->processes == 1)
+        return sn_transport_bcast(t, root, x, n * sizeof *x);
+    size_t bound = sn_codec_bound(n);
+    uint64_t len = UINT64_MAX; /* not encoded */
+    if (*cap < bound) {
+        unsigned char *w = realloc(*wire, bound);
+        if (w) {
+            *wire = w;
+            *cap = bound;
+        }
+    }
+    if (root == t->process && *cap >= bound) {
+        sn_codec_form f = SN_CODEC_DENSE;
+        size_t m = sn_codec_encode((sn_codec)codec, x, n, *wire, &f);
+        if (m)
+            len = m;
+        if (form)
+            *form = (int)f;
+    }
+    if ((st = sn_transport_bcast(t, root, &len, sizeof len)) != SHARDNET_OK)
+        return st;
+    if (len > bound)
+        return sn_error(SHARDNET_OUT_OF_MEMORY,
+                        "%zu values from process %u in %s: not encoded "
+                        "(no memory for the message)",
+                        n, root, sn_codec_name((sn_codec)codec));
+    if (*cap < len)
+        return sn_error(SHARDNET_OUT_OF_MEMORY,
+                        "%zu values from process %u in %s: no memory for "
+                        "the message",
+                        n, root, sn_codec_name((sn_codec)codec));
+    if ((st = sn_transport_bcast(t, root, *wire, (size_t)len)) != SHARDNET_OK)
+        return st;
+    size_t used = 0;
+    if ((st = sn_codec_decode(*wire, (size_t)len, x, n, &used)) !=
+        SHARDNET_OK)
+        return st;
+    if (used != len)
+        return sn_error(SHARDNET_INTERNAL,
+                        "%zu values from process %u: %zu bytes of their "
+                        "message left over",
+                        n, root, (size_t)len - used);
+    return SHARDNET_OK;
 }
 
 shardnet_status sn_transport_allgather(sn_transport *t, const void *mine,

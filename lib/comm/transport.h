@@ -82,6 +82,22 @@ shardnet_status sn_transport_recv(sn_transport *t, unsigned src, int tag,
 /* buf (bytes) of process root, copied to every process. */
 shardnet_status sn_transport_bcast(sn_transport *t, unsigned root, void *buf,
                                    size_t bytes);
+/*
+ * n float32 values x from process root to every process in codec c
+ * (comm/codec.h), the way the splits send values between processes:
+ * SN_CODEC_FP32, or more values than one message takes, as they are;
+ * else root encodes them into *wire (grown to sn_codec_bound(n) where
+ * smaller; *cap its bytes: a caller that must learn early that memory is
+ * short grows it first), broadcasts the message's length, then the
+ * message, and every process, root too, decodes it into x, so that all
+ * hold the same bits.  A root that could not encode sends a length past
+ * the bound: every process then fails alike, none waits.  *form (may be
+ * NULL) gets the form root's message took (on root).
+ */
+shardnet_status sn_transport_bcast_floats(sn_transport *t, unsigned root,
+                                          int codec, float *x, size_t n,
+                                          unsigned char **wire, size_t *cap,
+                                          int *form);
 /* Each process gives `bytes` bytes (the same count everywhere); all gets
  * processes * bytes, process p's at p * bytes. */
 shardnet_status sn_transport_allgather(sn_transport *t, const void *mine,

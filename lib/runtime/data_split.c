@@ -282,79 +282,42 @@ static int coded(const sn_data_split *s, size_t i, size_t bytes)
            n && n <= SN_CODEC_MAX_N;
 }
 
-/* The bytes device k's coded parts may encode to (their messages back to
- * back). */
+/* The bytes the largest of device k's coded parts may encode to. */
 static size_t coded_bound(const sn_data_split *s, const replica *k, int lead)
 {
     size_t bound = 0, at, bytes;
     for (size_t i = 0; i < s->g->noutputs; i++)
-        if (output_part(s, k, i, lead, &at, &bytes) && coded(s, i, bytes))
-            bound += sn_codec_bound(bytes / sizeof(float));
+        if (output_part(s, k, i, lead, &at, &bytes) && coded(s, i, bytes) &&
+            sn_codec_bound(bytes / sizeof(float)) > bound)
+            bound = sn_codec_bound(bytes / sizeof(float));
     return bound;
 }
 
-/*
- * Device k's parts of the outputs from its process to every other.  The
- * coded parts go as one broadcast of their messages back to back, after
- * one of its length (the receivers cannot know how small the codec made
- * them); every process decodes them, the owner its own too, so that every
- * process holds the same bits of every output.  The other parts go as
- * they are.  forms: the forms the owner's messages took, a bit each.
- */
+/* Device k's parts of the outputs from its process to every other: the
+ * coded ones in the codec (sn_transport_bcast_floats: every process
+ * decodes them, the owner too, so that all hold the same bits), the
+ * others as they are.  forms: the forms the owner's messages took, a bit
+ * each. */
 static shardnet_status share_device(sn_data_split *s, const replica *k,
                                     int lead, unsigned *forms)
 {
     sn_transport *net = sn_world_transport();
     unsigned owner = k->dev->process;
-    int mine = !k->dev->remote;
     size_t at, bytes;
     shardnet_status st = SHARDNET_OK;
-    for (size_t i = 0; i < s->g->noutputs && st == SHARDNET_OK; i++)
-        if (output_part(s, k, i, lead, &at, &bytes) && !coded(s, i, bytes))
-            st = sn_transport_bcast(net, owner, (char *)s->out[i].data + at,
-                                    bytes);
-    size_t bound = coded_bound(s, k, lead);
-    if (st != SHARDNET_OK || !bound)
-        return st;
-    /* The length says a failed encoding too (more than the bound), so
-     * that the others do not wait for a message that is not coming. */
-    uint64_t len = 0;
-    for (size_t i = 0; mine && i < s->g->noutputs && len <= bound; i++) {
-        sn_codec_form form = SN_CODEC_DENSE;
-        if (!output_part(s, k, i, lead, &at, &bytes) || !coded(s, i, bytes))
-            continue;
-        const float *x = (const float *)s->out[i].data + at / sizeof(float);
-        size_t m = sn_codec_encode(s->codec, x, bytes / sizeof(float),
-                                   s->wire + len, &form);
-        len = m ? len + m : UINT64_MAX;
-        *forms |= 1u << form;
-    }
-    if ((st = sn_transport_bcast(net, owner, &len, sizeof len)) !=
-        SHARDNET_OK)
-        return st;
-    if (len > bound)
-        return sn_error(SHARDNET_INTERNAL,
-                        "data split: %s's outputs (on process %u) did not "
-                        "encode in %s",
-                        k->dev->info.name, owner, sn_codec_name(s->codec));
-    if ((st = sn_transport_bcast(net, owner, s->wire, (size_t)len)) !=
-        SHARDNET_OK)
-        return st;
-    size_t done = 0;
     for (size_t i = 0; i < s->g->noutputs && st == SHARDNET_OK; i++) {
-        size_t used = 0;
-        if (!output_part(s, k, i, lead, &at, &bytes) || !coded(s, i, bytes))
+        if (!output_part(s, k, i, lead, &at, &bytes))
             continue;
-        float *x = (float *)s->out[i].data + at / sizeof(float);
-        st = sn_codec_decode(s->wire + done, (size_t)len - done, x,
-                             bytes / sizeof(float), &used);
-        done += used;
+        char *x = (char *)s->out[i].data + at;
+        int form = -1;
+        st = coded(s, i, bytes)
+                 ? sn_transport_bcast_floats(net, owner, s->codec,
+                                             (float *)x, bytes / sizeof(float),
+                                             &s->wire, &s->wire_cap, &form)
+                 : sn_transport_bcast(net, owner, x, bytes);
+        if (form >= 0)
+            *forms |= 1u << form;
     }
-    if (st == SHARDNET_OK && done != len)
-        st = sn_error(SHARDNET_INTERNAL,
-                      "data split: %zu bytes of %s's outputs from process "
-                      "%u left over",
-                      (size_t)len - done, k->dev->info.name, owner);
     return st;
 }
 
@@ -369,7 +332,7 @@ static shardnet_status share_outputs(sn_data_split *s, shardnet_status mine)
     for (size_t d = 0; d < s->n && lead == s->n; d++)
         if (s->r[d].rows)
             lead = d;
-    /* Room for the largest device's messages, found before the statuses
+    /* Room for the largest message, found before the statuses
      * are shared: a process short of it fails with the others told. */
     for (size_t d = 0; d < s->n && mine == SHARDNET_OK; d++) {
         size_t bound = coded_bound(s, &s->r[d], d == lead);

@@ -491,6 +491,7 @@ void sn_pipeline_free(sn_pipeline *p)
     free(p->bin[1]);
     free(p->prod);
     free(p->out_cap);
+    free(p->out_wire);
     for (size_t s = 0; p->st && s < p->nstages; s++) {
         for (int k = 0; k < STAGE_PLANS; k++) {
             sn_tensor_split_free(p->st[s].split[k].ts);

@@ -116,6 +116,8 @@ struct sn_pipeline {
     size_t nvals;          /* micro-batches vals has room for */
     sn_host_tensor *outputs;
     size_t *out_cap;
+    unsigned char *out_wire; /* outputs between processes in the codec */
+    size_t out_wire_cap;
 
     /* Stage threads, started by the first run and parked between runs. */
     atomic_uint job;       /* bumped to start a run */

@@ -706,6 +706,11 @@ static shardnet_status share_output(sn_pipeline *p, size_t i, unsigned root)
         memcpy(o->dims, h.dims, sizeof o->dims);
         o->nbytes = h.nbytes;
     }
+    /* float32 in the codec, as the values between stages */
+    if (o->dtype == SN_DT_FLOAT)
+        return sn_transport_bcast_floats(
+            p->net, root, stage_codec(&p->st[0]), o->data,
+            o->nbytes / sizeof(float), &p->out_wire, &p->out_wire_cap, NULL);
     return sn_transport_bcast(p->net, root, o->data, o->nbytes);
 }
 

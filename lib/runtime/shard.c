@@ -394,6 +394,7 @@ void sn_tensor_split_free(sn_tensor_split *t)
             free(t->out[i].data);
     free(t->out);
     free(t->out_lay);
+    free(t->out_wire);
     free(t->desc);
     free(t->chosen);
     free(t);

@@ -43,6 +43,8 @@ struct sn_tensor_split {
     const sn_binding *in;  /* the current run's inputs */
     int me_owned_out;  /* every output has a buffer of its own (a job of
                           several processes) */
+    unsigned char *out_wire; /* the outputs' messages in the codec, kept */
+    size_t out_wire_cap;
     int overflow;      /* the first device whose shard exceeds its memory
                           (known to every process of a job), or -1 */
     rank_ctx ctx[MAXD];    /* the collective hook's argument per device */

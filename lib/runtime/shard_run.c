@@ -45,7 +45,14 @@ static shardnet_status share_outputs(sn_tensor_split *t)
             }
             free(scratch);
         }
-        if (st == SHARDNET_OK)
+        /* float32 in the codec, as the collectives between processes */
+        if (st == SHARDNET_OK && o->dtype == SN_DT_FLOAT)
+            st = sn_transport_bcast_floats(
+                sn_world_transport(), root,
+                sn_config_or_env(t->dev[0]->config)->comm, o->data,
+                o->nbytes / sizeof(float), &t->out_wire, &t->out_wire_cap,
+                NULL);
+        else if (st == SHARDNET_OK)
             st = sn_transport_bcast(sn_world_transport(), root, o->data,
                                     o->nbytes);
     }
