@@ -52,6 +52,20 @@ run_np() {
     timeout 300 "$mpirun" --oversubscribe -np "$np" "$@"
 }
 
+# check_run WHAT OUT REF TOLERANCE NP ARGS...: `shardnet run ARGS` under
+# mpirun -np NP, its output into OUT, against REF within TOLERANCE.
+check_run() {
+    what=$1 out=$2 ref=$3 tol=$4 np=$5
+    shift 5
+    if run_np "$np" "$bin" run "$@" -o "$out" >"$out.log" 2>&1 &&
+       "$t" --compare "$ref" "$(ls "$out"/*.npy)" "$tol" >"$out.cmp"; then
+        ok "$what: $(cat "$out.cmp")"
+    else
+        bad "$what"
+        sed 's/^/    /' "$out.log" "$out.cmp" 2>/dev/null | tail -20
+    fi
+}
+
 for np in 2 3; do
     if run_np "$np" "$t" "$np"; then
         ok "mpirun -np $np tests/test_mpi"
@@ -87,15 +101,9 @@ for model in fashion_mlp small_cnn small_transformer; do
             skip "$model, mpirun -np $1, $3 over $2 (no $(missing "$2") here:$here)"
             continue
         fi
-        out=$tmp/$model-$1-$3-$(echo "$2" | tr '/:,' '___')
-        if run_np "$1" "$bin" run "$m" -d "$2" -s "$3" -m 3 --input "$in" \
-               -o "$out" >"$out.log" 2>&1 &&
-           "$t" --compare "$ref" "$(ls "$out"/*.npy)" "$4" >"$out.cmp"; then
-            ok "$model, mpirun -np $1, $3 over $2: $(cat "$out.cmp")"
-        else
-            bad "$model, mpirun -np $1, $3 over $2"
-            sed 's/^/    /' "$out.log" "$out.cmp" 2>/dev/null | tail -20
-        fi
+        check_run "$model, mpirun -np $1, $3 over $2" \
+            "$tmp/$model-$1-$3-$(echo "$2" | tr '/:,' '___')" "$ref" "$4" \
+            "$1" "$m" -d "$2" -s "$3" -m 3 --input "$in"
     done
 done
 
@@ -307,15 +315,9 @@ for devs in 0/cpu:0,0/cpu:1,1/cpu:0,1/cpu:1 0/cpu:0,0/cl:0,1/cpu:0,1/cl:0; do
         for st in "$@"; do
             echo "strategy ${st%%=*} ${st#*=}" >>"$out.plan"
         done
-        if run_np 2 "$bin" run "$fix/$model.onnx" --plan "$out.plan" \
-               --input "$fix/${model}_input.npy" -o "$out" >"$out.log" 2>&1 &&
-           "$t" --compare "$(ls "$tmp/one-$model"/*.npy)" \
-               "$(ls "$out"/*.npy)" 1e-4 >"$out.cmp"; then
-            ok "$model, mixed strategies $* over $devs: $(cat "$out.cmp")"
-        else
-            bad "$model, mixed strategies $* over $devs"
-            sed 's/^/    /' "$out.log" "$out.cmp" 2>/dev/null | tail -20
-        fi
+        check_run "$model, mixed strategies $* over $devs" "$out" \
+            "$(ls "$tmp/one-$model"/*.npy)" 1e-4 2 "$fix/$model.onnx" \
+            --plan "$out.plan" --input "$fix/${model}_input.npy"
     done
 done
 

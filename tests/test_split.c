@@ -39,23 +39,35 @@ static int have(const char *devices)
     return shardnet_devices_select(ctx, devices, idx, 8, &n) == SHARDNET_OK;
 }
 
+/* A session of the model on `devices` of context `on` (NULL: the plan
+ * file's) with options o, its input bound, run once. */
+static shardnet_session_t *ran_on(shardnet_context_t *on, shardnet_model_t *m,
+                                  const shardnet_tensor *in,
+                                  const char *devices,
+                                  const shardnet_session_options *o)
+{
+    shardnet_session_t *s = NULL;
+    cr_assert_eq(shardnet_session_create_with(on, m, devices, o, &s),
+                 SHARDNET_OK, "%s: %s", devices ? devices : "plan",
+                 shardnet_last_error());
+    cr_assert_eq(shardnet_session_set_input(s, 0, in->info.dtype,
+                                            in->info.rank, in->info.dims,
+                                            in->data),
+                 SHARDNET_OK);
+    cr_assert_eq(shardnet_session_run(s), SHARDNET_OK, "%s: %s",
+                 devices ? devices : "plan", shardnet_last_error());
+    return s;
+}
+
 /* Run the model on `devices` of context `on` with options o; returns
  * output 0 (malloc'ed). */
 static float *run_with(shardnet_context_t *on, shardnet_model_t *m,
                        const shardnet_tensor *in, const char *devices,
                        const shardnet_session_options *o, size_t *count)
 {
-    shardnet_session_t *s = NULL;
+    shardnet_session_t *s = ran_on(on, m, in, devices, o);
     shardnet_tensor_info info;
     const void *out;
-    cr_assert_eq(shardnet_session_create_with(on, m, devices, o, &s),
-                 SHARDNET_OK, "%s: %s", devices, shardnet_last_error());
-    cr_assert_eq(shardnet_session_set_input(s, 0, in->info.dtype,
-                                            in->info.rank, in->info.dims,
-                                            in->data),
-                 SHARDNET_OK);
-    cr_assert_eq(shardnet_session_run(s), SHARDNET_OK, "%s: %s", devices,
-                 shardnet_last_error());
     cr_assert_eq(shardnet_session_output(s, 0, &info, &out), SHARDNET_OK);
     size_t n = 1;
     for (int i = 0; i < info.rank; i++)
@@ -841,15 +853,7 @@ Test(tensor_split, plan_file_strategies_force_the_cut)
                       "plan %zu: element %zu", k, i);
         /* Saved and read back: the same strategies. */
         cr_assert_eq(shardnet_session_save_plan(s, plan), SHARDNET_OK);
-        shardnet_session_t *s2 = NULL;
-        cr_assert_eq(shardnet_session_create_with(ctx, m, NULL, &o, &s2),
-                     SHARDNET_OK, "%s", shardnet_last_error());
-        cr_assert_eq(shardnet_session_set_input(s2, 0, in.info.dtype,
-                                                in.info.rank, in.info.dims,
-                                                in.data),
-                     SHARDNET_OK);
-        cr_assert_eq(shardnet_session_run(s2), SHARDNET_OK, "%s",
-                     shardnet_last_error());
+        shardnet_session_t *s2 = ran_on(ctx, m, &in, NULL, &o);
         char text2[16384];
         shardnet_session_describe(s2, text2, sizeof text2);
         cr_assert(strstr(text2, cases[k].want), "saved plan lost '%s':\n%s",
@@ -863,6 +867,25 @@ Test(tensor_split, plan_file_strategies_force_the_cut)
     shardnet_tensor_free(&in0);
     shardnet_model_free(m0);
     unlink(plan);
+}
+
+/* A session of model m (named `model`) from a plan file, run once: its
+ * description in text, its output checked against want (within 1e-4),
+ * the plan it ran saved over the file. */
+static void run_saving_plan(shardnet_model_t *m, const char *model,
+                            const shardnet_tensor *in,
+                            const char *plan, const float *want, size_t n0,
+                            char *text, size_t cap)
+{
+    shardnet_session_options o = {.plan_file = plan};
+    shardnet_session_t *s = ran_on(ctx, m, in, NULL, &o);
+    const void *out;
+    shardnet_session_describe(s, text, cap);
+    cr_assert_eq(shardnet_session_output(s, 0, NULL, &out), SHARDNET_OK);
+    check_answer(out, want, n0, 0, model, plan, text);
+    cr_assert_eq(shardnet_session_save_plan(s, plan), SHARDNET_OK, "%s",
+                 shardnet_last_error());
+    shardnet_session_free(s);
 }
 
 /* MindSpore's mixed forms over four devices as a 2x2 mesh: two of the
@@ -903,7 +926,7 @@ Test(tensor_split, mixed_strategies_match_one_device_and_read_back)
     for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
         shardnet_model_t *m;
         shardnet_tensor in;
-        size_t n0, n1;
+        size_t n0;
         load_fixtures(cases[k].model, cases[k].input, &m, &in);
         float *want = run(m, &in, "cpu:0", "none", 0, &n0);
         char body[1024];
@@ -911,47 +934,16 @@ Test(tensor_split, mixed_strategies_match_one_device_and_read_back)
                  cases[k].plan);
         write_file(plan, body);
         for (int round = 0; round < 2; round++) { /* written, then saved */
-            shardnet_session_options o = {.plan_file = plan};
-            shardnet_session_t *s = NULL;
-            cr_assert_eq(shardnet_session_create_with(ctx, m, NULL, &o, &s),
-                         SHARDNET_OK, "%s", shardnet_last_error());
-            cr_assert_eq(shardnet_session_set_input(s, 0, in.info.dtype,
-                                                    in.info.rank, in.info.dims,
-                                                    in.data),
-                         SHARDNET_OK);
-            cr_assert_eq(shardnet_session_run(s), SHARDNET_OK, "%s",
-                         shardnet_last_error());
-            shardnet_session_describe(s, text, sizeof text);
+            run_saving_plan(m, cases[k].model, &in, plan, want, n0, text,
+                            sizeof text);
             for (size_t j = 0; j < 3; j++)
                 cr_assert(strstr(text, cases[k].want[j]),
                           "%s (round %d): no '%s' in\n%s", cases[k].model,
                           round, cases[k].want[j], text);
-            shardnet_tensor_info info;
-            const void *got;
-            cr_assert_eq(shardnet_session_output(s, 0, &info, &got),
-                         SHARDNET_OK);
-            n1 = 1;
-            for (int i = 0; i < info.rank; i++)
-                n1 *= (size_t)info.dims[i];
-            cr_assert_eq(n1, n0);
-            check_answer(got, want, n0, 0, cases[k].model, devices,
-                         round ? "mixed, read back" : "mixed");
-            if (!round)
-                cr_assert_eq(shardnet_session_save_plan(s, plan), SHARDNET_OK,
-                             "%s", shardnet_last_error());
-            shardnet_session_free(s);
         }
         /* the search prices the mixed forms (SHARDNET_TENSOR_RULES unset) */
         shardnet_session_options t = {.split = "tensor"};
-        shardnet_session_t *s = NULL;
-        cr_assert_eq(shardnet_session_create_with(ctx, m, devices, &t, &s),
-                     SHARDNET_OK, "%s", shardnet_last_error());
-        cr_assert_eq(shardnet_session_set_input(s, 0, in.info.dtype,
-                                                in.info.rank, in.info.dims,
-                                                in.data),
-                     SHARDNET_OK);
-        cr_assert_eq(shardnet_session_run(s), SHARDNET_OK, "%s",
-                     shardnet_last_error());
+        shardnet_session_t *s = ran_on(ctx, m, &in, devices, &t);
         shardnet_session_describe(s, text, sizeof text);
         if (!getenv("SHARDNET_TENSOR_RULES"))
             for (size_t j = 0; j < 3; j++) {
@@ -1247,32 +1239,6 @@ Test(tensor_split, the_strategy_search_never_prices_above_the_rules)
     }
 }
 
-/* A session of the small transformer from a plan file, run once; its
- * description in text, its output checked against want. */
-static void run_hybrid_plan(shardnet_model_t *m,
-                            const shardnet_tensor *in,
-                            const char *plan, const float *want, size_t n0,
-                            char *text, size_t cap)
-{
-    shardnet_session_options o = {.plan_file = plan};
-    shardnet_session_t *s = NULL;
-    const void *out;
-    cr_assert_eq(shardnet_session_create_with(ctx, m, NULL, &o, &s),
-                 SHARDNET_OK, "%s", shardnet_last_error());
-    cr_assert_eq(shardnet_session_set_input(s, 0, in->info.dtype,
-                                            in->info.rank, in->info.dims,
-                                            in->data),
-                 SHARDNET_OK);
-    cr_assert_eq(shardnet_session_run(s), SHARDNET_OK, "%s",
-                 shardnet_last_error());
-    shardnet_session_describe(s, text, cap);
-    cr_assert_eq(shardnet_session_output(s, 0, NULL, &out), SHARDNET_OK);
-    check_answer(out, want, n0, 0, "small_transformer", plan, text);
-    cr_assert_eq(shardnet_session_save_plan(s, plan), SHARDNET_OK, "%s",
-                 shardnet_last_error());
-    shardnet_session_free(s);
-}
-
 /* A hybrid split's group stage is laid out by the strategy search too:
  * the description says, per product, what each strategy was priced at,
  * and never a layout priced above the rules'; the stage's strategies are
@@ -1297,7 +1263,8 @@ Test(tensor_split, hybrid_stages_are_searched_saved_and_read_back)
     float *want = run(m, &in, "cpu:0", "none", 0, &n0);
 
     write_file(plan, head);
-    run_hybrid_plan(m, &in, plan, want, n0, text, sizeof text);
+    run_saving_plan(m, "small_transformer", &in, plan, want, n0, text,
+                    sizeof text);
     const char *st = strstr(text, "hybrid stage 1 on cpu:1+cl:0, its last "
                                   "micro-batches' tensor split:\n");
     cr_assert(st, "%s", text);
@@ -1325,7 +1292,8 @@ Test(tensor_split, hybrid_stages_are_searched_saved_and_read_back)
               "%s", written);
     free(written);
     /* Read back: the same strategies, fixed, so nothing left to search. */
-    run_hybrid_plan(m, &in, plan, want, n0, text, sizeof text);
+    run_saving_plan(m, "small_transformer", &in, plan, want, n0, text,
+                    sizeof text);
     cr_assert(strstr(text, "hybrid stage 1 on cpu:1+cl:0") &&
                   strstr(text, "no product to search"),
               "%s", text);
@@ -1334,7 +1302,8 @@ Test(tensor_split, hybrid_stages_are_searched_saved_and_read_back)
     snprintf(saved, sizeof saved, "%sstrategy /ff1/MatMul ((1,1,1),(1,1))\n",
              head);
     write_file(plan, saved);
-    run_hybrid_plan(m, &in, plan, want, n0, text, sizeof text);
+    run_saving_plan(m, "small_transformer", &in, plan, want, n0, text,
+                    sizeof text);
     cr_assert(strstr(text, "tensor strategies searched: 2 products") &&
                   strstr(text, "/ff1/MatMul (MatMul) ((1,1,1),(1,1)): whole "
                                "on every device"),
