@@ -13,8 +13,12 @@
  * left them: each core finds its share of both in its own cache.  "split
  * written" is the same with each thread writing its whole buffer before
  * each call (untimed), as the kernel that made a partial sum would, so
- * that the reduction reads and writes lines the other core holds.  A
- * pair whose devices are absent prints "-".
+ * that the reduction reads and writes lines the other core holds.  "pull
+ * floor" is a floor under "split written": the threads write their
+ * buffers and meet as there, then each only loads one float from every
+ * line of its share of the other's buffer (the lines that the reduction
+ * must bring over from the other core), nothing written, no barrier, no
+ * map; rank 0's time.  A pair whose devices are absent prints "-".
  *
  * An all-reduce's GB/s is bytes per rank / time, and the percentage next
  * to it is that over memcpy's GB/s at the same size: memcpy's time over
@@ -28,7 +32,10 @@
  * just read, where memcpy reads each destination line before it writes
  * it.  Where memcpy's source and destination (2n) outgrow a core's L2
  * and a split core's share of both buffers (n) does not, the split
- * passes 100%.
+ * passes 100%.  The pull floor's GB/s is bytes per rank / time too, so
+ * that its percentage bounds "split written"'s from above: that
+ * all-reduce brings the same lines over, and writes, sums and meets at
+ * two barriers besides.
  *
  * The columns are measured in rounds, each a few calls of every column in
  * turn, so that a load that comes and goes on a shared machine hits all
@@ -39,6 +46,7 @@
 
 #include <pthread.h>
 #include <stdatomic.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -154,8 +162,11 @@ typedef struct rank_run {
     size_t rank, count;
     sn_view v;
     const float *init;
-    atomic_uint *met; /* both threads' arrivals before a call */
-    column *col;      /* rank 0's records its times */
+    const float *peer; /* the pull floor's: the other rank's buffer */
+    atomic_uint *met;  /* both threads' arrivals before a call */
+    atomic_uint *done; /* the pull floor's: and after it */
+    column *col;       /* rank 0's records its times */
+    uint32_t sink;     /* the pull floor's loads end here */
     shardnet_status st;
     char why[256];
 } rank_run;
@@ -172,6 +183,38 @@ static void rewrite(rank_run *r, int k)
         ;
 }
 
+/* The pull floor's call: a load from every line of this rank's share of
+ * the other rank's buffer (the lines the all-reduce must bring over),
+ * nothing written, no barrier. */
+static void pull(rank_run *r)
+{
+    /* The all-reduce's shares: halves in 16-float blocks (comm/shared.c). */
+    size_t blocks = (r->count + 15) / 16;
+    size_t lo = blocks * r->rank / 2 * 16;
+    size_t hi = blocks * (r->rank + 1) / 2 * 16;
+    hi = hi < r->count ? hi : r->count;
+    lo = lo < hi ? lo : hi;
+    const volatile uint32_t *p = (const volatile uint32_t *)r->peer;
+    uint32_t x0 = 0, x1 = 0; /* two chains of loads in flight */
+    size_t j = lo;
+    for (; j + 16 < hi; j += 32) {
+        x0 ^= p[j];
+        x1 ^= p[j + 16];
+    }
+    if (j < hi)
+        x0 ^= p[j];
+    r->sink = x0 ^ x1;
+}
+
+/* After a pull, the threads meet (untimed) before either writes its
+ * buffer anew, which the other may still be reading. */
+static void pulled(rank_run *r, int k)
+{
+    atomic_fetch_add(r->done, 1);
+    while (atomic_load(r->done) < 2 * (unsigned)(k + 2))
+        ;
+}
+
 static void *rank_main(void *arg)
 {
     rank_run *r = arg;
@@ -182,6 +225,13 @@ static void *rank_main(void *arg)
         if (r->init)
             rewrite(r, k);
         double t0 = bench_now();
+        if (r->peer) {
+            pull(r);
+            if (k >= 0 && r->col)
+                r->col->t[r->col->n++] = bench_now() - t0;
+            pulled(r, k);
+            continue;
+        }
         r->st = sn_group_collective(r->g, r->rank, &call);
         if (r->st != SHARDNET_OK)
             snprintf(r->why, sizeof r->why, "%s", shardnet_last_error());
@@ -195,11 +245,25 @@ static void *rank_main(void *arg)
 typedef struct split_run {
     sn_group *g;
     rank_run rank[2];
-    atomic_uint met;
+    atomic_uint met, done;
+    void *mapped[2]; /* the pull floor's buffers, mapped */
 } split_run;
 
+/* The pull floor: each rank reads the other's buffer, mapped here. */
+static void map_peers(split_run *s, size_t count, column *c)
+{
+    for (int r = 0; r < 2 && !c->failed; r++)
+        if (sn_buffer_map(s->rank[r].v.buf, 0, count * sizeof(float),
+                          SN_MAP_READ, &s->mapped[r]) != SHARDNET_OK)
+            failed(c);
+    for (int r = 0; r < 2 && !c->failed; r++) {
+        s->rank[r].peer = s->mapped[1 - r];
+        s->rank[r].done = &s->done;
+    }
+}
+
 static void split_setup(split_run *s, sn_device **devs, const float *init,
-                        int written, size_t count, column *c)
+                        int written, int pull, size_t count, column *c)
 {
     memset(s, 0, sizeof *s);
     if (sn_group_create(devs, 2, 0, &s->g) != SHARDNET_OK) {
@@ -216,6 +280,8 @@ static void split_setup(split_run *s, sn_device **devs, const float *init,
             failed(c);
         put_init(s->rank[r].v.buf, init, count, c);
     }
+    if (pull)
+        map_peers(s, count, c);
 }
 
 static void split_round(split_run *s, column *c)
@@ -224,6 +290,7 @@ static void split_round(split_run *s, column *c)
     int started = 0;
     sn_group_begin(s->g);
     atomic_store(&s->met, 0);
+    atomic_store(&s->done, 0);
     for (; started < 2; started++)
         if (pthread_create(&th[started], NULL, rank_main, &s->rank[started]))
             break;
@@ -245,8 +312,11 @@ static void split_round(split_run *s, column *c)
 
 static void split_free(split_run *s)
 {
-    for (int r = 0; r < 2; r++)
+    for (int r = 0; r < 2; r++) {
+        if (s->mapped[r])
+            sn_buffer_unmap(s->rank[r].v.buf, s->mapped[r]);
         sn_buffer_free(s->rank[r].v.buf);
+    }
     sn_group_free(s->g);
 }
 
@@ -259,7 +329,7 @@ static sn_device *find(shardnet_context_t *ctx, const char *name)
     return NULL;
 }
 
-enum { COPY, CPU, CL, CL_STAGED, SPLIT, SPLIT_WRITTEN, NCOLS };
+enum { COPY, CPU, CL, CL_STAGED, SPLIT, SPLIT_WRITTEN, PULL, NCOLS };
 
 typedef struct bench {
     sn_device *cpu[2], *cl[2];
@@ -270,7 +340,7 @@ static void report(bench *b, size_t bytes)
 {
     static const char *const names[NCOLS] = {
         "memcpy", "cpu0+cpu1", "cl0+cl1", "cl staged", "cpu split",
-        "split written"};
+        "split written", "pull floor"};
     double copy = gbps(bytes, &b->col[COPY]);
     printf("%10zu %8.2f", bytes, copy);
     for (int k = CPU; k < NCOLS; k++) {
@@ -296,7 +366,7 @@ static void bench_size(bench *b, size_t bytes, const float *init)
     int have_cpu = b->cpu[0] && b->cpu[1], have_cl = b->cl[0] && b->cl[1];
     copy_run m = {malloc(bytes), malloc(bytes), bytes};
     staged_run cpu = {0}, cl = {0}, cl_staged = {0};
-    split_run split = {0}, written = {0};
+    split_run split = {0}, written = {0}, pull = {0};
 
     memset(b->col, 0, sizeof b->col);
     if (!m.a || !m.b) {
@@ -309,9 +379,10 @@ static void bench_size(bench *b, size_t bytes, const float *init)
     }
     if (have_cpu) {
         staged_setup(&cpu, b->cpu, 0, init, count, &b->col[CPU]);
-        split_setup(&split, b->cpu, init, 0, count, &b->col[SPLIT]);
-        split_setup(&written, b->cpu, init, 1, count,
+        split_setup(&split, b->cpu, init, 0, 0, count, &b->col[SPLIT]);
+        split_setup(&written, b->cpu, init, 1, 0, count,
                     &b->col[SPLIT_WRITTEN]);
+        split_setup(&pull, b->cpu, init, 1, 1, count, &b->col[PULL]);
     }
     if (have_cl) {
         staged_setup(&cl, b->cl, 0, init, count, &b->col[CL]);
@@ -335,12 +406,15 @@ static void bench_size(bench *b, size_t bytes, const float *init)
             split_round(&split, &b->col[SPLIT]);
         if (have_cpu && !b->col[SPLIT_WRITTEN].failed)
             split_round(&written, &b->col[SPLIT_WRITTEN]);
+        if (have_cpu && !b->col[PULL].failed)
+            split_round(&pull, &b->col[PULL]);
     }
     report(b, bytes);
     if (have_cpu) {
         staged_free(&cpu);
         split_free(&split);
         split_free(&written);
+        split_free(&pull);
     }
     if (have_cl) {
         staged_free(&cl);
@@ -377,8 +451,9 @@ int main(int argc, char **argv)
            "split moves what one core's memcpy does), %d rounds of %d calls "
            "interleaved\n",
            ROUNDS, PER_ROUND);
-    printf("%10s %8s %15s %15s %15s %15s %15s\n", "bytes", "memcpy",
-           "cpu0+cpu1", "cl0+cl1", "cl staged", "cpu split", "split written");
+    printf("%10s %8s %15s %15s %15s %15s %15s %15s\n", "bytes", "memcpy",
+           "cpu0+cpu1", "cl0+cl1", "cl staged", "cpu split", "split written",
+           "pull floor");
     for (size_t bytes = 4096; bytes <= max_bytes; bytes *= 4)
         bench_size(&b, bytes, init);
     shardnet_context_free(ctx);

@@ -65,6 +65,12 @@ struct sn_comm {
     worker w[SN_COMM_MAX];
 };
 
+/* sn_comm_sum (comm/collective.h) from the last element to the first:
+ * the same sums, for a caller whose last-touched lines are at the end
+ * (comm/shared.c). */
+void sn_comm_sum_down(float *const *out, size_t nout, const float *const *in,
+                      size_t nin, size_t len);
+
 /* The call's name, for messages. */
 const char *sn_comm_op_name(job_op op);
 /* Run the job whose segments are in c->w[*]; total > 0. */
