@@ -4,26 +4,29 @@
 #
 #   tools/bench-shared.sh BUILDDIR [ROUNDS]
 #
-# Two tables, each from `shardnet plan` (the estimates, the choice, then
-# the median of 9 runs after a first one), rounds interleaving the
-# columns, medians over rounds; ratio = the one device's time over the
-# split's (above 1: the split is faster).
-#
 #  1. auto over cpu:0,cl:0 on the machine as it is (no simulated hwloc,
 #     PoCL as it comes: its device computes on the same cores as cpu:0)
-#     against cpu:0 alone, for every fixture model at batch 1, 64 and
-#     1024, with auto's choice;
+#     against the best of cpu:0 and cl:0 alone, for every fixture model
+#     at batch 1, 64 and 1024, with what auto runs: tools/bench_auto, one
+#     process for all (5 x ROUNDS rounds of 5 runs each, interleaved,
+#     medians; what differs from one process to the next, such as where
+#     the weights lie, would fall on one column only);
 #  2. the data split of the Fashion-MNIST MLP at batch 1024 against one
 #     device: over two simulated one-core sockets (cpu:0,cpu:1 against
-#     cpu:0) and over cpu:0,cl:0 on the machine as it is (against cpu:0).
+#     cpu:0) and over cpu:0,cl:0 on the machine as it is (against cpu:0),
+#     from `shardnet plan` (the median of 9 runs after a first one),
+#     rounds interleaving the columns, medians over rounds.
+# Ratios are the one device's time over the split's (above 1: the split
+# is faster).
 #
-# About 4 minutes with 3 rounds on this project's 2-core host.
+# About 8 minutes with 3 rounds on this project's 2-core host.
 set -eu
 b=${1:-.}
 rounds=${2:-3}
 bin=$b/shardnet
 fix=$(cd "$(dirname "$0")/.." && pwd)/tests/fixtures
 [ -x "$bin" ] || { echo "bench-shared: build $bin first"; exit 1; }
+[ -x "$b/tools/bench_auto" ] || make -C "$b" tools/bench_auto >/dev/null
 log=$(mktemp "${TMPDIR:-/tmp}/shardnet-shared.XXXXXX")
 trap 'rm -f "$log"' EXIT
 native() {
@@ -46,12 +49,6 @@ plan() {
 }
 r=1
 while [ "$r" -le "$rounds" ]; do
-    for model in fashion_mlp.onnx small_cnn.onnx small_transformer.onnx; do
-        for batch in 1 64 1024; do
-            plan "one $model $batch" native "$model" cpu:0 "$batch"
-            plan "auto $model $batch" native "$model" cpu:0,cl:0 "$batch"
-        done
-    done
     plan "sim-one" simulated fashion_mlp.onnx cpu:0 1024
     plan "sim-data" simulated fashion_mlp.onnx cpu:0,cpu:1 1024 data
     plan "nat-one" native fashion_mlp.onnx cpu:0 1024
@@ -60,21 +57,8 @@ while [ "$r" -le "$rounds" ]; do
 done
 median() { sort -n | awk '{ v[NR] = $1 } END { print NR ? v[int((NR + 1) / 2)] : 0 }'; }
 pick() { grep "^$1 " "$log" | awk '{ print $(NF - 1) }' | median; }
-choices() { grep "^$1 " "$log" | awk '{ print $NF }' | sort | uniq -c |
-    awk '{ printf "%s%s x%d", n++ ? ", " : "", $2, $1 }'; }
-echo "auto over cpu:0,cl:0 against cpu:0 alone (machine as it is, medians of $rounds rounds)"
-echo "| model | batch | cpu:0 ms | auto ms | ratio | auto chose |"
-echo "|---|---|---|---|---|---|"
-for model in fashion_mlp.onnx small_cnn.onnx small_transformer.onnx; do
-    for batch in 1 64 1024; do
-        one=$(pick "one $model $batch")
-        auto=$(pick "auto $model $batch")
-        awk -v m="$model" -v b="$batch" -v o="$one" -v a="$auto" \
-            -v c="$(choices "auto $model $batch")" 'BEGIN {
-            printf "| %s | %s | %.3f | %.3f | %.2f | %s |\n", m, b, o, a,
-                (a > 0 ? o / a : 0), c }'
-    done
-done
+native "$b/tools/bench_auto" cpu:0,cl:0 $((5 * rounds)) 5 \
+    "$fix/fashion_mlp.onnx" "$fix/small_cnn.onnx" "$fix/small_transformer.onnx"
 echo
 echo "data split, Fashion-MNIST MLP at batch 1024 (medians of $rounds rounds)"
 echo "| devices | one device ms | data ms | ratio |"
