@@ -39,7 +39,7 @@ one() {
     "$@" SHARDNET_TENSOR_RULES="$rules" "$bin" plan "$fix/$model" \
         -d "$devices" -b "$batch" -s "$split" 2>&1 |
         awk -v t="$tag" -v how="$split" '
-            /^hybrid stage [0-9]+ on/ { stage = 1 }
+            /its last micro-batches. tensor split:$/ { stage = 1 }
             /^tensor strategies searched/ && (how == "tensor" ||
                                               (stage && r == "")) {
                 for (i = 1; i <= NF; i++) {
