@@ -18,7 +18,8 @@ static void usage(FILE *out)
             "Usage: %s devices [--devices LIST]\n"
             "\n"
             "List the devices found on this machine: CPU packages (through\n"
-            "hwloc) and OpenCL devices (through the ICD loader).\n"
+            "hwloc), OpenCL devices (through the ICD loader) and, in a build\n"
+            "with CUDA, NVIDIA GPUs (through the CUDA runtime).\n"
             "\n"
             "  -d, --devices LIST  show only these devices (default: all, or\n"
             "                      SHARDNET_DEVICES)\n"
@@ -119,11 +120,24 @@ int cli_devices(int argc, char **argv)
     printf("%-*s %-6s %5s %10s %10s %7s %5s %-8s %s\n", width, "DEVICE",
            "KIND", "UNITS", "MEMORY", "MAX-ALLOC", "UNIFIED", "NUMA", "CPUS",
            "MODEL / VENDOR / DRIVER");
+    int cuda_listed = 0;
     for (size_t i = 0; i < n; i++) {
         shardnet_device_info info;
         shardnet_device_get_info(ctx, idx[i], &info);
         print_device(&info, width);
+        cuda_listed |= info.kind == SHARDNET_DEVICE_CUDA;
     }
+#ifdef SN_HAVE_CUDA
+    /* A build with the CUDA backend on a machine without a GPU or its
+     * driver: say so, since an absent kind is otherwise silent (on
+     * stderr: stdout is the table, which scripts count lines of). */
+    if (!cuda_listed && (!spec || !strcmp(spec, "all")))
+        fprintf(stderr, "%s: no CUDA device found (SHARDNET_LOG=info says "
+                        "why)\n",
+                cli_prog);
+#else
+    (void)cuda_listed;
+#endif
     shardnet_context_free(ctx);
     return 0;
 }

@@ -61,6 +61,24 @@ expect 0 "^cpu:0 " "$bin" devices
 expect 2 "unknown device 'gpu:0'" "$bin" devices --devices gpu:0
 expect 2 "no device 'cpu:42'" "$bin" devices -d cpu:42
 expect 2 "unexpected argument" "$bin" devices extra
+# The CUDA backend, where it is built (SHARDNET_CUDA_BUILT, from
+# configure): without a GPU or its driver the listing still works, says
+# that no CUDA device was found, and the log says why; naming one fails.
+if [ "${SHARDNET_CUDA_BUILT:-no}" = yes ]; then
+    case $here in
+    *" cuda:0 "*)
+        expect 0 "^cuda:0 +cuda " "$bin" devices
+        expect 0 "^cuda:0 +cuda " "$bin" devices -d cuda ;;
+    *)
+        expect 0 "no CUDA device found" "$bin" devices
+        expect 0 "cuda: no device \(cudaGetDeviceCount" \
+            env SHARDNET_LOG=info "$bin" devices
+        expect 0 "^cpu:0 " "$bin" devices -d all
+        expect 2 "no device 'cuda:0' \(this machine has 0 cuda devices\)" \
+            "$bin" devices -d cuda:0
+        expect 2 "no cuda devices on this machine" "$bin" devices -d cuda ;;
+    esac
+fi
 # shardnet ops: each operator, its opsets, and the kinds of the devices
 # here that run it (every operator runs on both backends)
 kinds=cpu

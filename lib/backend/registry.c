@@ -24,12 +24,18 @@ extern const sn_backend sn_cpu_backend;
 #ifdef SN_HAVE_OPENCL
 extern const sn_backend sn_opencl_backend;
 #endif
+#ifdef SN_HAVE_CUDA
+extern const sn_backend sn_cuda_backend;
+#endif
 
 /* The compiled backends, in the order their devices are listed. */
 static const sn_backend *const compiled[] = {
     &sn_cpu_backend,
 #ifdef SN_HAVE_OPENCL
     &sn_opencl_backend,
+#endif
+#ifdef SN_HAVE_CUDA
+    &sn_cuda_backend,
 #endif
 };
 

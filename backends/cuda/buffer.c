@@ -1,0 +1,194 @@
+/*
+ * The CUDA device's buffers and its stream's copies and events: one
+ * cudaMalloc'd allocation per buffer, copies enqueued on the device's
+ * stream (a blocking one then waits for the stream, so that it comes
+ * after everything enqueued before it, as backend.h's execution model
+ * asks), and events, each a runtime event recorded on the stream.
+ *
+ * The asynchronous copies hand the caller's memory to cudaMemcpyAsync as
+ * it is.  With pageable memory the runtime may finish the copy before
+ * returning (a read always does), which the contract allows; only pinned
+ * memory makes them truly overlap, and pinning the caller's memory (or
+ * staging through pinned buffers of our own) is left for later.
+ */
+#include <config.h>
+
+#include <stdlib.h>
+
+#include "cuda.h"
+
+/* --- buffers ----------------------------------------------------------- */
+
+shardnet_status sn_cuda_buffer_alloc(sn_device *dev, size_t bytes,
+                                     sn_buffer **out)
+{
+    sn_buffer *b;
+    void *mem = NULL;
+    cudaError_t err;
+    shardnet_status st = sn_cuda_enter(dev);
+
+    if (st != SHARDNET_OK)
+        return st;
+    if (!(b = calloc(1, sizeof *b)))
+        return sn_error(SHARDNET_OUT_OF_MEMORY, "%s: buffer record",
+                        dev->info.name);
+    /* cudaMalloc of 0 bytes gives no pointer: an empty buffer still gets
+     * one float, so that its handle is a real allocation. */
+    err = cudaMalloc(&mem, bytes ? bytes : sizeof(float));
+    if (err != cudaSuccess) {
+        free(b);
+        return sn_cuda_error(dev, err, "cudaMalloc of %zu bytes", bytes);
+    }
+    b->dev = dev;
+    b->size = bytes;
+    b->handle = mem;
+    *out = b;
+    return SHARDNET_OK;
+}
+
+void sn_cuda_buffer_free(sn_buffer *buf)
+{
+    if (!buf)
+        return;
+    /* cudaFree waits for the work in flight on the device before it frees
+     * (and can report nothing from here). */
+    if (sn_cuda_enter(buf->dev) == SHARDNET_OK)
+        cudaFree(buf->handle);
+    else
+        sn_error_clear();
+    (void)cudaGetLastError();
+    free(buf);
+}
+
+/* A copy of bytes between host memory and buf at offset, enqueued on the
+ * device's stream, then waited for when block is set. */
+static shardnet_status copy(sn_buffer *buf, size_t offset, void *host,
+                            size_t bytes, int to_device, int block)
+{
+    sn_device *dev = buf->dev;
+    cuda_dev *cd = dev->impl;
+    char *mem = (char *)buf->handle + offset;
+    cudaError_t err;
+    shardnet_status st = sn_cuda_enter(dev);
+
+    if (st != SHARDNET_OK || bytes == 0)
+        return st;
+    err = to_device ? cudaMemcpyAsync(mem, host, bytes,
+                                      cudaMemcpyHostToDevice, cd->stream)
+                    : cudaMemcpyAsync(host, mem, bytes,
+                                      cudaMemcpyDeviceToHost, cd->stream);
+    if (err != cudaSuccess)
+        return sn_cuda_error(dev, err, "cudaMemcpyAsync %s %zu bytes at %zu",
+                             to_device ? "writing" : "reading", bytes,
+                             offset);
+    if (block && (err = cudaStreamSynchronize(cd->stream)) != cudaSuccess)
+        return sn_cuda_error(dev, err,
+                             "cudaStreamSynchronize after %s %zu bytes at "
+                             "%zu",
+                             to_device ? "writing" : "reading", bytes, offset);
+    return SHARDNET_OK;
+}
+
+shardnet_status sn_cuda_buffer_write(sn_buffer *buf, size_t offset,
+                                     const void *src, size_t bytes)
+{
+    return copy(buf, offset, (void *)src, bytes, 1, 1);
+}
+
+shardnet_status sn_cuda_buffer_read(sn_buffer *buf, size_t offset, void *dst,
+                                    size_t bytes)
+{
+    return copy(buf, offset, dst, bytes, 0, 1);
+}
+
+shardnet_status sn_cuda_buffer_write_async(sn_buffer *buf, size_t offset,
+                                           const void *src, size_t bytes)
+{
+    return copy(buf, offset, (void *)src, bytes, 1, 0);
+}
+
+shardnet_status sn_cuda_buffer_read_async(sn_buffer *buf, size_t offset,
+                                          void *dst, size_t bytes)
+{
+    return copy(buf, offset, dst, bytes, 0, 0);
+}
+
+/* --- events ------------------------------------------------------------ */
+
+shardnet_status sn_cuda_event_record(sn_device *dev, sn_event **out)
+{
+    cuda_dev *cd = dev->impl;
+    cuda_marker *m;
+    cudaError_t err;
+    shardnet_status st = sn_cuda_enter(dev);
+
+    if (st != SHARDNET_OK)
+        return st;
+    if (!(m = calloc(1, sizeof *m)))
+        return sn_error(SHARDNET_OUT_OF_MEMORY, "%s: event", dev->info.name);
+    /* No timing: the cheapest event, which is all a marker needs. */
+    err = cudaEventCreateWithFlags(&m->ev, cudaEventDisableTiming);
+    if (err != cudaSuccess) {
+        free(m);
+        return sn_cuda_error(dev, err, "cudaEventCreateWithFlags");
+    }
+    if ((err = cudaEventRecord(m->ev, cd->stream)) != cudaSuccess) {
+        cudaEventDestroy(m->ev);
+        free(m);
+        return sn_cuda_error(dev, err, "cudaEventRecord");
+    }
+    m->pub.dev = dev;
+    *out = &m->pub;
+    return SHARDNET_OK;
+}
+
+shardnet_status sn_cuda_event_wait(sn_event *ev)
+{
+    cuda_marker *m = (cuda_marker *)ev;
+    cudaError_t err;
+    shardnet_status st = sn_cuda_enter(ev->dev);
+
+    if (st != SHARDNET_OK)
+        return st;
+    /* An error of the work before the event comes back here. */
+    if ((err = cudaEventSynchronize(m->ev)) != cudaSuccess)
+        return sn_cuda_error(ev->dev, err,
+                             "cudaEventSynchronize (the work before the "
+                             "event)");
+    return SHARDNET_OK;
+}
+
+shardnet_status sn_cuda_event_query(sn_event *ev, int *done)
+{
+    cuda_marker *m = (cuda_marker *)ev;
+    cudaError_t err;
+    shardnet_status st = sn_cuda_enter(ev->dev);
+
+    if (st != SHARDNET_OK)
+        return st;
+    err = cudaEventQuery(m->ev);
+    if (err == cudaErrorNotReady) {
+        *done = 0;
+        return SHARDNET_OK;
+    }
+    if (err != cudaSuccess)
+        return sn_cuda_error(ev->dev, err,
+                             "cudaEventQuery (the work before the event)");
+    *done = 1;
+    return SHARDNET_OK;
+}
+
+void sn_cuda_event_free(sn_event *ev)
+{
+    cuda_marker *m = (cuda_marker *)ev;
+    if (!ev)
+        return;
+    /* Destroying an event not yet reached is allowed: the runtime frees it
+     * once it completes. */
+    if (sn_cuda_enter(ev->dev) == SHARDNET_OK)
+        cudaEventDestroy(m->ev);
+    else
+        sn_error_clear();
+    (void)cudaGetLastError();
+    free(m);
+}

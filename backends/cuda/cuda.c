@@ -1,0 +1,294 @@
+/*
+ * The CUDA backend: one sn_device per device the CUDA runtime lists,
+ * named cuda:N after the runtime's device number N (as nvidia-smi and
+ * CUDA_VISIBLE_DEVICES count them).
+ *
+ * A machine without an NVIDIA driver, or with a driver and no GPU, has no
+ * CUDA devices: discovery appends none and says why in the log (at info
+ * level, with the runtime's error name and text), which is not an error.
+ *
+ * Each device has one stream of its own (non-blocking, so that it never
+ * waits on the legacy default stream) and one cuBLAS handle bound to it.
+ * Kernels and asynchronous copies are enqueued on the stream; blocking
+ * copies enqueue and then wait for the stream; synchronize waits for it;
+ * events are runtime events recorded on it.  Every entry point first
+ * makes the device current for the calling thread (sn_cuda_enter).
+ *
+ * Only GEMM is implemented (through cuBLAS); the other kernels need CUDA
+ * kernels of our own, still to be written: their members are NULL, so
+ * sn_device_supports refuses them and a plan that needs one fails as it is
+ * built, naming the node, the kernel and the device.
+ */
+#include <config.h>
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cuda.h"
+
+static const sn_backend_ops cuda_ops;
+
+/* --- errors ------------------------------------------------------------ */
+
+shardnet_status sn_cuda_status(cudaError_t err)
+{
+    return err == cudaErrorMemoryAllocation ? SHARDNET_OUT_OF_MEMORY
+                                            : SHARDNET_DEVICE_ERROR;
+}
+
+shardnet_status sn_cuda_error(const sn_device *dev, cudaError_t err,
+                              const char *call, ...)
+{
+    char what[256];
+    va_list ap;
+    va_start(ap, call);
+    vsnprintf(what, sizeof what, call, ap);
+    va_end(ap);
+    /* The runtime keeps the last error until read: read it here, so that a
+     * later call that went well does not report this one. */
+    (void)cudaGetLastError();
+    return sn_error(sn_cuda_status(err), "%s: %s failed: %s: %s",
+                    dev->info.name, what, cudaGetErrorName(err),
+                    cudaGetErrorString(err));
+}
+
+shardnet_status sn_cublas_error(const sn_device *dev, cublasStatus_t s,
+                                const char *call, ...)
+{
+    char what[256];
+    va_list ap;
+    va_start(ap, call);
+    vsnprintf(what, sizeof what, call, ap);
+    va_end(ap);
+    return sn_error(s == CUBLAS_STATUS_ALLOC_FAILED ? SHARDNET_OUT_OF_MEMORY
+                                                    : SHARDNET_DEVICE_ERROR,
+                    "%s: %s failed: %s: %s", dev->info.name, what,
+                    cublasGetStatusName(s), cublasGetStatusString(s));
+}
+
+shardnet_status sn_cuda_enter(const sn_device *dev)
+{
+    const cuda_dev *cd = dev->impl;
+    cudaError_t err = cudaSetDevice(cd->ordinal);
+    if (err != cudaSuccess)
+        return sn_cuda_error(dev, err, "cudaSetDevice(%d)", cd->ordinal);
+    return SHARDNET_OK;
+}
+
+/* --- devices ----------------------------------------------------------- */
+
+static void cuda_device_free(sn_device *dev)
+{
+    cuda_dev *cd = dev ? dev->impl : NULL;
+
+    if (cd) {
+        /* Nothing can be reported from here: a device whose driver fails
+         * at this point is released as far as it goes. */
+        if (cudaSetDevice(cd->ordinal) == cudaSuccess) {
+            if (cd->stream)
+                cudaStreamSynchronize(cd->stream);
+            if (cd->blas)
+                cublasDestroy(cd->blas);
+            if (cd->ones)
+                cudaFree(cd->ones);
+            if (cd->stream)
+                cudaStreamDestroy(cd->stream);
+        }
+        (void)cudaGetLastError();
+        pthread_mutex_destroy(&cd->lock);
+        free(cd);
+    }
+    free(dev);
+}
+
+/* The versions, "CUDA driver 13.0, runtime 13.0", in buf. */
+static void versions(char *buf, size_t cap)
+{
+    int drv = 0, rt = 0;
+    cudaDriverGetVersion(&drv);
+    cudaRuntimeGetVersion(&rt);
+    snprintf(buf, cap, "CUDA driver %d.%d, runtime %d.%d", drv / 1000,
+             drv % 1000 / 10, rt / 1000, rt % 1000 / 10);
+}
+
+/* Describe device `ordinal` and make its stream and cuBLAS handle. */
+static shardnet_status open_device(int ordinal, sn_device **out)
+{
+    sn_device *dev = calloc(1, sizeof *dev);
+    cuda_dev *cd = calloc(1, sizeof *cd);
+    shardnet_device_info *info;
+    struct cudaDeviceProp prop;
+    cudaError_t err;
+    cublasStatus_t s;
+
+    *out = NULL;
+    if (!dev || !cd || pthread_mutex_init(&cd->lock, NULL) != 0) {
+        free(dev);
+        free(cd);
+        return sn_error(SHARDNET_OUT_OF_MEMORY, "cuda:%d: device state",
+                        ordinal);
+    }
+    dev->ops = &cuda_ops;
+    dev->impl = cd;
+    cd->ordinal = ordinal;
+    info = &dev->info;
+    snprintf(info->name, sizeof info->name, "cuda:%d", ordinal);
+    info->kind = SHARDNET_DEVICE_CUDA;
+    info->index = (unsigned)ordinal;
+    info->numa_node = -1;
+    snprintf(cd->label, sizeof cd->label, "%s", info->name);
+
+    if ((err = cudaGetDeviceProperties(&prop, ordinal)) != cudaSuccess) {
+        shardnet_status st =
+            sn_cuda_error(dev, err, "cudaGetDeviceProperties");
+        cuda_device_free(dev);
+        return st;
+    }
+    snprintf(info->model, sizeof info->model, "%.*s",
+             (int)sizeof info->model - 1, prop.name);
+    snprintf(info->vendor, sizeof info->vendor,
+             "NVIDIA, compute capability %d.%d", prop.major, prop.minor);
+    versions(info->driver, sizeof info->driver);
+    info->compute_units = (unsigned)prop.multiProcessorCount;
+    info->global_mem = prop.totalGlobalMem;
+    /* The runtime sets no limit on one allocation below the memory. */
+    info->max_alloc = prop.totalGlobalMem;
+    /* An integrated GPU (Jetson) shares the host's memory; its buffers
+     * are still device allocations here, copied to and from. */
+    info->host_unified = prop.integrated != 0;
+    snprintf(cd->label, sizeof cd->label, "%s (%s)", info->name,
+             info->model);
+
+    const char *call = "cudaSetDevice";
+    err = cudaSetDevice(ordinal);
+    if (err == cudaSuccess) {
+        call = "cudaStreamCreateWithFlags";
+        err = cudaStreamCreateWithFlags(&cd->stream, cudaStreamNonBlocking);
+    }
+    if (err != cudaSuccess) {
+        shardnet_status st = sn_cuda_error(dev, err, "%s", call);
+        cd->stream = NULL;
+        cuda_device_free(dev);
+        return st;
+    }
+    call = "cublasCreate";
+    s = cublasCreate(&cd->blas);
+    if (s == CUBLAS_STATUS_SUCCESS) {
+        call = "cublasSetStream";
+        s = cublasSetStream(cd->blas, cd->stream);
+    } else {
+        cd->blas = NULL;
+    }
+    if (s != CUBLAS_STATUS_SUCCESS) {
+        shardnet_status st = sn_cublas_error(dev, s, "%s", call);
+        cuda_device_free(dev);
+        return st;
+    }
+    sn_log(SHARDNET_LOG_INFO,
+           "%s: compute capability %d.%d, %d multiprocessors, %llu MiB%s",
+           cd->label, prop.major, prop.minor, prop.multiProcessorCount,
+           (unsigned long long)(prop.totalGlobalMem >> 20),
+           prop.integrated ? ", integrated" : "");
+    *out = dev;
+    return SHARDNET_OK;
+}
+
+/*
+ * No driver, or no GPU, is a machine without CUDA devices: nothing is
+ * appended and the log says why.  A device that cannot be opened among
+ * working ones is left out with a warning; only running out of host
+ * memory is an error.
+ */
+static shardnet_status cuda_discover(sn_device_list *list,
+                                     const sn_discover_args *args)
+{
+    int count = 0;
+    shardnet_status st = SHARDNET_OK;
+    cudaError_t err = cudaGetDeviceCount(&count);
+
+    /* GPUs are not shared out between the processes of a job. */
+    (void)args;
+    if (err != cudaSuccess) {
+        sn_log(SHARDNET_LOG_INFO, "cuda: no device (cudaGetDeviceCount: %s: %s)",
+               cudaGetErrorName(err), cudaGetErrorString(err));
+        (void)cudaGetLastError();
+        return SHARDNET_OK;
+    }
+    if (count == 0) {
+        sn_log(SHARDNET_LOG_INFO,
+               "cuda: no device (cudaGetDeviceCount found none)");
+        return SHARDNET_OK;
+    }
+    for (int i = 0; i < count; i++) {
+        sn_device *dev;
+        st = open_device(i, &dev);
+        if (st == SHARDNET_OUT_OF_MEMORY)
+            break;
+        if (st != SHARDNET_OK) {
+            sn_log(SHARDNET_LOG_WARN, "CUDA device left out: %s",
+                   shardnet_last_error());
+            sn_error_clear();
+            st = SHARDNET_OK;
+            continue;
+        }
+        if ((st = sn_device_list_push(list, dev)) != SHARDNET_OK) {
+            cuda_device_free(dev);
+            break;
+        }
+    }
+    return st;
+}
+
+static shardnet_status cuda_synchronize(sn_device *dev)
+{
+    cuda_dev *cd = dev->impl;
+    shardnet_status st = sn_cuda_enter(dev);
+    cudaError_t err;
+    if (st != SHARDNET_OK)
+        return st;
+    if ((err = cudaStreamSynchronize(cd->stream)) != cudaSuccess)
+        return sn_cuda_error(dev, err,
+                             "cudaStreamSynchronize (work enqueued since the "
+                             "last synchronize)");
+    return SHARDNET_OK;
+}
+
+/* How far the kernels go in each kernel's variants: none of the kernels
+ * with variants (binary, unary, reduce, pool) is implemented, and a
+ * kernel without variants is supported exactly when its member is set. */
+static const int cuda_variants[SN_KERNEL_COUNT] = {0};
+
+static int cuda_supports(sn_device *dev, sn_kernel k, int variant)
+{
+    (void)dev;
+    return sn_variants_within(cuda_variants, k, variant);
+}
+
+/* Every kernel member but gemm is left NULL: not implemented yet (issue
+ * 18), refused by sn_device_supports, never called. */
+static const sn_backend_ops cuda_ops = {
+    .abi = SN_BACKEND_ABI,
+    .kind = "cuda",
+    .device_free = cuda_device_free,
+    .buffer_alloc = sn_cuda_buffer_alloc,
+    .buffer_free = sn_cuda_buffer_free,
+    .buffer_write = sn_cuda_buffer_write,
+    .buffer_read = sn_cuda_buffer_read,
+    .buffer_write_async = sn_cuda_buffer_write_async,
+    .buffer_read_async = sn_cuda_buffer_read_async,
+    .gemm = sn_cuda_gemm,
+    .supports = cuda_supports,
+    .synchronize = cuda_synchronize,
+    .event_record = sn_cuda_event_record,
+    .event_wait = sn_cuda_event_wait,
+    .event_query = sn_cuda_event_query,
+    .event_free = sn_cuda_event_free,
+};
+
+const sn_backend sn_cuda_backend = {
+    .abi = SN_BACKEND_ABI,
+    .kind = "cuda",
+    .discover = cuda_discover,
+};

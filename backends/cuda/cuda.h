@@ -1,0 +1,90 @@
+/*
+ * The CUDA backend's own declarations, shared by its files and seen
+ * nowhere else: a device's state, its buffers and events, and the helpers
+ * that turn a CUDA or cuBLAS failure into an error naming the call.
+ *
+ *   cuda.c     discovery, a device's life, synchronize, the ops table
+ *   buffer.c   buffers, their copies (blocking and on the stream); events
+ *   gemm.c     GEMM through cuBLAS, its bias and residual epilogue
+ *
+ * Everything is C against the CUDA runtime API and cuBLAS; no kernel of
+ * our own is compiled yet, so every kernel member but gemm is NULL and
+ * the device is reported as not supporting them (lib/backend/device.c).
+ */
+#ifndef SN_CUDA_BACKEND_H
+#define SN_CUDA_BACKEND_H
+
+#include <pthread.h>
+#include <stddef.h>
+
+#include <cublas_v2.h>
+#include <cuda_runtime.h>
+
+#include "backend/backend.h"
+#include "core/error.h"
+
+typedef struct cuda_dev {
+    int ordinal;         /* the runtime's device number */
+    cudaStream_t stream; /* the device's one in-order stream */
+    cublasHandle_t blas; /* bound to stream */
+    char label[192];     /* "cuda:0 (device name)", for messages */
+    /* Guards the cuBLAS handle (not to be used by two threads at once) and
+     * the column of ones below. */
+    pthread_mutex_t lock;
+    /* ones_len ones on the device, grown on demand: the bias is added to
+     * every row or column of C as a rank-one product by it. */
+    float *ones;
+    size_t ones_len;
+} cuda_dev;
+
+/* An event: the public part first, then the runtime's event, recorded on
+ * the device's stream. */
+typedef struct cuda_marker {
+    sn_event pub;
+    cudaEvent_t ev;
+} cuda_marker;
+
+/* A view's first element as a device pointer (buf->handle is the
+ * cudaMalloc'd memory; offsets count floats). */
+static inline float *cuda_ptr(sn_view v)
+{
+    return (float *)v.buf->handle + v.offset;
+}
+
+/* The status a runtime error maps to: out of memory, or a device error. */
+shardnet_status sn_cuda_status(cudaError_t err);
+/* An error for dev: "cuda:0: <call> failed: cudaErrorX: its description",
+ * call being printf's format and arguments.  Also clears the runtime's
+ * last error, so that it is not reported again by an unrelated call. */
+shardnet_status sn_cuda_error(const sn_device *dev, cudaError_t err,
+                              const char *call, ...)
+    SN_PRINTF(3, 4);
+/* The same for a cuBLAS status (cublasGetStatusName, ...String). */
+shardnet_status sn_cublas_error(const sn_device *dev, cublasStatus_t s,
+                                const char *call, ...)
+    SN_PRINTF(3, 4);
+/* Make dev the calling thread's current device (the runtime's current
+ * device is per thread, and a split drives each device from a thread of
+ * its own); an error names the device. */
+shardnet_status sn_cuda_enter(const sn_device *dev);
+
+/* The ops table's members, by file. */
+shardnet_status sn_cuda_buffer_alloc(sn_device *dev, size_t bytes,
+                                     sn_buffer **out);
+void sn_cuda_buffer_free(sn_buffer *buf);
+shardnet_status sn_cuda_buffer_write(sn_buffer *buf, size_t offset,
+                                     const void *src, size_t bytes);
+shardnet_status sn_cuda_buffer_read(sn_buffer *buf, size_t offset, void *dst,
+                                    size_t bytes);
+shardnet_status sn_cuda_buffer_write_async(sn_buffer *buf, size_t offset,
+                                           const void *src, size_t bytes);
+shardnet_status sn_cuda_buffer_read_async(sn_buffer *buf, size_t offset,
+                                          void *dst, size_t bytes);
+shardnet_status sn_cuda_event_record(sn_device *dev, sn_event **out);
+shardnet_status sn_cuda_event_wait(sn_event *ev);
+shardnet_status sn_cuda_event_query(sn_event *ev, int *done);
+void sn_cuda_event_free(sn_event *ev);
+
+shardnet_status sn_cuda_gemm(sn_device *dev, const sn_gemm_desc *d);
+
+#endif /* SN_CUDA_BACKEND_H */

@@ -1,0 +1,308 @@
+/*
+ * The CUDA backend (backends/cuda/): discovery, buffers and their copies
+ * on the stream, events, and GEMM through cuBLAS against the plain C
+ * reference (tests/ref.c).
+ *
+ * On a machine without an NVIDIA driver or without a GPU every test is
+ * skipped, with the reason discovery logged ("cuda: no device (...)"),
+ * which the first test checks is there.  With a device, the kernels this
+ * slice lacks must be refused, naming the device, never called.
+ */
+#include <config.h>
+
+#include <criterion/criterion.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "backend/backend.h"
+#include "ref.h"
+#include "shardnet.h"
+
+static shardnet_context_t *ctx;
+static sn_device *dev;
+/* Discovery's log line about CUDA, if any. */
+static char why[512];
+
+static void catch_log(shardnet_log_level level, const char *msg, void *user)
+{
+    (void)level;
+    (void)user;
+    if (strncmp(msg, "cuda: ", 6) == 0 && !why[0])
+        snprintf(why, sizeof why, "%s", msg);
+}
+
+static void setup(void)
+{
+    why[0] = '\0';
+    shardnet_set_log(catch_log, SHARDNET_LOG_INFO, NULL);
+    cr_assert_eq(shardnet_context_create(&ctx), SHARDNET_OK, "%s",
+                 shardnet_last_error());
+    shardnet_set_log(NULL, SHARDNET_LOG_WARN, NULL);
+    dev = NULL;
+    for (size_t i = 0; i < shardnet_device_count(ctx) && !dev; i++)
+        if (sn_context_device(ctx, i)->info.kind == SHARDNET_DEVICE_CUDA)
+            dev = sn_context_device(ctx, i);
+}
+
+static void teardown(void)
+{
+    shardnet_context_free(ctx);
+}
+
+TestSuite(cuda, .init = setup, .fini = teardown);
+
+/* Skip, with discovery's reason, where there is no CUDA device. */
+static void need_device(void)
+{
+    if (!dev)
+        cr_skip_test("no CUDA device: %s",
+                     why[0] ? why : "(discovery logged no reason)");
+}
+
+Test(cuda, discovery_without_a_device_says_why)
+{
+    if (dev) {
+        cr_assert_str_eq(dev->info.name, "cuda:0");
+        cr_assert(dev->info.compute_units > 0 && dev->info.global_mem > 0);
+        cr_assert(strstr(dev->info.vendor, "compute capability"), "%s",
+                  dev->info.vendor);
+        return;
+    }
+    /* No device is not an error, and the log names the runtime's answer. */
+    cr_assert(strstr(why, "cuda: no device ("), "log: '%s'", why);
+    cr_skip_test("no CUDA device: %s", why);
+}
+
+Test(cuda, buffer_round_trip)
+{
+    need_device();
+    enum { N = 1000 };
+    float in[N], out[N];
+    sn_buffer *b;
+    for (int i = 0; i < N; i++)
+        in[i] = (float)i * 0.5f - 7.0f;
+    cr_assert_eq(sn_buffer_alloc(dev, sizeof in, &b), SHARDNET_OK, "%s",
+                 shardnet_last_error());
+    cr_assert_eq(sn_buffer_write(b, 0, in, sizeof in), SHARDNET_OK, "%s",
+                 shardnet_last_error());
+    /* A part, at an offset, read back over the whole. */
+    cr_assert_eq(sn_buffer_write(b, 40 * sizeof(float), in, 10 * sizeof(float)),
+                 SHARDNET_OK, "%s", shardnet_last_error());
+    cr_assert_eq(sn_buffer_read(b, 0, out, sizeof out), SHARDNET_OK, "%s",
+                 shardnet_last_error());
+    for (int i = 0; i < N; i++)
+        cr_assert_eq(out[i], i >= 40 && i < 50 ? in[i - 40] : in[i],
+                     "element %d", i);
+    sn_buffer_free(b);
+}
+
+Test(cuda, async_round_trip_with_events)
+{
+    need_device();
+    enum { N = 1 << 16 };
+    float *in = malloc(N * sizeof *in), *out = calloc(N, sizeof *out);
+    sn_buffer *b;
+    sn_event *ev;
+    int done = 0;
+    cr_assert(in && out);
+    for (int i = 0; i < N; i++)
+        in[i] = (float)(i % 977);
+    cr_assert_eq(sn_buffer_alloc(dev, N * sizeof *in, &b), SHARDNET_OK);
+    cr_assert_eq(sn_buffer_write_async(b, 0, in, N * sizeof *in), SHARDNET_OK,
+                 "%s", shardnet_last_error());
+    cr_assert_eq(sn_buffer_read_async(b, 0, out, N * sizeof *out),
+                 SHARDNET_OK, "%s", shardnet_last_error());
+    cr_assert_eq(sn_event_record(dev, &ev), SHARDNET_OK, "%s",
+                 shardnet_last_error());
+    cr_assert_eq(sn_event_wait(ev), SHARDNET_OK, "%s", shardnet_last_error());
+    cr_assert_eq(sn_event_query(ev, &done), SHARDNET_OK);
+    cr_assert(done);
+    sn_event_free(ev);
+    cr_assert_eq(memcmp(in, out, N * sizeof *in), 0);
+    cr_assert_eq(sn_synchronize(dev), SHARDNET_OK);
+    sn_buffer_free(b);
+    free(in);
+    free(out);
+}
+
+Test(cuda, errors_name_the_call)
+{
+    need_device();
+    sn_buffer *b = NULL;
+    /* More than any GPU has. */
+    shardnet_status st = sn_buffer_alloc(dev, (size_t)1 << 58, &b);
+    cr_assert_neq(st, SHARDNET_OK);
+    const char *msg = shardnet_last_error();
+    cr_assert(strstr(msg, "cuda:0") && strstr(msg, "cudaMalloc") &&
+                  strstr(msg, "cudaError"),
+              "message: %s", msg);
+    /* The device still works after it. */
+    cr_assert_eq(sn_buffer_alloc(dev, 16, &b), SHARDNET_OK, "%s",
+                 shardnet_last_error());
+    sn_buffer_free(b);
+}
+
+Test(cuda, missing_kernels_are_refused_naming_the_device)
+{
+    need_device();
+    cr_assert(sn_device_supports(dev, SN_KERNEL_GEMM, SN_VARIANT_ANY));
+    cr_assert(!sn_device_supports(dev, SN_KERNEL_UNARY, SN_UNARY_RELU));
+    cr_assert(!sn_device_supports(dev, SN_KERNEL_SOFTMAX, SN_VARIANT_ANY));
+    sn_buffer *b;
+    cr_assert_eq(sn_buffer_alloc(dev, 4 * sizeof(float), &b), SHARDNET_OK);
+    sn_unary_desc u = {.op = SN_UNARY_RELU, .n = 4, .x = {b, 0}, .y = {b, 0}};
+    cr_assert_eq(sn_unary(dev, &u), SHARDNET_UNSUPPORTED);
+    cr_assert(strstr(shardnet_last_error(), "cuda:0"), "%s",
+              shardnet_last_error());
+    sn_buffer_free(b);
+}
+
+/* n floats in [-1, 1) from seed. */
+static float *random_floats(size_t n, unsigned seed)
+{
+    float *p = malloc((n ? n : 1) * sizeof *p);
+    cr_assert(p);
+    for (size_t i = 0; i < n; i++) {
+        seed = seed * 1103515245u + 12345u;
+        p[i] = (float)((seed >> 8) & 0xffff) / 32768.0f - 1.0f;
+    }
+    return p;
+}
+
+static sn_buffer *upload(const float *p, size_t n)
+{
+    sn_buffer *b;
+    cr_assert_eq(sn_buffer_alloc(dev, n * sizeof *p, &b), SHARDNET_OK, "%s",
+                 shardnet_last_error());
+    cr_assert_eq(sn_buffer_write(b, 0, p, n * sizeof *p), SHARDNET_OK, "%s",
+                 shardnet_last_error());
+    return b;
+}
+
+/*
+ * One GEMM on the device against ref_gemm: the matrices at an offset in
+ * their buffers, leading dimensions padded by pad, batched (B shared with
+ * stride 0 when share_b), with a bias (1: n floats, 2: m floats,
+ * bias_rows) and a residual when asked.  The padding of C must come back
+ * untouched.
+ */
+static void gemm_case(size_t m, size_t n, size_t k, int ta, int tb,
+                      size_t batch, int share_b, size_t pad, float alpha,
+                      float beta, int bias_mode, int residual)
+{
+    sn_gemm_desc d = {.trans_a = ta, .trans_b = tb, .m = m, .n = n, .k = k,
+                      .alpha = alpha, .beta = beta, .batch = batch,
+                      .bias_rows = bias_mode == 2};
+    size_t ar = ta ? k : m, ac = ta ? m : k, br = tb ? n : k,
+           bc = tb ? k : n;
+    const size_t off = 3;
+    d.lda = ac + pad;
+    d.ldb = bc + pad;
+    d.ldc = n + pad;
+    d.stride_a = ar * d.lda;
+    d.stride_b = share_b ? 0 : br * d.ldb;
+    d.stride_c = m * d.ldc;
+    size_t na = off + batch * d.stride_a;
+    size_t nb = off + (share_b ? 1 : batch) * br * d.ldb;
+    size_t nc = off + batch * d.stride_c;
+    size_t nbias = bias_mode == 2 ? m : n;
+    float *a = random_floats(na, 1), *b = random_floats(nb, 2);
+    float *c = random_floats(nc, 3), *bias = random_floats(nbias, 4);
+    float *res = random_floats(nc, 5);
+    float *want = malloc(nc * sizeof *want), *got = malloc(nc * sizeof *got);
+    cr_assert(want && got);
+    memcpy(want, c, nc * sizeof *c);
+    sn_buffer *ba = upload(a, na), *bb = upload(b, nb), *bcb = upload(c, nc);
+    sn_buffer *bbias = bias_mode ? upload(bias, nbias) : NULL;
+    sn_buffer *bres = residual ? upload(res, nc) : NULL;
+    d.a = (sn_view){ba, off};
+    d.b = (sn_view){bb, off};
+    d.c = (sn_view){bcb, off};
+    d.bias = (sn_view){bbias, 0};
+    d.res = (sn_view){bres, off};
+    cr_assert_eq(sn_gemm(dev, &d), SHARDNET_OK, "%s", shardnet_last_error());
+    cr_assert_eq(sn_synchronize(dev), SHARDNET_OK, "%s",
+                 shardnet_last_error());
+    cr_assert_eq(sn_buffer_read(bcb, 0, got, nc * sizeof *got), SHARDNET_OK);
+    ref_gemm(&d, a + off, b + off, want + off, bias_mode ? bias : NULL,
+             residual ? res + off : NULL);
+    for (size_t i = 0; i < nc; i++)
+        cr_assert(fabsf(got[i] - want[i]) <= 1e-4f + 2e-6f * (float)k,
+                  "gemm %zux%zux%zu ta=%d tb=%d batch=%zu%s alpha=%g "
+                  "beta=%g bias=%d residual=%d: element %zu is %g, want %g",
+                  m, n, k, ta, tb, batch, share_b ? " (shared B)" : "",
+                  (double)alpha, (double)beta, bias_mode, residual, i,
+                  (double)got[i], (double)want[i]);
+    sn_buffer_free(ba);
+    sn_buffer_free(bb);
+    sn_buffer_free(bcb);
+    sn_buffer_free(bbias);
+    sn_buffer_free(bres);
+    free(a);
+    free(b);
+    free(c);
+    free(bias);
+    free(res);
+    free(want);
+    free(got);
+}
+
+Test(cuda, gemm_shapes_and_transposes)
+{
+    need_device();
+    static const size_t shapes[][3] = {
+        {1, 1, 1}, {3, 5, 7}, {16, 16, 16}, {33, 17, 65}, {1, 300, 64},
+        {128, 96, 257}};
+    for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++)
+        for (int ta = 0; ta < 2; ta++)
+            for (int tb = 0; tb < 2; tb++)
+                gemm_case(shapes[s][0], shapes[s][1], shapes[s][2], ta, tb, 1,
+                          0, s % 3, 1.0f, 0.0f, 0, 0);
+}
+
+Test(cuda, gemm_alpha_beta)
+{
+    need_device();
+    gemm_case(9, 11, 13, 0, 0, 1, 0, 2, 0.5f, 1.0f, 0, 0);
+    gemm_case(9, 11, 13, 1, 0, 1, 0, 0, -2.0f, 0.25f, 0, 0);
+    gemm_case(9, 11, 13, 0, 1, 1, 0, 1, 1.0f, -1.0f, 0, 0);
+}
+
+Test(cuda, gemm_batches)
+{
+    need_device();
+    gemm_case(7, 5, 3, 0, 0, 4, 0, 1, 1.0f, 0.0f, 0, 0);
+    gemm_case(7, 5, 3, 1, 1, 3, 0, 0, 0.75f, 0.5f, 0, 0);
+    gemm_case(8, 6, 10, 0, 1, 5, 1, 2, 1.0f, 0.0f, 0, 0); /* shared B */
+}
+
+Test(cuda, gemm_bias_and_residual)
+{
+    need_device();
+    gemm_case(6, 10, 4, 0, 0, 1, 0, 1, 1.0f, 0.0f, 1, 0);
+    gemm_case(6, 10, 4, 0, 1, 2, 0, 0, 1.0f, 0.5f, 2, 0);
+    gemm_case(6, 10, 4, 1, 0, 3, 0, 2, 1.0f, 0.0f, 0, 1);
+    gemm_case(12, 3, 5, 0, 0, 2, 1, 1, 1.0f, 1.0f, 1, 1);
+}
+
+Test(cuda, gemm_activation_is_refused_not_wrong)
+{
+    need_device();
+    float one[4] = {1, 1, 1, 1};
+    sn_buffer *b = upload(one, 4);
+    sn_gemm_desc d = {.m = 2, .n = 2, .k = 1, .alpha = 1, .beta = 0,
+                      .a = {b, 0}, .b = {b, 0}, .c = {b, 2}, .lda = 1,
+                      .ldb = 2, .ldc = 2, .batch = 1, .act = SN_ACT_RELU};
+    d.c = (sn_view){b, 0};
+    sn_buffer *c;
+    cr_assert_eq(sn_buffer_alloc(dev, 4 * sizeof(float), &c), SHARDNET_OK);
+    d.c = (sn_view){c, 0};
+    cr_assert_eq(sn_gemm(dev, &d), SHARDNET_UNSUPPORTED);
+    cr_assert(strstr(shardnet_last_error(), "cuda:0") &&
+                  strstr(shardnet_last_error(), "not supported yet"),
+              "%s", shardnet_last_error());
+    sn_buffer_free(b);
+    sn_buffer_free(c);
+}
