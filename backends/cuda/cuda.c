@@ -65,7 +65,7 @@ shardnet_status sn_cublas_error(const sn_device *dev, cublasStatus_t s,
     return sn_error(s == CUBLAS_STATUS_ALLOC_FAILED ? SHARDNET_OUT_OF_MEMORY
                                                     : SHARDNET_DEVICE_ERROR,
                     "%s: %s failed: %s: %s", dev->info.name, what,
-                    cublasGetStatusName(s), cublasGetStatusString(s));
+                    sn_cublas.status_name(s), sn_cublas.status_string(s));
 }
 
 shardnet_status sn_cuda_enter(const sn_device *dev)
@@ -90,7 +90,7 @@ static void cuda_device_free(sn_device *dev)
             if (cd->stream)
                 cudaStreamSynchronize(cd->stream);
             if (cd->blas)
-                cublasDestroy(cd->blas);
+                sn_cublas.destroy(cd->blas);
             if (cd->ones)
                 cudaFree(cd->ones);
             if (cd->stream)
@@ -173,16 +173,21 @@ static shardnet_status open_device(int ordinal, sn_device **out)
         cuda_device_free(dev);
         return st;
     }
+    shardnet_status st = sn_cublas_load(dev);
+    if (st != SHARDNET_OK) {
+        cuda_device_free(dev);
+        return st;
+    }
     call = "cublasCreate";
-    s = cublasCreate(&cd->blas);
+    s = sn_cublas.create(&cd->blas);
     if (s == CUBLAS_STATUS_SUCCESS) {
         call = "cublasSetStream";
-        s = cublasSetStream(cd->blas, cd->stream);
+        s = sn_cublas.set_stream(cd->blas, cd->stream);
     } else {
         cd->blas = NULL;
     }
     if (s != CUBLAS_STATUS_SUCCESS) {
-        shardnet_status st = sn_cublas_error(dev, s, "%s", call);
+        st = sn_cublas_error(dev, s, "%s", call);
         cuda_device_free(dev);
         return st;
     }

@@ -6,6 +6,7 @@
  *   cuda.c     discovery, a device's life, synchronize, the ops table
  *   buffer.c   buffers, their copies (blocking and on the stream); events
  *   gemm.c     GEMM through cuBLAS, its bias and residual epilogue
+ *   blas.c     cuBLAS, loaded when the first device is opened
  *
  * Everything is C against the CUDA runtime API and cuBLAS; no kernel of
  * our own is compiled yet, so every kernel member but gemm is NULL and
@@ -50,6 +51,22 @@ static inline float *cuda_ptr(sn_view v)
 {
     return (float *)v.buf->handle + v.offset;
 }
+
+/* cuBLAS's functions, loaded on first use (blas.c says why): set once
+ * sn_cublas_load has succeeded, which opening a device does first. */
+typedef struct sn_cublas_fns {
+    __typeof__(&cublasCreate) create;
+    __typeof__(&cublasDestroy) destroy;
+    __typeof__(&cublasSetStream) set_stream;
+    __typeof__(&cublasSgemm) sgemm;
+    __typeof__(&cublasSgemmStridedBatched) sgemm_strided_batched;
+    __typeof__(&cublasSgeam) sgeam;
+    __typeof__(&cublasGetStatusName) status_name;
+    __typeof__(&cublasGetStatusString) status_string;
+} sn_cublas_fns;
+extern sn_cublas_fns sn_cublas;
+/* Load cuBLAS once for the process; an error names dev and what failed. */
+shardnet_status sn_cublas_load(const sn_device *dev);
 
 /* The status a runtime error maps to: out of memory, or a device error. */
 shardnet_status sn_cuda_status(cudaError_t err);

@@ -89,7 +89,7 @@ static shardnet_status product(sn_device *dev, const sn_gemm_desc *d)
     cublasStatus_t s;
 
     if (d->batch == 1) {
-        s = cublasSgemm(cd->blas, tb, ta, n, m, k, &d->alpha, cuda_ptr(d->b),
+        s = sn_cublas.sgemm(cd->blas, tb, ta, n, m, k, &d->alpha, cuda_ptr(d->b),
                         (int)d->ldb, cuda_ptr(d->a), (int)d->lda, &d->beta,
                         cuda_ptr(d->c), (int)d->ldc);
         if (s != CUBLAS_STATUS_SUCCESS)
@@ -100,7 +100,7 @@ static shardnet_status product(sn_device *dev, const sn_gemm_desc *d)
     }
     /* A stride of 0 reuses one matrix for every item, which cuBLAS
      * allows for the inputs. */
-    s = cublasSgemmStridedBatched(
+    s = sn_cublas.sgemm_strided_batched(
         cd->blas, tb, ta, n, m, k, &d->alpha, cuda_ptr(d->b), (int)d->ldb,
         (long long)d->stride_b, cuda_ptr(d->a), (int)d->lda,
         (long long)d->stride_a, &d->beta, cuda_ptr(d->c), (int)d->ldc,
@@ -130,7 +130,7 @@ static shardnet_status add_bias(sn_device *dev, const sn_gemm_desc *d)
         return st;
     left = d->bias_rows ? cd->ones : cuda_ptr(d->bias);  /* n x 1 */
     right = d->bias_rows ? cuda_ptr(d->bias) : cd->ones; /* 1 x m */
-    s = cublasSgemmStridedBatched(cd->blas, CUBLAS_OP_N, CUBLAS_OP_N, n, m, 1,
+    s = sn_cublas.sgemm_strided_batched(cd->blas, CUBLAS_OP_N, CUBLAS_OP_N, n, m, 1,
                                   &one, left, n, 0, right, 1, 0, &one,
                                   cuda_ptr(d->c), (int)d->ldc,
                                   (long long)d->stride_c, (int)d->batch);
@@ -152,7 +152,7 @@ static shardnet_status add_residual(sn_device *dev, const sn_gemm_desc *d)
     for (size_t b = 0; b < d->batch; b++) {
         float *c = cuda_ptr(d->c) + b * d->stride_c;
         const float *r = cuda_ptr(d->res) + b * d->stride_c;
-        cublasStatus_t s = cublasSgeam(
+        cublasStatus_t s = sn_cublas.sgeam(
             cd->blas, CUBLAS_OP_N, CUBLAS_OP_N, (int)d->n, (int)d->m, &one, c,
             (int)d->ldc, &one, r, (int)d->ldc, c, (int)d->ldc);
         if (s != CUBLAS_STATUS_SUCCESS)
