@@ -10,6 +10,22 @@
 
 #include "ref.h"
 
+void ref_gemm_layout(sn_gemm_desc *d, size_t pad, int share_b, size_t off,
+                     size_t n[3])
+{
+    size_t ar = d->trans_a ? d->k : d->m, ac = d->trans_a ? d->m : d->k;
+    size_t br = d->trans_b ? d->n : d->k, bc = d->trans_b ? d->k : d->n;
+    d->lda = ac + pad;
+    d->ldb = bc + pad;
+    d->ldc = d->n + pad;
+    d->stride_a = ar * d->lda;
+    d->stride_b = share_b ? 0 : br * d->ldb;
+    d->stride_c = d->m * d->ldc;
+    n[0] = off + d->batch * d->stride_a;
+    n[1] = off + (share_b ? 1 : d->batch) * br * d->ldb;
+    n[2] = off + d->batch * d->stride_c;
+}
+
 void ref_gemm(const sn_gemm_desc *d, const float *a, const float *b, float *c,
               const float *bias, const float *res)
 {

@@ -24,6 +24,12 @@
  * d->act asks for it.  d->bias and d->res are ignored. */
 void ref_gemm(const sn_gemm_desc *d, const float *a, const float *b, float *c,
               const float *bias, const float *res);
+/* The layout of a GEMM test case in d (its m, n, k, transposes and batch
+ * set): leading dimensions padded by pad, batch strides (B's 0 when
+ * share_b); the floats each of A, B and C needs when it starts `off`
+ * floats into its buffer, into n[0..3). */
+void ref_gemm_layout(sn_gemm_desc *d, size_t pad, int share_b, size_t off,
+                     size_t n[3]);
 /* c (contiguous, d->shape) = a op b through d's broadcast strides. */
 void ref_binary(const sn_binary_desc *d, const float *a, const float *b,
                 float *c);

@@ -72,18 +72,10 @@ static void gemm_case_epilogue(sn_device *dev, size_t m, size_t n, size_t k,
     sn_gemm_desc d = {.trans_a = ta, .trans_b = tb, .m = m, .n = n, .k = k,
                       .alpha = alpha, .beta = beta, .batch = batch,
                       .bias_rows = bias_mode == 2, .act = act};
-    size_t ar = ta ? k : m, ac = ta ? m : k;
-    size_t br = tb ? n : k, bc = tb ? k : n;
     const size_t off = 3;
-    d.lda = ac + pad;
-    d.ldb = bc + pad;
-    d.ldc = n + pad;
-    d.stride_a = ar * d.lda;
-    d.stride_b = share_b ? 0 : br * d.ldb;
-    d.stride_c = m * d.ldc;
-    size_t na = off + batch * d.stride_a;
-    size_t nb = off + (share_b ? 1 : batch) * br * d.ldb;
-    size_t nc = off + batch * d.stride_c;
+    size_t sizes[3];
+    ref_gemm_layout(&d, pad, share_b, off, sizes);
+    size_t na = sizes[0], nb = sizes[1], nc = sizes[2];
     float *a = random_floats(na, 1, -1, 1);
     float *b = random_floats(nb, 2, -1, 1);
     float *c = random_floats(nc, 3, -1, 1);

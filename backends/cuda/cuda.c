@@ -38,34 +38,44 @@ shardnet_status sn_cuda_status(cudaError_t err)
                                             : SHARDNET_DEVICE_ERROR;
 }
 
+/* "DEV: CALL failed: NAME: TEXT", CALL formatted from call and ap. */
+static shardnet_status call_failed(const sn_device *dev, shardnet_status st,
+                                   const char *name, const char *text,
+                                   const char *call, va_list ap)
+{
+    char what[256];
+    vsnprintf(what, sizeof what, call, ap);
+    return sn_error(st, "%s: %s failed: %s: %s", dev->info.name, what, name,
+                    text);
+}
+
 shardnet_status sn_cuda_error(const sn_device *dev, cudaError_t err,
                               const char *call, ...)
 {
-    char what[256];
-    va_list ap;
-    va_start(ap, call);
-    vsnprintf(what, sizeof what, call, ap);
-    va_end(ap);
     /* The runtime keeps the last error until read: read it here, so that a
      * later call that went well does not report this one. */
     (void)cudaGetLastError();
-    return sn_error(sn_cuda_status(err), "%s: %s failed: %s: %s",
-                    dev->info.name, what, cudaGetErrorName(err),
-                    cudaGetErrorString(err));
+    va_list ap;
+    va_start(ap, call);
+    shardnet_status st =
+        call_failed(dev, sn_cuda_status(err), cudaGetErrorName(err),
+                    cudaGetErrorString(err), call, ap);
+    va_end(ap);
+    return st;
 }
 
 shardnet_status sn_cublas_error(const sn_device *dev, cublasStatus_t s,
                                 const char *call, ...)
 {
-    char what[256];
     va_list ap;
     va_start(ap, call);
-    vsnprintf(what, sizeof what, call, ap);
+    shardnet_status st = call_failed(
+        dev,
+        s == CUBLAS_STATUS_ALLOC_FAILED ? SHARDNET_OUT_OF_MEMORY
+                                        : SHARDNET_DEVICE_ERROR,
+        sn_cublas.status_name(s), sn_cublas.status_string(s), call, ap);
     va_end(ap);
-    return sn_error(s == CUBLAS_STATUS_ALLOC_FAILED ? SHARDNET_OUT_OF_MEMORY
-                                                    : SHARDNET_DEVICE_ERROR,
-                    "%s: %s failed: %s: %s", dev->info.name, what,
-                    sn_cublas.status_name(s), sn_cublas.status_string(s));
+    return st;
 }
 
 shardnet_status sn_cuda_enter(const sn_device *dev)

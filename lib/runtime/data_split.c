@@ -273,8 +273,9 @@ static int output_part(const sn_data_split *s, const replica *k, size_t i,
     return 1;
 }
 
-/* Does this part go in the codec?  Float32 values, as many as one message
- * takes; the rest go as they are. */
+/* Does this part go in the codec (sn_transport_bcast_floats encodes
+ * float32 values, as many as one message takes, in any codec but fp32)?
+ * Those need room for their message. */
 static int coded(const sn_data_split *s, size_t i, size_t bytes)
 {
     size_t n = bytes / sizeof(float);
@@ -310,7 +311,7 @@ static shardnet_status share_device(sn_data_split *s, const replica *k,
             continue;
         char *x = (char *)s->out[i].data + at;
         int form = -1;
-        st = coded(s, i, bytes)
+        st = s->out[i].dtype == SN_DT_FLOAT
                  ? sn_transport_bcast_floats(net, owner, s->codec,
                                              (float *)x, bytes / sizeof(float),
                                              &s->wire, &s->wire_cap, &form)
