@@ -23,10 +23,17 @@
               .timeout = seconds)
 
 /* The body once per device of ctx, as `dev` (an sn_device *: include
- * backend/backend.h). */
+ * backend/backend.h); built with SN_TEST_CUDA_EMU, once on the emulated
+ * CUDA device instead (tests/cuda_emu.h). */
+#ifdef SN_TEST_CUDA_EMU
+#include "cuda_emu.h"
+#define FOR_EACH_DEVICE(dev)                                                  \
+    for (sn_device *dev = sn_cuda_emu_device(); dev; dev = NULL)
+#else
 #define FOR_EACH_DEVICE(dev)                                                  \
     for (size_t dev##_i = 0; dev##_i < shardnet_device_count(ctx);           \
          dev##_i++)                                                           \
         for (sn_device *dev = sn_context_device(ctx, dev##_i); dev; dev = NULL)
+#endif
 
 #endif /* SN_CONTEXT_SUITE_H */

@@ -270,10 +270,13 @@ static shardnet_status cuda_synchronize(sn_device *dev)
     return SHARDNET_OK;
 }
 
-/* How far the kernels go in each kernel's variants: none of the kernels
- * with variants (binary, unary, reduce, pool) is implemented, and a
- * kernel without variants is supported exactly when its member is set. */
-static const int cuda_variants[SN_KERNEL_COUNT] = {0};
+/* How far the kernels of the .cu files go in each kernel's variants
+ * (backend.h's enums, in order): each switches on its op over all of them.
+ * A kernel without variants is supported exactly when its member is set. */
+static const int cuda_variants[SN_KERNEL_COUNT] = {
+    [SN_KERNEL_BINARY] = SN_BINARY_COUNT,
+    [SN_KERNEL_UNARY] = SN_UNARY_COUNT,
+};
 
 static int cuda_supports(sn_device *dev, sn_kernel k, int variant)
 {
@@ -281,8 +284,6 @@ static int cuda_supports(sn_device *dev, sn_kernel k, int variant)
     return sn_variants_within(cuda_variants, k, variant);
 }
 
-/* Every kernel member but gemm is left NULL: not implemented yet (issue
- * 18), refused by sn_device_supports, never called. */
 static const sn_backend_ops cuda_ops = {
     .abi = SN_BACKEND_ABI,
     .kind = "cuda",
@@ -294,6 +295,9 @@ static const sn_backend_ops cuda_ops = {
     .buffer_write_async = sn_cuda_buffer_write_async,
     .buffer_read_async = sn_cuda_buffer_read_async,
     .gemm = sn_cuda_gemm,
+    .binary = sn_cuda_binary,
+    .unary = sn_cuda_unary,
+    .where = sn_cuda_where,
     .supports = cuda_supports,
     .synchronize = cuda_synchronize,
     .event_record = sn_cuda_event_record,

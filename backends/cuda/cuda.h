@@ -7,10 +7,8 @@
  *   buffer.c   buffers, their copies (blocking and on the stream); events
  *   gemm.c     GEMM through cuBLAS, its bias and residual epilogue
  *   blas.c     cuBLAS, loaded when the first device is opened
- *
- * Everything is C against the CUDA runtime API and cuBLAS; no kernel of
- * our own is compiled yet, so every kernel member but gemm is NULL and
- * the device is reported as not supporting them (lib/backend/device.c).
+ *   kernels.c  the other kernel members, each a launcher of kernels.h
+ *   *.cu       those launchers and their kernels (cu.h: the rules)
  */
 #ifndef SN_CUDA_BACKEND_H
 #define SN_CUDA_BACKEND_H
@@ -103,5 +101,9 @@ shardnet_status sn_cuda_event_query(sn_event *ev, int *done);
 void sn_cuda_event_free(sn_event *ev);
 
 shardnet_status sn_cuda_gemm(sn_device *dev, const sn_gemm_desc *d);
+/* kernels.c: the members run by kernels of our own (kernels.h) */
+shardnet_status sn_cuda_binary(sn_device *dev, const sn_binary_desc *d);
+shardnet_status sn_cuda_unary(sn_device *dev, const sn_unary_desc *d);
+shardnet_status sn_cuda_where(sn_device *dev, const sn_where_desc *d);
 
 #endif /* SN_CUDA_BACKEND_H */

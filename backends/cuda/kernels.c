@@ -1,0 +1,35 @@
+/*
+ * The ops table's kernel members: each enqueues its launcher (kernels.h)
+ * on the device's stream, with the device current on the calling thread,
+ * and turns a failed launch into an error that names the device, the
+ * kernel (with its variant) and the CUDA error.
+ */
+#include <config.h>
+
+#include "cuda.h"
+#include "kernels.h"
+
+static shardnet_status launched(sn_device *dev, sn_kernel k, int variant,
+                                int err)
+{
+    char name[64];
+    if (err == 0)
+        return SHARDNET_OK;
+    return sn_cuda_error(dev, (cudaError_t)err, "launch of kernel %s",
+                         sn_kernel_variant_name(k, variant, name,
+                                                sizeof name));
+}
+
+#define SN_CUDA_MEMBER(name, KIND, variant)                                   \
+    shardnet_status sn_cuda_##name(sn_device *dev, const sn_##name##_desc *d) \
+    {                                                                         \
+        shardnet_status st = sn_cuda_enter(dev);                              \
+        if (st != SHARDNET_OK)                                                \
+            return st;                                                        \
+        return launched(dev, SN_KERNEL_##KIND, (variant),                     \
+                        sn_cu_##name(d, ((cuda_dev *)dev->impl)->stream));   \
+    }
+
+SN_CUDA_MEMBER(binary, BINARY, (int)d->op)
+SN_CUDA_MEMBER(unary, UNARY, (int)d->op)
+SN_CUDA_MEMBER(where, WHERE, SN_VARIANT_ANY)

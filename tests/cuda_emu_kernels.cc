@@ -1,0 +1,10 @@
+/*
+ * The CUDA backend's kernel files compiled as plain C++ for the host, each
+ * launch emulated one thread after another (backends/cuda/cu.h), for the
+ * emulated device of tests/cuda_emu.c.
+ */
+#include <config.h>
+
+#define SN_CUDA_EMULATE 1
+
+#include "../backends/cuda/elementwise.cu"
