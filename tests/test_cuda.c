@@ -1,12 +1,14 @@
 /*
- * The CUDA backend (backends/cuda/): discovery, buffers and their copies
- * on the stream, events, and GEMM through cuBLAS against the plain C
- * reference (tests/ref.c).
+ * The CUDA backend (backends/cuda/), what only a CUDA device has:
+ * discovery, buffers and their copies on the stream, events, and GEMM
+ * through cuBLAS with its epilogue kernel, against the plain C reference
+ * (tests/ref.c).  The other kernels are tested with every device's by
+ * tests/test_kernels.c (and, without a GPU, on an emulated device by
+ * tests/test_kernels_cuda_emu).
  *
  * On a machine without an NVIDIA driver or without a GPU every test is
  * skipped, with the reason discovery logged ("cuda: no device (...)"),
- * which the first test checks is there.  With a device, the kernels this
- * slice lacks must be refused, naming the device, never called.
+ * which the first test checks is there.
  */
 #include <config.h>
 
@@ -144,19 +146,12 @@ Test(cuda, errors_name_the_call)
     sn_buffer_free(b);
 }
 
-Test(cuda, missing_kernels_are_refused_naming_the_device)
+Test(cuda, every_kernel_and_variant_is_supported)
 {
     need_device();
-    cr_assert(sn_device_supports(dev, SN_KERNEL_GEMM, SN_VARIANT_ANY));
-    cr_assert(!sn_device_supports(dev, SN_KERNEL_UNARY, SN_UNARY_RELU));
-    cr_assert(!sn_device_supports(dev, SN_KERNEL_SOFTMAX, SN_VARIANT_ANY));
-    sn_buffer *b;
-    cr_assert_eq(sn_buffer_alloc(dev, 4 * sizeof(float), &b), SHARDNET_OK);
-    sn_unary_desc u = {.op = SN_UNARY_RELU, .n = 4, .x = {b, 0}, .y = {b, 0}};
-    cr_assert_eq(sn_unary(dev, &u), SHARDNET_UNSUPPORTED);
-    cr_assert(strstr(shardnet_last_error(), "cuda:0"), "%s",
-              shardnet_last_error());
-    sn_buffer_free(b);
+    for (int k = 0; k < SN_KERNEL_COUNT; k++)
+        cr_assert(sn_device_supports(dev, (sn_kernel)k, SN_VARIANT_ANY),
+                  "%s", sn_kernel_name((sn_kernel)k));
 }
 
 /* n floats in [-1, 1) from seed. */
@@ -190,11 +185,11 @@ static sn_buffer *upload(const float *p, size_t n)
  */
 static void gemm_case(size_t m, size_t n, size_t k, int ta, int tb,
                       size_t batch, int share_b, size_t pad, float alpha,
-                      float beta, int bias_mode, int residual)
+                      float beta, int bias_mode, int residual, sn_act act)
 {
     sn_gemm_desc d = {.trans_a = ta, .trans_b = tb, .m = m, .n = n, .k = k,
                       .alpha = alpha, .beta = beta, .batch = batch,
-                      .bias_rows = bias_mode == 2};
+                      .bias_rows = bias_mode == 2, .act = act};
     const size_t off = 3;
     size_t sizes[3];
     ref_gemm_layout(&d, pad, share_b, off, sizes);
@@ -223,9 +218,10 @@ static void gemm_case(size_t m, size_t n, size_t k, int ta, int tb,
     for (size_t i = 0; i < nc; i++)
         cr_assert(fabsf(got[i] - want[i]) <= 1e-4f + 2e-6f * (float)k,
                   "gemm %zux%zux%zu ta=%d tb=%d batch=%zu%s alpha=%g "
-                  "beta=%g bias=%d residual=%d: element %zu is %g, want %g",
+                  "beta=%g bias=%d residual=%d act=%d: element %zu is %g, "
+                  "want %g",
                   m, n, k, ta, tb, batch, share_b ? " (shared B)" : "",
-                  (double)alpha, (double)beta, bias_mode, residual, i,
+                  (double)alpha, (double)beta, bias_mode, residual, (int)act, i,
                   (double)got[i], (double)want[i]);
     sn_buffer_free(ba);
     sn_buffer_free(bb);
@@ -251,50 +247,41 @@ Test(cuda, gemm_shapes_and_transposes)
         for (int ta = 0; ta < 2; ta++)
             for (int tb = 0; tb < 2; tb++)
                 gemm_case(shapes[s][0], shapes[s][1], shapes[s][2], ta, tb, 1,
-                          0, s % 3, 1.0f, 0.0f, 0, 0);
+                          0, s % 3, 1.0f, 0.0f, 0, 0, SN_ACT_NONE);
 }
 
 Test(cuda, gemm_alpha_beta)
 {
     need_device();
-    gemm_case(9, 11, 13, 0, 0, 1, 0, 2, 0.5f, 1.0f, 0, 0);
-    gemm_case(9, 11, 13, 1, 0, 1, 0, 0, -2.0f, 0.25f, 0, 0);
-    gemm_case(9, 11, 13, 0, 1, 1, 0, 1, 1.0f, -1.0f, 0, 0);
+    gemm_case(9, 11, 13, 0, 0, 1, 0, 2, 0.5f, 1.0f, 0, 0, SN_ACT_NONE);
+    gemm_case(9, 11, 13, 1, 0, 1, 0, 0, -2.0f, 0.25f, 0, 0, SN_ACT_NONE);
+    gemm_case(9, 11, 13, 0, 1, 1, 0, 1, 1.0f, -1.0f, 0, 0, SN_ACT_NONE);
 }
 
 Test(cuda, gemm_batches)
 {
     need_device();
-    gemm_case(7, 5, 3, 0, 0, 4, 0, 1, 1.0f, 0.0f, 0, 0);
-    gemm_case(7, 5, 3, 1, 1, 3, 0, 0, 0.75f, 0.5f, 0, 0);
-    gemm_case(8, 6, 10, 0, 1, 5, 1, 2, 1.0f, 0.0f, 0, 0); /* shared B */
+    gemm_case(7, 5, 3, 0, 0, 4, 0, 1, 1.0f, 0.0f, 0, 0, SN_ACT_NONE);
+    gemm_case(7, 5, 3, 1, 1, 3, 0, 0, 0.75f, 0.5f, 0, 0, SN_ACT_NONE);
+    /* shared B */
+    gemm_case(8, 6, 10, 0, 1, 5, 1, 2, 1.0f, 0.0f, 0, 0, SN_ACT_NONE);
 }
 
 Test(cuda, gemm_bias_and_residual)
 {
     need_device();
-    gemm_case(6, 10, 4, 0, 0, 1, 0, 1, 1.0f, 0.0f, 1, 0);
-    gemm_case(6, 10, 4, 0, 1, 2, 0, 0, 1.0f, 0.5f, 2, 0);
-    gemm_case(6, 10, 4, 1, 0, 3, 0, 2, 1.0f, 0.0f, 0, 1);
-    gemm_case(12, 3, 5, 0, 0, 2, 1, 1, 1.0f, 1.0f, 1, 1);
+    gemm_case(6, 10, 4, 0, 0, 1, 0, 1, 1.0f, 0.0f, 1, 0, SN_ACT_NONE);
+    gemm_case(6, 10, 4, 0, 1, 2, 0, 0, 1.0f, 0.5f, 2, 0, SN_ACT_NONE);
+    gemm_case(6, 10, 4, 1, 0, 3, 0, 2, 1.0f, 0.0f, 0, 1, SN_ACT_NONE);
+    gemm_case(12, 3, 5, 0, 0, 2, 1, 1, 1.0f, 1.0f, 1, 1, SN_ACT_NONE);
 }
 
-Test(cuda, gemm_activation_is_refused_not_wrong)
+/* The epilogue kernel after cuBLAS: ReLU and ReLU6 after the bias and
+ * the residual, in that order. */
+Test(cuda, gemm_relu_and_relu6_after_bias_and_residual)
 {
     need_device();
-    float one[4] = {1, 1, 1, 1};
-    sn_buffer *b = upload(one, 4);
-    sn_gemm_desc d = {.m = 2, .n = 2, .k = 1, .alpha = 1, .beta = 0,
-                      .a = {b, 0}, .b = {b, 0}, .c = {b, 2}, .lda = 1,
-                      .ldb = 2, .ldc = 2, .batch = 1, .act = SN_ACT_RELU};
-    d.c = (sn_view){b, 0};
-    sn_buffer *c;
-    cr_assert_eq(sn_buffer_alloc(dev, 4 * sizeof(float), &c), SHARDNET_OK);
-    d.c = (sn_view){c, 0};
-    cr_assert_eq(sn_gemm(dev, &d), SHARDNET_UNSUPPORTED);
-    cr_assert(strstr(shardnet_last_error(), "cuda:0") &&
-                  strstr(shardnet_last_error(), "not supported yet"),
-              "%s", shardnet_last_error());
-    sn_buffer_free(b);
-    sn_buffer_free(c);
+    gemm_case(6, 10, 4, 0, 0, 1, 0, 1, 4.0f, 0.0f, 1, 0, SN_ACT_RELU);
+    gemm_case(6, 10, 4, 1, 1, 2, 0, 0, 8.0f, 0.5f, 2, 1, SN_ACT_RELU6);
+    gemm_case(12, 3, 5, 0, 1, 3, 1, 2, 9.0f, 1.0f, 1, 1, SN_ACT_RELU);
 }

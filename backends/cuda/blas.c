@@ -57,7 +57,6 @@ static void load(void)
     sn_cublas.sgemm_strided_batched =
         (__typeof__(sn_cublas.sgemm_strided_batched))need(
             lib, "cublasSgemmStridedBatched");
-    sn_cublas.sgeam = (__typeof__(sn_cublas.sgeam))need(lib, "cublasSgeam");
     sn_cublas.status_name = (__typeof__(sn_cublas.status_name))need(lib, "cublasGetStatusName");
     sn_cublas.status_string = (__typeof__(sn_cublas.status_string))need(lib, "cublasGetStatusString");
     /* A library without one of them stays loaded but unused: the process

@@ -101,8 +101,6 @@ static void cuda_device_free(sn_device *dev)
                 cudaStreamSynchronize(cd->stream);
             if (cd->blas)
                 sn_cublas.destroy(cd->blas);
-            if (cd->ones)
-                cudaFree(cd->ones);
             if (cd->stream)
                 cudaStreamDestroy(cd->stream);
         }

@@ -5,7 +5,7 @@
  *
  *   cuda.c     discovery, a device's life, synchronize, the ops table
  *   buffer.c   buffers, their copies (blocking and on the stream); events
- *   gemm.c     GEMM through cuBLAS, its bias and residual epilogue
+ *   gemm.c     GEMM: the product through cuBLAS, then its epilogue
  *   blas.c     cuBLAS, loaded when the first device is opened
  *   kernels.c  the other kernel members, each a launcher of kernels.h
  *   *.cu       those launchers and their kernels (cu.h: the rules)
@@ -27,13 +27,8 @@ typedef struct cuda_dev {
     cudaStream_t stream; /* the device's one in-order stream */
     cublasHandle_t blas; /* bound to stream */
     char label[192];     /* "cuda:0 (device name)", for messages */
-    /* Guards the cuBLAS handle (not to be used by two threads at once) and
-     * the column of ones below. */
+    /* Guards the cuBLAS handle (not to be used by two threads at once). */
     pthread_mutex_t lock;
-    /* ones_len ones on the device, grown on demand: the bias is added to
-     * every row or column of C as a rank-one product by it. */
-    float *ones;
-    size_t ones_len;
 } cuda_dev;
 
 /* An event: the public part first, then the runtime's event, recorded on
@@ -58,7 +53,6 @@ typedef struct sn_cublas_fns {
     __typeof__(&cublasSetStream) set_stream;
     __typeof__(&cublasSgemm) sgemm;
     __typeof__(&cublasSgemmStridedBatched) sgemm_strided_batched;
-    __typeof__(&cublasSgeam) sgeam;
     __typeof__(&cublasGetStatusName) status_name;
     __typeof__(&cublasGetStatusString) status_string;
 } sn_cublas_fns;
