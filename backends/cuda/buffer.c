@@ -3,7 +3,9 @@
  * cudaMalloc'd allocation per buffer, copies enqueued on the device's
  * stream (a blocking one then waits for the stream, so that it comes
  * after everything enqueued before it, as backend.h's execution model
- * asks), and events, each a runtime event recorded on the stream.
+ * asks), mappings (a copy of the range in pinned host memory, written
+ * back on unmap when writable), and events, each a runtime event recorded
+ * on the stream.
  *
  * The asynchronous copies hand the caller's memory to cudaMemcpyAsync as
  * it is.  With pageable memory the runtime may finish the copy before
@@ -111,6 +113,60 @@ shardnet_status sn_cuda_buffer_read_async(sn_buffer *buf, size_t offset,
                                           void *dst, size_t bytes)
 {
     return copy(buf, offset, dst, bytes, 0, 0);
+}
+
+/* --- mapping ----------------------------------------------------------- */
+
+/* A mapping is pinned host memory holding a copy of the range: this
+ * header, then the floats from SN_CUDA_MAP_HEAD bytes on (the pointer the
+ * caller gets, aligned for any type). */
+typedef struct cuda_mapping {
+    size_t offset, bytes;
+    int flags;
+} cuda_mapping;
+#define SN_CUDA_MAP_HEAD 64
+
+/* The range is always read in, write-only or not, so that unmapping a
+ * write-only mapping that set part of it writes back what was there. */
+shardnet_status sn_cuda_buffer_map(sn_buffer *buf, size_t offset,
+                                   size_t bytes, int flags, void **ptr)
+{
+    sn_device *dev = buf->dev;
+    char *base = NULL;
+    cudaError_t err;
+    shardnet_status st = sn_cuda_enter(dev);
+
+    if (st != SHARDNET_OK)
+        return st;
+    err = cudaMallocHost((void **)&base, SN_CUDA_MAP_HEAD + bytes);
+    if (err != cudaSuccess)
+        return sn_cuda_error(dev, err,
+                             "cudaMallocHost of %zu bytes to map a buffer",
+                             bytes);
+    *(cuda_mapping *)base = (cuda_mapping){offset, bytes, flags};
+    st = copy(buf, offset, base + SN_CUDA_MAP_HEAD, bytes, 0, 1);
+    if (st != SHARDNET_OK) {
+        cudaFreeHost(base);
+        return st;
+    }
+    *ptr = base + SN_CUDA_MAP_HEAD;
+    return SHARDNET_OK;
+}
+
+/* A writable mapping's contents go back to the buffer (waited for: the
+ * pinned memory is freed next). */
+shardnet_status sn_cuda_buffer_unmap(sn_buffer *buf, void *ptr)
+{
+    char *base = (char *)ptr - SN_CUDA_MAP_HEAD;
+    const cuda_mapping *m = (const cuda_mapping *)base;
+    shardnet_status st = SHARDNET_OK;
+
+    if (m->flags & SN_MAP_WRITE)
+        st = copy(buf, m->offset, ptr, m->bytes, 1, 1);
+    if (sn_cuda_enter(buf->dev) == SHARDNET_OK)
+        cudaFreeHost(base);
+    (void)cudaGetLastError();
+    return st;
 }
 
 /* --- events ------------------------------------------------------------ */

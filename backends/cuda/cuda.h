@@ -85,6 +85,9 @@ shardnet_status sn_cuda_buffer_write(sn_buffer *buf, size_t offset,
                                      const void *src, size_t bytes);
 shardnet_status sn_cuda_buffer_read(sn_buffer *buf, size_t offset, void *dst,
                                     size_t bytes);
+shardnet_status sn_cuda_buffer_map(sn_buffer *buf, size_t offset,
+                                   size_t bytes, int flags, void **ptr);
+shardnet_status sn_cuda_buffer_unmap(sn_buffer *buf, void *ptr);
 shardnet_status sn_cuda_buffer_write_async(sn_buffer *buf, size_t offset,
                                            const void *src, size_t bytes);
 shardnet_status sn_cuda_buffer_read_async(sn_buffer *buf, size_t offset,
