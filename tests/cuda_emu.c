@@ -108,6 +108,7 @@ static shardnet_status emu_gemm(sn_device *dev, const sn_gemm_desc *d)
 EMU_MEMBER(binary)
 EMU_MEMBER(unary)
 EMU_MEMBER(where)
+EMU_MEMBER(qgemm)
 
 static void emu_device_free(sn_device *dev)
 {
@@ -128,6 +129,7 @@ static const sn_backend_ops emu_ops = {
     .binary = emu_binary,
     .unary = emu_unary,
     .where = emu_where,
+    .qgemm = emu_qgemm,
     .synchronize = emu_sync,
 };
 

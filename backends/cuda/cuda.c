@@ -298,6 +298,7 @@ static const sn_backend_ops cuda_ops = {
     .binary = sn_cuda_binary,
     .unary = sn_cuda_unary,
     .where = sn_cuda_where,
+    .qgemm = sn_cuda_qgemm,
     .supports = cuda_supports,
     .synchronize = cuda_synchronize,
     .event_record = sn_cuda_event_record,

@@ -102,5 +102,6 @@ shardnet_status sn_cuda_gemm(sn_device *dev, const sn_gemm_desc *d);
 shardnet_status sn_cuda_binary(sn_device *dev, const sn_binary_desc *d);
 shardnet_status sn_cuda_unary(sn_device *dev, const sn_unary_desc *d);
 shardnet_status sn_cuda_where(sn_device *dev, const sn_where_desc *d);
+shardnet_status sn_cuda_qgemm(sn_device *dev, const sn_qgemm_desc *d);
 
 #endif /* SN_CUDA_BACKEND_H */

@@ -33,3 +33,4 @@ static shardnet_status launched(sn_device *dev, sn_kernel k, int variant,
 SN_CUDA_MEMBER(binary, BINARY, (int)d->op)
 SN_CUDA_MEMBER(unary, UNARY, (int)d->op)
 SN_CUDA_MEMBER(where, WHERE, SN_VARIANT_ANY)
+SN_CUDA_MEMBER(qgemm, QGEMM, SN_VARIANT_ANY)

@@ -11,6 +11,7 @@
  * ops table's member, naming the kernel in any error.
  *
  *   elementwise.cu   binary, unary, where, the GEMM epilogue
+ *   qgemm.cu         qgemm
  *   (the rest come with their .cu files)
  *
  * The same files compile, as plain C++, into the tests' emulation of a
@@ -31,6 +32,7 @@ int sn_cu_where(const sn_where_desc *d, void *stream);
 /* GEMM's fused epilogue (bias, residual, activation) over C, after the
  * product: nothing when d asks for none. */
 int sn_cu_gemm_epilogue(const sn_gemm_desc *d, void *stream);
+int sn_cu_qgemm(const sn_qgemm_desc *d, void *stream);
 
 #ifdef __cplusplus
 }
