@@ -108,6 +108,11 @@ static shardnet_status emu_gemm(sn_device *dev, const sn_gemm_desc *d)
 EMU_MEMBER(binary)
 EMU_MEMBER(unary)
 EMU_MEMBER(where)
+EMU_MEMBER(copy)
+EMU_MEMBER(gather)
+EMU_MEMBER(im2col)
+EMU_MEMBER(pool)
+EMU_MEMBER(dwconv)
 
 static void emu_device_free(sn_device *dev)
 {
@@ -128,6 +133,11 @@ static const sn_backend_ops emu_ops = {
     .binary = emu_binary,
     .unary = emu_unary,
     .where = emu_where,
+    .copy = emu_copy,
+    .gather = emu_gather,
+    .im2col = emu_im2col,
+    .pool = emu_pool,
+    .dwconv = emu_dwconv,
     .synchronize = emu_sync,
 };
 

@@ -8,3 +8,5 @@
 #define SN_CUDA_EMULATE 1
 
 #include "../backends/cuda/elementwise.cu"
+#include "../backends/cuda/data.cu"
+#include "../backends/cuda/conv.cu"

@@ -33,3 +33,8 @@ static shardnet_status launched(sn_device *dev, sn_kernel k, int variant,
 SN_CUDA_MEMBER(binary, BINARY, (int)d->op)
 SN_CUDA_MEMBER(unary, UNARY, (int)d->op)
 SN_CUDA_MEMBER(where, WHERE, SN_VARIANT_ANY)
+SN_CUDA_MEMBER(copy, COPY, SN_VARIANT_ANY)
+SN_CUDA_MEMBER(gather, GATHER, SN_VARIANT_ANY)
+SN_CUDA_MEMBER(im2col, IM2COL, SN_VARIANT_ANY)
+SN_CUDA_MEMBER(pool, POOL, (int)d->op)
+SN_CUDA_MEMBER(dwconv, DWCONV, SN_VARIANT_ANY)
