@@ -109,6 +109,11 @@ EMU_MEMBER(binary)
 EMU_MEMBER(unary)
 EMU_MEMBER(where)
 EMU_MEMBER(qgemm)
+EMU_MEMBER(copy)
+EMU_MEMBER(gather)
+EMU_MEMBER(im2col)
+EMU_MEMBER(pool)
+EMU_MEMBER(dwconv)
 
 static void emu_device_free(sn_device *dev)
 {
@@ -130,6 +135,11 @@ static const sn_backend_ops emu_ops = {
     .unary = emu_unary,
     .where = emu_where,
     .qgemm = emu_qgemm,
+    .copy = emu_copy,
+    .gather = emu_gather,
+    .im2col = emu_im2col,
+    .pool = emu_pool,
+    .dwconv = emu_dwconv,
     .synchronize = emu_sync,
 };
 

@@ -9,3 +9,5 @@
 
 #include "../backends/cuda/elementwise.cu"
 #include "../backends/cuda/qgemm.cu"
+#include "../backends/cuda/data.cu"
+#include "../backends/cuda/conv.cu"

@@ -274,6 +274,7 @@ static shardnet_status cuda_synchronize(sn_device *dev)
 static const int cuda_variants[SN_KERNEL_COUNT] = {
     [SN_KERNEL_BINARY] = SN_BINARY_COUNT,
     [SN_KERNEL_UNARY] = SN_UNARY_COUNT,
+    [SN_KERNEL_POOL] = SN_POOL_COUNT,
 };
 
 static int cuda_supports(sn_device *dev, sn_kernel k, int variant)
@@ -299,6 +300,11 @@ static const sn_backend_ops cuda_ops = {
     .unary = sn_cuda_unary,
     .where = sn_cuda_where,
     .qgemm = sn_cuda_qgemm,
+    .copy = sn_cuda_copy,
+    .gather = sn_cuda_gather,
+    .im2col = sn_cuda_im2col,
+    .pool = sn_cuda_pool,
+    .dwconv = sn_cuda_dwconv,
     .supports = cuda_supports,
     .synchronize = cuda_synchronize,
     .event_record = sn_cuda_event_record,

@@ -103,5 +103,10 @@ shardnet_status sn_cuda_binary(sn_device *dev, const sn_binary_desc *d);
 shardnet_status sn_cuda_unary(sn_device *dev, const sn_unary_desc *d);
 shardnet_status sn_cuda_where(sn_device *dev, const sn_where_desc *d);
 shardnet_status sn_cuda_qgemm(sn_device *dev, const sn_qgemm_desc *d);
+shardnet_status sn_cuda_copy(sn_device *dev, const sn_copy_desc *d);
+shardnet_status sn_cuda_gather(sn_device *dev, const sn_gather_desc *d);
+shardnet_status sn_cuda_im2col(sn_device *dev, const sn_im2col_desc *d);
+shardnet_status sn_cuda_pool(sn_device *dev, const sn_pool_desc *d);
+shardnet_status sn_cuda_dwconv(sn_device *dev, const sn_dwconv_desc *d);
 
 #endif /* SN_CUDA_BACKEND_H */

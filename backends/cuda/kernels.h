@@ -12,6 +12,8 @@
  *
  *   elementwise.cu   binary, unary, where, the GEMM epilogue
  *   qgemm.cu         qgemm
+ *   data.cu          copy, gather
+ *   conv.cu          im2col, pool, dwconv
  *   (the rest come with their .cu files)
  *
  * The same files compile, as plain C++, into the tests' emulation of a
@@ -33,6 +35,11 @@ int sn_cu_where(const sn_where_desc *d, void *stream);
  * product: nothing when d asks for none. */
 int sn_cu_gemm_epilogue(const sn_gemm_desc *d, void *stream);
 int sn_cu_qgemm(const sn_qgemm_desc *d, void *stream);
+int sn_cu_copy(const sn_copy_desc *d, void *stream);
+int sn_cu_gather(const sn_gather_desc *d, void *stream);
+int sn_cu_im2col(const sn_im2col_desc *d, void *stream);
+int sn_cu_pool(const sn_pool_desc *d, void *stream);
+int sn_cu_dwconv(const sn_dwconv_desc *d, void *stream);
 
 #ifdef __cplusplus
 }
