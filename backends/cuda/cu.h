@@ -10,8 +10,10 @@
  *     grid computes every output once;
  *   - no shared memory, no __syncthreads, no atomics, no warp intrinsics:
  *     an output depends on nothing another thread writes;
- *   - kernels and their device functions are static (file-local: two
- *     files may each have a helper of one name);
+ *   - kernels and their device functions are static, and their names
+ *     start with their file's or kernel's (qgemm_half, pool_max_of): the
+ *     emulation compiles every .cu file into one translation unit, where
+ *     two files' static names would meet;
  *   - the arithmetic is the C reference's, in the same order, compiled
  *     without FMA contraction (nvcc --fmad=false, Makefile.am), so that
  *     the kernels give the CPU backend's bits wherever the math library

@@ -54,31 +54,32 @@ static __device__ float binary_op(int op, float x, float y)
 }
 
 /* The fused Relu: v < 0 ? 0 : v, NaN and -0 kept (the unary RELU). */
-static __device__ float relu_if(float v, int relu)
+static __device__ float binary_relu_if(float v, int relu)
 {
     return relu && v < 0.0f ? 0.0f : v;
 }
 
 /* Shapes merged to rank 1 or less: both operands contiguous or one. */
-static __global__ void binary_flat(size_t n, int op, const float *a, size_t sa,
-                            const float *b, size_t sb, float *c, int relu)
+static __global__ void binary_flat(size_t n, int op, const float *a,
+                                   size_t sa, const float *b, size_t sb,
+                                   float *c, int relu)
 {
     SN_CU_FOR(i, n)
     {
-        c[i] = relu_if(binary_op(op, a[i * sa], b[i * sb]), relu);
+        c[i] = binary_relu_if(binary_op(op, a[i * sa], b[i * sb]), relu);
     }
 }
 
 static __global__ void binary_bcast(size_t n, int op, size_t rank,
-                             sn_cu_dims shape, const float *a,
-                             sn_cu_dims sa, const float *b,
-                             sn_cu_dims sb, float *c, int relu)
+                                    sn_cu_dims shape, const float *a,
+                                    sn_cu_dims sa, const float *b,
+                                    sn_cu_dims sb, float *c, int relu)
 {
     SN_CU_FOR(i, n)
     {
         float x = a[sn_cu_offset(i, rank, shape.s, sa.s)];
         float y = b[sn_cu_offset(i, rank, shape.s, sb.s)];
-        c[i] = relu_if(binary_op(op, x, y), relu);
+        c[i] = binary_relu_if(binary_op(op, x, y), relu);
     }
 }
 
@@ -103,7 +104,7 @@ int sn_cu_binary(const sn_binary_desc *d, void *stream)
 /* --- unary -------------------------------------------------------------- */
 
 /* log(1 + exp(x)) without overflow */
-static __device__ float softplus(float x)
+static __device__ float unary_softplus(float x)
 {
     return x > 0.0f ? x + log1pf(expf(-x)) : log1pf(expf(x));
 }
@@ -188,7 +189,7 @@ static __device__ float unary_op(int op, float x, float alpha, float beta)
     case SN_UNARY_CELU: /* the exponential term has x's sign */
         return x > 0.0f ? x : alpha * expm1f(x / alpha);
     case SN_UNARY_SOFTPLUS:
-        return softplus(x);
+        return unary_softplus(x);
     case SN_UNARY_SOFTSIGN:
         return x / (1.0f + fabsf(x));
     case SN_UNARY_THRESHOLDED_RELU:
@@ -200,7 +201,7 @@ static __device__ float unary_op(int op, float x, float alpha, float beta)
         t = t > 1.0f ? 1.0f : t;
         return x * (t < 0.0f ? 0.0f : t);
     case SN_UNARY_MISH:
-        return x * tanhf(softplus(x));
+        return x * tanhf(unary_softplus(x));
     case SN_UNARY_ISNAN:
         return isnan(x) ? 1.0f : 0.0f;
     case SN_UNARY_ISINF:
@@ -212,8 +213,8 @@ static __device__ float unary_op(int op, float x, float alpha, float beta)
     return NAN;
 }
 
-static __global__ void unary(size_t n, int op, const float *x, float *y, float alpha,
-                      float beta, int gate)
+static __global__ void unary_each(size_t n, int op, const float *x,
+                                  float *y, float alpha, float beta, int gate)
 {
     SN_CU_FOR(i, n)
     {
@@ -224,16 +225,17 @@ static __global__ void unary(size_t n, int op, const float *x, float *y, float a
 
 int sn_cu_unary(const sn_unary_desc *d, void *stream)
 {
-    return SN_CU_RUN(unary, d->n, stream, d->n, (int)d->op, sn_cu_ptr(d->x),
-                     sn_cu_ptr(d->y), d->alpha, d->beta, d->gate);
+    return SN_CU_RUN(unary_each, d->n, stream, d->n, (int)d->op,
+                     sn_cu_ptr(d->x), sn_cu_ptr(d->y), d->alpha, d->beta,
+                     d->gate);
 }
 
 /* --- where -------------------------------------------------------------- */
 
-static __global__ void where(size_t n, size_t rank, sn_cu_dims shape,
-                      const float *cond, sn_cu_dims sc, const float *x,
-                      sn_cu_dims sx, const float *y, sn_cu_dims sy,
-                      float *out)
+static __global__ void where_select(size_t n, size_t rank, sn_cu_dims shape,
+                                    const float *cond, sn_cu_dims sc,
+                                    const float *x, sn_cu_dims sx,
+                                    const float *y, sn_cu_dims sy, float *out)
 {
     SN_CU_FOR(i, n)
     {
@@ -246,7 +248,8 @@ static __global__ void where(size_t n, size_t rank, sn_cu_dims shape,
 int sn_cu_where(const sn_where_desc *d, void *stream)
 {
     size_t n = sn_cu_elements(d->rank, d->shape);
-    return SN_CU_RUN(where, n, stream, n, d->rank, sn_cu_dims_of(d->shape),
+    return SN_CU_RUN(where_select, n, stream, n, d->rank,
+                     sn_cu_dims_of(d->shape),
                      sn_cu_ptr(d->cond), sn_cu_dims_of(d->stride_cond),
                      sn_cu_ptr(d->x), sn_cu_dims_of(d->stride_x),
                      sn_cu_ptr(d->y), sn_cu_dims_of(d->stride_y),
