@@ -108,6 +108,11 @@ static shardnet_status emu_gemm(sn_device *dev, const sn_gemm_desc *d)
 EMU_MEMBER(binary)
 EMU_MEMBER(unary)
 EMU_MEMBER(where)
+EMU_MEMBER(softmax)
+EMU_MEMBER(reduce)
+EMU_MEMBER(layernorm)
+EMU_MEMBER(topk)
+EMU_MEMBER(scan)
 
 static void emu_device_free(sn_device *dev)
 {
@@ -128,6 +133,11 @@ static const sn_backend_ops emu_ops = {
     .binary = emu_binary,
     .unary = emu_unary,
     .where = emu_where,
+    .softmax = emu_softmax,
+    .reduce = emu_reduce,
+    .layernorm = emu_layernorm,
+    .topk = emu_topk,
+    .scan = emu_scan,
     .synchronize = emu_sync,
 };
 

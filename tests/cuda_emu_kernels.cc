@@ -8,3 +8,4 @@
 #define SN_CUDA_EMULATE 1
 
 #include "../backends/cuda/elementwise.cu"
+#include "../backends/cuda/reduce.cu"

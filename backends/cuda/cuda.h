@@ -102,5 +102,11 @@ shardnet_status sn_cuda_gemm(sn_device *dev, const sn_gemm_desc *d);
 shardnet_status sn_cuda_binary(sn_device *dev, const sn_binary_desc *d);
 shardnet_status sn_cuda_unary(sn_device *dev, const sn_unary_desc *d);
 shardnet_status sn_cuda_where(sn_device *dev, const sn_where_desc *d);
+shardnet_status sn_cuda_softmax(sn_device *dev, const sn_softmax_desc *d);
+shardnet_status sn_cuda_reduce(sn_device *dev, const sn_reduce_desc *d);
+shardnet_status sn_cuda_layernorm(sn_device *dev,
+                                  const sn_layernorm_desc *d);
+shardnet_status sn_cuda_topk(sn_device *dev, const sn_topk_desc *d);
+shardnet_status sn_cuda_scan(sn_device *dev, const sn_scan_desc *d);
 
 #endif /* SN_CUDA_BACKEND_H */

@@ -33,3 +33,8 @@ static shardnet_status launched(sn_device *dev, sn_kernel k, int variant,
 SN_CUDA_MEMBER(binary, BINARY, (int)d->op)
 SN_CUDA_MEMBER(unary, UNARY, (int)d->op)
 SN_CUDA_MEMBER(where, WHERE, SN_VARIANT_ANY)
+SN_CUDA_MEMBER(softmax, SOFTMAX, SN_VARIANT_ANY)
+SN_CUDA_MEMBER(reduce, REDUCE, (int)d->op)
+SN_CUDA_MEMBER(layernorm, LAYERNORM, SN_VARIANT_ANY)
+SN_CUDA_MEMBER(topk, TOPK, SN_VARIANT_ANY)
+SN_CUDA_MEMBER(scan, SCAN, SN_VARIANT_ANY)

@@ -11,6 +11,7 @@
  * ops table's member, naming the kernel in any error.
  *
  *   elementwise.cu   binary, unary, where, the GEMM epilogue
+ *   reduce.cu        softmax, reduce, layernorm, topk, scan
  *   (the rest come with their .cu files)
  *
  * The same files compile, as plain C++, into the tests' emulation of a
@@ -31,6 +32,11 @@ int sn_cu_where(const sn_where_desc *d, void *stream);
 /* GEMM's fused epilogue (bias, residual, activation) over C, after the
  * product: nothing when d asks for none. */
 int sn_cu_gemm_epilogue(const sn_gemm_desc *d, void *stream);
+int sn_cu_softmax(const sn_softmax_desc *d, void *stream);
+int sn_cu_reduce(const sn_reduce_desc *d, void *stream);
+int sn_cu_layernorm(const sn_layernorm_desc *d, void *stream);
+int sn_cu_topk(const sn_topk_desc *d, void *stream);
+int sn_cu_scan(const sn_scan_desc *d, void *stream);
 
 #ifdef __cplusplus
 }
