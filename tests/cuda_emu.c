@@ -114,6 +114,11 @@ EMU_MEMBER(gather)
 EMU_MEMBER(im2col)
 EMU_MEMBER(pool)
 EMU_MEMBER(dwconv)
+EMU_MEMBER(softmax)
+EMU_MEMBER(reduce)
+EMU_MEMBER(layernorm)
+EMU_MEMBER(topk)
+EMU_MEMBER(scan)
 
 static void emu_device_free(sn_device *dev)
 {
@@ -140,6 +145,11 @@ static const sn_backend_ops emu_ops = {
     .im2col = emu_im2col,
     .pool = emu_pool,
     .dwconv = emu_dwconv,
+    .softmax = emu_softmax,
+    .reduce = emu_reduce,
+    .layernorm = emu_layernorm,
+    .topk = emu_topk,
+    .scan = emu_scan,
     .synchronize = emu_sync,
 };
 

@@ -11,3 +11,4 @@
 #include "../backends/cuda/qgemm.cu"
 #include "../backends/cuda/data.cu"
 #include "../backends/cuda/conv.cu"
+#include "../backends/cuda/reduce.cu"

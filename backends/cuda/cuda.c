@@ -275,6 +275,7 @@ static const int cuda_variants[SN_KERNEL_COUNT] = {
     [SN_KERNEL_BINARY] = SN_BINARY_COUNT,
     [SN_KERNEL_UNARY] = SN_UNARY_COUNT,
     [SN_KERNEL_POOL] = SN_POOL_COUNT,
+    [SN_KERNEL_REDUCE] = SN_REDUCE_COUNT,
 };
 
 static int cuda_supports(sn_device *dev, sn_kernel k, int variant)
@@ -305,6 +306,11 @@ static const sn_backend_ops cuda_ops = {
     .im2col = sn_cuda_im2col,
     .pool = sn_cuda_pool,
     .dwconv = sn_cuda_dwconv,
+    .softmax = sn_cuda_softmax,
+    .reduce = sn_cuda_reduce,
+    .layernorm = sn_cuda_layernorm,
+    .topk = sn_cuda_topk,
+    .scan = sn_cuda_scan,
     .supports = cuda_supports,
     .synchronize = cuda_synchronize,
     .event_record = sn_cuda_event_record,

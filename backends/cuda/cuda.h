@@ -108,5 +108,11 @@ shardnet_status sn_cuda_gather(sn_device *dev, const sn_gather_desc *d);
 shardnet_status sn_cuda_im2col(sn_device *dev, const sn_im2col_desc *d);
 shardnet_status sn_cuda_pool(sn_device *dev, const sn_pool_desc *d);
 shardnet_status sn_cuda_dwconv(sn_device *dev, const sn_dwconv_desc *d);
+shardnet_status sn_cuda_softmax(sn_device *dev, const sn_softmax_desc *d);
+shardnet_status sn_cuda_reduce(sn_device *dev, const sn_reduce_desc *d);
+shardnet_status sn_cuda_layernorm(sn_device *dev,
+                                  const sn_layernorm_desc *d);
+shardnet_status sn_cuda_topk(sn_device *dev, const sn_topk_desc *d);
+shardnet_status sn_cuda_scan(sn_device *dev, const sn_scan_desc *d);
 
 #endif /* SN_CUDA_BACKEND_H */

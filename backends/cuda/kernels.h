@@ -14,6 +14,7 @@
  *   qgemm.cu         qgemm
  *   data.cu          copy, gather
  *   conv.cu          im2col, pool, dwconv
+ *   reduce.cu        softmax, reduce, layernorm, topk, scan
  *   (the rest come with their .cu files)
  *
  * The same files compile, as plain C++, into the tests' emulation of a
@@ -40,6 +41,11 @@ int sn_cu_gather(const sn_gather_desc *d, void *stream);
 int sn_cu_im2col(const sn_im2col_desc *d, void *stream);
 int sn_cu_pool(const sn_pool_desc *d, void *stream);
 int sn_cu_dwconv(const sn_dwconv_desc *d, void *stream);
+int sn_cu_softmax(const sn_softmax_desc *d, void *stream);
+int sn_cu_reduce(const sn_reduce_desc *d, void *stream);
+int sn_cu_layernorm(const sn_layernorm_desc *d, void *stream);
+int sn_cu_topk(const sn_topk_desc *d, void *stream);
+int sn_cu_scan(const sn_scan_desc *d, void *stream);
 
 #ifdef __cplusplus
 }
