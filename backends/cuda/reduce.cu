@@ -5,10 +5,10 @@
  *
  * One thread per line of the axis (an (outer, inner) pair; a row for layer
  * normalisation), which walks it in the C reference's order (tests/ref.c)
- * with the reference's arithmetic (layer normalisation's in double, as
- * there): the sums are sequential, r = 0, 1, ..., so that a line gives the
- * reference's bits wherever no math library function is involved,
- * whatever the grid.  Thread t takes line
+ * with the reference's arithmetic (but layer normalisation, in float
+ * where the reference sums in double): the sums are sequential, r = 0,
+ * 1, ..., so that a line gives the reference's bits wherever no math
+ * library function is involved, whatever the grid.  Thread t takes line
  * t = o * inner + i: with inner > 1 neighbouring threads read neighbouring
  * floats at each step along the axis.  With inner == 1 each line is a
  * contiguous row of its own; nothing shared between threads (cu.h) is
@@ -122,11 +122,12 @@ int sn_cu_reduce(const sn_reduce_desc *d, void *stream)
 
 /*
  * One row of x (outer, len) into y: the mean, then the biased variance as
- * the mean of (x - mean)^2, both accumulated in double in order, then
- * y = (x - mean) / sqrt(var + epsilon) * scale (+ bias) in double, rounded
- * to float once: the reference's arithmetic, so its bits (double division
- * and square root are correctly rounded on the device as on the host).
- * bias may be NULL.  y may be x: each value is read before it is written.
+ * the mean of (x - mean)^2, both summed in float in order, then
+ * y = (x - mean) / sqrt(var + epsilon) * scale (+ bias): OpenCL's
+ * arithmetic, and the CPU backend's but for its order of summation (the
+ * reference's is double; GPUs other than data-centre ones run double at a
+ * small fraction of float's rate).  bias may be NULL.  y may be x: each
+ * value is read before it is written.
  */
 static __global__ void layernorm(size_t outer, size_t len, const float *x,
                                  const float *scale, const float *bias,
@@ -136,19 +137,19 @@ static __global__ void layernorm(size_t outer, size_t len, const float *x,
     {
         const float *xr = x + o * len;
         float *yr = y + o * len;
-        double mean = 0.0, var = 0.0, sd;
+        float mean = 0.0f, var = 0.0f, sd;
         for (size_t i = 0; i < len; i++)
             mean += xr[i];
-        mean /= (double)len;
-        for (size_t i = 0; i < len; i++)
-            var += (xr[i] - mean) * (xr[i] - mean);
-        var /= (double)len;
-        sd = sqrt(var + (double)epsilon);
+        mean /= (float)len;
         for (size_t i = 0; i < len; i++) {
-            double v = (xr[i] - mean) / sd * scale[i];
-            if (bias)
-                v += bias[i];
-            yr[i] = (float)v;
+            float dv = xr[i] - mean;
+            var += dv * dv;
+        }
+        var /= (float)len;
+        sd = sqrtf(var + epsilon);
+        for (size_t i = 0; i < len; i++) {
+            float v = (xr[i] - mean) / sd * scale[i];
+            yr[i] = bias ? v + bias[i] : v;
         }
     }
 }
