@@ -10,6 +10,8 @@
 
 #include "core/error.h"
 #include "cuda_emu.h"
+/* the launchers' emulated names (backends/cuda/kernels.h) */
+#define SN_CUDA_EMULATE 1
 #include "kernels.h"
 #include "ref.h"
 

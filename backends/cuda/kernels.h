@@ -29,6 +29,31 @@ extern "C" {
 
 #include "backend/backend.h"
 
+/* In the tests' emulation (SN_CUDA_EMULATE) the launchers have names of
+ * their own, so that a test program that links the real backend as well
+ * never mixes the two. */
+#ifdef SN_CUDA_EMULATE
+#define sn_cu_binary sn_cu_emu_binary
+#define sn_cu_unary sn_cu_emu_unary
+#define sn_cu_where sn_cu_emu_where
+#define sn_cu_gemm_epilogue sn_cu_emu_gemm_epilogue
+#define sn_cu_qgemm sn_cu_emu_qgemm
+#define sn_cu_copy sn_cu_emu_copy
+#define sn_cu_gather sn_cu_emu_gather
+#define sn_cu_im2col sn_cu_emu_im2col
+#define sn_cu_pool sn_cu_emu_pool
+#define sn_cu_dwconv sn_cu_emu_dwconv
+#define sn_cu_softmax sn_cu_emu_softmax
+#define sn_cu_reduce sn_cu_emu_reduce
+#define sn_cu_layernorm sn_cu_emu_layernorm
+#define sn_cu_topk sn_cu_emu_topk
+#define sn_cu_scan sn_cu_emu_scan
+#define sn_cu_resample sn_cu_emu_resample
+#define sn_cu_grid_sample sn_cu_emu_grid_sample
+#define sn_cu_roi_align sn_cu_emu_roi_align
+#define sn_cu_rnn_cell sn_cu_emu_rnn_cell
+#endif
+
 int sn_cu_binary(const sn_binary_desc *d, void *stream);
 int sn_cu_unary(const sn_unary_desc *d, void *stream);
 int sn_cu_where(const sn_where_desc *d, void *stream);
