@@ -114,6 +114,10 @@ EMU_MEMBER(gather)
 EMU_MEMBER(im2col)
 EMU_MEMBER(pool)
 EMU_MEMBER(dwconv)
+EMU_MEMBER(resample)
+EMU_MEMBER(grid_sample)
+EMU_MEMBER(roi_align)
+EMU_MEMBER(rnn_cell)
 
 static void emu_device_free(sn_device *dev)
 {
@@ -140,6 +144,10 @@ static const sn_backend_ops emu_ops = {
     .im2col = emu_im2col,
     .pool = emu_pool,
     .dwconv = emu_dwconv,
+    .resample = emu_resample,
+    .grid_sample = emu_grid_sample,
+    .roi_align = emu_roi_align,
+    .rnn_cell = emu_rnn_cell,
     .synchronize = emu_sync,
 };
 

@@ -11,3 +11,5 @@
 #include "../backends/cuda/qgemm.cu"
 #include "../backends/cuda/data.cu"
 #include "../backends/cuda/conv.cu"
+#include "../backends/cuda/sample.cu"
+#include "../backends/cuda/rnn.cu"

@@ -108,5 +108,10 @@ shardnet_status sn_cuda_gather(sn_device *dev, const sn_gather_desc *d);
 shardnet_status sn_cuda_im2col(sn_device *dev, const sn_im2col_desc *d);
 shardnet_status sn_cuda_pool(sn_device *dev, const sn_pool_desc *d);
 shardnet_status sn_cuda_dwconv(sn_device *dev, const sn_dwconv_desc *d);
+shardnet_status sn_cuda_resample(sn_device *dev, const sn_resample_desc *d);
+shardnet_status sn_cuda_grid_sample(sn_device *dev,
+                                    const sn_grid_sample_desc *d);
+shardnet_status sn_cuda_roi_align(sn_device *dev, const sn_roi_align_desc *d);
+shardnet_status sn_cuda_rnn_cell(sn_device *dev, const sn_rnn_cell_desc *d);
 
 #endif /* SN_CUDA_BACKEND_H */

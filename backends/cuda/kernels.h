@@ -14,6 +14,8 @@
  *   qgemm.cu         qgemm
  *   data.cu          copy, gather
  *   conv.cu          im2col, pool, dwconv
+ *   sample.cu        resample, grid_sample, roi_align
+ *   rnn.cu           rnn_cell
  *   (the rest come with their .cu files)
  *
  * The same files compile, as plain C++, into the tests' emulation of a
@@ -40,6 +42,10 @@ int sn_cu_gather(const sn_gather_desc *d, void *stream);
 int sn_cu_im2col(const sn_im2col_desc *d, void *stream);
 int sn_cu_pool(const sn_pool_desc *d, void *stream);
 int sn_cu_dwconv(const sn_dwconv_desc *d, void *stream);
+int sn_cu_resample(const sn_resample_desc *d, void *stream);
+int sn_cu_grid_sample(const sn_grid_sample_desc *d, void *stream);
+int sn_cu_roi_align(const sn_roi_align_desc *d, void *stream);
+int sn_cu_rnn_cell(const sn_rnn_cell_desc *d, void *stream);
 
 #ifdef __cplusplus
 }
