@@ -121,6 +121,10 @@ EMU_MEMBER(reduce)
 EMU_MEMBER(layernorm)
 EMU_MEMBER(topk)
 EMU_MEMBER(scan)
+EMU_MEMBER(resample)
+EMU_MEMBER(grid_sample)
+EMU_MEMBER(roi_align)
+EMU_MEMBER(rnn_cell)
 
 static void emu_device_free(sn_device *dev)
 {
@@ -152,6 +156,10 @@ static const sn_backend_ops emu_ops = {
     .layernorm = emu_layernorm,
     .topk = emu_topk,
     .scan = emu_scan,
+    .resample = emu_resample,
+    .grid_sample = emu_grid_sample,
+    .roi_align = emu_roi_align,
+    .rnn_cell = emu_rnn_cell,
     .synchronize = emu_sync,
 };
 

@@ -12,3 +12,5 @@
 #include "../backends/cuda/data.cu"
 #include "../backends/cuda/conv.cu"
 #include "../backends/cuda/reduce.cu"
+#include "../backends/cuda/sample.cu"
+#include "../backends/cuda/rnn.cu"

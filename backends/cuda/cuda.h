@@ -114,5 +114,10 @@ shardnet_status sn_cuda_layernorm(sn_device *dev,
                                   const sn_layernorm_desc *d);
 shardnet_status sn_cuda_topk(sn_device *dev, const sn_topk_desc *d);
 shardnet_status sn_cuda_scan(sn_device *dev, const sn_scan_desc *d);
+shardnet_status sn_cuda_resample(sn_device *dev, const sn_resample_desc *d);
+shardnet_status sn_cuda_grid_sample(sn_device *dev,
+                                    const sn_grid_sample_desc *d);
+shardnet_status sn_cuda_roi_align(sn_device *dev, const sn_roi_align_desc *d);
+shardnet_status sn_cuda_rnn_cell(sn_device *dev, const sn_rnn_cell_desc *d);
 
 #endif /* SN_CUDA_BACKEND_H */

@@ -15,6 +15,8 @@
  *   data.cu          copy, gather
  *   conv.cu          im2col, pool, dwconv
  *   reduce.cu        softmax, reduce, layernorm, topk, scan
+ *   sample.cu        resample, grid_sample, roi_align
+ *   rnn.cu           rnn_cell
  *   (the rest come with their .cu files)
  *
  * The same files compile, as plain C++, into the tests' emulation of a
@@ -71,6 +73,10 @@ int sn_cu_reduce(const sn_reduce_desc *d, void *stream);
 int sn_cu_layernorm(const sn_layernorm_desc *d, void *stream);
 int sn_cu_topk(const sn_topk_desc *d, void *stream);
 int sn_cu_scan(const sn_scan_desc *d, void *stream);
+int sn_cu_resample(const sn_resample_desc *d, void *stream);
+int sn_cu_grid_sample(const sn_grid_sample_desc *d, void *stream);
+int sn_cu_roi_align(const sn_roi_align_desc *d, void *stream);
+int sn_cu_rnn_cell(const sn_rnn_cell_desc *d, void *stream);
 
 #ifdef __cplusplus
 }
