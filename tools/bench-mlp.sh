@@ -1,25 +1,27 @@
 #!/bin/sh
-# The Fashion-MNIST MLP on cpu:0 with 1 and 2 threads at batch 1, 64 and
-# 1024, next to ONNX Runtime's CPU library (npm onnxruntime-node) on the same
-# inputs' shapes, in one run.  Usage: bench-mlp.sh BUILDDIR [SECONDS]
+# The Fashion-MNIST MLP on cpu:0 with 1 and 2 threads (or on DEVICE, where
+# the threads are ONNX Runtime's only) at batch 1, 64 and 1024, next to
+# ONNX Runtime's CPU library (npm onnxruntime-node) on the same inputs'
+# shapes, in one run.  Usage: bench-mlp.sh BUILDDIR [SECONDS [DEVICE]]
 # Needs `cd tools && npm install --ignore-scripts` once for the ORT side.
 set -eu
 b=${1:-.}
 secs=${2:-2}
+dev=${3:-cpu:0}
 src=$(cd "$(dirname "$0")/.." && pwd)
 model=$src/tests/fixtures/fashion_mlp.onnx
 ours=$(mktemp)
 trap 'rm -f "$ours"' EXIT
 
-echo "== shardnet, cpu:0 (median latency of a run of one batch)"
+echo "== shardnet, $dev (median latency of a run of one batch)"
 for t in 1 2; do
     for batch in 1 64 1024; do
         # About $secs seconds of runs, judged from a first short run.
-        reps=$(SHARDNET_CPU_THREADS=$t "$b/shardnet" run "$model" -d cpu:0 \
+        reps=$(SHARDNET_CPU_THREADS=$t "$b/shardnet" run "$model" -d "$dev" \
                    -b "$batch" -r 20 |
                awk -v s="$secs" '/latency/ { ms = $5; r = int(s * 1000 / ms);
                    print (r < 20 ? 20 : (r > 20000 ? 20000 : r)) }')
-        SHARDNET_CPU_THREADS=$t "$b/shardnet" run "$model" -d cpu:0 \
+        SHARDNET_CPU_THREADS=$t "$b/shardnet" run "$model" -d "$dev" \
             -b "$batch" -r "$reps" |
         awk -v t="$t" -v batch="$batch" '/latency/ { ms = $5 }
             END { printf "shardnet threads %d batch %5d %9.4f ms %12.0f images/s\n",

@@ -16,6 +16,17 @@ echo "== cpu:0 and cpu:1 at once, each pinned to its own core"
 HWLOC_SYNTHETIC="pack:2 core:1 pu:1" HWLOC_THISSYSTEM=1 \
     "$b/tools/bench_gemm" --devices cpu --concurrent
 echo
+echo "== CUDA devices: GEMM against cuBLAS called directly, the MLP against ONNX Runtime's CPU run"
+if "$b/shardnet" devices 2>/dev/null | grep -q '^cuda:'; then
+    "$b/tools/bench_gemm" --devices cuda
+    echo
+    "$(dirname "$0")/bench-mlp.sh" "$b" 2 cuda:0
+else
+    why=$(SHARDNET_LOG=info "$b/shardnet" devices 2>&1 |
+        sed -n 's/.*cuda: no device (\(.*\))$/\1/p' | head -n 1)
+    echo "skipped: no CUDA device (${why:-a build without CUDA})"
+fi
+echo
 echo "== Partitions of cpu:0: latency against cores, two models at once or in turns"
 env -u HWLOC_SYNTHETIC -u HWLOC_THISSYSTEM \
     SHARDNET_SRCDIR="$(dirname "$0")/.." "$b/tools/bench_partitions"

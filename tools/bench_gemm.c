@@ -1,7 +1,9 @@
 /*
  * GEMM benchmark: GFLOP/s of every device's GEMM through the backend
- * interface, next to OpenBLAS called directly with the device's thread
- * count; and CPU devices running GEMM at the same time.
+ * interface, next to the library underneath called directly: OpenBLAS
+ * with the device's thread count for a CPU device, cuBLAS on the same GPU
+ * (a handle and stream of its own) for a CUDA device; and CPU devices
+ * running GEMM at the same time.
  *
  *   bench_gemm [--devices LIST] [--sizes 256,512,...] [--repeat R]
  *              [--concurrent]
@@ -22,6 +24,9 @@
 #include "backend/backend.h"
 #include "shardnet.h"
 #include "bench_time.h"
+#ifdef SN_HAVE_CUDA
+#include "../backends/cuda/cuda.h" /* its device state, cuBLAS's table */
+#endif
 
 #define MAX_DEV 64
 
@@ -139,6 +144,82 @@ static void compare_with_blas(gemm_job *j, shape s, int threads,
     *t_blas = bench_median(to, no);
 }
 
+#ifdef SN_HAVE_CUDA
+/* A CUDA call in the benchmark: exit naming it when it fails. */
+static void cu_check(cudaError_t err, const char *what)
+{
+    if (err != cudaSuccess) {
+        fprintf(stderr, "bench_gemm: %s: %s\n", what, cudaGetErrorString(err));
+        exit(1);
+    }
+}
+
+/* cuBLAS's row-major C = A B, as the backend calls it (B first), with
+ * the stream waited for. */
+static double cublas_run(cublasHandle_t h, cudaStream_t st, shape s,
+                         const float *a, const float *b, float *c)
+{
+    const float one = 1.0f, zero = 0.0f;
+    double t0 = bench_now();
+    if (sn_cublas.sgemm(h, CUBLAS_OP_N, CUBLAS_OP_N, (int)s.n, (int)s.m,
+                        (int)s.k, &one, b, (int)s.n, a, (int)s.k, &zero, c,
+                        (int)s.n) != CUBLAS_STATUS_SUCCESS) {
+        fprintf(stderr, "bench_gemm: cublasSgemm failed\n");
+        exit(1);
+    }
+    cu_check(cudaStreamSynchronize(st), "cudaStreamSynchronize");
+    return bench_now() - t0;
+}
+
+/* The backend's GEMM and cuBLAS called directly on the same GPU, with
+ * operands of their own (copies of the job's), in alternating blocks of
+ * the same number of runs; medians of each. */
+static void compare_with_cublas(gemm_job *j, shape s, int repeat,
+                                double *t_backend, double *t_direct)
+{
+    static double tb[4000], td[4000];
+    const cuda_dev *cd = j->dev->impl;
+    cublasHandle_t h;
+    cudaStream_t st;
+    float *a, *b, *c;
+    int nb = 0, nd = 0, blocks = repeat < 4 ? 4 : repeat, per;
+    double est;
+
+    cu_check(cudaSetDevice(cd->ordinal), "cudaSetDevice");
+    cu_check(cudaStreamCreate(&st), "cudaStreamCreate");
+    if (sn_cublas.create(&h) != CUBLAS_STATUS_SUCCESS ||
+        sn_cublas.set_stream(h, st) != CUBLAS_STATUS_SUCCESS) {
+        fprintf(stderr, "bench_gemm: cublasCreate failed\n");
+        exit(1);
+    }
+    cu_check(cudaMalloc((void **)&a, s.m * s.k * 4), "cudaMalloc");
+    cu_check(cudaMalloc((void **)&b, s.k * s.n * 4), "cudaMalloc");
+    cu_check(cudaMalloc((void **)&c, s.m * s.n * 4), "cudaMalloc");
+    cu_check(cudaMemcpy(a, j->a->handle, s.m * s.k * 4,
+                        cudaMemcpyDeviceToDevice), "cudaMemcpy");
+    cu_check(cudaMemcpy(b, j->b->handle, s.k * s.n * 4,
+                        cudaMemcpyDeviceToDevice), "cudaMemcpy");
+    job_run(j); /* warm-up of both: cuBLAS's kernels load on first use */
+    cublas_run(h, st, s, a, b, c);
+    est = cublas_run(h, st, s, a, b, c);
+    per = (int)(0.25 / blocks * 4 / (est > 1e-7 ? est : 1e-7));
+    per = per < 1 ? 1 : per > 1000 / blocks ? 1000 / blocks : per;
+    for (int blk = 0; blk < blocks; blk++) {
+        for (int r = 0; r < per; r++)
+            tb[nb++] = job_run(j);
+        for (int r = 0; r < per; r++)
+            td[nd++] = cublas_run(h, st, s, a, b, c);
+    }
+    *t_backend = bench_median(tb, nb);
+    *t_direct = bench_median(td, nd);
+    cudaFree(a);
+    cudaFree(b);
+    cudaFree(c);
+    sn_cublas.destroy(h);
+    cudaStreamDestroy(st);
+}
+#endif
+
 static double time_openblas(shape s, int threads, const float *a,
                             const float *b, float *c, int repeat)
 {
@@ -238,8 +319,9 @@ int main(int argc, char **argv)
     }
 
     if (!concurrent) {
+        /* direct: OpenBLAS (cpu, with `threads`) or cuBLAS (cuda) */
         printf("%-7s %-16s %10s %10s %10s %8s\n", "device", "shape m x n x k",
-               "GFLOP/s", "OpenBLAS", "threads", "ratio");
+               "GFLOP/s", "direct", "threads", "ratio");
         for (size_t si = 0; si < nshapes; si++) {
             shape s = shapes[si];
             float *a = malloc(s.m * s.k * 4), *b = malloc(s.k * s.n * 4),
@@ -261,6 +343,15 @@ int main(int argc, char **argv)
                     double g = gflops(s, tg), o = gflops(s, tob);
                     printf("%-7s %-16s %10.1f %10.1f %10d %8.3f\n",
                            dev->info.name, sh, g, o, th, g / o);
+#ifdef SN_HAVE_CUDA
+                } else if (dev->info.kind == SHARDNET_DEVICE_CUDA) {
+                    double tg, td;
+                    compare_with_cublas(&j, s, repeat, &tg, &td);
+                    job_free(&j);
+                    double g = gflops(s, tg), o = gflops(s, td);
+                    printf("%-7s %-16s %10.1f %10.1f %10s %8.3f\n",
+                           dev->info.name, sh, g, o, "-", g / o);
+#endif
                 } else {
                     double g = gflops(s, time_job(&j, repeat));
                     job_free(&j);
