@@ -8,8 +8,9 @@
  * split auto over DEVICES and one of split none on each device of the
  * list, their first input random in [0, 1) of BATCH rows, each run once
  * (auto decides then); then ROUNDS rounds, each running every session
- * RUNS times in turn (the order turned each round, 30 ms of pause
- * before each), so that the machine's load falls on all alike.  Per session the median over rounds
+ * RUNS times in turn, timed, after 30 ms of pause and one run untimed
+ * (the order turned each round), so that the machine's load falls on
+ * all alike and each block times runs that follow one another.  Per session the median over rounds
  * of the time per run; the best single device is the one of the smallest
  * median; ratio = its median over auto's (1 or more: auto is not
  * slower).  "twins": the first device's session against a second one
@@ -148,6 +149,12 @@ int main(int argc, char **argv)
                      * last (PoCL's spin a while before they sleep) are
                      * asleep again, whichever session comes after them. */
                     nanosleep(&(struct timespec){0, 30000000}, NULL);
+                    /* Then one run untimed: the session's memory back in
+                     * the caches and its device's threads awake, which
+                     * the session before it had; a block times the runs
+                     * that follow one another, as a stream of requests. */
+                    if (shardnet_session_run(s[q]) != SHARDNET_OK)
+                        return fail("run", q ? names[q - 1] : devices);
                     double t0 = bench_now();
                     for (long j = 0; j < runs; j++)
                         if (shardnet_session_run(s[q]) != SHARDNET_OK)
