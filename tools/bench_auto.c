@@ -10,10 +10,10 @@
  * (auto decides then); then ROUNDS rounds, each running every session
  * RUNS times in turn, timed, after 30 ms of pause and one run untimed
  * (the order turned each round), so that the machine's load falls on
- * all alike and each block times runs that follow one another.  Per session the median over rounds
- * of the time per run; the best single device is the one of the smallest
- * median; ratio = its median over auto's (1 or more: auto is not
- * slower).  "twins": the first device's session against a second one
+ * all alike and each block times runs that follow one another.  Per
+ * session the median over rounds of the time per run; the best single
+ * device is the one of the smallest median; ratio = its median over
+ * auto's (1 or more: auto is not slower).  "twins": the first device's session against a second one
  * just like it, measured alike: how far apart two sessions that run the
  * same plan come out here (1 in truth).  What auto chose is the
  * "running:" line of its description.
