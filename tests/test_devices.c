@@ -2,6 +2,7 @@
 #include <config.h>
 
 #include <criterion/criterion.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -313,6 +314,51 @@ Test(registry, a_failed_discovery_leaves_the_list_as_it_was)
     cr_assert_eq(list.count, 0);
     cr_assert_eq(fake_freed, 1, "the device it had listed was not freed");
     sn_device_list_free(&list);
+}
+
+/* A backend's staging memory (host_alloc): given memory, then none, which
+ * falls back to plain memory, each freed by whoever gave it. */
+static int staged_given, staged_freed, staged_refuse;
+
+static void *staged_alloc(sn_device *dev, size_t bytes)
+{
+    (void)dev;
+    if (staged_refuse)
+        return NULL;
+    staged_given++;
+    return aligned_alloc(4096, (bytes + 4095) / 4096 * 4096);
+}
+
+static void staged_free(sn_device *dev, void *ptr)
+{
+    (void)dev;
+    staged_freed++;
+    free(ptr);
+}
+
+Test(registry, staging_memory_is_the_backends_else_plain)
+{
+    static const sn_backend_ops staged_ops = {
+        .abi = SN_BACKEND_ABI, .kind = "fake", .device_free = fake_free,
+        .host_alloc = staged_alloc, .host_free = staged_free};
+    sn_device dev = {.ops = &staged_ops, .info = {.name = "fake:0"}};
+    for (staged_refuse = 0; staged_refuse < 2; staged_refuse++) {
+        float *p = sn_staging_alloc(&dev, 1000 * sizeof *p);
+        cr_assert_not_null(p);
+        cr_assert_eq((uintptr_t)p % 64, 0);
+        for (int i = 0; i < 1000; i++) /* all of it is writable */
+            p[i] = (float)i;
+        sn_staging_free(&dev, p);
+        cr_assert_eq(staged_given, 1);
+        cr_assert_eq(staged_freed, 1, "given %d, freed %d (refusing: %d)",
+                     staged_given, staged_freed, staged_refuse);
+    }
+    /* No device, or one without: plain memory. */
+    float *q = sn_staging_alloc(NULL, 0);
+    cr_assert_not_null(q);
+    sn_staging_free(NULL, q);
+    sn_staging_free(&dev, NULL);
+    cr_assert_eq(staged_freed, 1);
 }
 
 Test(registry, device_strings_name_the_registry_kinds)

@@ -4,14 +4,15 @@
  * stream (a blocking one then waits for the stream, so that it comes
  * after everything enqueued before it, as backend.h's execution model
  * asks), mappings (a copy of the range in pinned host memory, written
- * back on unmap when writable), and events, each a runtime event recorded
- * on the stream.
+ * back on unmap when writable), pinned host memory for the collectives'
+ * staging, and events, each a runtime event recorded on the stream.
  *
  * The asynchronous copies hand the caller's memory to cudaMemcpyAsync as
  * it is.  With pageable memory the runtime may finish the copy before
  * returning (a read always does), which the contract allows; only pinned
- * memory makes them truly overlap, and pinning the caller's memory (or
- * staging through pinned buffers of our own) is left for later.
+ * memory makes them truly overlap: the collectives stage through pinned
+ * memory of the device's (host_alloc); other callers' memory (a run's
+ * inputs and outputs, a pipeline's activations) is taken as it is.
  */
 #include <config.h>
 
@@ -167,6 +168,35 @@ shardnet_status sn_cuda_buffer_unmap(sn_buffer *buf, void *ptr)
         cudaFreeHost(base);
     (void)cudaGetLastError();
     return st;
+}
+
+/* --- staging memory ---------------------------------------------------- */
+
+/* Pinned host memory, portable (every device's copies run from it at the
+ * link's speed, and asynchronously), for the collectives' staging.  NULL
+ * when the runtime refuses (pinned memory is limited): the caller falls
+ * back to plain memory. */
+void *sn_cuda_host_alloc(sn_device *dev, size_t bytes)
+{
+    void *p = NULL;
+    if (sn_cuda_enter(dev) != SHARDNET_OK) {
+        sn_error_clear();
+        return NULL;
+    }
+    if (cudaHostAlloc(&p, bytes, cudaHostAllocPortable) != cudaSuccess) {
+        (void)cudaGetLastError();
+        return NULL;
+    }
+    return p;
+}
+
+void sn_cuda_host_free(sn_device *dev, void *ptr)
+{
+    if (sn_cuda_enter(dev) == SHARDNET_OK)
+        cudaFreeHost(ptr);
+    else
+        sn_error_clear();
+    (void)cudaGetLastError();
 }
 
 /* --- events ------------------------------------------------------------ */

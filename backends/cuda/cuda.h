@@ -88,6 +88,8 @@ shardnet_status sn_cuda_buffer_read(sn_buffer *buf, size_t offset, void *dst,
 shardnet_status sn_cuda_buffer_map(sn_buffer *buf, size_t offset,
                                    size_t bytes, int flags, void **ptr);
 shardnet_status sn_cuda_buffer_unmap(sn_buffer *buf, void *ptr);
+void *sn_cuda_host_alloc(sn_device *dev, size_t bytes);
+void sn_cuda_host_free(sn_device *dev, void *ptr);
 shardnet_status sn_cuda_buffer_write_async(sn_buffer *buf, size_t offset,
                                            const void *src, size_t bytes);
 shardnet_status sn_cuda_buffer_read_async(sn_buffer *buf, size_t offset,

@@ -52,7 +52,7 @@
  * written against (sn_backend.abi, sn_backend_ops.abi) and the registry
  * refuses one that differs.  Raise it with every change to the structs and
  * the vtable below. */
-#define SN_BACKEND_ABI 11
+#define SN_BACKEND_ABI 12
 
 /** Highest tensor rank the element-wise kernels accept. */
 #define SN_MAX_DIMS 8
@@ -668,6 +668,14 @@ typedef struct sn_backend_ops {
     shardnet_status (*buffer_wrap)(sn_device *dev, const void *host,
                                    size_t bytes, unsigned flags,
                                    sn_buffer **out);
+    /* Optional, both or neither: host memory that the device copies to
+     * and from fastest (a CUDA device's pinned memory), `bytes` of it,
+     * 64-byte aligned (NULL when it cannot be had), and its release, for
+     * the buffers that data is staged through on its way between
+     * devices.  Without them, or when it gives none, plain host memory
+     * (sn_staging_alloc). */
+    void *(*host_alloc)(sn_device *dev, size_t bytes);
+    void (*host_free)(sn_device *dev, void *ptr);
     /* Optional: buffer_write and buffer_read enqueued on the stream
      * instead of blocking (see the execution model above for how long the
      * host memory must stay as it is). */
@@ -845,6 +853,13 @@ shardnet_status sn_buffer_read(sn_buffer *buf, size_t offset, void *dst,
 shardnet_status sn_buffer_map(sn_buffer *buf, size_t offset, size_t bytes,
                               int flags, void **ptr);
 shardnet_status sn_buffer_unmap(sn_buffer *buf, void *ptr);
+/* Host memory for staging data on its way to and from dev (NULL: any
+ * device): the backend's host_alloc where it has one and it gives it
+ * (pinned memory), else plain memory; 64-byte aligned; NULL when out of
+ * memory.  Released by sn_staging_free with the same device (a NULL ptr:
+ * nothing). */
+void *sn_staging_alloc(sn_device *dev, size_t bytes);
+void sn_staging_free(sn_device *dev, void *ptr);
 /* Asynchronous copies, checked like the blocking ones; on a backend
  * without them, the blocking copy.  The host memory must stay as it is
  * until an event recorded after the copy has completed (or the device is

@@ -489,11 +489,22 @@ shardnet_status sn_comm_run(sn_comm *c)
 
 /* --- lifetime ------------------------------------------------------------ */
 
-static void *aligned_floats(size_t count)
+/* Staging for dev (sn_staging_alloc: pinned where its backend has it) of
+ * count floats, a whole number of ALIGN-byte lines. */
+static float *staging_floats(sn_device *dev, size_t count)
 {
     size_t bytes = count * sizeof(float);
-    bytes = (bytes + ALIGN - 1) / ALIGN * ALIGN;
-    return aligned_alloc(ALIGN, bytes ? bytes : ALIGN);
+    return sn_staging_alloc(dev, (bytes + ALIGN - 1) / ALIGN * ALIGN);
+}
+
+/* The device whose host memory holds the results that every device
+ * reads: the first with memory of its own for staging, else none. */
+static sn_device *results_device(sn_device *const *devs, size_t n)
+{
+    for (size_t r = 0; r < n; r++)
+        if (devs[r]->ops->host_alloc && devs[r]->ops->host_free)
+            return devs[r];
+    return NULL;
 }
 
 shardnet_status sn_comm_create(sn_device *const *devs, size_t n,
@@ -545,14 +556,15 @@ shardnet_status sn_comm_create(sn_device *const *devs, size_t n,
     pthread_mutex_init(&c->mu, NULL);
     pthread_cond_init(&c->cv, NULL);
 
-    c->res = aligned_floats(SLOTS * c->chunk);
+    c->res_dev = results_device(devs, n);
+    c->res = staging_floats(c->res_dev, SLOTS * c->chunk);
     if (!c->res)
         goto oom;
     for (size_t r = 0; r < n; r++) {
         if (!c->no_map && devs[r]->info.host_unified &&
             devs[r]->ops->buffer_map && devs[r]->ops->buffer_unmap)
             continue; /* mapped: no staging */
-        c->stage[r] = aligned_floats(SLOTS * c->chunk);
+        c->stage[r] = staging_floats(devs[r], SLOTS * c->chunk);
         if (!c->stage[r])
             goto oom;
     }
@@ -589,8 +601,8 @@ void sn_comm_free(sn_comm *c)
     for (size_t r = 0; r < c->started; r++)
         pthread_join(c->w[r].thread, NULL);
     for (size_t r = 0; r < c->n; r++)
-        free(c->stage[r]);
-    free(c->res);
+        sn_staging_free(c->devs[r], c->stage[r]);
+    sn_staging_free(c->res_dev, c->res);
     pthread_cond_destroy(&c->cv);
     pthread_mutex_destroy(&c->mu);
     free(c);
