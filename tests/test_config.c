@@ -83,6 +83,8 @@ ParameterizedTestParameters(environment, bad_value_fails_every_context)
          "SHARDNET_CPU_SGEMM='fast' is not a GEMM kernel (auto or blas)"},
         {"SHARDNET_COMM", "fp8",
          "SHARDNET_COMM='fp8' is not a codec (fp32, fp16, bf16 or int8)"},
+        {"SHARDNET_CUDA_CHECK", "maybe",
+         "SHARDNET_CUDA_CHECK='maybe' is not a switch (0 or 1)"},
     };
     return cr_make_param_array(bad_value, bad, sizeof bad / sizeof bad[0]);
 }

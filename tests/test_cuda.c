@@ -18,6 +18,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <cuda_runtime.h>
+
 #include "backend/backend.h"
 #include "ref.h"
 #include "shardnet.h"
@@ -152,6 +154,21 @@ Test(cuda, every_kernel_and_variant_is_supported)
     for (int k = 0; k < SN_KERNEL_COUNT; k++)
         cr_assert(sn_device_supports(dev, (sn_kernel)k, SN_VARIANT_ANY),
                   "%s", sn_kernel_name((sn_kernel)k));
+}
+
+/* The collectives' staging for a GPU is pinned host memory (so that its
+ * copies run at the link's speed and asynchronously). */
+Test(cuda, staging_memory_is_pinned)
+{
+    need_device();
+    struct cudaPointerAttributes attr;
+    float *p = sn_staging_alloc(dev, 1 << 20);
+    cr_assert_not_null(p);
+    cr_assert_eq(cudaPointerGetAttributes(&attr, p), cudaSuccess);
+    cr_assert_eq(attr.type, cudaMemoryTypeHost, "memory type %d",
+                 (int)attr.type);
+    p[0] = p[(1 << 18) - 1] = 1.0f; /* all of it the caller's */
+    sn_staging_free(dev, p);
 }
 
 /* n floats in [-1, 1) from seed. */

@@ -100,7 +100,12 @@ shardnet_status sn_cuda_event_query(sn_event *ev, int *done);
 void sn_cuda_event_free(sn_event *ev);
 
 shardnet_status sn_cuda_gemm(sn_device *dev, const sn_gemm_desc *d);
-/* kernels.c: the members run by kernels of our own (kernels.h) */
+/* kernels.c: the members run by kernels of our own (kernels.h), and
+ * what becomes of a launch of kernel k (variant: its op, or
+ * SN_VARIANT_ANY): err (a cudaError_t) as an error naming the kernel,
+ * and with SHARDNET_CUDA_CHECK=1 the kernel waited for at once. */
+shardnet_status sn_cuda_launched(sn_device *dev, sn_kernel k, int variant,
+                                 int err);
 shardnet_status sn_cuda_binary(sn_device *dev, const sn_binary_desc *d);
 shardnet_status sn_cuda_unary(sn_device *dev, const sn_unary_desc *d);
 shardnet_status sn_cuda_where(sn_device *dev, const sn_where_desc *d);

@@ -93,11 +93,8 @@ shardnet_status sn_cuda_gemm(sn_device *dev, const sn_gemm_desc *d)
     pthread_mutex_lock(&cd->lock);
     st = product(dev, d);
     pthread_mutex_unlock(&cd->lock);
-    if (st == SHARDNET_OK) {
-        int err = sn_cu_gemm_epilogue(d, cd->stream);
-        if (err != 0)
-            st = sn_cuda_error(dev, (cudaError_t)err,
-                               "launch of kernel gemm epilogue");
-    }
+    if (st == SHARDNET_OK)
+        st = sn_cuda_launched(dev, SN_KERNEL_GEMM, SN_VARIANT_ANY,
+                              sn_cu_gemm_epilogue(d, cd->stream));
     return st;
 }

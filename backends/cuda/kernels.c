@@ -6,18 +6,34 @@
  */
 #include <config.h>
 
+#include "core/config.h"
 #include "cuda.h"
 #include "kernels.h"
 
-static shardnet_status launched(sn_device *dev, sn_kernel k, int variant,
-                                int err)
+/* A launch's outcome.  An error of the kernel's execution comes back
+ * later, from whatever waits for the stream next, and cannot tell which
+ * kernel it was; with SHARDNET_CUDA_CHECK=1 each kernel is waited for at
+ * once, so that its error names it (slow: for finding a failing
+ * kernel). */
+shardnet_status sn_cuda_launched(sn_device *dev, sn_kernel k, int variant,
+                                 int err)
 {
     char name[64];
-    if (err == 0)
+    cudaError_t ran;
+    if (err != 0)
+        return sn_cuda_error(dev, (cudaError_t)err, "launch of kernel %s",
+                             sn_kernel_variant_name(k, variant, name,
+                                                    sizeof name));
+    if (!sn_config_or_env(dev->config)->cuda_check)
         return SHARDNET_OK;
-    return sn_cuda_error(dev, (cudaError_t)err, "launch of kernel %s",
-                         sn_kernel_variant_name(k, variant, name,
-                                                sizeof name));
+    ran = cudaStreamSynchronize(((cuda_dev *)dev->impl)->stream);
+    if (ran != cudaSuccess)
+        return sn_cuda_error(dev, ran,
+                             "kernel %s (or the work before it, waited for "
+                             "at once: SHARDNET_CUDA_CHECK)",
+                             sn_kernel_variant_name(k, variant, name,
+                                                    sizeof name));
+    return SHARDNET_OK;
 }
 
 #define SN_CUDA_MEMBER(name, KIND, variant)                                   \
@@ -26,8 +42,9 @@ static shardnet_status launched(sn_device *dev, sn_kernel k, int variant,
         shardnet_status st = sn_cuda_enter(dev);                              \
         if (st != SHARDNET_OK)                                                \
             return st;                                                        \
-        return launched(dev, SN_KERNEL_##KIND, (variant),                     \
-                        sn_cu_##name(d, ((cuda_dev *)dev->impl)->stream));   \
+        return sn_cuda_launched(                                              \
+            dev, SN_KERNEL_##KIND, (variant),                                 \
+            sn_cu_##name(d, ((cuda_dev *)dev->impl)->stream));                \
     }
 
 SN_CUDA_MEMBER(binary, BINARY, (int)d->op)

@@ -82,6 +82,8 @@ static const setting settings[] = {
      .should = "a bandwidth in GB/s (a positive number, e.g. 2.5)"},
     {.name = "SHARDNET_CPU_SGEMM", .kind = CHOICE, .offset = AT(sgemm_blas),
      .words = sgemm, .should = "a GEMM kernel (auto or blas)"},
+    {.name = "SHARDNET_CUDA_CHECK", .kind = CHOICE, .offset = AT(cuda_check),
+     .words = flag, .should = "a switch (0 or 1)"},
 };
 
 static int parse_size(const char *v, uint64_t *out)

@@ -66,6 +66,8 @@ typedef struct sn_config {
     double link_bytes_per_s; /* SHARDNET_LINK_GBPS, in bytes per second */
     int sgemm_blas;          /* SHARDNET_CPU_SGEMM=blas: OpenBLAS for every
                                 GEMM, not cpu/'s AVX-512 kernel ("auto") */
+    int cuda_check;          /* SHARDNET_CUDA_CHECK=1: wait for each CUDA
+                                kernel, so that an error names it */
 } sn_config;
 
 /*
