@@ -174,8 +174,11 @@ def run_all(a):
         else:
             failed += 1
 
-    devs = [l.split()[0] for l in run([shardnet, "devices"])[1].splitlines()[1:]
-            if l.strip()]
+    # The table is standard output; a note such as "no CUDA device found"
+    # goes to standard error and must not read as a device.
+    table = subprocess.run([shardnet, "devices"], capture_output=True,
+                           text=True, timeout=600).stdout
+    devs = [l.split()[0] for l in table.splitlines()[1:] if l.strip()]
     print("devices:", " ".join(devs))
     cpus = [d for d in devs if d.startswith("cpu:")]
     splits = []
