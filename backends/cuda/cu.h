@@ -5,11 +5,12 @@
  *
  * The rules every kernel here keeps:
  *
- *   - a thread computes whole outputs (an element, or a row of a
- *     reduction) and loops over them grid-stride (SN_CU_FOR), so that any
- *     grid computes every output once;
+ *   - a thread computes whole outputs of its kernel (an element, a row
+ *     of a reduction, or a part of a row into scratch memory that a
+ *     kernel after it combines) and loops over them grid-stride
+ *     (SN_CU_FOR), so that any grid computes every output once;
  *   - no shared memory, no __syncthreads, no atomics, no warp intrinsics:
- *     an output depends on nothing another thread writes;
+ *     an output depends on nothing another thread of its kernel writes;
  *   - kernels and their device functions are static, and their names
  *     start with their file's or kernel's (qgemm_half, pool_max_of): the
  *     emulation compiles every .cu file into one translation unit, where
@@ -108,6 +109,49 @@ static inline float *sn_cu_ptr(sn_view v)
 {
     return v.buf ? (float *)v.buf->handle + v.offset : (float *)0;
 }
+
+/* Scratch device memory for a launcher's intermediate results, allocated
+ * and freed in the stream's order (the runtime's stream-ordered pool):
+ * what is enqueued after the allocation may use it, and the free comes
+ * after the last of that.  Both evaluate to a cudaError_t as an int. */
+#ifdef SN_CUDA_EMULATE
+#include <stdlib.h>
+static inline int sn_cu_scratch(float **p, size_t floats, void *stream)
+{
+    (void)stream;
+    *p = (float *)malloc(floats ? floats * sizeof(float) : 1);
+    return *p ? 0 : 2; /* cudaErrorMemoryAllocation */
+}
+static inline int sn_cu_scratch_free(float *p, void *stream)
+{
+    (void)stream;
+    free(p);
+    return 0;
+}
+#else
+/* A device without stream-ordered memory pools (cudaMallocAsync says
+ * cudaErrorNotSupported) gets cudaMalloc and cudaFree instead, the free
+ * waiting for the device's work. */
+static inline int sn_cu_scratch(float **p, size_t floats, void *stream)
+{
+    cudaError_t err = cudaMallocAsync((void **)p, floats * sizeof(float),
+                                      (cudaStream_t)stream);
+    if (err == cudaErrorNotSupported) {
+        (void)cudaGetLastError();
+        err = cudaMalloc((void **)p, floats * sizeof(float));
+    }
+    return (int)err;
+}
+static inline int sn_cu_scratch_free(float *p, void *stream)
+{
+    cudaError_t err = cudaFreeAsync(p, (cudaStream_t)stream);
+    if (err == cudaErrorNotSupported) {
+        (void)cudaGetLastError();
+        err = cudaFree(p);
+    }
+    return (int)err;
+}
+#endif
 
 /* A strided operand of an element-wise kernel (sn_binary_desc's,
  * sn_where_desc's shape and strides), by value into a kernel. */

@@ -22,6 +22,7 @@
 #include <config.h>
 
 #include <stdarg.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -121,6 +122,21 @@ static void versions(char *buf, size_t cap)
              drv % 1000 / 10, rt / 1000, rt % 1000 / 10);
 }
 
+/* The kernels' scratch memory comes from the device's stream-ordered
+ * pool (cu.h, sn_cu_scratch): let the pool keep what is freed rather than
+ * give it back to the driver at every synchronize, so that a reduction's
+ * scratch costs no allocation after the first.  A device without pools
+ * is left as it is (the kernels then allocate plainly). */
+static void keep_pool(int ordinal)
+{
+    cudaMemPool_t pool;
+    uint64_t keep = UINT64_MAX;
+    if (cudaDeviceGetDefaultMemPool(&pool, ordinal) != cudaSuccess ||
+        cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReleaseThreshold,
+                                &keep) != cudaSuccess)
+        (void)cudaGetLastError();
+}
+
 /* Describe device `ordinal` and make its stream and cuBLAS handle. */
 static shardnet_status open_device(int ordinal, sn_device **out)
 {
@@ -199,6 +215,7 @@ static shardnet_status open_device(int ordinal, sn_device **out)
         cuda_device_free(dev);
         return st;
     }
+    keep_pool(ordinal);
     sn_log(SHARDNET_LOG_INFO,
            "%s: compute capability %d.%d, %d multiprocessors, %llu MiB%s",
            cd->label, prop.major, prop.minor, prop.multiProcessorCount,

@@ -10,9 +10,11 @@
  * 1, ..., so that a line gives the reference's bits wherever no math
  * library function is involved, whatever the grid.  Thread t takes line
  * t = o * inner + i: with inner > 1 neighbouring threads read neighbouring
- * floats at each step along the axis.  With inner == 1 each line is a
- * contiguous row of its own; nothing shared between threads (cu.h) is
- * allowed to split it.
+ * floats at each step along the axis.  A long axis over few lines
+ * (softmax and the reductions: a softmax over a vocabulary at batch 1) is
+ * cut into parts instead, each part reduced by a thread into scratch
+ * memory and the parts combined in order by a kernel after it: the sums
+ * then run in another order, within float rounding of the reference's.
  *
  * Every kernel here is called with len >= 1 (lib/backend/kernels.c returns
  * before the backend when there is nothing to read).
@@ -61,12 +63,138 @@ static __global__ void softmax(size_t n, size_t len, size_t inner,
     }
 }
 
+/*
+ * A long axis over few lines (a softmax over a vocabulary at batch 1)
+ * would leave one thread per line to walk all of it; instead the line is
+ * cut into parts of AXIS_PART values, each a thread's, in five steps:
+ * each part's maximum, each line's (the parts' in order), each part's sum
+ * of exponentials, each line's (the parts' in order: another order of
+ * summation than the one-thread walk's, within float rounding), then
+ * every output element on its own thread.
+ */
+#define AXIS_PART 256
+/* Cut the axis when it is at least two parts long and the lines alone
+ * would not fill a large GPU's threads several times over. */
+#define AXIS_CUT_LINES 16384
+
+static int axis_cut(size_t lines, size_t len)
+{
+    return len >= 2 * AXIS_PART && lines < AXIS_CUT_LINES;
+}
+
+/* Part p of line l (t = p * lines + l: adjacent threads on adjacent
+ * lines, adjacent in memory when inner > 1): [r0, r1) of the axis and
+ * the line's first element. */
+typedef struct axis_part {
+    size_t line, r0, r1;
+    size_t base; /* the line's element (o, 0, i) */
+} axis_part;
+
+static __device__ axis_part axis_part_of(size_t t, size_t lines,
+                                         size_t len, size_t inner)
+{
+    axis_part a;
+    size_t p = t / lines, o;
+    a.line = t - p * lines;
+    a.r0 = p * AXIS_PART;
+    a.r1 = a.r0 + AXIS_PART < len ? a.r0 + AXIS_PART : len;
+    o = a.line / inner;
+    a.base = o * len * inner + (a.line - o * inner);
+    return a;
+}
+
+static __global__ void softmax_part_max(size_t n, size_t lines, size_t len,
+                                        size_t inner, const float *x,
+                                        float *pmax)
+{
+    SN_CU_FOR(t, n)
+    {
+        axis_part a = axis_part_of(t, lines, len, inner);
+        const float *xc = x + a.base;
+        float m = xc[a.r0 * inner];
+        for (size_t r = a.r0 + 1; r < a.r1; r++)
+            m = axis_max(m, xc[r * inner]);
+        pmax[t] = m;
+    }
+}
+
+/* Line l's value from its parts' (in order): the maximum, or the sum
+ * (with log_sum, its logarithm). */
+static __global__ void softmax_line(size_t lines, size_t parts,
+                                    const float *part, float *line, int sum,
+                                    int log_sum)
+{
+    SN_CU_FOR(l, lines)
+    {
+        float v = part[l];
+        for (size_t p = 1; p < parts; p++)
+            v = sum ? v + part[p * lines + l]
+                    : axis_max(v, part[p * lines + l]);
+        line[l] = log_sum ? logf(v) : v;
+    }
+}
+
+static __global__ void softmax_part_sum(size_t n, size_t lines, size_t len,
+                                        size_t inner, const float *x,
+                                        const float *lmax, float *psum)
+{
+    SN_CU_FOR(t, n)
+    {
+        axis_part a = axis_part_of(t, lines, len, inner);
+        const float *xc = x + a.base;
+        float m = lmax[a.line], s = 0.0f;
+        for (size_t r = a.r0; r < a.r1; r++)
+            s += expf(xc[r * inner] - m);
+        psum[t] = s;
+    }
+}
+
+/* Element e of (outer, len, inner) from its line's maximum and sum (its
+ * logarithm, for a log-softmax). */
+static __global__ void softmax_out(size_t n, size_t len, size_t inner,
+                                   const float *x, const float *lmax,
+                                   const float *lsum, float *y,
+                                   int log_softmax)
+{
+    SN_CU_FOR(e, n)
+    {
+        size_t i = e % inner, o = e / (len * inner);
+        size_t l = o * inner + i;
+        float v = x[e] - lmax[l];
+        y[e] = log_softmax ? v - lsum[l] : expf(v) / lsum[l];
+    }
+}
+
 int sn_cu_softmax(const sn_softmax_desc *d, void *stream)
 {
-    size_t n = d->outer * d->inner;
-    return SN_CU_RUN(softmax, n, stream, n, d->len, d->inner,
-                     (const float *)sn_cu_ptr(d->x), sn_cu_ptr(d->y),
-                     d->log_softmax);
+    size_t lines = d->outer * d->inner, len = d->len;
+    size_t parts = (len + AXIS_PART - 1) / AXIS_PART, n = parts * lines;
+    const float *x = sn_cu_ptr(d->x);
+    float *y = sn_cu_ptr(d->y), *tmp, *pmax, *psum, *lmax, *lsum;
+    int err;
+
+    if (!axis_cut(lines, len))
+        return SN_CU_RUN(softmax, lines, stream, lines, len, d->inner, x, y,
+                         d->log_softmax);
+    if ((err = sn_cu_scratch(&tmp, 2 * n + 2 * lines, stream)) != 0)
+        return err;
+    pmax = tmp;
+    psum = tmp + n;
+    lmax = tmp + 2 * n;
+    lsum = lmax + lines;
+    if (!(err = SN_CU_RUN(softmax_part_max, n, stream, n, lines, len,
+                          d->inner, x, pmax)) &&
+        !(err = SN_CU_RUN(softmax_line, lines, stream, lines, parts,
+                          (const float *)pmax, lmax, 0, 0)) &&
+        !(err = SN_CU_RUN(softmax_part_sum, n, stream, n, lines, len,
+                          d->inner, x, (const float *)lmax, psum)) &&
+        !(err = SN_CU_RUN(softmax_line, lines, stream, lines, parts,
+                          (const float *)psum, lsum, 1, d->log_softmax)))
+        err = SN_CU_RUN(softmax_out, lines * len, stream, lines * len, len,
+                        d->inner, x, (const float *)lmax,
+                        (const float *)lsum, y, d->log_softmax);
+    sn_cu_scratch_free(tmp, stream);
+    return err;
 }
 
 /* --- reductions --------------------------------------------------------- */
@@ -111,11 +239,66 @@ static __global__ void reduce(size_t n, size_t len, size_t inner, int op,
     }
 }
 
+/* A long axis over few lines, cut as softmax's: each part reduced as a
+ * line would be (its own first value for MAX and MIN, 1 for PROD, 0 for
+ * the sums), then each line's parts combined in order (maxima and minima
+ * as values, sums and products as partial results: SUM_SQUARE adds its
+ * parts' sums of squares). */
+static __global__ void reduce_parts(size_t n, size_t lines, size_t len,
+                                    size_t inner, int op, const float *x,
+                                    float *part)
+{
+    SN_CU_FOR(t, n)
+    {
+        axis_part a = axis_part_of(t, lines, len, inner);
+        const float *xc = x + a.base;
+        float acc = op == SN_REDUCE_MAX || op == SN_REDUCE_MIN
+                        ? xc[a.r0 * inner]
+                    : op == SN_REDUCE_PROD ? 1.0f
+                                           : 0.0f;
+        for (size_t r = a.r0; r < a.r1; r++)
+            acc = reduce_step(op, acc, xc[r * inner]);
+        part[t] = acc;
+    }
+}
+
+static __global__ void reduce_lines(size_t lines, size_t parts, size_t len,
+                                    int op, const float *part, float *y)
+{
+    /* parts' results combine as plain values for these */
+    const int as_values = op == SN_REDUCE_MAX || op == SN_REDUCE_MIN ||
+                          op == SN_REDUCE_PROD;
+    SN_CU_FOR(l, lines)
+    {
+        float acc = part[l];
+        for (size_t p = 1; p < parts; p++)
+            acc = as_values ? reduce_step(op, acc, part[p * lines + l])
+                            : acc + part[p * lines + l];
+        if (op == SN_REDUCE_MEAN)
+            acc /= (float)len;
+        y[l] = acc;
+    }
+}
+
 int sn_cu_reduce(const sn_reduce_desc *d, void *stream)
 {
-    size_t n = d->outer * d->inner;
-    return SN_CU_RUN(reduce, n, stream, n, d->len, d->inner, (int)d->op,
-                     (const float *)sn_cu_ptr(d->x), sn_cu_ptr(d->y));
+    size_t lines = d->outer * d->inner, len = d->len;
+    size_t parts = (len + AXIS_PART - 1) / AXIS_PART, n = parts * lines;
+    const float *x = sn_cu_ptr(d->x);
+    float *y = sn_cu_ptr(d->y), *part;
+    int err;
+
+    if (!axis_cut(lines, len))
+        return SN_CU_RUN(reduce, lines, stream, lines, len, d->inner,
+                         (int)d->op, x, y);
+    if ((err = sn_cu_scratch(&part, n, stream)) != 0)
+        return err;
+    if (!(err = SN_CU_RUN(reduce_parts, n, stream, n, lines, len, d->inner,
+                          (int)d->op, x, part)))
+        err = SN_CU_RUN(reduce_lines, lines, stream, lines, parts, len,
+                        (int)d->op, (const float *)part, y);
+    sn_cu_scratch_free(part, stream);
+    return err;
 }
 
 /* --- layer normalisation ------------------------------------------------ */
