@@ -171,6 +171,51 @@ Test(cuda, staging_memory_is_pinned)
     sn_staging_free(dev, p);
 }
 
+/* A partition (a green context of whole groups of multiprocessors) is a
+ * device of its own: the largest one of at most half the device that
+ * the driver's grouping allows, with a kernel run on it; a range that
+ * cuts a group is refused, naming the group size. */
+Test(cuda, partitions_run_kernels_on_their_multiprocessors)
+{
+    need_device();
+    unsigned units = dev->info.compute_units, got = 0;
+    size_t idx[2], n = 0;
+    char spec[64];
+    shardnet_status st = SHARDNET_UNSUPPORTED;
+    for (unsigned c = units / 2; c >= 1 && st != SHARDNET_OK; c--) {
+        snprintf(spec, sizeof spec, "cuda:0[0-%u]", c - 1);
+        st = shardnet_devices_select(ctx, spec, idx, 2, &n);
+        if (st != SHARDNET_OK &&
+            !strstr(shardnet_last_error(), "groups of"))
+            break;
+        got = c;
+    }
+    if (st == SHARDNET_UNSUPPORTED)
+        cr_skip_test("%s", shardnet_last_error()); /* an old driver */
+    cr_assert_eq(st, SHARDNET_OK, "%s: %s", spec, shardnet_last_error());
+    sn_device *part = sn_context_device(ctx, idx[0]);
+    cr_assert_eq(part->info.compute_units, got);
+    float in[6] = {-2, -1, -0.0f, 0, 1, 2}, out[6];
+    sn_buffer *b;
+    cr_assert_eq(sn_buffer_alloc(part, sizeof in, &b), SHARDNET_OK, "%s",
+                 shardnet_last_error());
+    cr_assert_eq(sn_buffer_write(b, 0, in, sizeof in), SHARDNET_OK);
+    sn_unary_desc u = {.op = SN_UNARY_RELU, .n = 6, .x = {b, 0},
+                       .y = {b, 0}};
+    cr_assert_eq(sn_unary(part, &u), SHARDNET_OK, "%s",
+                 shardnet_last_error());
+    cr_assert_eq(sn_buffer_read(b, 0, out, sizeof out), SHARDNET_OK, "%s",
+                 shardnet_last_error());
+    for (int i = 0; i < 6; i++)
+        cr_assert_eq(out[i], in[i] < 0 ? 0.0f : in[i], "element %d", i);
+    sn_buffer_free(b);
+    /* One multiprocessor from the second: a group of its own, or a group
+     * cut, refused as such. */
+    st = shardnet_devices_select(ctx, "cuda:0[1-1]", idx, 2, &n);
+    cr_assert(st == SHARDNET_OK || strstr(shardnet_last_error(), "groups of"),
+              "%s", shardnet_last_error());
+}
+
 /* n floats in [-1, 1) from seed. */
 static float *random_floats(size_t n, unsigned seed)
 {

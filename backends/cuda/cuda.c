@@ -82,7 +82,10 @@ shardnet_status sn_cublas_error(const sn_device *dev, cublasStatus_t s,
 shardnet_status sn_cuda_enter(const sn_device *dev)
 {
     const cuda_dev *cd = dev->impl;
-    cudaError_t err = cudaSetDevice(cd->ordinal);
+    cudaError_t err;
+    if (cd->green) /* a partition: its green context */
+        return sn_cuda_green_enter(dev);
+    err = cudaSetDevice(cd->ordinal);
     if (err != cudaSuccess)
         return sn_cuda_error(dev, err, "cudaSetDevice(%d)", cd->ordinal);
     return SHARDNET_OK;
@@ -90,21 +93,25 @@ shardnet_status sn_cuda_enter(const sn_device *dev)
 
 /* --- devices ----------------------------------------------------------- */
 
-static void cuda_device_free(sn_device *dev)
+void sn_cuda_device_free(sn_device *dev)
 {
     cuda_dev *cd = dev ? dev->impl : NULL;
 
     if (cd) {
         /* Nothing can be reported from here: a device whose driver fails
          * at this point is released as far as it goes. */
-        if (cudaSetDevice(cd->ordinal) == cudaSuccess) {
+        if (sn_cuda_enter(dev) == SHARDNET_OK) {
             if (cd->stream)
                 cudaStreamSynchronize(cd->stream);
             if (cd->blas)
                 sn_cublas.destroy(cd->blas);
             if (cd->stream)
                 cudaStreamDestroy(cd->stream);
+        } else {
+            sn_error_clear();
         }
+        if (cd->green)
+            sn_cuda_green_free(cd);
         (void)cudaGetLastError();
         pthread_mutex_destroy(&cd->lock);
         free(cd);
@@ -137,6 +144,26 @@ static void keep_pool(int ordinal)
         (void)cudaGetLastError();
 }
 
+shardnet_status sn_cuda_bind_blas(sn_device *dev)
+{
+    cuda_dev *cd = dev->impl;
+    const char *call = "cublasCreate";
+    shardnet_status st = sn_cublas_load(dev);
+    cublasStatus_t s;
+    if (st != SHARDNET_OK)
+        return st;
+    s = sn_cublas.create(&cd->blas);
+    if (s == CUBLAS_STATUS_SUCCESS) {
+        call = "cublasSetStream";
+        s = sn_cublas.set_stream(cd->blas, cd->stream);
+    } else {
+        cd->blas = NULL;
+    }
+    if (s != CUBLAS_STATUS_SUCCESS)
+        return sn_cublas_error(dev, s, "%s", call);
+    return SHARDNET_OK;
+}
+
 /* Describe device `ordinal` and make its stream and cuBLAS handle. */
 static shardnet_status open_device(int ordinal, sn_device **out)
 {
@@ -145,7 +172,6 @@ static shardnet_status open_device(int ordinal, sn_device **out)
     shardnet_device_info *info;
     struct cudaDeviceProp prop;
     cudaError_t err;
-    cublasStatus_t s;
 
     *out = NULL;
     if (!dev || !cd || pthread_mutex_init(&cd->lock, NULL) != 0) {
@@ -167,7 +193,7 @@ static shardnet_status open_device(int ordinal, sn_device **out)
     if ((err = cudaGetDeviceProperties(&prop, ordinal)) != cudaSuccess) {
         shardnet_status st =
             sn_cuda_error(dev, err, "cudaGetDeviceProperties");
-        cuda_device_free(dev);
+        sn_cuda_device_free(dev);
         return st;
     }
     snprintf(info->model, sizeof info->model, "%.*s",
@@ -194,25 +220,12 @@ static shardnet_status open_device(int ordinal, sn_device **out)
     if (err != cudaSuccess) {
         shardnet_status st = sn_cuda_error(dev, err, "%s", call);
         cd->stream = NULL;
-        cuda_device_free(dev);
+        sn_cuda_device_free(dev);
         return st;
     }
-    shardnet_status st = sn_cublas_load(dev);
+    shardnet_status st = sn_cuda_bind_blas(dev);
     if (st != SHARDNET_OK) {
-        cuda_device_free(dev);
-        return st;
-    }
-    call = "cublasCreate";
-    s = sn_cublas.create(&cd->blas);
-    if (s == CUBLAS_STATUS_SUCCESS) {
-        call = "cublasSetStream";
-        s = sn_cublas.set_stream(cd->blas, cd->stream);
-    } else {
-        cd->blas = NULL;
-    }
-    if (s != CUBLAS_STATUS_SUCCESS) {
-        st = sn_cublas_error(dev, s, "%s", call);
-        cuda_device_free(dev);
+        sn_cuda_device_free(dev);
         return st;
     }
     keep_pool(ordinal);
@@ -264,7 +277,7 @@ static shardnet_status cuda_discover(sn_device_list *list,
             continue;
         }
         if ((st = sn_device_list_push(list, dev)) != SHARDNET_OK) {
-            cuda_device_free(dev);
+            sn_cuda_device_free(dev);
             break;
         }
     }
@@ -304,7 +317,7 @@ static int cuda_supports(sn_device *dev, sn_kernel k, int variant)
 static const sn_backend_ops cuda_ops = {
     .abi = SN_BACKEND_ABI,
     .kind = "cuda",
-    .device_free = cuda_device_free,
+    .device_free = sn_cuda_device_free,
     .buffer_alloc = sn_cuda_buffer_alloc,
     .buffer_free = sn_cuda_buffer_free,
     .buffer_write = sn_cuda_buffer_write,
@@ -313,6 +326,7 @@ static const sn_backend_ops cuda_ops = {
     .buffer_unmap = sn_cuda_buffer_unmap,
     .host_alloc = sn_cuda_host_alloc,
     .host_free = sn_cuda_host_free,
+    .partition = sn_cuda_partition,
     .buffer_write_async = sn_cuda_buffer_write_async,
     .buffer_read_async = sn_cuda_buffer_read_async,
     .gemm = sn_cuda_gemm,

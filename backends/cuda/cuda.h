@@ -8,6 +8,7 @@
  *   gemm.c     GEMM: the product through cuBLAS, then its epilogue
  *   blas.c     cuBLAS, loaded when the first device is opened
  *   kernels.c  the other kernel members, each a launcher of kernels.h
+ *   partition.c  partitions of a GPU's multiprocessors (green contexts)
  *   *.cu       those launchers and their kernels (cu.h: the rules)
  */
 #ifndef SN_CUDA_BACKEND_H
@@ -29,6 +30,10 @@ typedef struct cuda_dev {
     char label[192];     /* "cuda:0 (device name)", for messages */
     /* Guards the cuBLAS handle (not to be used by two threads at once). */
     pthread_mutex_t lock;
+    /* A partition (partition.c): its green context (a CUgreenCtx) and
+     * that as a CUcontext, made current instead of the device's primary
+     * context; NULL for a whole device. */
+    void *green, *green_ctx;
 } cuda_dev;
 
 /* An event: the public part first, then the runtime's event, recorded on
@@ -76,6 +81,21 @@ shardnet_status sn_cublas_error(const sn_device *dev, cublasStatus_t s,
  * device is per thread, and a split drives each device from a thread of
  * its own); an error names the device. */
 shardnet_status sn_cuda_enter(const sn_device *dev);
+
+/* cuda.c: release a device, whole or a partition (the ops table's
+ * device_free); give dev (its stream made) a cuBLAS handle on its stream,
+ * loading cuBLAS first. */
+void sn_cuda_device_free(sn_device *dev);
+shardnet_status sn_cuda_bind_blas(sn_device *dev);
+
+/* partition.c: a partition of `count` multiprocessors from `first` (the
+ * ops table's partition); make a partition's green context current on the
+ * calling thread; destroy it (its stream and handle gone already). */
+shardnet_status sn_cuda_partition(sn_device *whole, unsigned first,
+                                  unsigned count, const char *name,
+                                  sn_device **out);
+shardnet_status sn_cuda_green_enter(const sn_device *dev);
+void sn_cuda_green_free(cuda_dev *cd);
 
 /* The ops table's members, by file. */
 shardnet_status sn_cuda_buffer_alloc(sn_device *dev, size_t bytes,
