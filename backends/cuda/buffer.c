@@ -55,10 +55,8 @@ void sn_cuda_buffer_free(sn_buffer *buf)
         return;
     /* cudaFree waits for the work in flight on the device before it frees
      * (and can report nothing from here). */
-    if (sn_cuda_enter(buf->dev) == SHARDNET_OK)
+    if (sn_cuda_enter_quietly(buf->dev))
         cudaFree(buf->handle);
-    else
-        sn_error_clear();
     (void)cudaGetLastError();
     free(buf);
 }
@@ -164,7 +162,7 @@ shardnet_status sn_cuda_buffer_unmap(sn_buffer *buf, void *ptr)
 
     if (m->flags & SN_MAP_WRITE)
         st = copy(buf, m->offset, ptr, m->bytes, 1, 1);
-    if (sn_cuda_enter(buf->dev) == SHARDNET_OK)
+    if (sn_cuda_enter_quietly(buf->dev))
         cudaFreeHost(base);
     (void)cudaGetLastError();
     return st;
@@ -179,10 +177,8 @@ shardnet_status sn_cuda_buffer_unmap(sn_buffer *buf, void *ptr)
 void *sn_cuda_host_alloc(sn_device *dev, size_t bytes)
 {
     void *p = NULL;
-    if (sn_cuda_enter(dev) != SHARDNET_OK) {
-        sn_error_clear();
+    if (!sn_cuda_enter_quietly(dev))
         return NULL;
-    }
     if (cudaHostAlloc(&p, bytes, cudaHostAllocPortable) != cudaSuccess) {
         (void)cudaGetLastError();
         return NULL;
@@ -192,10 +188,8 @@ void *sn_cuda_host_alloc(sn_device *dev, size_t bytes)
 
 void sn_cuda_host_free(sn_device *dev, void *ptr)
 {
-    if (sn_cuda_enter(dev) == SHARDNET_OK)
+    if (sn_cuda_enter_quietly(dev))
         cudaFreeHost(ptr);
-    else
-        sn_error_clear();
     (void)cudaGetLastError();
 }
 
@@ -271,10 +265,8 @@ void sn_cuda_event_free(sn_event *ev)
         return;
     /* Destroying an event not yet reached is allowed: the runtime frees it
      * once it completes. */
-    if (sn_cuda_enter(ev->dev) == SHARDNET_OK)
+    if (sn_cuda_enter_quietly(ev->dev))
         cudaEventDestroy(m->ev);
-    else
-        sn_error_clear();
     (void)cudaGetLastError();
     free(m);
 }

@@ -91,6 +91,14 @@ shardnet_status sn_cuda_enter(const sn_device *dev)
     return SHARDNET_OK;
 }
 
+int sn_cuda_enter_quietly(const sn_device *dev)
+{
+    if (sn_cuda_enter(dev) == SHARDNET_OK)
+        return 1;
+    sn_error_clear();
+    return 0;
+}
+
 /* --- devices ----------------------------------------------------------- */
 
 void sn_cuda_device_free(sn_device *dev)
@@ -100,15 +108,13 @@ void sn_cuda_device_free(sn_device *dev)
     if (cd) {
         /* Nothing can be reported from here: a device whose driver fails
          * at this point is released as far as it goes. */
-        if (sn_cuda_enter(dev) == SHARDNET_OK) {
+        if (sn_cuda_enter_quietly(dev)) {
             if (cd->stream)
                 cudaStreamSynchronize(cd->stream);
             if (cd->blas)
                 sn_cublas.destroy(cd->blas);
             if (cd->stream)
                 cudaStreamDestroy(cd->stream);
-        } else {
-            sn_error_clear();
         }
         if (cd->green)
             sn_cuda_green_free(cd);

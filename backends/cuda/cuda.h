@@ -81,6 +81,9 @@ shardnet_status sn_cublas_error(const sn_device *dev, cublasStatus_t s,
  * device is per thread, and a split drives each device from a thread of
  * its own); an error names the device. */
 shardnet_status sn_cuda_enter(const sn_device *dev);
+/* The same where nothing can be reported (releasing what dev holds): 1
+ * when dev is current, else 0 with the error dropped. */
+int sn_cuda_enter_quietly(const sn_device *dev);
 
 /* cuda.c: release a device, whole or a partition (the ops table's
  * device_free); give dev (its stream made) a cuBLAS handle on its stream,

@@ -268,24 +268,25 @@ shardnet_status sn_buffer_unmap(sn_buffer *buf, void *ptr)
  * says whose memory it is, so that memory the backend could not give
  * (pinned memory is limited) is plain memory instead, and freed as such.
  */
-#define HOST_HEAD 64
+#define STAGING_HEAD 64
 
 void *sn_staging_alloc(sn_device *dev, size_t bytes)
 {
-    size_t size = HOST_HEAD + (bytes + HOST_HEAD - 1) / HOST_HEAD * HOST_HEAD;
+    size_t size =
+        STAGING_HEAD + (bytes + STAGING_HEAD - 1) / STAGING_HEAD * STAGING_HEAD;
     char *base = NULL;
     int backend = 0;
     if (dev && dev->ops->host_alloc && dev->ops->host_free)
         backend = (base = dev->ops->host_alloc(dev, size)) != NULL;
-    if (!base && !(base = aligned_alloc(HOST_HEAD, size)))
+    if (!base && !(base = aligned_alloc(STAGING_HEAD, size)))
         return NULL;
     *(int *)base = backend;
-    return base + HOST_HEAD;
+    return base + STAGING_HEAD;
 }
 
 void sn_staging_free(sn_device *dev, void *ptr)
 {
-    char *base = (char *)ptr - HOST_HEAD;
+    char *base = (char *)ptr - STAGING_HEAD;
     if (!ptr)
         return;
     if (*(int *)base)

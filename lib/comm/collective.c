@@ -489,12 +489,11 @@ shardnet_status sn_comm_run(sn_comm *c)
 
 /* --- lifetime ------------------------------------------------------------ */
 
-/* Staging for dev (sn_staging_alloc: pinned where its backend has it) of
- * count floats, a whole number of ALIGN-byte lines. */
+/* Staging for dev of count floats (sn_staging_alloc: pinned where its
+ * backend has it; aligned to ALIGN and rounded up to whole lines). */
 static float *staging_floats(sn_device *dev, size_t count)
 {
-    size_t bytes = count * sizeof(float);
-    return sn_staging_alloc(dev, (bytes + ALIGN - 1) / ALIGN * ALIGN);
+    return sn_staging_alloc(dev, count * sizeof(float));
 }
 
 /* The device whose host memory holds the results that every device
