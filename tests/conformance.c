@@ -570,7 +570,8 @@ int main(int argc, char **argv)
         printf("conformance: %s\n", shardnet_last_error());
         return 1;
     }
-    /* cpu:0, and cl:0 when the build has OpenCL, unless told. */
+    /* cpu:0, cl:0 when the build has OpenCL and cuda:0 when it has CUDA
+     * and a GPU, unless told. */
     const char *devs[MAX_DEVS];
     size_t ndev = 0;
     char spec_copy[256];
@@ -595,6 +596,16 @@ int main(int argc, char **argv)
 #else
         printf("conformance: SKIPPED cl:0: this build has no OpenCL backend "
                "(configure --without-opencl, or no OpenCL found)\n");
+#endif
+#ifdef SN_HAVE_CUDA
+        /* A GPU where there is one; a CUDA build runs here without. */
+        size_t gpu, ngpu;
+        if (shardnet_devices_select(ctx, "cuda:0", &gpu, 1, &ngpu) ==
+            SHARDNET_OK)
+            devs[ndev++] = "cuda:0";
+        else
+            printf("conformance: cuda:0 not run: %s\n",
+                   shardnet_last_error());
 #endif
     }
 

@@ -1,7 +1,7 @@
 /*
  * Partitions of a GPU: `count` of its multiprocessors from `first` on, a
- * device of its own, as a green context (the driver's, CUDA 12.4 and
- * later).  The driver splits the device's multiprocessors into groups of
+ * device of its own, as a green context (the driver's, CUDA 12.5 and
+ * later: a green context's own streams came then).  The driver splits the device's multiprocessors into groups of
  * the size its architecture allows (cuDevSmResourceSplitByCount); a
  * partition is a run of whole groups, made one descriptor, then a green
  * context with a stream of its own, and a cuBLAS handle on that stream.
@@ -45,27 +45,31 @@ static struct {
 static pthread_once_t drv_once = PTHREAD_ONCE_INIT;
 static const char *drv_missing; /* the first function not found, or NULL */
 
+/* Each function at the driver version it came with (cudaTypedefs.h names
+ * them so: PFN_cuGreenCtxStreamCreate_v12050): asked for at an older
+ * version, the runtime answers that the driver has none. */
 static void drv_load(void)
 {
     const struct {
         const char *name;
         void **fn;
+        unsigned since;
     } fns[] = {
-        {"cuDeviceGet", (void **)&drv.device_get},
-        {"cuDeviceGetDevResource", (void **)&drv.get_resource},
-        {"cuDevSmResourceSplitByCount", (void **)&drv.split},
-        {"cuDevResourceGenerateDesc", (void **)&drv.describe},
-        {"cuGreenCtxCreate", (void **)&drv.create},
-        {"cuGreenCtxDestroy", (void **)&drv.destroy},
-        {"cuCtxFromGreenCtx", (void **)&drv.as_ctx},
-        {"cuGreenCtxStreamCreate", (void **)&drv.stream_create},
-        {"cuCtxSetCurrent", (void **)&drv.set_current},
-        {"cuGetErrorName", (void **)&drv.error_name},
+        {"cuDeviceGet", (void **)&drv.device_get, 2000},
+        {"cuDeviceGetDevResource", (void **)&drv.get_resource, 12040},
+        {"cuDevSmResourceSplitByCount", (void **)&drv.split, 12040},
+        {"cuDevResourceGenerateDesc", (void **)&drv.describe, 12040},
+        {"cuGreenCtxCreate", (void **)&drv.create, 12040},
+        {"cuGreenCtxDestroy", (void **)&drv.destroy, 12040},
+        {"cuCtxFromGreenCtx", (void **)&drv.as_ctx, 12040},
+        {"cuGreenCtxStreamCreate", (void **)&drv.stream_create, 12050},
+        {"cuCtxSetCurrent", (void **)&drv.set_current, 4000},
+        {"cuGetErrorName", (void **)&drv.error_name, 6000},
     };
     for (size_t i = 0; i < sizeof fns / sizeof fns[0]; i++) {
         enum cudaDriverEntryPointQueryResult found;
-        if (cudaGetDriverEntryPointByVersion(fns[i].name, fns[i].fn, 12040,
-                                             cudaEnableDefault,
+        if (cudaGetDriverEntryPointByVersion(fns[i].name, fns[i].fn,
+                                             fns[i].since, cudaEnableDefault,
                                              &found) != cudaSuccess ||
             found != cudaDriverEntryPointSuccess || !*fns[i].fn) {
             (void)cudaGetLastError();
@@ -148,7 +152,7 @@ shardnet_status sn_cuda_partition(sn_device *whole, unsigned first,
     if (drv_missing)
         return sn_error(SHARDNET_UNSUPPORTED,
                         "%s cannot be cut into partitions: its driver has "
-                        "no %s (green contexts need CUDA 12.4 or later)",
+                        "no %s (green contexts need CUDA 12.5 or later)",
                         whole->info.name, drv_missing);
     if ((st = sn_cuda_enter(whole)) != SHARDNET_OK)
         return st;

@@ -381,13 +381,13 @@ shardnet_status sn_world_allgather(const void *mine, size_t bytes, void *all)
 
 shardnet_status sn_world_link(double *latency, double *bandwidth)
 {
-    static int measured;
-    static double lat, bw;
     *latency = 0;
     *bandwidth = 1e30;
     if (nprocs == 1)
         return SHARDNET_OK;
 #ifdef SN_HAVE_MPI
+    static int measured;
+    static double lat, bw;
     if (!measured) {
         enum { ROUNDS = 20, BIG_ROUNDS = 3, TAG = 32000 };
         const size_t big = 4u << 20;
@@ -466,8 +466,10 @@ shardnet_status sn_world_share_status(unsigned owner, shardnet_status mine,
         return mine;
     if ((st = sn_world_bcast(owner, &code, sizeof code)) != SHARDNET_OK)
         return st;
+#ifdef SN_HAVE_MPI
     if (code != SHARDNET_OK)
         failure_shared = 1;
+#endif
     if (me == owner || code == SHARDNET_OK)
         return (shardnet_status)code;
     return sn_error((shardnet_status)code, "%s failed on process %u", what,
