@@ -133,12 +133,14 @@ static const struct {
     {"cpu:0,cpu:1,cl:0,cl:1", "cpu:0", 0, 4},
     /* a machine of one package with two OpenCL devices */
     {"cpu:0,cl:0,cl:1", "cpu:0", 0, 3},
+#ifdef SN_HAVE_CUDA
     /* a GPU with the CPU, with an OpenCL device, and cut in two */
     {"cpu:0,cuda:0", "cpu:0", 0, 2},
     {"cuda:0,cpu:0", "cpu:0", 0, 2},
     {"cuda:0,cpu:0,cpu:1", "cpu:0", 0, 3},
     {"cuda:0,cl:0", "cpu:0", 0, 2},
     {"cuda:0[0-63],cuda:0[64-127]", "cuda:0", 0, 2},
+#endif
 };
 
 #define NMODELS (sizeof split_models / sizeof split_models[0])

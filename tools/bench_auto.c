@@ -4,19 +4,21 @@
  *
  *   tools/bench_auto DEVICES ROUNDS RUNS MODEL[:BATCH,...]...
  *
- * For each model and batch (1, 64 and 1024 unless given): a session of
- * split auto over DEVICES and one of split none on each device of the
- * list, their first input random in [0, 1) of BATCH rows, each run once
- * (auto decides then); then ROUNDS rounds, each running every session
+ * For each model and batch (1, 64 and 1024 unless given), ROUNDS rounds,
+ * each with sessions made anew: one of split auto over DEVICES and one of
+ * split none on each device of the list, their input random in [0, 1) of
+ * BATCH rows, each run once (auto decides then); then every session run
  * RUNS times in turn, timed, after 30 ms of pause and one run untimed
- * (the order turned each round), so that the machine's load falls on
- * all alike and each block times runs that follow one another.  Per
- * session the median over rounds of the time per run; the best single
- * device is the one of the smallest median; ratio = its median over
- * auto's (1 or more: auto is not slower).  "twins": the first device's session against a second one
+ * (the order turned each round), so that the machine's load and where
+ * each session's memory lands fall on all alike, and each block times
+ * runs that follow one another.  Per session the median over rounds of
+ * the time per run; the best single device is the one of the smallest
+ * median; ratio = its median over auto's (1 or more: auto is not
+ * slower).  "twins": the first device's session against a second one
  * just like it, measured alike: how far apart two sessions that run the
  * same plan come out here (1 in truth).  What auto chose is the
- * "running:" line of its description.
+ * "running:" line of its description in the first round (and in how many
+ * rounds, where it chose otherwise in some).
  * One process for all: what differs between processes (where the
  * weights lie, the cores' state as it starts) does not fall on one
  * column only, as it does between `shardnet plan` runs.
@@ -131,18 +133,34 @@ int main(int argc, char **argv)
                 x[i] = (float)rand() / (float)RAND_MAX;
             /* [0]: auto, [1 + d]: device d alone, [ns - 1]: a twin of
              * the first device's session (the spread between two
-             * sessions alike, measured beside the rest) */
+             * sessions alike, measured beside the rest).  Made anew each
+             * round: where a session's memory lands moves its time by
+             * several percent, by luck, for as long as it lives (two
+             * sessions of one plan measured 0.92-1.10x apart here), so
+             * that luck is drawn again each round and the medians
+             * average it out.  Auto decides anew each round too. */
             shardnet_session_t *s[MAXDEV + 2];
             size_t ns = ndev + 2;
-            s[0] = session(ctx, m, devices, "auto", in.rank, dims, x);
-            for (size_t d = 0; d < ndev; d++)
-                s[1 + d] = session(ctx, m, names[d], "none", in.rank, dims, x);
-            s[ns - 1] = session(ctx, m, names[0], "none", in.rank, dims, x);
-            for (size_t q = 0; q < ns; q++)
-                if (!s[q])
-                    return 1;
+            char chose[256] = "", now[256];
+            long same = 0;
             double *t = calloc(ns * (size_t)rounds, sizeof *t);
-            for (long r = 0; t && r < rounds; r++)
+            if (!t)
+                return fail("memory", "");
+            for (long r = 0; r < rounds; r++) {
+                for (size_t i = 0; i < ns; i++) {
+                    size_t q = (i + (size_t)r) % ns;
+                    s[q] = session(ctx, m,
+                                   q == 0 ? devices
+                                          : names[q == ns - 1 ? 0 : q - 1],
+                                   q == 0 ? "auto" : "none", in.rank, dims,
+                                   x);
+                    if (!s[q])
+                        return 1;
+                }
+                running(s[0], now, sizeof now);
+                if (!r)
+                    snprintf(chose, sizeof chose, "%s", now);
+                same += !strcmp(now, chose);
                 for (size_t i = 0; i < ns; i++) {
                     size_t q = (i + (size_t)r) % ns;
                     /* A pause first: the workers of a device that ran
@@ -162,8 +180,9 @@ int main(int argc, char **argv)
                     t[q * (size_t)rounds + (size_t)r] =
                         (bench_now() - t0) / (double)runs;
                 }
-            if (!t)
-                return fail("memory", "");
+                for (size_t q = 0; q < ns; q++)
+                    shardnet_session_free(s[q]);
+            }
             double med[MAXDEV + 2];
             size_t best = 1;
             for (size_t q = 0; q < ns; q++) {
@@ -171,15 +190,15 @@ int main(int argc, char **argv)
                 if (q && q < ns - 1 && med[q] < med[best])
                     best = q;
             }
-            char chose[256];
-            running(s[0], chose, sizeof chose);
-            printf("| %s | %ld | %s | %.3f | %.3f | %.3f | %.3f | %s |\n",
+            printf("| %s | %ld | %s | %.3f | %.3f | %.3f | %.3f | %s",
                    base, batches[k], names[best - 1], med[best] * 1e3,
                    med[0] * 1e3, med[best] / med[0], med[1] / med[ns - 1],
                    chose);
+            if (same < rounds)
+                printf(" (in %ld of %ld rounds; others differ)", same,
+                       rounds);
+            printf(" |\n");
             fflush(stdout);
-            for (size_t q = 0; q < ns; q++)
-                shardnet_session_free(s[q]);
             free(t);
             free(x);
         }
