@@ -479,11 +479,8 @@ static void expect_group_refused(const int64_t *dx, const int64_t *dw)
     static const float w[4] = {1, 1, 1, 1};
     size_t nw = (size_t)(dw[0] * dw[1] * dw[2] * dw[3]);
     pb g = {0}, n = {0}, a = {0}, t = {0}, x = value_info("x", dx, 4),
-       y = value_info("y", dx, 4), md;
-    char dir[64], path[512];
-    shardnet_context_t *ctx;
-    shardnet_model_t *m = NULL;
-    shardnet_session_t *s = NULL;
+       y = value_info("y", dx, 4);
+    char dir[64];
     float in[36] = {0};
     shardnet_status st;
     make_tmpdir("hostile", dir, sizeof dir);
@@ -905,11 +902,8 @@ static void expect_index_refused(const char *op, const char *const *ins,
     static const char *const outs[] = {"y", NULL};
     static float in[1000];
     pb g = {0}, n = node(op, op, ins, outs), x = value_info("x", dx, 2),
-       y = value_info("y", NULL, -1), md;
-    char dir[64], path[512];
-    shardnet_context_t *ctx;
-    shardnet_model_t *m = NULL;
-    shardnet_session_t *s = NULL;
+       y = value_info("y", NULL, -1);
+    char dir[64];
     shardnet_status st;
     cr_assert_leq(dx[0] * dx[1], 1000);
     make_tmpdir("hostile", dir, sizeof dir);
@@ -1072,11 +1066,8 @@ static void expect_rnn_refused(pb *attr, const int32_t *lens, int64_t opset,
     const char *ins[] = {"x", "w", "r", "", lens ? "lens" : NULL, NULL};
     const char *outs[] = {"", "y", NULL};
     pb g = {0}, n = node("rnn", "RNN", ins, outs), x = value_info("x", dx, 3),
-       y = value_info("y", dy, 3), t, md;
-    char dir[64], path[512];
-    shardnet_context_t *ctx;
-    shardnet_model_t *m = NULL;
-    shardnet_session_t *s = NULL;
+       y = value_info("y", dy, 3), t;
+    char dir[64];
     float in[2] = {0.5f, -0.5f};
     shardnet_status st;
     make_tmpdir("hostile", dir, sizeof dir);
@@ -1206,11 +1197,8 @@ static void expect_nbits_refused(int64_t block, size_t b_bytes, int g_idx,
     const char *ins[] = {"x", "b", "s", "", g_idx ? "g" : NULL, NULL};
     const char *outs[] = {"y", NULL};
     pb g = {0}, n = node("nbits", "MatMulNBits", ins, outs),
-       x = value_info("x", dx, 2), y = value_info("y", dy, 2), t, md;
-    char dir[64], path[512];
-    shardnet_context_t *ctx;
-    shardnet_model_t *m = NULL;
-    shardnet_session_t *s = NULL;
+       x = value_info("x", dx, 2), y = value_info("y", dy, 2), t;
+    char dir[64];
     float in[32] = {0};
     shardnet_status st;
     make_tmpdir("hostile", dir, sizeof dir);

@@ -8,9 +8,8 @@
 #     PoCL as it comes: its device computes on the same cores as cpu:0)
 #     against the best of cpu:0 and cl:0 alone, for every fixture model
 #     at batch 1, 64 and 1024, with what auto runs: tools/bench_auto, one
-#     process for all (5 x ROUNDS rounds of 5 runs each, interleaved,
-#     medians; what differs from one process to the next, such as where
-#     the weights lie, would fall on one column only);
+#     process for all (7 x ROUNDS rounds of 10 runs each, interleaved, the
+#     sessions made anew each round, the median run);
 #  2. the data split of the Fashion-MNIST MLP at batch 1024 against one
 #     device: over two simulated one-core sockets (cpu:0,cpu:1 against
 #     cpu:0) and over cpu:0,cl:0 on the machine as it is (against cpu:0),
@@ -19,7 +18,7 @@
 # Ratios are the one device's time over the split's (above 1: the split
 # is faster).
 #
-# About 8 minutes with 3 rounds on this project's 2-core host.
+# About 10 minutes with 3 rounds on this project's 2-core host.
 set -eu
 b=${1:-.}
 rounds=${2:-3}
@@ -57,7 +56,7 @@ while [ "$r" -le "$rounds" ]; do
 done
 median() { sort -n | awk '{ v[NR] = $1 } END { print NR ? v[int((NR + 1) / 2)] : 0 }'; }
 pick() { grep "^$1 " "$log" | awk '{ print $(NF - 1) }' | median; }
-native "$b/tools/bench_auto" cpu:0,cl:0 $((5 * rounds)) 5 \
+native "$b/tools/bench_auto" cpu:0,cl:0 $((7 * rounds)) 10 \
     "$fix/fashion_mlp.onnx" "$fix/small_cnn.onnx" "$fix/small_transformer.onnx"
 echo
 echo "data split, Fashion-MNIST MLP at batch 1024 (medians of $rounds rounds)"

@@ -11,8 +11,9 @@
  * RUNS times in turn, timed, after 30 ms of pause and one run untimed
  * (the order turned each round), so that the machine's load and where
  * each session's memory lands fall on all alike, and each block times
- * runs that follow one another.  Per session the median over rounds of
- * the time per run; the best single device is the one of the smallest
+ * runs that follow one another.  Per session the median of all its runs'
+ * times, each run timed alone (a mean over a block would carry whatever
+ * interrupted one of its runs); the best single device is the one of the smallest
  * median; ratio = its median over auto's (1 or more: auto is not
  * slower).  "twins": the first device's session against a second one
  * just like it, measured alike: how far apart two sessions that run the
@@ -94,7 +95,7 @@ int main(int argc, char **argv)
     if (shardnet_context_create(&ctx) != SHARDNET_OK)
         return fail("context", "");
     printf("auto over %s against the best device alone, one process, "
-           "medians of %ld rounds of %ld runs each\n",
+           "median run of %ld rounds of %ld runs each\n",
            devices, rounds, runs);
     printf("| model | batch | best alone | its ms | auto ms | ratio | "
            "twins | auto runs |\n|---|---|---|---|---|---|---|---|\n");
@@ -143,7 +144,9 @@ int main(int argc, char **argv)
             size_t ns = ndev + 2;
             char chose[256] = "", now[256];
             long same = 0;
-            double *t = calloc(ns * (size_t)rounds, sizeof *t);
+            /* every run's time: session q's are t[q * per ...] */
+            size_t per = (size_t)rounds * (size_t)runs;
+            double *t = calloc(ns * per, sizeof *t);
             if (!t)
                 return fail("memory", "");
             for (long r = 0; r < rounds; r++) {
@@ -173,12 +176,13 @@ int main(int argc, char **argv)
                      * that follow one another, as a stream of requests. */
                     if (shardnet_session_run(s[q]) != SHARDNET_OK)
                         return fail("run", q ? names[q - 1] : devices);
-                    double t0 = bench_now();
-                    for (long j = 0; j < runs; j++)
+                    for (long j = 0; j < runs; j++) {
+                        double t0 = bench_now();
                         if (shardnet_session_run(s[q]) != SHARDNET_OK)
                             return fail("run", q ? names[q - 1] : devices);
-                    t[q * (size_t)rounds + (size_t)r] =
-                        (bench_now() - t0) / (double)runs;
+                        t[q * per + (size_t)(r * runs + j)] =
+                            bench_now() - t0;
+                    }
                 }
                 for (size_t q = 0; q < ns; q++)
                     shardnet_session_free(s[q]);
@@ -186,7 +190,7 @@ int main(int argc, char **argv)
             double med[MAXDEV + 2];
             size_t best = 1;
             for (size_t q = 0; q < ns; q++) {
-                med[q] = bench_median(t + q * (size_t)rounds, (int)rounds);
+                med[q] = bench_median(t + q * per, (int)per);
                 if (q && q < ns - 1 && med[q] < med[best])
                     best = q;
             }
