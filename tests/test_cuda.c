@@ -79,6 +79,57 @@ Test(cuda, discovery_without_a_device_says_why)
     cr_skip_test("no CUDA device: %s", why);
 }
 
+/* Listing a GPU opens nothing: its stream and cuBLAS come with its first
+ * use, so that a process that runs on other devices (a CPU session here)
+ * gives it no context and never loads cuBLAS. */
+static int opened_lines;
+
+static void count_opened(shardnet_log_level level, const char *msg,
+                         void *user)
+{
+    (void)level;
+    (void)user;
+    if (strstr(msg, ": opened (a stream, cuBLAS)"))
+        opened_lines++;
+}
+
+Test(cuda, the_gpu_is_opened_at_its_first_use_only)
+{
+    need_device();
+    const float a[4] = {1, 2, 3, 4}, b[4] = {5, 6, 7, 8};
+    float c[4];
+    shardnet_context_t *other;
+    sn_device *gpu = NULL;
+    sn_buffer *x, *y;
+    int listed, on_cpu, used, again;
+    opened_lines = 0;
+    shardnet_set_log(count_opened, SHARDNET_LOG_INFO, NULL);
+    cr_assert_eq(shardnet_context_create(&other), SHARDNET_OK, "%s",
+                 shardnet_last_error());
+    listed = opened_lines;
+    cr_assert_eq(shardnet_matmul(other, 0, 2, 2, 2, a, b, c), SHARDNET_OK,
+                 "%s", shardnet_last_error());
+    on_cpu = opened_lines;
+    for (size_t i = 0; i < shardnet_device_count(other) && !gpu; i++)
+        if (sn_context_device(other, i)->info.kind == SHARDNET_DEVICE_CUDA)
+            gpu = sn_context_device(other, i);
+    cr_assert(gpu);
+    cr_assert_eq(sn_buffer_alloc(gpu, 16, &x), SHARDNET_OK, "%s",
+                 shardnet_last_error());
+    used = opened_lines;
+    cr_assert_eq(sn_buffer_alloc(gpu, 16, &y), SHARDNET_OK, "%s",
+                 shardnet_last_error());
+    again = opened_lines;
+    shardnet_set_log(NULL, SHARDNET_LOG_WARN, NULL);
+    sn_buffer_free(x);
+    sn_buffer_free(y);
+    shardnet_context_free(other);
+    cr_assert_eq(listed, 0, "opened as it was listed");
+    cr_assert_eq(on_cpu, 0, "opened by a product on cpu:0");
+    cr_assert_eq(used, 1, "not opened by its first buffer");
+    cr_assert_eq(again, 1, "opened twice");
+}
+
 Test(cuda, buffer_round_trip)
 {
     need_device();

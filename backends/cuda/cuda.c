@@ -8,16 +8,15 @@
  * level, with the runtime's error name and text), which is not an error.
  *
  * Each device has one stream of its own (non-blocking, so that it never
- * waits on the legacy default stream) and one cuBLAS handle bound to it.
+ * waits on the legacy default stream) and one cuBLAS handle bound to it,
+ * both made at its first use: discovery reads the device's properties
+ * only, so that a process that runs on other devices never opens the GPU.
  * Kernels and asynchronous copies are enqueued on the stream; blocking
  * copies enqueue and then wait for the stream; synchronize waits for it;
  * events are runtime events recorded on it.  Every entry point first
- * makes the device current for the calling thread (sn_cuda_enter).
- *
- * Only GEMM is implemented (through cuBLAS); the other kernels need CUDA
- * kernels of our own, still to be written: their members are NULL, so
- * sn_device_supports refuses them and a plan that needs one fails as it is
- * built, naming the node, the kernel and the device.
+ * makes the device current for the calling thread, and opens it the
+ * first time (sn_cuda_enter).  GEMM goes through cuBLAS (gemm.c), the
+ * other kernels are our own (kernels.c, *.cu).
  */
 #include <config.h>
 
@@ -79,7 +78,8 @@ shardnet_status sn_cublas_error(const sn_device *dev, cublasStatus_t s,
     return st;
 }
 
-shardnet_status sn_cuda_enter(const sn_device *dev)
+/* The device's context current for the calling thread. */
+static shardnet_status make_current(const sn_device *dev)
 {
     const cuda_dev *cd = dev->impl;
     cudaError_t err;
@@ -91,9 +91,50 @@ shardnet_status sn_cuda_enter(const sn_device *dev)
     return SHARDNET_OK;
 }
 
+static void keep_pool(int ordinal);
+
+/* The stream and the cuBLAS handle, once, by whichever thread comes
+ * first; a failure leaves nothing made, and the next call tries again. */
+static shardnet_status open_device_state(const sn_device *dev)
+{
+    cuda_dev *cd = dev->impl;
+    shardnet_status st = SHARDNET_OK;
+    cudaError_t err;
+    pthread_mutex_lock(&cd->lock);
+    if (!atomic_load_explicit(&cd->opened, memory_order_relaxed)) {
+        err = cudaStreamCreateWithFlags(&cd->stream, cudaStreamNonBlocking);
+        if (err != cudaSuccess) {
+            st = sn_cuda_error(dev, err, "cudaStreamCreateWithFlags");
+            cd->stream = NULL;
+        } else if ((st = sn_cuda_bind_blas((sn_device *)dev)) !=
+                   SHARDNET_OK) {
+            cudaStreamDestroy(cd->stream);
+            (void)cudaGetLastError();
+            cd->stream = NULL;
+        } else {
+            keep_pool(cd->ordinal);
+            atomic_store_explicit(&cd->opened, 1, memory_order_release);
+            sn_log(SHARDNET_LOG_INFO, "%s: opened (a stream, cuBLAS)",
+                   cd->label);
+        }
+    }
+    pthread_mutex_unlock(&cd->lock);
+    return st;
+}
+
+shardnet_status sn_cuda_enter(const sn_device *dev)
+{
+    const cuda_dev *cd = dev->impl;
+    shardnet_status st = make_current(dev);
+    if (st == SHARDNET_OK &&
+        !atomic_load_explicit(&cd->opened, memory_order_acquire))
+        st = open_device_state(dev);
+    return st;
+}
+
 int sn_cuda_enter_quietly(const sn_device *dev)
 {
-    if (sn_cuda_enter(dev) == SHARDNET_OK)
+    if (make_current(dev) == SHARDNET_OK)
         return 1;
     sn_error_clear();
     return 0;
@@ -108,7 +149,7 @@ void sn_cuda_device_free(sn_device *dev)
     if (cd) {
         /* Nothing can be reported from here: a device whose driver fails
          * at this point is released as far as it goes. */
-        if (sn_cuda_enter_quietly(dev)) {
+        if (atomic_load(&cd->opened) && sn_cuda_enter_quietly(dev)) {
             if (cd->stream)
                 cudaStreamSynchronize(cd->stream);
             if (cd->blas)
@@ -171,7 +212,7 @@ shardnet_status sn_cuda_bind_blas(sn_device *dev)
 }
 
 /* Describe device `ordinal` and make its stream and cuBLAS handle. */
-static shardnet_status open_device(int ordinal, sn_device **out)
+static shardnet_status find_device(int ordinal, sn_device **out)
 {
     sn_device *dev = calloc(1, sizeof *dev);
     cuda_dev *cd = calloc(1, sizeof *cd);
@@ -217,24 +258,8 @@ static shardnet_status open_device(int ordinal, sn_device **out)
     snprintf(cd->label, sizeof cd->label, "%s (%s)", info->name,
              info->model);
 
-    const char *call = "cudaSetDevice";
-    err = cudaSetDevice(ordinal);
-    if (err == cudaSuccess) {
-        call = "cudaStreamCreateWithFlags";
-        err = cudaStreamCreateWithFlags(&cd->stream, cudaStreamNonBlocking);
-    }
-    if (err != cudaSuccess) {
-        shardnet_status st = sn_cuda_error(dev, err, "%s", call);
-        cd->stream = NULL;
-        sn_cuda_device_free(dev);
-        return st;
-    }
-    shardnet_status st = sn_cuda_bind_blas(dev);
-    if (st != SHARDNET_OK) {
-        sn_cuda_device_free(dev);
-        return st;
-    }
-    keep_pool(ordinal);
+    /* The stream and cuBLAS wait for the device's first use
+     * (sn_cuda_enter). */
     sn_log(SHARDNET_LOG_INFO,
            "%s: compute capability %d.%d, %d multiprocessors, %llu MiB%s",
            cd->label, prop.major, prop.minor, prop.multiProcessorCount,
@@ -246,9 +271,10 @@ static shardnet_status open_device(int ordinal, sn_device **out)
 
 /*
  * No driver, or no GPU, is a machine without CUDA devices: nothing is
- * appended and the log says why.  A device that cannot be opened among
- * working ones is left out with a warning; only running out of host
- * memory is an error.
+ * appended and the log says why.  A device whose properties cannot be
+ * read among working ones is left out with a warning; only running out of
+ * host memory is an error.  (One that cannot be opened at its first use
+ * fails that use, naming the call.)
  */
 static shardnet_status cuda_discover(sn_device_list *list,
                                      const sn_discover_args *args)
@@ -272,7 +298,7 @@ static shardnet_status cuda_discover(sn_device_list *list,
     }
     for (int i = 0; i < count; i++) {
         sn_device *dev;
-        st = open_device(i, &dev);
+        st = find_device(i, &dev);
         if (st == SHARDNET_OUT_OF_MEMORY)
             break;
         if (st != SHARDNET_OK) {

@@ -215,6 +215,7 @@ shardnet_status sn_cuda_partition(sn_device *whole, unsigned first,
     cd->stream = (cudaStream_t)stream;
     cd->green = green;
     cd->green_ctx = ctx;
+    atomic_store(&cd->opened, 1); /* its stream is made; its cuBLAS next */
     snprintf(cd->label, sizeof cd->label, "%s (%u multiprocessors of %.96s)",
              name, count, whole->info.model);
     if ((st = sn_cuda_green_enter(dev)) != SHARDNET_OK ||
