@@ -42,6 +42,17 @@ static sn_device *device(shardnet_context_t *ctx, const char *name)
     return NULL;
 }
 
+/* The default list of ctx (spec NULL or ""), into idx; skip where it
+ * names a device this machine lacks (cpu:1 on one package). */
+static void default_list(shardnet_context_t *ctx, const char *spec,
+                         size_t *idx, size_t cap, size_t *n)
+{
+    shardnet_status st = shardnet_devices_select(ctx, spec, idx, cap, n);
+    if (st == SHARDNET_NO_DEVICE)
+        cr_skip_test("its device list: %s", shardnet_last_error());
+    cr_assert_eq(st, SHARDNET_OK, "%s", shardnet_last_error());
+}
+
 /* --- the environment ----------------------------------------------------- */
 
 /* A value the library cannot use, and the error it gives: the whole
@@ -137,8 +148,7 @@ Test(environment, values_are_taken_once_per_process)
     ctx = create(NULL);
     cr_assert_eq(sn_device_memory(device(ctx, "cpu:0")), want);
     size_t idx[4], n = 0;
-    cr_assert_eq(shardnet_devices_select(ctx, NULL, idx, 4, &n), SHARDNET_OK,
-                 "%s", shardnet_last_error());
+    default_list(ctx, NULL, idx, 4, &n);
     cr_assert_eq(n, 1);
     cr_assert_eq(sn_context_device(ctx, idx[0]), device(ctx, "cpu:1"));
     shardnet_context_free(ctx);
@@ -188,8 +198,7 @@ Test(options, win_over_the_environment)
         cr_assert_eq(d->config->comm, 3); /* int8 */
     }
     size_t idx[4], n = 0;
-    cr_assert_eq(shardnet_devices_select(by_options, "", idx, 4, &n),
-                 SHARDNET_OK, "%s", shardnet_last_error());
+    default_list(by_options, "", idx, 4, &n);
     cr_assert_eq(sn_context_device(by_options, idx[0]),
                  device(by_options, "cpu:1"));
     cr_assert_eq(shardnet_devices_select(by_env, NULL, idx, 4, &n),

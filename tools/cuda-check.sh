@@ -11,6 +11,9 @@
 #
 #   cuda-check.sh BUILDDIR [LOGDIR [SECONDS]]
 #
+# Then, where BUILDDIR is a build tree (it has a Makefile) and
+# CUDA_CHECK_QUICK is unset, the whole of `make check` on this machine, a
+# GPU present (up to 40 minutes).
 # BUILDDIR holds shardnet, tests/ and tools/ of a CUDA build (built there or
 # carried); the source tree is this script's. SECONDS: each step's limit
 # (default 240).  Needs the ONNX node cases (libonnx-testdata) for the two
@@ -32,7 +35,7 @@ step() {
     timeout -k 10 "$limit" "$@" >"$logs/$name.log" 2>&1
     rc=$?
     secs=$(($(date +%s) - start))
-    last=$(grep -E 'Synthesis|passed|GFLOP|ratio|ERROR SUMMARY|DEVICE' \
+    last=$(grep -E 'Synthesis|passed|GFLOP|ratio|ERROR SUMMARY|DEVICE|^# FAIL:' \
                "$logs/$name.log" | tail -n 1)
     case $rc in
     0) verdict=ok ;;
@@ -40,9 +43,13 @@ step() {
     124 | 137) verdict="TIMED OUT after ${limit}s"; failed=1 ;;
     *) verdict="FAILED (exit $rc)"; failed=1 ;;
     esac
-    printf '%-14s %-22s %4ds  %s\n' "$name" "$verdict" "$secs" "$last"
-    # A skip on a machine with a GPU is worth reading: each named.
-    grep '^\[SKIP\]' "$logs/$name.log" | sed 's/^/               /'
+    printf '%-19s %-22s %4ds  %s\n' "$name" "$verdict" "$secs" "$last"
+    # A skip on a machine with a GPU is worth reading: the first few named.
+    skips=$(grep -c '^\[SKIP\]' "$logs/$name.log")
+    grep '^\[SKIP\]' "$logs/$name.log" | head -n 5 |
+        sed 's/^/                    /'
+    [ "$skips" -le 5 ] ||
+        echo "                    ... $((skips - 5)) more skipped ($logs/$name.log)"
 }
 
 if ! "$b/shardnet" devices 2>/dev/null | grep -q '^cuda:'; then
@@ -57,13 +64,17 @@ step test_cuda env SHARDNET_CUDA_CHECK=1 "$b/tests/test_cuda" --verbose
 step test_kernels env SHARDNET_CUDA_CHECK=1 "$b/tests/test_kernels" --verbose
 step test_models "$b/tests/test_models" --verbose
 step test_split "$b/tests/test_split" --verbose
-step test_devices "$b/tests/test_devices" --verbose
-step test_api "$b/tests/test_api" --verbose
-step test_collect "$b/tests/test_collectives" --verbose
-step test_stream "$b/tests/test_backend_stream" --verbose
-step test_supports "$b/tests/test_supports" --verbose
-step test_quantize "$b/tests/test_quantize" --verbose
-step test_profile "$b/tests/test_profile" --verbose
+# Again on two simulated sockets, for the sets of a GPU and two CPU devices.
+step test_split_2cpu env HWLOC_SYNTHETIC="pack:2 core:2 pu:1" \
+    HWLOC_THISSYSTEM=1 "$b/tests/test_split" --verbose
+# The other Criterion suites, those built (each meets every device of its
+# context, the GPU among them).
+for t in test_devices test_api test_collectives test_backend_stream \
+    test_supports test_quantize test_profile test_onnx test_passes \
+    test_hostile test_codec test_status test_config test_cpu_kernels \
+    test_file_pages test_partitions test_binding; do
+    [ -x "$b/tests/$t" ] && step "$t" "$b/tests/$t" --verbose
+done
 step conformance "$b/tests/conformance"
 step split_cases "$b/tests/split_cases" --pairs cpu:0+cuda:0,cuda:0+cpu:0
 step bench_gemm "$b/tools/bench_gemm" --devices cuda \
@@ -76,5 +87,14 @@ if command -v compute-sanitizer >/dev/null 2>&1; then
             --report-api-errors no \
             --target-processes all --error-exitcode 1 "$b/tests/$t"
     done
+fi
+# Last, in a build tree, the whole of make check on this machine.
+if [ -n "${CUDA_CHECK_QUICK:-}" ]; then
+    echo "make_check          not run (CUDA_CHECK_QUICK is set)"
+elif [ -f "$b/Makefile" ]; then
+    limit=2400
+    step make_check make -C "$b" check -j"$(nproc)"
+else
+    echo "make_check          not run (no Makefile in $b: a build carried here)"
 fi
 exit "$failed"
