@@ -286,9 +286,10 @@ void *sn_staging_alloc(sn_device *dev, size_t bytes)
 
 void sn_staging_free(sn_device *dev, void *ptr)
 {
-    char *base = (char *)ptr - STAGING_HEAD;
+    char *base;
     if (!ptr)
         return;
+    base = (char *)ptr - STAGING_HEAD;
     if (*(int *)base)
         dev->ops->host_free(dev, base);
     else
