@@ -2,7 +2,7 @@
  * A Criterion suite whose tests share one context of every device, `ctx`,
  * made before each test and freed after it (context_setup and
  * context_teardown, for a second suite of the same file).  Include after
- * <criterion/criterion.h>, <stdio.h>, <string.h> and shardnet.h.
+ * <criterion/criterion.h> and shardnet.h.
  */
 #ifndef SN_CONTEXT_SUITE_H
 #define SN_CONTEXT_SUITE_H

@@ -248,7 +248,6 @@ static size_t operator_index(const char *name)
     return 0;
 }
 
-/* "cpu", then ",cl" where this machine has an OpenCL device. */
 Test(supports, a_kind_whose_devices_all_lack_a_kernel_is_not_listed)
 {
     size_t erf = operator_index("Erf"), relu = operator_index("Relu");

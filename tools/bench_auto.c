@@ -11,11 +11,11 @@
  * RUNS times in turn, timed, after 30 ms of pause and one run untimed
  * (the order turned each round), so that the machine's load and where
  * each session's memory lands fall on all alike, and each block times
- * runs that follow one another.  Per session the median of all its runs'
- * times, each run timed alone (a mean over a block would carry whatever
- * interrupted one of its runs); the best single device is the one of the smallest
- * median; ratio = its median over auto's (1 or more: auto is not
- * slower).  "twins": the first device's session against a second one
+ * runs that follow one another.  Per session the median of all its
+ * runs' times, each run timed alone (a mean over a block would carry
+ * whatever interrupted one of its runs); the best single device is the
+ * one of the smallest median; ratio = its median over auto's (1 or more:
+ * auto is not slower).  "twins": the first device's session against a second one
  * just like it, measured alike: how far apart two sessions that run the
  * same plan come out here (1 in truth).  What auto chose is the
  * "running:" line of its description in the first round (and in how many

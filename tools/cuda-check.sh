@@ -1,23 +1,24 @@
 #!/bin/sh
 # The checks that need a GPU, on a machine with one: the CUDA tests, the
-# suites that run on every device (kernels, models, the split-equivalence
-# suite, the ONNX node cases alone and split), then `make bench`'s CUDA
-# section (GEMM against cuBLAS called directly, the MLP against ONNX
-# Runtime's CPU run).  Each step has a time limit, its whole output in
+# suites that meet every device (kernels, models, the split-equivalence
+# suite, on the machine as it is and on two simulated sockets, the ONNX
+# node cases alone and split, every other Criterion suite built), `make
+# bench`'s CUDA section (GEMM against cuBLAS called directly, the MLP
+# against ONNX Runtime's CPU run), the kernel tests under
+# compute-sanitizer's memcheck where it is installed, and last, where
+# BUILDDIR is a build tree (it has a Makefile) and CUDA_CHECK_QUICK is
+# unset, the whole of `make check` with the GPU present (up to 40
+# minutes).  Each step has a time limit, its whole output in
 # LOGDIR/STEP.log, and one line here: its exit status and its last
-# summary line, then each test it skipped, with the reason.  Last, the kernel tests under compute-sanitizer's memcheck
-# where it is installed.  Exit status: 1 if any step failed, 77 if there
-# is no CUDA device, else 0.
+# summary line, then the first tests it skipped, with the reason.
 #
 #   cuda-check.sh BUILDDIR [LOGDIR [SECONDS]]
 #
-# Then, where BUILDDIR is a build tree (it has a Makefile) and
-# CUDA_CHECK_QUICK is unset, the whole of `make check` on this machine, a
-# GPU present (up to 40 minutes).
-# BUILDDIR holds shardnet, tests/ and tools/ of a CUDA build (built there or
-# carried); the source tree is this script's. SECONDS: each step's limit
-# (default 240).  Needs the ONNX node cases (libonnx-testdata) for the two
-# node steps; without them those steps fail, saying so.
+# BUILDDIR holds shardnet, tests/ and tools/ of a CUDA build (built there
+# or carried); the source tree is this script's.  SECONDS: each step's
+# limit (default 240).  The node steps need the ONNX node cases
+# (libonnx-testdata); without them they fail, saying so.  Exit status: 1
+# if any step failed, 77 if there is no CUDA device, else 0.
 set -u
 b=${1:?usage: cuda-check.sh BUILDDIR [LOGDIR [SECONDS]]}
 logs=${2:-cuda-check-logs}

@@ -211,7 +211,8 @@ shardnet_status sn_cuda_bind_blas(sn_device *dev)
     return SHARDNET_OK;
 }
 
-/* Describe device `ordinal` and make its stream and cuBLAS handle. */
+/* Describe device `ordinal` from its properties (its stream and cuBLAS
+ * handle come with its first use, sn_cuda_enter). */
 static shardnet_status find_device(int ordinal, sn_device **out)
 {
     sn_device *dev = calloc(1, sizeof *dev);

@@ -1,10 +1,11 @@
 /*
  * Partitions of a GPU: `count` of its multiprocessors from `first` on, a
  * device of its own, as a green context (the driver's, CUDA 12.5 and
- * later: a green context's own streams came then).  The driver splits the device's multiprocessors into groups of
- * the size its architecture allows (cuDevSmResourceSplitByCount); a
- * partition is a run of whole groups, made one descriptor, then a green
- * context with a stream of its own, and a cuBLAS handle on that stream.
+ * later: a green context's own streams came then).  The driver splits
+ * the device's multiprocessors into groups of the size its architecture
+ * allows (cuDevSmResourceSplitByCount); a partition is a run of whole
+ * groups, made one descriptor, then a green context with a stream of its
+ * own, and a cuBLAS handle on that stream.
  * Memory is the device's (a green context shares its primary context's),
  * so a partition's buffers and the whole device's are alike; its kernels
  * run on its multiprocessors only.  A partition's calls run with its
