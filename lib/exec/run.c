@@ -143,7 +143,10 @@ static shardnet_status run_and_read(sn_plan *p)
     return read_outputs(p);
 }
 
-/* Output i's host tensor, shaped and sized for this run. */
+/* Output i's host tensor, shaped and sized for this run.  Its memory is
+ * the device's staging memory (sn_staging_alloc: pinned for a GPU, so that
+ * the copy back runs at the link's speed, into the memory the next stage
+ * of a pipeline sends on), kept from run to run while the size holds. */
 static shardnet_status prepare_output(sn_plan *p, size_t i)
 {
     const sn_graph *g = p->g;
@@ -151,8 +154,8 @@ static shardnet_status prepare_output(sn_plan *p, size_t i)
     sn_host_tensor *t = &p->outputs[i];
     size_t bytes = sn_rt_elements(rt) * sn_dtype_size(rt->dtype);
     if (!t->data || t->nbytes != bytes) {
-        free(t->data);
-        t->data = malloc(bytes ? bytes : 1);
+        sn_staging_free(p->dev, t->data);
+        t->data = sn_staging_alloc(p->dev, bytes ? bytes : 1);
         if (!t->data)
             return sn_error(SHARDNET_OUT_OF_MEMORY, "output");
     }
