@@ -145,8 +145,8 @@ static shardnet_status run_and_read(sn_plan *p)
 
 /* Output i's host tensor, shaped and sized for this run.  Its memory is
  * the device's staging memory (sn_staging_alloc: pinned for a GPU, so that
- * the copy back runs at the link's speed, into the memory the next stage
- * of a pipeline sends on), kept from run to run while the size holds. */
+ * the copy back runs at the link's speed and truly in the queue), kept
+ * from run to run while the size holds. */
 static shardnet_status prepare_output(sn_plan *p, size_t i)
 {
     const sn_graph *g = p->g;
