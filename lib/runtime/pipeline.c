@@ -453,6 +453,10 @@ static shardnet_status create(sn_graph *g, sn_device *const *devs,
                 goto fail;
     }
     p->nworkers = nworkers;
+    for (size_t d = 0; d < ndev && !p->val_dev; d++)
+        if (!devs[d]->remote && devs[d]->ops->host_alloc &&
+            devs[d]->ops->host_free)
+            p->val_dev = devs[d];
     if ((st = link_stages(p)) != SHARDNET_OK ||
         (st = check_replicas(p)) != SHARDNET_OK ||
         (st = give_strategies(p, strat, nstrat)) != SHARDNET_OK)
@@ -479,7 +483,7 @@ void sn_pipeline_free(sn_pipeline *p)
     sn_pipeline_stop_stages(p);
     for (size_t j = 0; j < p->nvals; j++) {
         for (size_t v = 0; v < p->g->nvalues; v++)
-            free(p->vals[j][v].data);
+            sn_staging_free(p->val_dev, p->vals[j][v].data);
         free(p->vals[j]);
         free(p->cap[j]);
     }

@@ -113,6 +113,11 @@ struct sn_pipeline {
     sn_host_tensor **vals; /* [micro][parent value]: boundary values, their
                               memory kept from run to run */
     size_t **cap;          /* [micro][parent value]: bytes allocated */
+    /* Whose staging memory (sn_staging_alloc) holds vals' data: the first
+     * local device with host memory of its own (pinned, for a GPU), so
+     * that a GPU stage's copies to and from it run at the link's speed;
+     * NULL when none has (plain memory). */
+    sn_device *val_dev;
     size_t nvals;          /* micro-batches vals has room for */
     sn_host_tensor *outputs;
     size_t *out_cap;

@@ -60,6 +60,24 @@ static int bind_input(sn_pipeline *p, size_t k, int v, sn_binding *b)
     return 1;
 }
 
+/* Room for `bytes` in boundary value v of micro-batch slot `slot`, its
+ * memory kept while big enough: staging memory of p->val_dev (pinned for
+ * a GPU).  On failure the value has none. */
+static shardnet_status value_room(sn_pipeline *p, size_t slot, size_t v,
+                                  size_t bytes)
+{
+    sn_host_tensor *d = &p->vals[slot][v];
+    size_t *cap = &p->cap[slot][v];
+    if (d->data && *cap >= bytes)
+        return SHARDNET_OK;
+    sn_staging_free(p->val_dev, d->data);
+    *cap = 0;
+    if (!(d->data = sn_staging_alloc(p->val_dev, bytes ? bytes : 1)))
+        return sn_error(SHARDNET_OUT_OF_MEMORY, "pipeline values");
+    *cap = bytes;
+    return SHARDNET_OK;
+}
+
 /* A group stage's tensor split for inputs shaped like b: kept per shape
  * (most recent first), made on first use, its strategies searched (those
  * a plan file fixed kept) and what the search did kept beside it. */
@@ -128,18 +146,11 @@ static shardnet_status run_stage(sn_pipeline *p, replica *r, size_t j)
     for (size_t i = 0; i < st->g->noutputs; i++) {
         const sn_host_tensor *t = ts ? sn_tensor_split_output(ts, i)
                                      : sn_plan_output(plan, i);
-        sn_host_tensor *d = &p->vals[j % (2 * p->micro)][st->out_parent[i]];
-        size_t *cap = &p->cap[j % (2 * p->micro)][st->out_parent[i]];
+        size_t slot = j % (2 * p->micro), v = (size_t)st->out_parent[i];
+        sn_host_tensor *d = &p->vals[slot][v];
+        if ((rc = value_room(p, slot, v, t->nbytes)) != SHARDNET_OK)
+            return rc;
         void *data = d->data;
-        if (!data || *cap < t->nbytes) {
-            free(data);
-            if (!(data = malloc(t->nbytes ? t->nbytes : 1))) {
-                d->data = NULL;
-                *cap = 0;
-                return sn_error(SHARDNET_OUT_OF_MEMORY, "pipeline values");
-            }
-            *cap = t->nbytes;
-        }
         *d = *t;
         d->name = NULL;
         d->data = data;
@@ -286,7 +297,6 @@ static shardnet_status recv_values(sn_pipeline *p, size_t s, size_t j)
     for (size_t k = 0; k < st->nrecv; k++) {
         int v = st->recv[k];
         sn_host_tensor *d = &p->vals[slot][v];
-        size_t *cap = &p->cap[slot][v];
         wire_value h;
         shardnet_status rc =
             sn_transport_recv(p->net, st->owner, (int)s, &h, sizeof h);
@@ -299,13 +309,8 @@ static shardnet_status recv_values(sn_pipeline *p, size_t s, size_t j)
             return sn_error(SHARDNET_INTERNAL,
                             "stage %zu: a malformed value from process %u", s,
                             st->owner);
-        if (!d->data || *cap < h.nbytes) {
-            free(d->data);
-            *cap = 0;
-            if (!(d->data = malloc(h.nbytes ? h.nbytes : 1)))
-                return sn_error(SHARDNET_OUT_OF_MEMORY, "pipeline values");
-            *cap = h.nbytes;
-        }
+        if ((rc = value_room(p, slot, (size_t)v, h.nbytes)) != SHARDNET_OK)
+            return rc;
         d->dtype = (sn_dtype)h.dtype;
         d->rank = h.rank;
         memcpy(d->dims, h.dims, sizeof d->dims);
