@@ -190,7 +190,9 @@ Test(cuda, errors_name_the_call)
     shardnet_status st = sn_buffer_alloc(dev, (size_t)1 << 58, &b);
     cr_assert_neq(st, SHARDNET_OK);
     const char *msg = shardnet_last_error();
-    cr_assert(strstr(msg, "cuda:0") && strstr(msg, "cudaMalloc") &&
+    /* cudaHostAlloc where the buffers are mapped host memory */
+    cr_assert(strstr(msg, "cuda:0") &&
+                  (strstr(msg, "cudaMalloc") || strstr(msg, "cudaHostAlloc")) &&
                   strstr(msg, "cudaError"),
               "message: %s", msg);
     /* The device still works after it. */
@@ -220,6 +222,60 @@ Test(cuda, staging_memory_is_pinned)
                  (int)attr.type);
     p[0] = p[(1 << 18) - 1] = 1.0f; /* all of it the caller's */
     sn_staging_free(dev, p);
+}
+
+/* A GPU that shares the host's memory (integrated, or any GPU with
+ * SHARDNET_CUDA_MAPPED=1) keeps its buffers in mapped host memory: a
+ * mapping is the buffer itself, no copy, seen by the next read and by
+ * another mapping at once; a kernel's result is there once mapped. */
+Test(cuda, mapped_buffers_are_the_buffer_itself)
+{
+    need_device();
+    if (!dev->info.host_unified)
+        cr_skip_test("%s is a discrete GPU (SHARDNET_CUDA_MAPPED=1 puts its "
+                     "buffers in mapped host memory, to test this)",
+                     dev->info.name);
+    enum { N = 1000 };
+    float in[N], out[N], *p, *q;
+    struct cudaPointerAttributes attr;
+    sn_buffer *b;
+    for (int i = 0; i < N; i++)
+        in[i] = (float)i - 300.0f;
+    cr_assert_eq(sn_buffer_alloc(dev, sizeof in, &b), SHARDNET_OK, "%s",
+                 shardnet_last_error());
+    cr_assert_eq(sn_buffer_write(b, 0, in, sizeof in), SHARDNET_OK, "%s",
+                 shardnet_last_error());
+    cr_assert_eq(sn_buffer_map(b, 0, sizeof in, SN_MAP_READ | SN_MAP_WRITE,
+                               (void **)&p),
+                 SHARDNET_OK, "%s", shardnet_last_error());
+    cr_assert_eq(cudaPointerGetAttributes(&attr, p), cudaSuccess);
+    cr_assert_eq(attr.type, cudaMemoryTypeHost, "memory type %d",
+                 (int)attr.type);
+    cr_assert_eq(memcmp(p, in, sizeof in), 0);
+    p[7] = 42.0f;
+    cr_assert_eq(sn_buffer_map(b, 5 * sizeof(float), 10 * sizeof(float),
+                               SN_MAP_READ, (void **)&q),
+                 SHARDNET_OK, "%s", shardnet_last_error());
+    cr_assert_eq(q, p + 5, "a second mapping is another copy");
+    cr_assert_eq(q[2], 42.0f);
+    cr_assert_eq(sn_buffer_unmap(b, q), SHARDNET_OK);
+    cr_assert_eq(sn_buffer_unmap(b, p), SHARDNET_OK);
+    /* A kernel (ReLU in place) writes it; mapping shows its result. */
+    sn_unary_desc relu = {.op = SN_UNARY_RELU,
+                          .x = {b, 0},
+                          .y = {b, 0},
+                          .n = N};
+    cr_assert_eq(sn_unary(dev, &relu), SHARDNET_OK, "%s",
+                 shardnet_last_error());
+    cr_assert_eq(sn_buffer_map(b, 0, sizeof in, SN_MAP_READ, (void **)&p),
+                 SHARDNET_OK, "%s", shardnet_last_error());
+    for (int i = 0; i < N; i++)
+        cr_assert_eq(p[i], i == 7 ? 42.0f : fmaxf(in[i], 0.0f),
+                     "element %d", i);
+    cr_assert_eq(sn_buffer_unmap(b, p), SHARDNET_OK);
+    cr_assert_eq(sn_buffer_read(b, 0, out, sizeof out), SHARDNET_OK);
+    cr_assert_eq(memcmp(out, p, sizeof out), 0);
+    sn_buffer_free(b);
 }
 
 /* A partition (a green context of whole groups of multiprocessors) is a

@@ -1,7 +1,9 @@
 #!/bin/sh
 # The checks that need a GPU, on a machine with one: the CUDA tests, the
 # suites that meet every device (kernels, models, the split-equivalence
-# suite, on the machine as it is and on two simulated sockets, the ONNX
+# suite, on the machine as it is and on two simulated sockets, the CUDA,
+# kernel and split suites again with the GPU's buffers in mapped host
+# memory (SHARDNET_CUDA_MAPPED=1, as an integrated GPU has them), the ONNX
 # node cases alone and split, every other Criterion suite built), `make
 # bench`'s CUDA section (GEMM against cuBLAS called directly, the MLP
 # against ONNX Runtime's CPU run), the kernel tests under
@@ -76,6 +78,13 @@ for t in test_devices test_api test_collectives test_backend_stream \
     test_file_pages test_partitions test_binding; do
     [ -x "$b/tests/$t" ] && step "$t" "$b/tests/$t" --verbose
 done
+# Again with the buffers in mapped host memory, as an integrated GPU has
+# them (zero-copy mappings; the device then shares the host's memory).
+step mapped_cuda env SHARDNET_CUDA_MAPPED=1 SHARDNET_CUDA_CHECK=1 \
+    "$b/tests/test_cuda" --verbose
+step mapped_kernels env SHARDNET_CUDA_MAPPED=1 "$b/tests/test_kernels" \
+    --verbose
+step mapped_split env SHARDNET_CUDA_MAPPED=1 "$b/tests/test_split" --verbose
 step conformance "$b/tests/conformance"
 step split_cases "$b/tests/split_cases" --pairs cpu:0+cuda:0,cuda:0+cpu:0
 step bench_gemm "$b/tools/bench_gemm" --devices cuda \

@@ -10,9 +10,10 @@
  * The asynchronous copies hand the caller's memory to cudaMemcpyAsync as
  * it is.  With pageable memory the runtime may finish the copy before
  * returning (a read always does), which the contract allows; only pinned
- * memory makes them truly overlap: the collectives stage through pinned
- * memory of the device's (host_alloc); other callers' memory (a run's
- * inputs and outputs, a pipeline's activations) is taken as it is.
+ * memory makes them truly overlap: the collectives' staging, a plan's
+ * outputs and a pipeline's boundary values live in pinned memory of a
+ * device's (host_alloc, through sn_staging_alloc); a run's inputs are the
+ * caller's memory, taken as it is.
  */
 #include <config.h>
 
@@ -22,10 +23,34 @@
 
 /* --- buffers ----------------------------------------------------------- */
 
+/* Mapped pinned host memory of `bytes` for a buffer of dev's: its host
+ * pointer in b->host, the device's pointer to it in *dptr. */
+static shardnet_status alloc_mapped(sn_device *dev, cuda_buf *b, size_t bytes,
+                                    void **dptr)
+{
+    cudaError_t err =
+        cudaHostAlloc(&b->host, bytes, cudaHostAllocMapped |
+                                           cudaHostAllocPortable);
+    if (err != cudaSuccess) {
+        b->host = NULL;
+        return sn_cuda_error(dev, err, "cudaHostAlloc (mapped) of %zu bytes",
+                             bytes);
+    }
+    if ((err = cudaHostGetDevicePointer(dptr, b->host, 0)) != cudaSuccess) {
+        shardnet_status st =
+            sn_cuda_error(dev, err, "cudaHostGetDevicePointer");
+        cudaFreeHost(b->host);
+        b->host = NULL;
+        return st;
+    }
+    return SHARDNET_OK;
+}
+
 shardnet_status sn_cuda_buffer_alloc(sn_device *dev, size_t bytes,
                                      sn_buffer **out)
 {
-    sn_buffer *b;
+    const cuda_dev *cd = dev->impl;
+    cuda_buf *b;
     void *mem = NULL;
     cudaError_t err;
     shardnet_status st = sn_cuda_enter(dev);
@@ -35,30 +60,44 @@ shardnet_status sn_cuda_buffer_alloc(sn_device *dev, size_t bytes,
     if (!(b = calloc(1, sizeof *b)))
         return sn_error(SHARDNET_OUT_OF_MEMORY, "%s: buffer record",
                         dev->info.name);
-    /* cudaMalloc of 0 bytes gives no pointer: an empty buffer still gets
-     * one float, so that its handle is a real allocation. */
-    err = cudaMalloc(&mem, bytes ? bytes : sizeof(float));
-    if (err != cudaSuccess) {
+    /* An allocation of 0 bytes gives no pointer: an empty buffer still
+     * gets one float, so that its handle is a real allocation. */
+    if (cd->mapped) {
+        st = alloc_mapped(dev, b, bytes ? bytes : sizeof(float), &mem);
+        if (st != SHARDNET_OK) {
+            free(b);
+            return st;
+        }
+    } else if ((err = cudaMalloc(&mem, bytes ? bytes : sizeof(float))) !=
+               cudaSuccess) {
         free(b);
         return sn_cuda_error(dev, err, "cudaMalloc of %zu bytes", bytes);
     }
-    b->dev = dev;
-    b->size = bytes;
-    b->handle = mem;
-    *out = b;
+    b->pub.dev = dev;
+    b->pub.size = bytes;
+    b->pub.handle = mem;
+    *out = &b->pub;
     return SHARDNET_OK;
 }
 
 void sn_cuda_buffer_free(sn_buffer *buf)
 {
+    cuda_buf *b = (cuda_buf *)buf;
     if (!buf)
         return;
     /* cudaFree waits for the work in flight on the device before it frees
-     * (and can report nothing from here). */
-    if (sn_cuda_enter_quietly(buf->dev))
-        cudaFree(buf->handle);
+     * (and can report nothing from here); for mapped memory the stream is
+     * waited for first, as cudaFreeHost does not. */
+    if (sn_cuda_enter_quietly(buf->dev)) {
+        if (b->host) {
+            cudaStreamSynchronize(((cuda_dev *)buf->dev->impl)->stream);
+            cudaFreeHost(b->host);
+        } else {
+            cudaFree(buf->handle);
+        }
+    }
     (void)cudaGetLastError();
-    free(buf);
+    free(b);
 }
 
 /* A copy of bytes between host memory and buf at offset, enqueued on the
@@ -125,18 +164,32 @@ typedef struct cuda_mapping {
 } cuda_mapping;
 #define SN_CUDA_MAP_HEAD 64
 
-/* The range is always read in, write-only or not, so that unmapping a
- * write-only mapping that set part of it writes back what was there. */
+/* A buffer in mapped host memory is mapped by waiting for the stream
+ * (the work before the mapping has written it) and handing out its host
+ * pointer; unmapping it does nothing.  Otherwise the range is always read
+ * in, write-only or not, so that unmapping a write-only mapping that set
+ * part of it writes back what was there. */
 shardnet_status sn_cuda_buffer_map(sn_buffer *buf, size_t offset,
                                    size_t bytes, int flags, void **ptr)
 {
     sn_device *dev = buf->dev;
+    const cuda_buf *b = (const cuda_buf *)buf;
     char *base = NULL;
     cudaError_t err;
     shardnet_status st = sn_cuda_enter(dev);
 
     if (st != SHARDNET_OK)
         return st;
+    if (b->host) {
+        cudaStream_t stream = ((const cuda_dev *)dev->impl)->stream;
+        if ((err = cudaStreamSynchronize(stream)) != cudaSuccess)
+            return sn_cuda_error(dev, err,
+                                 "cudaStreamSynchronize before mapping %zu "
+                                 "bytes at %zu",
+                                 bytes, offset);
+        *ptr = (char *)b->host + offset;
+        return SHARDNET_OK;
+    }
     err = cudaMallocHost((void **)&base, SN_CUDA_MAP_HEAD + bytes);
     if (err != cudaSuccess)
         return sn_cuda_error(dev, err,
@@ -160,6 +213,8 @@ shardnet_status sn_cuda_buffer_unmap(sn_buffer *buf, void *ptr)
     const cuda_mapping *m = (const cuda_mapping *)base;
     shardnet_status st = SHARDNET_OK;
 
+    if (((const cuda_buf *)buf)->host) /* the buffer's own memory */
+        return SHARDNET_OK;
     if (m->flags & SN_MAP_WRITE)
         st = copy(buf, m->offset, ptr, m->bytes, 1, 1);
     if (sn_cuda_enter_quietly(buf->dev))

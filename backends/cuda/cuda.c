@@ -253,19 +253,23 @@ static shardnet_status find_device(int ordinal, sn_device **out)
     info->global_mem = prop.totalGlobalMem;
     /* The runtime sets no limit on one allocation below the memory. */
     info->max_alloc = prop.totalGlobalMem;
-    /* An integrated GPU (Jetson) shares the host's memory; its buffers
-     * are still device allocations here, copied to and from. */
-    info->host_unified = prop.integrated != 0;
+    /* An integrated GPU (Jetson) shares the host's memory: its buffers
+     * are mapped host memory, and mapping one is a pointer. */
+    const char *force = getenv("SHARDNET_CUDA_MAPPED");
+    cd->mapped = prop.canMapHostMemory &&
+                 (prop.integrated || (force && !strcmp(force, "1")));
+    info->host_unified = cd->mapped;
     snprintf(cd->label, sizeof cd->label, "%s (%s)", info->name,
              info->model);
 
     /* The stream and cuBLAS wait for the device's first use
      * (sn_cuda_enter). */
     sn_log(SHARDNET_LOG_INFO,
-           "%s: compute capability %d.%d, %d multiprocessors, %llu MiB%s",
+           "%s: compute capability %d.%d, %d multiprocessors, %llu MiB%s%s",
            cd->label, prop.major, prop.minor, prop.multiProcessorCount,
            (unsigned long long)(prop.totalGlobalMem >> 20),
-           prop.integrated ? ", integrated" : "");
+           prop.integrated ? ", integrated" : "",
+           cd->mapped ? ", buffers in mapped host memory" : "");
     *out = dev;
     return SHARDNET_OK;
 }

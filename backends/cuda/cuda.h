@@ -41,7 +41,20 @@ typedef struct cuda_dev {
      * that as a CUcontext, made current instead of the device's primary
      * context; NULL for a whole device. */
     void *green, *green_ctx;
+    /* Buffers in mapped pinned host memory, which the GPU reads and
+     * writes over its link: an integrated GPU's (its memory is the
+     * host's), or any GPU's with SHARDNET_CUDA_MAPPED=1 (to test this
+     * path on a discrete GPU; slow there).  Mapping such a buffer is then
+     * a pointer, no copy, and the device counts as host_unified. */
+    int mapped;
 } cuda_dev;
+
+/* A buffer: where mapped, the host's pointer to it beside the device's
+ * (buf.handle); NULL for device memory. */
+typedef struct cuda_buf {
+    sn_buffer pub;
+    void *host;
+} cuda_buf;
 
 /* An event: the public part first, then the runtime's event, recorded on
  * the device's stream. */

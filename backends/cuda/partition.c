@@ -213,6 +213,7 @@ shardnet_status sn_cuda_partition(sn_device *whole, unsigned first,
     snprintf(dev->info.name, sizeof dev->info.name, "%s", name);
     dev->info.compute_units = count;
     cd->ordinal = of->ordinal;
+    cd->mapped = of->mapped;
     cd->stream = (cudaStream_t)stream;
     cd->green = green;
     cd->green_ctx = ctx;
