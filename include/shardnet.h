@@ -286,6 +286,23 @@ SHARDNET_API void shardnet_context_free(shardnet_context_t *ctx);
 SHARDNET_API size_t shardnet_device_count(const shardnet_context_t *ctx);
 
 /**
+ * \brief Host memory for a run's inputs (or anything else the caller moves
+ * to and from devices): page-locked ("pinned") memory where a device of
+ * the context has it (a CUDA GPU: copies from it to any GPU run at the
+ * link's speed, where the driver stages pageable memory through a pinned
+ * buffer of its own first), else plain memory.  Aligned to 64 bytes
+ * either way; \p bytes may be 0.  Pinned memory is limited: where the
+ * driver refuses it, this gives plain memory instead.
+ * \return NULL when out of memory (or \p ctx is NULL), with the reason in
+ *         shardnet_last_error().
+ */
+SHARDNET_API void *shardnet_host_alloc(shardnet_context_t *ctx, size_t bytes);
+
+/** \brief Release memory of shardnet_host_alloc(), with the same context
+ * (before that is freed).  A NULL \p ptr (or \p ctx) is ignored. */
+SHARDNET_API void shardnet_host_free(shardnet_context_t *ctx, void *ptr);
+
+/**
  * \brief Describe device \p index (0 .. shardnet_device_count() - 1).
  * \param[out] info  filled on success.
  */

@@ -11,6 +11,7 @@
 #include <criterion/parameterized.h>
 #include <math.h>
 #include <stddef.h>
+#include <stdint.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -805,6 +806,60 @@ Test(api, micro_batches_keep_two_rows_so_rows_match_the_whole_batch)
         shardnet_session_free(one);
         shardnet_session_free(layer);
     }
+    shardnet_model_free(m);
+    shardnet_tensor_free(&x);
+}
+
+/* shardnet_host_alloc: memory aligned to 64 bytes, of any size down to 0,
+ * that a run reads as it reads any other (on every device here, each
+ * device's answer the same from it as from malloc's memory); too much is
+ * NULL with the size named, never a short block; NULLs are refused or
+ * ignored. */
+Test(api, host_memory_feeds_a_run_as_any_memory_does)
+{
+    char path[4096];
+    const char *src = getenv("SHARDNET_SRCDIR");
+    shardnet_tensor x;
+    shardnet_model_t *m;
+    enum { ROWS = 5 };
+    snprintf(path, sizeof path, "%s/tests/fixtures/fashion_mlp_input.npy",
+             src ? src : ".");
+    cr_assert_eq(shardnet_tensor_load(path, &x), SHARDNET_OK, "%s",
+                 shardnet_last_error());
+    cr_assert_geq(x.info.dims[0], ROWS);
+    snprintf(path, sizeof path, "%s/tests/fixtures/fashion_mlp.onnx",
+             src ? src : ".");
+    cr_assert_eq(shardnet_model_load(path, &m), SHARDNET_OK);
+    size_t bytes = (size_t)ROWS * 784 * sizeof(float);
+    float *pinned = shardnet_host_alloc(ctx, bytes);
+    cr_assert_not_null(pinned, "%s", shardnet_last_error());
+    cr_assert_eq((uintptr_t)pinned % 64, 0);
+    memcpy(pinned, x.data, bytes);
+    for (size_t i = 0; i < shardnet_device_count(ctx); i++) {
+        shardnet_device_info info;
+        shardnet_session_t *s;
+        float want[ROWS * 10];
+        cr_assert_eq(shardnet_device_get_info(ctx, i, &info), SHARDNET_OK);
+        cr_assert_eq(shardnet_session_create(ctx, m, info.name, &s),
+                     SHARDNET_OK, "%s: %s", info.name, shardnet_last_error());
+        memcpy(want, mlp_rows(s, x.data, ROWS), sizeof want);
+        cr_assert(!memcmp(mlp_rows(s, pinned, ROWS), want, sizeof want),
+                  "%s: the run from host memory differs", info.name);
+        shardnet_session_free(s);
+    }
+    shardnet_host_free(ctx, pinned);
+
+    void *empty = shardnet_host_alloc(ctx, 0);
+    cr_assert_not_null(empty, "%s", shardnet_last_error());
+    shardnet_host_free(ctx, empty);
+    cr_assert_null(shardnet_host_alloc(ctx, SIZE_MAX - 8));
+    cr_assert(strstr(shardnet_last_error(), "host memory of"), "%s",
+              shardnet_last_error());
+    cr_assert_null(shardnet_host_alloc(NULL, 16));
+    cr_assert(strstr(shardnet_last_error(), "context"), "%s",
+              shardnet_last_error());
+    shardnet_host_free(ctx, NULL);
+    shardnet_host_free(NULL, NULL);
     shardnet_model_free(m);
     shardnet_tensor_free(&x);
 }

@@ -224,6 +224,20 @@ Test(cuda, staging_memory_is_pinned)
     sn_staging_free(dev, p);
 }
 
+/* So is the host memory the API gives for a run's inputs. */
+Test(cuda, host_memory_of_the_api_is_pinned)
+{
+    need_device();
+    struct cudaPointerAttributes attr;
+    float *p = shardnet_host_alloc(ctx, 1 << 20);
+    cr_assert_not_null(p, "%s", shardnet_last_error());
+    cr_assert_eq(cudaPointerGetAttributes(&attr, p), cudaSuccess);
+    cr_assert_eq(attr.type, cudaMemoryTypeHost, "memory type %d",
+                 (int)attr.type);
+    p[0] = p[(1 << 18) - 1] = 1.0f;
+    shardnet_host_free(ctx, p);
+}
+
 /* A GPU that shares the host's memory (integrated, or any GPU with
  * SHARDNET_CUDA_MAPPED=1) keeps its buffers in mapped host memory: a
  * mapping is the buffer itself, no copy, seen by the next read and by

@@ -318,6 +318,37 @@ sn_device *sn_context_device(const shardnet_context_t *ctx, size_t index)
     return dev;
 }
 
+/* Whose memory shardnet_host_alloc gives: the first local device
+ * discovery found with host memory of its own (pinned, for a GPU), else
+ * NULL (plain memory).  Partitions come after discovery's devices, so the
+ * answer holds while the context lives, and frees find the allocator. */
+static sn_device *host_memory_device(const shardnet_context_t *ctx)
+{
+    sn_device *d;
+    for (size_t i = 0; (d = sn_context_device(ctx, i)) != NULL; i++)
+        if (!d->remote && d->ops->host_alloc && d->ops->host_free)
+            return d;
+    return NULL;
+}
+
+void *shardnet_host_alloc(shardnet_context_t *ctx, size_t bytes)
+{
+    void *p;
+    if (!ctx) {
+        sn_error(SHARDNET_INVALID_ARGUMENT, "host memory: the context is NULL");
+        return NULL;
+    }
+    if (!(p = sn_staging_alloc(host_memory_device(ctx), bytes)))
+        sn_error(SHARDNET_OUT_OF_MEMORY, "host memory of %zu bytes", bytes);
+    return p;
+}
+
+void shardnet_host_free(shardnet_context_t *ctx, void *ptr)
+{
+    if (ctx && ptr)
+        sn_staging_free(host_memory_device(ctx), ptr);
+}
+
 shardnet_status shardnet_device_get_info(const shardnet_context_t *ctx,
                                          size_t index,
                                          shardnet_device_info *info)

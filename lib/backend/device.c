@@ -9,6 +9,7 @@
  */
 #include <config.h>
 
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 
@@ -272,10 +273,12 @@ shardnet_status sn_buffer_unmap(sn_buffer *buf, void *ptr)
 
 void *sn_staging_alloc(sn_device *dev, size_t bytes)
 {
-    size_t size =
-        STAGING_HEAD + (bytes + STAGING_HEAD - 1) / STAGING_HEAD * STAGING_HEAD;
     char *base = NULL;
     int backend = 0;
+    if (bytes > SIZE_MAX - 2 * STAGING_HEAD) /* the size below would wrap */
+        return NULL;
+    size_t size =
+        STAGING_HEAD + (bytes + STAGING_HEAD - 1) / STAGING_HEAD * STAGING_HEAD;
     if (dev && dev->ops->host_alloc && dev->ops->host_free)
         backend = (base = dev->ops->host_alloc(dev, size)) != NULL;
     if (!base && !(base = aligned_alloc(STAGING_HEAD, size)))
