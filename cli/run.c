@@ -33,7 +33,9 @@ typedef struct run_job {
     shardnet_context_t *ctx;
     shardnet_session_t *s;
     size_t nin, nout;
-    shardnet_tensor in[CLI_MAX_IO];
+    shardnet_tensor in[CLI_MAX_IO]; /* data: shardnet_host_alloc's, once
+                                       run_model has moved it there */
+    int moved[CLI_MAX_IO];          /* in[k].data is host memory */
     int given[CLI_MAX_IO]; /* in[k] came from a file */
     /* The inputs run in batches of CHUNK rows of their first dimension,
      * NCHUNKS of them for the ROWS of a run. */
@@ -497,10 +499,30 @@ static int write_trace(const char *trace)
     return 0;
 }
 
+/* Every input's data into host memory of the context's
+ * (shardnet_host_alloc: pinned where there is a GPU, whose copies then run
+ * at the link's speed, as a program would feed it); 0 or 1. */
+static int move_inputs(run_job *job)
+{
+    for (size_t k = 0; k < job->nin; k++) {
+        shardnet_tensor *t = &job->in[k];
+        void *p = shardnet_host_alloc(job->ctx, t->nbytes);
+        if (!p)
+            return cli_fail("input memory", SHARDNET_OUT_OF_MEMORY);
+        memcpy(p, t->data, t->nbytes);
+        free(t->data);
+        t->data = p;
+        job->moved[k] = 1;
+    }
+    return 0;
+}
+
 /* Run the model as the options say, traced with --trace; 0 or 1. */
 static int run_model(const run_opts *o, run_job *job)
 {
     int rc;
+    if ((rc = move_inputs(job)) != 0)
+        return rc;
     split_batches(o, job);
     job->lat = calloc((size_t)o->repeat, sizeof *job->lat);
     if (!job->lat) {
@@ -581,6 +603,10 @@ static int report(const run_opts *o, run_job *job)
 static void release_job(run_job *job)
 {
     for (size_t k = 0; k < CLI_MAX_IO; k++) {
+        if (job->moved[k]) {
+            shardnet_host_free(job->ctx, job->in[k].data);
+            job->in[k].data = NULL;
+        }
         shardnet_tensor_free(&job->in[k]);
         free(job->outbuf[k]);
     }
