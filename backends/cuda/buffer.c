@@ -113,10 +113,18 @@ static shardnet_status copy(sn_buffer *buf, size_t offset, void *host,
 
     if (st != SHARDNET_OK || bytes == 0)
         return st;
-    err = to_device ? cudaMemcpyAsync(mem, host, bytes,
-                                      cudaMemcpyHostToDevice, cd->stream)
-                    : cudaMemcpyAsync(host, mem, bytes,
-                                      cudaMemcpyDeviceToHost, cd->stream);
+    /* Mapped memory is the host's on both sides: the runtime tells the
+     * direction from the pointers (unified addressing). */
+    int mapped = ((const cuda_buf *)buf)->host != NULL;
+    err = to_device
+              ? cudaMemcpyAsync(mem, host, bytes,
+                                mapped ? cudaMemcpyDefault
+                                       : cudaMemcpyHostToDevice,
+                                cd->stream)
+              : cudaMemcpyAsync(host, mem, bytes,
+                                mapped ? cudaMemcpyDefault
+                                       : cudaMemcpyDeviceToHost,
+                                cd->stream);
     if (err != cudaSuccess)
         return sn_cuda_error(dev, err, "cudaMemcpyAsync %s %zu bytes at %zu",
                              to_device ? "writing" : "reading", bytes,
