@@ -18,7 +18,11 @@
  * buffers and meet as there, then each only loads one float from every
  * line of its share of the other's buffer (the lines that the reduction
  * must bring over from the other core), nothing written, no barrier, no
- * map; rank 0's time.  A pair whose devices are absent prints "-".
+ * map; rank 0's time.  "sum floor" is the reduction itself on those
+ * terms: each thread sums its share of both buffers, just written, into
+ * both (comm/sum.c, as the cpu split does), with no barrier and no map:
+ * what "split written" would take if meeting cost nothing.  A pair whose
+ * devices are absent prints "-".
  *
  * An all-reduce's GB/s is bytes per rank / time, and the percentage next
  * to it is that over memcpy's GB/s at the same size: memcpy's time over
@@ -162,7 +166,8 @@ typedef struct rank_run {
     size_t rank, count;
     sn_view v;
     const float *init;
-    const float *peer; /* the pull floor's: the other rank's buffer */
+    const float *peer; /* the floors': the other rank's buffer */
+    float *both[2];    /* the sum floor's: both buffers, rank order */
     atomic_uint *met;  /* both threads' arrivals before a call */
     atomic_uint *done; /* the pull floor's: and after it */
     column *col;       /* rank 0's records its times */
@@ -206,6 +211,20 @@ static void pull(rank_run *r)
     r->sink = x0 ^ x1;
 }
 
+/* The sum floor's call: this rank's share of both buffers summed into
+ * both, in place, with no barrier. */
+static void sum_share(rank_run *r)
+{
+    size_t blocks = (r->count + 15) / 16;
+    size_t lo = blocks * r->rank / 2 * 16;
+    size_t hi = blocks * (r->rank + 1) / 2 * 16;
+    hi = hi < r->count ? hi : r->count;
+    lo = lo < hi ? lo : hi;
+    const float *in[2] = {r->both[0] + lo, r->both[1] + lo};
+    float *out[2] = {r->both[0] + lo, r->both[1] + lo};
+    sn_comm_sum(out, 2, in, 2, hi - lo);
+}
+
 /* After a pull, the threads meet (untimed) before either writes its
  * buffer anew, which the other may still be reading. */
 static void pulled(rank_run *r, int k)
@@ -226,7 +245,10 @@ static void *rank_main(void *arg)
             rewrite(r, k);
         double t0 = bench_now();
         if (r->peer) {
-            pull(r);
+            if (r->both[0])
+                sum_share(r);
+            else
+                pull(r);
             if (k >= 0 && r->col)
                 r->col->t[r->col->n++] = bench_now() - t0;
             pulled(r, k);
@@ -250,20 +272,26 @@ typedef struct split_run {
 } split_run;
 
 /* The pull floor: each rank reads the other's buffer, mapped here. */
-static void map_peers(split_run *s, size_t count, column *c)
+static void map_peers(split_run *s, size_t count, int sum, column *c)
 {
     for (int r = 0; r < 2 && !c->failed; r++)
         if (sn_buffer_map(s->rank[r].v.buf, 0, count * sizeof(float),
-                          SN_MAP_READ, &s->mapped[r]) != SHARDNET_OK)
+                          SN_MAP_READ | SN_MAP_WRITE,
+                          &s->mapped[r]) != SHARDNET_OK)
             failed(c);
     for (int r = 0; r < 2 && !c->failed; r++) {
         s->rank[r].peer = s->mapped[1 - r];
         s->rank[r].done = &s->done;
+        for (int q = 0; q < 2 && sum; q++)
+            s->rank[r].both[q] = s->mapped[q];
     }
 }
 
+/* A cpu split column: its group and buffers; written: rewritten before
+ * each call; floor: 1 the pull floor's calls, 2 the sum floor's, 0 the
+ * group's all-reduce. */
 static void split_setup(split_run *s, sn_device **devs, const float *init,
-                        int written, int pull, size_t count, column *c)
+                        int written, int floor, size_t count, column *c)
 {
     memset(s, 0, sizeof *s);
     if (sn_group_create(devs, 2, 0, &s->g) != SHARDNET_OK) {
@@ -280,8 +308,8 @@ static void split_setup(split_run *s, sn_device **devs, const float *init,
             failed(c);
         put_init(s->rank[r].v.buf, init, count, c);
     }
-    if (pull)
-        map_peers(s, count, c);
+    if (floor)
+        map_peers(s, count, floor > 1, c);
 }
 
 static void split_round(split_run *s, column *c)
@@ -329,7 +357,7 @@ static sn_device *find(shardnet_context_t *ctx, const char *name)
     return NULL;
 }
 
-enum { COPY, CPU, CL, CL_STAGED, SPLIT, SPLIT_WRITTEN, PULL, NCOLS };
+enum { COPY, CPU, CL, CL_STAGED, SPLIT, SPLIT_WRITTEN, PULL, SUM, NCOLS };
 
 typedef struct bench {
     sn_device *cpu[2], *cl[2];
@@ -340,7 +368,7 @@ static void report(bench *b, size_t bytes)
 {
     static const char *const names[NCOLS] = {
         "memcpy", "cpu0+cpu1", "cl0+cl1", "cl staged", "cpu split",
-        "split written", "pull floor"};
+        "split written", "pull floor", "sum floor"};
     double copy = gbps(bytes, &b->col[COPY]);
     printf("%10zu %8.2f", bytes, copy);
     for (int k = CPU; k < NCOLS; k++) {
@@ -366,7 +394,7 @@ static void bench_size(bench *b, size_t bytes, const float *init)
     int have_cpu = b->cpu[0] && b->cpu[1], have_cl = b->cl[0] && b->cl[1];
     copy_run m = {malloc(bytes), malloc(bytes), bytes};
     staged_run cpu = {0}, cl = {0}, cl_staged = {0};
-    split_run split = {0}, written = {0}, pull = {0};
+    split_run split = {0}, written = {0}, pull = {0}, sum = {0};
 
     memset(b->col, 0, sizeof b->col);
     if (!m.a || !m.b) {
@@ -383,6 +411,7 @@ static void bench_size(bench *b, size_t bytes, const float *init)
         split_setup(&written, b->cpu, init, 1, 0, count,
                     &b->col[SPLIT_WRITTEN]);
         split_setup(&pull, b->cpu, init, 1, 1, count, &b->col[PULL]);
+        split_setup(&sum, b->cpu, init, 1, 2, count, &b->col[SUM]);
     }
     if (have_cl) {
         staged_setup(&cl, b->cl, 0, init, count, &b->col[CL]);
@@ -408,6 +437,8 @@ static void bench_size(bench *b, size_t bytes, const float *init)
             split_round(&written, &b->col[SPLIT_WRITTEN]);
         if (have_cpu && !b->col[PULL].failed)
             split_round(&pull, &b->col[PULL]);
+        if (have_cpu && !b->col[SUM].failed)
+            split_round(&sum, &b->col[SUM]);
     }
     report(b, bytes);
     if (have_cpu) {
@@ -415,6 +446,7 @@ static void bench_size(bench *b, size_t bytes, const float *init)
         split_free(&split);
         split_free(&written);
         split_free(&pull);
+        split_free(&sum);
     }
     if (have_cl) {
         staged_free(&cl);
@@ -451,9 +483,9 @@ int main(int argc, char **argv)
            "split moves what one core's memcpy does), %d rounds of %d calls "
            "interleaved\n",
            ROUNDS, PER_ROUND);
-    printf("%10s %8s %15s %15s %15s %15s %15s %15s\n", "bytes", "memcpy",
-           "cpu0+cpu1", "cl0+cl1", "cl staged", "cpu split", "split written",
-           "pull floor");
+    printf("%10s %8s %15s %15s %15s %15s %15s %15s %15s\n", "bytes",
+           "memcpy", "cpu0+cpu1", "cl0+cl1", "cl staged", "cpu split",
+           "split written", "pull floor", "sum floor");
     for (size_t bytes = 4096; bytes <= max_bytes; bytes *= 4)
         bench_size(&b, bytes, init);
     shardnet_context_free(ctx);
