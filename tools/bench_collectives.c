@@ -188,17 +188,24 @@ static void rewrite(rank_run *r, int k)
         ;
 }
 
+/* This rank's share of an all-reduce's elements, [lo, hi): halves in
+ * 16-float blocks, as comm/shared.c cuts them. */
+static void share_of_rank(const rank_run *r, size_t *lo, size_t *hi)
+{
+    size_t blocks = (r->count + 15) / 16;
+    *lo = blocks * r->rank / 2 * 16;
+    *hi = blocks * (r->rank + 1) / 2 * 16;
+    *hi = *hi < r->count ? *hi : r->count;
+    *lo = *lo < *hi ? *lo : *hi;
+}
+
 /* The pull floor's call: a load from every line of this rank's share of
  * the other rank's buffer (the lines the all-reduce must bring over),
  * nothing written, no barrier. */
 static void pull(rank_run *r)
 {
-    /* The all-reduce's shares: halves in 16-float blocks (comm/shared.c). */
-    size_t blocks = (r->count + 15) / 16;
-    size_t lo = blocks * r->rank / 2 * 16;
-    size_t hi = blocks * (r->rank + 1) / 2 * 16;
-    hi = hi < r->count ? hi : r->count;
-    lo = lo < hi ? lo : hi;
+    size_t lo, hi;
+    share_of_rank(r, &lo, &hi);
     const volatile uint32_t *p = (const volatile uint32_t *)r->peer;
     uint32_t x0 = 0, x1 = 0; /* two chains of loads in flight */
     size_t j = lo;
@@ -215,11 +222,8 @@ static void pull(rank_run *r)
  * both, in place, with no barrier. */
 static void sum_share(rank_run *r)
 {
-    size_t blocks = (r->count + 15) / 16;
-    size_t lo = blocks * r->rank / 2 * 16;
-    size_t hi = blocks * (r->rank + 1) / 2 * 16;
-    hi = hi < r->count ? hi : r->count;
-    lo = lo < hi ? lo : hi;
+    size_t lo, hi;
+    share_of_rank(r, &lo, &hi);
     const float *in[2] = {r->both[0] + lo, r->both[1] + lo};
     float *out[2] = {r->both[0] + lo, r->both[1] + lo};
     sn_comm_sum(out, 2, in, 2, hi - lo);
