@@ -217,12 +217,11 @@ shardnet_status sn_cuda_buffer_map(sn_buffer *buf, size_t offset,
  * pinned memory is freed next). */
 shardnet_status sn_cuda_buffer_unmap(sn_buffer *buf, void *ptr)
 {
+    if (((const cuda_buf *)buf)->host) /* the buffer's own memory */
+        return SHARDNET_OK;
     char *base = (char *)ptr - SN_CUDA_MAP_HEAD;
     const cuda_mapping *m = (const cuda_mapping *)base;
     shardnet_status st = SHARDNET_OK;
-
-    if (((const cuda_buf *)buf)->host) /* the buffer's own memory */
-        return SHARDNET_OK;
     if (m->flags & SN_MAP_WRITE)
         st = copy(buf, m->offset, ptr, m->bytes, 1, 1);
     if (sn_cuda_enter_quietly(buf->dev))
