@@ -324,11 +324,10 @@ sn_device *sn_context_device(const shardnet_context_t *ctx, size_t index)
  * answer holds while the context lives, and frees find the allocator. */
 static sn_device *host_memory_device(const shardnet_context_t *ctx)
 {
-    sn_device *d;
-    for (size_t i = 0; (d = sn_context_device(ctx, i)) != NULL; i++)
-        if (!d->remote && d->ops->host_alloc && d->ops->host_free)
-            return d;
-    return NULL;
+    lock_devices(ctx);
+    sn_device *d = sn_staging_owner(ctx->devices.items, ctx->devices.count);
+    unlock_devices(ctx);
+    return d;
 }
 
 void *shardnet_host_alloc(shardnet_context_t *ctx, size_t bytes)

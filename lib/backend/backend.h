@@ -860,6 +860,10 @@ shardnet_status sn_buffer_unmap(sn_buffer *buf, void *ptr);
  * nothing). */
 void *sn_staging_alloc(sn_device *dev, size_t bytes);
 void sn_staging_free(sn_device *dev, void *ptr);
+/* The first of devs[0 .. n) of this process with staging memory of its
+ * own (a GPU's pinned memory), whose staging then serves them all; NULL
+ * when none has. */
+sn_device *sn_staging_owner(sn_device *const *devs, size_t n);
 /* Asynchronous copies, checked like the blocking ones; on a backend
  * without them, the blocking copy.  The host memory must stay as it is
  * until an event recorded after the copy has completed (or the device is

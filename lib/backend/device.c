@@ -287,6 +287,15 @@ void *sn_staging_alloc(sn_device *dev, size_t bytes)
     return base + STAGING_HEAD;
 }
 
+sn_device *sn_staging_owner(sn_device *const *devs, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        if (!devs[i]->remote && devs[i]->ops->host_alloc &&
+            devs[i]->ops->host_free)
+            return devs[i];
+    return NULL;
+}
+
 void sn_staging_free(sn_device *dev, void *ptr)
 {
     char *base;

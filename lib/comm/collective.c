@@ -496,16 +496,6 @@ static float *staging_floats(sn_device *dev, size_t count)
     return sn_staging_alloc(dev, count * sizeof(float));
 }
 
-/* The device whose host memory holds the results that every device
- * reads: the first with memory of its own for staging, else none. */
-static sn_device *results_device(sn_device *const *devs, size_t n)
-{
-    for (size_t r = 0; r < n; r++)
-        if (devs[r]->ops->host_alloc && devs[r]->ops->host_free)
-            return devs[r];
-    return NULL;
-}
-
 shardnet_status sn_comm_create(sn_device *const *devs, size_t n,
                                const sn_comm_opts *opts, sn_comm **out)
 {
@@ -555,7 +545,8 @@ shardnet_status sn_comm_create(sn_device *const *devs, size_t n,
     pthread_mutex_init(&c->mu, NULL);
     pthread_cond_init(&c->cv, NULL);
 
-    c->res_dev = results_device(devs, n);
+    /* The results every device reads: in one device's staging memory. */
+    c->res_dev = sn_staging_owner(devs, n);
     c->res = staging_floats(c->res_dev, SLOTS * c->chunk);
     if (!c->res)
         goto oom;

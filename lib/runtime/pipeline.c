@@ -453,10 +453,7 @@ static shardnet_status create(sn_graph *g, sn_device *const *devs,
                 goto fail;
     }
     p->nworkers = nworkers;
-    for (size_t d = 0; d < ndev && !p->val_dev; d++)
-        if (!devs[d]->remote && devs[d]->ops->host_alloc &&
-            devs[d]->ops->host_free)
-            p->val_dev = devs[d];
+    p->val_dev = sn_staging_owner(devs, ndev);
     if ((st = link_stages(p)) != SHARDNET_OK ||
         (st = check_replicas(p)) != SHARDNET_OK ||
         (st = give_strategies(p, strat, nstrat)) != SHARDNET_OK)
