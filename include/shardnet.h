@@ -292,7 +292,9 @@ SHARDNET_API size_t shardnet_device_count(const shardnet_context_t *ctx);
  * link's speed, where the driver stages pageable memory through a pinned
  * buffer of its own first), else plain memory.  Aligned to 64 bytes
  * either way; \p bytes may be 0.  Pinned memory is limited: where the
- * driver refuses it, this gives plain memory instead.
+ * driver refuses it, this gives plain memory instead.  With a GPU, the
+ * first call opens the GPU's CUDA context (not cuBLAS), as a run on it
+ * would.
  * \return NULL when out of memory (or \p ctx is NULL), with the reason in
  *         shardnet_last_error().
  */
