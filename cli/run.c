@@ -499,14 +499,14 @@ static int write_trace(const char *trace)
     return 0;
 }
 
-/* Every input's data into host memory of the context's
- * (shardnet_host_alloc: pinned where there is a GPU, whose copies then run
- * at the link's speed, as a program would feed it); 0 or 1. */
-static int move_inputs(run_job *job)
+/* Every input's data into host memory for the run's devices
+ * (shardnet_host_alloc: pinned where they include a GPU, whose copies then
+ * run at the link's speed, as a program would feed it); 0 or 1. */
+static int move_inputs(const run_opts *o, run_job *job)
 {
     for (size_t k = 0; k < job->nin; k++) {
         shardnet_tensor *t = &job->in[k];
-        void *p = shardnet_host_alloc(job->ctx, t->nbytes);
+        void *p = shardnet_host_alloc(job->ctx, o->sa.spec, t->nbytes);
         if (!p)
             return cli_fail("input memory", SHARDNET_OUT_OF_MEMORY);
         memcpy(p, t->data, t->nbytes);
@@ -521,7 +521,7 @@ static int move_inputs(run_job *job)
 static int run_model(const run_opts *o, run_job *job)
 {
     int rc;
-    if ((rc = move_inputs(job)) != 0)
+    if ((rc = move_inputs(o, job)) != 0)
         return rc;
     split_batches(o, job);
     job->lat = calloc((size_t)o->repeat, sizeof *job->lat);
@@ -604,7 +604,7 @@ static void release_job(run_job *job)
 {
     for (size_t k = 0; k < CLI_MAX_IO; k++) {
         if (job->moved[k]) {
-            shardnet_host_free(job->ctx, job->in[k].data);
+            shardnet_host_free(job->in[k].data);
             job->in[k].data = NULL;
         }
         shardnet_tensor_free(&job->in[k]);

@@ -287,22 +287,23 @@ SHARDNET_API size_t shardnet_device_count(const shardnet_context_t *ctx);
 
 /**
  * \brief Host memory for a run's inputs (or anything else the caller moves
- * to and from devices): page-locked ("pinned") memory where a device of
- * the context has it (a CUDA GPU: copies from it to any GPU run at the
- * link's speed, where the driver stages pageable memory through a pinned
- * buffer of its own first), else plain memory.  Aligned to 64 bytes
- * either way; \p bytes may be 0.  Pinned memory is limited: where the
- * driver refuses it, this gives plain memory instead.  With a GPU, the
- * first call opens the GPU's CUDA context (not cuBLAS), as a run on it
- * would.
- * \return NULL when out of memory (or \p ctx is NULL), with the reason in
- *         shardnet_last_error().
+ * to and from the devices \p devices names, a list as for
+ * shardnet_devices_select(); NULL: the default list): page-locked
+ * ("pinned") memory where one of them has it (a CUDA GPU: copies from it
+ * to any GPU run at the link's speed, where the driver stages pageable
+ * memory through a pinned buffer of its own first; the first such call
+ * opens the GPU's CUDA context, not cuBLAS), else plain memory.  Aligned
+ * to 64 bytes either way; \p bytes may be 0.  Pinned memory is limited:
+ * where the driver refuses it, this gives plain memory instead.
+ * \return NULL when out of memory, for a list that names no device, or
+ *         when \p ctx is NULL, with the reason in shardnet_last_error().
  */
-SHARDNET_API void *shardnet_host_alloc(shardnet_context_t *ctx, size_t bytes);
+SHARDNET_API void *shardnet_host_alloc(shardnet_context_t *ctx,
+                                       const char *devices, size_t bytes);
 
-/** \brief Release memory of shardnet_host_alloc(), with the same context
- * (before that is freed).  A NULL \p ptr (or \p ctx) is ignored. */
-SHARDNET_API void shardnet_host_free(shardnet_context_t *ctx, void *ptr);
+/** \brief Release memory of shardnet_host_alloc() (before the context that
+ * gave it is freed).  NULL is ignored. */
+SHARDNET_API void shardnet_host_free(void *ptr);
 
 /**
  * \brief Describe device \p index (0 .. shardnet_device_count() - 1).

@@ -812,9 +812,10 @@ Test(api, micro_batches_keep_two_rows_so_rows_match_the_whole_batch)
 
 /* shardnet_host_alloc: memory aligned to 64 bytes, of any size down to 0,
  * that a run reads as it reads any other (on every device here, each
- * device's answer the same from it as from malloc's memory); too much is
- * NULL with the size named, never a short block; NULLs are refused or
- * ignored. */
+ * device's answer the same from memory for that device as from malloc's);
+ * too much is NULL with the size named, never a short block; a list that
+ * names no device, or no context, is NULL with the reason; NULL is freed
+ * as nothing. */
 Test(api, host_memory_feeds_a_run_as_any_memory_does)
 {
     char path[4096];
@@ -831,35 +832,37 @@ Test(api, host_memory_feeds_a_run_as_any_memory_does)
              src ? src : ".");
     cr_assert_eq(shardnet_model_load(path, &m), SHARDNET_OK);
     size_t bytes = (size_t)ROWS * 784 * sizeof(float);
-    float *pinned = shardnet_host_alloc(ctx, bytes);
-    cr_assert_not_null(pinned, "%s", shardnet_last_error());
-    cr_assert_eq((uintptr_t)pinned % 64, 0);
-    memcpy(pinned, x.data, bytes);
     for (size_t i = 0; i < shardnet_device_count(ctx); i++) {
         shardnet_device_info info;
         shardnet_session_t *s;
         float want[ROWS * 10];
         cr_assert_eq(shardnet_device_get_info(ctx, i, &info), SHARDNET_OK);
+        float *host = shardnet_host_alloc(ctx, info.name, bytes);
+        cr_assert_not_null(host, "%s: %s", info.name, shardnet_last_error());
+        cr_assert_eq((uintptr_t)host % 64, 0);
+        memcpy(host, x.data, bytes);
         cr_assert_eq(shardnet_session_create(ctx, m, info.name, &s),
                      SHARDNET_OK, "%s: %s", info.name, shardnet_last_error());
         memcpy(want, mlp_rows(s, x.data, ROWS), sizeof want);
-        cr_assert(!memcmp(mlp_rows(s, pinned, ROWS), want, sizeof want),
+        cr_assert(!memcmp(mlp_rows(s, host, ROWS), want, sizeof want),
                   "%s: the run from host memory differs", info.name);
         shardnet_session_free(s);
+        shardnet_host_free(host);
     }
-    shardnet_host_free(ctx, pinned);
 
-    void *empty = shardnet_host_alloc(ctx, 0);
+    void *empty = shardnet_host_alloc(ctx, NULL, 0);
     cr_assert_not_null(empty, "%s", shardnet_last_error());
-    shardnet_host_free(ctx, empty);
-    cr_assert_null(shardnet_host_alloc(ctx, SIZE_MAX - 8));
+    shardnet_host_free(empty);
+    cr_assert_null(shardnet_host_alloc(ctx, "cpu:0", SIZE_MAX - 8));
     cr_assert(strstr(shardnet_last_error(), "host memory of"), "%s",
               shardnet_last_error());
-    cr_assert_null(shardnet_host_alloc(NULL, 16));
+    cr_assert_null(shardnet_host_alloc(ctx, "cpu:0,nosuch:3", 16));
+    cr_assert(strstr(shardnet_last_error(), "nosuch"), "%s",
+              shardnet_last_error());
+    cr_assert_null(shardnet_host_alloc(NULL, NULL, 16));
     cr_assert(strstr(shardnet_last_error(), "context"), "%s",
               shardnet_last_error());
-    shardnet_host_free(ctx, NULL);
-    shardnet_host_free(NULL, NULL);
+    shardnet_host_free(NULL);
     shardnet_model_free(m);
     shardnet_tensor_free(&x);
 }

@@ -221,21 +221,30 @@ Test(cuda, staging_memory_is_pinned)
     cr_assert_eq(attr.type, cudaMemoryTypeHost, "memory type %d",
                  (int)attr.type);
     p[0] = p[(1 << 18) - 1] = 1.0f; /* all of it the caller's */
-    sn_staging_free(dev, p);
+    sn_staging_free(p);
 }
 
-/* So is the host memory the API gives for a run's inputs. */
-Test(cuda, host_memory_of_the_api_is_pinned)
+/* So is the host memory the API gives for a run's inputs on a list with a
+ * GPU; for the CPU alone it is plain memory. */
+Test(cuda, host_memory_of_the_api_is_pinned_for_a_gpu_only)
 {
     need_device();
     struct cudaPointerAttributes attr;
-    float *p = shardnet_host_alloc(ctx, 1 << 20);
+    char list[64];
+    snprintf(list, sizeof list, "cpu:0,%s", dev->info.name);
+    float *p = shardnet_host_alloc(ctx, list, 1 << 20);
     cr_assert_not_null(p, "%s", shardnet_last_error());
     cr_assert_eq(cudaPointerGetAttributes(&attr, p), cudaSuccess);
     cr_assert_eq(attr.type, cudaMemoryTypeHost, "memory type %d",
                  (int)attr.type);
     p[0] = p[(1 << 18) - 1] = 1.0f;
-    shardnet_host_free(ctx, p);
+    shardnet_host_free(p);
+    p = shardnet_host_alloc(ctx, "cpu:0", 1 << 20);
+    cr_assert_not_null(p, "%s", shardnet_last_error());
+    cr_assert_eq(cudaPointerGetAttributes(&attr, p), cudaSuccess);
+    cr_assert_eq(attr.type, cudaMemoryTypeUnregistered, "memory type %d",
+                 (int)attr.type);
+    shardnet_host_free(p);
 }
 
 /* A GPU that shares the host's memory (integrated, or any GPU with

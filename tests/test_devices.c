@@ -353,7 +353,7 @@ Test(registry, staging_memory_is_the_backends_else_plain)
         cr_assert_eq((uintptr_t)p % 64, 0);
         for (int i = 0; i < 1000; i++) /* all of it is writable */
             p[i] = (float)i;
-        sn_staging_free(&dev, p);
+        sn_staging_free(p);
         cr_assert_eq(staged_given, 1);
         cr_assert_eq(staged_freed, 1, "given %d, freed %d (refusing: %d)",
                      staged_given, staged_freed, staged_refuse);
@@ -361,8 +361,8 @@ Test(registry, staging_memory_is_the_backends_else_plain)
     /* No device, or one without: plain memory. */
     float *q = sn_staging_alloc(NULL, 0);
     cr_assert_not_null(q);
-    sn_staging_free(NULL, q);
-    sn_staging_free(&dev, NULL);
+    sn_staging_free(q);
+    sn_staging_free(NULL);
     cr_assert_eq(staged_freed, 1);
 }
 

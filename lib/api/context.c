@@ -318,36 +318,6 @@ sn_device *sn_context_device(const shardnet_context_t *ctx, size_t index)
     return dev;
 }
 
-/* Whose memory shardnet_host_alloc gives: the first local device
- * discovery found with host memory of its own (pinned, for a GPU), else
- * NULL (plain memory).  Partitions come after discovery's devices, so the
- * answer holds while the context lives, and frees find the allocator. */
-static sn_device *host_memory_device(const shardnet_context_t *ctx)
-{
-    lock_devices(ctx);
-    sn_device *d = sn_staging_owner(ctx->devices.items, ctx->devices.count);
-    unlock_devices(ctx);
-    return d;
-}
-
-void *shardnet_host_alloc(shardnet_context_t *ctx, size_t bytes)
-{
-    void *p;
-    if (!ctx) {
-        sn_error(SHARDNET_INVALID_ARGUMENT, "host memory: the context is NULL");
-        return NULL;
-    }
-    if (!(p = sn_staging_alloc(host_memory_device(ctx), bytes)))
-        sn_error(SHARDNET_OUT_OF_MEMORY, "host memory of %zu bytes", bytes);
-    return p;
-}
-
-void shardnet_host_free(shardnet_context_t *ctx, void *ptr)
-{
-    if (ctx && ptr)
-        sn_staging_free(host_memory_device(ctx), ptr);
-}
-
 shardnet_status shardnet_device_get_info(const shardnet_context_t *ctx,
                                          size_t index,
                                          shardnet_device_info *info)
@@ -673,6 +643,45 @@ shardnet_status shardnet_devices_select(const shardnet_context_t *cctx,
     if (st == SHARDNET_OK || st == SHARDNET_INVALID_ARGUMENT)
         *count = sel.n;
     return st;
+}
+
+/* Host memory for data on its way to the devices a list names: the
+ * staging of the first of them with its own (sn_staging_owner: a GPU's
+ * pinned memory), else plain memory.  Only those devices count, so that a
+ * program feeding the CPU never opens a GPU for it. */
+void *shardnet_host_alloc(shardnet_context_t *ctx, const char *devices,
+                          size_t bytes)
+{
+    size_t n = 0, *idx = NULL;
+    sn_device **devs = NULL;
+    void *p = NULL;
+    if (!ctx) {
+        sn_error(SHARDNET_INVALID_ARGUMENT, "host memory: the context is NULL");
+        return NULL;
+    }
+    /* How many the list names (room for none: the count comes back with
+     * INVALID_ARGUMENT), then which. */
+    shardnet_status st = shardnet_devices_select(ctx, devices, NULL, 0, &n);
+    if (st != SHARDNET_OK && (st != SHARDNET_INVALID_ARGUMENT || !n))
+        return NULL;
+    if (!(idx = malloc(n * sizeof *idx)) || !(devs = malloc(n * sizeof *devs))) {
+        sn_error(SHARDNET_OUT_OF_MEMORY, "host memory");
+    } else if (shardnet_devices_select(ctx, devices, idx, n, &n) ==
+               SHARDNET_OK) {
+        for (size_t i = 0; i < n; i++)
+            devs[i] = sn_context_device(ctx, idx[i]);
+        if (!(p = sn_staging_alloc(sn_staging_owner(devs, n), bytes)))
+            sn_error(SHARDNET_OUT_OF_MEMORY, "host memory of %zu bytes",
+                     bytes);
+    }
+    free(idx);
+    free(devs);
+    return p;
+}
+
+void shardnet_host_free(void *ptr)
+{
+    sn_staging_free(ptr);
 }
 
 shardnet_status shardnet_matmul(shardnet_context_t *ctx, size_t device,

@@ -856,10 +856,10 @@ shardnet_status sn_buffer_unmap(sn_buffer *buf, void *ptr);
 /* Host memory for staging data on its way to and from dev (NULL: any
  * device): the backend's host_alloc where it has one and it gives it
  * (pinned memory), else plain memory; 64-byte aligned; NULL when out of
- * memory.  Released by sn_staging_free with the same device (a NULL ptr:
- * nothing). */
+ * memory.  Released by sn_staging_free, to whichever gave it (a NULL
+ * ptr: nothing), while that device lives. */
 void *sn_staging_alloc(sn_device *dev, size_t bytes);
-void sn_staging_free(sn_device *dev, void *ptr);
+void sn_staging_free(void *ptr);
 /* The first of devs[0 .. n) of this process with staging memory of its
  * own (a GPU's pinned memory), whose staging then serves them all; NULL
  * when none has. */

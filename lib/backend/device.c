@@ -266,24 +266,30 @@ shardnet_status sn_buffer_unmap(sn_buffer *buf, void *ptr)
 
 /*
  * Staging memory: a header line, then the caller's bytes.  The header
- * says whose memory it is, so that memory the backend could not give
- * (pinned memory is limited) is plain memory instead, and freed as such.
+ * says whose memory it is (the device whose backend gave it, or NULL for
+ * plain memory where the backend has none or could not give it: pinned
+ * memory is limited), so that it goes back where it came from.
  */
 #define STAGING_HEAD 64
+
+typedef struct staging_head {
+    sn_device *owner;
+} staging_head;
 
 void *sn_staging_alloc(sn_device *dev, size_t bytes)
 {
     char *base = NULL;
-    int backend = 0;
+    sn_device *owner = NULL;
     if (bytes > SIZE_MAX - 2 * STAGING_HEAD) /* the size below would wrap */
         return NULL;
     size_t size =
         STAGING_HEAD + (bytes + STAGING_HEAD - 1) / STAGING_HEAD * STAGING_HEAD;
-    if (dev && dev->ops->host_alloc && dev->ops->host_free)
-        backend = (base = dev->ops->host_alloc(dev, size)) != NULL;
+    if (dev && dev->ops->host_alloc && dev->ops->host_free &&
+        (base = dev->ops->host_alloc(dev, size)) != NULL)
+        owner = dev;
     if (!base && !(base = aligned_alloc(STAGING_HEAD, size)))
         return NULL;
-    *(int *)base = backend;
+    ((staging_head *)base)->owner = owner;
     return base + STAGING_HEAD;
 }
 
@@ -296,14 +302,16 @@ sn_device *sn_staging_owner(sn_device *const *devs, size_t n)
     return NULL;
 }
 
-void sn_staging_free(sn_device *dev, void *ptr)
+void sn_staging_free(void *ptr)
 {
     char *base;
+    sn_device *owner;
     if (!ptr)
         return;
     base = (char *)ptr - STAGING_HEAD;
-    if (*(int *)base)
-        dev->ops->host_free(dev, base);
+    owner = ((staging_head *)base)->owner;
+    if (owner)
+        owner->ops->host_free(owner, base);
     else
         free(base);
 }

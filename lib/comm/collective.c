@@ -591,8 +591,8 @@ void sn_comm_free(sn_comm *c)
     for (size_t r = 0; r < c->started; r++)
         pthread_join(c->w[r].thread, NULL);
     for (size_t r = 0; r < c->n; r++)
-        sn_staging_free(c->devs[r], c->stage[r]);
-    sn_staging_free(c->res_dev, c->res);
+        sn_staging_free(c->stage[r]);
+    sn_staging_free(c->res);
     pthread_cond_destroy(&c->cv);
     pthread_mutex_destroy(&c->mu);
     free(c);

@@ -393,7 +393,7 @@ void sn_plan_free(sn_plan *p)
         free(p->bound_data[i]);
     free(p->bound_data);
     for (size_t i = 0; p->outputs && i < p->g->noutputs; i++)
-        sn_staging_free(p->dev, p->outputs[i].data); /* run.c's */
+        sn_staging_free(p->outputs[i].data); /* run.c's */
     free(p->outputs);
     free(p);
 }

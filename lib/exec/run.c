@@ -154,7 +154,7 @@ static shardnet_status prepare_output(sn_plan *p, size_t i)
     sn_host_tensor *t = &p->outputs[i];
     size_t bytes = sn_rt_elements(rt) * sn_dtype_size(rt->dtype);
     if (!t->data || t->nbytes != bytes) {
-        sn_staging_free(p->dev, t->data);
+        sn_staging_free(t->data);
         t->data = sn_staging_alloc(p->dev, bytes ? bytes : 1);
         if (!t->data)
             return sn_error(SHARDNET_OUT_OF_MEMORY, "output");

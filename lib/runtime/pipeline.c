@@ -480,7 +480,7 @@ void sn_pipeline_free(sn_pipeline *p)
     sn_pipeline_stop_stages(p);
     for (size_t j = 0; j < p->nvals; j++) {
         for (size_t v = 0; v < p->g->nvalues; v++)
-            sn_staging_free(p->val_dev, p->vals[j][v].data);
+            sn_staging_free(p->vals[j][v].data);
         free(p->vals[j]);
         free(p->cap[j]);
     }

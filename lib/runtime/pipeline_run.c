@@ -70,7 +70,7 @@ static shardnet_status value_room(sn_pipeline *p, size_t slot, size_t v,
     size_t *cap = &p->cap[slot][v];
     if (d->data && *cap >= bytes)
         return SHARDNET_OK;
-    sn_staging_free(p->val_dev, d->data);
+    sn_staging_free(d->data);
     *cap = 0;
     if (!(d->data = sn_staging_alloc(p->val_dev, bytes ? bytes : 1)))
         return sn_error(SHARDNET_OUT_OF_MEMORY, "pipeline values");
