@@ -509,7 +509,8 @@ static int move_inputs(const run_opts *o, run_job *job)
         void *p = shardnet_host_alloc(job->ctx, o->sa.spec, t->nbytes);
         if (!p)
             return cli_fail("input memory", SHARDNET_OUT_OF_MEMORY);
-        memcpy(p, t->data, t->nbytes);
+        if (t->nbytes)
+            memcpy(p, t->data, t->nbytes);
         free(t->data);
         t->data = p;
         job->moved[k] = 1;
