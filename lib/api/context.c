@@ -664,6 +664,7 @@ void *shardnet_host_alloc(shardnet_context_t *ctx, const char *devices,
     shardnet_status st = shardnet_devices_select(ctx, devices, NULL, 0, &n);
     if (st != SHARDNET_OK && (st != SHARDNET_INVALID_ARGUMENT || !n))
         return NULL;
+    sn_error_clear(); /* "room for 0" was the question, not a failure */
     if (!(idx = malloc(n * sizeof *idx)) || !(devs = malloc(n * sizeof *devs))) {
         sn_error(SHARDNET_OUT_OF_MEMORY, "host memory");
     } else if (shardnet_devices_select(ctx, devices, idx, n, &n) ==
