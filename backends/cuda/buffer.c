@@ -115,16 +115,12 @@ static shardnet_status copy(sn_buffer *buf, size_t offset, void *host,
         return st;
     /* Mapped memory is the host's on both sides: the runtime tells the
      * direction from the pointers (unified addressing). */
-    int mapped = ((const cuda_buf *)buf)->host != NULL;
-    err = to_device
-              ? cudaMemcpyAsync(mem, host, bytes,
-                                mapped ? cudaMemcpyDefault
-                                       : cudaMemcpyHostToDevice,
-                                cd->stream)
-              : cudaMemcpyAsync(host, mem, bytes,
-                                mapped ? cudaMemcpyDefault
-                                       : cudaMemcpyDeviceToHost,
-                                cd->stream);
+    enum cudaMemcpyKind kind = ((const cuda_buf *)buf)->host ? cudaMemcpyDefault
+                               : to_device ? cudaMemcpyHostToDevice
+                                           : cudaMemcpyDeviceToHost;
+    err = cudaMemcpyAsync(to_device ? (void *)mem : host,
+                          to_device ? (const void *)host : mem, bytes, kind,
+                          cd->stream);
     if (err != cudaSuccess)
         return sn_cuda_error(dev, err, "cudaMemcpyAsync %s %zu bytes at %zu",
                              to_device ? "writing" : "reading", bytes,
@@ -189,12 +185,8 @@ shardnet_status sn_cuda_buffer_map(sn_buffer *buf, size_t offset,
     if (st != SHARDNET_OK)
         return st;
     if (b->host) {
-        cudaStream_t stream = ((const cuda_dev *)dev->impl)->stream;
-        if ((err = cudaStreamSynchronize(stream)) != cudaSuccess)
-            return sn_cuda_error(dev, err,
-                                 "cudaStreamSynchronize before mapping %zu "
-                                 "bytes at %zu",
-                                 bytes, offset);
+        if ((st = sn_synchronize(dev)) != SHARDNET_OK)
+            return st;
         *ptr = (char *)b->host + offset;
         return SHARDNET_OK;
     }

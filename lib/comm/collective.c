@@ -546,8 +546,7 @@ shardnet_status sn_comm_create(sn_device *const *devs, size_t n,
     pthread_cond_init(&c->cv, NULL);
 
     /* The results every device reads: in one device's staging memory. */
-    c->res_dev = sn_staging_owner(devs, n);
-    c->res = staging_floats(c->res_dev, SLOTS * c->chunk);
+    c->res = staging_floats(sn_staging_owner(devs, n), SLOTS * c->chunk);
     if (!c->res)
         goto oom;
     for (size_t r = 0; r < n; r++) {

@@ -45,7 +45,6 @@ struct sn_comm {
     int no_map;
     float *res;                  /* SLOTS * chunk: chunk results */
     float *stage[SN_COMM_MAX];   /* SLOTS * chunk for ranks read by copy */
-    sn_device *res_dev;          /* whose host memory res is (or NULL) */
 
     pthread_mutex_t mu;
     pthread_cond_t cv;
