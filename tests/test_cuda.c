@@ -101,9 +101,15 @@ Test(cuda, the_gpu_is_opened_at_its_first_use_only)
     shardnet_context_t *other;
     sn_device *gpu = NULL;
     sn_buffer *x, *y;
-    int listed, on_cpu, used, again;
+    int listed, on_cpu, freed, used, again;
     opened_lines = 0;
     shardnet_set_log(count_opened, SHARDNET_LOG_INFO, NULL);
+    /* A context's end waits for each of its devices: one never used has
+     * nothing to wait for, and is not opened for it. */
+    cr_assert_eq(shardnet_context_create(&other), SHARDNET_OK, "%s",
+                 shardnet_last_error());
+    shardnet_context_free(other);
+    freed = opened_lines;
     cr_assert_eq(shardnet_context_create(&other), SHARDNET_OK, "%s",
                  shardnet_last_error());
     listed = opened_lines;
@@ -124,6 +130,8 @@ Test(cuda, the_gpu_is_opened_at_its_first_use_only)
     sn_buffer_free(x);
     sn_buffer_free(y);
     shardnet_context_free(other);
+    cr_assert_eq(freed, 0, "opened by the end of a context that did not "
+                           "use it");
     cr_assert_eq(listed, 0, "opened as it was listed");
     cr_assert_eq(on_cpu, 0, "opened by a product on cpu:0");
     cr_assert_eq(used, 1, "not opened by its first buffer");

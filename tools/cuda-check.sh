@@ -87,9 +87,13 @@ step mapped_kernels env SHARDNET_CUDA_MAPPED=1 "$b/tests/test_kernels" \
 step mapped_split env SHARDNET_CUDA_MAPPED=1 "$b/tests/test_split" --verbose
 step conformance "$b/tests/conformance"
 step split_cases "$b/tests/split_cases" --pairs cpu:0+cuda:0,cuda:0+cpu:0
-step bench_gemm "$b/tools/bench_gemm" --devices cuda \
-    --sizes 256,1024,4096,8192
-step bench_mlp "$src/tools/bench-mlp.sh" "$b" 1 cuda:0
+if [ -n "${CUDA_CHECK_NO_BENCH:-}" ]; then
+    echo "bench_gemm, bench_mlp not run (CUDA_CHECK_NO_BENCH is set)"
+else
+    step bench_gemm "$b/tools/bench_gemm" --devices cuda \
+        --sizes 256,1024,4096,8192
+    step bench_mlp "$src/tools/bench-mlp.sh" "$b" 1 cuda:0
+fi
 # The kernels again under NVIDIA's memory checker, where it is installed.
 if command -v compute-sanitizer >/dev/null 2>&1; then
     for t in test_cuda test_kernels; do

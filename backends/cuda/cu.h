@@ -27,6 +27,12 @@
  * emulated grid is small on purpose (3 blocks of 2 threads), so that every
  * grid-stride loop takes more than one turn.
  *
+ * With SN_CUDA_FAKE (the fake toolkit's nvcc, tools/cuda-fake.sh) the
+ * kernels are the same host C++, but a launch takes its arguments and
+ * enqueues the grid on the fake runtime's stream, where it runs when the
+ * stream is waited for, and views resolve through the fake runtime's
+ * device addresses (tests/fakecuda/).
+ *
  * A launcher (kernels.h) takes its descriptor, resolves its views to
  * pointers, launches on the stream it is given and returns the launch's
  * cudaError_t as an int (0: enqueued).
@@ -39,7 +45,18 @@
 
 #include "kernels.h"
 
-#ifdef SN_CUDA_EMULATE
+#if defined(SN_CUDA_EMULATE) || defined(SN_CUDA_FAKE)
+
+#ifdef SN_CUDA_FAKE
+#include <cuda_runtime_api.h> /* its qualifiers expand to nothing in C++ */
+#include <stdlib.h>
+#include <new>
+#include <tuple>
+#include <sn_fakecuda.h> /* the fake toolkit's (tests/fakecuda/) */
+#undef __global__
+#undef __device__
+#undef __forceinline__
+#endif
 
 #define __global__
 #define __device__
@@ -48,25 +65,70 @@
 typedef struct sn_cu_dim {
     unsigned x, y, z;
 } sn_cu_dim;
-static sn_cu_dim blockIdx, threadIdx, blockDim, gridDim;
+/* Per thread: the fake runtime runs a stream's work on whichever thread
+ * waits for it. */
+static thread_local sn_cu_dim blockIdx, threadIdx, blockDim, gridDim;
 
 #define SN_CU_THREADS 2u
 #define SN_CU_MAX_BLOCKS 3u
 
+/* Every block and thread of the grid, one after the other. */
+#define SN_CU_RUN_GRID_(blocks, threads, call)                               \
+    do {                                                                      \
+        gridDim.x = (blocks);                                                 \
+        blockDim.x = (threads);                                               \
+        gridDim.y = gridDim.z = blockDim.y = blockDim.z = 1;                  \
+        blockIdx.y = blockIdx.z = threadIdx.y = threadIdx.z = 0;              \
+        for (blockIdx.x = 0; blockIdx.x < gridDim.x; blockIdx.x++)            \
+            for (threadIdx.x = 0; threadIdx.x < blockDim.x; threadIdx.x++)    \
+                call;                                                         \
+    } while (0)
+
+#ifdef SN_CUDA_EMULATE
+/* At once, on the calling thread. */
 #define SN_CU_LAUNCH(kernel, blocks, threads, stream, ...)                    \
-    ((void)(stream), gridDim.x = (blocks), blockDim.x = (threads),           \
-     sn_cu_emulate_grid_(), ({                                                \
-         for (blockIdx.x = 0; blockIdx.x < gridDim.x; blockIdx.x++)           \
-             for (threadIdx.x = 0; threadIdx.x < blockDim.x; threadIdx.x++)   \
-                 kernel(__VA_ARGS__);                                         \
+    ((void)(stream), ({                                                       \
+         SN_CU_RUN_GRID_(blocks, threads, kernel(__VA_ARGS__));               \
      }),                                                                      \
      0)
+#else
+/* The fake runtime's (tests/fakecuda/): the arguments taken now, the
+ * grid run when the stream is waited for. */
+template <class... P> struct sn_cu_fake_job {
+    void (*kernel)(P...);
+    std::tuple<P...> args;
+    unsigned blocks, threads;
+    static void run(void *p)
+    {
+        sn_cu_fake_job *j = static_cast<sn_cu_fake_job *>(p);
+        SN_CU_RUN_GRID_(j->blocks, j->threads, std::apply(j->kernel, j->args));
+        j->~sn_cu_fake_job();
+        free(p);
+    }
+};
 
-static inline void sn_cu_emulate_grid_(void)
+template <class... P, class... A>
+static inline int sn_cu_fake_launch(void *stream, unsigned blocks,
+                                    unsigned threads, void (*kernel)(P...),
+                                    A... args)
 {
-    gridDim.y = gridDim.z = blockDim.y = blockDim.z = 1;
-    blockIdx.y = blockIdx.z = threadIdx.y = threadIdx.z = 0;
+    typedef sn_cu_fake_job<P...> job;
+    void *mem = malloc(sizeof(job));
+    if (!mem)
+        return 2; /* cudaErrorMemoryAllocation */
+    job *j = new (mem) job{kernel, std::tuple<P...>(args...), blocks, threads};
+    int err = sn_fake_cuda_enqueue(stream, job::run, j);
+    if (err != 0) {
+        j->~job();
+        free(mem);
+    }
+    return err;
 }
+
+#define SN_CU_LAUNCH(kernel, blocks, threads, stream, ...)                    \
+    sn_cu_fake_launch((void *)(stream), (blocks), (threads), kernel,          \
+                      __VA_ARGS__)
+#endif
 
 #else /* a real launch */
 
@@ -107,7 +169,13 @@ static inline unsigned sn_cu_blocks(size_t n)
  * device allocation; views count floats). */
 static inline float *sn_cu_ptr(sn_view v)
 {
+#ifdef SN_CUDA_FAKE /* the host memory behind the fake device's address */
+    return v.buf ? (float *)sn_fake_cuda_host_address(v.buf->handle) +
+                       v.offset
+                 : (float *)0;
+#else
     return v.buf ? (float *)v.buf->handle + v.offset : (float *)0;
+#endif
 }
 
 /* Scratch device memory for a launcher's intermediate results, allocated
@@ -140,6 +208,10 @@ static inline int sn_cu_scratch(float **p, size_t floats, void *stream)
         (void)cudaGetLastError();
         err = cudaMalloc((void **)p, floats * sizeof(float));
     }
+#ifdef SN_CUDA_FAKE
+    if (err == cudaSuccess)
+        *p = (float *)sn_fake_cuda_host_address(*p);
+#endif
     return (int)err;
 }
 static inline int sn_cu_scratch_free(float *p, void *stream)

@@ -324,9 +324,13 @@ static shardnet_status cuda_discover(sn_device_list *list,
 static shardnet_status cuda_synchronize(sn_device *dev)
 {
     cuda_dev *cd = dev->impl;
-    shardnet_status st = sn_cuda_enter(dev);
+    shardnet_status st;
     cudaError_t err;
-    if (st != SHARDNET_OK)
+    /* A device never used has nothing to wait for, and is not opened for
+     * it: a context's end waits for every device it lists. */
+    if (!atomic_load_explicit(&cd->opened, memory_order_acquire))
+        return SHARDNET_OK;
+    if ((st = sn_cuda_enter(dev)) != SHARDNET_OK)
         return st;
     if ((err = cudaStreamSynchronize(cd->stream)) != cudaSuccess)
         return sn_cuda_error(dev, err,

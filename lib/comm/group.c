@@ -97,10 +97,18 @@ static shardnet_status staged_run(sn_group *g)
     return st;
 }
 
-shardnet_status sn_group_stopped(void)
+shardnet_status sn_group_stopped(sn_group *g)
 {
-    return sn_error(SHARDNET_INTERNAL,
-                    "tensor split: stopped, another device failed");
+    shardnet_status st = SHARDNET_INTERNAL;
+    char cause[sizeof g->cause];
+    pthread_mutex_lock(&g->lock);
+    if (g->cause[0])
+        st = g->cause_st;
+    snprintf(cause, sizeof cause, "%s", g->cause);
+    pthread_mutex_unlock(&g->lock);
+    if (!cause[0])
+        return sn_error(st, "tensor split: stopped, another device failed");
+    return sn_error(st, "tensor split: stopped, as %s", cause);
 }
 
 shardnet_status sn_group_collective(sn_group *g, size_t rank,
@@ -112,7 +120,7 @@ shardnet_status sn_group_collective(sn_group *g, size_t rank,
     pthread_mutex_lock(&g->lock);
     if (g->abort) {
         pthread_mutex_unlock(&g->lock);
-        return sn_group_stopped();
+        return sn_group_stopped(g);
     }
     g->pend[rank] = *call;
     if (++g->arrived == g->where.nlocal) {
@@ -133,7 +141,7 @@ shardnet_status sn_group_collective(sn_group *g, size_t rank,
         pthread_cond_wait(&g->cond, &g->lock);
     if (g->gen == gen) {
         pthread_mutex_unlock(&g->lock);
-        return sn_group_stopped();
+        return sn_group_stopped(g);
     }
     st = g->st;
     pthread_mutex_unlock(&g->lock);
@@ -146,6 +154,7 @@ void sn_group_begin(sn_group *g)
 {
     pthread_mutex_lock(&g->lock);
     g->abort = 0;
+    g->cause[0] = '\0';
     for (size_t r = 0; r < g->n; r++)
         atomic_store(&g->slot[r].reached, 0);
     g->arrived = 0;
@@ -155,6 +164,20 @@ void sn_group_begin(sn_group *g)
 void sn_group_abort(sn_group *g)
 {
     pthread_mutex_lock(&g->lock);
+    g->abort = 1;
+    pthread_cond_broadcast(&g->cond);
+    pthread_mutex_unlock(&g->lock);
+}
+
+void sn_group_fail(sn_group *g, size_t rank, shardnet_status st)
+{
+    const char *why = shardnet_last_error();
+    pthread_mutex_lock(&g->lock);
+    if (!g->cause[0]) {
+        g->cause_st = st;
+        snprintf(g->cause, sizeof g->cause, "%s failed: %s",
+                 g->dev[rank]->info.name, why && *why ? why : "(no message)");
+    }
     g->abort = 1;
     pthread_cond_broadcast(&g->cond);
     pthread_mutex_unlock(&g->lock);

@@ -74,6 +74,11 @@ void sn_group_begin(sn_group *g);
 /* A device failed: the others stop at their next collective (or now, if
  * they wait at one) with an error. */
 void sn_group_abort(sn_group *g);
+/* The same, for rank's failure `st` whose message is the calling
+ * thread's last error: the others' errors repeat it (the first failure
+ * of a run is the one they name), so that whichever device's error a
+ * run reports, it names the cause. */
+void sn_group_fail(sn_group *g, size_t rank, shardnet_status st);
 
 /* Rank `rank`'s side of the current collective; returns when its results
  * are in place. */

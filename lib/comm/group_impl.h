@@ -45,6 +45,8 @@ struct sn_group {
     shardnet_status st;   /* the completed collective's, and its message */
     char msg[1024];
     atomic_int abort;     /* a device failed: the others stop */
+    shardnet_status cause_st; /* why (sn_group_fail), for their errors */
+    char cause[1024];
 
     /* Host-shared: each rank's side, and the devices asleep at a
      * barrier (shared.c). */
@@ -74,7 +76,7 @@ int sn_group_same(const sn_group *g, const sn_group_call *a,
 shardnet_status sn_group_agree(const sn_group *g, const size_t *ranks,
                                size_t nranks, const sn_group_call *call);
 /* The error of a device that stops because another failed. */
-shardnet_status sn_group_stopped(void);
+shardnet_status sn_group_stopped(sn_group *g);
 /* Floats the collective covers: the all-reduce's count, or all pieces. */
 size_t sn_group_total(const sn_group *g, const sn_group_call *call);
 /* Record [t0, now) as the collective on ranks[0 .. nranks)'s devices in

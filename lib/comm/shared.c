@@ -237,7 +237,7 @@ shardnet_status sn_group_shared_run(sn_group *g, size_t r,
     double t0 = sn_trace_on() ? sn_trace_now() : 0;
     shardnet_status st = map_sides(g, r, d, &send_p, &recv_p);
     if (st != SHARDNET_OK)
-        sn_group_abort(g);
+        sn_group_fail(g, r, st);
     /* The slot is written only now, just before the barrier publishes it:
      * the others read its line at every barrier, so writing it takes the
      * line back from their caches, and a map (which may lock, a full
@@ -254,12 +254,12 @@ shardnet_status sn_group_shared_run(sn_group *g, size_t r,
         share(g, r, d);
     /* Nobody reuses its buffers while another device still uses them. */
     if (!barrier(g, r) && st == SHARDNET_OK)
-        st = sn_group_stopped();
+        st = sn_group_stopped(g);
 unmap:
     st = unmap(d->send, send_p, st);
     st = unmap(d->recv, recv_p, st);
     if (st == SHARDNET_OK && atomic_load(&g->abort))
-        st = sn_group_stopped();
+        st = sn_group_stopped(g);
     sn_group_trace(g, &r, 1, d, t0, "");
     return st;
 }

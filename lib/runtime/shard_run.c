@@ -111,7 +111,7 @@ shardnet_status sn_shard_run_rank(void *split, size_t r)
         sn_trace_add(t->dev[r]->info.name, "shard", "tensor-split run", t0,
                      sn_trace_now());
     if (st != SHARDNET_OK)
-        sn_group_abort(t->group);
+        sn_group_fail(t->group, r, st);
     return st;
 }
 
