@@ -19,8 +19,9 @@
 # model and split suites, on one and on two simulated sockets, again with
 # mapped buffers, every other suite, the ONNX node cases alone and split;
 # not its benchmarks, and the whole of make check only with
-# FAKE_MAKE_CHECK=1), and tests/fakecuda/failures.sh (a run with each CUDA
-# call failing in turn).  Environment: CUDA_HOME (the real toolkit, for
+# FAKE_MAKE_CHECK=1), tests/fakecuda/small_gpus.sh (a model larger than
+# one GPU of 2.2 MB, split over two) and tests/fakecuda/failures.sh (a
+# run with each CUDA call failing in turn).  Environment: CUDA_HOME (the real toolkit, for
 # its headers; /usr/local/cuda), CC, CXX, CFLAGS (e.g. "-g -O1
 # -fsanitize=address,undefined"; LDFLAGS default to them), FAKE_MAKE
 # (make's options; -j2).
@@ -101,6 +102,8 @@ quick=1
 [ -n "${FAKE_MAKE_CHECK:-}" ] && quick=
 CUDA_CHECK_QUICK=$quick CUDA_CHECK_NO_BENCH=1 \
     sh tools/cuda-check.sh "$build/src" "$build/logs" 600 || status=1
+echo "small GPUs (a model larger than one):"
+sh tests/fakecuda/small_gpus.sh "$build/src" || status=1
 echo "failures (a CUDA call failing in turn):"
 sh tests/fakecuda/failures.sh "$build/src" || status=1
 exit $status

@@ -15,6 +15,7 @@
 #include "ops/ops.h"
 #include "ops/registry.h"
 #include "plan/layer_split.h"
+#include "plan/node_costs.h"
 #include "comm/world.h"
 
 /*
@@ -249,9 +250,13 @@ int sn_rows_apart(const sn_graph *g, const sn_plan *plan, size_t rows,
     return ok;
 }
 
-/* rows_apart for graph g and these inputs, decided on dev's process (a
- * plan of the whole graph there) and shared with every process.  A plan
- * that fails leaves the batch whole. */
+/* rows_apart for graph g and these inputs, decided on dev's process and
+ * shared with every process.  The plan it reads is of the shapes device
+ * (node_costs.h), as the layer split's estimates are: planning on dev
+ * itself would upload every weight there, which a GPU too small for the
+ * whole model (the reason for the split) refuses, and the batch then ran
+ * whole through stages planned for micro-batches.  A plan that fails
+ * leaves the batch whole. */
 shardnet_status sn_batch_apart(sn_graph *g, sn_device *dev,
                                const sn_binding *inputs, int *apart)
 {
@@ -261,8 +266,7 @@ shardnet_status sn_batch_apart(sn_graph *g, sn_device *dev,
     if (!dev->remote && rows > 1) {
         sn_weights *w = NULL;
         sn_plan *plan = NULL;
-        if (sn_weights_new(g, dev, &w) == SHARDNET_OK &&
-            sn_plan_build(g, w, inputs, sn_op_find, &plan) == SHARDNET_OK)
+        if (sn_shape_plan(g, inputs, &w, &plan) == SHARDNET_OK)
             flag = (unsigned char)sn_rows_apart(g, plan, rows, NULL);
         else
             sn_log(SHARDNET_LOG_DEBUG,
@@ -270,8 +274,7 @@ shardnet_status sn_batch_apart(sn_graph *g, sn_device *dev,
                    "%s)",
                    shardnet_last_error());
         sn_error_clear();
-        sn_plan_free(plan);
-        sn_weights_free(w);
+        sn_shape_plan_free(w, plan);
     }
     if (sn_world_processes() > 1 &&
         (st = sn_world_bcast(dev->process, &flag, sizeof flag)) !=

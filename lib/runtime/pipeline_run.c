@@ -747,8 +747,8 @@ static shardnet_status batch_geometry(sn_pipeline *p, const sn_binding *in,
      * once per batch size). */
     p->rows = sn_batch_rows(p->g, in);
     if (p->rows > 1 && p->rows != p->apart_rows) {
-        /* The shapes planned on a CPU device if a stage has one (its
-         * weights need no copy), else on the first stage's. */
+        /* Decided on one process, a CPU device's if a stage has one,
+         * else the first stage's, and shared. */
         sn_device *where = p->st[0].dev;
         for (size_t s = p->nstages; s-- > 0;) {
             for (size_t k = p->st[s].ngrp; k-- > 0;)

@@ -20,6 +20,8 @@
  *     before its wait is not there yet.  The only exception is the one
  *     the documentation makes: a copy from pageable host memory takes
  *     its source at the call.
+ *   - Work is enqueued only on a stream of the current device (else
+ *     cudaErrorInvalidResourceHandle, as a real launch says).
  *   - Copies are checked: each device or pinned range must lie inside
  *     one allocation, and the kind must match the pointers
  *     (cudaMemcpyDefault takes them as they are).  cudaFreeHost of
@@ -33,7 +35,8 @@
  * cudaStreamSynchronize, cudaEventSynchronize, cudaStreamCreateWithFlags,
  * cudaEventCreateWithFlags, launch (a kernel or cuBLAS call)),
  * ..._CALLS=FILE (how many calls of each of those the process made,
- * written to FILE at its exit).
+ * written to FILE at its exit), ..._TRACE=1 (each allocation and free
+ * on standard error).
  *
  * This is a test double, not an emulator of a GPU's arithmetic: kernels
  * run as the host C++ the emulation compiles (cu.h), cuBLAS as a plain
@@ -460,6 +463,18 @@ static struct {
     size_t used[64]; /* device bytes allocated, per device */
 } mem = {.lock = PTHREAD_MUTEX_INITIALIZER};
 
+/* With SN_FAKE_CUDA_TRACE=1, each allocation and free on standard
+ * error, with the device's bytes in use after it; with mem.lock. */
+static void trace(const char *what, int device, size_t bytes, int kind)
+{
+    const char *on = getenv("SN_FAKE_CUDA_TRACE");
+    if (!on || strcmp(on, "1") != 0)
+        return;
+    fprintf(stderr, "fake CUDA: %s %zu bytes of %s (cuda:%d: %zu in use)\n",
+            what, bytes, kind == DEVICE_MEMORY ? "device memory" : "pinned memory",
+            device, mem.used[device]);
+}
+
 /* The allocation holding host address p, or NULL; with mem.lock. */
 static alloc *find_locked(const char *p)
 {
@@ -481,6 +496,7 @@ static cudaError_t add(char *p, size_t bytes, int kind, int device)
     size_t at = 0;
     pthread_mutex_lock(&mem.lock);
     if (kind == DEVICE_MEMORY && mem.used[device] + bytes > device_memory()) {
+        trace("refused", device, bytes, kind);
         pthread_mutex_unlock(&mem.lock);
         return cudaErrorMemoryAllocation;
     }
@@ -501,6 +517,7 @@ static cudaError_t add(char *p, size_t bytes, int kind, int device)
     mem.n++;
     if (kind == DEVICE_MEMORY)
         mem.used[device] += bytes;
+    trace("allocated", device, bytes, kind);
     pthread_mutex_unlock(&mem.lock);
     return cudaSuccess;
 }
@@ -515,6 +532,7 @@ static int drop(char *p, int kind)
     if (a && a->lo == p && a->kind == kind) {
         if (kind == DEVICE_MEMORY)
             mem.used[a->device] -= (size_t)(a->hi - a->lo);
+        trace("freed", a->device, (size_t)(a->hi - a->lo), kind);
         memmove(a, a + 1, (size_t)(mem.v + mem.n - (a + 1)) * sizeof *a);
         mem.n--;
         found = 0;
@@ -706,7 +724,9 @@ static cudaError_t enqueue(cudaStream_t stream, void (*run)(void *),
         free(o);
         return fail(cudaErrorMemoryAllocation);
     }
-    if (s->destroyed) {
+    /* A stream takes work from its own device's context only: work
+     * enqueued with another device current is a missing cudaSetDevice. */
+    if (s->destroyed || s->device != current_device) {
         free(o);
         return fail(cudaErrorInvalidResourceHandle);
     }
