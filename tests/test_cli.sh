@@ -80,9 +80,10 @@ if [ "${SHARDNET_CUDA_BUILT:-no}" = yes ]; then
     esac
 fi
 # shardnet ops: each operator, its opsets, and the kinds of the devices
-# here that run it (every operator runs on both backends)
+# here that run it (every operator runs on every backend)
 kinds=cpu
 case $here in *" cl:0 "*) kinds="cpu cl" ;; esac
+case $here in *" cuda:0 "*) kinds="$kinds cuda" ;; esac
 expect 0 "^OPERATOR +DOMAIN +OPSETS +BACKENDS$" "$bin" ops
 expect 0 "^Reciprocal +ai\.onnx +1- +$kinds$" "$bin" ops
 expect 0 "^LayerNormalization +ai\.onnx +17- +$kinds$" "$bin" ops

@@ -25,7 +25,7 @@
 # its headers; /usr/local/cuda), CC, CXX, CFLAGS (e.g. "-g -O1
 # -fsanitize=address,undefined"; LDFLAGS default to them), FAKE_MAKE
 # (make's options; -j2).
-# About 4 minutes on 2 cores.  Exit status: 0 when everything passed, 77
+# About 6 minutes on 2 cores.  Exit status: 0 when everything passed, 77
 # without the CUDA headers, else 1.
 set -eu
 src=$(cd "$(dirname "$0")/.." && pwd)
