@@ -817,60 +817,52 @@ static void *lone_main(void *arg)
     return NULL;
 }
 
-Test(collectives, group_abort_stops_a_waiting_device_and_begin_recovers)
+/* A device that fails stops the others, waiting or not, with its own
+ * error (sn_group_fail), so that the run's error names the cause
+ * whichever device reports it (a fake GPU's injected failures found a
+ * tensor split reporting only "stopped"); a plain abort stops them too;
+ * the next run forgets either. */
+Test(collectives, group_abort_or_failure_stops_a_waiting_device)
 {
     sn_device *devs[4];
     size_t n = pick_group(3, 2, devs);
-    for (int staged = 0; staged < 2; staged++) {
-        sn_group *g = NULL;
-        pthread_t th;
-        struct timespec wait = {0, 5000000}; /* long enough to fall asleep */
-        cr_assert_eq(sn_group_create(devs, n, staged, &g), SHARDNET_OK, "%s",
-                     shardnet_last_error());
-        sn_group_begin(g);
-        lone_wait w = {g, upload(devs[0], NULL, 16), SHARDNET_OK, ""};
-        cr_assert_eq(pthread_create(&th, NULL, lone_main, &w), 0);
-        nanosleep(&wait, NULL);
-        sn_group_abort(g);
-        pthread_join(th, NULL);
-        cr_expect_neq(w.st, SHARDNET_OK, "the abort did not stop rank 0");
-        sn_buffer_free(w.v.buf);
-        run_sides(g, devs, n, 0, 20, "after the abort");
-        sn_group_free(g);
-    }
-}
-
-/* A device that fails stops the others with its own error, so that the
- * run's error names the cause whichever device reports it (a fake GPU's
- * injected failures found a tensor split reporting only "stopped"). */
-Test(collectives, group_fail_gives_the_others_its_error)
-{
-    sn_device *devs[4];
-    size_t n = pick_group(3, 2, devs);
-    for (int staged = 0; staged < 2; staged++) {
-        sn_group *g = NULL;
-        pthread_t th;
-        struct timespec wait = {0, 5000000};
-        cr_assert_eq(sn_group_create(devs, n, staged, &g), SHARDNET_OK, "%s",
-                     shardnet_last_error());
-        sn_group_begin(g);
-        lone_wait w = {g, upload(devs[0], NULL, 16), SHARDNET_OK, ""};
-        cr_assert_eq(pthread_create(&th, NULL, lone_main, &w), 0);
-        nanosleep(&wait, NULL);
-        sn_error(SHARDNET_OUT_OF_MEMORY, "the injected failure");
-        sn_group_fail(g, 1, SHARDNET_OUT_OF_MEMORY);
-        pthread_join(th, NULL);
-        cr_expect_eq(w.st, SHARDNET_OUT_OF_MEMORY, "%s path: status %d: %s",
-                     staged ? "staged" : "shared", (int)w.st, w.msg);
-        char want[128];
-        snprintf(want, sizeof want, "%s failed: the injected failure",
-                 devs[1]->info.name);
-        cr_expect(strstr(w.msg, want), "%s path: '%s' does not say '%s'",
-                  staged ? "staged" : "shared", w.msg, want);
-        sn_error_clear();
-        sn_buffer_free(w.v.buf);
-        /* the next run forgets the cause */
-        run_sides(g, devs, n, 0, 20, "after the failure");
-        sn_group_free(g);
-    }
+    for (int staged = 0; staged < 2; staged++)
+        for (int failed = 0; failed < 2; failed++) {
+            const char *path = staged ? "staged" : "shared";
+            sn_group *g = NULL;
+            pthread_t th;
+            /* long enough to fall asleep */
+            struct timespec wait = {0, 5000000};
+            cr_assert_eq(sn_group_create(devs, n, staged, &g), SHARDNET_OK,
+                         "%s", shardnet_last_error());
+            sn_group_begin(g);
+            lone_wait w = {g, upload(devs[0], NULL, 16), SHARDNET_OK, ""};
+            cr_assert_eq(pthread_create(&th, NULL, lone_main, &w), 0);
+            nanosleep(&wait, NULL);
+            if (failed) {
+                sn_error(SHARDNET_OUT_OF_MEMORY, "the injected failure");
+                sn_group_fail(g, 1, SHARDNET_OUT_OF_MEMORY);
+            } else {
+                sn_group_abort(g);
+            }
+            pthread_join(th, NULL);
+            cr_expect_neq(w.st, SHARDNET_OK, "%s path: rank 0 not stopped",
+                          path);
+            if (failed) {
+                char want[128];
+                snprintf(want, sizeof want, "%s failed: the injected failure",
+                         devs[1]->info.name);
+                cr_expect_eq(w.st, SHARDNET_OUT_OF_MEMORY,
+                             "%s path: status %d: %s", path, (int)w.st,
+                             w.msg);
+                cr_expect(strstr(w.msg, want),
+                          "%s path: '%s' does not say '%s'", path, w.msg,
+                          want);
+                sn_error_clear();
+            }
+            sn_buffer_free(w.v.buf);
+            run_sides(g, devs, n, 0, 20,
+                      failed ? "after the failure" : "after the abort");
+            sn_group_free(g);
+        }
 }

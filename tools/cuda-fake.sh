@@ -102,6 +102,15 @@ quick=1
 [ -n "${FAKE_MAKE_CHECK:-}" ] && quick=
 CUDA_CHECK_QUICK=$quick CUDA_CHECK_NO_BENCH=1 \
     sh tools/cuda-check.sh "$build/src" "$build/logs" 600 || status=1
+echo "integrated GPUs (buffers in mapped host memory, found so):"
+if SN_FAKE_CUDA_INTEGRATED=1 tests/test_cuda --verbose \
+    --filter 'cuda/mapped_buffers*' >"$build/logs/integrated.log" 2>&1 &&
+    grep -q '^\[PASS\] cuda::mapped_buffers' "$build/logs/integrated.log"; then
+    echo "integrated: passed"
+else
+    cat "$build/logs/integrated.log"
+    status=1
+fi
 echo "small GPUs (a model larger than one):"
 sh tests/fakecuda/small_gpus.sh "$build/src" || status=1
 echo "failures (a CUDA call failing in turn):"

@@ -28,6 +28,10 @@
  *     pinned memory that a copy still waiting on a stream uses aborts
  *     with a message: nothing may free memory a pending copy uses.
  *
+ * Partitions get the driver's green contexts (through
+ * cudaGetDriverEntryPointByVersion, as partition.c asks): a device's 8
+ * multiprocessors, split in groups of 2.
+ *
  * Environment: SN_FAKE_CUDA_DEVICES (how many devices; 1), ..._MEMORY
  * (bytes of each; 1 GiB), ..._INTEGRATED=1 (they say they are
  * integrated), ..._FAIL=CALL:N (the Nth call of CALL fails: cudaMalloc,
@@ -876,19 +880,28 @@ SN_EXPORT cudaError_t cudaMemcpyAsync(void *dst, const void *src,
 
 /* --- freeing -------------------------------------------------------------- */
 
+/* The allocation of `kind` that starts at host address h (a copy), or
+ * one with lo NULL. */
+static alloc starting_at(const char *h, int kind)
+{
+    alloc found = {0};
+    pthread_mutex_lock(&mem.lock);
+    const alloc *a = find_locked(h);
+    if (a && a->lo == h && a->kind == kind)
+        found = *a;
+    pthread_mutex_unlock(&mem.lock);
+    return found;
+}
+
 SN_EXPORT cudaError_t cudaFree(void *p)
 {
     char *h = sn_fake_cuda_host_address(p);
-    int device;
+    alloc a;
     if (!p)
         return cudaSuccess;
-    pthread_mutex_lock(&mem.lock);
-    alloc *a = find_locked(h);
-    device = a && a->lo == h && a->kind == DEVICE_MEMORY ? a->device : -1;
-    pthread_mutex_unlock(&mem.lock);
-    if (!is_tagged(p) || device < 0)
+    if (!is_tagged(p) || !(a = starting_at(h, DEVICE_MEMORY)).lo)
         return fail(cudaErrorInvalidValue);
-    drain_device(device);
+    drain_device(a.device);
     drop(h, DEVICE_MEMORY);
     free(h);
     return cudaSuccess;
@@ -915,15 +928,10 @@ static void check_unused(const char *lo, const char *hi)
 
 SN_EXPORT cudaError_t cudaFreeHost(void *p)
 {
-    char *lo = p, *hi = NULL;
+    char *lo = p, *hi;
     if (!p)
         return cudaSuccess;
-    pthread_mutex_lock(&mem.lock);
-    alloc *a = find_locked(lo);
-    if (a && a->lo == lo && a->kind == PINNED_MEMORY)
-        hi = a->hi;
-    pthread_mutex_unlock(&mem.lock);
-    if (!hi)
+    if (!(hi = starting_at(lo, PINNED_MEMORY).hi))
         return fail(cudaErrorInvalidValue);
     check_unused(lo, hi);
     drop(lo, PINNED_MEMORY);
@@ -951,14 +959,9 @@ static void run_free(void *arg)
 SN_EXPORT cudaError_t cudaFreeAsync(void *p, cudaStream_t stream)
 {
     char *h = sn_fake_cuda_host_address(p);
-    int ok;
     if (!p)
         return cudaSuccess;
-    pthread_mutex_lock(&mem.lock);
-    alloc *a = find_locked(h);
-    ok = a && a->lo == h && a->kind == DEVICE_MEMORY;
-    pthread_mutex_unlock(&mem.lock);
-    if (!ok)
+    if (!starting_at(h, DEVICE_MEMORY).lo)
         return fail(cudaErrorInvalidValue);
     return enqueue(stream, run_free, h, "a free", NULL, NULL);
 }
