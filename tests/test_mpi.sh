@@ -74,8 +74,9 @@ for np in 2 3; do
     fi
 done
 
-# Splits across processes against one process on cpu:0 (the last cases
-# need only each process's cpu:0, and cl:0: they run on any machine).
+# Splits across processes against one process on cpu:0 (the cases before
+# the GPU's need only each process's cpu:0, and cl:0: they run on any
+# machine; a GPU's sum in its own order, hence its tolerance).
 for model in fashion_mlp small_cnn small_transformer; do
     m=$fix/$model.onnx
     in=$fix/${model}_input.npy
@@ -95,7 +96,10 @@ for model in fashion_mlp small_cnn small_transformer; do
                 "2 0/cpu:0,1/cpu:0 layer 0" \
                 "2 0/cpu:0,1/cpu:0 tensor 1e-4" \
                 "2 0/cpu:0,0/cl:0,1/cpu:0,1/cl:0 hybrid 1e-4" \
-                "2 0/cpu:0,1/cpu:0,1/cpu:1 replicated 0"; do
+                "2 0/cpu:0,1/cpu:0,1/cpu:1 replicated 0" \
+                "2 0/cpu:0,1/cuda:0 layer 1e-4" \
+                "2 0/cuda:0,1/cuda:0 tensor 1e-4" \
+                "2 0/cuda:0,0/cpu:0,1/cuda:0,1/cpu:0 hybrid 1e-4"; do
         set -- $case
         if [ -n "$(missing "$2")" ]; then
             skip "$model, mpirun -np $1, $3 over $2 (no $(missing "$2") here:$here)"

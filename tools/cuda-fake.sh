@@ -15,17 +15,20 @@
 # Usage: tools/cuda-fake.sh [BUILDDIR]   (default: fakecuda-build; made
 # afresh from the working tree each time)
 #
-# Then, with two fake GPUs: tools/cuda-check.sh's steps (the CUDA, kernel,
-# model and split suites, on one and on two simulated sockets, again with
-# mapped buffers, every other suite, the ONNX node cases alone and split;
-# not its benchmarks, and the whole of make check only with
-# FAKE_MAKE_CHECK=1), tests/fakecuda/small_gpus.sh (a model larger than
-# one GPU of 2.2 MB, split over two) and tests/fakecuda/failures.sh (a
-# run with each CUDA call failing in turn).  Environment: CUDA_HOME (the real toolkit, for
+# It is configured as this machine allows (MPI and OpenCL where they are
+# here).  Then, with two fake GPUs: tools/cuda-check.sh's steps (the
+# CUDA, kernel, model and split suites, on one and on two simulated
+# sockets, again with mapped buffers, every other suite, the ONNX node
+# cases alone and split; not its benchmarks), the command line's and the
+# MPI job's suites (or, with FAKE_MAKE_CHECK=1, the whole of make check),
+# an integrated GPU's mapped buffers, tests/fakecuda/small_gpus.sh (a
+# model larger than one GPU of 2.2 MB, split over two) and
+# tests/fakecuda/failures.sh (a run with each CUDA call failing in
+# turn).  Environment: CUDA_HOME (the real toolkit, for
 # its headers; /usr/local/cuda), CC, CXX, CFLAGS (e.g. "-g -O1
 # -fsanitize=address,undefined"; LDFLAGS default to them), FAKE_MAKE
 # (make's options; -j2).
-# About 6 minutes on 2 cores.  Exit status: 0 when everything passed, 77
+# About 10 minutes on 2 cores.  Exit status: 0 when everything passed, 77
 # without the CUDA headers, else 1.
 set -eu
 src=$(cd "$(dirname "$0")/.." && pwd)
@@ -91,9 +94,10 @@ chmod +x "$tk/bin/nvcc"
 
 cd "$build/src"
 ./autogen.sh >/dev/null 2>&1
-./configure -q --with-cuda="$tk" --with-cuda-arch=90 --without-mpi \
-    --without-opencl CFLAGS="$cflags" CXXFLAGS="$cflags" \
-    LDFLAGS="${LDFLAGS:-$cflags}"
+# MPI and OpenCL where this machine has them, so that the GPUs meet them
+# in the splits and the MPI job.
+./configure -q --with-cuda="$tk" --with-cuda-arch=90 CFLAGS="$cflags" \
+    CXXFLAGS="$cflags" LDFLAGS="${LDFLAGS:-$cflags}"
 make -s $jobs >/dev/null
 make -s $jobs check TESTS= >/dev/null # the test programs, not run yet
 status=0
@@ -102,6 +106,18 @@ quick=1
 [ -n "${FAKE_MAKE_CHECK:-}" ] && quick=
 CUDA_CHECK_QUICK=$quick CUDA_CHECK_NO_BENCH=1 \
     sh tools/cuda-check.sh "$build/src" "$build/logs" 600 || status=1
+if [ -n "$quick" ]; then
+    # Of the rest of make check, the suites that list the devices (the
+    # command line's) or split across processes (the MPI job's).
+    echo "make check of test_cli.sh and test_mpi.sh:"
+    make -s check TESTS="tests/test_cli.sh tests/test_mpi.sh" \
+        >"$build/logs/cli_mpi.log" 2>&1 || {
+        cat "$build/logs/cli_mpi.log" tests/test_cli.sh.log \
+            tests/test_mpi.sh.log 2>/dev/null | tail -n 60
+        status=1
+    }
+    grep -E '^(PASS|FAIL|SKIP|ERROR):' "$build/logs/cli_mpi.log"
+fi
 echo "integrated GPUs (buffers in mapped host memory, found so):"
 if SN_FAKE_CUDA_INTEGRATED=1 tests/test_cuda --verbose \
     --filter 'cuda/mapped_buffers*' >"$build/logs/integrated.log" 2>&1 &&
