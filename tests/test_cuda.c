@@ -13,6 +13,7 @@
 #include <config.h>
 
 #include <criterion/criterion.h>
+#include <dlfcn.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -491,4 +492,106 @@ Test(cuda, gemm_relu_and_relu6_after_bias_and_residual)
     gemm_case(6, 10, 4, 0, 0, 1, 0, 1, 4.0f, 0.0f, 1, 0, SN_ACT_RELU);
     gemm_case(6, 10, 4, 1, 1, 2, 0, 0, 8.0f, 0.5f, 2, 1, SN_ACT_RELU6);
     gemm_case(12, 3, 5, 0, 1, 3, 1, 2, 9.0f, 1.0f, 1, 1, SN_ACT_RELU);
+}
+
+/* The fashion MLP's 8 first rows through a session: its 80 logits in
+ * out; the run's status. */
+static shardnet_status mlp_run(shardnet_session_t *s, const float *x,
+                               float *out)
+{
+    const int64_t dims[] = {8, 784};
+    shardnet_tensor_info info;
+    const void *y;
+    shardnet_status st;
+    cr_assert_eq(shardnet_session_set_input(s, 0, SHARDNET_DTYPE_FLOAT32, 2,
+                                            dims, x),
+                 SHARDNET_OK);
+    if ((st = shardnet_session_run(s)) != SHARDNET_OK)
+        return st;
+    cr_assert_eq(shardnet_session_output(s, 0, &info, &y), SHARDNET_OK);
+    memcpy(out, y, 80 * sizeof(float));
+    return SHARDNET_OK;
+}
+
+/* A run that fails on a GPU (a kernel's launch, a copy, the wait for its
+ * work) returns the error naming it, and leaves its session able to run
+ * again with the same answer, bit for bit: alone, in a layer split with
+ * the CPU and in a tensor split over two GPUs.  A real GPU cannot be made
+ * to fail on cue: this needs the fake CUDA runtime's failures
+ * (tools/cuda-fake.sh; found with dlsym). */
+Test(cuda, a_failed_run_leaves_its_session_usable)
+{
+    need_device();
+    unsigned long (*calls)(const char *) =
+        (unsigned long (*)(const char *))dlsym(RTLD_DEFAULT,
+                                               "sn_fake_cuda_calls");
+    void (*fail_at)(const char *, unsigned long) =
+        (void (*)(const char *, unsigned long))dlsym(RTLD_DEFAULT,
+                                                     "sn_fake_cuda_fail_at");
+    if (!calls || !fail_at)
+        cr_skip_test("needs the fake CUDA runtime's failures on cue "
+                     "(tools/cuda-fake.sh)");
+    static const char *const sets[][2] = {{"cuda:0", "none"},
+                                          {"cuda:0,cpu:0", "layer"},
+                                          {"cuda:0,cuda:1", "tensor"}};
+    static const char *const kinds[] = {"launch", "cudaMemcpyAsync",
+                                        "cudaEventSynchronize",
+                                        "cudaStreamSynchronize"};
+    const char *src = getenv("SHARDNET_SRCDIR");
+    char path[4096];
+    shardnet_tensor x;
+    shardnet_model_t *m;
+    snprintf(path, sizeof path, "%s/tests/fixtures/fashion_mlp_input.npy",
+             src ? src : ".");
+    cr_assert_eq(shardnet_tensor_load(path, &x), SHARDNET_OK, "%s",
+                 shardnet_last_error());
+    snprintf(path, sizeof path, "%s/tests/fixtures/fashion_mlp.onnx",
+             src ? src : ".");
+    cr_assert_eq(shardnet_model_load(path, &m), SHARDNET_OK, "%s",
+                 shardnet_last_error());
+    int launched = 0;
+    for (size_t c = 0; c < sizeof sets / sizeof sets[0]; c++) {
+        size_t idx[4], n;
+        if (shardnet_devices_select(ctx, sets[c][0], idx, 4, &n) !=
+            SHARDNET_OK) {
+            cr_log_warn("%s: not here (%s)", sets[c][0],
+                        shardnet_last_error());
+            continue;
+        }
+        shardnet_session_options o = {.split = sets[c][1]};
+        shardnet_session_t *s;
+        float want[80], got[80];
+        cr_assert_eq(shardnet_session_create_with(ctx, m, sets[c][0], &o, &s),
+                     SHARDNET_OK, "%s: %s", sets[c][0], shardnet_last_error());
+        cr_assert_eq(mlp_run(s, x.data, want), SHARDNET_OK, "%s: %s",
+                     sets[c][0], shardnet_last_error());
+        for (size_t k = 0; k < sizeof kinds / sizeof kinds[0]; k++) {
+            /* the second call of the kind in the next run fails */
+            unsigned long before = calls(kinds[k]);
+            fail_at(kinds[k], before + 2);
+            shardnet_status st = mlp_run(s, x.data, got);
+            fail_at(NULL, 0);
+            if (calls(kinds[k]) >= before + 2) {
+                launched += !strcmp(kinds[k], "launch");
+                cr_expect_neq(st, SHARDNET_OK, "%s, %s %s: the run did not "
+                              "fail", sets[c][0], sets[c][1], kinds[k]);
+                cr_expect(strstr(shardnet_last_error(), "cuda:"),
+                          "%s, %s %s: the error names no GPU: %s",
+                          sets[c][0], sets[c][1], kinds[k],
+                          shardnet_last_error());
+                cr_log_info("%s, %s, a failed %s: %s", sets[c][0],
+                            sets[c][1], kinds[k], shardnet_last_error());
+            }
+            cr_assert_eq(mlp_run(s, x.data, got), SHARDNET_OK,
+                         "%s, %s: the run after a failed %s: %s", sets[c][0],
+                         sets[c][1], kinds[k], shardnet_last_error());
+            cr_expect(!memcmp(got, want, sizeof want),
+                      "%s, %s: the run after a failed %s differs",
+                      sets[c][0], sets[c][1], kinds[k]);
+        }
+        shardnet_session_free(s);
+    }
+    cr_expect_gt(launched, 0, "no launch was made to fail");
+    shardnet_model_free(m);
+    shardnet_tensor_free(&x);
 }

@@ -122,21 +122,46 @@ static const char *const failing[] = {
 #define FAILING (sizeof failing / sizeof failing[0])
 static atomic_ulong calls[FAILING];
 
-/* Count a call of `call`; whether it is the one SN_FAKE_CUDA_FAIL names. */
-static int fails(const char *call)
+/* The failure a program asked for (sn_fake_cuda_fail_at): the kind's
+ * index and the call's number, 0 for none. */
+static atomic_ulong inject_kind, inject_nth;
+
+static size_t kind_of(const char *call)
 {
-    const char *v = getenv("SN_FAKE_CUDA_FAIL"), *colon;
-    unsigned long nth = 0;
     size_t i = 0;
     while (i < FAILING && strcmp(failing[i], call) != 0)
         i++;
+    return i;
+}
+
+/* Count a call of `call`; whether it is the one SN_FAKE_CUDA_FAIL or
+ * sn_fake_cuda_fail_at names. */
+static int fails(const char *call)
+{
+    const char *v = getenv("SN_FAKE_CUDA_FAIL"), *colon;
+    size_t i = kind_of(call);
     if (i == FAILING)
         abort(); /* a call missing from the list */
-    nth = atomic_fetch_add(&calls[i], 1) + 1;
+    unsigned long nth = atomic_fetch_add(&calls[i], 1) + 1;
+    if (atomic_load(&inject_kind) == i && atomic_load(&inject_nth) == nth)
+        return 1;
     if (!v || !(colon = strchr(v, ':')) || (size_t)(colon - v) != strlen(call) ||
         strncmp(call, v, strlen(call)) != 0)
         return 0;
     return nth == strtoul(colon + 1, NULL, 10);
+}
+
+SN_EXPORT unsigned long sn_fake_cuda_calls(const char *call)
+{
+    size_t i = kind_of(call);
+    return i < FAILING ? atomic_load(&calls[i]) : 0;
+}
+
+SN_EXPORT void sn_fake_cuda_fail_at(const char *call, unsigned long nth)
+{
+    size_t i = call ? kind_of(call) : FAILING;
+    atomic_store(&inject_nth, i < FAILING ? nth : 0);
+    atomic_store(&inject_kind, i);
 }
 
 /* With SN_FAKE_CUDA_CALLS=FILE, how many calls of each kind the process

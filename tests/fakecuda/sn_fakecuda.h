@@ -26,6 +26,14 @@ int sn_fake_cuda_enqueue(void *stream, void (*run)(void *), void *arg);
  * reads and writes. */
 void *sn_fake_cuda_host_address(const void *device_pointer);
 
+/* For a test program (found with dlsym, so that the same program runs
+ * against a real runtime, where they are absent): how many calls of a
+ * kind that can fail (runtime.c lists them: cudaMalloc, launch...) the
+ * process has made, and the call of that kind, counted from the
+ * process's start, that is to fail (NULL or 0: none). */
+unsigned long sn_fake_cuda_calls(const char *call);
+void sn_fake_cuda_fail_at(const char *call, unsigned long nth);
+
 #ifdef __cplusplus
 }
 #endif
