@@ -449,6 +449,23 @@ static int gather_outputs(run_job *job, int64_t b)
     return 0;
 }
 
+/* A run on one device that ran out of its memory: what to try (other
+ * devices are here to split it over). */
+static void out_of_memory_hint(const run_opts *o, const run_job *job)
+{
+    const char *split = o->sa.sopts.split;
+    if ((split && strcmp(split, "none") != 0) ||
+        (o->sa.spec && strchr(o->sa.spec, ',')) ||
+        shardnet_device_count(job->ctx) < 2 || shardnet_job_process() != 0)
+        return;
+    fprintf(stderr,
+            "%s: the model does not fit on one device: list several with "
+            "--devices and split it (--split layer holds each stage's "
+            "weights on its own device), or run smaller batches "
+            "(--batch)\n",
+            cli_prog);
+}
+
 /* The runs, each timed, the outputs kept from the first; with --stream one
  * ordinary run (the outputs, plans made) before the stream.  0 or 1. */
 static int run_repeats(const run_opts *o, run_job *job)
@@ -459,8 +476,12 @@ static int run_repeats(const run_opts *o, run_job *job)
         for (int64_t b = 0; b < job->nchunks; b++) {
             if ((st = bind_batch(job, (size_t)b, job->s)) != SHARDNET_OK)
                 return cli_fail("binding an input", st);
-            if ((st = shardnet_session_run(job->s)) != SHARDNET_OK)
-                return cli_fail("running the model", st);
+            if ((st = shardnet_session_run(job->s)) != SHARDNET_OK) {
+                cli_fail("running the model", st);
+                if (st == SHARDNET_OUT_OF_MEMORY)
+                    out_of_memory_hint(o, job);
+                return 1;
+            }
             if (r == 0 && gather_outputs(job, b) != 0)
                 return 1;
         }

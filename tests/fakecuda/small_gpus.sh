@@ -2,7 +2,8 @@
 # A model larger than one GPU, on fake GPUs of too little memory
 # (SN_FAKE_CUDA_MEMORY, runtime.c): the Fashion-MNIST MLP (2.7 MB of
 # weights, a batch of 256 images) on GPUs of 2.2 MB each.  One GPU alone
-# must refuse it clearly (out of memory, naming the GPU); a layer split
+# must refuse it clearly (out of memory, naming the GPU, and saying what
+# to try); a layer split
 # over two, and the split the planner picks by itself, must run it and
 # give the reference's answer, each stage holding its own layers'
 # weights and a micro-batch's activations.  (Before the fake found it, a
@@ -33,8 +34,9 @@ run() { # ARGS...
 run -d cuda:0
 rc=$?
 if [ $rc -eq 1 ] && grep -q 'out of memory' "$tmp/log" &&
-    grep -q 'cuda:0' "$tmp/log"; then
-    echo "one GPU of 2.2 MB: refused clearly: $(tail -n 1 "$tmp/log")"
+    grep -q 'cuda:0' "$tmp/log" && grep -q -- '--split layer' "$tmp/log"; then
+    echo "one GPU of 2.2 MB: refused clearly:"
+    sed 's/^/    /' "$tmp/log"
 else
     echo "FAIL one GPU of 2.2 MB: exit $rc, not a clear out of memory:"
     sed 's/^/    /' "$tmp/log"
