@@ -176,7 +176,8 @@ void sn_group_fail(sn_group *g, size_t rank, shardnet_status st)
     if (!g->cause[0]) {
         g->cause_st = st;
         snprintf(g->cause, sizeof g->cause, "%s failed: %s",
-                 g->dev[rank]->info.name, why && *why ? why : "(no message)");
+                 rank < g->n ? g->dev[rank]->info.name : "a device",
+                 why && *why ? why : "(no message)");
     }
     g->abort = 1;
     pthread_cond_broadcast(&g->cond);
