@@ -102,6 +102,8 @@ make -s $jobs >/dev/null
 make -s $jobs check TESTS= >/dev/null # the test programs, not run yet
 status=0
 export SN_FAKE_CUDA_DEVICES=2 XDG_CACHE_HOME="$build/cache"
+# Under AddressSanitizer: Criterion's own leak is not reported.
+export LSAN_OPTIONS="${LSAN_OPTIONS:+$LSAN_OPTIONS:}suppressions=$build/src/tests/lsan.supp"
 quick=1
 [ -n "${FAKE_MAKE_CHECK:-}" ] && quick=
 CUDA_CHECK_QUICK=$quick CUDA_CHECK_NO_BENCH=1 \
