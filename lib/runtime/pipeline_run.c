@@ -747,18 +747,9 @@ static shardnet_status batch_geometry(sn_pipeline *p, const sn_binding *in,
      * once per batch size). */
     p->rows = sn_batch_rows(p->g, in);
     if (p->rows > 1 && p->rows != p->apart_rows) {
-        /* Decided on one process, a CPU device's if a stage has one,
-         * else the first stage's, and shared. */
-        sn_device *where = p->st[0].dev;
-        for (size_t s = p->nstages; s-- > 0;) {
-            for (size_t k = p->st[s].ngrp; k-- > 0;)
-                if (p->st[s].grp[k]->info.kind == SHARDNET_DEVICE_CPU)
-                    where = p->st[s].grp[k];
-            for (size_t q = p->st[s].nrep; q-- > 1;)
-                if (p->st[s].rep[q].dev->info.kind == SHARDNET_DEVICE_CPU)
-                    where = p->st[s].rep[q].dev;
-        }
-        if ((st = sn_batch_apart(p->g, where, in, &p->apart)) !=
+        /* Decided on the first stage's process (on the shapes device,
+         * so no device is preferred) and shared. */
+        if ((st = sn_batch_apart(p->g, p->st[0].dev, in, &p->apart)) !=
             SHARDNET_OK)
             return st;
         p->apart_rows = p->rows;
