@@ -388,8 +388,8 @@ static sn_buffer *upload(const float *p, size_t n)
  * One GEMM on the device against ref_gemm: the matrices at an offset in
  * their buffers, leading dimensions padded by pad, batched (B shared with
  * stride 0 when share_b), with a bias (1: n floats, 2: m floats,
- * bias_rows) and a residual when asked.  The padding of C must come back
- * untouched.
+ * bias_rows; at an offset of pad floats in its buffer) and a residual when
+ * asked.  The padding of C must come back untouched.
  */
 static void gemm_case(size_t m, size_t n, size_t k, int ta, int tb,
                       size_t batch, int share_b, size_t pad, float alpha,
@@ -410,12 +410,21 @@ static void gemm_case(size_t m, size_t n, size_t k, int ta, int tb,
     cr_assert(want && got);
     memcpy(want, c, nc * sizeof *c);
     sn_buffer *ba = upload(a, na), *bb = upload(b, nb), *bcb = upload(c, nc);
-    sn_buffer *bbias = bias_mode ? upload(bias, nbias) : NULL;
+    /* the bias at an offset: pad floats of its own, then the bias */
+    sn_buffer *bbias = NULL;
+    if (bias_mode) {
+        cr_assert_eq(sn_buffer_alloc(dev, (pad + nbias) * sizeof *bias,
+                                     &bbias),
+                     SHARDNET_OK, "%s", shardnet_last_error());
+        cr_assert_eq(sn_buffer_write(bbias, pad * sizeof *bias, bias,
+                                     nbias * sizeof *bias),
+                     SHARDNET_OK, "%s", shardnet_last_error());
+    }
     sn_buffer *bres = residual ? upload(res, nc) : NULL;
     d.a = (sn_view){ba, off};
     d.b = (sn_view){bb, off};
     d.c = (sn_view){bcb, off};
-    d.bias = (sn_view){bbias, 0};
+    d.bias = (sn_view){bbias, pad};
     d.res = (sn_view){bres, off};
     cr_assert_eq(sn_gemm(dev, &d), SHARDNET_OK, "%s", shardnet_last_error());
     cr_assert_eq(sn_synchronize(dev), SHARDNET_OK, "%s",
@@ -492,6 +501,65 @@ Test(cuda, gemm_relu_and_relu6_after_bias_and_residual)
     gemm_case(6, 10, 4, 0, 0, 1, 0, 1, 4.0f, 0.0f, 1, 0, SN_ACT_RELU);
     gemm_case(6, 10, 4, 1, 1, 2, 0, 0, 8.0f, 0.5f, 2, 1, SN_ACT_RELU6);
     gemm_case(12, 3, 5, 0, 1, 3, 1, 2, 9.0f, 1.0f, 1, 1, SN_ACT_RELU);
+}
+
+/* How many products the fake cuBLASLt has been given (tools/cuda-fake.sh;
+ * found with dlsym); (unsigned long)-1 on a real one, which has no count. */
+static unsigned long lt_products(void)
+{
+    unsigned long (*calls)(const char *) =
+        (unsigned long (*)(const char *))dlsym(RTLD_DEFAULT,
+                                               "sn_fake_cuda_calls");
+    return calls ? calls("cublasLtMatmul") : (unsigned long)-1;
+}
+
+/* A product with a bias alone (one product, beta 0, a bias per column of
+ * C, no residual, no activation) goes through cuBLASLt's BIAS epilogue
+ * (backends/cuda/lt.c), at every alignment of its operands, and gives the
+ * reference's answer; every other epilogue goes the cuBLAS way.  With
+ * SHARDNET_CUDA_LT=0 none goes through cuBLASLt.  A real cuBLASLt keeps
+ * no count: there the answers are checked and the paths are not. */
+Test(cuda, a_bias_alone_goes_through_cublaslt)
+{
+    need_device();
+    const char *off = getenv("SHARDNET_CUDA_LT");
+    const int lt = !(off && strcmp(off, "0") == 0);
+    static const struct {
+        size_t m, n, k;
+        int ta, tb;
+        size_t batch, pad;
+        float alpha, beta;
+        int bias, res;
+        sn_act act;
+        int by_lt; /* whether cuBLASLt serves it */
+    } cases[] = {
+        {1, 10, 784, 0, 1, 1, 0, 1.0f, 0.0f, 1, 0, SN_ACT_NONE, 1},
+        {8, 64, 32, 0, 0, 1, 1, 1.0f, 0.0f, 1, 0, SN_ACT_NONE, 1},
+        {33, 17, 65, 1, 0, 1, 2, 0.5f, 0.0f, 1, 0, SN_ACT_NONE, 1},
+        {5, 7, 3, 1, 1, 1, 3, -2.0f, 0.0f, 1, 0, SN_ACT_NONE, 1},
+        /* the same shape again: its plan is kept */
+        {8, 64, 32, 0, 0, 1, 1, 1.0f, 0.0f, 1, 0, SN_ACT_NONE, 1},
+        /* every other epilogue */
+        {8, 64, 32, 0, 0, 1, 1, 1.0f, 0.0f, 1, 0, SN_ACT_RELU, 0},
+        {8, 64, 32, 0, 0, 1, 1, 1.0f, 0.0f, 1, 1, SN_ACT_NONE, 0},
+        {8, 64, 32, 0, 0, 1, 1, 1.0f, 0.0f, 2, 0, SN_ACT_NONE, 0},
+        {8, 64, 32, 0, 0, 1, 1, 1.0f, 0.5f, 1, 0, SN_ACT_NONE, 0},
+        {8, 64, 32, 0, 0, 2, 1, 1.0f, 0.0f, 1, 0, SN_ACT_NONE, 0},
+        {8, 64, 32, 0, 0, 1, 1, 1.0f, 0.0f, 0, 0, SN_ACT_NONE, 0},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        unsigned long before = lt_products();
+        gemm_case(cases[i].m, cases[i].n, cases[i].k, cases[i].ta,
+                  cases[i].tb, cases[i].batch, 0, cases[i].pad,
+                  cases[i].alpha, cases[i].beta, cases[i].bias, cases[i].res,
+                  cases[i].act);
+        if (before == (unsigned long)-1)
+            continue;
+        cr_assert_eq(lt_products() - before,
+                     (unsigned long)(lt && cases[i].by_lt),
+                     "case %zu: %lu products by cuBLASLt, want %d", i,
+                     lt_products() - before, lt && cases[i].by_lt);
+    }
 }
 
 /* The fashion MLP's 8 first rows through a session: its 80 logits in

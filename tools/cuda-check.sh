@@ -3,7 +3,8 @@
 # suites that meet every device (kernels, models, the split-equivalence
 # suite, on the machine as it is and on two simulated sockets, the CUDA,
 # kernel and split suites again with the GPU's buffers in mapped host
-# memory (SHARDNET_CUDA_MAPPED=1, as an integrated GPU has them), the ONNX
+# memory (SHARDNET_CUDA_MAPPED=1, as an integrated GPU has them), the
+# CUDA and model suites with cuBLASLt unused (SHARDNET_CUDA_LT=0), the ONNX
 # node cases alone and split, every other Criterion suite built), `make
 # bench`'s CUDA section (GEMM against cuBLAS called directly, the MLP
 # against ONNX Runtime's CPU run), the kernel tests under
@@ -85,6 +86,9 @@ step mapped_cuda env SHARDNET_CUDA_MAPPED=1 SHARDNET_CUDA_CHECK=1 \
 step mapped_kernels env SHARDNET_CUDA_MAPPED=1 "$b/tests/test_kernels" \
     --verbose
 step mapped_split env SHARDNET_CUDA_MAPPED=1 "$b/tests/test_split" --verbose
+# Again with cuBLASLt unused: every bias added by the epilogue kernel.
+step lt_off_cuda env SHARDNET_CUDA_LT=0 "$b/tests/test_cuda" --verbose
+step lt_off_models env SHARDNET_CUDA_LT=0 "$b/tests/test_models" --verbose
 step conformance "$b/tests/conformance"
 step split_cases "$b/tests/split_cases" --pairs cpu:0+cuda:0,cuda:0+cpu:0
 if [ -n "${CUDA_CHECK_NO_BENCH:-}" ]; then

@@ -1,15 +1,15 @@
 #!/bin/sh
 # The CUDA backend's host code tested without a GPU: builds a fake CUDA
-# toolkit (tests/fakecuda/: a runtime and a cuBLAS on host memory, and an
-# nvcc that compiles the kernel files as host C++), builds shardnet from
-# this working tree against it in BUILDDIR, and runs the GPU checks there
-# with fake devices present (cuda:0, cuda:1).
+# toolkit (tests/fakecuda/: a runtime, a cuBLAS and a cuBLASLt on host
+# memory, and an nvcc that compiles the kernel files as host C++), builds
+# shardnet from this working tree against it in BUILDDIR, and runs the GPU
+# checks there with fake devices present (cuda:0, cuda:1).
 #
 # What it proves: buffers, copies, mappings, pinned and mapped memory,
-# streams, events, cuBLAS's arguments and the kernels' launches, as the
-# CUDA documentation defines them, with work deferred until it is waited
-# for (a missing wait shows as a wrong result) and device addresses that
-# fault when host code reads them.  What it cannot prove: that a real GPU
+# streams, events, cuBLAS's and cuBLASLt's arguments and the kernels'
+# launches, as the CUDA documentation defines them, with work deferred
+# until it is waited for (a missing wait shows as a wrong result) and
+# device addresses that fault when host code reads them.  What it cannot prove: that a real GPU
 # runs the kernels (tools/cuda-check.sh on a GPU machine does that).
 #
 # Usage: tools/cuda-fake.sh [BUILDDIR]   (default: fakecuda-build; made
@@ -87,6 +87,11 @@ $cc $cflags -std=gnu11 -Wall -Wextra -Werror -fPIC -shared \
     -Wl,-soname,libcublas.so.$major -o "$tk/lib64/libcublas.so.$major" \
     "$fake/cublas.c" -L"$tk/lib64" -lcudart -Wl,-rpath,"$tk/lib64"
 ln -s "libcublas.so.$major" "$tk/lib64/libcublas.so"
+$cc $cflags -std=gnu11 -Wall -Wextra -Werror -fPIC -shared \
+    -fvisibility=hidden -I"$real/include" -I"$fake" \
+    -Wl,-soname,libcublasLt.so.$major -o "$tk/lib64/libcublasLt.so.$major" \
+    "$fake/cublaslt.c" -L"$tk/lib64" -lcudart -Wl,-rpath,"$tk/lib64"
+ln -s "libcublasLt.so.$major" "$tk/lib64/libcublasLt.so"
 sed -e "s|@CXX@|$cxx|" -e "s|@CXXFLAGS@|$cflags|" -e "s|@FAKEDIR@|$fake|" \
     -e "s|@VERSION@|$major.$((version % 1000 / 10))|" \
     "$fake/nvcc.in" >"$tk/bin/nvcc"

@@ -152,6 +152,7 @@ void sn_cuda_device_free(sn_device *dev)
         if (atomic_load(&cd->opened) && sn_cuda_enter_quietly(dev)) {
             if (cd->stream)
                 cudaStreamSynchronize(cd->stream);
+            sn_cuda_lt_free(cd);
             if (cd->blas)
                 sn_cublas.destroy(cd->blas);
             if (cd->stream)

@@ -6,7 +6,8 @@
  *   cuda.c     discovery, a device's life, synchronize, the ops table
  *   buffer.c   buffers, their copies (blocking and on the stream); events
  *   gemm.c     GEMM: the product through cuBLAS, then its epilogue
- *   blas.c     cuBLAS, loaded when the first device is opened
+ *   lt.c       GEMM with a bias alone: through cuBLASLt's epilogue
+ *   blas.c     cuBLAS and cuBLASLt, loaded when the first device is opened
  *   kernels.c  the other kernel members, each a launcher of kernels.h
  *   partition.c  partitions of a GPU's multiprocessors (green contexts)
  *   *.cu       those launchers and their kernels (cu.h: the rules)
@@ -18,6 +19,12 @@
 #include <stdatomic.h>
 #include <stddef.h>
 
+/* cublasLt.h declares a function without a prototype (f(), not f(void)),
+ * which -Werror=strict-prototypes would refuse in a header not ours. */
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wstrict-prototypes"
+#include <cublasLt.h>
+#pragma GCC diagnostic pop
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
 
@@ -47,6 +54,9 @@ typedef struct cuda_dev {
      * path on a discrete GPU; slow there).  Mapping such a buffer is then
      * a pointer, no copy, and the device counts as host_unified. */
     int mapped;
+    /* cuBLASLt's handle and the products planned for it (lt.c), made at
+     * the first GEMM that it serves; NULL before. */
+    struct sn_cuda_lt *lt;
 } cuda_dev;
 
 /* A buffer: where mapped, the host's pointer to it beside the device's
@@ -84,6 +94,26 @@ typedef struct sn_cublas_fns {
 extern sn_cublas_fns sn_cublas;
 /* Load cuBLAS once for the process; an error names dev and what failed. */
 shardnet_status sn_cublas_load(const sn_device *dev);
+
+/* cuBLASLt's functions, the same way, set once sn_cublaslt_load has
+ * returned 1; 0: cuBLASLt is not to be used (not found, or
+ * SHARDNET_CUDA_LT=0; the log says which, once). */
+typedef struct sn_cublaslt_fns {
+    __typeof__(&cublasLtCreate) create;
+    __typeof__(&cublasLtDestroy) destroy;
+    __typeof__(&cublasLtMatmulDescCreate) desc_create;
+    __typeof__(&cublasLtMatmulDescDestroy) desc_destroy;
+    __typeof__(&cublasLtMatmulDescSetAttribute) desc_set;
+    __typeof__(&cublasLtMatrixLayoutCreate) layout_create;
+    __typeof__(&cublasLtMatrixLayoutDestroy) layout_destroy;
+    __typeof__(&cublasLtMatmulPreferenceCreate) pref_create;
+    __typeof__(&cublasLtMatmulPreferenceDestroy) pref_destroy;
+    __typeof__(&cublasLtMatmulPreferenceSetAttribute) pref_set;
+    __typeof__(&cublasLtMatmulAlgoGetHeuristic) heuristic;
+    __typeof__(&cublasLtMatmul) matmul;
+} sn_cublaslt_fns;
+extern sn_cublaslt_fns sn_cublaslt;
+int sn_cublaslt_load(void);
 
 /* The status a runtime error maps to: out of memory, or a device error. */
 shardnet_status sn_cuda_status(cudaError_t err);
@@ -143,6 +173,13 @@ shardnet_status sn_cuda_event_query(sn_event *ev, int *done);
 void sn_cuda_event_free(sn_event *ev);
 
 shardnet_status sn_cuda_gemm(sn_device *dev, const sn_gemm_desc *d);
+/* lt.c: the GEMM d, product and epilogue, through cuBLASLt where it
+ * serves d (*done set; dev current, its lock held), else nothing done
+ * (*done 0, SHARDNET_OK) and the cuBLAS path is for the caller; and
+ * what a device's cuBLASLt holds released (dev current). */
+shardnet_status sn_cuda_lt_gemm(sn_device *dev, const sn_gemm_desc *d,
+                                int *done);
+void sn_cuda_lt_free(cuda_dev *cd);
 /* kernels.c: the members run by kernels of our own (kernels.h), and
  * what becomes of a launch of kernel k (variant: its op, or
  * SN_VARIANT_ANY): err (a cudaError_t) as an error naming the kernel,

@@ -3,8 +3,8 @@
  * cuBLAS (cublasSgemm, or cublasSgemmStridedBatched for a batch), then the
  * fused epilogue (bias, residual, ReLU or ReLU6) in one pass of our own
  * kernel over C (elementwise.cu), which adds in the reference's order.
- * (cuBLASLt's epilogues would save that pass for a bias and ReLU, but
- * have no residual and round differently; one kernel serves every case.)
+ * A product with a bias alone goes through cuBLASLt, whose epilogue adds
+ * the bias without that pass (lt.c, which says why that case only).
  *
  * cuBLAS is column-major and shardnet row-major: a row-major m x n matrix
  * with leading dimension ld is, read column-major, its n x m transpose
@@ -83,6 +83,7 @@ shardnet_status sn_cuda_gemm(sn_device *dev, const sn_gemm_desc *d)
 {
     cuda_dev *cd = dev->impl;
     shardnet_status st;
+    int done = 0; /* by cuBLASLt, epilogue and all */
 
     if ((st = check_sizes(dev, d)) != SHARDNET_OK)
         return st;
@@ -91,10 +92,13 @@ shardnet_status sn_cuda_gemm(sn_device *dev, const sn_gemm_desc *d)
     if ((st = sn_cuda_enter(dev)) != SHARDNET_OK)
         return st;
     pthread_mutex_lock(&cd->lock);
-    st = product(dev, d);
+    st = sn_cuda_lt_gemm(dev, d, &done);
+    if (st == SHARDNET_OK && !done)
+        st = product(dev, d);
     pthread_mutex_unlock(&cd->lock);
     if (st == SHARDNET_OK)
         st = sn_cuda_launched(dev, SN_KERNEL_GEMM, SN_VARIANT_ANY,
-                              sn_cu_gemm_epilogue(d, cd->stream));
+                              done ? cudaSuccess
+                                   : sn_cu_gemm_epilogue(d, cd->stream));
     return st;
 }

@@ -3,8 +3,9 @@
  * host code on a machine without a GPU: the calls backends/cuda/ makes,
  * with the semantics the CUDA documentation gives them, run on host
  * memory; tools/cuda-fake.sh builds a toolkit of it, the fake cuBLAS
- * (cublas.c) and a fake nvcc (nvcc.in) that compiles the kernel files as
- * host C++ (cu.h, SN_CUDA_FAKE), and runs the test suites against it.
+ * and cuBLASLt (cublas.c, cublaslt.c) and a fake nvcc (nvcc.in) that
+ * compiles the kernel files as host C++ (cu.h, SN_CUDA_FAKE), and runs
+ * the test suites against it.
  *
  * It is stricter than a GPU where a GPU's timing could hide a bug:
  *
@@ -37,7 +38,8 @@
  * integrated), ..._FAIL=CALL:N (the Nth call of CALL fails: cudaMalloc,
  * cudaHostAlloc, cudaMallocHost, cudaMallocAsync, cudaMemcpyAsync,
  * cudaStreamSynchronize, cudaEventSynchronize, cudaStreamCreateWithFlags,
- * cudaEventCreateWithFlags, launch (a kernel or cuBLAS call)),
+ * cudaEventCreateWithFlags, launch (a kernel or cuBLAS call),
+ * cublasLtMatmul (the fake cuBLASLt's, cublaslt.c)),
  * ..._CALLS=FILE (how many calls of each of those the process made,
  * written to FILE at its exit), ..._TRACE=1 (each allocation and free
  * on standard error).
@@ -118,7 +120,8 @@ static size_t device_memory(void)
 static const char *const failing[] = {
     "cudaMalloc", "cudaHostAlloc", "cudaMallocHost", "cudaMallocAsync",
     "cudaMemcpyAsync", "cudaStreamSynchronize", "cudaEventSynchronize",
-    "cudaStreamCreateWithFlags", "cudaEventCreateWithFlags", "launch"};
+    "cudaStreamCreateWithFlags", "cudaEventCreateWithFlags", "launch",
+    "cublasLtMatmul"};
 #define FAILING (sizeof failing / sizeof failing[0])
 static atomic_ulong calls[FAILING];
 
@@ -149,6 +152,11 @@ static int fails(const char *call)
         strncmp(call, v, strlen(call)) != 0)
         return 0;
     return nth == strtoul(colon + 1, NULL, 10);
+}
+
+SN_EXPORT int sn_fake_cuda_fails(const char *call)
+{
+    return fails(call);
 }
 
 SN_EXPORT unsigned long sn_fake_cuda_calls(const char *call)

@@ -1,8 +1,8 @@
 /*
  * The fake CUDA toolkit's own calls (tests/fakecuda/): what the fake
- * runtime (runtime.c) offers the fake cuBLAS (cublas.c) and the kernel
- * files compiled with SN_CUDA_FAKE (backends/cuda/cu.h), beyond the
- * runtime API that it implements.
+ * runtime (runtime.c) offers the fake cuBLAS and cuBLASLt (cublas.c,
+ * cublaslt.c) and the kernel files compiled with SN_CUDA_FAKE
+ * (backends/cuda/cu.h), beyond the runtime API that it implements.
  *
  * Device memory is host memory whose address carries a tag bit that makes
  * it fault when host code reads it as a pointer, as a real device's
@@ -25,6 +25,11 @@ int sn_fake_cuda_enqueue(void *stream, void (*run)(void *), void *arg);
  * device's pointer to mapped host memory): what work on the device
  * reads and writes. */
 void *sn_fake_cuda_host_address(const void *device_pointer);
+
+/* Count a call of a kind that can fail (runtime.c lists them); non-zero
+ * when this call is the one SN_FAKE_CUDA_FAIL or sn_fake_cuda_fail_at
+ * names, which is then to fail. */
+int sn_fake_cuda_fails(const char *call);
 
 /* For a test program (found with dlsym, so that the same program runs
  * against a real runtime, where they are absent): how many calls of a
