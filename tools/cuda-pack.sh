@@ -10,10 +10,10 @@
 #   (there)  tar xJf OUT.tar.xz -C DIR
 #            LD_LIBRARY_PATH=DIR/lib:CUBLAS_DIR tools/cuda-check.sh DIR
 #
-# cuBLAS is left out (hundreds of MB; it is loaded at run time from the
-# machine's own toolkit: CUBLAS_DIR holds libcublas.so.N).  glibc, libm,
-# libstdc++ and libgcc_s are left out too: the machine's own must be as
-# new as this one's.  Build with the GPU's compute capability
+# cuBLAS and cuBLASLt are left out (hundreds of MB; they are loaded at run
+# time from the machine's own toolkit: CUBLAS_DIR holds libcublas.so.N and
+# libcublasLt.so.N).  glibc, libm, libstdc++ and libgcc_s are left out
+# too: the machine's own must be as new as this one's.  Build with the GPU's compute capability
 # (./configure --with-cuda-arch=NN) and make the test programs first
 # (make check TESTS= builds them without running any).  About 11 MB.
 set -eu
