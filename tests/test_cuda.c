@@ -515,7 +515,8 @@ static unsigned long lt_products(void)
 
 /* A product with a bias alone (one product, beta 0, a bias per column of
  * C, no residual, no activation) goes through cuBLASLt's BIAS epilogue
- * (backends/cuda/lt.c), at every alignment of its operands, and gives the
+ * (backends/cuda/lt.c), with its operands at offsets that leave them
+ * aligned to 4 bytes only and its bias to 4, 8 or 256, and gives the
  * reference's answer; every other epilogue goes the cuBLAS way.  With
  * SHARDNET_CUDA_LT=0 none goes through cuBLASLt.  A real cuBLASLt keeps
  * no count: there the answers are checked and the paths are not. */
