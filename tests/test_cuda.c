@@ -516,8 +516,9 @@ static unsigned long lt_products(void)
 /* A product with a bias alone (one product, beta 0, a bias per column of
  * C, no residual, no activation) goes through cuBLASLt's BIAS epilogue
  * (backends/cuda/lt.c), with its operands at offsets that leave them
- * aligned to 4 bytes only and its bias to 4, 8 or 256, and gives the
- * reference's answer; every other epilogue goes the cuBLAS way.  With
+ * aligned to 4 bytes only and its bias to 16, 32 or 256, and gives the
+ * reference's answer; a bias aligned to 4 or 8 bytes, and every other
+ * epilogue, go the cuBLAS way.  With
  * SHARDNET_CUDA_LT=0 none goes through cuBLASLt.  A real cuBLASLt keeps
  * no count: there the answers are checked and the paths are not. */
 Test(cuda, a_bias_alone_goes_through_cublaslt)
@@ -535,11 +536,14 @@ Test(cuda, a_bias_alone_goes_through_cublaslt)
         int by_lt; /* whether cuBLASLt serves it */
     } cases[] = {
         {1, 10, 784, 0, 1, 1, 0, 1.0f, 0.0f, 1, 0, SN_ACT_NONE, 1},
-        {8, 64, 32, 0, 0, 1, 1, 1.0f, 0.0f, 1, 0, SN_ACT_NONE, 1},
-        {33, 17, 65, 1, 0, 1, 2, 0.5f, 0.0f, 1, 0, SN_ACT_NONE, 1},
-        {5, 7, 3, 1, 1, 1, 3, -2.0f, 0.0f, 1, 0, SN_ACT_NONE, 1},
+        {8, 64, 32, 0, 0, 1, 4, 1.0f, 0.0f, 1, 0, SN_ACT_NONE, 1},
+        {33, 17, 65, 1, 0, 1, 8, 0.5f, 0.0f, 1, 0, SN_ACT_NONE, 1},
+        {5, 7, 3, 1, 1, 1, 12, -2.0f, 0.0f, 1, 0, SN_ACT_NONE, 1},
         /* the same shape again: its plan is kept */
-        {8, 64, 32, 0, 0, 1, 1, 1.0f, 0.0f, 1, 0, SN_ACT_NONE, 1},
+        {8, 64, 32, 0, 0, 1, 4, 1.0f, 0.0f, 1, 0, SN_ACT_NONE, 1},
+        /* a bias aligned to 4 or 8 bytes only */
+        {8, 64, 32, 0, 0, 1, 1, 1.0f, 0.0f, 1, 0, SN_ACT_NONE, 0},
+        {8, 64, 32, 0, 0, 1, 2, 1.0f, 0.0f, 1, 0, SN_ACT_NONE, 0},
         /* every other epilogue */
         {8, 64, 32, 0, 0, 1, 1, 1.0f, 0.0f, 1, 0, SN_ACT_RELU, 0},
         {8, 64, 32, 0, 0, 1, 1, 1.0f, 0.0f, 1, 1, SN_ACT_NONE, 0},

@@ -22,8 +22,9 @@
  * the heuristic costs more than a small product.  The heuristic is told
  * how well each pointer is aligned (its preferences default to 256 bytes,
  * and an algorithm chosen for them may fault on a view at an odd offset)
- * and the bias pointer's value, from which it reads the bias's alignment.
- * No workspace is offered.  A shape cuBLASLt has no algorithm for, or says
+ * and the bias pointer's value, from which it reads the bias's alignment;
+ * a bias aligned less than 16 bytes is not given to cuBLASLt at all
+ * (LT_BIAS_ALIGN).  No workspace is offered.  A shape cuBLASLt has no algorithm for, or says
  * it does not support, goes the cuBLAS way from then on; SHARDNET_CUDA_LT=0
  * sends every shape that way (blas.c).
  */
@@ -36,6 +37,11 @@
 #include "cuda.h"
 
 #define LT_PLANS 32 /* shapes kept per device */
+/* A bias aligned less than this goes the cuBLAS way: others report
+ * misaligned-address faults in the bias epilogue below 16 bytes (on
+ * A100), though the heuristic is documented to read the bias pointer's
+ * alignment. */
+#define LT_BIAS_ALIGN 16
 
 /* A product as the heuristic sees it; compared with memcmp, so made with
  * its padding zeroed. */
@@ -61,13 +67,6 @@ struct sn_cuda_lt {
     size_t count, next; /* plans made; the one to replace when full */
 };
 
-/* Whether cuBLASLt can give d's answer (the comment at the top). */
-static int served(const sn_gemm_desc *d)
-{
-    return d->batch == 1 && d->beta == 0.0f && d->bias.buf &&
-           !d->bias_rows && !d->res.buf && d->act == SN_ACT_NONE;
-}
-
 /* The largest power of two up to 256 that divides p's address. */
 static uint32_t alignment(const void *p)
 {
@@ -75,6 +74,14 @@ static uint32_t alignment(const void *p)
     while (a > 1 && (uintptr_t)p % a)
         a /= 2;
     return a;
+}
+
+/* Whether cuBLASLt can give d's answer (the comment at the top). */
+static int served(const sn_gemm_desc *d)
+{
+    return d->batch == 1 && d->beta == 0.0f && d->bias.buf &&
+           !d->bias_rows && !d->res.buf && d->act == SN_ACT_NONE &&
+           alignment(cuda_ptr(d->bias)) >= LT_BIAS_ALIGN;
 }
 
 static void plan_release(lt_plan *p)

@@ -13,7 +13,9 @@
  *     alignments (256 bytes unless set), and the algorithm it returns
  *     serves pointers aligned that well: cublasLtMatmul with a pointer
  *     aligned less (which a GPU may meet as a misaligned access) aborts
- *     with a message, as does an algorithm not from the heuristic;
+ *     with a message, as does an algorithm not from the heuristic, and a
+ *     bias aligned less than 16 bytes (not documented, but others meet
+ *     misaligned-address faults there: backends/cuda/lt.c);
  *   - C == D (in place) needs the same layout for both.
  *
  * The product is enqueued on the given stream and computed by a plain
@@ -358,14 +360,18 @@ SN_EXPORT cublasStatus_t cublasLtMatmul(
     if (c == dp && memcmp(lc, ld, sizeof *lc) != 0)
         return CUBLAS_STATUS_INVALID_VALUE;
     ptrs[4] = d->epilogue == CUBLASLT_EPILOGUE_BIAS ? d->bias : NULL;
+    if (ptrs[4] && g.align[4] < 16)
+        g.align[4] = 16;
     for (int i = 0; i < 5; i++)
         if (ptrs[i] && alignment(ptrs[i]) < g.align[i]) {
-            char what[160];
+            char what[200];
             snprintf(what, sizeof what,
                      "cublasLtMatmul: %s at %p is aligned to %u bytes, the "
-                     "algorithm to %u (set the heuristic's preferences)",
+                     "algorithm to %u (%s)",
                      (const char *[]){"A", "B", "C", "D", "the bias"}[i],
-                     ptrs[i], alignment(ptrs[i]), g.align[i]);
+                     ptrs[i], alignment(ptrs[i]), g.align[i],
+                     i < 4 ? "set the heuristic's preferences"
+                           : "a bias needs 16 bytes at least");
             fatal(what);
         }
     if (sn_fake_cuda_fails("cublasLtMatmul"))
