@@ -518,9 +518,9 @@ static unsigned long lt_products(void)
  * (backends/cuda/lt.c), with its operands at offsets that leave them
  * aligned to 4 bytes only and its bias to 16, 32 or 256, and gives the
  * reference's answer; a bias aligned to 4 or 8 bytes, and every other
- * epilogue, go the cuBLAS way.  With
- * SHARDNET_CUDA_LT=0 none goes through cuBLASLt.  A real cuBLASLt keeps
- * no count: there the answers are checked and the paths are not. */
+ * epilogue, go the cuBLAS way.  With SHARDNET_CUDA_LT=0 none goes through
+ * cuBLASLt.  A real cuBLASLt keeps no count: there the answers are
+ * checked and the paths are not. */
 Test(cuda, a_bias_alone_goes_through_cublaslt)
 {
     need_device();
@@ -544,13 +544,13 @@ Test(cuda, a_bias_alone_goes_through_cublaslt)
         /* a bias aligned to 4 or 8 bytes only */
         {8, 64, 32, 0, 0, 1, 1, 1.0f, 0.0f, 1, 0, SN_ACT_NONE, 0},
         {8, 64, 32, 0, 0, 1, 2, 1.0f, 0.0f, 1, 0, SN_ACT_NONE, 0},
-        /* every other epilogue */
-        {8, 64, 32, 0, 0, 1, 1, 1.0f, 0.0f, 1, 0, SN_ACT_RELU, 0},
-        {8, 64, 32, 0, 0, 1, 1, 1.0f, 0.0f, 1, 1, SN_ACT_NONE, 0},
-        {8, 64, 32, 0, 0, 1, 1, 1.0f, 0.0f, 2, 0, SN_ACT_NONE, 0},
-        {8, 64, 32, 0, 0, 1, 1, 1.0f, 0.5f, 1, 0, SN_ACT_NONE, 0},
-        {8, 64, 32, 0, 0, 2, 1, 1.0f, 0.0f, 1, 0, SN_ACT_NONE, 0},
-        {8, 64, 32, 0, 0, 1, 1, 1.0f, 0.0f, 0, 0, SN_ACT_NONE, 0},
+        /* every other epilogue, the bias aligned to 16 bytes */
+        {8, 64, 32, 0, 0, 1, 4, 1.0f, 0.0f, 1, 0, SN_ACT_RELU, 0},
+        {8, 64, 32, 0, 0, 1, 4, 1.0f, 0.0f, 1, 1, SN_ACT_NONE, 0},
+        {8, 64, 32, 0, 0, 1, 4, 1.0f, 0.0f, 2, 0, SN_ACT_NONE, 0},
+        {8, 64, 32, 0, 0, 1, 4, 1.0f, 0.5f, 1, 0, SN_ACT_NONE, 0},
+        {8, 64, 32, 0, 0, 2, 4, 1.0f, 0.0f, 1, 0, SN_ACT_NONE, 0},
+        {8, 64, 32, 0, 0, 1, 4, 1.0f, 0.0f, 0, 0, SN_ACT_NONE, 0},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         unsigned long before = lt_products();
