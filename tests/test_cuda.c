@@ -374,14 +374,20 @@ static float *random_floats(size_t n, unsigned seed)
     return p;
 }
 
-static sn_buffer *upload(const float *p, size_t n)
+/* A buffer of pad floats, then p's n floats. */
+static sn_buffer *upload_at(const float *p, size_t n, size_t pad)
 {
     sn_buffer *b;
-    cr_assert_eq(sn_buffer_alloc(dev, n * sizeof *p, &b), SHARDNET_OK, "%s",
-                 shardnet_last_error());
-    cr_assert_eq(sn_buffer_write(b, 0, p, n * sizeof *p), SHARDNET_OK, "%s",
-                 shardnet_last_error());
+    cr_assert_eq(sn_buffer_alloc(dev, (pad + n) * sizeof *p, &b),
+                 SHARDNET_OK, "%s", shardnet_last_error());
+    cr_assert_eq(sn_buffer_write(b, pad * sizeof *p, p, n * sizeof *p),
+                 SHARDNET_OK, "%s", shardnet_last_error());
     return b;
+}
+
+static sn_buffer *upload(const float *p, size_t n)
+{
+    return upload_at(p, n, 0);
 }
 
 /*
@@ -410,16 +416,7 @@ static void gemm_case(size_t m, size_t n, size_t k, int ta, int tb,
     cr_assert(want && got);
     memcpy(want, c, nc * sizeof *c);
     sn_buffer *ba = upload(a, na), *bb = upload(b, nb), *bcb = upload(c, nc);
-    /* the bias at an offset: pad floats of its own, then the bias */
-    sn_buffer *bbias = NULL;
-    if (bias_mode) {
-        cr_assert_eq(sn_buffer_alloc(dev, (pad + nbias) * sizeof *bias,
-                                     &bbias),
-                     SHARDNET_OK, "%s", shardnet_last_error());
-        cr_assert_eq(sn_buffer_write(bbias, pad * sizeof *bias, bias,
-                                     nbias * sizeof *bias),
-                     SHARDNET_OK, "%s", shardnet_last_error());
-    }
+    sn_buffer *bbias = bias_mode ? upload_at(bias, nbias, pad) : NULL;
     sn_buffer *bres = residual ? upload(res, nc) : NULL;
     d.a = (sn_view){ba, off};
     d.b = (sn_view){bb, off};
@@ -503,13 +500,20 @@ Test(cuda, gemm_relu_and_relu6_after_bias_and_residual)
     gemm_case(12, 3, 5, 0, 1, 3, 1, 2, 9.0f, 1.0f, 1, 1, SN_ACT_RELU);
 }
 
-/* How many products the fake cuBLASLt has been given (tools/cuda-fake.sh;
- * found with dlsym); (unsigned long)-1 on a real one, which has no count. */
+/* The fake CUDA runtime's count of the calls of a kind
+ * (sn_fake_cuda_calls; tools/cuda-fake.sh), found with dlsym: NULL on a
+ * real runtime, which keeps no count. */
+typedef unsigned long (*calls_fn)(const char *call);
+static calls_fn fake_calls(void)
+{
+    return (calls_fn)dlsym(RTLD_DEFAULT, "sn_fake_cuda_calls");
+}
+
+/* How many products the fake cuBLASLt has been given; (unsigned long)-1
+ * on a real one. */
 static unsigned long lt_products(void)
 {
-    unsigned long (*calls)(const char *) =
-        (unsigned long (*)(const char *))dlsym(RTLD_DEFAULT,
-                                               "sn_fake_cuda_calls");
+    calls_fn calls = fake_calls();
     return calls ? calls("cublasLtMatmul") : (unsigned long)-1;
 }
 
@@ -595,9 +599,7 @@ static shardnet_status mlp_run(shardnet_session_t *s, const float *x,
 Test(cuda, a_failed_run_leaves_its_session_usable)
 {
     need_device();
-    unsigned long (*calls)(const char *) =
-        (unsigned long (*)(const char *))dlsym(RTLD_DEFAULT,
-                                               "sn_fake_cuda_calls");
+    calls_fn calls = fake_calls();
     void (*fail_at)(const char *, unsigned long) =
         (void (*)(const char *, unsigned long))dlsym(RTLD_DEFAULT,
                                                      "sn_fake_cuda_fail_at");

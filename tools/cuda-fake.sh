@@ -9,8 +9,9 @@
 # streams, events, cuBLAS's and cuBLASLt's arguments and the kernels'
 # launches, as the CUDA documentation defines them, with work deferred
 # until it is waited for (a missing wait shows as a wrong result) and
-# device addresses that fault when host code reads them.  What it cannot prove: that a real GPU
-# runs the kernels (tools/cuda-check.sh on a GPU machine does that).
+# device addresses that fault when host code reads them.  What it cannot
+# prove: that a real GPU runs the kernels (tools/cuda-check.sh on a GPU
+# machine does that).
 #
 # Usage: tools/cuda-fake.sh [BUILDDIR]   (default: fakecuda-build; made
 # afresh from the working tree each time)
