@@ -609,3 +609,82 @@ Test(passes, quantized_products_keep_the_integers_as_stored)
         sn_graph_free(g);
     }
 }
+
+/* Plan graph g on cpu:0 with zeros for its input: the status, the error
+ * in *err. */
+static shardnet_status plan_status(sn_graph *g, const char **err)
+{
+    sn_weights *w = NULL;
+    sn_plan *p = NULL;
+    const sn_value *in = &g->values[g->inputs[0]];
+    sn_binding b = {.dtype = SN_DT_FLOAT, .rank = in->rank};
+    size_t n = 1;
+    for (int i = 0; i < in->rank; i++)
+        n *= (size_t)(b.dims[i] = in->dims[i]);
+    float *x = calloc(n, sizeof *x);
+    b.data = x;
+    b.nbytes = n * sizeof *x;
+    cr_assert_eq(sn_weights_new(g, sn_context_device(ctx, 0), &w),
+                 SHARDNET_OK);
+    shardnet_status st = sn_plan_build(g, w, &b, sn_op_find, &p);
+    *err = shardnet_last_error();
+    sn_plan_free(p);
+    sn_weights_free(w);
+    free(x);
+    return st;
+}
+
+/* A ConvInteger or MatMulInteger read by one Cast to float takes it over
+ * (marked float_sums), giving the same bits everywhere where its sums
+ * stay exact; one whose int32 sums are read as they are keeps them.
+ * Where the sums can pass 2^24, the integer product alone is refused on
+ * the device, naming why, and runs once the pass marked it (its answers
+ * are the node cases' in tests/conformance and split_cases). */
+Test(passes, integer_sums_read_as_float_take_the_cast_over)
+{
+    static const char *const exact[] = {
+        "test_sn_convinteger_dynamic_opset13",
+        "test_sn_matmulinteger_dynamic_opset13"};
+    static const char *const past[] = {
+        "test_sn_convinteger_dynamic_past_2_24_opset13",
+        "test_sn_matmulinteger_dynamic_past_2_24_opset13"};
+    static const char *const kept[] = {
+        "test_sn_convinteger_device_opset13",
+        "test_nn_matmulinteger_after_dynamic_device"};
+    const char *err;
+    for (size_t c = 0; c < 2; c++) {
+        sn_graph *g = pass_on_case(exact[c], sn_pass_integer_sums, 1);
+        cr_assert_eq(live_ops(g, "Cast"), 0, "%s", exact[c]);
+        sn_graph_free(g);
+        g = pass_on_case(kept[c], sn_pass_integer_sums, 0);
+        sn_graph_free(g);
+        /* a Cast to another type than float: kept too */
+        char path[256];
+        size_t done;
+        snprintf(path, sizeof path, "../onnx_cases/node/%s/model.onnx",
+                 exact[c]);
+        g = load_sorted(path);
+        for (size_t i = 0; i < g->nnodes; i++)
+            if (!strcmp(g->nodes[i].op_type, "Cast"))
+                ((sn_attr *)sn_node_attr(&g->nodes[i], "to"))->i =
+                    SN_DT_DOUBLE;
+        cr_assert_eq(sn_pass_integer_sums(g, &done), SHARDNET_OK);
+        cr_assert_eq(done, 0, "%s: a Cast to double", exact[c]);
+        sn_graph_free(g);
+
+        snprintf(path, sizeof path, "../onnx_cases/node/%s/model.onnx",
+                 past[c]);
+        g = load_sorted(path);
+        cr_assert_eq(plan_status(g, &err), SHARDNET_UNSUPPORTED, "%s",
+                     past[c]);
+        cr_assert(strstr(err, "would not be exact in float"), "%s", err);
+        cr_assert_eq(sn_pass_integer_sums(g, &done), SHARDNET_OK);
+        cr_assert_eq(done, 1);
+        for (size_t i = 0; i < g->nnodes; i++)
+            if (!g->nodes[i].dead && strstr(g->nodes[i].op_type, "Integer"))
+                cr_assert_eq(sn_attr_int(&g->nodes[i], "float_sums", 0), 1);
+        cr_assert_eq(plan_status(g, &err), SHARDNET_OK, "%s: %s", past[c],
+                     err);
+        sn_graph_free(g);
+    }
+}

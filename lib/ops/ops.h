@@ -306,6 +306,11 @@ shardnet_status sn_requantize_device(sn_lower *L, const sn_node *n, int rank,
                                      int mrank, const int64_t *mdims,
                                      float *mul, double lo, double hi,
                                      double z, sn_view y);
+/* Integer products' exact sums s (count of them, malloc'ed) narrowed in
+ * place to int32, wrapping as int32 sums do, or with as_float to the
+ * float of that int32 (a Cast to float taken over: passes/integer_sums.c);
+ * returns s. */
+void *sn_narrow_sums(int64_t *s, size_t count, int as_float);
 SN_LOWER(sn_lower_quantize);
 SN_LOWER(sn_lower_dequantize);
 SN_LOWER(sn_lower_dynamic_quantize);

@@ -5,9 +5,11 @@
  * host, when the input and weights are known when the plan is built.
  * ConvInteger gives the int32 sums; QLinearConv adds its int32 bias,
  * scales by x_scale w_scale / y_scale (w_scale one or one per output
- * channel), rounds half to even, adds y_zero_point and saturates.  Inputs
- * computed on the device are refused: their sums in float would not be
- * exact in general.
+ * channel), rounds half to even, adds y_zero_point and saturates.  An
+ * input computed on the device is summed there (device_sums) in runs that
+ * keep every partial sum exact in float; ConvInteger's int32 results are
+ * refused where the whole sums could pass 2^24, unless only their floats
+ * are read (float_sums: passes/integer_sums.c).
  */
 #include <config.h>
 
@@ -234,36 +236,40 @@ static shardnet_status device_sums(sn_lower *L, const sn_node *n, sn_rt *x,
     return sn_conv_int_sums(L, n, x, w, vx, vw, run, sums);
 }
 
+/* ConvInteger: the int32 sums; with float_sums (the integer_sums pass:
+ * the Cast to float after it taken over) their floats, which on the
+ * device may pass 2^24 (device_sums in runs).  x_zero_point may be
+ * computed on the device (DynamicQuantizeLinear's). */
 SN_LOWER(sn_lower_conv_integer)
 {
     sn_rt *x = sn_in(L, n, 0), *w = sn_in(L, n, 1);
     sn_rt *xzp = sn_in(L, n, 2), *wzp = sn_in(L, n, 3);
+    int as_float = sn_attr_int(n, "float_sums", 0) != 0;
+    sn_dtype t = as_float ? SN_DT_FLOAT : SN_DT_INT32;
     int64_t od[5], *s;
-    int32_t *y;
     size_t groups, total;
     qgeom g;
     shardnet_status st;
     if ((st = prepare(n, x, w, &g, &groups, od)) ||
-        (st = sn_quant_host_param(n, xzp, "x_zero_point", 1)) ||
+        (st = sn_quant_count(n, xzp, "x_zero_point", 1)) ||
         (st = sn_quant_host_param(n, wzp, "w_zero_point", (size_t)w->dims[0])))
         return st;
-    if (!sn_host_known(x) || !sn_host_known(w)) {
+    if (!sn_host_known(x) || !sn_host_known(w) ||
+        (xzp && !sn_host_known(xzp))) {
         sn_rt *out;
         if (!L->plan)
             return SHARDNET_UNSUPPORTED;
-        if ((st = sn_out_device_as(L, n, SN_DT_INT32, x->rank, od, &out)))
+        if ((st = sn_out_device_as(L, n, t, x->rank, od, &out)))
             return st;
-        return sn_rt_elements(out) ? device_sums(L, n, x, xzp, w, wzp, 1,
-                                                 out->view)
+        return sn_rt_elements(out) ? device_sums(L, n, x, xzp, w, wzp,
+                                                 !as_float, out->view)
                                    : SHARDNET_OK;
     }
     if (!(s = conv_sums(x, xzp, w, wzp, &g, groups)))
         return sn_error(SHARDNET_OUT_OF_MEMORY, "integer convolution");
     total = sn_dims_product(0, x->rank, od);
-    y = (int32_t *)s; /* narrowed in place */
-    for (size_t i = 0; i < total; i++)
-        y[i] = (int32_t)(uint32_t)(uint64_t)s[i];
-    return sn_out_host(L, n, 0, SN_DT_INT32, x->rank, od, y);
+    return sn_out_host(L, n, 0, t, x->rank, od,
+                       sn_narrow_sums(s, total, as_float));
 }
 
 /* QLinearConv on the device: the exact sums (device_sums), plus the int32

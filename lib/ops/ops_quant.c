@@ -637,21 +637,26 @@ shardnet_status sn_quant_offset_device(sn_lower *L, const sn_node *n,
                           zdims, vz, *out);
 }
 
-/* MatMulInteger on the device, where every sum is below 2^24 in
- * magnitude (exact in float): a - a_zero_point and b - b_zero_point by
- * subtraction, then one batched GEMM. */
+/* MatMulInteger on the device: a - a_zero_point and b - b_zero_point by
+ * subtraction, then one batched GEMM where every sum is below 2^24 in
+ * magnitude (exact in float); past that, with as_float (its float sums
+ * are all that is read), GEMMs over runs of K whose partial sums stay
+ * below it, else refused. */
 static shardnet_status matmul_integer_device(sn_lower *L, const sn_node *n,
                                              sn_rt *a, sn_rt *azp, sn_rt *b,
-                                             sn_rt *bzp, const qmm *q)
+                                             sn_rt *bzp, const qmm *q,
+                                             int as_float)
 {
     int64_t rd[2] = {(int64_t)q->m, 1}, cd[1] = {(int64_t)q->n};
-    double bound = (double)q->k * sn_quant_max_offset(a, azp) *
-                   sn_quant_max_offset(b, bzp);
+    double per_k = sn_quant_max_offset(a, azp) * sn_quant_max_offset(b, bzp);
+    double bound = (double)q->k * per_k;
+    size_t run = bound > SN_FLOAT_EXACT ? (size_t)(SN_FLOAT_EXACT / per_k)
+                                        : 0;
     sn_step s = {.kind = SN_KERNEL_GEMM};
     sn_view va, vb;
     sn_rt *out;
     shardnet_status st;
-    if (bound > SN_FLOAT_EXACT)
+    if (run && !as_float)
         return sn_node_error(n, SHARDNET_UNSUPPORTED,
                              "sums of up to %.0f (K = %zu) computed on the "
                              "device would not be exact in float (at most "
@@ -660,7 +665,8 @@ static shardnet_status matmul_integer_device(sn_lower *L, const sn_node *n,
                              bound, q->k);
     if (!L->plan)
         return SHARDNET_UNSUPPORTED;
-    if ((st = sn_out_device_as(L, n, SN_DT_INT32, q->rank, q->dims, &out)))
+    if ((st = sn_out_device_as(L, n, as_float ? SN_DT_FLOAT : SN_DT_INT32,
+                               q->rank, q->dims, &out)))
         return st;
     if (sn_rt_elements(out) == 0)
         return SHARDNET_OK;
@@ -677,19 +683,35 @@ static shardnet_status matmul_integer_device(sn_lower *L, const sn_node *n,
         .c = out->view, .lda = q->k, .ldb = q->n, .ldc = q->n,
         .batch = q->batch, .stride_a = q->m * q->k,
         .stride_b = q->b_shared ? 0 : q->k * q->n, .stride_c = q->m * q->n};
-    return sn_emit(L, n, &s);
+    return sn_emit_gemm_runs(L, n, &s, run);
+}
+
+void *sn_narrow_sums(int64_t *s, size_t count, int as_float)
+{
+    /* in place: an int32 or a float fits where an int64 was */
+    int32_t *y = (int32_t *)s;
+    float *f = (float *)s;
+    for (size_t i = 0; i < count; i++) {
+        int32_t v = (int32_t)(uint32_t)(uint64_t)s[i];
+        if (as_float)
+            f[i] = (float)v;
+        else
+            y[i] = v;
+    }
+    return s;
 }
 
 /* MatMulInteger (opset 10): int32 (a - a_zero_point)(b - b_zero_point),
  * a's zero point one or one per row, b's one or one per column; on the
- * host where both operands are known, else on the device where exact. */
+ * host where both operands are known, else on the device where exact or
+ * read as float (float_sums, as ConvInteger). */
 SN_LOWER(sn_lower_matmul_integer)
 {
     sn_rt *a = sn_in(L, n, 0), *b = sn_in(L, n, 1);
     sn_rt *azp = sn_in(L, n, 2), *bzp = sn_in(L, n, 3);
+    int as_float = sn_attr_int(n, "float_sums", 0) != 0;
     qmm q;
     int64_t *s;
-    int32_t *y;
     size_t total;
     shardnet_status st;
     if ((st = eight_bit_operands(n, a, b)))
@@ -700,14 +722,12 @@ SN_LOWER(sn_lower_matmul_integer)
         return st;
     if (!sn_host_known(a) || !sn_host_known(b) ||
         (azp && !sn_host_known(azp)) || (bzp && !sn_host_known(bzp)))
-        return matmul_integer_device(L, n, a, azp, b, bzp, &q);
+        return matmul_integer_device(L, n, a, azp, b, bzp, &q, as_float);
     total = q.batch * q.m * q.n;
     if (!(s = int_products(a, azp, b, bzp, &q)))
         return sn_error(SHARDNET_OUT_OF_MEMORY, "integer product");
-    y = (int32_t *)s; /* narrowed in place: int32 fits where int64 was */
-    for (size_t i = 0; i < total; i++)
-        y[i] = (int32_t)(uint32_t)(uint64_t)s[i];
-    return sn_out_host(L, n, 0, SN_DT_INT32, q.rank, q.dims, y);
+    return sn_out_host(L, n, 0, as_float ? SN_DT_FLOAT : SN_DT_INT32, q.rank,
+                       q.dims, sn_narrow_sums(s, total, as_float));
 }
 
 /*

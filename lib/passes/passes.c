@@ -22,6 +22,7 @@ static const struct {
     {sn_pass_fuse_binary_activation, "activations fused into binary ops"},
     {sn_pass_fuse_residual, "residual adds fused into convolutions"},
     {sn_pass_quantized_products, "products by quantized weights kept small"},
+    {sn_pass_integer_sums, "integer products read as float"},
     {sn_pass_remove_dead, "dead nodes removed"},
 };
 

@@ -1530,23 +1530,25 @@ def spatial_lrn_unpool_cases():
 
 
 
+def dynamic(x):
+    """DynamicQuantizeLinear in the definition's float32 steps: y (uint8),
+    scale, zero point."""
+    hi = np.float32(max(0.0, x.max()))
+    lo = np.float32(min(0.0, x.min()))
+    rng_ = np.float32(1.0) if hi == lo else np.float32(hi - lo)
+    s = np.float32(rng_ / np.float32(255))
+    z = np.round(np.clip(np.float32(0) - lo / s, 0, 255))
+    y = np.clip(np.round(x / s) + z, 0, 255)
+    return (y.astype(np.uint8), np.array(s, np.float32),
+            np.array(z, np.uint8))
+
+
 def quant_device_cases():
     """DynamicQuantizeLinear on the device (an input too large to be bound
     by value; one all negative), and MatMulInteger on the device fed by
     it and by QuantizeLinear, with zero points per row and per column."""
     rng = np.random.default_rng(1519)
     mk = helper.make_node
-
-    def dynamic(x):
-        # the definition's float32 steps
-        hi = np.float32(max(0.0, x.max()))
-        lo = np.float32(min(0.0, x.min()))
-        rng_ = np.float32(1.0) if hi == lo else np.float32(hi - lo)
-        s = np.float32(rng_ / np.float32(255))
-        z = np.round(np.clip(np.float32(0) - lo / s, 0, 255))
-        y = np.clip(np.round(x / s) + z, 0, 255)
-        return (y.astype(np.uint8), np.array(s, np.float32),
-                np.array(z, np.uint8))
     # the scale and zero point (scalars) checked through a dequantization
     for name, x in (("", rng.standard_normal((8, 16)).astype(np.float32)),
                     ("_negative", -np.abs(rng.standard_normal((70,)))
@@ -1717,6 +1719,70 @@ def qlinear_conv_device_cases():
               initializers=[("xs", np.array(0.02, f32)),
                             ("xz", np.array(128, np.uint8)), ("w", w),
                             ("wz", np.array(120, np.uint8))])
+
+
+def dynamic_float_sums_cases():
+    """A dynamically quantized model's products (ONNX Runtime's
+    quantize_dynamic form): DynamicQuantizeLinear of the activations, its
+    zero point computed on the device, ConvInteger or MatMulInteger by
+    constant int8 weights, Cast to float, Mul by the two scales' product.
+    Small sums, and sums past 2^24 (which the integer product alone must
+    refuse on the device, and may run when its floats are all that is
+    read: passes/integer_sums.c).  Expected: the exact integer sums, as
+    float32, times the float32 scale."""
+    rng = np.random.default_rng(2424)
+    mk = helper.make_node
+    f32 = np.float32
+
+    def scaled(sums, s, ws):
+        return sums.astype(f32) * (s * ws).astype(f32)
+
+    def conv(name, shape, m, wlo, whi, xlo, xhi):
+        x = rng.uniform(xlo, xhi, shape).astype(f32)
+        w = rng.integers(wlo, whi + 1, (m, shape[1], 3, 3)).astype(np.int8)
+        ws = np.array(0.01, f32)
+        q, s, z = dynamic(x)
+        sums = ref_conv(q.astype(np.int64) - int(z), w.astype(np.float64),
+                        np.zeros(m), [1, 1], [1] * 4, [1, 1], np.float64)
+        node_case(name,
+                  [mk("DynamicQuantizeLinear", ["x"], ["q", "s", "z"]),
+                   mk("Mul", ["s", "ws"], ["sc"]),
+                   mk("ConvInteger", ["q", "w", "z", "wz"], ["i"],
+                      pads=[1] * 4),
+                   mk("Cast", ["i"], ["f"], to=TensorProto.FLOAT),
+                   mk("Mul", ["f", "sc"], ["y"])],
+                  [("x", x)], [("y", scaled(sums.astype(np.int64), s, ws))],
+                  13, initializers=[("w", w), ("ws", ws),
+                                    ("wz", np.array(0, np.int8))])
+        return np.abs(sums).max()
+
+    def matmul(name, shape, n, wlo, whi, xlo, xhi):
+        x = rng.uniform(xlo, xhi, shape).astype(f32)
+        b = rng.integers(wlo, whi + 1, (shape[-1], n)).astype(np.int8)
+        bz = rng.integers(-3, 4, (n,)).astype(np.int8)
+        bs = np.array(0.02, f32)
+        q, s, z = dynamic(x)
+        sums = (q.astype(np.int64) - int(z)) @ (b.astype(np.int64) - bz)
+        node_case(name,
+                  [mk("DynamicQuantizeLinear", ["x"], ["q", "s", "z"]),
+                   mk("Mul", ["s", "bs"], ["sc"]),
+                   mk("MatMulInteger", ["q", "b", "z", "bz"], ["i"]),
+                   mk("Cast", ["i"], ["f"], to=TensorProto.FLOAT),
+                   mk("Mul", ["f", "sc"], ["y"])],
+                  [("x", x)], [("y", scaled(sums, s, bs))], 13,
+                  initializers=[("b", b), ("bs", bs), ("bz", bz)])
+        return np.abs(sums).max()
+
+    conv("test_sn_convinteger_dynamic_opset13", (2, 3, 8, 8), 4, -10, 10,
+         -1.0, 2.0)
+    big = conv("test_sn_convinteger_dynamic_past_2_24_opset13",
+               (1, 256, 5, 5), 6, 100, 127, -0.5, 4.0)
+    assert big > 2 ** 24, big
+    matmul("test_sn_matmulinteger_dynamic_opset13", (2, 3, 16), 5, -128,
+           127, -1.0, 1.0)
+    big = matmul("test_sn_matmulinteger_dynamic_past_2_24_opset13",
+                 (2, 4, 2048), 16, 60, 127, -0.2, 3.0)
+    assert big > 2 ** 24, big
 
 
 def elementwise_cases():
@@ -2901,6 +2967,7 @@ if __name__ == "__main__":
     quant_device_cases()
     qlinear_matmul_device_cases()
     qlinear_conv_device_cases()
+    dynamic_float_sums_cases()
     elementwise_cases()
     cast_device_cases()
     recurrent_cases()
