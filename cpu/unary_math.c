@@ -2,8 +2,8 @@
  * The unary ops of SN_UNARY_MATH_MAP on the CPU (backend.h): the
  * trigonometric and hyperbolic functions and their inverses, rounding,
  * sign, the exponential activations (ELU, SELU, CELU, softplus, Mish),
- * the piecewise ones (softsign, thresholded ReLU, shrink, hard swish) and
- * the NaN and infinity tests.
+ * the piecewise ones (softsign, thresholded ReLU, shrink, hard swish),
+ * the NaN and infinity tests, and the rounding to half or bfloat16.
  *
  * Each is the libm float function or the formula sn_unary_desc states,
  * element by element, written as the plain C reference writes it (built
@@ -19,6 +19,8 @@
 
 #include <math.h>
 #include <stddef.h>
+#include <stdint.h>
+#include <string.h>
 
 #include "cpu_kernels.h"
 
@@ -43,6 +45,46 @@ static float softplus(float x)
         y[i] = (EXPR);                                                        \
     }                                                                         \
     break
+
+/* The float bits of v, and back. */
+static inline uint32_t bits_of(float v)
+{
+    uint32_t u;
+    memcpy(&u, &v, sizeof u);
+    return u;
+}
+
+static inline float float_of(uint32_t u)
+{
+    float v;
+    memcpy(&v, &u, sizeof v);
+    return v;
+}
+
+/* v rounded to the nearest IEEE half, halves to even, as a float: below
+ * 2^-14 (the halves' subnormals) to a multiple of 2^-24 (|v| + 1/2 has
+ * that spacing, and 1/2 is an even multiple); from there up, the 13 low
+ * mantissa bits rounded off; from 65520 up, inf.  Without branches, so
+ * that the loop vectorises. */
+static inline float round_half(float v)
+{
+    const float a = fabsf(v);
+    const uint32_t u = bits_of(v);
+    const float sub = copysignf((a + 0.5f) - 0.5f, v);
+    const float normal =
+        float_of((u + 0xFFFu + ((u >> 13) & 1u)) & ~0x1FFFu);
+    const float r = a < 6.103515625e-05f ? sub : normal;
+    return a < 65520.0f ? r : a == a ? copysignf(INFINITY, v) : v;
+}
+
+/* v rounded to the nearest bfloat16, halves to even (the 16 low bits
+ * rounded off; a carry out of the largest finite ones gives inf). */
+static inline float round_bf16(float v)
+{
+    const uint32_t u = bits_of(v);
+    const float r = float_of((u + 0x7FFFu + ((u >> 16) & 1u)) & 0xFFFF0000u);
+    return v == v ? r : v;
+}
 
 /* max(0, min(1, t)) */
 static inline float unit_clamp(float t)
@@ -112,6 +154,10 @@ void sn_cpu_unary_math(const sn_unary_desc *d, size_t n, const float *x,
                                (v < 0.0f && beta != 0.0f))
                       ? 1.0f
                       : 0.0f);
+    case SN_UNARY_ROUND_HALF:
+        SIMD_LOOP(round_half(v));
+    case SN_UNARY_ROUND_BF16:
+        SIMD_LOOP(round_bf16(v));
     default: /* not an op of this file */
         break;
     }

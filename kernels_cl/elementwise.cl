@@ -207,6 +207,29 @@ float un_hard_sigmoid(float x, float alpha, float beta)
          ? 1.0f                                                               \
          : 0.0f)
 
+/* x rounded to the nearest IEEE half, halves to even, as a float: below
+ * 2^-14 (the halves' subnormals) to a multiple of 2^-24; from there up,
+ * the 13 low mantissa bits rounded off; from 65520 up, inf. */
+float un_round_half(float x)
+{
+    uint u = as_uint(x);
+    if (!(fabs(x) < 65520.0f))
+        return isnan(x) ? x : copysign(INFINITY, x);
+    if (fabs(x) < 6.103515625e-05f)
+        return rint(x * 16777216.0f) * 5.9604644775390625e-08f;
+    return as_float((u + 0xFFFu + ((u >> 13) & 1u)) & ~0x1FFFu);
+}
+#define UN_ROUND_HALF(x, a, b) un_round_half(x)
+
+/* x rounded to the nearest bfloat16, halves to even */
+float un_round_bf16(float x)
+{
+    uint u = as_uint(x);
+    return isnan(x) ? x
+                    : as_float((u + 0x7FFFu + ((u >> 16) & 1u)) & 0xFFFF0000u);
+}
+#define UN_ROUND_BF16(x, a, b) un_round_bf16(x)
+
 /* log(1 + exp(x)) without overflow */
 float un_softplus(float x)
 {
@@ -290,6 +313,8 @@ UNARY_KERNEL(hard_swish, UN_HARD_SWISH)
 UNARY_KERNEL(mish, UN_MISH)
 UNARY_KERNEL(isnan, UN_ISNAN)
 UNARY_KERNEL(isinf, UN_ISINF)
+UNARY_KERNEL(round_half, UN_ROUND_HALF)
+UNARY_KERNEL(round_bf16, UN_ROUND_BF16)
 
 /*
  * The fused GEMM epilogue, run after CLBlast over C (batch, m, n) stored

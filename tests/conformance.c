@@ -652,6 +652,10 @@ int main(int argc, char **argv)
             int ok;
             launched = 0;
             ok = run_case(ctx, cases[c].dir, devs[k], why, sizeof why);
+            /* the executor rounds float16 and bfloat16 results itself
+             * (lib/exec/exec.c), whatever the operator */
+            launched &= ~(SN_USES_BIT(SN_USE_UNARY_ROUND_HALF) |
+                          SN_USES_BIT(SN_USE_UNARY_ROUND_BF16));
             if (launched & ~uses) {
                 uses_text(launched & ~uses, why, sizeof why);
                 failed[k]++;

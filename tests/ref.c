@@ -8,6 +8,7 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include "core/half.h"
 #include "ref.h"
 
 void ref_gemm_layout(sn_gemm_desc *d, size_t pad, int share_b, size_t off,
@@ -237,6 +238,10 @@ float ref_unary_op(sn_unary_op op, float x, float alpha, float beta)
                              (x < 0.0f && beta != 0.0f)))
                    ? 1.0f
                    : 0.0f;
+    case SN_UNARY_ROUND_HALF: /* through the host's conversions */
+        return sn_half_to_float(sn_float_to_half(x));
+    case SN_UNARY_ROUND_BF16:
+        return sn_bf16_to_float(sn_float_to_bf16(x));
     case SN_UNARY_COUNT:
         break;
     }

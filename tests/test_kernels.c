@@ -777,6 +777,48 @@ static const size_t axis_shapes[][3] = {{1, 1, 1},    {3, 5, 7},   {1, 1000, 1},
                                         {2, 3, 1},    {1, 3, 4},   {64, 10, 1},
                                         {5, 1, 9},    {7, 333, 3}, {2, 4097, 1}};
 
+/* Rounding to half and to bfloat16, bit for bit the host conversions'
+ * (lib/core/half.c) on every device: ties to even in the normal and the
+ * subnormal range, the largest finite values, overflow to inf, signed
+ * zeros, NaN and infinities, and float32 subnormals. */
+Test(kernels, rounding_to_half_and_bfloat16_is_the_host_conversion)
+{
+    static const float edge[] = {
+        0.0f, -0.0f, 1.0f, -1.0f, 1.00048828125f /* 1 + 2^-11: to 1 */,
+        1.00146484375f /* 1 + 3 * 2^-11: up to 1 + 2^-9 */, 65504.0f,
+        65519.99f, 65520.0f, -65520.0f, 1e6f, 6.103515625e-05f,
+        6.1e-05f, 8.940697e-08f /* 1.5 * 2^-24: to 2^-23 */,
+        2.9802322e-08f /* 2^-25: to 0 */, -4.4703484e-08f, 3.0e-5f,
+        -1.2345e-6f, 1e-40f, 3.3895314e38f, 3.4028235e38f, INFINITY,
+        -INFINITY, NAN, 1.0039062f /* 1 + 2^-8: bf16 tie to even */,
+        1.01171875f /* 1 + 3 * 2^-8 */, -2.7182817f, 3.1415927f};
+    const size_t n = sizeof edge / sizeof edge[0], total = n + 4096;
+    float *x = random_floats(total, 31, -70000.0f, 70000.0f);
+    float got[sizeof edge / sizeof edge[0] + 4096],
+        want[sizeof edge / sizeof edge[0] + 4096];
+    memcpy(x, edge, sizeof edge);
+    FOR_EACH_DEVICE(dev)
+    {
+        for (int op = SN_UNARY_ROUND_HALF; op <= SN_UNARY_ROUND_BF16; op++) {
+            sn_buffer *bx = make_buffer(dev, x, total);
+            sn_unary_desc d = {.op = op, .n = total, .x = {bx, 0},
+                               .y = {bx, 0}};
+            cr_assert_eq(sn_unary(dev, &d), SHARDNET_OK, "%s: %s",
+                         dev->info.name, shardnet_last_error());
+            read_back(bx, got, total);
+            ref_unary(&d, x, want);
+            for (size_t i = 0; i < total; i++)
+                cr_assert(memcmp(&got[i], &want[i], sizeof got[i]) == 0 ||
+                              (isnan(got[i]) && isnan(want[i])),
+                          "%s %s(%.9g): %.9g, not %.9g", dev->info.name,
+                          sn_unary_op_name(op), (double)x[i],
+                          (double)got[i], (double)want[i]);
+            sn_buffer_free(bx);
+        }
+    }
+    free(x);
+}
+
 Test(kernels, softmax_over_any_axis)
 {
     FOR_EACH_DEVICE(dev)

@@ -109,6 +109,44 @@ static __device__ float unary_softplus(float x)
     return x > 0.0f ? x + log1pf(expf(-x)) : log1pf(expf(x));
 }
 
+/* The float bits of v, and back (a union: nvcc and the host compiler of
+ * the emulation both take it). */
+static __device__ unsigned bits_of(float v)
+{
+    union { float f; unsigned u; } b;
+    b.f = v;
+    return b.u;
+}
+
+static __device__ float float_of(unsigned u)
+{
+    union { float f; unsigned u; } b;
+    b.u = u;
+    return b.f;
+}
+
+/* v rounded to the nearest IEEE half, halves to even, as a float: below
+ * 2^-14 (the halves' subnormals) to a multiple of 2^-24; from there up,
+ * the 13 low mantissa bits rounded off; from 65520 up, inf. */
+static __device__ float round_half(float v)
+{
+    const unsigned u = bits_of(v);
+    if (!(fabsf(v) < 65520.0f))
+        return isnan(v) ? v : copysignf(INFINITY, v);
+    if (fabsf(v) < 6.103515625e-05f)
+        return rintf(v * 16777216.0f) * 5.9604644775390625e-08f;
+    return float_of((u + 0xFFFu + ((u >> 13) & 1u)) & ~0x1FFFu);
+}
+
+/* v rounded to the nearest bfloat16, halves to even */
+static __device__ float round_bf16(float v)
+{
+    const unsigned u = bits_of(v);
+    return isnan(v) ? v
+                    : float_of((u + 0x7FFFu + ((u >> 16) & 1u)) &
+                               0xFFFF0000u);
+}
+
 static __device__ float unary_op(int op, float x, float alpha, float beta)
 {
     float t;
@@ -209,6 +247,10 @@ static __device__ float unary_op(int op, float x, float alpha, float beta)
                             (x < 0.0f && beta != 0.0f))
                    ? 1.0f
                    : 0.0f;
+    case SN_UNARY_ROUND_HALF:
+        return round_half(x);
+    case SN_UNARY_ROUND_BF16:
+        return round_bf16(x);
     }
     return NAN;
 }

@@ -192,6 +192,11 @@ typedef struct sn_binary_desc {
  *   MISH         x tanh(softplus(x))
  *   ISNAN        1 or 0
  *   ISINF        1 for +inf when alpha != 0, for -inf when beta != 0, else 0
+ *   ROUND_HALF   to the nearest IEEE half (binary16), halves to even: the
+ *                float of a float16 (|x| >= 65520 gives inf, NaN stays
+ *                NaN); ROUND_BF16 likewise to the nearest bfloat16.  A
+ *                float16 or bfloat16 tensor on a device is its values so
+ *                rounded, carried as float (exec.c rounds each result)
  */
 #define SN_UNARY_MATH_MAP(X)                                                  \
     X(SIN, "sin") X(COS, "cos") X(TAN, "tan") X(ASIN, "asin")                 \
@@ -201,7 +206,8 @@ typedef struct sn_binary_desc {
     X(SELU, "selu") X(CELU, "celu") X(SOFTPLUS, "softplus")                   \
     X(SOFTSIGN, "softsign") X(THRESHOLDED_RELU, "thresholded_relu")           \
     X(SHRINK, "shrink") X(HARD_SWISH, "hard_swish") X(MISH, "mish")           \
-    X(ISNAN, "isnan") X(ISINF, "isinf")
+    X(ISNAN, "isnan") X(ISINF, "isinf") X(ROUND_HALF, "round_half")          \
+    X(ROUND_BF16, "round_bf16")
 
 #define SN_UNARY_OP_MAP(X)                                                    \
     X(RELU, "relu") X(SIGMOID, "sigmoid") X(TANH, "tanh") X(ERF, "erf")       \

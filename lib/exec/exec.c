@@ -162,6 +162,60 @@ void sn_op_opsets(const sn_op_def *op, char *buf, size_t cap)
         snprintf(buf, cap, "%d and later", op->since);
 }
 
+/*
+ * A float16 or bfloat16 tensor on a device is its values rounded to that
+ * type, carried as float (backend.h, ROUND_HALF): the device computes in
+ * float, so a node's results of such a type, and its float results where
+ * its first float input is of such a type, are rounded to it where made, in
+ * place, and take the type, as ONNX Runtime computes such a node on a CPU
+ * (in float, then cast back).  A view of an input (Reshape, or Cast's
+ * relabel of a float16 to float) is left as it is; a Cast rounds on its
+ * own (sn_cast_to).
+ */
+static int is_half(sn_dtype t)
+{
+    return t == SN_DT_FLOAT16 || t == SN_DT_BFLOAT16;
+}
+
+static shardnet_status round_half_results(sn_lower *L, const sn_node *n)
+{
+    /* the type of the first float input (not a QuantizedMatMul's halves:
+     * its weights as stored, where its A is float) */
+    sn_dtype half = SN_DT_UNDEFINED;
+    for (size_t i = 0; i < n->ninputs; i++) {
+        const sn_rt *x = n->inputs[i] >= 0 ? &L->rt[n->inputs[i]] : NULL;
+        if (x && (is_half(x->dtype) || x->dtype == SN_DT_FLOAT ||
+                  x->dtype == SN_DT_DOUBLE)) {
+            half = is_half(x->dtype) ? x->dtype : SN_DT_UNDEFINED;
+            break;
+        }
+    }
+    for (size_t o = 0; L->plan && o < n->noutputs; o++) {
+        sn_rt *y = n->outputs[o] >= 0 ? &L->rt[n->outputs[o]] : NULL;
+        int view_of_input = 0;
+        if (!y || !y->known || !y->on_device || sn_rt_elements(y) == 0 ||
+            !(is_half(y->dtype) || (half && y->dtype == SN_DT_FLOAT)))
+            continue;
+        for (size_t i = 0; i < n->ninputs; i++) {
+            const sn_rt *x = n->inputs[i] >= 0 ? &L->rt[n->inputs[i]] : NULL;
+            view_of_input |= x && x->on_device && x->view.buf == y->view.buf;
+        }
+        if (view_of_input)
+            continue;
+        const sn_dtype t = is_half(y->dtype) ? y->dtype : half;
+        sn_step s = {.kind = SN_KERNEL_UNARY};
+        s.u.unary = (sn_unary_desc){
+            .op = t == SN_DT_FLOAT16 ? SN_UNARY_ROUND_HALF
+                                     : SN_UNARY_ROUND_BF16,
+            .n = sn_rt_elements(y), .x = y->view, .y = y->view};
+        shardnet_status st = sn_emit(L, n, &s);
+        if (st != SHARDNET_OK)
+            return st;
+        y->dtype = t;
+    }
+    return SHARDNET_OK;
+}
+
 /* Node n lowered by its operator (found by ops), its graph outputs
  * produced. */
 static shardnet_status lower_node(sn_lower *L, const sn_node *n,
@@ -182,7 +236,8 @@ static shardnet_status lower_node(sn_lower *L, const sn_node *n,
                              n->op_type, opsets, (long long)g->opset);
     }
     if ((st = check_node(L, n, op)) != SHARDNET_OK ||
-        (st = op->lower(L, n)) != SHARDNET_OK)
+        (st = op->lower(L, n)) != SHARDNET_OK ||
+        (st = round_half_results(L, n)) != SHARDNET_OK)
         return st;
     for (size_t i = 0; i < n->noutputs; i++) {
         if (n->outputs[i] >= 0 && !L->rt[n->outputs[i]].known &&

@@ -301,6 +301,10 @@ shardnet_status sn_device_type(const sn_node *n, sn_dtype t, sn_dtype *out)
     case SN_DT_BOOL:
         *out = t;
         return SHARDNET_OK;
+    case SN_DT_FLOAT16: /* floats, rounded to t by exec.c */
+    case SN_DT_BFLOAT16:
+        *out = SN_DT_FLOAT;
+        return SHARDNET_OK;
     default:
         return sn_node_error(n, SHARDNET_UNSUPPORTED,
                              "tensors of type %s are not supported on "
@@ -323,6 +327,10 @@ shardnet_status sn_out_device_as(sn_lower *L, const sn_node *n, sn_dtype t,
 
 shardnet_status sn_float_type(const sn_node *n, const sn_rt *x, sn_dtype *out)
 {
+    if (x->dtype == SN_DT_FLOAT16 || x->dtype == SN_DT_BFLOAT16) {
+        *out = SN_DT_FLOAT; /* rounded to x's type by exec.c */
+        return SHARDNET_OK;
+    }
     if (x->dtype != SN_DT_FLOAT && x->dtype != SN_DT_DOUBLE)
         return sn_node_error(n, SHARDNET_UNSUPPORTED,
                              "input of type %s is not supported (float "

@@ -164,11 +164,21 @@ shardnet_status sn_cast_to(sn_lower *L, const sn_node *n, sn_rt *x,
             L->rt[n->outputs[0]].dtype = to;
         return st;
     }
-    if (is_float_type(to))
-        return sn_node_error(n, SHARDNET_UNSUPPORTED,
-                             "cast of a tensor computed on the device to %s "
-                             "is not supported",
-                             sn_dtype_name(to));
+    if (to == SN_DT_FLOAT16 || to == SN_DT_BFLOAT16) {
+        /* rounded to the type, carried as float (backend.h) */
+        sn_view vx;
+        sn_rt *out;
+        shardnet_status st;
+        if ((st = sn_dev_view(L, n, x, &vx)) != SHARDNET_OK ||
+            (st = sn_out_device(L, n, 0, x->rank, x->dims, &out)))
+            return st;
+        out->dtype = to;
+        return c ? emit_unary(L, n,
+                              to == SN_DT_FLOAT16 ? SN_UNARY_ROUND_HALF
+                                                  : SN_UNARY_ROUND_BF16,
+                              c, vx, out->view)
+                 : SHARDNET_OK;
+    }
     return cast_on_device(L, n, x, to);
 }
 

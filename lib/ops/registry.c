@@ -31,10 +31,12 @@
      SN_COST_##cost, uses}
 #define USE(u) SN_USES_BIT(SN_USE_##u)
 #define HOST 0
-/* A cast to bool or to an integer type on the device (ops_elementwise.c) */
+/* A cast to bool or to an integer type on the device, or to float16 or
+ * bfloat16 (ops_elementwise.c) */
 #define CAST_USES                                                             \
     (USE(BINARY_EQUAL) | USE(BINARY_SUB) | USE(UNARY_ABS) |                   \
-     USE(UNARY_FLOOR) | USE(UNARY_SIGN) | USE(BINARY_MUL))
+     USE(UNARY_FLOOR) | USE(UNARY_SIGN) | USE(BINARY_MUL) |                   \
+     USE(UNARY_ROUND_HALF) | USE(UNARY_ROUND_BF16))
 /* The shapes most entries share: a unary kernel of one variant, a binary
  * one with numpy broadcasting, a reduction over the axes given. */
 #define UNARY(name, since, shard, variant)                                    \

@@ -1785,6 +1785,117 @@ def dynamic_float_sums_cases():
     assert big > 2 ** 24, big
 
 
+def bf16_round(x):
+    """float32 x rounded to the nearest bfloat16 (halves to even), as
+    float32."""
+    u = np.ascontiguousarray(x, np.float32).view(np.uint32).astype(np.uint64)
+    u = (u + 0x7FFF + ((u >> 16) & 1)) & 0xFFFF0000
+    return u.astype(np.uint32).view(np.float32)
+
+
+def half_compute_cases():
+    """Models that compute in float16 or bfloat16 (a Cast of the input, or
+    an input of that type, then nodes of that type): a device computes in
+    float and rounds each node's result to the type, as ONNX Runtime does
+    on a CPU.  Expected: each node in float64 from the rounded inputs, its
+    result rounded to the type (exact where the node's float arithmetic
+    is: Mul, Add, MaxPool, Relu)."""
+    rng = np.random.default_rng(1616)
+    mk = helper.make_node
+    f16, f32 = np.float16, np.float32
+
+    def h(a):
+        return np.asarray(a, np.float64).astype(f32).astype(f16)
+
+    # x + 1024 in float16 keeps whole numbers (its spacing there is 1):
+    # less 1024, a whole number again, where float would give x back
+    x = rng.uniform(-3, 3, (4, 40)).astype(f32)
+    big = np.array(1024, f16)
+    a = (x.astype(f16).astype(f32) + f32(1024)).astype(f16)
+    node_case("test_sn_half_rounds_each_node_opset13",
+              [mk("Cast", ["x"], ["xh"], to=TensorProto.FLOAT16),
+               mk("Add", ["xh", "big"], ["a"]),
+               mk("Sub", ["a", "big"], ["d"]),
+               mk("Cast", ["d"], ["y"], to=TensorProto.FLOAT)],
+              [("x", x)], [("y", (a.astype(f32) - f32(1024)))], 13,
+              initializers=[("big", big)])
+
+    x = rng.uniform(-2, 2, (2, 4, 10, 10)).astype(f32)
+    w = (rng.standard_normal((8, 4, 3, 3)) * 0.3).astype(f16)
+    b = (rng.standard_normal(8) * 0.1).astype(f16)
+    sc = rng.uniform(0.5, 2.0, (8, 1, 1)).astype(f16)
+    t = rng.uniform(-1, 1, (8, 1, 1)).astype(f16)
+    xh = x.astype(f16)
+    c = h(np.maximum(ref_conv(xh.astype(np.float64), w.astype(np.float64),
+                              b.astype(np.float64), [1, 1], [1] * 4,
+                              [1, 1], np.float64), 0))
+    pool = c.reshape(2, 8, 5, 2, 5, 2).max(axis=(3, 5))
+    m = (pool.astype(f32) * sc.astype(f32)).astype(f16)
+    a = (m.astype(f32) + t.astype(f32)).astype(f16)
+    g = h(1.0 / (1.0 + np.exp(-a.astype(np.float64))))
+    node_case("test_sn_half_cnn_opset13",
+              [mk("Cast", ["x"], ["xh"], to=TensorProto.FLOAT16),
+               mk("Conv", ["xh", "w", "b"], ["c"], pads=[1] * 4),
+               mk("Relu", ["c"], ["r"]),
+               mk("MaxPool", ["r"], ["p"], kernel_shape=[2, 2],
+                  strides=[2, 2]),
+               mk("Mul", ["p", "sc"], ["m"]),
+               mk("Add", ["m", "t"], ["a"]),
+               mk("Sigmoid", ["a"], ["g"]),
+               mk("Cast", ["g"], ["y"], to=TensorProto.FLOAT)],
+              [("x", x)], [("y", g.astype(f32))], 13,
+              initializers=[("w", w), ("b", b), ("sc", sc), ("t", t)])
+
+    x = rng.uniform(-1, 1, (2, 16, 32)).astype(f16)
+    w = (rng.standard_normal((32, 24)) * 0.3).astype(f16)
+    b = (rng.standard_normal(24) * 0.1).astype(f16)
+    gm = rng.uniform(0.5, 2.0, 24).astype(f16)
+    mm = h(x.astype(np.float64) @ w.astype(np.float64))
+    z = (mm.astype(f32) + b.astype(f32)).astype(f16).astype(np.float64)
+    e = np.exp(z - z.max(axis=-1, keepdims=True))
+    sm = h(e / e.sum(axis=-1, keepdims=True))
+    y = (sm.astype(f32) * gm.astype(f32)).astype(f16)
+    node_case("test_sn_half_matmul_softmax_opset13",
+              [mk("MatMul", ["x", "w"], ["mm"]),
+               mk("Add", ["mm", "b"], ["z"]),
+               mk("Softmax", ["z"], ["sm"], axis=-1),
+               mk("Mul", ["sm", "gm"], ["y"])],
+              [("x", x)], [("y", y)], 13,
+              initializers=[("w", w), ("b", b), ("gm", gm)])
+
+    x = rng.uniform(-2, 2, (4, 48)).astype(f16)
+    gm = rng.uniform(0.5, 1.5, 48).astype(f16)
+    bt = rng.uniform(-0.2, 0.2, 48).astype(f16)
+    xd = x.astype(np.float64)
+    mu = xd.mean(axis=-1, keepdims=True)
+    var = ((xd - mu) ** 2).mean(axis=-1, keepdims=True)
+    ln = h((xd - mu) / np.sqrt(var + 1e-5) * gm.astype(np.float64) +
+           bt.astype(np.float64))
+    node_case("test_sn_half_layernorm_tanh_opset17",
+              [mk("LayerNormalization", ["x", "gm", "bt"], ["ln"], axis=-1),
+               mk("Tanh", ["ln"], ["y"])],
+              [("x", x)], [("y", h(np.tanh(ln.astype(np.float64))))], 17,
+              initializers=[("gm", gm), ("bt", bt)])
+
+    x = (rng.standard_normal((4, 40)) * 3).astype(f32)
+    wb = rng.uniform(-2, 2, 40).astype(f32)
+    cb = rng.uniform(-1, 1, 40).astype(f32)
+    xb, wbr, cbr = bf16_round(x), bf16_round(wb), bf16_round(cb)
+    y = bf16_round(bf16_round(xb * wbr) + cbr)
+
+    def bf16(name, a):
+        return helper.make_tensor(
+            name, TensorProto.BFLOAT16, a.shape,
+            (a.view(np.uint32) >> 16).astype(np.uint16).tobytes(), raw=True)
+    node_case("test_sn_bfloat16_mul_add_opset13",
+              [mk("Cast", ["x"], ["xb"], to=TensorProto.BFLOAT16),
+               mk("Mul", ["xb", "wb"], ["m"]),
+               mk("Add", ["m", "cb"], ["a"]),
+               mk("Cast", ["a"], ["y"], to=TensorProto.FLOAT)],
+              [("x", x)], [("y", y)], 13,
+              initializers=[("wb", bf16("wb", wbr)), ("cb", bf16("cb", cbr))])
+
+
 def elementwise_cases():
     """Issue 15's element-wise, comparison and logic operators in the forms
     the ONNX node data lacks: the opset-1..6 broadcast/axis attributes,
@@ -2968,6 +3079,7 @@ if __name__ == "__main__":
     qlinear_matmul_device_cases()
     qlinear_conv_device_cases()
     dynamic_float_sums_cases()
+    half_compute_cases()
     elementwise_cases()
     cast_device_cases()
     recurrent_cases()
