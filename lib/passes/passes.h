@@ -38,13 +38,13 @@ shardnet_status sn_pass_fuse_binary_activation(sn_graph *g, size_t *fused);
 /* An Add (and its fused Relu) after a Conv, moved into it as a residual
  * input, added by its epilogue (fuse_residual.c). */
 shardnet_status sn_pass_fuse_residual(sn_graph *g, size_t *fused);
-/* Nodes nothing uses, removed (dead.c). */
 /* quantized_products.c: MatMul and Gemm by a DequantizeLinear of constant
  * integers become QuantizedMatMul, which reads them as stored. */
 shardnet_status sn_pass_quantized_products(sn_graph *g, size_t *fused);
 /* integer_sums.c: ConvInteger and MatMulInteger read by one Cast to float
  * take it over, and may sum on the device past 2^24. */
 shardnet_status sn_pass_integer_sums(sn_graph *g, size_t *fused);
+/* Nodes nothing uses, removed (dead.c). */
 shardnet_status sn_pass_remove_dead(sn_graph *g, size_t *removed);
 /* All of them, constant folding first, in order (passes.c). */
 shardnet_status sn_passes_run(sn_graph *g);
