@@ -206,12 +206,8 @@ static shardnet_status round_half_results(sn_lower *L, const sn_node *n)
         if (view_of_input)
             continue;
         const sn_dtype t = is_half(y->dtype) ? y->dtype : half;
-        sn_step s = {.kind = SN_KERNEL_UNARY};
-        s.u.unary = (sn_unary_desc){
-            .op = t == SN_DT_FLOAT16 ? SN_UNARY_ROUND_HALF
-                                     : SN_UNARY_ROUND_BF16,
-            .n = sn_rt_elements(y), .x = y->view, .y = y->view};
-        shardnet_status st = sn_emit(L, n, &s);
+        shardnet_status st = sn_emit_round_half(L, n, t, sn_rt_elements(y),
+                                                y->view, y->view);
         if (st != SHARDNET_OK)
             return st;
         y->dtype = t;

@@ -186,6 +186,12 @@ shardnet_status sn_emit(sn_lower *L, const sn_node *n, const sn_step *s);
  * GEMM), each added into C (beta 1 after the first), its epilogue (bias,
  * residual, act) on the last: sums of integers whose partial sums stay
  * below 2^24 in each run are exact in float whatever the kernel's order. */
+/* Append y = x (count floats; y may be x) rounded to t, float16 or
+ * bfloat16 (the unary ROUND_HALF or ROUND_BF16 step): how such a tensor
+ * is held on a device. */
+shardnet_status sn_emit_round_half(sn_lower *L, const sn_node *n,
+                                   sn_dtype t, size_t count, sn_view x,
+                                   sn_view y);
 shardnet_status sn_emit_gemm_runs(sn_lower *L, const sn_node *n,
                                   const sn_step *s, size_t run);
 /* The index the next step emitted will have. */

@@ -528,6 +528,17 @@ shardnet_status sn_emit(sn_lower *L, const sn_node *n, const sn_step *s)
     return SHARDNET_OK;
 }
 
+shardnet_status sn_emit_round_half(sn_lower *L, const sn_node *n,
+                                   sn_dtype t, size_t count, sn_view x,
+                                   sn_view y)
+{
+    sn_step s = {.kind = SN_KERNEL_UNARY};
+    s.u.unary = (sn_unary_desc){
+        .op = t == SN_DT_FLOAT16 ? SN_UNARY_ROUND_HALF : SN_UNARY_ROUND_BF16,
+        .n = count, .x = x, .y = y};
+    return sn_emit(L, n, &s);
+}
+
 shardnet_status sn_emit_gemm_runs(sn_lower *L, const sn_node *n,
                                   const sn_step *s, size_t run)
 {

@@ -173,10 +173,7 @@ shardnet_status sn_cast_to(sn_lower *L, const sn_node *n, sn_rt *x,
             (st = sn_out_device(L, n, 0, x->rank, x->dims, &out)))
             return st;
         out->dtype = to;
-        return c ? emit_unary(L, n,
-                              to == SN_DT_FLOAT16 ? SN_UNARY_ROUND_HALF
-                                                  : SN_UNARY_ROUND_BF16,
-                              c, vx, out->view)
+        return c ? sn_emit_round_half(L, n, to, c, vx, out->view)
                  : SHARDNET_OK;
     }
     return cast_on_device(L, n, x, to);

@@ -12,7 +12,6 @@
 #include <math.h>
 #include <stdint.h>
 
-#include "core/half.h"
 #include "ops/ops.h"
 
 /* numpy's remainder of integers: the divisor's sign. */
@@ -248,10 +247,6 @@ double sn_fold_unary(sn_unary_op op, double x, double alpha, double beta)
     case SN_UNARY_ISINF:
         return isinf(x) && ((x > 0.0 && alpha != 0.0) ||
                             (x < 0.0 && beta != 0.0));
-    case SN_UNARY_ROUND_HALF:
-        return sn_half_to_float(sn_float_to_half((float)x));
-    case SN_UNARY_ROUND_BF16:
-        return sn_bf16_to_float(sn_float_to_bf16((float)x));
     default:
         return unary_basic(op, x, alpha, beta);
     }
