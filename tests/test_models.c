@@ -179,6 +179,68 @@ Test(models, small_transformer_matches_pytorch_on_every_device)
                           "small_transformer_output.npy", 1e-4f, 1e-4f);
 }
 
+/* torch's nn.TransformerEncoder as its exporter writes it (the sequence
+ * length read back through Shape, Gather, Concat and Reshape; a padding
+ * mask through Equal, Where and Expand), over int64 token ids: the
+ * fixture's batch whole and row by row; then single rows cut to their
+ * unpadded tokens, sequences of 9, 5 and 1, whose answers must not change
+ * (padding is masked out of attention and pooling). */
+Test(models, torch_encoder_matches_pytorch_at_every_length_on_every_device)
+{
+    static const struct {
+        int64_t row, len;
+    } cut[] = {{1, 9}, {2, 5}, {4, 1}, {5, 7}};
+    shardnet_model_t *m = load_model("torch_encoder.onnx");
+    shardnet_tensor in, want;
+    load_tensor("torch_encoder_input.npy", &in);
+    load_tensor("torch_encoder_output.npy", &want);
+    cr_assert_eq(in.info.dtype, SHARDNET_DTYPE_INT64);
+    const int64_t *ids = in.data, seq = in.info.dims[1];
+    FOR_EACH_DEVICE_NAME(dev)
+    {
+        shardnet_session_t *s = NULL;
+        cr_assert_eq(shardnet_session_create(ctx, m, dev, &s), SHARDNET_OK,
+                     "%s", shardnet_last_error());
+        run_rows(s, dev, &in, &want, 0, in.info.dims[0], 1e-4f, 1e-4f);
+        for (int64_t r = 0; r < in.info.dims[0]; r++)
+            run_rows(s, dev, &in, &want, r, 1, 1e-4f, 1e-4f);
+        for (size_t k = 0; k < sizeof cut / sizeof cut[0]; k++) {
+            int64_t dims[2] = {1, cut[k].len};
+            const float *w = (const float *)want.data + cut[k].row * 10, *g;
+            shardnet_tensor_info info;
+            const void *got;
+            /* the cut drops padding and nothing else */
+            cr_assert_eq(ids[cut[k].row * seq + cut[k].len - 1] != 0 &&
+                             (cut[k].len == seq ||
+                              ids[cut[k].row * seq + cut[k].len] == 0),
+                         1);
+            cr_assert_eq(shardnet_session_set_input(s, 0, SHARDNET_DTYPE_INT64, 2,
+                                                    dims,
+                                                    ids + cut[k].row * seq),
+                         SHARDNET_OK, "%s", shardnet_last_error());
+            cr_assert_eq(shardnet_session_run(s), SHARDNET_OK,
+                         "%s, row %lld cut to %lld: %s", dev,
+                         (long long)cut[k].row, (long long)cut[k].len,
+                         shardnet_last_error());
+            cr_assert_eq(shardnet_session_output(s, 0, &info, &got),
+                         SHARDNET_OK);
+            cr_assert(info.rank == 2 && info.dims[0] == 1 &&
+                      info.dims[1] == 10);
+            g = got;
+            for (size_t i = 0; i < 10; i++)
+                cr_expect(fabsf(g[i] - w[i]) <= 1e-4f + 1e-4f * fabsf(w[i]),
+                          "%s, row %lld cut to %lld: logit %zu is %.7g, "
+                          "PyTorch %.7g",
+                          dev, (long long)cut[k].row, (long long)cut[k].len,
+                          i, (double)g[i], (double)w[i]);
+        }
+        shardnet_session_free(s);
+    }
+    shardnet_tensor_free(&in);
+    shardnet_tensor_free(&want);
+    shardnet_model_free(m);
+}
+
 Test(models, info_describes_inputs_outputs_and_ops)
 {
     shardnet_model_t *m = load_model("fashion_mlp.onnx");

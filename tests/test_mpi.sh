@@ -76,8 +76,9 @@ done
 
 # Splits across processes against one process on cpu:0 (the cases before
 # the GPU's need only each process's cpu:0, and cl:0: they run on any
-# machine; a GPU's sum in its own order, hence its tolerance).
-for model in fashion_mlp small_cnn small_transformer; do
+# machine; a GPU's sum in its own order, hence its tolerance).  The torch
+# encoder's input is int64 token ids.
+for model in fashion_mlp small_cnn small_transformer torch_encoder; do
     m=$fix/$model.onnx
     in=$fix/${model}_input.npy
     "$bin" run "$m" -d cpu:0 --input "$in" -o "$tmp/one-$model" >/dev/null ||

@@ -119,6 +119,8 @@ static const char *const split_models[][2] = {
     {"fashion_mlp.onnx", "fashion_mlp_input.npy"},
     {"small_cnn.onnx", "small_cnn_input.npy"},
     {"small_transformer.onnx", "small_transformer_input.npy"},
+    /* torch's exporter: shapes read back at run time, int64 ids */
+    {"torch_encoder.onnx", "torch_encoder_input.npy"},
 };
 
 static const struct {

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Export two small, randomly initialised models to ONNX with reference outputs.
+"""Export three small, randomly initialised models to ONNX with reference outputs.
 
 No training: weights come from torch.manual_seed, so the files are reproducible.
 
@@ -13,9 +13,23 @@ No training: weights come from torch.manual_seed, so the files are reproducible.
   small_transformer_input.npy   float32 (4, 16, 64)
   small_transformer_output.npy  PyTorch's output, float32 (4, 16, 64)
 
+  torch_encoder.onnx      (batch, seq) int64 token ids -> (batch, 10): token
+                          and position embeddings, torch's own
+                          nn.TransformerEncoder (two post-LayerNorm layers,
+                          GELU) under a padding mask made from the ids (id 0),
+                          mean pooling over the unpadded tokens, a Linear head;
+                          opset 14, batch and seq dynamic: the exporter's
+                          Shape / Gather / Concat / Reshape chains, Where,
+                          Expand, Equal, Not, Range
+  torch_encoder_input.npy   int64 (6, 12), rows padded to 12, 9, 5, 12, 1, 7
+  torch_encoder_output.npy  PyTorch's output, float32 (6, 10)
+
 For each model the script runs onnx.checker.check_model and prints the op_types.
 
-Usage: /usr/bin/python3 tools/make_fixtures.py [--out DIR]
+Usage: /usr/bin/python3 tools/make_fixtures.py [--out DIR] [--only NAME]
+
+--only NAME writes that model's files alone (small_cnn, small_transformer or
+torch_encoder), leaving the others as they are.
 """
 
 import argparse
@@ -99,13 +113,36 @@ class EncoderBlock(nn.Module):
         return x + self.ff2(self.gelu(self.ff1(y)))
 
 
+class TorchEncoder(nn.Module):
+    """Token ids to ten logits through torch's nn.TransformerEncoder."""
+
+    def __init__(self, vocab=100, d=64, heads=4, ff=128, layers=2, classes=10):
+        super().__init__()
+        self.tok = nn.Embedding(vocab, d, padding_idx=0)
+        self.pos = nn.Embedding(32, d)
+        layer = nn.TransformerEncoderLayer(d, heads, ff, dropout=0.0,
+                                           activation="gelu",
+                                           batch_first=True)
+        self.enc = nn.TransformerEncoder(layer, layers,
+                                         enable_nested_tensor=False)
+        self.head = nn.Linear(d, classes)
+
+    def forward(self, ids):
+        pos = torch.arange(ids.shape[1]).unsqueeze(0)
+        x = self.tok(ids) + self.pos(pos)
+        pad = ids == 0
+        y = self.enc(x, src_key_padding_mask=pad)
+        keep = (~pad).unsqueeze(-1).float()
+        return self.head((y * keep).sum(1) / keep.sum(1).clamp(min=1.0))
+
+
 def randomise_ln(ln, gen):
     with torch.no_grad():
         ln.weight.copy_(torch.rand(ln.normalized_shape, generator=gen) + 0.5)
         ln.bias.copy_(torch.randn(ln.normalized_shape, generator=gen) * 0.1)
 
 
-def export(model, x, path, opset, constant_folding, training):
+def export(model, x, path, opset, constant_folding, training, seq=False):
     model.eval()
     with torch.no_grad():
         y = model(x)
@@ -113,9 +150,11 @@ def export(model, x, path, opset, constant_folding, training):
                       do_constant_folding=constant_folding,
                       training=training,
                       input_names=["input"], output_names=["output"],
-                      dynamic_axes={"input": {0: "batch"}, "output": {0: "batch"}})
+                      dynamic_axes={"input": {0: "batch", 1: "seq"} if seq
+                                    else {0: "batch"},
+                                    "output": {0: "batch"}})
     base = path[:-len(".onnx")]
-    np.save(base + "_input.npy", np.ascontiguousarray(x.numpy(), dtype=np.float32))
+    np.save(base + "_input.npy", np.ascontiguousarray(x.numpy()))
     np.save(base + "_output.npy", np.ascontiguousarray(y.numpy(), dtype=np.float32))
 
     # torch 1.13 sometimes names static output dims symbolically (e.g. the
@@ -143,11 +182,16 @@ def export(model, x, path, opset, constant_folding, training):
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--out", default=DEFAULT_OUT)
+    ap.add_argument("--only", choices=["small_cnn", "small_transformer",
+                                       "torch_encoder"])
     args = ap.parse_args()
     os.makedirs(args.out, exist_ok=True)
 
     torch.set_num_threads(2)
     torch.use_deterministic_algorithms(True)
+
+    def wanted(name):
+        return args.only in (None, name)
 
     # Small CNN, fixture batch 8.
     torch.manual_seed(1)
@@ -156,11 +200,12 @@ def main():
     randomise_bn(cnn.bn1, gen)
     randomise_bn(cnn.bn2, gen)
     x = torch.rand(8, 1, 28, 28, generator=gen)
-    export(cnn, x, os.path.join(args.out, "small_cnn.onnx"), 13, False,
-           # PRESERVE (the model is in eval mode) rather than EVAL: EVAL runs
-           # torch's eval peephole, which folds BatchNorm into Conv even with
-           # do_constant_folding=False.
-           torch.onnx.TrainingMode.PRESERVE)
+    if wanted("small_cnn"):
+        export(cnn, x, os.path.join(args.out, "small_cnn.onnx"), 13, False,
+               # PRESERVE (the model is in eval mode) rather than EVAL: EVAL
+               # runs torch's eval peephole, which folds BatchNorm into Conv
+               # even with do_constant_folding=False.
+               torch.onnx.TrainingMode.PRESERVE)
 
     # Small transformer block, fixture batch 4.
     torch.manual_seed(2)
@@ -169,8 +214,26 @@ def main():
     randomise_ln(blk.ln1, gen)
     randomise_ln(blk.ln2, gen)
     x = torch.randn(4, 16, 64, generator=gen)
-    export(blk, x, os.path.join(args.out, "small_transformer.onnx"), 17, True,
-           torch.onnx.TrainingMode.EVAL)
+    if wanted("small_transformer"):
+        export(blk, x, os.path.join(args.out, "small_transformer.onnx"), 17,
+               True, torch.onnx.TrainingMode.EVAL)
+
+    # torch's own encoder over padded token ids, fixture batch 6: the
+    # layers are deep copies of one, so each gets weights of its own (the
+    # exporter would otherwise share one set, and a bug that mixes layers
+    # up would not show).
+    torch.manual_seed(3)
+    enc = TorchEncoder()
+    gen = torch.Generator().manual_seed(33)
+    with torch.no_grad():
+        for p in enc.enc.parameters():
+            p.add_(torch.randn(p.shape, generator=gen) * 0.05)
+    ids = torch.randint(1, 100, (6, 12), generator=gen)
+    for row, length in enumerate([12, 9, 5, 12, 1, 7]):
+        ids[row, length:] = 0
+    if wanted("torch_encoder"):
+        export(enc, ids, os.path.join(args.out, "torch_encoder.onnx"), 14,
+               True, torch.onnx.TrainingMode.EVAL, seq=True)
     return 0
 
 
