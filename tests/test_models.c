@@ -513,6 +513,21 @@ Test(models, hostile_reduction_and_selection_attributes_are_refused)
                    &(attr_spec){"p", 2, {3}, 1, NULL}, 1, NULL, 0, "p = 3");
 }
 
+/* Shapes that do not broadcast: the error names them (a model fed a longer
+ * sequence than its position table holds fails so, in an Add). */
+Test(models, shapes_that_do_not_broadcast_are_named)
+{
+    const init_spec ab[] = {{"a", {1, 2}, 1, {2}}, {"b", {1, 2, 3}, 1, {3}}};
+    expect_refused("Add", 14, LIST("a", "b"), LIST("y"), NULL, 0, ab, 2,
+                   "input shapes [2] and [3] cannot be broadcast together");
+    expect_refused("Equal", 13, LIST("a", "b"), LIST("y"), NULL, 0, ab, 2,
+                   "input shapes [2] and [3] cannot be broadcast together");
+    expect_refused("Expand", 13, LIST("x", "s"), LIST("y"), NULL, 0,
+                   &(init_spec){"s", {5}, 1, {1}}, 1,
+                   "the input's shape [2, 3, 4] cannot be broadcast to the "
+                   "shape [5]");
+}
+
 Test(models, hostile_loss_targets_and_reductions_are_refused)
 {
     /* x is (2, 3, 4): a target is (2, 4), classes in [0, 3) */

@@ -10,6 +10,9 @@
 #ifndef SN_ERROR_H
 #define SN_ERROR_H
 
+#include <stddef.h>
+#include <stdint.h>
+
 #include "shardnet.h"
 
 #if defined(__GNUC__)
@@ -23,6 +26,10 @@ shardnet_status sn_error(shardnet_status status, const char *fmt, ...)
 shardnet_status sn_error_prefix(shardnet_status status, const char *fmt, ...)
     SN_PRINTF(2, 3);
 void sn_error_clear(void);
+/* dims written out for a message, "[4, 96, 128]" (cut short if cap is);
+ * returns buf. */
+const char *sn_format_dims(char *buf, size_t cap, int rank,
+                           const int64_t *dims);
 void sn_log(shardnet_log_level level, const char *fmt, ...) SN_PRINTF(2, 3);
 
 #endif /* SN_ERROR_H */

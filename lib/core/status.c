@@ -1,6 +1,7 @@
 /* Status messages, the per-thread error detail and the log callback. */
 #include <config.h>
 
+#include <inttypes.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
@@ -95,4 +96,20 @@ void sn_log(shardnet_log_level level, const char *fmt, ...)
     vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
     log_fn(level, msg, log_user);
+}
+
+const char *sn_format_dims(char *buf, size_t cap, int rank,
+                           const int64_t *dims)
+{
+    size_t n = 0;
+    if (!cap)
+        return buf;
+    buf[0] = '\0';
+    n += (size_t)snprintf(buf, cap, "[");
+    for (int i = 0; i < rank && n < cap; i++)
+        n += (size_t)snprintf(buf + n, cap - n, "%s%" PRId64, i ? ", " : "",
+                              dims[i]);
+    if (n < cap)
+        snprintf(buf + n, cap - n, "]");
+    return buf;
 }

@@ -358,17 +358,6 @@ static unsigned typed_per_elem(uint32_t field, sn_dtype dt)
     return 0;
 }
 
-static void format_dims(char *buf, size_t cap, const int64_t *dims, int rank)
-{
-    size_t n = 0;
-    n += (size_t)snprintf(buf, cap, "[");
-    for (int i = 0; i < rank && n < cap; i++)
-        n += (size_t)snprintf(buf + n, cap - n, "%s%" PRId64, i ? ", " : "",
-                              dims[i]);
-    if (n < cap)
-        snprintf(buf + n, cap - n, "]");
-}
-
 /* A decimal string with no sign, no spaces and no overflow. */
 static int parse_decimal(const uint8_t *s, size_t len, uint64_t *v)
 {
@@ -566,7 +555,7 @@ static int tensor_count(sn_pb_tensor *t, size_t rank, char *shape,
         return -1;
     }
     t->rank = (int)rank;
-    format_dims(shape, cap, t->dims, t->rank);
+    sn_format_dims(shape, cap, t->rank, t->dims);
     t->count = 1;
     for (int i = 0; i < t->rank; i++) {
         if (t->dims[i] < 0) {

@@ -46,6 +46,16 @@ int sn_broadcast_shape(int ra, const int64_t *a, int rb, const int64_t *b,
     return 1;
 }
 
+shardnet_status sn_broadcast_error(const sn_node *n, int ra, const int64_t *a,
+                                   int rb, const int64_t *b)
+{
+    char fa[160], fb[160];
+    return sn_node_error(n, SHARDNET_INVALID_ARGUMENT,
+                         "input shapes %s and %s cannot be broadcast together",
+                         sn_format_dims(fa, sizeof fa, ra, a),
+                         sn_format_dims(fb, sizeof fb, rb, b));
+}
+
 void sn_strides(int rank, const int64_t *dims, int64_t *strides)
 {
     int64_t s = 1;

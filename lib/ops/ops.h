@@ -21,6 +21,10 @@ int sn_axis(int64_t axis, int rank);
 /* Numpy-broadcast two shapes into out (rank max(ra, rb)); 0 on mismatch. */
 int sn_broadcast_shape(int ra, const int64_t *a, int rb, const int64_t *b,
                        int *rank, int64_t *out);
+/* n's error for input shapes a and b that do not broadcast together,
+ * naming both. */
+shardnet_status sn_broadcast_error(const sn_node *n, int ra, const int64_t *a,
+                                   int rb, const int64_t *b);
 /* Row-major strides (elements) of a shape. */
 void sn_strides(int rank, const int64_t *dims, int64_t *strides);
 /* Step idx, a position in a (rank, dims) walk in C order, to the next one,

@@ -508,9 +508,14 @@ SN_LOWER(sn_lower_expand)
             return sn_node_error(n, SHARDNET_INVALID_ARGUMENT,
                                  "negative dimension %lld in the shape",
                                  (long long)shape[i]);
-    if (!sn_broadcast_shape(x->rank, x->dims, (int)ns, shape, &r, od))
+    if (!sn_broadcast_shape(x->rank, x->dims, (int)ns, shape, &r, od)) {
+        char fx[160], fs[160];
         return sn_node_error(n, SHARDNET_INVALID_ARGUMENT,
-                             "the input cannot be broadcast to the shape");
+                             "the input's shape %s cannot be broadcast to "
+                             "the shape %s",
+                             sn_format_dims(fx, sizeof fx, x->rank, x->dims),
+                             sn_format_dims(fs, sizeof fs, (int)ns, shape));
+    }
     if (sn_host_known(x)) {
         int64_t str[SN_MAX_DIMS];
         size_t es;
@@ -544,10 +549,15 @@ SN_LOWER(sn_lower_where)
                              "X is %s but Y is %s", sn_dtype_name(x->dtype),
                              sn_dtype_name(y->dtype));
     if (!sn_broadcast_shape(c->rank, c->dims, x->rank, x->dims, &r1, t1) ||
-        !sn_broadcast_shape(r1, t1, y->rank, y->dims, &r, od))
+        !sn_broadcast_shape(r1, t1, y->rank, y->dims, &r, od)) {
+        char fc[160], fx[160], fy[160];
         return sn_node_error(n, SHARDNET_INVALID_ARGUMENT,
-                             "condition, X and Y cannot be broadcast "
-                             "together");
+                             "condition %s, X %s and Y %s cannot be "
+                             "broadcast together",
+                             sn_format_dims(fc, sizeof fc, c->rank, c->dims),
+                             sn_format_dims(fx, sizeof fx, x->rank, x->dims),
+                             sn_format_dims(fy, sizeof fy, y->rank, y->dims));
+    }
     sn_bcast_strides(c->rank, c->dims, r, sc);
     sn_bcast_strides(x->rank, x->dims, r, sx);
     sn_bcast_strides(y->rank, y->dims, r, sy);

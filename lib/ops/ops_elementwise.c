@@ -400,8 +400,7 @@ SN_LOWER(sn_lower_binary)
         bl = *b;
     }
     if (!sn_broadcast_shape(a->rank, a->dims, bl.rank, bl.dims, &rank, dims))
-        return sn_node_error(n, SHARDNET_INVALID_ARGUMENT,
-                             "input shapes cannot be broadcast together");
+        return sn_broadcast_error(n, a->rank, a->dims, bl.rank, bl.dims);
     /* fold_binary reads only bl's shape and host data. */
     if (a->host && b->host && !is_float_type(a->dtype))
         return fold_binary(L, n, op, sn_fused_act(n), a, &bl, rank, dims);

@@ -69,8 +69,7 @@ static shardnet_status out_shape(sn_lower *L, const sn_node *n,
     if (L->g->opset < 7 && (st = sn_legacy_broadcast(n, a, b, bl)))
         return st;
     if (!sn_broadcast_shape(a->rank, a->dims, bl->rank, bl->dims, rank, dims))
-        return sn_node_error(n, SHARDNET_INVALID_ARGUMENT,
-                             "input shapes cannot be broadcast together");
+        return sn_broadcast_error(n, a->rank, a->dims, bl->rank, bl->dims);
     return SHARDNET_OK;
 }
 
