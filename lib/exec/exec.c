@@ -170,7 +170,8 @@ void sn_op_opsets(const sn_op_def *op, char *buf, size_t cap)
  * place, and take the type, as ONNX Runtime computes such a node on a CPU
  * (in float, then cast back).  A view of an input (Reshape, or Cast's
  * relabel of a float16 to float) is left as it is; a Cast rounds on its
- * own (sn_cast_to).
+ * own (sn_cast_to).  A result the model declares float stays float (an
+ * operator's result of a type of its own, as LayerNormalization's Mean).
  */
 static int is_half(sn_dtype t)
 {
@@ -199,6 +200,10 @@ static shardnet_status round_half_results(sn_lower *L, const sn_node *n)
         if (!y || !y->known || !y->on_device || sn_rt_elements(y) == 0 ||
             !(is_half(y->dtype) || (half && y->dtype == SN_DT_FLOAT)))
             continue;
+        const sn_dtype declared = L->g->values[n->outputs[o]].dtype;
+        if (declared != SN_DT_UNDEFINED && !is_half(declared) &&
+            !is_half(y->dtype))
+            continue; /* the model says float */
         for (size_t i = 0; i < n->ninputs; i++) {
             const sn_rt *x = n->inputs[i] >= 0 ? &L->rt[n->inputs[i]] : NULL;
             view_of_input |= x && x->on_device && x->view.buf == y->view.buf;

@@ -301,6 +301,22 @@ static shardnet_status norm_param(sn_lower *L, const sn_node *n, sn_rt *p,
     return sn_dev_upload(L, n, f, len, out);
 }
 
+/* The type of LayerNormalization's Mean and InvStdDev (its U, float or
+ * bfloat16, not the input's float16): as the model declares output i, else
+ * float where the input is half (though lib/exec/exec.c rounds an
+ * undeclared one to the input's type with the node's other results), else
+ * the input's. */
+static sn_dtype stats_type(const sn_lower *L, const sn_node *n, size_t i,
+                           const sn_rt *x)
+{
+    sn_dtype d = L->g->values[n->outputs[i]].dtype;
+    if (d == SN_DT_FLOAT || d == SN_DT_BFLOAT16 || d == SN_DT_FLOAT16)
+        return d;
+    return x->dtype == SN_DT_FLOAT16 || x->dtype == SN_DT_BFLOAT16
+               ? SN_DT_FLOAT
+               : x->dtype;
+}
+
 /*
  * LayerNormalization's optional outputs Mean and InvStdDev (shape
  * dims[:axis] followed by ones): mean, then 1 / sqrt(mean((x - mean)^2) +
@@ -325,7 +341,7 @@ static shardnet_status norm_stats(sn_lower *L, const sn_node *n, sn_rt *x,
     if (want_mean) {
         if ((st = sn_out_device(L, n, 1, x->rank, sd, &o)) != SHARDNET_OK)
             return st;
-        o->dtype = x->dtype;
+        o->dtype = stats_type(L, n, 1, x);
         vmean = o->view;
     } else if ((st = sn_scratch(L, outer, &vmean)) != SHARDNET_OK) {
         return st;
@@ -333,7 +349,7 @@ static shardnet_status norm_stats(sn_lower *L, const sn_node *n, sn_rt *x,
     if (want_inv) {
         if ((st = sn_out_device(L, n, 2, x->rank, sd, &o)) != SHARDNET_OK)
             return st;
-        o->dtype = x->dtype;
+        o->dtype = stats_type(L, n, 2, x);
         vinv = o->view;
     }
     if (outer == 0)

@@ -1895,6 +1895,22 @@ def half_compute_cases():
               [("x", x)], [("y", y)], 13,
               initializers=[("wb", bf16("wb", wbr)), ("cb", bf16("cb", cbr))])
 
+    # LayerNormalization's Mean and InvStdDev are of its type U (float, at
+    # the default stash_type), not the input's: not rounded to float16
+    x = rng.uniform(-2, 2, (4, 48)).astype(f16)
+    xd = x.astype(np.float64)
+    mu = xd.mean(axis=-1, keepdims=True)
+    var = ((xd - mu) ** 2).mean(axis=-1, keepdims=True)
+    ln = h((xd - mu) / np.sqrt(var + 1e-5) * gm.astype(np.float64) +
+           bt.astype(np.float64))
+    node_case("test_sn_half_layernorm_stats_opset17",
+              [mk("LayerNormalization", ["x", "gm", "bt"],
+                  ["y", "mean", "inv_std"], axis=-1)],
+              [("x", x)],
+              [("y", ln), ("mean", mu.astype(f32)),
+               ("inv_std", (1.0 / np.sqrt(var + 1e-5)).astype(f32))], 17,
+              initializers=[("gm", gm), ("bt", bt)])
+
 
 def elementwise_cases():
     """Issue 15's element-wise, comparison and logic operators in the forms
