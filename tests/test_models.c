@@ -214,7 +214,8 @@ Test(models, torch_encoder_matches_pytorch_at_every_length_on_every_device)
                              (cut[k].len == seq ||
                               ids[cut[k].row * seq + cut[k].len] == 0),
                          1);
-            cr_assert_eq(shardnet_session_set_input(s, 0, SHARDNET_DTYPE_INT64, 2,
+            cr_assert_eq(shardnet_session_set_input(s, 0,
+                                                    SHARDNET_DTYPE_INT64, 2,
                                                     dims,
                                                     ids + cut[k].row * seq),
                          SHARDNET_OK, "%s", shardnet_last_error());

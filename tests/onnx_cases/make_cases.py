@@ -1863,14 +1863,19 @@ def half_compute_cases():
               [("x", x)], [("y", y)], 13,
               initializers=[("w", w), ("b", b), ("gm", gm)])
 
+    def layernorm(x, gm, bt):
+        """float16 x's LayerNormalization over its last axis in float64:
+        the result rounded to float16, the mean and the variance."""
+        xd = x.astype(np.float64)
+        mu = xd.mean(axis=-1, keepdims=True)
+        var = ((xd - mu) ** 2).mean(axis=-1, keepdims=True)
+        return (h((xd - mu) / np.sqrt(var + 1e-5) * gm.astype(np.float64) +
+                  bt.astype(np.float64)), mu, var)
+
     x = rng.uniform(-2, 2, (4, 48)).astype(f16)
     gm = rng.uniform(0.5, 1.5, 48).astype(f16)
     bt = rng.uniform(-0.2, 0.2, 48).astype(f16)
-    xd = x.astype(np.float64)
-    mu = xd.mean(axis=-1, keepdims=True)
-    var = ((xd - mu) ** 2).mean(axis=-1, keepdims=True)
-    ln = h((xd - mu) / np.sqrt(var + 1e-5) * gm.astype(np.float64) +
-           bt.astype(np.float64))
+    ln, _, _ = layernorm(x, gm, bt)
     node_case("test_sn_half_layernorm_tanh_opset17",
               [mk("LayerNormalization", ["x", "gm", "bt"], ["ln"], axis=-1),
                mk("Tanh", ["ln"], ["y"])],
@@ -1898,11 +1903,7 @@ def half_compute_cases():
     # LayerNormalization's Mean and InvStdDev are of its type U (float, at
     # the default stash_type), not the input's: not rounded to float16
     x = rng.uniform(-2, 2, (4, 48)).astype(f16)
-    xd = x.astype(np.float64)
-    mu = xd.mean(axis=-1, keepdims=True)
-    var = ((xd - mu) ** 2).mean(axis=-1, keepdims=True)
-    ln = h((xd - mu) / np.sqrt(var + 1e-5) * gm.astype(np.float64) +
-           bt.astype(np.float64))
+    ln, mu, var = layernorm(x, gm, bt)
     node_case("test_sn_half_layernorm_stats_opset17",
               [mk("LayerNormalization", ["x", "gm", "bt"],
                   ["y", "mean", "inv_std"], axis=-1)],
