@@ -915,6 +915,35 @@ Test(onnx_hostile, model_without_graph_or_opset_is_an_error)
     pb_free(&m);
 }
 
+/* Opsets 1 to 23 load; a newer one is refused, naming the range. */
+Test(onnx_hostile, an_opset_past_23_is_refused_naming_the_range)
+{
+    for (int64_t opset = 19; opset <= 24; opset++) {
+        pb g = relu_graph(), m = model(opset, &g);
+        sn_graph *gr = NULL;
+        if (opset <= 23) {
+            cr_assert_eq(load_pb(&m, &gr), SHARDNET_OK, "opset %lld: %s",
+                         (long long)opset, shardnet_last_error());
+            cr_assert_eq(gr->opset, opset);
+            sn_graph_free(gr);
+        } else {
+            expect_error(&m, "opset 24 of the default ONNX domain is not "
+                             "supported (supported: 1 to 23)");
+        }
+        pb_free(&m);
+    }
+}
+
+/* A tensor of a type ONNX added after bfloat16 is refused by name. */
+Test(onnx_hostile, int4_and_float8_tensors_are_refused_naming_the_type)
+{
+    static const int64_t d[] = {4};
+    pb t = tensor_raw("w", 22, d, 1, "\x21\x43", 2);
+    initializer_case(&t, "data type 22 (int4) is not supported");
+    t = tensor_raw("w", 17, d, 1, "abcd", 4);
+    initializer_case(&t, "data type 17 (float8e4m3fn) is not supported");
+}
+
 Test(onnx_hostile, wrong_wire_type_is_an_error_naming_the_field)
 {
     pb g = relu_graph(), m;

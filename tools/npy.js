@@ -10,6 +10,8 @@ const TYPES = {
   '<f4': [Float32Array, 'float32'], '<f8': [Float64Array, 'float64'],
   '<i4': [Int32Array, 'int32'], '<i8': [BigInt64Array, 'int64'],
   '|u1': [Uint8Array, 'uint8'], '|b1': [Uint8Array, 'bool'],
+  '|i1': [Int8Array, 'int8'], '<i2': [Int16Array, 'int16'],
+  '<u2': [Uint16Array, 'uint16'],
 };
 
 function readNpy(file) {

@@ -44,7 +44,7 @@
  * axis); consumed_inputs, and the is_test of Dropout and BatchNormalization
  * (inference either way), are ignored. */
 #define OPSET_MIN 1
-#define OPSET_MAX 18
+#define OPSET_MAX 23
 
 /* ModelProto */
 enum { MP_IR_VERSION = 1, MP_PRODUCER = 2, MP_GRAPH = 7, MP_OPSET = 8 };

@@ -605,8 +605,11 @@ static shardnet_status tensor_dtype(sn_pb_tensor *t, const tensor_scan *sc)
         return sn_error(SHARDNET_UNSUPPORTED,
                         "string tensors are not supported");
     if (data_type > SN_DT_BFLOAT16 || sn_dtype_size((sn_dtype)data_type) == 0)
-        return sn_error(SHARDNET_UNSUPPORTED, "data type %" PRIu64
-                        " is not supported", data_type);
+        return sn_error(SHARDNET_UNSUPPORTED,
+                        "data type %" PRIu64 " (%s) is not supported",
+                        data_type,
+                        data_type <= 64 ? sn_dtype_name((sn_dtype)data_type)
+                                        : "?");
     t->dtype = (sn_dtype)data_type;
     t->elem_size = sn_dtype_size(t->dtype);
     if (sc->segment)

@@ -58,6 +58,16 @@ const char *sn_dtype_name(sn_dtype t)
     case SN_DT_COMPLEX128: return "complex128";
     case SN_DT_BFLOAT16: return "bfloat16";
     }
+    /* ONNX's types past bfloat16, which shardnet does not hold */
+    switch ((int)t) {
+    case 17: return "float8e4m3fn";
+    case 18: return "float8e4m3fnuz";
+    case 19: return "float8e5m2";
+    case 20: return "float8e5m2fnuz";
+    case 21: return "uint4";
+    case 22: return "int4";
+    case 23: return "float4e2m1";
+    }
     return "?";
 }
 

@@ -215,6 +215,8 @@ SN_LOWER(sn_lower_global_maxpool);
 SN_LOWER(sn_lower_batchnorm);
 SN_LOWER(sn_lower_layernorm);
 SN_LOWER(sn_lower_instancenorm);
+SN_LOWER(sn_lower_groupnorm);
+SN_LOWER(sn_lower_rmsnorm);
 SN_LOWER(sn_lower_mvn);
 
 /* lib/ops/ops_data.c: data movement. */

@@ -1,7 +1,9 @@
 /*
  * Normalisation: BatchNormalization (inference, and training mode with the
- * batch's own statistics and the running ones updated) and
- * LayerNormalization (with its optional Mean and InvStdDev outputs).
+ * batch's own statistics and the running ones updated),
+ * LayerNormalization (with its optional Mean and InvStdDev outputs),
+ * InstanceNormalization, GroupNormalization, RMSNormalization and
+ * MeanVarianceNormalization.
  * Per-channel factors are computed on the host where the parameters are
  * constants; everything else is binary, unary, reduce and layernorm steps
  * on the device.
@@ -504,6 +506,149 @@ SN_LOWER(sn_lower_instancenorm)
         return st;
     return sn_emit_binary(L, n, SN_BINARY_ADD, r, x->dims, out->view, r - 1,
                           cd, vb, out->view);
+}
+
+/*
+ * GroupNormalization (opsets 18 and 21): x (N, C, D1, ...) with its C
+ * channels in num_groups groups of consecutive channels, each sample's
+ * group normalised over its channels and D1...; then times scale plus
+ * bias, a value a channel (opset 21) or a group (opset 18: each value
+ * over the group's channels).  stash_type (21: the statistics' precision)
+ * is float here whatever it says.
+ */
+SN_LOWER(sn_lower_groupnorm)
+{
+    sn_rt *x = sn_in(L, n, 0), *scale = sn_in(L, n, 1), *bias = sn_in(L, n, 2);
+    sn_rt *out;
+    float eps = sn_attr_float(n, "epsilon", 1e-5f);
+    int64_t groups = sn_attr_int(n, "num_groups", 0), d3[3], pd[2];
+    sn_view vx, vs, vb;
+    sn_dtype t = SN_DT_FLOAT;
+    shardnet_status st;
+    int r = x->rank, per_channel = L->g->opset >= 21;
+
+    if ((st = sn_float_type(n, x, &t)) != SHARDNET_OK)
+        return st;
+    if (r < 2)
+        return sn_node_error(n, SHARDNET_INVALID_ARGUMENT,
+                             "input must be (N, C, ...), not of rank %d", r);
+    int64_t c = x->dims[1];
+    if (groups < 1 || groups > c || c % groups)
+        return sn_node_error(n, SHARDNET_INVALID_ARGUMENT,
+                             "num_groups %lld does not divide the input's "
+                             "%lld channels into groups",
+                             (long long)groups, (long long)c);
+    size_t want = (size_t)(per_channel ? c : groups);
+    if (sn_rt_elements(scale) != want || sn_rt_elements(bias) != want)
+        return sn_node_error(n, SHARDNET_INVALID_ARGUMENT,
+                             "scale and bias must have %zu values (one per "
+                             "%s, opset %d), not %zu and %zu",
+                             want, per_channel ? "channel" : "group",
+                             per_channel ? 21 : 18, sn_rt_elements(scale),
+                             sn_rt_elements(bias));
+    if (!L->plan)
+        return SHARDNET_UNSUPPORTED; /* not foldable */
+    if ((st = sn_dev_view(L, n, x, &vx)) ||
+        (st = sn_dev_view(L, n, scale, &vs)) ||
+        (st = sn_dev_view(L, n, bias, &vb)) ||
+        (st = sn_out_device(L, n, 0, r, x->dims, &out)))
+        return st;
+    out->dtype = t;
+    if (sn_rt_elements(out) == 0)
+        return SHARDNET_OK;
+    /* (N, G, rest) standardised; then (N, P, rest / P) against (P, 1), P
+     * the channels or the groups */
+    size_t samples = (size_t)x->dims[0], each = sn_rt_elements(x) / samples;
+    d3[0] = x->dims[0];
+    d3[1] = (int64_t)want;
+    d3[2] = (int64_t)(each / want);
+    pd[0] = (int64_t)want;
+    pd[1] = 1;
+    if ((st = emit_standardise(L, n, samples * (size_t)groups,
+                               each / (size_t)groups, eps, vx, out->view)) ||
+        (st = sn_emit_binary(L, n, SN_BINARY_MUL, 3, d3, out->view, 2, pd, vs,
+                             out->view)))
+        return st;
+    return sn_emit_binary(L, n, SN_BINARY_ADD, 3, d3, out->view, 2, pd, vb,
+                          out->view);
+}
+
+/*
+ * RMSNormalization (opset 23), and ONNX Runtime's SimplifiedLayerNormalization
+ * (in ONNX's domain, its version 1): x over its axes from `axis` (default
+ * -1) divided by the root of the mean of their squares plus epsilon, times
+ * Scale; SimplifiedLayerNormalization's optional second output is that
+ * 1 / root (shape: x's up to axis, then ones).  Steps: the squares' sum,
+ * divided by the count, plus epsilon, to the power -1/2, then the two
+ * products.  stash_type is float here whatever it says.
+ */
+SN_LOWER(sn_lower_rmsnorm)
+{
+    sn_rt *x = sn_in(L, n, 0), *scale = sn_in(L, n, 1), *out, *o;
+    int64_t axis = sn_attr_int(n, "axis", -1), sd[SN_MAX_DIMS];
+    sn_dtype t = SN_DT_FLOAT;
+    sn_view vx, vs, inv, c3;
+    shardnet_status st;
+    int ax, want_inv = n->noutputs > 1 && n->outputs[1] >= 0;
+
+    if (x->rank < 1 || (ax = sn_axis(axis, x->rank)) < 0)
+        return sn_node_error(n, SHARDNET_INVALID_ARGUMENT,
+                             "axis %lld out of range for rank %d",
+                             (long long)axis, x->rank);
+    if ((st = sn_float_type(n, x, &t)) != SHARDNET_OK)
+        return st;
+    size_t outer = sn_dims_product(0, ax, x->dims);
+    size_t len = sn_dims_product(ax, x->rank, x->dims);
+    int64_t od2[2] = {(int64_t)outer, (int64_t)len};
+    int64_t md2[2] = {(int64_t)outer, 1}, ol = (int64_t)outer, one = 1;
+    if (!L->plan)
+        return SHARDNET_UNSUPPORTED; /* not foldable */
+    if (len == 0 && outer)
+        return sn_node_error(n, SHARDNET_INVALID_ARGUMENT,
+                             "normalising over empty axes");
+    if ((st = norm_param(L, n, scale, "Scale", x->rank - ax, x->dims + ax,
+                         len, &vs)) != SHARDNET_OK)
+        return st;
+    float *k = malloc(3 * sizeof *k);
+    if (!k)
+        return sn_error(SHARDNET_OUT_OF_MEMORY, "RMS normalisation");
+    k[0] = (float)len;
+    k[1] = sn_attr_float(n, "epsilon", 1e-5f);
+    k[2] = -0.5f;
+    if ((st = sn_dev_upload(L, n, k, 3, &c3)) ||
+        (st = sn_dev_view(L, n, x, &vx)) ||
+        (st = sn_out_device(L, n, 0, x->rank, x->dims, &out)))
+        return st;
+    out->dtype = t;
+    if (want_inv) {
+        for (int i = 0; i < x->rank; i++)
+            sd[i] = i < ax ? x->dims[i] : 1;
+        if ((st = sn_out_device(L, n, 1, x->rank, sd, &o)) != SHARDNET_OK)
+            return st;
+        o->dtype = t;
+        inv = o->view;
+    } else if ((st = sn_scratch(L, outer ? outer : 1, &inv)) != SHARDNET_OK) {
+        return st;
+    }
+    if (outer == 0)
+        return SHARDNET_OK;
+    sn_step s = {.kind = SN_KERNEL_REDUCE};
+    sn_view vlen = c3, veps = {c3.buf, c3.offset + 1},
+            vpow = {c3.buf, c3.offset + 2};
+    s.u.reduce = (sn_reduce_desc){.op = SN_REDUCE_SUM_SQUARE, .outer = outer,
+                                  .len = len, .inner = 1, .x = vx, .y = inv};
+    if ((st = sn_emit(L, n, &s)) ||
+        (st = sn_emit_binary(L, n, SN_BINARY_DIV, 1, &ol, inv, 1, &one, vlen,
+                             inv)) ||
+        (st = sn_emit_binary(L, n, SN_BINARY_ADD, 1, &ol, inv, 1, &one, veps,
+                             inv)) ||
+        (st = sn_emit_binary(L, n, SN_BINARY_POW, 1, &ol, inv, 1, &one, vpow,
+                             inv)) ||
+        (st = sn_emit_binary(L, n, SN_BINARY_MUL, 2, od2, vx, 2, md2, inv,
+                             out->view)))
+        return st;
+    return sn_emit_binary(L, n, SN_BINARY_MUL, 2, od2, out->view, 1,
+                          od2 + 1, vs, out->view);
 }
 
 /* A copy of x (rank r, dims) with its axes in the order perm, into dst. */

@@ -1,6 +1,7 @@
 /*
  * Quantization: QuantizeLinear and DequantizeLinear (opsets 10 and 13:
- * per tensor, or per axis), DynamicQuantizeLinear (11), MatMulInteger and
+ * per tensor, or per axis; 21's 16-bit types and output_dtype, not its
+ * blocks), DynamicQuantizeLinear (11), MatMulInteger and
  * QLinearMatMul (10).  Integer results must be exact:
  *
  *   - on the host when every input is known when the plan is built
@@ -54,6 +55,14 @@ static shardnet_status qrange(const sn_node *n, sn_dtype t, double *lo,
         *lo = -128;
         *hi = 127;
         return SHARDNET_OK;
+    case SN_DT_UINT16: /* opset 21 on */
+        *lo = 0;
+        *hi = 65535;
+        return SHARDNET_OK;
+    case SN_DT_INT16:
+        *lo = -32768;
+        *hi = 32767;
+        return SHARDNET_OK;
     case SN_DT_INT32:
         *lo = -2147483648.0;
         *hi = 2147483647.0;
@@ -61,7 +70,8 @@ static shardnet_status qrange(const sn_node *n, sn_dtype t, double *lo,
     default:
         return sn_node_error(n, SHARDNET_UNSUPPORTED,
                              "quantized type %s is not supported (uint8, "
-                             "int8, and int32 for dequantizing)",
+                             "int8, uint16, int16, and int32 for "
+                             "dequantizing)",
                              sn_dtype_name(t));
     }
 }
@@ -90,6 +100,13 @@ static shardnet_status param_axis(const sn_node *n, const sn_rt *x,
 {
     size_t cnt = sn_rt_elements(scale);
     int64_t axis = sn_attr_int(n, "axis", 1);
+    int64_t block = sn_attr_int(n, "block_size", 0);
+    if (block)
+        return sn_node_error(n, SHARDNET_UNSUPPORTED,
+                             "blocked quantization (block_size %lld, opset "
+                             "21) is not supported: a scale per tensor or "
+                             "per axis only",
+                             (long long)block);
     q->d = 1;
     q->inner = 1;
     q->ax = 0;
@@ -211,11 +228,19 @@ SN_LOWER(sn_lower_quantize)
 {
     sn_rt *x = sn_in(L, n, 0), *scale = sn_in(L, n, 1), *zp = sn_in(L, n, 2);
     sn_rt *out;
-    sn_dtype t = zp ? zp->dtype : SN_DT_UINT8;
+    /* the zero point's type, else output_dtype's (opset 21), else uint8 */
+    int64_t odt = sn_attr_int(n, "output_dtype", 0);
+    sn_dtype t = zp ? zp->dtype : odt ? (sn_dtype)odt : SN_DT_UINT8;
     double lo = 0, hi = 255;
     qaxis q;
     shardnet_status st;
 
+    if (zp && odt && (sn_dtype)odt != zp->dtype)
+        return sn_node_error(n, SHARDNET_INVALID_ARGUMENT,
+                             "output_dtype %s is not the zero point's type "
+                             "%s",
+                             sn_dtype_name((sn_dtype)odt),
+                             sn_dtype_name(zp->dtype));
     if (zp && sn_rt_elements(zp) == 0)
         zp = NULL;
     if ((st = qrange(n, t, &lo, &hi)) ||

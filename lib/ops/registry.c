@@ -317,6 +317,19 @@ static const sn_operator registry[] = {
        USE(LAYERNORM) | USE(BINARY_MUL) | USE(BINARY_ADD)),
     OP("MeanVarianceNormalization", 1, 1, sn_lower_mvn, 9, REPLICATE, MIXED,
        ELEMENTS, USE(LAYERNORM) | USE(COPY)),
+    OP("GroupNormalization", 3, 3, sn_lower_groupnorm, 18, REPLICATE, EACH,
+       ELEMENTS, USE(LAYERNORM) | USE(BINARY_MUL) | USE(BINARY_ADD)),
+    /* the root of the mean square: a reduction and binary steps; ONNX
+     * Runtime's form of it (an ONNX-domain entry of its own, version 1)
+     * may also give the reciprocal root */
+    OP("RMSNormalization", 2, 2, sn_lower_rmsnorm, 23, LAYERNORM, LAYERNORM,
+       ELEMENTS,
+       USE(REDUCE_SUM_SQUARE) | USE(BINARY_DIV) | USE(BINARY_ADD) |
+           USE(BINARY_POW) | USE(BINARY_MUL)),
+    OP("SimplifiedLayerNormalization", 2, 2, sn_lower_rmsnorm, 1, LAYERNORM,
+       LAYERNORM, ELEMENTS,
+       USE(REDUCE_SUM_SQUARE) | USE(BINARY_DIV) | USE(BINARY_ADD) |
+           USE(BINARY_POW) | USE(BINARY_MUL)),
     /* a plain convolution over the input spread into zeros: copies and a
      * GEMM per group; windows that tile the output: a GEMM per group, a
      * copy and the bias's ADD (ops_convtranspose.c) */

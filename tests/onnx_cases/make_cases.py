@@ -1913,6 +1913,146 @@ def half_compute_cases():
               initializers=[("gm", gm), ("bt", bt)])
 
 
+def newer_norm_cases():
+    """GroupNormalization (opset 18: scale and bias a group; 21: a
+    channel), RMSNormalization (opset 23) and ONNX Runtime's
+    SimplifiedLayerNormalization (its ONNX-domain entry, with the optional
+    reciprocal root), none in the ONNX 1.12 node data.  Expected: float64
+    from the definitions, as float32."""
+    rng = np.random.default_rng(2323)
+    mk = helper.make_node
+    f32 = np.float32
+
+    def r(*shape):
+        return rng.standard_normal(shape).astype(f32)
+
+    def standardise(x, axes, eps):
+        xd = x.astype(np.float64)
+        mu = xd.mean(axis=axes, keepdims=True)
+        var = ((xd - mu) ** 2).mean(axis=axes, keepdims=True)
+        return (xd - mu) / np.sqrt(var + eps)
+
+    def group_norm(x, g, scale, bias, eps, per_channel):
+        n, c = x.shape[:2]
+        z = standardise(x.reshape(n, g, -1), (2,), eps).reshape(x.shape)
+        if not per_channel:  # a value a group, over its channels
+            scale, bias = np.repeat(scale, c // g), np.repeat(bias, c // g)
+        b = (1, c) + (1,) * (x.ndim - 2)
+        return (z * scale.astype(np.float64).reshape(b) +
+                bias.astype(np.float64).reshape(b)).astype(f32)
+
+    for name, shape, g, eps, opset in (
+            ("test_sn_group_normalization_opset21", (2, 6, 4, 3), 3, 1e-5,
+             21),
+            ("test_sn_group_normalization_one_group_opset21", (3, 4, 5), 1,
+             1e-2, 21),
+            ("test_sn_group_normalization_a_group_each_opset21",
+             (2, 4, 3, 2, 2), 4, 1e-5, 21),
+            ("test_sn_group_normalization_opset18", (2, 6, 5), 2, 1e-3, 18)):
+        x = r(*shape) * 2 + 0.5
+        per = shape[1] if opset >= 21 else g
+        sc, b = r(per) + 1, r(per)
+        node_case(name,
+                  [mk("GroupNormalization", ["x", "scale", "bias"], ["y"],
+                      num_groups=g, epsilon=eps)],
+                  [("x", x)],
+                  [("y", group_norm(x, g, sc, b, eps, opset >= 21))], opset,
+                  initializers=[("scale", sc), ("bias", b)])
+
+    def rms(x, axis, eps):
+        xd = x.astype(np.float64)
+        axes = tuple(range(axis % x.ndim, x.ndim))
+        inv = 1 / np.sqrt((xd ** 2).mean(axis=axes, keepdims=True) + eps)
+        return xd * inv, inv
+
+    x = r(2, 3, 8)
+    sc = r(8) + 1
+    y, _ = rms(x, -1, 1e-5)
+    node_case("test_sn_rms_normalization_opset23",
+              [mk("RMSNormalization", ["x", "scale"], ["y"])],
+              [("x", x)], [("y", (y * sc).astype(f32))], 23,
+              initializers=[("scale", sc)])
+    # over the last two axes, the scale broadcast over them; a computed
+    # scale of their whole shape
+    y, _ = rms(x, 1, 1e-3)
+    node_case("test_sn_rms_normalization_axis1_opset23",
+              [mk("RMSNormalization", ["x", "scale"], ["y"], axis=1,
+                  epsilon=1e-3)],
+              [("x", x)], [("y", (y * sc).astype(f32))], 23,
+              initializers=[("scale", sc)])
+    s2 = r(3, 8)
+    node_case("test_sn_rms_normalization_computed_scale_opset23",
+              [mk("Exp", ["s"], ["scale"]),
+               mk("RMSNormalization", ["x", "scale"], ["y"], axis=-2)],
+              [("x", x), ("s", s2)],
+              [("y", (rms(x, -2, 1e-5)[0] *
+                      np.exp(s2.astype(np.float64))).astype(f32))], 23)
+
+    x = r(2, 5, 16) * 3
+    sc = r(16)
+    y, inv = rms(x, -1, 1e-6)
+    node_case("test_sn_simplified_layer_normalization_opset17",
+              [mk("SimplifiedLayerNormalization", ["x", "scale"],
+                  ["y", "inv_std_var"], axis=-1, epsilon=1e-6)],
+              [("x", x)],
+              [("y", (y * sc).astype(f32)), ("inv_std_var", inv.astype(f32))],
+              17, initializers=[("scale", sc)])
+
+
+def opset21_quant_cases():
+    """QuantizeLinear and DequantizeLinear of opset 21: output_dtype (the
+    type without a zero point) and the 16-bit types, per tensor and per
+    axis, on the host (constants) and on the device (computed input)."""
+    rng = np.random.default_rng(2121)
+    mk = helper.make_node
+    f32 = np.float32
+
+    def quant(x, s, z, lo, hi, dtype):
+        v = np.round(x.astype(f32) / s.astype(f32))  # half to even
+        return np.clip(v + z, lo, hi).astype(dtype)
+
+    x = (rng.standard_normal((3, 8)) * 40).astype(f32)
+    s = np.array(0.5, f32)
+    node_case("test_sn_quantize_output_dtype_int8_opset21",
+              [mk("Exp", ["x"], ["e"]), mk("Log", ["e"], ["xl"]),
+               mk("QuantizeLinear", ["x", "s"], ["y"], output_dtype=3),
+               mk("QuantizeLinear", ["xl", "s"], ["y_device"],
+                  output_dtype=3)],
+              [("x", x)],
+              [("y", quant(x, s, 0, -128, 127, np.int8)),
+               ("y_device", quant(np.log(np.exp(x)), s, 0, -128, 127,
+                                  np.int8))], 21,
+              initializers=[("s", s)])
+    # the device's copy goes through Exp and Log: equal to x only where
+    # float's rounding gives it back, so its reference is computed so too
+
+    x = (rng.standard_normal((2, 3, 4)) * 3000).astype(f32)
+    s = np.array([0.25, 1.0, 4.0], f32)
+    z = np.array([-100, 0, 300], np.int16)
+    q = quant(x, s.reshape(3, 1), z.reshape(3, 1), -32768, 32767, np.int16)
+    node_case("test_sn_quantize_dequantize_int16_per_axis_opset21",
+              [mk("Relu", ["x"], ["r"]), mk("Sub", ["x", "r"], ["n"]),
+               mk("Add", ["r", "n"], ["xd"]),
+               mk("QuantizeLinear", ["xd", "s", "z"], ["q"], axis=1),
+               mk("DequantizeLinear", ["q", "s", "z"], ["y"], axis=1)],
+              [("x", x)],
+              [("q", q), ("y", ((q.astype(np.float64) - z.reshape(3, 1)) *
+                                s.reshape(3, 1)).astype(f32))], 21,
+              initializers=[("s", s), ("z", z)])
+
+    x = (rng.uniform(0, 40000, (5, 6))).astype(f32)
+    s = np.array(2.0, f32)
+    z = np.array(1000, np.uint16)
+    q = quant(x, s, z, 0, 65535, np.uint16)
+    node_case("test_sn_quantize_dequantize_uint16_opset21",
+              [mk("QuantizeLinear", ["x", "s", "z"], ["q"]),
+               mk("DequantizeLinear", ["q", "s", "z"], ["y"])],
+              [("x", x)],
+              [("q", q), ("y", ((q.astype(np.float64) - 1000) *
+                                2.0).astype(f32))], 21,
+              initializers=[("s", s), ("z", z)])
+
+
 def elementwise_cases():
     """Issue 15's element-wise, comparison and logic operators in the forms
     the ONNX node data lacks: the opset-1..6 broadcast/axis attributes,
@@ -3097,6 +3237,8 @@ if __name__ == "__main__":
     qlinear_conv_device_cases()
     dynamic_float_sums_cases()
     half_compute_cases()
+    newer_norm_cases()
+    opset21_quant_cases()
     elementwise_cases()
     cast_device_cases()
     recurrent_cases()
