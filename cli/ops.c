@@ -42,7 +42,7 @@ int cli_ops(int argc, char **argv)
                 shardnet_last_error());
         ctx = NULL;
     }
-    printf("%-28s %-13s %-8s %s\n", "OPERATOR", "DOMAIN", "OPSETS",
+    printf("%-32s %-13s %-8s %s\n", "OPERATOR", "DOMAIN", "OPSETS",
            "BACKENDS");
     for (size_t i = 0; i < n; i++) {
         shardnet_operator_info op;
@@ -61,7 +61,7 @@ int cli_ops(int argc, char **argv)
             snprintf(opsets, sizeof opsets, "%d-", op.since_opset);
         for (char *comma = kinds; (comma = strchr(comma, ',')) != NULL;)
             *comma = ' ';
-        printf("%-28s %-13s %-8s %s\n", op.name, op.domain, opsets,
+        printf("%-32s %-13s %-8s %s\n", op.name, op.domain, opsets,
                *kinds ? kinds : "-");
     }
     if (!shardnet_device_count(ctx))

@@ -151,6 +151,7 @@ SN_LOWER(sn_lower_constant_of_shape);
 SN_LOWER(sn_lower_cast);
 SN_LOWER(sn_lower_binary);
 SN_LOWER(sn_lower_unary);
+SN_LOWER(sn_lower_gelu_forms);
 SN_LOWER(sn_lower_reciprocal);
 SN_LOWER(sn_lower_variadic);
 SN_LOWER(sn_lower_not);
@@ -217,6 +218,7 @@ SN_LOWER(sn_lower_layernorm);
 SN_LOWER(sn_lower_instancenorm);
 SN_LOWER(sn_lower_groupnorm);
 SN_LOWER(sn_lower_rmsnorm);
+SN_LOWER(sn_lower_skip_norm);
 SN_LOWER(sn_lower_mvn);
 
 /* lib/ops/ops_data.c: data movement. */

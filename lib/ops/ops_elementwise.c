@@ -614,6 +614,74 @@ SN_LOWER(sn_lower_unary)
     return SHARDNET_OK;
 }
 
+/* --- ONNX Runtime's GELU forms -------------------------------------------- */
+
+/*
+ * com.microsoft's BiasGelu, gelu(A + B); FastGelu, the tanh approximation
+ * of gelu(X + bias), bias optional; QuickGelu, x * sigmoid(alpha x), alpha
+ * 1.702 by default.  The bias broadcasts into the input's shape (a value a
+ * column, as a rule): a binary step, then the unary one in place.
+ * QuickGelu: alpha x, its sigmoid, the product with x.
+ */
+SN_LOWER(sn_lower_gelu_forms)
+{
+    sn_rt *x = sn_in(L, n, 0), *b = sn_in(L, n, 1), *out;
+    int quick = !strcmp(n->op_type, "QuickGelu");
+    int64_t dims[SN_MAX_DIMS];
+    int rank;
+    sn_dtype t = SN_DT_FLOAT;
+    sn_view vx, vb, tmp;
+    sn_step s = {.kind = SN_KERNEL_UNARY};
+    shardnet_status st;
+
+    if ((st = sn_float_type(n, x, &t)) != SHARDNET_OK)
+        return st;
+    if (b && !sn_broadcast_shape(x->rank, x->dims, b->rank, b->dims, &rank,
+                                 dims))
+        return sn_broadcast_error(n, x->rank, x->dims, b->rank, b->dims);
+    if (b && (rank != x->rank ||
+              memcmp(dims, x->dims, (size_t)rank * sizeof *dims)))
+        return sn_node_error(n, SHARDNET_INVALID_ARGUMENT,
+                             "the bias widens the input's shape");
+    if (!L->plan)
+        return SHARDNET_UNSUPPORTED; /* not foldable */
+    if ((st = sn_dev_view(L, n, x, &vx)) ||
+        (st = sn_out_device(L, n, 0, x->rank, x->dims, &out)))
+        return st;
+    out->dtype = t;
+    s.u.unary.n = sn_rt_elements(x);
+    if (s.u.unary.n == 0)
+        return SHARDNET_OK;
+    if (quick) {
+        float *alpha = malloc(sizeof *alpha);
+        if (!alpha)
+            return sn_error(SHARDNET_OUT_OF_MEMORY, "QuickGelu");
+        *alpha = sn_attr_float(n, "alpha", 1.702f);
+        if ((st = sn_dev_upload(L, n, alpha, 1, &tmp)) ||
+            (st = sn_emit_binary(L, n, SN_BINARY_MUL, x->rank, x->dims, vx,
+                                 0, NULL, tmp, out->view)))
+            return st;
+        s.u.unary.op = SN_UNARY_SIGMOID;
+        s.u.unary.x = s.u.unary.y = out->view;
+        if ((st = sn_emit(L, n, &s)) != SHARDNET_OK)
+            return st;
+        return sn_emit_binary(L, n, SN_BINARY_MUL, x->rank, x->dims, vx,
+                              x->rank, x->dims, out->view, out->view);
+    }
+    s.u.unary.op = strcmp(n->op_type, "FastGelu") ? SN_UNARY_GELU
+                                                   : SN_UNARY_GELU_TANH;
+    s.u.unary.x = vx;
+    if (b) {
+        if ((st = sn_dev_view(L, n, b, &vb)) ||
+            (st = sn_emit_binary(L, n, SN_BINARY_ADD, x->rank, x->dims, vx,
+                                 b->rank, b->dims, vb, out->view)))
+            return st;
+        s.u.unary.x = out->view;
+    }
+    s.u.unary.y = out->view;
+    return sn_emit(L, n, &s);
+}
+
 /* --- one minus x, one over x ---------------------------------------------- */
 
 /* out = 1 op x: a broadcast binary step against a device scalar 1. */

@@ -12,6 +12,7 @@
 
 #include <math.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "ops/ops.h"
 
@@ -574,22 +575,78 @@ SN_LOWER(sn_lower_groupnorm)
 }
 
 /*
+ * y (outer, len) = x normalised by the root of the mean of its squares
+ * over len, plus eps, times scale (len values): the squares' sum, divided
+ * by the count, plus eps, to the power -1/2 (into inv, outer values),
+ * then the two products.
+ */
+static shardnet_status emit_rms(sn_lower *L, const sn_node *n, size_t outer,
+                                size_t len, float eps, sn_view vx,
+                                sn_view vs, sn_view inv, sn_view vy)
+{
+    int64_t od2[2] = {(int64_t)outer, (int64_t)len};
+    int64_t md2[2] = {(int64_t)outer, 1}, ol = (int64_t)outer, one = 1;
+    sn_step s = {.kind = SN_KERNEL_REDUCE};
+    sn_view c3;
+    shardnet_status st;
+    float *k = malloc(3 * sizeof *k);
+    if (!k)
+        return sn_error(SHARDNET_OUT_OF_MEMORY, "RMS normalisation");
+    k[0] = (float)len;
+    k[1] = eps;
+    k[2] = -0.5f;
+    if ((st = sn_dev_upload(L, n, k, 3, &c3)) != SHARDNET_OK || outer == 0)
+        return st;
+    sn_view veps = {c3.buf, c3.offset + 1}, vpow = {c3.buf, c3.offset + 2};
+    s.u.reduce = (sn_reduce_desc){.op = SN_REDUCE_SUM_SQUARE, .outer = outer,
+                                  .len = len, .inner = 1, .x = vx, .y = inv};
+    if ((st = sn_emit(L, n, &s)) ||
+        (st = sn_emit_binary(L, n, SN_BINARY_DIV, 1, &ol, inv, 1, &one, c3,
+                             inv)) ||
+        (st = sn_emit_binary(L, n, SN_BINARY_ADD, 1, &ol, inv, 1, &one, veps,
+                             inv)) ||
+        (st = sn_emit_binary(L, n, SN_BINARY_POW, 1, &ol, inv, 1, &one, vpow,
+                             inv)) ||
+        (st = sn_emit_binary(L, n, SN_BINARY_MUL, 2, od2, vx, 2, md2, inv,
+                             vy)))
+        return st;
+    return sn_emit_binary(L, n, SN_BINARY_MUL, 2, od2, vy, 1, od2 + 1, vs,
+                          vy);
+}
+
+/* The statistics output i of a normalisation over the axes from ax of x
+ * (shape: x's up to ax, then ones), of type t; its view. */
+static shardnet_status stats_out(sn_lower *L, const sn_node *n, size_t i,
+                                 const sn_rt *x, int ax, sn_dtype t,
+                                 sn_view *v)
+{
+    int64_t sd[SN_MAX_DIMS];
+    sn_rt *o;
+    shardnet_status st;
+    for (int k = 0; k < x->rank; k++)
+        sd[k] = k < ax ? x->dims[k] : 1;
+    if ((st = sn_out_device(L, n, i, x->rank, sd, &o)) != SHARDNET_OK)
+        return st;
+    o->dtype = t;
+    *v = o->view;
+    return SHARDNET_OK;
+}
+
+/*
  * RMSNormalization (opset 23), and ONNX Runtime's SimplifiedLayerNormalization
  * (in ONNX's domain, its version 1): x over its axes from `axis` (default
  * -1) divided by the root of the mean of their squares plus epsilon, times
  * Scale; SimplifiedLayerNormalization's optional second output is that
- * 1 / root (shape: x's up to axis, then ones).  Steps: the squares' sum,
- * divided by the count, plus epsilon, to the power -1/2, then the two
- * products.  stash_type is float here whatever it says.
+ * 1 / root.  stash_type is float here whatever it says.
  */
 SN_LOWER(sn_lower_rmsnorm)
 {
-    sn_rt *x = sn_in(L, n, 0), *scale = sn_in(L, n, 1), *out, *o;
-    int64_t axis = sn_attr_int(n, "axis", -1), sd[SN_MAX_DIMS];
+    sn_rt *x = sn_in(L, n, 0), *scale = sn_in(L, n, 1), *out;
+    int64_t axis = sn_attr_int(n, "axis", -1);
     sn_dtype t = SN_DT_FLOAT;
-    sn_view vx, vs, inv, c3;
+    sn_view vx, vs, inv;
     shardnet_status st;
-    int ax, want_inv = n->noutputs > 1 && n->outputs[1] >= 0;
+    int ax;
 
     if (x->rank < 1 || (ax = sn_axis(axis, x->rank)) < 0)
         return sn_node_error(n, SHARDNET_INVALID_ARGUMENT,
@@ -599,56 +656,110 @@ SN_LOWER(sn_lower_rmsnorm)
         return st;
     size_t outer = sn_dims_product(0, ax, x->dims);
     size_t len = sn_dims_product(ax, x->rank, x->dims);
-    int64_t od2[2] = {(int64_t)outer, (int64_t)len};
-    int64_t md2[2] = {(int64_t)outer, 1}, ol = (int64_t)outer, one = 1;
     if (!L->plan)
         return SHARDNET_UNSUPPORTED; /* not foldable */
     if (len == 0 && outer)
         return sn_node_error(n, SHARDNET_INVALID_ARGUMENT,
                              "normalising over empty axes");
     if ((st = norm_param(L, n, scale, "Scale", x->rank - ax, x->dims + ax,
-                         len, &vs)) != SHARDNET_OK)
-        return st;
-    float *k = malloc(3 * sizeof *k);
-    if (!k)
-        return sn_error(SHARDNET_OUT_OF_MEMORY, "RMS normalisation");
-    k[0] = (float)len;
-    k[1] = sn_attr_float(n, "epsilon", 1e-5f);
-    k[2] = -0.5f;
-    if ((st = sn_dev_upload(L, n, k, 3, &c3)) ||
+                         len, &vs)) ||
         (st = sn_dev_view(L, n, x, &vx)) ||
         (st = sn_out_device(L, n, 0, x->rank, x->dims, &out)))
         return st;
     out->dtype = t;
-    if (want_inv) {
-        for (int i = 0; i < x->rank; i++)
-            sd[i] = i < ax ? x->dims[i] : 1;
-        if ((st = sn_out_device(L, n, 1, x->rank, sd, &o)) != SHARDNET_OK)
+    if ((st = n->noutputs > 1 && n->outputs[1] >= 0
+                  ? stats_out(L, n, 1, x, ax, t, &inv)
+                  : sn_scratch(L, outer ? outer : 1, &inv)))
+        return st;
+    return emit_rms(L, n, outer, len, sn_attr_float(n, "epsilon", 1e-5f), vx,
+                    vs, inv, out->view);
+}
+
+/*
+ * ONNX Runtime's SkipLayerNormalization and SkipSimplifiedLayerNormalization
+ * (com.microsoft): s = input + skip (+ bias, a value a column), then s's
+ * layer normalisation over the last axis times gamma plus beta (beta
+ * optional), or its RMS normalisation times gamma.  skip has the input's
+ * shape or broadcasts to it ((1, S, H), (S, H)).  Output 3, where asked,
+ * is s; the RMS form's output 2, its 1 / root; the mean and the layer
+ * normalisation's inverse deviation (outputs 1 and 2) are refused.
+ */
+SN_LOWER(sn_lower_skip_norm)
+{
+    int rms = !strcmp(n->op_type, "SkipSimplifiedLayerNormalization");
+    sn_rt *x = sn_in(L, n, 0), *skip = sn_in(L, n, 1), *gamma = sn_in(L, n, 2);
+    sn_rt *beta = rms ? NULL : sn_in(L, n, 3), *bias = sn_in(L, n, rms ? 3 : 4);
+    sn_rt *out;
+    int64_t dims[SN_MAX_DIMS];
+    float eps = sn_attr_float(n, "epsilon", 1e-5f);
+    sn_dtype t = SN_DT_FLOAT;
+    sn_view vx, vk, vg, vbeta = {0}, vbias, sum, inv;
+    shardnet_status st;
+    int r = x->rank, rank;
+
+    if ((st = sn_float_type(n, x, &t)) != SHARDNET_OK)
+        return st;
+    if (r < 1)
+        return sn_node_error(n, SHARDNET_INVALID_ARGUMENT,
+                             "the input is a scalar");
+    for (size_t i = 1; i < 3 && i < n->noutputs; i++)
+        if (n->outputs[i] >= 0 && !(rms && i == 2))
+            return sn_node_error(n, SHARDNET_UNSUPPORTED,
+                                 "output %zu (the %s) is not supported", i,
+                                 i == 1 ? "mean" : "inverse deviation");
+    if (!sn_broadcast_shape(r, x->dims, skip->rank, skip->dims, &rank, dims))
+        return sn_broadcast_error(n, r, x->dims, skip->rank, skip->dims);
+    if (rank != r || memcmp(dims, x->dims, (size_t)r * sizeof *dims))
+        return sn_node_error(n, SHARDNET_INVALID_ARGUMENT,
+                             "skip widens the input's shape");
+    size_t len = (size_t)x->dims[r - 1], outer = sn_dims_product(0, r - 1,
+                                                                 x->dims);
+    int64_t od2[2] = {(int64_t)outer, (int64_t)len}, ln = (int64_t)len;
+    sn_step s = {.kind = SN_KERNEL_LAYERNORM};
+    if (!L->plan)
+        return SHARDNET_UNSUPPORTED; /* not foldable */
+    if (len == 0 && outer)
+        return sn_node_error(n, SHARDNET_INVALID_ARGUMENT,
+                             "normalising over an empty axis");
+    if ((st = norm_param(L, n, gamma, "gamma", 1, x->dims + r - 1, len,
+                         &vg)) ||
+        (beta && (st = norm_param(L, n, beta, "beta", 1, x->dims + r - 1,
+                                  len, &vbeta))) ||
+        (bias && (st = norm_param(L, n, bias, "bias", 1, x->dims + r - 1,
+                                  len, &vbias))) ||
+        (st = sn_dev_view(L, n, x, &vx)) ||
+        (st = sn_dev_view(L, n, skip, &vk)) ||
+        (st = sn_out_device(L, n, 0, r, x->dims, &out)))
+        return st;
+    out->dtype = t;
+    if (n->noutputs > 3 && n->outputs[3] >= 0) {
+        sn_rt *o;
+        if ((st = sn_out_device(L, n, 3, r, x->dims, &o)) != SHARDNET_OK)
             return st;
         o->dtype = t;
-        inv = o->view;
-    } else if ((st = sn_scratch(L, outer ? outer : 1, &inv)) != SHARDNET_OK) {
+        sum = o->view;
+    } else if ((st = sn_scratch(L, outer * len > 0 ? outer * len : 1,
+                                &sum)) != SHARDNET_OK) {
         return st;
     }
-    if (outer == 0)
-        return SHARDNET_OK;
-    sn_step s = {.kind = SN_KERNEL_REDUCE};
-    sn_view vlen = c3, veps = {c3.buf, c3.offset + 1},
-            vpow = {c3.buf, c3.offset + 2};
-    s.u.reduce = (sn_reduce_desc){.op = SN_REDUCE_SUM_SQUARE, .outer = outer,
-                                  .len = len, .inner = 1, .x = vx, .y = inv};
-    if ((st = sn_emit(L, n, &s)) ||
-        (st = sn_emit_binary(L, n, SN_BINARY_DIV, 1, &ol, inv, 1, &one, vlen,
-                             inv)) ||
-        (st = sn_emit_binary(L, n, SN_BINARY_ADD, 1, &ol, inv, 1, &one, veps,
-                             inv)) ||
-        (st = sn_emit_binary(L, n, SN_BINARY_POW, 1, &ol, inv, 1, &one, vpow,
-                             inv)) ||
-        (st = sn_emit_binary(L, n, SN_BINARY_MUL, 2, od2, vx, 2, md2, inv,
-                             out->view)))
+    if (rms && (st = n->noutputs > 2 && n->outputs[2] >= 0
+                         ? stats_out(L, n, 2, x, r - 1, t, &inv)
+                         : sn_scratch(L, outer ? outer : 1, &inv)))
         return st;
-    return sn_emit_binary(L, n, SN_BINARY_MUL, 2, od2, out->view, 1,
-                          od2 + 1, vs, out->view);
+    if (outer * len == 0)
+        return SHARDNET_OK;
+    if ((st = sn_emit_binary(L, n, SN_BINARY_ADD, r, x->dims, vx, skip->rank,
+                             skip->dims, vk, sum)) ||
+        (bias && (st = sn_emit_binary(L, n, SN_BINARY_ADD, 2, od2, sum, 1,
+                                      &ln, vbias, sum))))
+        return st;
+    if (rms)
+        return emit_rms(L, n, outer, len, eps, sum, vg, inv, out->view);
+    s.u.layernorm = (sn_layernorm_desc){.outer = outer, .len = len,
+                                        .epsilon = eps, .x = sum,
+                                        .scale = vg, .bias = vbeta,
+                                        .y = out->view};
+    return sn_emit(L, n, &s);
 }
 
 /* A copy of x (rank r, dims) with its axes in the order perm, into dst. */

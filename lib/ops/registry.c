@@ -87,6 +87,17 @@ static const sn_operator registry[] = {
     UNARY("HardSigmoid", 1, ELEMENTWISE, HARD_SIGMOID),
     OP("Gelu", 1, 1, sn_lower_unary, 20, ELEMENTWISE, EACH, ELEMENTS,
        USE(UNARY_GELU) | USE(UNARY_GELU_TANH)),
+    /* ONNX Runtime's GELU forms: its Gelu (the exact one, before opset
+     * 20's), and with a bias added first (ops_elementwise.c) */
+    OP_OF("com.microsoft", "Gelu", 1, 1, sn_lower_unary, 1, ELEMENTWISE, EACH,
+          ELEMENTS, USE(UNARY_GELU)),
+    OP_OF("com.microsoft", "BiasGelu", 2, 2, sn_lower_gelu_forms, 1,
+          ELEMENTWISE, BROADCAST, ELEMENTS, USE(BINARY_ADD) | USE(UNARY_GELU)),
+    OP_OF("com.microsoft", "FastGelu", 1, 2, sn_lower_gelu_forms, 1,
+          ELEMENTWISE, BROADCAST, ELEMENTS,
+          USE(BINARY_ADD) | USE(UNARY_GELU_TANH)),
+    OP_OF("com.microsoft", "QuickGelu", 1, 1, sn_lower_gelu_forms, 1,
+          ELEMENTWISE, EACH, ELEMENTS, USE(BINARY_MUL) | USE(UNARY_SIGMOID)),
     /* bounds computed on the device are applied by max and min */
     OP("Clip", 1, 3, sn_lower_unary, 1, ELEMENTWISE, EACH, ELEMENTS,
        USE(UNARY_CLIP) | USE(BINARY_MAX) | USE(BINARY_MIN) |
@@ -330,6 +341,15 @@ static const sn_operator registry[] = {
        LAYERNORM, ELEMENTS,
        USE(REDUCE_SUM_SQUARE) | USE(BINARY_DIV) | USE(BINARY_ADD) |
            USE(BINARY_POW) | USE(BINARY_MUL)),
+    /* ONNX Runtime's fusions of a residual Add with the normalisation
+     * after it: the sums, then either normalisation */
+    OP_OF("com.microsoft", "SkipLayerNormalization", 3, 5, sn_lower_skip_norm,
+          1, REPLICATE, LAYERNORM, ELEMENTS,
+          USE(BINARY_ADD) | USE(LAYERNORM)),
+    OP_OF("com.microsoft", "SkipSimplifiedLayerNormalization", 3, 4,
+          sn_lower_skip_norm, 1, REPLICATE, LAYERNORM, ELEMENTS,
+          USE(REDUCE_SUM_SQUARE) | USE(BINARY_DIV) | USE(BINARY_ADD) |
+              USE(BINARY_POW) | USE(BINARY_MUL)),
     /* a plain convolution over the input spread into zeros: copies and a
      * GEMM per group; windows that tile the output: a GEMM per group, a
      * copy and the bias's ADD (ops_convtranspose.c) */

@@ -6,6 +6,7 @@ Run from anywhere with Debian's python3-onnx and python3-numpy:
 The outputs are committed; rerun only to change them.  Hostile inputs are
 built by the test itself (tests/test_onnx.c), byte by byte.
 """
+import math
 import os
 
 import numpy as np
@@ -2053,6 +2054,112 @@ def opset21_quant_cases():
               initializers=[("s", s), ("z", z)])
 
 
+def ms_contrib_cases():
+    """ONNX Runtime's com.microsoft forms that its transformer optimiser
+    writes: Gelu, BiasGelu, FastGelu (with and without its bias),
+    QuickGelu, SkipLayerNormalization (with beta and bias, and the sum as
+    output 3; without either, skip broadcast) and
+    SkipSimplifiedLayerNormalization.  Expected: float64 from ONNX Runtime's
+    definitions, as float32."""
+    rng = np.random.default_rng(1971)
+    mk = helper.make_node
+    f32 = np.float32
+    ms = [("com.microsoft", 1)]
+
+    def r(*shape):
+        return rng.standard_normal(shape).astype(f32)
+
+    def erf(v):
+        return np.vectorize(math.erf)(v)
+
+    def gelu(v):
+        return 0.5 * v * (1 + erf(v / math.sqrt(2)))
+
+    def gelu_tanh(v):
+        return 0.5 * v * (1 + np.tanh(math.sqrt(2 / math.pi) *
+                                      (v + 0.044715 * v ** 3)))
+
+    x, b = r(2, 3, 16) * 2, r(16)
+    xd, bd = x.astype(np.float64), b.astype(np.float64)
+    node_case("test_sn_ms_gelu_forms",
+              [mk("Gelu", ["x"], ["g"], domain="com.microsoft"),
+               mk("BiasGelu", ["x", "b"], ["bg"], domain="com.microsoft"),
+               mk("FastGelu", ["x", "b"], ["fg"], domain="com.microsoft"),
+               mk("FastGelu", ["x"], ["f"], domain="com.microsoft"),
+               mk("QuickGelu", ["x"], ["q"], domain="com.microsoft"),
+               mk("QuickGelu", ["x"], ["q2"], alpha=1.5,
+                  domain="com.microsoft")],
+              [("x", x)],
+              [("g", gelu(xd).astype(f32)),
+               ("bg", gelu(xd + bd).astype(f32)),
+               ("fg", gelu_tanh(xd + bd).astype(f32)),
+               ("f", gelu_tanh(xd).astype(f32)),
+               ("q", (xd / (1 + np.exp(-1.702 * xd))).astype(f32)),
+               ("q2", (xd / (1 + np.exp(-1.5 * xd))).astype(f32))], 17,
+              initializers=[("b", b)], domains=ms)
+
+    def layer_norm(v, eps):
+        mu = v.mean(axis=-1, keepdims=True)
+        return (v - mu) / np.sqrt(((v - mu) ** 2).mean(axis=-1,
+                                                       keepdims=True) + eps)
+
+    def rms(v, eps):
+        inv = 1 / np.sqrt((v ** 2).mean(axis=-1, keepdims=True) + eps)
+        return v * inv, inv
+
+    x, skip = r(2, 5, 24), r(2, 5, 24)
+    gm, bt, bias = r(24) + 1, r(24), r(24)
+    sd = x.astype(np.float64) + skip + bias
+    node_case("test_sn_ms_skip_layer_normalization",
+              [mk("SkipLayerNormalization", ["x", "skip", "gamma", "beta",
+                                             "bias"],
+                  ["y", "", "", "sum"], epsilon=1e-6,
+                  domain="com.microsoft")],
+              [("x", x), ("skip", skip)],
+              [("y", (layer_norm(sd, 1e-6) * gm + bt).astype(f32)),
+               ("sum", sd.astype(f32))], 17,
+              initializers=[("gamma", gm), ("beta", bt), ("bias", bias)],
+              domains=ms)
+    skip1 = r(5, 24)
+    sd = x.astype(np.float64) + skip1
+    node_case("test_sn_ms_skip_layer_normalization_broadcast_skip",
+              [mk("SkipLayerNormalization", ["x", "skip", "gamma"], ["y"],
+                  domain="com.microsoft")],
+              [("x", x)],
+              [("y", (layer_norm(sd, 1e-5) * gm).astype(f32))], 17,
+              initializers=[("skip", skip1), ("gamma", gm)], domains=ms)
+    sd = x.astype(np.float64) + skip + bias
+    y, inv = rms(sd, 1e-6)
+    node_case("test_sn_ms_skip_simplified_layer_normalization",
+              [mk("SkipSimplifiedLayerNormalization",
+                  ["x", "skip", "gamma", "bias"], ["y", "", "inv", "sum"],
+                  epsilon=1e-6, domain="com.microsoft")],
+              [("x", x), ("skip", skip)],
+              [("y", (y * gm).astype(f32)), ("inv", inv.astype(f32)),
+               ("sum", sd.astype(f32))], 17,
+              initializers=[("gamma", gm), ("bias", bias)], domains=ms)
+
+    # an optimised transformer's feed-forward block: a product, FastGelu
+    # with its bias, a product, and the residual's SkipLayerNormalization
+    # (the tensor split cuts the products' weights around the GELU)
+    x = r(3, 4, 16)
+    w1, b1, w2 = r(16, 64) * 0.25, r(64) * 0.1, r(64, 16) * 0.125
+    xd = x.astype(np.float64)
+    h = gelu_tanh(xd @ w1 + b1) @ w2
+    node_case("test_sn_ms_ffn_block",
+              [mk("MatMul", ["x", "w1"], ["m1"]),
+               mk("FastGelu", ["m1", "b1"], ["g"], domain="com.microsoft"),
+               mk("MatMul", ["g", "w2"], ["m2"]),
+               mk("SkipLayerNormalization", ["m2", "x", "gamma", "beta"],
+                  ["y"], domain="com.microsoft")],
+              [("x", x)],
+              [("y", (layer_norm(h + xd, 1e-5) * gm[:16] +
+                      bt[:16]).astype(f32))], 17,
+              initializers=[("w1", w1), ("b1", b1), ("w2", w2),
+                            ("gamma", gm[:16]), ("beta", bt[:16])],
+              domains=ms)
+
+
 def elementwise_cases():
     """Issue 15's element-wise, comparison and logic operators in the forms
     the ONNX node data lacks: the opset-1..6 broadcast/axis attributes,
@@ -3239,6 +3346,7 @@ if __name__ == "__main__":
     half_compute_cases()
     newer_norm_cases()
     opset21_quant_cases()
+    ms_contrib_cases()
     elementwise_cases()
     cast_device_cases()
     recurrent_cases()
