@@ -320,6 +320,24 @@ static sn_dtype stats_type(const sn_lower *L, const sn_node *n, size_t i,
                : x->dtype;
 }
 
+/* The statistics output i of a normalisation over the axes from ax of x
+ * (shape: x's up to ax, then ones), of type t; its view. */
+static shardnet_status stats_out(sn_lower *L, const sn_node *n, size_t i,
+                                 const sn_rt *x, int ax, sn_dtype t,
+                                 sn_view *v)
+{
+    int64_t sd[SN_MAX_DIMS];
+    sn_rt *o;
+    shardnet_status st;
+    for (int k = 0; k < x->rank; k++)
+        sd[k] = k < ax ? x->dims[k] : 1;
+    if ((st = sn_out_device(L, n, i, x->rank, sd, &o)) != SHARDNET_OK)
+        return st;
+    o->dtype = t;
+    *v = o->view;
+    return SHARDNET_OK;
+}
+
 /*
  * LayerNormalization's optional outputs Mean and InvStdDev (shape
  * dims[:axis] followed by ones): mean, then 1 / sqrt(mean((x - mean)^2) +
@@ -330,31 +348,20 @@ static shardnet_status norm_stats(sn_lower *L, const sn_node *n, sn_rt *x,
                                   int ax, size_t outer, size_t len,
                                   sn_view vx, sn_view ce)
 {
-    int64_t sd[SN_MAX_DIMS], od2[2] = {(int64_t)outer, (int64_t)len};
+    int64_t od2[2] = {(int64_t)outer, (int64_t)len};
     int64_t md2[2] = {(int64_t)outer, 1}, one = 1, ol = (int64_t)outer;
     int want_mean = n->noutputs > 1 && n->outputs[1] >= 0;
     int want_inv = n->noutputs > 2 && n->outputs[2] >= 0;
     sn_view vmean, diff, vinv;
-    sn_rt *o;
     shardnet_status st;
     sn_step s = {.kind = SN_KERNEL_REDUCE};
 
-    for (int i = 0; i < x->rank; i++)
-        sd[i] = i < ax ? x->dims[i] : 1;
-    if (want_mean) {
-        if ((st = sn_out_device(L, n, 1, x->rank, sd, &o)) != SHARDNET_OK)
-            return st;
-        o->dtype = stats_type(L, n, 1, x);
-        vmean = o->view;
-    } else if ((st = sn_scratch(L, outer, &vmean)) != SHARDNET_OK) {
+    if ((st = want_mean
+                  ? stats_out(L, n, 1, x, ax, stats_type(L, n, 1, x), &vmean)
+                  : sn_scratch(L, outer, &vmean)) ||
+        (want_inv &&
+         (st = stats_out(L, n, 2, x, ax, stats_type(L, n, 2, x), &vinv))))
         return st;
-    }
-    if (want_inv) {
-        if ((st = sn_out_device(L, n, 2, x->rank, sd, &o)) != SHARDNET_OK)
-            return st;
-        o->dtype = stats_type(L, n, 2, x);
-        vinv = o->view;
-    }
     if (outer == 0)
         return SHARDNET_OK;
     s.u.reduce = (sn_reduce_desc){.op = SN_REDUCE_MEAN, .outer = outer,
@@ -612,24 +619,6 @@ static shardnet_status emit_rms(sn_lower *L, const sn_node *n, size_t outer,
         return st;
     return sn_emit_binary(L, n, SN_BINARY_MUL, 2, od2, vy, 1, od2 + 1, vs,
                           vy);
-}
-
-/* The statistics output i of a normalisation over the axes from ax of x
- * (shape: x's up to ax, then ones), of type t; its view. */
-static shardnet_status stats_out(sn_lower *L, const sn_node *n, size_t i,
-                                 const sn_rt *x, int ax, sn_dtype t,
-                                 sn_view *v)
-{
-    int64_t sd[SN_MAX_DIMS];
-    sn_rt *o;
-    shardnet_status st;
-    for (int k = 0; k < x->rank; k++)
-        sd[k] = k < ax ? x->dims[k] : 1;
-    if ((st = sn_out_device(L, n, i, x->rank, sd, &o)) != SHARDNET_OK)
-        return st;
-    o->dtype = t;
-    *v = o->view;
-    return SHARDNET_OK;
 }
 
 /*
