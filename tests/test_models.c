@@ -529,6 +529,27 @@ Test(models, shapes_that_do_not_broadcast_are_named)
                    "shape [5]");
 }
 
+/* x is (2, 3, 4): three channels. */
+Test(models, hostile_group_normalization_is_refused)
+{
+    const init_spec three[] = {{"s", {1, 1, 1}, 1, {3}},
+                               {"b", {0, 0, 0}, 1, {3}}};
+    const init_spec two[] = {{"s", {1, 1}, 1, {2}}, {"b", {0, 0, 0}, 1, {3}}};
+    expect_refused("GroupNormalization", 21, LIST("x", "s", "b"), LIST("y"),
+                   &(attr_spec){"num_groups", 2, {2}, 1, NULL}, 1, three, 2,
+                   "num_groups 2 does not divide the input's 3 channels");
+    expect_refused("GroupNormalization", 21, LIST("x", "s", "b"), LIST("y"),
+                   &(attr_spec){"num_groups", 2, {0}, 1, NULL}, 1, three, 2,
+                   "num_groups 0 does not divide");
+    expect_refused("GroupNormalization", 21, LIST("x", "s", "b"), LIST("y"),
+                   &(attr_spec){"num_groups", 2, {3}, 1, NULL}, 1, two, 2,
+                   "scale and bias must have 3 values (one per channel, "
+                   "opset 21), not 2 and 3");
+    expect_refused("GroupNormalization", 18, LIST("x", "s", "b"), LIST("y"),
+                   &(attr_spec){"num_groups", 2, {1}, 1, NULL}, 1, three, 2,
+                   "must have 1 values (one per group, opset 18)");
+}
+
 Test(models, hostile_loss_targets_and_reductions_are_refused)
 {
     /* x is (2, 3, 4): a target is (2, 4), classes in [0, 3) */

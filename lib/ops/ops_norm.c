@@ -466,111 +466,50 @@ static shardnet_status emit_standardise(sn_lower *L, const sn_node *n,
 }
 
 /*
- * InstanceNormalization (opsets 1 and 6; opset 1's consumed_inputs is
- * ignored): x (N, C, D1, ...) normalised over D1... per sample and
- * channel, then times scale (C) plus B (C) per channel.
+ * x (N, C, D1, ...) with its C channels in `groups` groups of consecutive
+ * channels, each sample's group normalised over its channels and D1...;
+ * then times scale plus bias, `per` values each (per: the channels, or
+ * the groups, each value over its group's channels), `names` them in
+ * errors and `one` says what each value is for.
  */
-SN_LOWER(sn_lower_instancenorm)
+static shardnet_status normalise_groups(sn_lower *L, const sn_node *n,
+                                        int64_t groups, int64_t per,
+                                        const char *names, const char *one)
 {
     sn_rt *x = sn_in(L, n, 0), *scale = sn_in(L, n, 1), *bias = sn_in(L, n, 2);
     sn_rt *out;
     float eps = sn_attr_float(n, "epsilon", 1e-5f);
-    int64_t cd[SN_MAX_DIMS];
+    int64_t d3[3], pd[2];
     sn_view vx, vs, vb;
     sn_dtype t = SN_DT_FLOAT;
     shardnet_status st;
-    int r = x->rank;
 
+    if (sn_rt_elements(scale) != (size_t)per ||
+        sn_rt_elements(bias) != (size_t)per)
+        return sn_node_error(n, SHARDNET_INVALID_ARGUMENT,
+                             "%s must have %lld values (one per %s), not "
+                             "%zu and %zu",
+                             names, (long long)per, one,
+                             sn_rt_elements(scale), sn_rt_elements(bias));
     if ((st = sn_float_type(n, x, &t)) != SHARDNET_OK)
         return st;
-    if (r < 2)
-        return sn_node_error(n, SHARDNET_INVALID_ARGUMENT,
-                             "input must be (N, C, ...), not of rank %d", r);
-    if (sn_rt_elements(scale) != (size_t)x->dims[1] ||
-        sn_rt_elements(bias) != (size_t)x->dims[1])
-        return sn_node_error(n, SHARDNET_INVALID_ARGUMENT,
-                             "scale and B must have %lld values (one per "
-                             "channel), not %zu and %zu",
-                             (long long)x->dims[1], sn_rt_elements(scale),
-                             sn_rt_elements(bias));
-    cd[0] = x->dims[1];
-    for (int i = 1; i < r - 1; i++)
-        cd[i] = 1;
     if (!L->plan)
         return SHARDNET_UNSUPPORTED; /* not foldable */
     if ((st = sn_dev_view(L, n, x, &vx)) ||
         (st = sn_dev_view(L, n, scale, &vs)) ||
         (st = sn_dev_view(L, n, bias, &vb)) ||
-        (st = sn_out_device(L, n, 0, r, x->dims, &out)))
+        (st = sn_out_device(L, n, 0, x->rank, x->dims, &out)))
         return st;
     out->dtype = t;
     if (sn_rt_elements(out) == 0)
         return SHARDNET_OK;
-    if ((st = emit_standardise(L, n, sn_dims_product(0, 2, x->dims),
-                               sn_dims_product(2, r, x->dims), eps, vx,
-                               out->view)) ||
-        (st = sn_emit_binary(L, n, SN_BINARY_MUL, r, x->dims, out->view,
-                             r - 1, cd, vs, out->view)))
-        return st;
-    return sn_emit_binary(L, n, SN_BINARY_ADD, r, x->dims, out->view, r - 1,
-                          cd, vb, out->view);
-}
-
-/*
- * GroupNormalization (opsets 18 and 21): x (N, C, D1, ...) with its C
- * channels in num_groups groups of consecutive channels, each sample's
- * group normalised over its channels and D1...; then times scale plus
- * bias, a value a channel (opset 21) or a group (opset 18: each value
- * over the group's channels).  stash_type (21: the statistics' precision)
- * is float here whatever it says.
- */
-SN_LOWER(sn_lower_groupnorm)
-{
-    sn_rt *x = sn_in(L, n, 0), *scale = sn_in(L, n, 1), *bias = sn_in(L, n, 2);
-    sn_rt *out;
-    float eps = sn_attr_float(n, "epsilon", 1e-5f);
-    int64_t groups = sn_attr_int(n, "num_groups", 0), d3[3], pd[2];
-    sn_view vx, vs, vb;
-    sn_dtype t = SN_DT_FLOAT;
-    shardnet_status st;
-    int r = x->rank, per_channel = L->g->opset >= 21;
-
-    if ((st = sn_float_type(n, x, &t)) != SHARDNET_OK)
-        return st;
-    if (r < 2)
-        return sn_node_error(n, SHARDNET_INVALID_ARGUMENT,
-                             "input must be (N, C, ...), not of rank %d", r);
-    int64_t c = x->dims[1];
-    if (groups < 1 || groups > c || c % groups)
-        return sn_node_error(n, SHARDNET_INVALID_ARGUMENT,
-                             "num_groups %lld does not divide the input's "
-                             "%lld channels into groups",
-                             (long long)groups, (long long)c);
-    size_t want = (size_t)(per_channel ? c : groups);
-    if (sn_rt_elements(scale) != want || sn_rt_elements(bias) != want)
-        return sn_node_error(n, SHARDNET_INVALID_ARGUMENT,
-                             "scale and bias must have %zu values (one per "
-                             "%s, opset %d), not %zu and %zu",
-                             want, per_channel ? "channel" : "group",
-                             per_channel ? 21 : 18, sn_rt_elements(scale),
-                             sn_rt_elements(bias));
-    if (!L->plan)
-        return SHARDNET_UNSUPPORTED; /* not foldable */
-    if ((st = sn_dev_view(L, n, x, &vx)) ||
-        (st = sn_dev_view(L, n, scale, &vs)) ||
-        (st = sn_dev_view(L, n, bias, &vb)) ||
-        (st = sn_out_device(L, n, 0, r, x->dims, &out)))
-        return st;
-    out->dtype = t;
-    if (sn_rt_elements(out) == 0)
-        return SHARDNET_OK;
-    /* (N, G, rest) standardised; then (N, P, rest / P) against (P, 1), P
-     * the channels or the groups */
+    /* (N, groups, rest) standardised; then (N, per, rest / per) against
+     * (per, 1) */
     size_t samples = (size_t)x->dims[0], each = sn_rt_elements(x) / samples;
     d3[0] = x->dims[0];
-    d3[1] = (int64_t)want;
-    d3[2] = (int64_t)(each / want);
-    pd[0] = (int64_t)want;
+    d3[1] = per;
+    d3[2] = (int64_t)(each / (size_t)per);
+    pd[0] = per;
     pd[1] = 1;
     if ((st = emit_standardise(L, n, samples * (size_t)groups,
                                each / (size_t)groups, eps, vx, out->view)) ||
@@ -579,6 +518,53 @@ SN_LOWER(sn_lower_groupnorm)
         return st;
     return sn_emit_binary(L, n, SN_BINARY_ADD, 3, d3, out->view, 2, pd, vb,
                           out->view);
+}
+
+/* The input (N, C, ...) of an instance or group normalisation: its C. */
+static shardnet_status channels(const sn_node *n, const sn_rt *x, int64_t *c)
+{
+    if (x->rank < 2)
+        return sn_node_error(n, SHARDNET_INVALID_ARGUMENT,
+                             "input must be (N, C, ...), not of rank %d",
+                             x->rank);
+    *c = x->dims[1];
+    return SHARDNET_OK;
+}
+
+/*
+ * InstanceNormalization (opsets 1 and 6; opset 1's consumed_inputs is
+ * ignored): x (N, C, D1, ...) normalised over D1... per sample and
+ * channel, then times scale (C) plus B (C) per channel.
+ */
+SN_LOWER(sn_lower_instancenorm)
+{
+    int64_t c = 0;
+    shardnet_status st = channels(n, sn_in(L, n, 0), &c);
+    return st ? st : normalise_groups(L, n, c, c, "scale and B", "channel");
+}
+
+/*
+ * GroupNormalization (opsets 18 and 21): groups of consecutive channels
+ * normalised together (num_groups of them), then a scale and a bias a
+ * channel (opset 21) or a group (18).  stash_type (21: the statistics'
+ * precision) is float here whatever it says.
+ */
+SN_LOWER(sn_lower_groupnorm)
+{
+    int64_t c = 0, groups = sn_attr_int(n, "num_groups", 0);
+    int per_channel = L->g->opset >= 21;
+    shardnet_status st = channels(n, sn_in(L, n, 0), &c);
+    if (st)
+        return st;
+    if (groups < 1 || groups > c || c % groups)
+        return sn_node_error(n, SHARDNET_INVALID_ARGUMENT,
+                             "num_groups %lld does not divide the input's "
+                             "%lld channels into groups",
+                             (long long)groups, (long long)c);
+    return normalise_groups(L, n, groups, per_channel ? c : groups,
+                            "scale and bias",
+                            per_channel ? "channel, opset 21"
+                                        : "group, opset 18");
 }
 
 /*
