@@ -2000,6 +2000,22 @@ def newer_norm_cases():
               17, initializers=[("scale", sc)])
 
 
+def opset19_pool_cases():
+    """AveragePool's dilations (opset 19), none in the ONNX 1.12 node
+    data: windows of 2 x 2 taps two apart, stride 1, no padding."""
+    rng = np.random.default_rng(1919)
+    x = rng.standard_normal((1, 2, 6, 7)).astype(np.float32)
+    xd = x.astype(np.float64)
+    y = np.zeros((1, 2, 4, 5))
+    for i in range(4):
+        for j in range(5):
+            y[:, :, i, j] = xd[:, :, i:i + 3:2, j:j + 3:2].mean(axis=(2, 3))
+    node_case("test_sn_averagepool_dilations_opset19",
+              [helper.make_node("AveragePool", ["x"], ["y"],
+                                kernel_shape=[2, 2], dilations=[2, 2])],
+              [("x", x)], [("y", y.astype(np.float32))], 19)
+
+
 def opset21_quant_cases():
     """QuantizeLinear and DequantizeLinear of opset 21: output_dtype (the
     type without a zero point) and the 16-bit types, per tensor and per
@@ -3345,6 +3361,7 @@ if __name__ == "__main__":
     dynamic_float_sums_cases()
     half_compute_cases()
     newer_norm_cases()
+    opset19_pool_cases()
     opset21_quant_cases()
     ms_contrib_cases()
     elementwise_cases()
