@@ -495,10 +495,13 @@ Test(api, operator_registry_lists_each_operator_once_with_its_opsets)
                   "%s", info.name);
         reciprocal += !strcmp(info.name, "Reciprocal");
         not_ += !strcmp(info.name, "Not");
+        /* once in its domain (com.microsoft's Gelu is not ONNX's) */
         for (size_t j = 0; j < i; j++) {
             shardnet_operator_info other;
             cr_assert_eq(shardnet_operator_get(j, &other), SHARDNET_OK);
-            cr_assert_str_neq(other.name, info.name, "listed twice");
+            cr_assert(strcmp(other.name, info.name) ||
+                          strcmp(other.domain, info.domain),
+                      "%s of %s listed twice", info.name, info.domain);
         }
     }
     cr_assert_eq(reciprocal, 1);
