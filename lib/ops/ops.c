@@ -56,6 +56,20 @@ shardnet_status sn_broadcast_error(const sn_node *n, int ra, const int64_t *a,
                          sn_format_dims(fb, sizeof fb, rb, b));
 }
 
+shardnet_status sn_broadcast_into(const sn_node *n, const sn_rt *a,
+                                  const sn_rt *b, const char *what)
+{
+    int64_t dims[SN_MAX_DIMS];
+    int rank;
+    if (!sn_broadcast_shape(a->rank, a->dims, b->rank, b->dims, &rank, dims))
+        return sn_broadcast_error(n, a->rank, a->dims, b->rank, b->dims);
+    if (rank != a->rank ||
+        memcmp(dims, a->dims, (size_t)rank * sizeof *dims))
+        return sn_node_error(n, SHARDNET_INVALID_ARGUMENT,
+                             "%s widens the input's shape", what);
+    return SHARDNET_OK;
+}
+
 void sn_strides(int rank, const int64_t *dims, int64_t *strides)
 {
     int64_t s = 1;

@@ -25,6 +25,10 @@ int sn_broadcast_shape(int ra, const int64_t *a, int rb, const int64_t *b,
  * naming both. */
 shardnet_status sn_broadcast_error(const sn_node *n, int ra, const int64_t *a,
                                    int rb, const int64_t *b);
+/* n's error unless b broadcasts into a's shape without widening it (a
+ * bias or a residual added to a); what names b in it. */
+shardnet_status sn_broadcast_into(const sn_node *n, const sn_rt *a,
+                                  const sn_rt *b, const char *what);
 /* Row-major strides (elements) of a shape. */
 void sn_strides(int rank, const int64_t *dims, int64_t *strides);
 /* Step idx, a position in a (rank, dims) walk in C order, to the next one,

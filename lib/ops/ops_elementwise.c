@@ -627,22 +627,14 @@ SN_LOWER(sn_lower_gelu_forms)
 {
     sn_rt *x = sn_in(L, n, 0), *b = sn_in(L, n, 1), *out;
     int quick = !strcmp(n->op_type, "QuickGelu");
-    int64_t dims[SN_MAX_DIMS];
-    int rank;
     sn_dtype t = SN_DT_FLOAT;
     sn_view vx, vb, tmp;
     sn_step s = {.kind = SN_KERNEL_UNARY};
     shardnet_status st;
 
-    if ((st = sn_float_type(n, x, &t)) != SHARDNET_OK)
+    if ((st = sn_float_type(n, x, &t)) ||
+        (b && (st = sn_broadcast_into(n, x, b, "the bias"))))
         return st;
-    if (b && !sn_broadcast_shape(x->rank, x->dims, b->rank, b->dims, &rank,
-                                 dims))
-        return sn_broadcast_error(n, x->rank, x->dims, b->rank, b->dims);
-    if (b && (rank != x->rank ||
-              memcmp(dims, x->dims, (size_t)rank * sizeof *dims)))
-        return sn_node_error(n, SHARDNET_INVALID_ARGUMENT,
-                             "the bias widens the input's shape");
     if (!L->plan)
         return SHARDNET_UNSUPPORTED; /* not foldable */
     if ((st = sn_dev_view(L, n, x, &vx)) ||

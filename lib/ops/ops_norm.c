@@ -320,9 +320,10 @@ static sn_dtype stats_type(const sn_lower *L, const sn_node *n, size_t i,
                : x->dtype;
 }
 
-/* The statistics output i of a normalisation over the axes from ax of x
- * (shape: x's up to ax, then ones), of type t; its view. */
-static shardnet_status stats_out(sn_lower *L, const sn_node *n, size_t i,
+/* Output i of a normalisation over the axes from ax of x, of type t, shaped
+ * as x up to ax, then ones (a statistic; ax = x's rank: x's own shape, as
+ * a skip form's sum); its view. */
+static shardnet_status norm_out(sn_lower *L, const sn_node *n, size_t i,
                                  const sn_rt *x, int ax, sn_dtype t,
                                  sn_view *v)
 {
@@ -357,10 +358,10 @@ static shardnet_status norm_stats(sn_lower *L, const sn_node *n, sn_rt *x,
     sn_step s = {.kind = SN_KERNEL_REDUCE};
 
     if ((st = want_mean
-                  ? stats_out(L, n, 1, x, ax, stats_type(L, n, 1, x), &vmean)
+                  ? norm_out(L, n, 1, x, ax, stats_type(L, n, 1, x), &vmean)
                   : sn_scratch(L, outer, &vmean)) ||
         (want_inv &&
-         (st = stats_out(L, n, 2, x, ax, stats_type(L, n, 2, x), &vinv))))
+         (st = norm_out(L, n, 2, x, ax, stats_type(L, n, 2, x), &vinv))))
         return st;
     if (outer == 0)
         return SHARDNET_OK;
@@ -643,7 +644,7 @@ SN_LOWER(sn_lower_rmsnorm)
         return st;
     out->dtype = t;
     if ((st = n->noutputs > 1 && n->outputs[1] >= 0
-                  ? stats_out(L, n, 1, x, ax, t, &inv)
+                  ? norm_out(L, n, 1, x, ax, t, &inv)
                   : sn_scratch(L, outer ? outer : 1, &inv)))
         return st;
     return emit_rms(L, n, outer, len, sn_attr_float(n, "epsilon", 1e-5f), vx,
@@ -665,12 +666,11 @@ SN_LOWER(sn_lower_skip_norm)
     sn_rt *x = sn_in(L, n, 0), *skip = sn_in(L, n, 1), *gamma = sn_in(L, n, 2);
     sn_rt *beta = rms ? NULL : sn_in(L, n, 3), *bias = sn_in(L, n, rms ? 3 : 4);
     sn_rt *out;
-    int64_t dims[SN_MAX_DIMS];
     float eps = sn_attr_float(n, "epsilon", 1e-5f);
     sn_dtype t = SN_DT_FLOAT;
     sn_view vx, vk, vg, vbeta = {0}, vbias, sum, inv;
     shardnet_status st;
-    int r = x->rank, rank;
+    int r = x->rank;
 
     if ((st = sn_float_type(n, x, &t)) != SHARDNET_OK)
         return st;
@@ -682,11 +682,8 @@ SN_LOWER(sn_lower_skip_norm)
             return sn_node_error(n, SHARDNET_UNSUPPORTED,
                                  "output %zu (the %s) is not supported", i,
                                  i == 1 ? "mean" : "inverse deviation");
-    if (!sn_broadcast_shape(r, x->dims, skip->rank, skip->dims, &rank, dims))
-        return sn_broadcast_error(n, r, x->dims, skip->rank, skip->dims);
-    if (rank != r || memcmp(dims, x->dims, (size_t)r * sizeof *dims))
-        return sn_node_error(n, SHARDNET_INVALID_ARGUMENT,
-                             "skip widens the input's shape");
+    if ((st = sn_broadcast_into(n, x, skip, "skip")) != SHARDNET_OK)
+        return st;
     size_t len = (size_t)x->dims[r - 1], outer = sn_dims_product(0, r - 1,
                                                                  x->dims);
     int64_t od2[2] = {(int64_t)outer, (int64_t)len}, ln = (int64_t)len;
@@ -707,19 +704,12 @@ SN_LOWER(sn_lower_skip_norm)
         (st = sn_out_device(L, n, 0, r, x->dims, &out)))
         return st;
     out->dtype = t;
-    if (n->noutputs > 3 && n->outputs[3] >= 0) {
-        sn_rt *o;
-        if ((st = sn_out_device(L, n, 3, r, x->dims, &o)) != SHARDNET_OK)
-            return st;
-        o->dtype = t;
-        sum = o->view;
-    } else if ((st = sn_scratch(L, outer * len > 0 ? outer * len : 1,
-                                &sum)) != SHARDNET_OK) {
-        return st;
-    }
-    if (rms && (st = n->noutputs > 2 && n->outputs[2] >= 0
-                         ? stats_out(L, n, 2, x, r - 1, t, &inv)
-                         : sn_scratch(L, outer ? outer : 1, &inv)))
+    if ((st = n->noutputs > 3 && n->outputs[3] >= 0
+                  ? norm_out(L, n, 3, x, r, t, &sum)
+                  : sn_scratch(L, outer * len > 0 ? outer * len : 1, &sum)) ||
+        (rms && (st = n->noutputs > 2 && n->outputs[2] >= 0
+                          ? norm_out(L, n, 2, x, r - 1, t, &inv)
+                          : sn_scratch(L, outer ? outer : 1, &inv))))
         return st;
     if (outer * len == 0)
         return SHARDNET_OK;

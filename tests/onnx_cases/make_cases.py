@@ -144,6 +144,24 @@ def node_case(name, nodes, inputs, outputs, opset, initializers=(),
                 f.write(t.SerializeToString())
 
 
+def ref_standardise(x, axes, eps):
+    """x normalised over axes in float64: (x - mean) / sqrt(var + eps), the
+    mean and the (biased) variance."""
+    xd = x.astype(np.float64)
+    mu = xd.mean(axis=axes, keepdims=True)
+    var = ((xd - mu) ** 2).mean(axis=axes, keepdims=True)
+    return (xd - mu) / np.sqrt(var + eps), mu, var
+
+
+def ref_rms(x, axis, eps):
+    """x over its axes from axis on divided by the root of their mean
+    square plus eps, in float64; and that reciprocal root."""
+    xd = x.astype(np.float64)
+    axes = tuple(range(axis % x.ndim, x.ndim))
+    inv = 1 / np.sqrt((xd ** 2).mean(axis=axes, keepdims=True) + eps)
+    return xd * inv, inv
+
+
 def ref_conv(x, w, b, strides, pads, dilations, out_type=np.float32):
     """Plain loops: x (N, C, H, W), w (M, C, kh, kw), pads (t, l, b, r);
     sums in float64, given as out_type."""
@@ -1867,11 +1885,9 @@ def half_compute_cases():
     def layernorm(x, gm, bt):
         """float16 x's LayerNormalization over its last axis in float64:
         the result rounded to float16, the mean and the variance."""
-        xd = x.astype(np.float64)
-        mu = xd.mean(axis=-1, keepdims=True)
-        var = ((xd - mu) ** 2).mean(axis=-1, keepdims=True)
-        return (h((xd - mu) / np.sqrt(var + 1e-5) * gm.astype(np.float64) +
-                  bt.astype(np.float64)), mu, var)
+        z, mu, var = ref_standardise(x, -1, 1e-5)
+        return (h(z * gm.astype(np.float64) + bt.astype(np.float64)), mu,
+                var)
 
     x = rng.uniform(-2, 2, (4, 48)).astype(f16)
     gm = rng.uniform(0.5, 1.5, 48).astype(f16)
@@ -1927,15 +1943,10 @@ def newer_norm_cases():
     def r(*shape):
         return rng.standard_normal(shape).astype(f32)
 
-    def standardise(x, axes, eps):
-        xd = x.astype(np.float64)
-        mu = xd.mean(axis=axes, keepdims=True)
-        var = ((xd - mu) ** 2).mean(axis=axes, keepdims=True)
-        return (xd - mu) / np.sqrt(var + eps)
-
     def group_norm(x, g, scale, bias, eps, per_channel):
         n, c = x.shape[:2]
-        z = standardise(x.reshape(n, g, -1), (2,), eps).reshape(x.shape)
+        z = ref_standardise(x.reshape(n, g, -1), (2,), eps)[0].reshape(
+            x.shape)
         if not per_channel:  # a value a group, over its channels
             scale, bias = np.repeat(scale, c // g), np.repeat(bias, c // g)
         b = (1, c) + (1,) * (x.ndim - 2)
@@ -1960,22 +1971,16 @@ def newer_norm_cases():
                   [("y", group_norm(x, g, sc, b, eps, opset >= 21))], opset,
                   initializers=[("scale", sc), ("bias", b)])
 
-    def rms(x, axis, eps):
-        xd = x.astype(np.float64)
-        axes = tuple(range(axis % x.ndim, x.ndim))
-        inv = 1 / np.sqrt((xd ** 2).mean(axis=axes, keepdims=True) + eps)
-        return xd * inv, inv
-
     x = r(2, 3, 8)
     sc = r(8) + 1
-    y, _ = rms(x, -1, 1e-5)
+    y, _ = ref_rms(x, -1, 1e-5)
     node_case("test_sn_rms_normalization_opset23",
               [mk("RMSNormalization", ["x", "scale"], ["y"])],
               [("x", x)], [("y", (y * sc).astype(f32))], 23,
               initializers=[("scale", sc)])
     # over the last two axes, the scale broadcast over them; a computed
     # scale of their whole shape
-    y, _ = rms(x, 1, 1e-3)
+    y, _ = ref_rms(x, 1, 1e-3)
     node_case("test_sn_rms_normalization_axis1_opset23",
               [mk("RMSNormalization", ["x", "scale"], ["y"], axis=1,
                   epsilon=1e-3)],
@@ -1986,12 +1991,12 @@ def newer_norm_cases():
               [mk("Exp", ["s"], ["scale"]),
                mk("RMSNormalization", ["x", "scale"], ["y"], axis=-2)],
               [("x", x), ("s", s2)],
-              [("y", (rms(x, -2, 1e-5)[0] *
+              [("y", (ref_rms(x, -2, 1e-5)[0] *
                       np.exp(s2.astype(np.float64))).astype(f32))], 23)
 
     x = r(2, 5, 16) * 3
     sc = r(16)
-    y, inv = rms(x, -1, 1e-6)
+    y, inv = ref_rms(x, -1, 1e-6)
     node_case("test_sn_simplified_layer_normalization_opset17",
               [mk("SimplifiedLayerNormalization", ["x", "scale"],
                   ["y", "inv_std_var"], axis=-1, epsilon=1e-6)],
@@ -2115,13 +2120,7 @@ def ms_contrib_cases():
               initializers=[("b", b)], domains=ms)
 
     def layer_norm(v, eps):
-        mu = v.mean(axis=-1, keepdims=True)
-        return (v - mu) / np.sqrt(((v - mu) ** 2).mean(axis=-1,
-                                                       keepdims=True) + eps)
-
-    def rms(v, eps):
-        inv = 1 / np.sqrt((v ** 2).mean(axis=-1, keepdims=True) + eps)
-        return v * inv, inv
+        return ref_standardise(v, -1, eps)[0]
 
     x, skip = r(2, 5, 24), r(2, 5, 24)
     gm, bt, bias = r(24) + 1, r(24), r(24)
@@ -2145,7 +2144,7 @@ def ms_contrib_cases():
               [("y", (layer_norm(sd, 1e-5) * gm).astype(f32))], 17,
               initializers=[("skip", skip1), ("gamma", gm)], domains=ms)
     sd = x.astype(np.float64) + skip + bias
-    y, inv = rms(sd, 1e-6)
+    y, inv = ref_rms(sd, -1, 1e-6)
     node_case("test_sn_ms_skip_simplified_layer_normalization",
               [mk("SkipSimplifiedLayerNormalization",
                   ["x", "skip", "gamma", "bias"], ["y", "", "inv", "sum"],
